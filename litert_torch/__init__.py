@@ -1,0 +1,32 @@
+"""litert_torch: PyTorch models to LiteRT (.tflite), written directly in Python.
+
+    import litert_torch
+    edge = litert_torch.convert(model.eval(), (sample_input,))
+    edge(sample_input)           # runs in the LiteRT runtime
+    edge.export("model.tflite")
+"""
+
+from litert_torch.converter import convert
+from litert_torch.errors import (
+    ConversionError,
+    ExportError,
+    LiteRTTorchError,
+    LoweringError,
+    ModelFileError,
+    ModelInputError,
+    UnsupportedOpsError,
+)
+from litert_torch.runtime import EdgeModel
+
+__all__ = [
+    "ConversionError",
+    "EdgeModel",
+    "ExportError",
+    "LiteRTTorchError",
+    "LoweringError",
+    "ModelFileError",
+    "ModelInputError",
+    "UnsupportedOpsError",
+    "convert",
+]
+__version__ = "0.1.0"

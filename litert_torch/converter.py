@@ -1,0 +1,66 @@
+"""`convert`: PyTorch module -> EdgeModel, the whole path in one place.
+
+    export (torch.export + our decompositions) -> lower (ATen -> IR) -> passes -> metadata -> flatbuffer
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from litert_torch import ir, metadata
+from litert_torch.flatbuffer.writer import serialize
+from litert_torch.frontend.export import export_module
+from litert_torch.lower import lower_program
+from litert_torch.passes import run_pipeline
+from litert_torch.runtime.edge_model import DEFAULT_SIGNATURE, EdgeModel
+
+log = logging.getLogger("litert_torch")
+
+
+def convert(
+    module: torch.nn.Module,
+    sample_args: Any = (),
+    sample_kwargs: dict[str, Any] | None = None,
+    *,
+    num_threads: int | None = None,
+) -> EdgeModel:
+    """Convert `module` to a LiteRT model traced with `sample_args` / `sample_kwargs`.
+
+    Raises `ExportError` when torch.export cannot trace the model, `UnsupportedOpsError` (listing every
+    unsupported op with its source line) when the graph has ops without lowerings, and `ConversionError` for
+    anything else that stops the conversion. Nothing is written to disk; call `EdgeModel.export(path)`.
+    """
+    if not isinstance(sample_args, tuple):
+        sample_args = (sample_args,)
+    timings = {}
+    start = time.perf_counter()
+    program = export_module(module, sample_args, sample_kwargs)
+    timings["export"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    lowered = lower_program(program)
+    run_pipeline(lowered.graph)
+    model = ir.Model(
+        [lowered.graph],
+        [ir.Signature(DEFAULT_SIGNATURE, 0, lowered.input_names, lowered.output_names)],
+    )
+    model.metadata[metadata.SOURCE_MAP_KEY] = metadata.source_map_json(model)
+    model.metadata[metadata.IO_KEY] = metadata.io_json({
+        DEFAULT_SIGNATURE: {
+            "inputs": lowered.input_names,
+            "outputs": lowered.output_names,
+            "in_spec": pytree.treespec_dumps(program.call_spec.in_spec),
+            "out_spec": pytree.treespec_dumps(program.call_spec.out_spec),
+            "tensor_input_positions": lowered.tensor_input_positions,
+        }
+    })
+    data = serialize(model)
+    timings["lower_and_write"] = time.perf_counter() - start
+    log.info("converted %s: %d ops, %d bytes (export %.2fs, lower+write %.2fs)", type(module).__name__,
+             len(lowered.graph.ops), len(data), timings["export"], timings["lower_and_write"])
+    return EdgeModel(data, num_threads=num_threads)

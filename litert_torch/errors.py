@@ -1,0 +1,75 @@
+"""Typed errors raised by the converter and the runtime wrapper.
+
+Every error a user can meet derives from `LiteRTTorchError`, so `except LiteRTTorchError` catches them all.
+Messages name the op, the overload and the PyTorch source line wherever one is known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class LiteRTTorchError(Exception):
+    """Base class of every error raised by litert_torch."""
+
+
+class ConversionError(LiteRTTorchError):
+    """The model could not be turned into a .tflite file."""
+
+
+class ExportError(ConversionError):
+    """`torch.export` could not trace the model (data-dependent control flow, unsupported Python, ...)."""
+
+
+@dataclass(frozen=True)
+class UnsupportedOp:
+    """One ATen op (overload) that has no lowering, with the place it is first used."""
+
+    target: str
+    count: int
+    first_node: str
+    location: str | None
+    module: str | None
+    reason: str | None = None
+
+    def describe(self) -> str:
+        nodes = "node" if self.count == 1 else "nodes"
+        text = f"  {self.target}  ({self.count} {nodes}), first at {self.location or 'unknown source line'}"
+        if self.module:
+            text += f" in {self.module}"
+        if self.reason:
+            text += f": {self.reason}"
+        return text
+
+
+class UnsupportedOpsError(ConversionError):
+    """The graph holds ATen ops that have no lowering; all of them are listed at once."""
+
+    def __init__(self, ops: list[UnsupportedOp]):
+        self.ops = ops
+        lines = [f"{len(ops)} unsupported op{'s' if len(ops) != 1 else ''} in the exported graph:"]
+        lines += [op.describe() for op in ops]
+        lines.append("Nothing was written. Rewrite these calls with supported ops, or add lowerings for them.")
+        super().__init__("\n".join(lines))
+
+
+class LoweringError(ConversionError):
+    """A supported op was used with arguments its lowering cannot express exactly."""
+
+    def __init__(self, message: str, *, target: str | None = None, location: str | None = None):
+        self.target = target
+        self.location = location
+        where = ""
+        if target:
+            where += f"{target}"
+        if location:
+            where += f" at {location}"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class ModelInputError(LiteRTTorchError, ValueError):
+    """Inputs given to an EdgeModel do not match its signature."""
+
+
+class ModelFileError(LiteRTTorchError, ValueError):
+    """A .tflite file is corrupt, truncated or not a TFLite model."""

@@ -1,0 +1,162 @@
+""".tflite bytes -> IR `Model`, for inspection, tests and rewriting existing files.
+
+Reads any TFLite model, not only ours: builtin ops come back with their options as snake_case dicts (enum values
+as names), custom ops as opcode "CUSTOM:<name>". Constant buffers become numpy arrays that share the file's memory
+where possible. Our metadata entries come back as raw bytes in `Model.metadata`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+
+from litert_torch import ir
+from litert_torch.errors import ModelFileError
+from litert_torch.flatbuffer import schema as tables
+from litert_torch.metadata import SOURCE_MAP_KEY
+
+_ENUM_NAMES = {field: tables.enum_names(cls) for field, cls in tables.ENUM_FIELDS.items()}
+
+
+def _check_header(data: bytes) -> None:
+    if len(data) < 8:
+        raise ModelFileError(f"not a TFLite model: {len(data)} bytes is too short for a flatbuffer")
+    if data[4:8] != b"TFL3":
+        raise ModelFileError("not a TFLite model: the file identifier is not 'TFL3'")
+
+
+def _options_dict(obj: Any) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    out = {}
+    for attr, value in vars(obj).items():
+        key = tables.snake(attr)
+        if key in _ENUM_NAMES and isinstance(value, int):
+            value = _ENUM_NAMES[key].get(value, value)
+        elif isinstance(value, np.ndarray):
+            value = value.tolist()
+        out[key] = value
+    return out
+
+
+def _as_str(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
+
+
+def read_model(data: bytes) -> ir.Model:
+    """Parse `data` into an IR model. Raises ModelFileError on anything that is not a readable model."""
+    data = bytes(data)
+    _check_header(data)
+    try:
+        m = schema.ModelT.InitFromPackedBuf(data, 0)
+    except Exception as exc:  # the generated parser raises whatever the corrupt offsets lead to
+        raise ModelFileError(f"corrupt TFLite model: {type(exc).__name__}: {exc}") from None
+
+    def buffer_bytes(index: int) -> bytes | None:
+        if index <= 0 or m.buffers is None or index >= len(m.buffers):
+            return None
+        buf = m.buffers[index]
+        if buf.data is not None and len(buf.data):
+            return np.asarray(buf.data, dtype=np.uint8).tobytes()
+        if buf.offset > 1 and buf.size:
+            return data[buf.offset: buf.offset + buf.size]
+        return None
+
+    opcodes = []
+    for code in m.operatorCodes or []:
+        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+        name = tables.BUILTIN_NAMES.get(builtin, f"BUILTIN_{builtin}")
+        if name == "CUSTOM":
+            name = f"CUSTOM:{_as_str(code.customCode)}"
+        opcodes.append(name)
+
+    subgraphs = []
+    for sg in m.subgraphs or []:
+        tensors = []
+        for i, t in enumerate(sg.tensors or []):
+            dtype = tables.numpy_dtype(t.type)
+            shape = [int(d) for d in (t.shape if t.shape is not None else [])]
+            raw = buffer_bytes(t.buffer)
+            value = None
+            if raw is not None and dtype is not None:
+                count = int(np.prod(shape, dtype=np.int64))
+                if count * dtype.itemsize == len(raw):
+                    value = np.frombuffer(raw, dtype=dtype).reshape(shape)
+            quant = None
+            q = t.quantization
+            if q is not None and q.scale is not None and len(q.scale):
+                quant = ir.Quantization(tuple(float(s) for s in q.scale),
+                                        tuple(int(z) for z in (q.zeroPoint if q.zeroPoint is not None else [])),
+                                        int(q.quantizedDimension))
+            signature = list(t.shapeSignature) if t.shapeSignature is not None else None
+            tensors.append(ir.Tensor(_as_str(t.name) or f"t{i}", shape, dtype if dtype is not None else np.uint8,
+                                     value, shape_signature=signature, quantization=quant))
+        ops = []
+        for o in sg.operators or []:
+            ins = [tensors[i] if i >= 0 else None for i in (o.inputs if o.inputs is not None else [])]
+            outs = [tensors[i] for i in (o.outputs if o.outputs is not None else [])]
+            ops.append(ir.Op(opcodes[o.opcodeIndex], ins, outs, _options_dict(o.builtinOptions)))
+        graph = ir.Graph(_as_str(sg.name) or "main",
+                         [tensors[i] for i in (sg.inputs if sg.inputs is not None else [])],
+                         [tensors[i] for i in (sg.outputs if sg.outputs is not None else [])], ops)
+        subgraphs.append(graph)
+
+    signatures = []
+    for sd in m.signatureDefs or []:
+        graph = subgraphs[sd.subgraphIndex]
+        sg = m.subgraphs[sd.subgraphIndex]
+        by_index_in = {t.tensorIndex: _as_str(t.name) for t in sd.inputs or []}
+        by_index_out = {t.tensorIndex: _as_str(t.name) for t in sd.outputs or []}
+        signatures.append(ir.Signature(
+            _as_str(sd.signatureKey), sd.subgraphIndex,
+            [by_index_in.get(i, graph.inputs[k].name) for k, i in enumerate(sg.inputs if sg.inputs is not None else [])],
+            [by_index_out.get(i, graph.outputs[k].name)
+             for k, i in enumerate(sg.outputs if sg.outputs is not None else [])],
+        ))
+
+    metadata = {}
+    for md in m.metadata or []:
+        raw = buffer_bytes(md.buffer)
+        if raw is not None:
+            metadata[_as_str(md.name)] = raw
+    model = ir.Model(subgraphs, signatures, metadata, _as_str(m.description))
+    _attach_sources(model)
+    return model
+
+
+def _attach_sources(model: ir.Model) -> None:
+    """Give ops back the SourceRef our source map recorded for them."""
+    raw = model.metadata.get(SOURCE_MAP_KEY)
+    if raw is None:
+        return
+    try:
+        source_map = json.loads(raw)
+        for graph, entries in zip(model.subgraphs, source_map["subgraphs"]):
+            for op, entry in zip(graph.ops, entries["ops"]):
+                if entry is not None:
+                    op.source = ir.SourceRef(entry["node"], entry["target"], entry.get("location"), entry.get("module"))
+    except (ValueError, KeyError, TypeError):
+        return
+
+
+def read_metadata(data: bytes) -> dict[str, bytes]:
+    """Only the `Model.metadata` entries (name -> bytes), without unpacking tensors or buffers."""
+    _check_header(data)
+    try:
+        m = schema.Model.GetRootAs(data, 0)
+        entries = {}
+        for i in range(m.MetadataLength()):
+            md = m.Metadata(i)
+            buf = m.Buffers(md.Buffer())
+            if buf is None:
+                continue
+            if buf.DataLength():
+                entries[_as_str(md.Name())] = buf.DataAsNumpy().tobytes()
+            elif buf.Offset() > 1 and buf.Size():
+                entries[_as_str(md.Name())] = bytes(data[buf.Offset(): buf.Offset() + buf.Size()])
+        return entries
+    except Exception as exc:  # corrupt offsets surface as arbitrary errors from the generated code
+        raise ModelFileError(f"corrupt TFLite model: {type(exc).__name__}: {exc}") from None

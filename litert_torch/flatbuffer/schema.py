@@ -1,0 +1,146 @@
+"""Tables that tie IR ops to the TFLite schema: options types, enum-valued option fields, dtypes, op versions.
+
+The schema bindings come from `ai_edge_litert.schema_py_generated`; this module only holds the facts that the
+bindings do not carry (which options table an opcode uses, which version a feature needs).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+
+# Builtin opcode name -> name of its options table (the BuiltinOptions union member). Opcodes absent from this
+# table take no options.
+OPTIONS_TABLE: dict[str, str] = {
+    "ADD": "AddOptions",
+    "SUB": "SubOptions",
+    "MUL": "MulOptions",
+    "DIV": "DivOptions",
+    "MAXIMUM": "MaximumMinimumOptions",
+    "MINIMUM": "MaximumMinimumOptions",
+    "CONV_2D": "Conv2DOptions",
+    "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
+    "FULLY_CONNECTED": "FullyConnectedOptions",
+    "BATCH_MATMUL": "BatchMatMulOptions",
+    "AVERAGE_POOL_2D": "Pool2DOptions",
+    "MAX_POOL_2D": "Pool2DOptions",
+    "MEAN": "ReducerOptions",
+    "SUM": "ReducerOptions",
+    "REDUCE_MAX": "ReducerOptions",
+    "REDUCE_MIN": "ReducerOptions",
+    "REDUCE_PROD": "ReducerOptions",
+    "RESHAPE": "ReshapeOptions",
+    "TRANSPOSE": "TransposeOptions",
+    "CONCATENATION": "ConcatenationOptions",
+    "SPLIT": "SplitOptions",
+    "SPLIT_V": "SplitVOptions",
+    "STRIDED_SLICE": "StridedSliceOptions",
+    "SLICE": "SliceOptions",
+    "SOFTMAX": "SoftmaxOptions",
+    "LOG_SOFTMAX": "LogSoftmaxOptions",
+    "PAD": "PadOptions",
+    "PADV2": "PadV2Options",
+    "LEAKY_RELU": "LeakyReluOptions",
+    "GELU": "GeluOptions",
+    "HARD_SWISH": "HardSwishOptions",
+    "SQUEEZE": "SqueezeOptions",
+    "EXPAND_DIMS": "ExpandDimsOptions",
+    "CAST": "CastOptions",
+}
+
+# Option fields whose values are schema enums, with the enum class. The IR keeps their names as strings.
+ENUM_FIELDS: dict[str, type] = {
+    "padding": schema.Padding,
+    "fused_activation_function": schema.ActivationFunctionType,
+    "weights_format": schema.FullyConnectedOptionsWeightsFormat,
+    "in_data_type": schema.TensorType,
+    "out_data_type": schema.TensorType,
+}
+
+_DTYPE_TO_TFL: dict[np.dtype, int] = {
+    np.dtype(np.float32): schema.TensorType.FLOAT32,
+    np.dtype(np.float16): schema.TensorType.FLOAT16,
+    np.dtype(np.float64): schema.TensorType.FLOAT64,
+    np.dtype(np.int32): schema.TensorType.INT32,
+    np.dtype(np.int64): schema.TensorType.INT64,
+    np.dtype(np.int16): schema.TensorType.INT16,
+    np.dtype(np.int8): schema.TensorType.INT8,
+    np.dtype(np.uint8): schema.TensorType.UINT8,
+    np.dtype(np.uint16): schema.TensorType.UINT16,
+    np.dtype(np.uint32): schema.TensorType.UINT32,
+    np.dtype(np.uint64): schema.TensorType.UINT64,
+    np.dtype(np.bool_): schema.TensorType.BOOL,
+    np.dtype(np.complex64): schema.TensorType.COMPLEX64,
+}
+_TFL_TO_DTYPE = {v: k for k, v in _DTYPE_TO_TFL.items()}
+
+
+def tensor_type(dtype: np.dtype) -> int:
+    try:
+        return _DTYPE_TO_TFL[np.dtype(dtype)]
+    except KeyError:
+        raise TypeError(f"dtype {dtype} has no TFLite tensor type") from None
+
+
+def numpy_dtype(tfl_type: int) -> np.dtype | None:
+    """The numpy dtype of a TFLite tensor type, or None for types numpy cannot hold (string, resource, ...)."""
+    return _TFL_TO_DTYPE.get(tfl_type)
+
+
+def enum_names(enum_cls: type) -> dict[int, str]:
+    return {v: k for k, v in vars(enum_cls).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+BUILTIN_CODES: dict[str, int] = {
+    k: v for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_") and isinstance(v, int)
+}
+BUILTIN_NAMES: dict[int, str] = {v: k for k, v in BUILTIN_CODES.items()}
+OPTIONS_TYPE_CODES: dict[str, int] = {
+    k: v for k, v in vars(schema.BuiltinOptions).items() if not k.startswith("_") and isinstance(v, int)
+}
+OPTIONS_TYPE_NAMES: dict[int, str] = {v: k for k, v in OPTIONS_TYPE_CODES.items()}
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+_CAMEL_RE = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def snake(name: str) -> str:
+    return _CAMEL_RE.sub("_", name).lower()
+
+
+# Op versions. Kernels are found by (builtin, version): an op must carry the lowest version whose kernel
+# supports the features it uses, so that older runtimes reject what they cannot run and newer ones find it.
+def _conv_version(op: Any) -> int:
+    inp, weights = op.inputs[0], op.inputs[1]
+    if inp.shape[-1] != weights.shape[-1]:  # grouped convolution
+        return 6
+    return 1
+
+
+def _fc_version(op: Any) -> int:
+    return 5 if op.options.get("keep_num_dims") else 1
+
+
+def _transpose_version(op: Any) -> int:
+    rank = op.inputs[0].rank
+    return 6 if rank > 5 else 4 if rank == 5 else 1
+
+
+VERSION_RULES: dict[str, Callable[[Any], int]] = {
+    "CONV_2D": _conv_version,
+    "FULLY_CONNECTED": _fc_version,
+    "TRANSPOSE": _transpose_version,
+}
+
+
+def op_version(op: Any) -> int:
+    rule = VERSION_RULES.get(op.opcode)
+    return rule(op) if rule else 1

@@ -1,0 +1,175 @@
+"""IR `Model` -> .tflite bytes, through the schema's object API and `flatbuffers.Builder`.
+
+Guarantees: the output is deterministic (same IR, same bytes); buffer 0 is the empty sentinel; constants with
+identical bytes share one buffer; tensor names are unique within a subgraph; every op carries the lowest version
+that supports what it uses (see `schema.op_version`); our metadata entries are stored as `Model.metadata`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import flatbuffers
+import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+
+from litert_torch import ir
+from litert_torch.flatbuffer import schema as tables
+
+FILE_IDENTIFIER = b"TFL3"
+SCHEMA_VERSION = 3
+
+
+class _Buffers:
+    """Collects buffer contents, sharing one buffer between identical byte strings."""
+
+    def __init__(self):
+        self.buffers: list[schema.BufferT] = [schema.BufferT()]
+        self._index: dict[bytes, int] = {}
+
+    def add(self, raw: bytes) -> int:
+        key = hashlib.sha256(raw).digest() + len(raw).to_bytes(8, "little")
+        if key not in self._index:
+            buf = schema.BufferT()
+            buf.data = np.frombuffer(raw, dtype=np.uint8)
+            self._index[key] = len(self.buffers)
+            self.buffers.append(buf)
+        return self._index[key]
+
+    def add_unshared(self, raw: bytes) -> int:
+        buf = schema.BufferT()
+        buf.data = np.frombuffer(raw, dtype=np.uint8)
+        self.buffers.append(buf)
+        return len(self.buffers) - 1
+
+
+def _options_object(op: ir.Op):
+    table = tables.OPTIONS_TABLE.get(op.opcode)
+    if table is None:
+        if op.options:
+            raise ValueError(f"{op.opcode} takes no options, got {sorted(op.options)}")
+        return 0, None
+    obj = getattr(schema, table + "T")()
+    for key, value in op.options.items():
+        attr = tables.camel(key)
+        if not hasattr(obj, attr):
+            raise ValueError(f"{op.opcode} options have no field {key!r}")
+        if key in tables.ENUM_FIELDS and isinstance(value, str):
+            value = getattr(tables.ENUM_FIELDS[key], value)
+        elif isinstance(value, (list, tuple)):
+            value = [int(v) for v in value]
+        setattr(obj, attr, value)
+    return tables.OPTIONS_TYPE_CODES[table], obj
+
+
+def _quantization(q: ir.Quantization | None):
+    if q is None:
+        return None
+    qp = schema.QuantizationParametersT()
+    qp.scale = [float(s) for s in q.scale]
+    qp.zeroPoint = [int(z) for z in q.zero_point]
+    qp.quantizedDimension = q.axis
+    return qp
+
+
+def _unique_names(tensors: list[ir.Tensor]) -> dict[ir.Tensor, str]:
+    names: dict[ir.Tensor, str] = {}
+    used: set[str] = set()
+    for t in tensors:
+        name, n = t.name, 1
+        while name in used:
+            name = f"{t.name}_{n}"
+            n += 1
+        used.add(name)
+        names[t] = name
+    return names
+
+
+def build_model(model: ir.Model) -> schema.ModelT:
+    """The schema object tree of `model` (ready to pack)."""
+    buffers = _Buffers()
+    opcode_index: dict[tuple[str, int], int] = {}
+    opcodes: list[schema.OperatorCodeT] = []
+    subgraphs = []
+    for graph in model.subgraphs:
+        tensors = graph.tensors()
+        index = {t: i for i, t in enumerate(tensors)}
+        names = _unique_names(tensors)
+        sg = schema.SubGraphT()
+        sg.name = graph.name
+        sg.tensors = []
+        for t in tensors:
+            tt = schema.TensorT()
+            tt.name = names[t]
+            tt.shape = list(t.shape)
+            if t.shape_signature is not None and any(d < 0 for d in t.shape_signature):
+                tt.shapeSignature = list(t.shape_signature)
+            tt.type = tables.tensor_type(t.dtype)
+            tt.hasRank = True
+            tt.quantization = _quantization(t.quantization)
+            if t.is_constant:
+                tt.buffer = buffers.add(np.ascontiguousarray(t.data).tobytes())
+            sg.tensors.append(tt)
+        sg.inputs = [index[t] for t in graph.inputs]
+        sg.outputs = [index[t] for t in graph.outputs]
+        sg.operators = []
+        for op in graph.ops:
+            key = (op.opcode, tables.op_version(op))
+            if key not in opcode_index:
+                code = schema.OperatorCodeT()
+                code.builtinCode = tables.BUILTIN_CODES[op.opcode]
+                code.deprecatedBuiltinCode = min(code.builtinCode, 127)
+                code.version = key[1]
+                opcode_index[key] = len(opcodes)
+                opcodes.append(code)
+            o = schema.OperatorT()
+            o.opcodeIndex = opcode_index[key]
+            o.inputs = [index[t] if t is not None else -1 for t in op.inputs]
+            o.outputs = [index[t] for t in op.outputs]
+            o.builtinOptionsType, o.builtinOptions = _options_object(op)
+            sg.operators.append(o)
+        subgraphs.append(sg)
+
+    signature_defs = []
+    for sig in model.signatures:
+        graph = model.subgraphs[sig.subgraph]
+        tensors = graph.tensors()
+        index = {t: i for i, t in enumerate(tensors)}
+        sd = schema.SignatureDefT()
+        sd.signatureKey = sig.key
+        sd.subgraphIndex = sig.subgraph
+        sd.inputs = [_tensor_map(name, index[t]) for name, t in zip(sig.input_names, graph.inputs)]
+        sd.outputs = [_tensor_map(name, index[t]) for name, t in zip(sig.output_names, graph.outputs)]
+        signature_defs.append(sd)
+
+    metadata = []
+    for name in sorted(model.metadata):
+        md = schema.MetadataT()
+        md.name = name
+        md.buffer = buffers.add_unshared(model.metadata[name])
+        metadata.append(md)
+
+    m = schema.ModelT()
+    m.version = SCHEMA_VERSION
+    m.description = model.description
+    m.operatorCodes = opcodes
+    m.subgraphs = subgraphs
+    m.buffers = buffers.buffers
+    m.signatureDefs = signature_defs
+    m.metadata = metadata
+    return m
+
+
+def _tensor_map(name: str, index: int) -> schema.TensorMapT:
+    tm = schema.TensorMapT()
+    tm.name = name
+    tm.tensorIndex = index
+    return tm
+
+
+def serialize(model: ir.Model) -> bytes:
+    """The .tflite bytes of `model`."""
+    obj = build_model(model)
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(obj.Pack(builder), file_identifier=FILE_IDENTIFIER)
+    return bytes(builder.Output())

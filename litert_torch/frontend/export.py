@@ -1,0 +1,117 @@
+"""torch.export front end: trace a module, decompose with our table, and describe where each node came from.
+
+After `export_module`, the graph holds only ATen ops that either have a lowering or are reported as unsupported;
+ops that map to one TFLite builtin (hardswish, gelu, silu, linear, ...) are kept whole instead of decomposed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+
+from litert_torch.errors import ExportError
+from litert_torch.ir import SourceRef
+
+aten = torch.ops.aten
+
+# Composite ops kept whole because one TFLite builtin (or a short exact sequence) computes them. Everything else
+# follows torch.export's default decompositions to core ATen.
+KEEP_WHOLE = (
+    aten.linear.default,
+    aten.matmul.default,
+    aten.hardswish.default,
+    aten.hardsigmoid.default,
+    aten.silu.default,
+    aten.gelu.default,
+    aten.leaky_relu.default,
+    aten.elu.default,
+    aten.relu6.default,
+    aten.hardtanh.default,
+    aten.adaptive_avg_pool2d.default,
+    aten.max_pool2d.default,
+)
+
+
+def decomposition_table() -> dict:
+    table = torch.export.default_decompositions()
+    for op in KEEP_WHOLE:
+        table.pop(op, None)
+    return table
+
+
+def export_module(
+    module: torch.nn.Module, args: tuple, kwargs: dict | None = None, *, dynamic_shapes: Any = None
+) -> torch.export.ExportedProgram:
+    """Trace `module` with torch.export (non-strict) and decompose it with our table."""
+    if not isinstance(module, torch.nn.Module):
+        raise ExportError(f"convert() needs a torch.nn.Module, got {type(module).__name__}")
+    try:
+        program = torch.export.export(module, tuple(args), kwargs or {}, strict=False, dynamic_shapes=dynamic_shapes)
+        return program.run_decompositions(decomposition_table())
+    except Exception as exc:  # torch.export raises many types; keep its explanation and add the user's line
+        where = _user_line_from_traceback(exc)
+        lead = f"torch.export could not trace {type(module).__name__}"
+        if where:
+            lead += f" (at {where})"
+        raise ExportError(f"{lead}:\n{type(exc).__name__}: {exc}") from exc
+
+
+_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_TORCH_DIR = torch.__file__.rsplit("/", 1)[0] + "/"
+
+
+def _is_library_file(path: str) -> bool:
+    return path.startswith(_TORCH_DIR) or "/site-packages/torch/" in path or "/litert_torch/" in path
+
+
+def _user_line_from_traceback(exc: BaseException) -> str | None:
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not _is_library_file(code.co_filename) and "importlib" not in code.co_filename:
+            found = f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
+        tb = tb.tb_next
+    if found is None:
+        match = _FRAME_RE.findall(str(exc))
+        user = [m for m in match if not _is_library_file(m[0])]
+        if user:
+            path, line, fn = user[-1]
+            found = f"{path}:{line} in {fn}"
+    return found
+
+
+def source_location(stack_trace: str | None) -> str | None:
+    """The innermost frame of a node's stack trace outside torch itself, as 'file:line in function'."""
+    if not stack_trace:
+        return None
+    frames = _FRAME_RE.findall(stack_trace)
+    if not frames:
+        return None
+    user = [f for f in frames if not _is_library_file(f[0])]
+    path, line, fn = (user or frames)[-1]
+    return f"{path}:{line} in {fn}"
+
+
+def target_name(target: Any) -> str:
+    """'aten.convolution.default' for an OpOverload; the qualified name for anything else."""
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
+    return getattr(target, "__qualname__", None) or str(target)
+
+
+def source_ref(node: torch.fx.Node) -> SourceRef:
+    module = None
+    stack = node.meta.get("nn_module_stack")
+    if stack:
+        path, cls = list(stack.values())[-1]
+        cls_name = cls.rsplit(".", 1)[-1] if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+        module = f"{path} ({cls_name})" if path else cls_name
+    return SourceRef(
+        node=node.name,
+        target=target_name(node.target),
+        location=source_location(node.meta.get("stack_trace")),
+        module=module,
+    )

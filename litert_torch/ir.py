@@ -1,0 +1,165 @@
+"""The graph IR between the ATen graph and the flatbuffer.
+
+A `Model` holds subgraphs of `Op`s over `Tensor`s, the signatures that name their inputs and outputs, and
+metadata entries. It mirrors the TFLite schema closely (ops are TFLite builtins with their options), but stays
+plain Python: tensors are compared by identity, constant data is a numpy array, and every op remembers the
+PyTorch node and source line it came from (`SourceRef`), which becomes the model's source map.
+
+Guarantees kept by the lowerings and passes:
+- a graph's ops are in topological order; every op input is a graph input, a constant or an earlier op's output;
+- a tensor's `shape` is static (`shape_signature` marks dynamic dimensions with -1 where they exist);
+- op options are a plain dict keyed by the schema's option field names in snake_case, enum values as strings
+  (`{"padding": "SAME", "fused_activation_function": "RELU"}`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """Where an op came from: the fx node, its ATen target, the PyTorch source line and the module path."""
+
+    node: str
+    target: str
+    location: str | None = None
+    module: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "target": self.target, "location": self.location, "module": self.module}
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """Affine quantization parameters of a tensor (per-tensor when `scale` has one entry)."""
+
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int = 0
+
+
+class Tensor:
+    """A value in the graph: an activation, a graph input, or a constant (when `data` is set)."""
+
+    __slots__ = ("name", "shape", "dtype", "data", "shape_signature", "quantization")
+
+    def __init__(
+        self,
+        name: str,
+        shape: Iterable[int],
+        dtype: Any,
+        data: np.ndarray | None = None,
+        *,
+        shape_signature: Iterable[int] | None = None,
+        quantization: Quantization | None = None,
+    ):
+        self.name = name
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        if data is not None:
+            data = np.ascontiguousarray(data, dtype=self.dtype).reshape(self.shape)
+        self.data = data
+        self.shape_signature = tuple(shape_signature) if shape_signature is not None else None
+        self.quantization = quantization
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __repr__(self) -> str:
+        kind = "const " if self.is_constant else ""
+        return f"Tensor({kind}{self.name!r}, {list(self.shape)}, {self.dtype})"
+
+
+@dataclass(eq=False)
+class Op:
+    """One TFLite builtin op. `inputs` may hold None for an omitted optional input."""
+
+    opcode: str
+    inputs: list[Tensor | None]
+    outputs: list[Tensor]
+    options: dict[str, Any] = field(default_factory=dict)
+    source: SourceRef | None = None
+
+    def __repr__(self) -> str:
+        ins = ", ".join(t.name if t is not None else "-" for t in self.inputs)
+        outs = ", ".join(t.name for t in self.outputs)
+        return f"{self.opcode}({ins}) -> {outs}"
+
+
+@dataclass(eq=False)
+class Graph:
+    """A subgraph: ordered ops from `inputs` to `outputs`."""
+
+    name: str = "main"
+    inputs: list[Tensor] = field(default_factory=list)
+    outputs: list[Tensor] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
+
+    def tensors(self) -> list[Tensor]:
+        """Every tensor the graph uses, each once, in a deterministic order (inputs, then op order)."""
+        seen: dict[int, Tensor] = {}
+        for t in self.inputs:
+            seen.setdefault(id(t), t)
+        for op in self.ops:
+            for t in (*op.inputs, *op.outputs):
+                if t is not None:
+                    seen.setdefault(id(t), t)
+        for t in self.outputs:
+            seen.setdefault(id(t), t)
+        return list(seen.values())
+
+    def producers(self) -> dict[Tensor, Op]:
+        return {t: op for op in self.ops for t in op.outputs}
+
+    def consumers(self) -> dict[Tensor, list[Op]]:
+        uses: dict[Tensor, list[Op]] = {}
+        for op in self.ops:
+            for t in op.inputs:
+                if t is not None:
+                    uses.setdefault(t, []).append(op)
+        return uses
+
+    def replace_uses(self, old: Tensor, new: Tensor) -> None:
+        """Make every reader of `old` (ops and graph outputs) read `new` instead."""
+        for op in self.ops:
+            op.inputs = [new if t is old else t for t in op.inputs]
+        self.outputs = [new if t is old else t for t in self.outputs]
+
+    def op_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for op in self.ops:
+            counts[op.opcode] = counts.get(op.opcode, 0) + 1
+        return counts
+
+
+@dataclass
+class Signature:
+    """A named entry point: names for a subgraph's inputs and outputs, position by position."""
+
+    key: str
+    subgraph: int
+    input_names: list[str]
+    output_names: list[str]
+
+
+@dataclass
+class Model:
+    """A whole .tflite model: subgraphs, signatures and metadata entries (name -> bytes)."""
+
+    subgraphs: list[Graph]
+    signatures: list[Signature]
+    metadata: dict[str, bytes] = field(default_factory=dict)
+    description: str = "litert_torch"

@@ -1,0 +1,105 @@
+"""Convolution lowerings. TFLite convolves in NHWC, so each lowering wraps itself in transposes
+(NCHW -> NHWC before, NHWC -> NCHW after); the layout pass cancels them between neighbouring ops."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from litert_torch import ir
+from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+
+aten = torch.ops.aten
+
+TO_NHWC = (0, 2, 3, 1)
+TO_NCHW = (0, 3, 1, 2)
+
+
+def pair(value, rank: int = 2) -> list[int]:
+    if isinstance(value, int):
+        return [value] * rank
+    value = [int(v) for v in value]
+    return value * rank if len(value) == 1 else value
+
+
+def tflite_padding(size: int, out: int, kernel: int, stride: int, pad: int) -> str | None:
+    """'VALID' or 'SAME' when TFLite's padding rule reproduces PyTorch's symmetric `pad` exactly, else None.
+
+    `kernel` is the effective (dilated) kernel extent. SAME pads (total // 2) before and the rest after, where
+    total = (out - 1) * stride + kernel - size; PyTorch pads `pad` before and uses what it needs after.
+    """
+    if pad == 0 and out == (size - kernel) // stride + 1:
+        return "VALID"
+    total = max((out - 1) * stride + kernel - size, 0)
+    if out == math.ceil(size / stride) and total // 2 == pad:
+        return "SAME"
+    return None
+
+
+def explicit_padding(size: int, out: int, kernel: int, stride: int, pad: int) -> tuple[int, int]:
+    """(before, after) padding after which a VALID window of `kernel` gives exactly `out` positions."""
+    after = max((out - 1) * stride + kernel - size - pad, 0)
+    return pad, after
+
+
+def conv2d_nhwc(
+    ctx: LoweringContext, x: ir.Tensor, weight: ir.Tensor, bias: ir.Tensor | None, stride, padding, dilation,
+    groups: int, out_nchw: tuple[int, ...],
+) -> ir.Tensor:
+    """CONV_2D or DEPTHWISE_CONV_2D on an NCHW input, returning NCHW."""
+    n, c_in, h, w = x.shape
+    c_out, _, kh, kw = weight.shape
+    out_h, out_w = out_nchw[2], out_nchw[3]
+    xh = ctx.transpose(x, TO_NHWC)
+    keff = [dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1]
+    modes = {tflite_padding(h, out_h, keff[0], stride[0], padding[0]),
+             tflite_padding(w, out_w, keff[1], stride[1], padding[1])}
+    if len(modes) == 1 and None not in modes:
+        mode = modes.pop()
+    else:
+        pads = [explicit_padding(h, out_h, keff[0], stride[0], padding[0]),
+                explicit_padding(w, out_w, keff[1], stride[1], padding[1])]
+        shape = [n, h + sum(pads[0]), w + sum(pads[1]), c_in]
+        xh = ctx.emit("PAD", [xh, ctx.const(np.array([[0, 0], *pads, [0, 0]], np.int32), name="paddings")],
+                      shape, x.dtype)
+        mode = "VALID"
+    if bias is None:
+        bias = ctx.const(np.zeros([c_out], x.dtype), name="bias")
+    out_shape = [n, out_h, out_w, c_out]
+    common = dict(padding=mode, stride_h=stride[0], stride_w=stride[1], dilation_h_factor=dilation[0],
+                  dilation_w_factor=dilation[1], fused_activation_function="NONE")
+    if groups > 1 and groups == c_in and c_out % c_in == 0:
+        # Depthwise filters are [1, kh, kw, c_out], channel c_out = c_in * multiplier + m.
+        filt = ctx.reshape(ctx.transpose(weight, (1, 2, 3, 0)), [1, kh, kw, c_out])
+        y = ctx.emit("DEPTHWISE_CONV_2D", [xh, filt, bias], out_shape, x.dtype, depth_multiplier=c_out // c_in,
+                     **common)
+    else:
+        filt = ctx.transpose(weight, (0, 2, 3, 1))
+        y = ctx.emit("CONV_2D", [xh, filt, bias], out_shape, x.dtype, **common)
+    return ctx.transpose(y, TO_NCHW)
+
+
+@lowers(aten.convolution.default)
+def lower_convolution(ctx, node, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """1-D and 2-D convolution (stride, padding, dilation, groups, depthwise) as CONV_2D / DEPTHWISE_CONV_2D.
+
+    A 1-D convolution runs as a 2-D one over a height of 1.
+    """
+    out_shape, _ = out_meta(node)
+    spatial = x.rank - 2
+    if transposed:
+        raise ctx.fail("transposed convolution has no lowering yet")
+    if isinstance(padding, str):
+        raise ctx.fail(f"string padding {padding!r} should have been resolved by torch.export")
+    if spatial == 2:
+        return conv2d_nhwc(ctx, x, weight, bias, pair(stride), pair(padding), pair(dilation), groups, out_shape)
+    if spatial == 1:
+        n, c, length = x.shape
+        x4 = ctx.reshape(x, [n, c, 1, length])
+        w4 = ctx.reshape(weight, [weight.shape[0], weight.shape[1], 1, weight.shape[2]])
+        y4 = conv2d_nhwc(ctx, x4, w4, bias, [1, pair(stride, 1)[0]], [0, pair(padding, 1)[0]],
+                         [1, pair(dilation, 1)[0]], groups, (out_shape[0], out_shape[1], 1, out_shape[2]))
+        return ctx.reshape(y4, out_shape)
+    raise ctx.fail(f"{spatial}-D convolution has no lowering yet (1-D and 2-D are supported)")

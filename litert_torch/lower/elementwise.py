@@ -1,0 +1,191 @@
+"""Elementwise lowerings: activations, unary math and broadcasting binary arithmetic."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from litert_torch import ir
+from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+
+aten = torch.ops.aten
+
+# ---- unary ops that are exactly one TFLite builtin ------------------------------------------------------------
+UNARY_BUILTINS = {
+    aten.relu.default: "RELU",
+    aten.relu6.default: "RELU6",
+    aten.sigmoid.default: "LOGISTIC",
+    aten.tanh.default: "TANH",
+    aten.hardswish.default: "HARD_SWISH",
+    aten.neg.default: "NEG",
+    aten.abs.default: "ABS",
+    aten.exp.default: "EXP",
+    aten.log.default: "LOG",
+    aten.sqrt.default: "SQRT",
+    aten.rsqrt.default: "RSQRT",
+    aten.sin.default: "SIN",
+    aten.cos.default: "COS",
+    aten.floor.default: "FLOOR",
+    aten.ceil.default: "CEIL",
+    aten.sign.default: "SIGN",
+}
+
+
+def _unary(opcode: str):
+    def lower_unary(ctx: LoweringContext, node, x: ir.Tensor) -> ir.Tensor:
+        return ctx.emit(opcode, [x], like=x)
+
+    lower_unary.__name__ = f"lower_{opcode.lower()}"
+    lower_unary.__doc__ = f"One {opcode} op."
+    return lower_unary
+
+
+for _target, _opcode in UNARY_BUILTINS.items():
+    lowers(_target)(_unary(_opcode))
+
+
+# ---- clamps ---------------------------------------------------------------------------------------------------
+# Clamps to these ranges are TFLite activations of their own, which later fuse into the op before them.
+_CLAMP_ACTIVATIONS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1", (0.0, 1.0): "RELU_0_TO_1"}
+
+
+def clamp(ctx: LoweringContext, x: ir.Tensor, lo: float | None, hi: float | None) -> ir.Tensor:
+    if lo is not None and hi is not None and x.dtype.kind == "f":
+        opcode = _CLAMP_ACTIVATIONS.get((float(lo), float(hi)))
+        if opcode:
+            return ctx.emit(opcode, [x], like=x)
+    if lo is not None and hi is None and float(lo) == 0.0 and x.dtype.kind == "f":
+        return ctx.emit("RELU", [x], like=x)
+    y = x
+    if lo is not None:
+        y = ctx.emit("MAXIMUM", [y, ctx.scalar_like(lo, x)], like=x)
+    if hi is not None:
+        y = ctx.emit("MINIMUM", [y, ctx.scalar_like(hi, x)], like=x)
+    return y
+
+
+@lowers(aten.hardtanh.default)
+def lower_hardtanh(ctx, node, x, min_val=-1.0, max_val=1.0):
+    """RELU6 / RELU_N1_TO_1 / RELU_0_TO_1 for their ranges, MAXIMUM + MINIMUM otherwise."""
+    return clamp(ctx, x, min_val, max_val)
+
+
+@lowers(aten.clamp.default)
+def lower_clamp(ctx, node, x, min=None, max=None):
+    """Like hardtanh; either bound may be absent."""
+    return clamp(ctx, x, min, max)
+
+
+@lowers(aten.clamp_min.default)
+def lower_clamp_min(ctx, node, x, min):
+    return clamp(ctx, x, min, None)
+
+
+@lowers(aten.clamp_max.default)
+def lower_clamp_max(ctx, node, x, max):
+    return clamp(ctx, x, None, max)
+
+
+# ---- composite activations ------------------------------------------------------------------------------------
+@lowers(aten.hardsigmoid.default)
+def lower_hardsigmoid(ctx, node, x):
+    """relu6(x + 3) / 6: ADD with a fused RELU6, then MUL by 1/6 (TFLite has no hard-sigmoid builtin)."""
+    shifted = ctx.emit("ADD", [x, ctx.scalar_like(3.0, x)], like=x, fused_activation_function="RELU6")
+    return ctx.emit("MUL", [shifted, ctx.scalar_like(1.0 / 6.0, x)], like=x)
+
+
+@lowers(aten.silu.default)
+def lower_silu(ctx, node, x):
+    """x * sigmoid(x): LOGISTIC then MUL."""
+    return ctx.emit("MUL", [x, ctx.emit("LOGISTIC", [x], like=x)], like=x)
+
+
+@lowers(aten.gelu.default)
+def lower_gelu(ctx, node, x, approximate="none"):
+    """GELU; `approximate='tanh'` maps to the builtin's tanh form."""
+    if approximate not in ("none", "tanh"):
+        raise ctx.fail(f"gelu approximate={approximate!r} is not a known form")
+    return ctx.emit("GELU", [x], like=x, approximate=approximate == "tanh")
+
+
+@lowers(aten.leaky_relu.default)
+def lower_leaky_relu(ctx, node, x, negative_slope=0.01):
+    return ctx.emit("LEAKY_RELU", [x], like=x, alpha=float(negative_slope))
+
+
+@lowers(aten.elu.default)
+def lower_elu(ctx, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """ELU for alpha = 1; relu(x) + alpha * elu(min(x, 0)) for other alphas (the builtin fixes alpha = 1)."""
+    if scale != 1.0 or input_scale != 1.0:
+        raise ctx.fail("elu with scale or input_scale other than 1 (selu/celu forms) has no lowering yet")
+    if alpha == 1.0:
+        return ctx.emit("ELU", [x], like=x)
+    negative = ctx.emit("ELU", [ctx.emit("MINIMUM", [x, ctx.scalar_like(0.0, x)], like=x)], like=x)
+    scaled = ctx.emit("MUL", [negative, ctx.scalar_like(alpha, x)], like=x)
+    return ctx.emit("ADD", [ctx.emit("RELU", [x], like=x), scaled], like=x)
+
+
+# ---- binary arithmetic ----------------------------------------------------------------------------------------
+def operand(ctx: LoweringContext, value, dtype: np.dtype) -> ir.Tensor:
+    """A binary-op operand in the result's element type: TFLite binary ops need equal element types."""
+    if isinstance(value, ir.Tensor):
+        return ctx.cast(value, dtype)
+    return ctx.const(np.array(value, dtype=dtype), dtype, "scalar")
+
+
+def binary(ctx: LoweringContext, node, opcode: str, a, b) -> ir.Tensor:
+    shape, dtype = out_meta(node)
+    return ctx.emit(opcode, [operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, dtype)
+
+
+def _scaled(ctx: LoweringContext, value, alpha, dtype):
+    if alpha == 1:
+        return value
+    if isinstance(value, ir.Tensor):
+        return ctx.emit("MUL", [operand(ctx, value, dtype), ctx.const(np.array(alpha, dtype))], value.shape, dtype)
+    return value * alpha
+
+
+@lowers(aten.add.Tensor, aten.add.Scalar)
+def lower_add(ctx, node, a, b, alpha=1):
+    _, dtype = out_meta(node)
+    return binary(ctx, node, "ADD", a, _scaled(ctx, b, alpha, dtype))
+
+
+@lowers(aten.sub.Tensor, aten.sub.Scalar)
+def lower_sub(ctx, node, a, b, alpha=1):
+    _, dtype = out_meta(node)
+    return binary(ctx, node, "SUB", a, _scaled(ctx, b, alpha, dtype))
+
+
+@lowers(aten.rsub.Tensor, aten.rsub.Scalar)
+def lower_rsub(ctx, node, a, b, alpha=1):
+    """b - alpha * a."""
+    _, dtype = out_meta(node)
+    return binary(ctx, node, "SUB", b, _scaled(ctx, a, alpha, dtype))
+
+
+@lowers(aten.mul.Tensor, aten.mul.Scalar)
+def lower_mul(ctx, node, a, b):
+    return binary(ctx, node, "MUL", a, b)
+
+
+@lowers(aten.div.Tensor, aten.div.Scalar)
+def lower_div(ctx, node, a, b):
+    """True division. A constant divisor becomes a MUL by its reciprocal only when that is exact (powers of 2)."""
+    _, dtype = out_meta(node)
+    if dtype.kind != "f":
+        raise ctx.fail("true division of integers is computed in float by PyTorch; cast the operands first")
+    if not isinstance(b, ir.Tensor) and b != 0 and np.frexp(float(b))[0] in (0.5, -0.5):
+        return binary(ctx, node, "MUL", a, 1.0 / float(b))
+    return binary(ctx, node, "DIV", a, b)
+
+
+@lowers(aten.maximum.default)
+def lower_maximum(ctx, node, a, b):
+    return binary(ctx, node, "MAXIMUM", a, b)
+
+
+@lowers(aten.minimum.default)
+def lower_minimum(ctx, node, a, b):
+    return binary(ctx, node, "MINIMUM", a, b)

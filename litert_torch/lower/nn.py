@@ -1,0 +1,111 @@
+"""Dense layers, matrix products, normalisation and softmax."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from litert_torch import ir
+from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
+
+aten = torch.ops.aten
+
+
+def fully_connected(ctx: LoweringContext, x: ir.Tensor, weight: ir.Tensor, bias: ir.Tensor | None,
+                    out_shape) -> ir.Tensor:
+    """FULLY_CONNECTED with weights [out, in]; inputs of rank > 2 keep their leading dims."""
+    if x.rank == 1:
+        y = ctx.emit("FULLY_CONNECTED", [ctx.reshape(x, [1, x.shape[0]]), weight, bias], [1, weight.shape[0]],
+                     x.dtype, keep_num_dims=False, fused_activation_function="NONE")
+        return ctx.reshape(y, out_shape)
+    return ctx.emit("FULLY_CONNECTED", [x, weight, bias], out_shape, x.dtype, keep_num_dims=x.rank > 2,
+                    fused_activation_function="NONE")
+
+
+@lowers(aten.linear.default)
+def lower_linear(ctx, node, x, weight, bias=None):
+    """FULLY_CONNECTED, the weight used as stored ([out, in])."""
+    out_shape, _ = out_meta(node)
+    return fully_connected(ctx, x, weight, bias, out_shape)
+
+
+def batch_matmul(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, out_shape) -> ir.Tensor:
+    """a @ b for operands of rank >= 2, broadcasting batch dims. A constant 2-D right operand becomes
+    FULLY_CONNECTED (its transposed weights are folded at conversion time), which XNNPACK runs fastest."""
+    if b.is_constant and b.rank == 2:
+        return fully_connected(ctx, a, ctx.transpose(b, (1, 0)), None, out_shape)
+    return ctx.emit("BATCH_MATMUL", [a, b], out_shape, a.dtype, adj_x=False, adj_y=False,
+                    asymmetric_quantize_inputs=False)
+
+
+@lowers(aten.mm.default, aten.bmm.default)
+def lower_mm(ctx, node, a, b):
+    out_shape, _ = out_meta(node)
+    return batch_matmul(ctx, a, b, out_shape)
+
+
+@lowers(aten.matmul.default)
+def lower_matmul(ctx, node, a, b):
+    """torch.matmul, including 1-D operands (promoted to matrices, then the added dim removed)."""
+    out_shape, _ = out_meta(node)
+    a2 = ctx.reshape(a, [1, a.shape[0]]) if a.rank == 1 else a
+    b2 = ctx.reshape(b, [b.shape[0], 1]) if b.rank == 1 else b
+    full = list(np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])) + [a2.shape[-2], b2.shape[-1]]
+    return ctx.reshape(batch_matmul(ctx, a2, b2, full), out_shape)
+
+
+@lowers(aten.addmm.default)
+def lower_addmm(ctx, node, bias, a, b, beta=1, alpha=1):
+    """beta * bias + alpha * (a @ b); with a constant b and 1-D bias this is one FULLY_CONNECTED."""
+    out_shape, dtype = out_meta(node)
+    if b.is_constant and beta == 1 and alpha == 1 and bias.rank == 1 and bias.shape[0] == out_shape[-1]:
+        return fully_connected(ctx, a, ctx.transpose(b, (1, 0)), ctx.cast(bias, dtype), out_shape)
+    prod = batch_matmul(ctx, a, b, out_shape)
+    if alpha != 1:
+        prod = ctx.emit("MUL", [prod, ctx.scalar_like(alpha, prod)], like=prod)
+    if beta != 1:
+        bias = ctx.emit("MUL", [bias, ctx.scalar_like(beta, bias)], like=bias)
+    return ctx.emit("ADD", [prod, bias], out_shape, dtype)
+
+
+@lowers(aten._native_batch_norm_legit_no_training.default)
+def lower_batch_norm(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps):
+    """Eval-mode batch norm as x * scale + shift with per-channel constants (folded into a preceding conv or
+    linear by the fold_affine pass)."""
+    if not (running_mean.is_constant and running_var.is_constant):
+        raise ctx.fail("batch norm with statistics computed at run time (train mode) cannot be converted; "
+                       "call model.eval() first")
+    for name, value in (("weight", weight), ("bias", bias)):
+        if value is not None and not value.is_constant:
+            raise ctx.fail(f"batch norm {name} must be a constant")
+    mean = running_mean.data.astype(np.float64)
+    inv_std = 1.0 / np.sqrt(running_var.data.astype(np.float64) + eps)
+    scale = inv_std * (weight.data.astype(np.float64) if weight is not None else 1.0)
+    shift = (bias.data.astype(np.float64) if bias is not None else 0.0) - mean * scale
+    channel_shape = [x.shape[1]] + [1] * (x.rank - 2)
+    scaled = ctx.emit("MUL", [x, ctx.const(scale.reshape(channel_shape).astype(x.dtype), name="bn_scale")], like=x)
+    out = ctx.emit("ADD", [scaled, ctx.const(shift.reshape(channel_shape).astype(x.dtype), name="bn_shift")],
+                   like=x)
+    return out, None, None
+
+
+def _on_last_axis(ctx: LoweringContext, x: ir.Tensor, dim: int, opcode: str, **options) -> ir.Tensor:
+    """Apply a last-axis op along `dim` by moving `dim` last and back."""
+    axis = normalize_dim(dim, x.rank)
+    if axis == x.rank - 1:
+        return ctx.emit(opcode, [x], like=x, **options)
+    perm = list(range(x.rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    return ctx.transpose(ctx.emit(opcode, [ctx.transpose(x, perm)], [x.shape[p] for p in perm], x.dtype,
+                                  **options), perm)
+
+
+@lowers(aten._softmax.default)
+def lower_softmax(ctx, node, x, dim, half_to_float=False):
+    """SOFTMAX (beta 1) along `dim`; TFLite's softmax works on the last axis."""
+    return _on_last_axis(ctx, x, dim, "SOFTMAX", beta=1.0)
+
+
+@lowers(aten._log_softmax.default)
+def lower_log_softmax(ctx, node, x, dim, half_to_float=False):
+    return _on_last_axis(ctx, x, dim, "LOG_SOFTMAX")

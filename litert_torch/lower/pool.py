@@ -1,0 +1,137 @@
+"""Pooling lowerings, exact to PyTorch's padding, ceil_mode and divisor rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from litert_torch.lower.conv import TO_NCHW, TO_NHWC, explicit_padding, pair, tflite_padding
+from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+
+aten = torch.ops.aten
+
+
+def _pool_padding(ctx, xh, in_hw, out_hw, kernel, stride, padding, pad_value, allow_same: bool):
+    """Pick SAME/VALID when exact, else pad explicitly (with `pad_value`) and use VALID."""
+    modes = {tflite_padding(in_hw[i], out_hw[i], kernel[i], stride[i], padding[i]) for i in range(2)}
+    if len(modes) == 1 and None not in modes and (allow_same or modes == {"VALID"}):
+        return xh, modes.pop()
+    pads = [explicit_padding(in_hw[i], out_hw[i], kernel[i], stride[i], padding[i]) for i in range(2)]
+    if all(a == 0 and b == 0 for a, b in pads):
+        return xh, "VALID"
+    n, h, w, c = xh.shape
+    shape = [n, h + sum(pads[0]), w + sum(pads[1]), c]
+    paddings = ctx.const(np.array([[0, 0], *pads, [0, 0]], np.int32), name="paddings")
+    if pad_value == 0:
+        return ctx.emit("PAD", [xh, paddings], shape, xh.dtype), "VALID"
+    return ctx.emit("PADV2", [xh, paddings, ctx.scalar_like(pad_value, xh)], shape, xh.dtype), "VALID"
+
+
+@lowers(aten.max_pool2d.default)
+def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2."""
+    kernel = pair(kernel_size)
+    stride = pair(stride) if stride else kernel
+    padding, dilation = pair(padding), pair(dilation)
+    if dilation != [1, 1]:
+        raise ctx.fail("dilated max pooling has no lowering yet")
+    out_shape, _ = out_meta(node)
+    x4 = x if x.rank == 4 else ctx.reshape(x, [1, *x.shape])
+    shape4 = out_shape if x.rank == 4 else (1, *out_shape)
+    xh = ctx.transpose(x4, TO_NHWC)
+    xh, mode = _pool_padding(ctx, xh, x4.shape[2:], shape4[2:], kernel, stride, padding, -np.inf, True)
+    y = ctx.emit("MAX_POOL_2D", [xh], [shape4[0], shape4[2], shape4[3], shape4[1]], x.dtype, padding=mode,
+                 stride_h=stride[0], stride_w=stride[1], filter_height=kernel[0], filter_width=kernel[1],
+                 fused_activation_function="NONE")
+    return ctx.reshape(ctx.transpose(y, TO_NCHW), out_shape)
+
+
+def avg_pool_divisors(in_hw, out_hw, kernel, stride, padding, count_include_pad, divisor_override) -> np.ndarray:
+    """The divisor PyTorch uses for each output position of avg_pool2d, shape [out_h, out_w]."""
+    def extents(size, out, k, s, p):
+        full, clipped = [], []
+        for i in range(out):
+            start = i * s - p
+            end = min(start + k, size + p)
+            full.append(end - start)
+            clipped.append(min(end, size) - max(start, 0))
+        return np.array(full), np.array(clipped)
+
+    full_h, clip_h = extents(in_hw[0], out_hw[0], kernel[0], stride[0], padding[0])
+    full_w, clip_w = extents(in_hw[1], out_hw[1], kernel[1], stride[1], padding[1])
+    if divisor_override:
+        return np.full([out_hw[0], out_hw[1]], float(divisor_override))
+    if count_include_pad:
+        return np.outer(full_h, full_w).astype(np.float64)
+    return np.outer(clip_h, clip_w).astype(np.float64)
+
+
+@lowers(aten.avg_pool2d.default)
+def lower_avg_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                     divisor_override=None):
+    """AVERAGE_POOL_2D, exact for every padding / ceil_mode / count_include_pad / divisor_override.
+
+    TFLite divides each window by the number of real (unpadded) cells it covers. Where PyTorch's divisor
+    differs, the input is zero-padded explicitly (so every window is full and TFLite divides by kh * kw) and the
+    result is multiplied by the constant kh * kw / divisor per output position.
+    """
+    kernel = pair(kernel_size)
+    stride = pair(stride) if stride else kernel
+    padding = pair(padding)
+    out_shape, _ = out_meta(node)
+    x4 = x if x.rank == 4 else ctx.reshape(x, [1, *x.shape])
+    shape4 = out_shape if x.rank == 4 else (1, *out_shape)
+    in_hw, out_hw = x4.shape[2:], shape4[2:]
+    divisors = avg_pool_divisors(in_hw, out_hw, kernel, stride, padding, count_include_pad, divisor_override)
+    tfl_divisors = avg_pool_divisors(in_hw, out_hw, kernel, stride, padding, False, None)
+    xh = ctx.transpose(x4, TO_NHWC)
+    exact_same = np.array_equal(divisors, tfl_divisors)
+    xh, mode = _pool_padding(ctx, xh, in_hw, out_hw, kernel, stride, padding, 0.0, exact_same)
+    y = ctx.emit("AVERAGE_POOL_2D", [xh], [shape4[0], out_hw[0], out_hw[1], shape4[1]], x.dtype, padding=mode,
+                 stride_h=stride[0], stride_w=stride[1], filter_height=kernel[0], filter_width=kernel[1],
+                 fused_activation_function="NONE")
+    if mode == "VALID":
+        # Every VALID window (after any explicit padding) is full: TFLite divided by kh * kw.
+        scale = (kernel[0] * kernel[1]) / divisors
+        if not np.all(scale == 1.0):
+            y = ctx.emit("MUL", [y, ctx.const(scale.reshape(1, out_hw[0], out_hw[1], 1).astype(x.dtype),
+                                              name="divisor_fix")], like=y)
+    return ctx.reshape(ctx.transpose(y, TO_NCHW), out_shape)
+
+
+def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
+    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
+
+
+@lowers(aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)
+def lower_adaptive_avg_pool2d(ctx: LoweringContext, node, x, output_size):
+    """Global pooling is MEAN over H and W; equal windows are AVERAGE_POOL_2D; uneven windows are two
+    FULLY_CONNECTED products with the constant pooling matrices (adaptive pooling is linear in the input)."""
+    out_shape, _ = out_meta(node)
+    oh, ow = out_shape[-2:]
+    h, w = x.shape[-2:]
+    if (oh, ow) == (1, 1):
+        axes = ctx.const(np.array([x.rank - 2, x.rank - 1], np.int32), name="axes")
+        return ctx.emit("MEAN", [x, axes], out_shape, x.dtype, keep_dims=True)
+    if h % oh == 0 and w % ow == 0:
+        x4 = x if x.rank == 4 else ctx.reshape(x, [1, *x.shape])
+        kernel = [h // oh, w // ow]
+        y = ctx.emit("AVERAGE_POOL_2D", [ctx.transpose(x4, TO_NHWC)], [x4.shape[0], oh, ow, x4.shape[1]], x.dtype,
+                     padding="VALID", stride_h=kernel[0], stride_w=kernel[1], filter_height=kernel[0],
+                     filter_width=kernel[1], fused_activation_function="NONE")
+        return ctx.reshape(ctx.transpose(y, TO_NCHW), out_shape)
+
+    def matrix(size, out):
+        m = np.zeros([out, size], np.float64)
+        for i, (a, b) in enumerate(adaptive_windows(size, out)):
+            m[i, a:b] = 1.0 / (b - a)
+        return m.astype(x.dtype)
+
+    # Pool W: [.., H, W] x [ow, W]^T -> [.., H, ow]; then H the same way on the transposed tensor.
+    lead = list(x.shape[:-2])
+    by_w = ctx.emit("FULLY_CONNECTED", [x, ctx.const(matrix(w, ow), name="pool_w"), None], [*lead, h, ow],
+                    x.dtype, keep_num_dims=True, fused_activation_function="NONE")
+    perm = [*range(len(lead)), len(lead) + 1, len(lead)]
+    by_h = ctx.emit("FULLY_CONNECTED", [ctx.transpose(by_w, perm), ctx.const(matrix(h, oh), name="pool_h"), None],
+                    [*lead, ow, oh], x.dtype, keep_num_dims=True, fused_activation_function="NONE")
+    return ctx.transpose(by_h, perm)

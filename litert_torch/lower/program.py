@@ -1,0 +1,258 @@
+"""ExportedProgram -> IR graph.
+
+Walks the fx graph once. Before emitting anything it checks every node, so that all ATen ops without a
+lowering are reported together (`UnsupportedOpsError`). Nodes whose tensor inputs are all constants (parameters,
+buffers, lifted constants, or values computed from them) are evaluated with PyTorch itself and become constants:
+no lowering is needed for them and the result is exact.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+
+from litert_torch import ir
+from litert_torch.errors import ConversionError, LoweringError, UnsupportedOp, UnsupportedOpsError
+from litert_torch.frontend.export import source_ref, target_name
+from litert_torch.lower.registry import LoweringContext, lowering_for, numpy_dtype
+
+
+@dataclass
+class LoweredProgram:
+    graph: ir.Graph
+    input_names: list[str]  # one per graph input (tensor user inputs only)
+    output_names: list[str]  # one per graph output
+    tensor_input_positions: list[int]  # positions, among the flattened user inputs, that are tensors
+
+
+_CONST_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+
+def _constant_values(program: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
+    values = {}
+    for spec in program.graph_signature.input_specs:
+        if spec.kind in _CONST_KINDS:
+            value = program.state_dict.get(spec.target)
+            if value is None:
+                value = program.constants[spec.target]
+            values[spec.arg.name] = value.detach()
+    return values
+
+
+def _tensor_nodes(args: Any) -> list[torch.fx.Node]:
+    found: list[torch.fx.Node] = []
+    torch.fx.node.map_arg(args, found.append)
+    return found
+
+
+def _check_supported(program: torch.export.ExportedProgram, constant_nodes: set[str]) -> None:
+    """Raise one UnsupportedOpsError listing every op without a lowering, or return."""
+    missing: dict[str, UnsupportedOp] = {}
+    for node in program.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem or node.name in constant_nodes:
+            continue
+        if lowering_for(node.target) is not None:
+            continue
+        name = target_name(node.target)
+        if name in missing:
+            prev = missing[name]
+            missing[name] = UnsupportedOp(name, prev.count + 1, prev.first_node, prev.location, prev.module)
+        else:
+            ref = source_ref(node)
+            missing[name] = UnsupportedOp(name, 1, node.name, ref.location, ref.module)
+    if missing:
+        raise UnsupportedOpsError(list(missing.values()))
+
+
+def _find_constant_nodes(program: torch.export.ExportedProgram, constants: dict[str, torch.Tensor]) -> set[str]:
+    const = set(constants)
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        inputs = _tensor_nodes((node.args, node.kwargs))
+        if all(n.name in const for n in inputs) and _is_pure(node):
+            const.add(node.name)
+    return const
+
+
+def _is_pure(node: torch.fx.Node) -> bool:
+    target = node.target
+    if target is operator.getitem:
+        return True
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return False
+    if schema.is_mutable or any(t in str(target) for t in ("rand", "dropout", "bernoulli", "empty")):
+        return False
+    return True
+
+
+def _static_shape(node: torch.fx.Node) -> tuple[int, ...]:
+    val = node.meta.get("val")
+    try:
+        return tuple(int(d) for d in val.shape)
+    except TypeError:
+        raise LoweringError(
+            f"input {node.name} has a dynamic shape {tuple(val.shape)}; dynamic dimensions are not supported yet"
+        ) from None
+
+
+def output_names(out_spec: Any, count: int) -> list[str]:
+    """Signature output names from the output pytree: dict keys where the model returns a dict, else output_i."""
+    import torch.utils._pytree as pytree
+
+    if count == 1 and out_spec.is_leaf():
+        return ["output_0"]
+    tree = pytree.tree_unflatten(list(range(count)), out_spec)
+    names = []
+    for path, _ in pytree.tree_flatten_with_path(tree)[0]:
+        parts = []
+        for key in path:
+            if isinstance(key, pytree.MappingKey):
+                parts.append(str(key.key))
+            elif isinstance(key, pytree.SequenceKey):
+                parts.append(str(key.idx))
+            elif isinstance(key, pytree.GetAttrKey):
+                parts.append(key.name)
+            else:
+                parts.append(str(key))
+        name = "_".join(parts) or "output"
+        name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+        if not name[0].isalpha():
+            name = "output_" + name
+        names.append(name)
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        n = seen.get(name, 0)
+        seen[name] = n + 1
+        unique.append(name if n == 0 else f"{name}_{n}")
+    return unique
+
+
+def lower_program(program: torch.export.ExportedProgram) -> LoweredProgram:
+    """Lower every node of `program` into a new IR graph."""
+    constants = _constant_values(program)
+    constant_nodes = _find_constant_nodes(program, constants)
+    _check_supported(program, constant_nodes)
+
+    graph = ir.Graph("main")
+    ctx = LoweringContext(graph)
+    env: dict[str, Any] = {}  # node name -> IR tensor(s) or Python value
+    torch_env: dict[str, Any] = dict(constants)  # node name -> torch value, for constant nodes
+
+    user_inputs = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    tensor_positions, input_names = [], []
+    placeholder_by_name = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    for pos, spec in enumerate(user_inputs):
+        node = placeholder_by_name.get(getattr(spec.arg, "name", None))
+        if node is None or not isinstance(node.meta.get("val"), torch.Tensor):
+            continue
+        shape = _static_shape(node)
+        env[node.name] = ir.Tensor(node.name, shape, numpy_dtype(node.meta["val"].dtype))
+        graph.inputs.append(env[node.name])
+        tensor_positions.append(pos)
+        input_names.append(node.name)
+
+    def to_ir(value: Any) -> Any:
+        return torch.fx.node.map_arg(value, lambda n: env[n.name])
+
+    def to_torch(value: Any) -> Any:
+        return torch.fx.node.map_arg(value, lambda n: torch_env[n.name])
+
+    for node in program.graph.nodes:
+        if node.op == "placeholder":
+            if node.name in constants:
+                ctx.begin(node, ir.SourceRef(node.name, "placeholder"))
+                env[node.name] = _const_tensor(node.name, constants[node.name])
+            continue
+        if node.op == "output":
+            break
+        ref = source_ref(node)
+        ctx.begin(node, ref)
+        if node.name in constant_nodes:
+            with torch.no_grad():
+                value = node.target(*to_torch(node.args), **to_torch(node.kwargs))
+            torch_env[node.name] = value
+            env[node.name] = _wrap_constant(node.name, value)
+            continue
+        if node.target is operator.getitem:
+            seq, index = node.args
+            env[node.name] = env[seq.name][index]
+            continue
+        lowering = lowering_for(node.target)
+        try:
+            result = lowering.fn(ctx, node, *to_ir(node.args), **to_ir(node.kwargs))
+        except LoweringError as exc:
+            if exc.target is None:
+                raise LoweringError(str(exc), target=ref.target, location=ref.location) from exc
+            raise
+        except ConversionError:
+            raise
+        except Exception as exc:
+            raise ConversionError(
+                f"lowering {ref.target} (node {node.name}, at {ref.location or 'unknown source'}) failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        _check_result(node, result, ref)
+        env[node.name] = result
+
+    output_node = next(n for n in program.graph.nodes if n.op == "output")
+    out_args = output_node.args[0]
+    for spec, arg in zip(program.graph_signature.output_specs, out_args):
+        if spec.kind != OutputKind.USER_OUTPUT:
+            raise ConversionError(
+                f"the model writes to {spec.kind.name.lower().replace('_', ' ')} {spec.target!r} during forward; "
+                "models that mutate their buffers or inputs are not supported yet (keep state outside the model)"
+            )
+        if not isinstance(arg, torch.fx.Node):
+            raise ConversionError(f"output {arg!r} is not a tensor; only tensor outputs are supported")
+        value = env[arg.name]
+        if not isinstance(value, ir.Tensor):
+            raise ConversionError(f"output {arg.name} is not a tensor")
+        graph.outputs.append(value)
+    names = output_names(program.call_spec.out_spec, len(graph.outputs))
+    return LoweredProgram(graph, input_names, names, tensor_positions)
+
+
+def _const_tensor(name: str, value: torch.Tensor) -> ir.Tensor:
+    arr = value.detach().cpu().contiguous().numpy()
+    return ir.Tensor(name, arr.shape, arr.dtype, arr)
+
+
+def _wrap_constant(name: str, value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return _const_tensor(name, value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_wrap_constant(f"{name}_{i}", v) for i, v in enumerate(value))
+    return value
+
+
+def _check_result(node: torch.fx.Node, result: Any, ref: ir.SourceRef) -> None:
+    """A lowering's outputs must have the shapes PyTorch computed; a mismatch is a bug in the lowering."""
+    vals = node.meta.get("val")
+    if isinstance(vals, torch.Tensor):
+        pairs = [(vals, result)]
+    elif isinstance(vals, (tuple, list)) and isinstance(result, (tuple, list)):
+        pairs = list(zip(vals, result))
+    else:
+        return
+    for val, got in pairs:
+        if not isinstance(val, torch.Tensor) or not isinstance(got, ir.Tensor):
+            continue
+        want = tuple(int(d) for d in val.shape)
+        if want != got.shape:
+            raise ConversionError(
+                f"internal error: lowering of {ref.target} (node {node.name}) produced shape {list(got.shape)}, "
+                f"PyTorch computes {list(want)}"
+            )
+        if np.dtype(numpy_dtype(val.dtype)) != got.dtype:
+            raise ConversionError(
+                f"internal error: lowering of {ref.target} (node {node.name}) produced {got.dtype}, "
+                f"PyTorch computes {val.dtype}"
+            )

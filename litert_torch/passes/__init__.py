@@ -1,0 +1,26 @@
+"""Graph passes over the IR, run in the order of `PIPELINE`."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from litert_torch import ir
+from litert_torch.passes import cleanup, fold_affine, fuse_activation, layout
+
+PassFn = Callable[[ir.Graph], bool]
+
+# The pipeline, in order. Cleanup runs first so that later passes see no no-op reshapes between ops, and last
+# so that the ops the other passes bypassed are removed.
+PIPELINE: list[tuple[str, PassFn]] = [
+    ("cleanup", cleanup.run),
+    ("layout", layout.run),
+    ("cleanup", cleanup.run),
+    ("fold_affine", fold_affine.run),
+    ("fuse_activation", fuse_activation.run),
+    ("cleanup", cleanup.run),
+]
+
+
+def run_pipeline(graph: ir.Graph, pipeline: list[tuple[str, PassFn]] | None = None) -> None:
+    for _, pass_fn in pipeline or PIPELINE:
+        pass_fn(graph)

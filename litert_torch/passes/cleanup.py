@@ -1,0 +1,70 @@
+"""Cleanup pass: no-op removal, reshape-chain collapsing and dead-op removal.
+
+Guarantees afterwards: no RESHAPE to its input's own shape, no TRANSPOSE by the identity permutation, no CAST to
+the same type, no RESHAPE reading another RESHAPE, and no op whose outputs nobody reads.
+
+    x -> RESHAPE[1,64] -> RESHAPE[64] -> y        x -> RESHAPE[64] -> y
+"""
+
+from __future__ import annotations
+
+from litert_torch import ir
+from litert_torch.passes.layout import perm_of
+
+
+def _is_noop(op: ir.Op) -> bool:
+    if op.opcode in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS"):
+        return op.inputs[0].shape == op.outputs[0].shape
+    if op.opcode == "TRANSPOSE":
+        perm = perm_of(op)
+        return perm is not None and perm == list(range(len(perm)))
+    if op.opcode == "CAST":
+        return op.inputs[0].dtype == op.outputs[0].dtype
+    return False
+
+
+def remove_noops(graph: ir.Graph) -> bool:
+    changed = False
+    graph_inputs = set(graph.inputs)
+    for op in list(graph.ops):
+        if not _is_noop(op):
+            continue
+        src, out = op.inputs[0], op.outputs[0]
+        if out in graph.outputs and (src in graph_inputs or src.is_constant or src in graph.outputs):
+            continue  # the op gives the output a tensor of its own; keep it
+        graph.ops.remove(op)
+        graph.replace_uses(out, src)
+        changed = True
+    return changed
+
+
+def collapse_reshapes(graph: ir.Graph) -> bool:
+    producers = graph.producers()
+    changed = False
+    for op in graph.ops:
+        if op.opcode != "RESHAPE":
+            continue
+        inner = producers.get(op.inputs[0])
+        if inner is not None and inner.opcode == "RESHAPE":
+            op.inputs = [inner.inputs[0], *op.inputs[1:]]
+            changed = True
+    return changed
+
+
+def remove_dead_ops(graph: ir.Graph) -> bool:
+    live = set(graph.outputs)
+    kept: list[ir.Op] = []
+    for op in reversed(graph.ops):
+        if any(t in live for t in op.outputs):
+            kept.append(op)
+            live.update(t for t in op.inputs if t is not None)
+    changed = len(kept) != len(graph.ops)
+    graph.ops = kept[::-1]
+    return changed
+
+
+def run(graph: ir.Graph) -> bool:
+    changed = remove_noops(graph)
+    changed |= collapse_reshapes(graph)
+    changed |= remove_dead_ops(graph)
+    return changed

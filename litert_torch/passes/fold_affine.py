@@ -1,0 +1,82 @@
+"""Fold per-channel affine constants (eval batch norm, scales, biases) into the conv or dense layer before them.
+
+Guarantee afterwards: no MUL or ADD/SUB by a constant that varies only along the output channel directly
+follows a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED whose output it alone reads; its effect is in the
+layer's filter and bias instead. Shared weights are never edited in place: folded layers get new constants.
+
+    CONV_2D(x, W, b) -> MUL(s) -> ADD(t)        CONV_2D(x, W * s, b * s + t)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from litert_torch import ir
+
+LAYERS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0}  # opcode -> output-channel axis of filter
+
+
+def _channel_vector(const: ir.Tensor, out: ir.Tensor) -> np.ndarray | None:
+    """The constant as a vector over the output's last axis, if it broadcasts along that axis only."""
+    if const.rank > out.rank:
+        return None
+    shape = (1,) * (out.rank - const.rank) + const.shape
+    if any(d != 1 for d in shape[:-1]):
+        return None
+    channels = out.shape[-1]
+    vec = const.data.reshape(-1).astype(np.float64)
+    if vec.size == 1:
+        return np.full(channels, vec[0])
+    return vec if vec.size == channels else None
+
+
+def run(graph: ir.Graph) -> bool:
+    changed = False
+    while True:
+        consumers = graph.consumers()
+        producers = graph.producers()
+        folded = False
+        for op in graph.ops:
+            if op.opcode not in ("MUL", "ADD", "SUB") or op.options.get("fused_activation_function", "NONE") != "NONE":
+                continue
+            layer_out, const = op.inputs
+            if const is None or not const.is_constant:
+                layer_out, const = const, layer_out
+            if layer_out is None or const is None or not const.is_constant or layer_out.is_constant:
+                continue
+            if op.opcode == "SUB" and op.inputs[1] is not const:
+                continue
+            layer = producers.get(layer_out)
+            if layer is None or layer.opcode not in LAYERS or layer_out in graph.outputs:
+                continue
+            if len(consumers.get(layer_out, [])) != 1 or layer.options.get("fused_activation_function") != "NONE":
+                continue
+            if op.outputs[0].shape != layer_out.shape or layer_out.dtype.kind != "f":
+                continue
+            weights, bias = layer.inputs[1], layer.inputs[2] if len(layer.inputs) > 2 else None
+            if not weights.is_constant or (bias is not None and not bias.is_constant):
+                continue
+            vec = _channel_vector(const, layer_out)
+            if vec is None:
+                continue
+            axis = LAYERS[layer.opcode]
+            w = weights.data.astype(np.float64)
+            b = bias.data.astype(np.float64) if bias is not None else np.zeros(layer_out.shape[-1])
+            if op.opcode == "MUL":
+                shape = [1] * w.ndim
+                shape[axis] = -1
+                w = w * vec.reshape(shape)
+                b = b * vec
+            else:
+                b = b + vec if op.opcode == "ADD" else b - vec
+            new_w = ir.Tensor(weights.name + "/folded", w.shape, weights.dtype, w.astype(weights.dtype))
+            new_b = ir.Tensor((bias.name if bias is not None else layer_out.name + "/bias") + "/folded", b.shape,
+                              layer_out.dtype, b.astype(layer_out.dtype))
+            layer.inputs = [layer.inputs[0], new_w, new_b, *layer.inputs[3:]]
+            # The layer now writes the affine op's output tensor; the affine op disappears.
+            layer.outputs = [op.outputs[0]]
+            graph.ops.remove(op)
+            folded = changed = True
+            break
+        if not folded:
+            return changed

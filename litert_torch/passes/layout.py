@@ -1,0 +1,200 @@
+"""Layout pass: sink transposes towards the outputs and cancel the pairs that meet.
+
+Lowerings of layout-sensitive ops wrap themselves in TRANSPOSEs (NCHW -> NHWC before, back after). This pass
+moves each TRANSPOSE below the layout-agnostic ops that read it (elementwise ops, concatenation, reductions),
+permuting their constants and axes, until it meets the inverse TRANSPOSE of the next conv or pool and both
+vanish. Transposes that only move dimensions of size 1 become reshapes.
+
+    TRANSPOSE(0,3,1,2) -> RELU -> TRANSPOSE(0,2,3,1) -> CONV_2D       RELU -> CONV_2D
+                 before                                        after
+
+Guarantee: the graph computes the same values; every op that reads a TRANSPOSE output and could take the
+untransposed tensor instead now does, so a conv net keeps at most the transposes at its inputs and outputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from litert_torch import ir
+
+ELEMENTWISE_UNARY = {
+    "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH", "GELU", "LEAKY_RELU", "ELU",
+    "NEG", "ABS", "EXP", "LOG", "SQRT", "RSQRT", "SIN", "COS", "FLOOR", "CEIL", "SIGN", "CAST", "SQUARE",
+}
+ELEMENTWISE_BINARY = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE"}
+REDUCTIONS = {"MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"}
+MAX_SWEEPS = 50
+
+
+def perm_of(op: ir.Op) -> list[int] | None:
+    if op.opcode != "TRANSPOSE" or not op.inputs[1].is_constant:
+        return None
+    return [int(p) for p in op.inputs[1].data]
+
+
+def inverse(perm: list[int]) -> list[int]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return inv
+
+
+def is_reshape_like(shape: tuple[int, ...], perm: list[int]) -> bool:
+    """True when transposing `shape` by `perm` keeps the order of all dimensions larger than 1."""
+    moved = [p for p in perm if shape[p] != 1]
+    return moved == sorted(moved)
+
+
+class LayoutPass:
+    def __init__(self, graph: ir.Graph):
+        self.graph = graph
+        self.producers = graph.producers()
+
+    def run(self) -> bool:
+        changed_any = False
+        for _ in range(MAX_SWEEPS):
+            if not self._sweep():
+                break
+            changed_any = True
+        return changed_any
+
+    # ---- one sweep in topological order --------------------------------------------------------------------
+    def _sweep(self) -> bool:
+        changed = False
+        new_ops: list[ir.Op] = []
+        for op in self.graph.ops:
+            replacement = self._rewrite(op)
+            if replacement is None:
+                new_ops.append(op)
+                continue
+            changed = True
+            new_ops.extend(replacement)
+            for new in replacement:
+                for t in new.outputs:
+                    self.producers[t] = new
+        self.graph.ops = new_ops
+        return changed
+
+    def _input_perm(self, t: ir.Tensor | None) -> list[int] | None:
+        producer = self.producers.get(t) if t is not None else None
+        return perm_of(producer) if producer is not None else None
+
+    def _rewrite(self, op: ir.Op) -> list[ir.Op] | None:
+        if op.opcode == "TRANSPOSE":
+            return self._fold_transpose(op)
+        if op.opcode in ELEMENTWISE_UNARY:
+            return self._sink(op, [0])
+        if op.opcode in ELEMENTWISE_BINARY:
+            return self._sink(op, [0, 1])
+        if op.opcode == "CONCATENATION":
+            return self._sink(op, list(range(len(op.inputs))), axis_key="axis")
+        if op.opcode in REDUCTIONS:
+            return self._sink_reduction(op)
+        return None
+
+    def _fold_transpose(self, op: ir.Op) -> list[ir.Op] | None:
+        """T_q(T_p(x)) -> T_(p.q)(x); the inner transpose dies when nothing else reads it."""
+        perm = perm_of(op)
+        x = op.inputs[0]
+        inner = self._input_perm(x)
+        if perm is None or inner is None:
+            return None
+        return [transpose_op(self.producers[x].inputs[0], [inner[p] for p in perm], op.outputs[0], op.source)]
+
+    def _sink(self, op: ir.Op, positions: list[int], axis_key: str | None = None) -> list[ir.Op] | None:
+        """op(T_p(x1), T_p(x2), const) -> T_p(op(x1, x2, const')).
+
+        Operands may also be constants (permuted here) or tensors that transposing by p^-1 would only reshape.
+        """
+        out = op.outputs[0]
+        perms = {i: self._input_perm(op.inputs[i]) for i in positions
+                 if op.inputs[i] is not None and not op.inputs[i].is_constant}
+        found = {tuple(p) for p in perms.values() if p is not None}
+        if len(found) != 1:
+            return None
+        perm = list(found.pop())
+        inv = inverse(perm)
+        for i, p in perms.items():
+            t = op.inputs[i]
+            if t.rank != out.rank or (p is None and not is_reshape_like(t.shape, inv)):
+                return None
+        extra: list[ir.Op] = []
+        new_inputs = list(op.inputs)
+        for i in positions:
+            t = op.inputs[i]
+            if t is None:
+                continue
+            if t.is_constant:
+                if t.rank > out.rank:
+                    return None
+                if t.size != 1:
+                    data = np.transpose(t.data.reshape((1,) * (out.rank - t.rank) + t.shape), inv)
+                    new_inputs[i] = ir.Tensor(f"{t.name}/nhwc", data.shape, t.dtype, data)
+            elif perms[i] is None:
+                moved_t = ir.Tensor(f"{t.name}/nhwc", [t.shape[d] for d in inv], t.dtype,
+                                    quantization=t.quantization)
+                extra.append(reshape_op(t, moved_t, op.source))
+                new_inputs[i] = moved_t
+            else:
+                new_inputs[i] = self.producers[t].inputs[0]
+        inner_out = ir.Tensor(f"{out.name}/pre", [out.shape[i] for i in inv], out.dtype,
+                              quantization=out.quantization)
+        options = dict(op.options)
+        if axis_key is not None:
+            axis = options[axis_key]
+            options[axis_key] = perm[axis if axis >= 0 else axis + out.rank]
+        moved = ir.Op(op.opcode, new_inputs, [inner_out], options, op.source)
+        return [*extra, moved, transpose_op(inner_out, perm, out, op.source)]
+
+    def _sink_reduction(self, op: ir.Op) -> list[ir.Op] | None:
+        x, axes_t = op.inputs[0], op.inputs[1]
+        perm = self._input_perm(x)
+        if perm is None or not axes_t.is_constant:
+            return None
+        source = self.producers[x].inputs[0]
+        rank = x.rank
+        axes = sorted({int(a) + rank if a < 0 else int(a) for a in axes_t.data.reshape(-1)})
+        new_axes = sorted(perm[a] for a in axes)
+        out = op.outputs[0]
+        if op.options.get("keep_dims"):
+            inner_shape = [1 if i in new_axes else d for i, d in enumerate(source.shape)]
+            out_perm = perm
+        else:
+            kept_source = [i for i in range(rank) if i not in new_axes]  # source dims that survive, in order
+            inner_shape = [source.shape[i] for i in kept_source]
+            out_perm = [kept_source.index(perm[i]) for i in range(rank) if i not in axes]
+        data = np.array(new_axes, np.int32)
+        new_axes_t = ir.Tensor(f"{axes_t.name}/nhwc", data.shape, np.int32, data)
+        inner_out = ir.Tensor(f"{out.name}/pre", inner_shape, out.dtype, quantization=out.quantization)
+        moved = ir.Op(op.opcode, [source, new_axes_t], [inner_out], dict(op.options), op.source)
+        return [moved, transpose_op(inner_out, out_perm, out, op.source)]
+
+
+def reshape_op(x: ir.Tensor, out: ir.Tensor, source: ir.SourceRef | None) -> ir.Op:
+    shape = np.array(out.shape, np.int32)
+    const = ir.Tensor(f"{out.name}/shape", shape.shape, np.int32, shape)
+    return ir.Op("RESHAPE", [x, const], [out], {"new_shape": list(out.shape)}, source)
+
+
+def transpose_op(x: ir.Tensor, perm: list[int], out: ir.Tensor, source: ir.SourceRef | None) -> ir.Op:
+    if perm == list(range(len(perm))):
+        return reshape_op(x, out, source)  # a no-op reshape, removed by cleanup
+    p = np.array(perm, np.int32)
+    return ir.Op("TRANSPOSE", [x, ir.Tensor(f"{out.name}/perm", p.shape, np.int32, p)], [out], {}, source)
+
+
+def transposes_to_reshapes(graph: ir.Graph) -> bool:
+    """Replace each TRANSPOSE that only moves size-1 dimensions by a RESHAPE (no data movement)."""
+    changed = False
+    for i, op in enumerate(graph.ops):
+        perm = perm_of(op)
+        if perm is not None and is_reshape_like(op.inputs[0].shape, perm):
+            graph.ops[i] = reshape_op(op.inputs[0], op.outputs[0], op.source)
+            changed = True
+    return changed
+
+
+def run(graph: ir.Graph) -> bool:
+    changed = LayoutPass(graph).run()
+    return transposes_to_reshapes(graph) or changed

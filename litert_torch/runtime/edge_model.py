@@ -1,0 +1,200 @@
+"""EdgeModel: a converted model, run in the LiteRT runtime like the PyTorch module it came from.
+
+    edge = litert_torch.convert(model, (x,))
+    y = edge(x)                 # same output structure as model(x); torch in -> torch out
+    edge.export("model.tflite")  # atomic: a temp file, then a rename
+
+Inputs are checked against the signature before they reach the runtime: a wrong shape or dtype raises
+`ModelInputError` naming the input, what it expects and what it got.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+
+from litert_torch.errors import ModelInputError
+from litert_torch.flatbuffer.reader import read_metadata
+from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, read_json
+
+DEFAULT_SIGNATURE = "serving_default"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class SignatureInfo:
+    key: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+
+class EdgeModel:
+    """A .tflite model with the calling convention of the PyTorch module it was converted from."""
+
+    def __init__(self, flatbuffer: bytes, *, num_threads: int | None = None):
+        self._bytes = bytes(flatbuffer)
+        self._metadata = read_metadata(self._bytes)
+        self._io = (read_json(self._metadata, IO_KEY) or {}).get("signatures", {})
+        self._num_threads = num_threads
+        self._interpreter = None
+        self._runners: dict[str, Any] = {}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, num_threads: int | None = None) -> "EdgeModel":
+        with open(path, "rb") as f:
+            return cls(f.read(), num_threads=num_threads)
+
+    # ---- the file ---------------------------------------------------------------------------------------
+    @property
+    def flatbuffer(self) -> bytes:
+        """The .tflite bytes."""
+        return self._bytes
+
+    def export(self, path: str | os.PathLike) -> None:
+        """Write the .tflite file atomically: readers see the old file or the whole new one, never a part."""
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".litert_", suffix=".tflite.tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(self._bytes)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @property
+    def metadata(self) -> dict[str, bytes]:
+        return dict(self._metadata)
+
+    @property
+    def source_map(self) -> list[dict[str, Any] | None]:
+        """Per op of the main subgraph: the PyTorch node, ATen target, source line and module it came from."""
+        data = read_json(self._metadata, SOURCE_MAP_KEY)
+        return data["subgraphs"][0]["ops"] if data else []
+
+    # ---- the runtime ------------------------------------------------------------------------------------
+    @property
+    def num_threads(self) -> int | None:
+        return self._num_threads
+
+    @num_threads.setter
+    def num_threads(self, value: int | None) -> None:
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"num_threads must be a positive int or None, got {value!r}")
+        self._num_threads = value
+        self._interpreter = None
+        self._runners = {}
+
+    def _get_interpreter(self):
+        if self._interpreter is None:
+            from ai_edge_litert.interpreter import Interpreter
+
+            self._interpreter = Interpreter(model_content=self._bytes, num_threads=self._num_threads)
+        return self._interpreter
+
+    def _runner(self, key: str):
+        if key not in self._runners:
+            keys = list(self._get_interpreter().get_signature_list())
+            if key not in keys:
+                raise KeyError(f"no signature {key!r}; the model has {keys}")
+            self._runners[key] = self._interpreter.get_signature_runner(key)
+        return self._runners[key]
+
+    @property
+    def signatures(self) -> dict[str, SignatureInfo]:
+        out = {}
+        for key in self._signature_keys():
+            runner = self._runner(key)
+            ins, outs = runner.get_input_details(), runner.get_output_details()
+            order_in = self._io.get(key, {}).get("inputs") or list(ins)
+            order_out = self._io.get(key, {}).get("outputs") or list(outs)
+            out[key] = SignatureInfo(
+                key,
+                tuple(TensorSpec(n, tuple(int(d) for d in ins[n]["shape"]), np.dtype(ins[n]["dtype"])) for n in order_in),
+                tuple(TensorSpec(n, tuple(int(d) for d in outs[n]["shape"]), np.dtype(outs[n]["dtype"]))
+                      for n in order_out),
+            )
+        return out
+
+    def _signature_keys(self) -> list[str]:
+        return list(self._get_interpreter().get_signature_list())
+
+    def _default_key(self) -> str:
+        keys = self._signature_keys()
+        if not keys:
+            raise ModelInputError("the model has no signature to call")
+        return DEFAULT_SIGNATURE if DEFAULT_SIGNATURE in keys else keys[0]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.run(self._default_key(), args, kwargs)
+
+    def run(self, signature: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+        """Run `signature` on PyTorch-style (args, kwargs) and return the PyTorch-style output structure."""
+        kwargs = kwargs or {}
+        runner = self._runner(signature)
+        details = runner.get_input_details()
+        io = self._io.get(signature)
+        leaves, want_torch = self._flatten_inputs(io, details, args, kwargs)
+        feeds = {}
+        for name, value in leaves:
+            feeds[name] = self._check_input(name, value, details[name])
+        results = runner(**feeds)
+        order = io["outputs"] if io else list(runner.get_output_details())
+        outputs = [torch.from_numpy(np.array(results[n])) if want_torch else np.array(results[n]) for n in order]
+        if io and io.get("out_spec"):
+            return pytree.tree_unflatten(outputs, pytree.treespec_loads(io["out_spec"]))
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _flatten_inputs(self, io, details, args, kwargs):
+        values = pytree.tree_leaves((args, kwargs))
+        want_torch = any(isinstance(v, torch.Tensor) for v in values)
+        if io is None:
+            names = list(details)
+            if kwargs:
+                return [(n, kwargs[n]) for n in names if n in kwargs], want_torch
+            if len(args) != len(names):
+                raise ModelInputError(f"the model takes {len(names)} inputs ({', '.join(names)}), got {len(args)}")
+            return list(zip(names, args)), want_torch
+        spec = pytree.treespec_loads(io["in_spec"])
+        flat, given_spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
+        if given_spec != spec:
+            raise ModelInputError(
+                f"inputs do not match the structure the model was converted with: expected {spec}, got {given_spec}"
+            )
+        positions = io["tensor_input_positions"]
+        return [(name, flat[pos]) for name, pos in zip(io["inputs"], positions)], want_torch
+
+    @staticmethod
+    def _check_input(name: str, value: Any, detail: dict) -> np.ndarray:
+        if isinstance(value, torch.Tensor):
+            arr = value.detach().cpu().numpy()
+        elif isinstance(value, np.ndarray):
+            arr = value
+        else:
+            raise ModelInputError(f"input {name!r} must be a torch.Tensor or numpy array, got {type(value).__name__}")
+        want_shape = tuple(int(d) for d in detail["shape"])
+        want_dtype = np.dtype(detail["dtype"])
+        if arr.dtype != want_dtype:
+            raise ModelInputError(f"input {name!r} expects dtype {want_dtype}, got {arr.dtype}")
+        if tuple(arr.shape) != want_shape:
+            raise ModelInputError(f"input {name!r} expects shape {list(want_shape)}, got {list(arr.shape)}")
+        return np.ascontiguousarray(arr)
+
+    def __repr__(self) -> str:
+        return f"EdgeModel({len(self._bytes)} bytes, signatures={list(self._io) or '?'})"
