@@ -36,7 +36,7 @@ class UnsupportedOp:
         nodes = "node" if self.count == 1 else "nodes"
         text = f"  {self.target}  ({self.count} {nodes}), first at {self.location or 'unknown source line'}"
         if self.module:
-            text += f" in {self.module}"
+            text += f" in module {self.module}"
         if self.reason:
             text += f": {self.reason}"
         return text

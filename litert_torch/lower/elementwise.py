@@ -172,10 +172,8 @@ def lower_mul(ctx, node, a, b):
 
 @lowers(aten.div.Tensor, aten.div.Scalar)
 def lower_div(ctx, node, a, b):
-    """True division. A constant divisor becomes a MUL by its reciprocal only when that is exact (powers of 2)."""
-    _, dtype = out_meta(node)
-    if dtype.kind != "f":
-        raise ctx.fail("true division of integers is computed in float by PyTorch; cast the operands first")
+    """True division (integer operands are cast to the float result type first, as PyTorch does).
+    A constant divisor becomes a MUL by its reciprocal only when that is exact (powers of 2)."""
     if not isinstance(b, ir.Tensor) and b != 0 and np.frexp(float(b))[0] in (0.5, -0.5):
         return binary(ctx, node, "MUL", a, 1.0 / float(b))
     return binary(ctx, node, "DIV", a, b)

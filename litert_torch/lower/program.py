@@ -30,6 +30,13 @@ class LoweredProgram:
     tensor_input_positions: list[int]  # positions, among the flattened user inputs, that are tensors
 
 
+# Why some ops have no lowering, and what to do instead.
+HINTS = {
+    "aten._native_batch_norm_legit_functional.default": "batch norm in train mode; call model.eval() first",
+    "aten._native_batch_norm_legit.default": "batch norm in train mode; call model.eval() first",
+    "aten.native_dropout.default": "dropout in train mode; call model.eval() first",
+}
+
 _CONST_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
@@ -61,10 +68,11 @@ def _check_supported(program: torch.export.ExportedProgram, constant_nodes: set[
         name = target_name(node.target)
         if name in missing:
             prev = missing[name]
-            missing[name] = UnsupportedOp(name, prev.count + 1, prev.first_node, prev.location, prev.module)
+            missing[name] = UnsupportedOp(name, prev.count + 1, prev.first_node, prev.location, prev.module,
+                                          prev.reason)
         else:
             ref = source_ref(node)
-            missing[name] = UnsupportedOp(name, 1, node.name, ref.location, ref.module)
+            missing[name] = UnsupportedOp(name, 1, node.name, ref.location, ref.module, HINTS.get(name))
     if missing:
         raise UnsupportedOpsError(list(missing.values()))
 

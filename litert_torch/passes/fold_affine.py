@@ -4,7 +4,7 @@ Guarantee afterwards: no MUL or ADD/SUB by a constant that varies only along the
 follows a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED whose output it alone reads; its effect is in the
 layer's filter and bias instead. Shared weights are never edited in place: folded layers get new constants.
 
-    CONV_2D(x, W, b) -> MUL(s) -> ADD(t)        CONV_2D(x, W * s, b * s + t)
+    CONV_2D(x, W, b) -> MUL(s) -> ADD(t, RELU6)        CONV_2D(x, W * s, b * s + t, RELU6)
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def run(graph: ir.Graph) -> bool:
         producers = graph.producers()
         folded = False
         for op in graph.ops:
-            if op.opcode not in ("MUL", "ADD", "SUB") or op.options.get("fused_activation_function", "NONE") != "NONE":
+            if op.opcode not in ("MUL", "ADD", "SUB"):
                 continue
             layer_out, const = op.inputs
             if const is None or not const.is_constant:
@@ -73,6 +73,8 @@ def run(graph: ir.Graph) -> bool:
             new_b = ir.Tensor((bias.name if bias is not None else layer_out.name + "/bias") + "/folded", b.shape,
                               layer_out.dtype, b.astype(layer_out.dtype))
             layer.inputs = [layer.inputs[0], new_w, new_b, *layer.inputs[3:]]
+            # The affine op's own fused activation applies after it, so the layer takes it over.
+            layer.options["fused_activation_function"] = op.options.get("fused_activation_function", "NONE")
             # The layer now writes the affine op's output tensor; the affine op disappears.
             layer.outputs = [op.outputs[0]]
             graph.ops.remove(op)

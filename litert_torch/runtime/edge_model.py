@@ -175,7 +175,8 @@ class EdgeModel:
         flat, given_spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
         if given_spec != spec:
             raise ModelInputError(
-                f"inputs do not match the structure the model was converted with: expected {spec}, got {given_spec}"
+                "inputs do not match the structure the model was converted with: expected "
+                f"{_describe(spec)}, got {_describe(given_spec)}"
             )
         positions = io["tensor_input_positions"]
         return [(name, flat[pos]) for name, pos in zip(io["inputs"], positions)], want_torch
@@ -198,3 +199,17 @@ class EdgeModel:
 
     def __repr__(self) -> str:
         return f"EdgeModel({len(self._bytes)} bytes, signatures={list(self._io) or '?'})"
+
+
+def _describe(spec: pytree.TreeSpec) -> str:
+    """A call's (args, kwargs) structure with T for each leaf, e.g. "(T, [T, T]), {'mask': T}"."""
+    args, kwargs = pytree.tree_unflatten([_Leaf()] * spec.num_leaves, spec)
+    text = repr(tuple(args))
+    if kwargs:
+        text += ", " + repr(kwargs)
+    return text
+
+
+class _Leaf:
+    def __repr__(self) -> str:
+        return "T"

@@ -1,0 +1,119 @@
+"""Bad input: unsupported ops listed all at once with source lines, export failures with the user's line, and
+nothing written when conversion fails."""
+
+import os
+
+import pytest
+import torch
+from torch import nn
+
+import litert_torch
+from litert_torch.errors import ExportError, UnsupportedOpsError
+
+
+@torch.library.custom_op("litert_test::mystery", mutates_args=())
+def mystery(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@mystery.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("litert_test::enigma", mutates_args=())
+def enigma(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@enigma.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class TwoUnsupported(nn.Module):
+    def forward(self, x):
+        y = torch.ops.litert_test.mystery(x)  # LINE_MYSTERY
+        y = torch.relu(y)
+        y = torch.ops.litert_test.mystery(y)
+        return torch.ops.litert_test.enigma(y)  # LINE_ENIGMA
+
+
+def _line_of(marker: str) -> int:
+    with open(__file__) as f:
+        for number, line in enumerate(f, 1):
+            if marker in line and "_line_of" not in line:
+                return number
+    raise AssertionError(marker)
+
+
+def test_unsupported_ops_are_listed_together_with_counts_and_source_lines():
+    with pytest.raises(UnsupportedOpsError) as info:
+        litert_torch.convert(TwoUnsupported(), (torch.randn(3),))
+    err = info.value
+    by_target = {op.target: op for op in err.ops}
+    assert set(by_target) == {"litert_test.mystery.default", "litert_test.enigma.default"}
+    assert by_target["litert_test.mystery.default"].count == 2
+    assert by_target["litert_test.enigma.default"].count == 1
+    here = os.path.basename(__file__)
+    assert by_target["litert_test.mystery.default"].location.split(" ")[0].endswith(f"{here}:{_line_of('LINE_MYSTERY')}")
+    assert by_target["litert_test.enigma.default"].location.split(" ")[0].endswith(f"{here}:{_line_of('LINE_ENIGMA')}")
+    message = str(err)
+    assert "2 unsupported ops" in message
+    assert "litert_test.mystery.default  (2 nodes)" in message
+    assert f"{here}:{_line_of('LINE_ENIGMA')}" in message
+
+
+class DataDependent(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # LINE_BRANCH
+            return x * 2
+        return x - 1
+
+
+def test_export_failure_keeps_the_explanation_and_names_the_user_line():
+    with pytest.raises(ExportError) as info:
+        litert_torch.convert(DataDependent(), (torch.randn(4),))
+    message = str(info.value)
+    assert "DataDependent" in message
+    assert f"{os.path.basename(__file__)}:{_line_of('LINE_BRANCH')}" in message
+    assert "data-dependent" in message.lower() or "guard" in message.lower()
+
+
+def test_not_a_module():
+    with pytest.raises(ExportError, match="needs a torch.nn.Module"):
+        litert_torch.convert(lambda x: x, (torch.randn(2),))
+
+
+def test_failed_conversion_writes_nothing(tmp_path):
+    out = tmp_path / "model.tflite"
+
+    def convert_and_export():
+        edge = litert_torch.convert(TwoUnsupported(), (torch.randn(3),))
+        edge.export(out)
+
+    with pytest.raises(UnsupportedOpsError):
+        convert_and_export()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_export_is_atomic_when_writing_fails(tmp_path, monkeypatch):
+    edge = litert_torch.convert(nn.Linear(4, 2).eval(), (torch.randn(1, 4),))
+    out = tmp_path / "model.tflite"
+    out.write_bytes(b"previous contents")
+
+    def broken_fsync(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        edge.export(out)
+    assert out.read_bytes() == b"previous contents"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.tflite"]
+
+
+def test_train_mode_batch_norm_is_refused_with_advice():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).train()
+    with pytest.raises(litert_torch.ConversionError) as info:
+        litert_torch.convert(model, (torch.randn(2, 3, 8, 8),))
+    assert "call model.eval() first" in str(info.value)

@@ -1,0 +1,16 @@
+"""Helpers shared by the test packages."""
+
+from litert_torch.flatbuffer.reader import read_model
+from litert_torch.runtime.compare import compare_outputs
+
+
+def op_counts(edge) -> dict[str, int]:
+    """Histogram of the builtin ops in an EdgeModel's main subgraph, read back from its bytes."""
+    return read_model(edge.flatbuffer).subgraphs[0].op_counts()
+
+
+def assert_matches(reference, edge_output, **tolerances):
+    """Every output within the numerics contract (max|err| <= 1e-4 * max|ref| + 1e-5 by default)."""
+    results = compare_outputs(reference, edge_output, **tolerances)
+    failed = [r.describe() for r in results if not r.passed]
+    assert not failed, "edge model departs from PyTorch:\n" + "\n".join(failed)

@@ -1,0 +1,222 @@
+"""The op table: one row per op case, driving tests/ops/test_ops.py.
+
+Each row builds a small module and its sample inputs. The test converts it, runs it in LiteRT and compares
+with eager PyTorch under the numerics contract; `ops` pins op counts where structure matters (0 = must not
+appear); `raises` marks calls that must fail with a clear conversion error, with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from litert_torch.errors import ConversionError
+
+
+class Fn(nn.Module):
+    """Wraps a function of the inputs as a module."""
+
+    def __init__(self, fn: Callable[..., Any]):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+@dataclass
+class OpCase:
+    id: str
+    module: Callable[[], nn.Module]
+    inputs: Callable[[], tuple]
+    ops: dict[str, int] = field(default_factory=dict)
+    raises: type[Exception] | None = None
+    reason: str = ""
+    rtol: float = 1e-4
+    atol: float = 1e-5
+
+
+def r(*shape):
+    return lambda: (torch.randn(*shape),)
+
+
+def r2(a, b):
+    return lambda: (torch.randn(*a), torch.randn(*b))
+
+
+def fn(f):
+    return lambda: Fn(f)
+
+
+def seq(*layers):
+    return lambda: nn.Sequential(*[layer() if callable(layer) and not isinstance(layer, nn.Module) else layer
+                                   for layer in layers])
+
+
+def conv_bn(cin, cout, **kw):
+    def build():
+        bn = nn.BatchNorm2d(cout)
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.data.normal_()
+        bn.bias.data.normal_()
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, **kw), bn, nn.ReLU())
+    return build
+
+
+def bn(channels, dims=2):
+    def build():
+        layer = {1: nn.BatchNorm1d, 2: nn.BatchNorm2d}[dims](channels)
+        layer.running_mean.normal_()
+        layer.running_var.uniform_(0.5, 2.0)
+        layer.weight.data.normal_()
+        layer.bias.data.normal_()
+        return layer
+    return build
+
+
+W = lambda *s: nn.Parameter(torch.randn(*s))  # noqa: E731
+
+
+class MatmulParam(nn.Module):
+    def __init__(self, shape, op):
+        super().__init__()
+        self.w = W(*shape)
+        self.op = op
+
+    def forward(self, x):
+        return self.op(x, self.w)
+
+
+CASES: list[OpCase] = [
+    # ---- convolution ----------------------------------------------------------------------------------------
+    OpCase("conv2d_3x3_same", lambda: nn.Conv2d(3, 8, 3, padding=1), r(1, 3, 16, 16), {"CONV_2D": 1, "PAD": 0}),
+    OpCase("conv2d_stride2_pad1", lambda: nn.Conv2d(3, 8, 3, stride=2, padding=1), r(2, 3, 17, 16), {"CONV_2D": 1}),
+    OpCase("conv2d_valid_no_bias", lambda: nn.Conv2d(4, 6, (3, 5), bias=False), r(1, 4, 12, 14), {"PAD": 0}),
+    OpCase("conv2d_asym_pad_dilation", lambda: nn.Conv2d(4, 6, (3, 5), padding=(1, 3), dilation=(2, 1)),
+           r(1, 4, 12, 14)),
+    OpCase("conv2d_padding_same_str", lambda: nn.Conv2d(4, 4, 5, padding="same"), r(1, 4, 9, 9), {"PAD": 0}),
+    OpCase("conv2d_grouped", lambda: nn.Conv2d(8, 12, 3, padding=1, groups=4), r(1, 8, 10, 10), {"CONV_2D": 1}),
+    OpCase("conv2d_depthwise", lambda: nn.Conv2d(8, 8, 3, padding=1, groups=8), r(1, 8, 10, 10),
+           {"DEPTHWISE_CONV_2D": 1, "CONV_2D": 0}),
+    OpCase("conv2d_depthwise_multiplier", lambda: nn.Conv2d(4, 12, 3, stride=2, groups=4), r(1, 4, 11, 11),
+           {"DEPTHWISE_CONV_2D": 1}),
+    OpCase("conv2d_1x1", lambda: nn.Conv2d(16, 4, 1), r(3, 16, 5, 7)),
+    OpCase("conv1d", lambda: nn.Conv1d(4, 8, 5, stride=2, padding=2), r(2, 4, 33), {"CONV_2D": 1}),
+    OpCase("conv1d_dilated_grouped", lambda: nn.Conv1d(6, 6, 3, dilation=2, groups=3), r(1, 6, 20)),
+    OpCase("conv1d_depthwise", lambda: nn.Conv1d(6, 6, 3, padding=1, groups=6), r(1, 6, 20),
+           {"DEPTHWISE_CONV_2D": 1}),
+    OpCase("conv_dynamic_weight", fn(lambda x, w: F.conv2d(x, w, padding=1)), r2((1, 3, 8, 8), (5, 3, 3, 3))),
+    OpCase("conv_relu_conv_no_inner_transpose",
+           seq(lambda: nn.Conv2d(3, 8, 3, padding=1), nn.ReLU, lambda: nn.Conv2d(8, 8, 3, padding=1)),
+           r(1, 3, 12, 12), {"TRANSPOSE": 2, "RELU": 0}),
+    OpCase("conv_bn_relu_folded", conv_bn(3, 8, padding=1), r(1, 3, 12, 12), {"CONV_2D": 1, "MUL": 0, "ADD": 0}),
+    OpCase("conv3d_unsupported", lambda: nn.Conv3d(2, 2, 3), r(1, 2, 5, 5, 5), raises=ConversionError,
+           reason="3-D convolution has no lowering yet"),
+    OpCase("conv_transpose_unsupported", lambda: nn.ConvTranspose2d(2, 2, 3), r(1, 2, 5, 5), raises=ConversionError,
+           reason="transposed convolution has no lowering yet"),
+    # ---- dense ----------------------------------------------------------------------------------------------
+    OpCase("linear", lambda: nn.Linear(16, 8), r(4, 16), {"FULLY_CONNECTED": 1}),
+    OpCase("linear_rank3", lambda: nn.Linear(16, 8), r(2, 5, 16), {"FULLY_CONNECTED": 1, "RESHAPE": 0}),
+    OpCase("linear_rank1", lambda: nn.Linear(16, 8, bias=False), r(16)),
+    OpCase("linear_bn1d_folded", seq(lambda: nn.Linear(16, 8), bn(8, dims=1)), r(4, 16),
+           {"FULLY_CONNECTED": 1, "MUL": 0, "ADD": 0}),
+    OpCase("addmm", lambda: MatmulParam((16, 8), lambda x, w: torch.addmm(torch.ones(8), x, w)), r(3, 16),
+           {"FULLY_CONNECTED": 1}),
+    OpCase("addmm_scaled", fn(lambda b, x: torch.addmm(b, x, x.t(), beta=0.5, alpha=2.0)), r2((3, 3), (3, 4))),
+    OpCase("mm_param", lambda: MatmulParam((16, 8), torch.mm), r(3, 16), {"FULLY_CONNECTED": 1}),
+    OpCase("mm_dynamic", fn(torch.mm), r2((3, 16), (16, 5)), {"BATCH_MATMUL": 1}),
+    OpCase("bmm", fn(torch.bmm), r2((2, 3, 4), (2, 4, 5)), {"BATCH_MATMUL": 1}),
+    OpCase("matmul_broadcast", fn(torch.matmul), r2((2, 3, 4, 5), (3, 5, 6))),
+    OpCase("matmul_vector_matrix", fn(torch.matmul), r2((5,), (2, 5, 3))),
+    OpCase("matmul_matrix_vector", fn(torch.matmul), r2((2, 3, 5), (5,))),
+    OpCase("matmul_param_rank3", lambda: MatmulParam((8, 4), torch.matmul), r(2, 3, 8), {"FULLY_CONNECTED": 1}),
+    # ---- batch norm -----------------------------------------------------------------------------------------
+    OpCase("batch_norm_alone", bn(4), r(2, 4, 5, 5)),
+    OpCase("batch_norm_1d_sequence", bn(4, dims=1), r(2, 4, 7)),
+    # ---- activations ----------------------------------------------------------------------------------------
+    OpCase("relu", lambda: nn.ReLU(), r(2, 8), {"RELU": 1}),
+    OpCase("relu6", lambda: nn.ReLU6(), lambda: (torch.randn(2, 8) * 5,), {"RELU6": 1}),
+    OpCase("hardtanh_default", lambda: nn.Hardtanh(), lambda: (torch.randn(64) * 3,), {"RELU_N1_TO_1": 1}),
+    OpCase("hardtanh_range", lambda: nn.Hardtanh(-2.0, 3.0), lambda: (torch.randn(64) * 3,)),
+    OpCase("clamp_both", fn(lambda x: x.clamp(-0.5, 0.25)), r(64)),
+    OpCase("clamp_min_zero", fn(lambda x: x.clamp(min=0)), r(64), {"RELU": 1}),
+    OpCase("clamp_max", fn(lambda x: x.clamp(max=0.3)), r(64), {"MINIMUM": 1}),
+    OpCase("hardswish", lambda: nn.Hardswish(), lambda: (torch.randn(64) * 4,), {"HARD_SWISH": 1}),
+    OpCase("hardsigmoid", lambda: nn.Hardsigmoid(), lambda: (torch.randn(64) * 4,)),
+    OpCase("sigmoid", lambda: nn.Sigmoid(), r(64), {"LOGISTIC": 1}),
+    OpCase("silu", lambda: nn.SiLU(), r(64)),
+    OpCase("gelu_exact", lambda: nn.GELU(), r(64), {"GELU": 1}),
+    OpCase("gelu_tanh", lambda: nn.GELU(approximate="tanh"), r(64), {"GELU": 1}),
+    OpCase("tanh", lambda: nn.Tanh(), r(64), {"TANH": 1}),
+    OpCase("leaky_relu", lambda: nn.LeakyReLU(0.2), r(64), {"LEAKY_RELU": 1}),
+    OpCase("elu", lambda: nn.ELU(), r(64), {"ELU": 1}),
+    OpCase("elu_alpha", lambda: nn.ELU(alpha=0.5), r(64)),
+    # ---- binary arithmetic ----------------------------------------------------------------------------------
+    OpCase("add_broadcast", fn(torch.add), r2((2, 3, 4), (3, 1))),
+    OpCase("add_scalar", fn(lambda x: x + 2.5), r(5)),
+    OpCase("add_alpha", fn(lambda a, b: torch.add(a, b, alpha=3)), r2((4, 5), (5,))),
+    OpCase("sub_broadcast", fn(torch.sub), r2((4, 1), (1, 5))),
+    OpCase("sub_alpha", fn(lambda a, b: torch.sub(a, b, alpha=0.5)), r2((4, 5), (4, 5))),
+    OpCase("rsub_scalar", fn(lambda x: 1 - x), r(6), {"SUB": 1}),
+    OpCase("rsub_alpha", fn(lambda a, b: torch.rsub(a, b, alpha=2)), r2((3,), (3,))),
+    OpCase("mul_broadcast", fn(torch.mul), r2((2, 3, 4), (2, 1, 4))),
+    OpCase("mul_scalar", fn(lambda x: x * 0.3), r(6)),
+    OpCase("div_tensor", fn(torch.div), lambda: (torch.randn(3, 4), torch.rand(3, 4) + 0.5)),
+    OpCase("div_scalar_power_of_two", fn(lambda x: x / 4.0), r(6), {"MUL": 1, "DIV": 0}),
+    OpCase("div_scalar", fn(lambda x: x / 3.0), r(6), {"DIV": 1}),
+    OpCase("div_int_true_division", fn(lambda x: x / 4), lambda: (torch.arange(-6, 6),), {"CAST": 1}),
+    # ---- pooling --------------------------------------------------------------------------------------------
+    OpCase("max_pool2d", lambda: nn.MaxPool2d(2), r(1, 3, 8, 8), {"MAX_POOL_2D": 1}),
+    OpCase("max_pool2d_pad", lambda: nn.MaxPool2d(3, 2, 1), r(1, 3, 14, 14)),
+    OpCase("max_pool2d_same", lambda: nn.MaxPool2d(3, 1, 1), r(1, 3, 9, 9), {"PADV2": 0}),
+    OpCase("max_pool2d_ceil", lambda: nn.MaxPool2d(3, 2, ceil_mode=True), r(1, 3, 14, 14)),
+    OpCase("max_pool2d_rect_ceil_pad", lambda: nn.MaxPool2d((3, 2), (2, 1), (1, 0), ceil_mode=True), r(2, 2, 9, 7)),
+    OpCase("max_pool2d_rank3", lambda: nn.MaxPool2d(2), r(3, 8, 8)),
+    OpCase("avg_pool2d", lambda: nn.AvgPool2d(2), r(1, 3, 8, 8), {"AVERAGE_POOL_2D": 1, "MUL": 0}),
+    OpCase("avg_pool2d_pad_include", lambda: nn.AvgPool2d(3, 2, 1), r(1, 3, 9, 9)),
+    OpCase("avg_pool2d_pad_exclude", lambda: nn.AvgPool2d(3, 1, 1, count_include_pad=False), r(1, 3, 9, 9),
+           {"PAD": 0, "MUL": 0}),
+    OpCase("avg_pool2d_ceil_include", lambda: nn.AvgPool2d(3, 2, 1, ceil_mode=True), r(1, 3, 10, 10)),
+    OpCase("avg_pool2d_ceil_exclude", lambda: nn.AvgPool2d(3, 2, 0, ceil_mode=True, count_include_pad=False),
+           r(1, 3, 10, 10)),
+    OpCase("avg_pool2d_divisor_override", lambda: nn.AvgPool2d(2, divisor_override=3), r(1, 3, 8, 8)),
+    OpCase("adaptive_avg_pool_global", lambda: nn.AdaptiveAvgPool2d(1), r(2, 8, 7, 7), {"MEAN": 1}),
+    OpCase("adaptive_avg_pool_even", lambda: nn.AdaptiveAvgPool2d((2, 3)), r(1, 4, 8, 9), {"AVERAGE_POOL_2D": 1}),
+    OpCase("adaptive_avg_pool_uneven", lambda: nn.AdaptiveAvgPool2d((3, 5)), r(1, 4, 7, 10)),
+    # ---- reductions -----------------------------------------------------------------------------------------
+    OpCase("mean_keepdim", fn(lambda x: x.mean(dim=(2, 3), keepdim=True)), r(2, 3, 4, 5), {"MEAN": 1}),
+    OpCase("mean_negative_dim", fn(lambda x: x.mean(-1)), r(2, 3, 4)),
+    OpCase("mean_all", fn(lambda x: x.mean()), r(2, 3, 4)),
+    OpCase("sum_dims", fn(lambda x: x.sum(dim=[0, 2])), r(2, 3, 4), {"SUM": 1}),
+    OpCase("amax", fn(lambda x: x.amax(dim=1, keepdim=True)), r(2, 3, 4), {"REDUCE_MAX": 1}),
+    OpCase("amin", fn(lambda x: x.amin(dim=(-1, 0))), r(2, 3, 4), {"REDUCE_MIN": 1}),
+    # ---- shapes ---------------------------------------------------------------------------------------------
+    OpCase("view", fn(lambda x: x.view(4, -1)), r(2, 2, 6), {"RESHAPE": 1}),
+    OpCase("flatten", lambda: nn.Flatten(), r(2, 3, 4, 5), {"RESHAPE": 1}),
+    OpCase("squeeze_unsqueeze", fn(lambda x: x.squeeze(1).unsqueeze(-1)), r(3, 1, 4), {"RESHAPE": 1}),
+    OpCase("permute", fn(lambda x: x.permute(2, 0, 1)), r(2, 3, 4), {"TRANSPOSE": 1}),
+    OpCase("transpose_contiguous", fn(lambda x: x.transpose(1, -1).contiguous()), r(2, 3, 4)),
+    OpCase("transpose_of_unit_dim_is_reshape", fn(lambda x: x.transpose(1, 2)), r(2, 1, 4),
+           {"TRANSPOSE": 0, "RESHAPE": 1}),
+    OpCase("cat", fn(lambda a, b: torch.cat([a, b, a], dim=-1)), r2((2, 3), (2, 5)), {"CONCATENATION": 1}),
+    OpCase("split_equal", fn(lambda x: x.split(2, dim=1)), r(3, 6), {"SPLIT": 1}),
+    OpCase("split_sizes", fn(lambda x: torch.split(x, [1, 2, 3], dim=-1)), r(3, 6), {"SPLIT_V": 1}),
+    OpCase("chunk_uneven", fn(lambda x: x.chunk(3, dim=0)), r(7, 2)),
+    OpCase("slice", fn(lambda x: x[:, 1:3]), r(4, 5), {"SLICE": 1}),
+    OpCase("slice_step", fn(lambda x: x[:, ::2, 1:-1]), r(2, 7, 6)),
+    OpCase("slice_clamped_bounds", fn(lambda x: x[-100:3]), r(5, 2)),
+    OpCase("constant_pad_zero", fn(lambda x: F.pad(x, (1, 2, 0, 3))), r(1, 2, 3, 4), {"PAD": 1}),
+    OpCase("constant_pad_value", fn(lambda x: F.pad(x, (2, 2), value=-1.5)), r(2, 3), {"PADV2": 1}),
+    OpCase("constant_pad_negative", fn(lambda x: F.pad(x, (-1, 2))), r(2, 5)),
+    # ---- softmax, dropout, identity -------------------------------------------------------------------------
+    OpCase("softmax_last", lambda: nn.Softmax(dim=-1), r(2, 10), {"SOFTMAX": 1}),
+    OpCase("softmax_dim1", lambda: nn.Softmax(dim=1), r(2, 5, 3), {"SOFTMAX": 1}),
+    OpCase("log_softmax", lambda: nn.LogSoftmax(dim=-1), r(3, 7), {"LOG_SOFTMAX": 1}),
+    OpCase("dropout_and_identity_vanish", seq(nn.Identity, lambda: nn.Dropout(0.5), nn.ReLU), r(4, 4),
+           {"RELU": 1}),
+]
