@@ -13,6 +13,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from litert_torch import ir, metadata
+from litert_torch.structure import portable_spec_json
 from litert_torch.flatbuffer.writer import serialize
 from litert_torch.frontend.export import export_module
 from litert_torch.lower import lower_program
@@ -54,9 +55,11 @@ def convert(
         DEFAULT_SIGNATURE: {
             "inputs": lowered.input_names,
             "outputs": lowered.output_names,
-            "in_spec": pytree.treespec_dumps(program.call_spec.in_spec),
-            "out_spec": pytree.treespec_dumps(program.call_spec.out_spec),
+            "in_spec": portable_spec_json(program.call_spec.in_spec),
+            "out_spec": portable_spec_json(program.call_spec.out_spec),
             "tensor_input_positions": lowered.tensor_input_positions,
+            "input_dtypes": lowered.input_dtypes,
+            "output_dtypes": lowered.output_dtypes,
         }
     })
     data = serialize(model)

@@ -45,7 +45,7 @@ class Quantization:
 class Tensor:
     """A value in the graph: an activation, a graph input, or a constant (when `data` is set)."""
 
-    __slots__ = ("name", "shape", "dtype", "data", "shape_signature", "quantization")
+    __slots__ = ("name", "shape", "dtype", "data", "shape_signature", "quantization", "is_variable")
 
     def __init__(
         self,
@@ -56,6 +56,7 @@ class Tensor:
         *,
         shape_signature: Iterable[int] | None = None,
         quantization: Quantization | None = None,
+        is_variable: bool = False,
     ):
         self.name = name
         self.shape = tuple(int(d) for d in shape)
@@ -65,6 +66,7 @@ class Tensor:
         self.data = data
         self.shape_signature = tuple(shape_signature) if shape_signature is not None else None
         self.quantization = quantization
+        self.is_variable = is_variable  # state the runtime keeps between invocations (e.g. LSTM state)
 
     @property
     def is_constant(self) -> bool:

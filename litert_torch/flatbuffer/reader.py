@@ -93,7 +93,8 @@ def read_model(data: bytes) -> ir.Model:
                                         int(q.quantizedDimension))
             signature = list(t.shapeSignature) if t.shapeSignature is not None else None
             tensors.append(ir.Tensor(_as_str(t.name) or f"t{i}", shape, dtype if dtype is not None else np.uint8,
-                                     value, shape_signature=signature, quantization=quant))
+                                     value, shape_signature=signature, quantization=quant,
+                                     is_variable=bool(t.isVariable)))
         ops = []
         for o in sg.operators or []:
             ins = [tensors[i] if i >= 0 else None for i in (o.inputs if o.inputs is not None else [])]

@@ -49,6 +49,45 @@ OPTIONS_TABLE: dict[str, str] = {
     "SQUEEZE": "SqueezeOptions",
     "EXPAND_DIMS": "ExpandDimsOptions",
     "CAST": "CastOptions",
+    "GATHER": "GatherOptions",
+    "GATHER_ND": "GatherNdOptions",
+    "SELECT_V2": "SelectV2Options",
+    "EQUAL": "EqualOptions",
+    "NOT_EQUAL": "NotEqualOptions",
+    "LESS": "LessOptions",
+    "LESS_EQUAL": "LessEqualOptions",
+    "GREATER": "GreaterOptions",
+    "GREATER_EQUAL": "GreaterEqualOptions",
+    "LOGICAL_AND": "LogicalAndOptions",
+    "LOGICAL_OR": "LogicalOrOptions",
+    "LOGICAL_NOT": "LogicalNotOptions",
+    "REDUCE_ANY": "ReducerOptions",
+    "REDUCE_ALL": "ReducerOptions",
+    "ARG_MAX": "ArgMaxOptions",
+    "ARG_MIN": "ArgMinOptions",
+    "CUMSUM": "CumsumOptions",
+    "TOPK_V2": "TopKV2Options",
+    "MIRROR_PAD": "MirrorPadOptions",
+    "TILE": "TileOptions",
+    "BROADCAST_TO": "BroadcastToOptions",
+    "REVERSE_V2": "ReverseV2Options",
+    "DEPTH_TO_SPACE": "DepthToSpaceOptions",
+    "SPACE_TO_DEPTH": "SpaceToDepthOptions",
+    "RESIZE_BILINEAR": "ResizeBilinearOptions",
+    "RESIZE_NEAREST_NEIGHBOR": "ResizeNearestNeighborOptions",
+    "TRANSPOSE_CONV": "TransposeConvOptions",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
+    "POW": "PowOptions",
+    "FLOOR_DIV": "FloorDivOptions",
+    "FLOOR_MOD": "FloorModOptions",
+    "SQUARE": "SquareOptions",
+    "SQUARED_DIFFERENCE": "SquaredDifferenceOptions",
+    "PACK": "PackOptions",
+    "ABS": "AbsOptions",
+    "NEG": "NegOptions",
+    "EXP": "ExpOptions",
+    "COS": "CosOptions",
+    "SIGN": "SignOptions",
 }
 
 # Option fields whose values are schema enums, with the enum class. The IR keeps their names as strings.
@@ -58,6 +97,8 @@ ENUM_FIELDS: dict[str, type] = {
     "weights_format": schema.FullyConnectedOptionsWeightsFormat,
     "in_data_type": schema.TensorType,
     "out_data_type": schema.TensorType,
+    "output_type": schema.TensorType,
+    "mode": schema.MirrorPadMode,
 }
 
 _DTYPE_TO_TFL: dict[np.dtype, int] = {
@@ -134,7 +175,13 @@ def _transpose_version(op: Any) -> int:
     return 6 if rank > 5 else 4 if rank == 5 else 1
 
 
+def _transpose_conv_version(op: Any) -> int:
+    return 3 if len(op.inputs) > 3 and op.inputs[3] is not None else 1
+
+
 VERSION_RULES: dict[str, Callable[[Any], int]] = {
+    "BROADCAST_TO": lambda op: 2,  # version 1 was never a runtime kernel
+    "TRANSPOSE_CONV": _transpose_conv_version,
     "CONV_2D": _conv_version,
     "FULLY_CONNECTED": _fc_version,
     "TRANSPOSE": _transpose_version,

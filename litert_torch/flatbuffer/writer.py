@@ -107,6 +107,7 @@ def build_model(model: ir.Model) -> schema.ModelT:
             tt.type = tables.tensor_type(t.dtype)
             tt.hasRank = True
             tt.quantization = _quantization(t.quantization)
+            tt.isVariable = t.is_variable
             if t.is_constant:
                 tt.buffer = buffers.add(np.ascontiguousarray(t.data).tobytes())
             sg.tensors.append(tt)

@@ -31,6 +31,23 @@ KEEP_WHOLE = (
     aten.hardtanh.default,
     aten.adaptive_avg_pool2d.default,
     aten.max_pool2d.default,
+    aten.scaled_dot_product_attention.default,
+    aten.layer_norm.default,
+    aten.group_norm.default,
+    aten.instance_norm.default,
+    aten.pixel_shuffle.default,
+    aten.pixel_unshuffle.default,
+    aten.upsample_bilinear2d.vec,
+    aten.upsample_bilinear2d.default,
+    aten.upsample_nearest2d.vec,
+    aten.upsample_nearest2d.default,
+    aten._upsample_nearest_exact2d.vec,
+    aten.lstm.input,
+    aten.reflection_pad1d.default,
+    aten.reflection_pad2d.default,
+    aten.replication_pad1d.default,
+    aten.replication_pad2d.default,
+    aten.prelu.default,
 )
 
 
@@ -71,7 +88,7 @@ def _user_line_from_traceback(exc: BaseException) -> str | None:
     found = None
     while tb is not None:
         code = tb.tb_frame.f_code
-        if not _is_library_file(code.co_filename) and "importlib" not in code.co_filename:
+        if not _is_library_file(code.co_filename) and not code.co_filename.startswith("<"):
             found = f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
         tb = tb.tb_next
     if found is None:
@@ -90,7 +107,7 @@ def source_location(stack_trace: str | None) -> str | None:
     frames = _FRAME_RE.findall(stack_trace)
     if not frames:
         return None
-    user = [f for f in frames if not _is_library_file(f[0])]
+    user = [f for f in frames if not _is_library_file(f[0]) and not f[0].startswith("<")]
     path, line, fn = (user or frames)[-1]
     return f"{path}:{line} in {fn}"
 

@@ -83,14 +83,15 @@ def conv2d_nhwc(
 
 @lowers(aten.convolution.default)
 def lower_convolution(ctx, node, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    """1-D and 2-D convolution (stride, padding, dilation, groups, depthwise) as CONV_2D / DEPTHWISE_CONV_2D.
+    """1-D and 2-D convolution (stride, padding, dilation, groups, depthwise) as CONV_2D / DEPTHWISE_CONV_2D;
+    transposed convolution as TRANSPOSE_CONV. A 1-D convolution runs as a 2-D one over a height of 1.
 
-    A 1-D convolution runs as a 2-D one over a height of 1.
+    Limits: no 3-D convolution; transposed convolution without groups or dilation.
     """
     out_shape, _ = out_meta(node)
     spatial = x.rank - 2
     if transposed:
-        raise ctx.fail("transposed convolution has no lowering yet")
+        return conv_transpose(ctx, x, weight, bias, stride, padding, dilation, output_padding, groups, out_shape)
     if isinstance(padding, str):
         raise ctx.fail(f"string padding {padding!r} should have been resolved by torch.export")
     if spatial == 2:
@@ -103,3 +104,51 @@ def lower_convolution(ctx, node, x, weight, bias, stride, padding, dilation, tra
                          [1, pair(dilation, 1)[0]], groups, (out_shape[0], out_shape[1], 1, out_shape[2]))
         return ctx.reshape(y4, out_shape)
     raise ctx.fail(f"{spatial}-D convolution has no lowering yet (1-D and 2-D are supported)")
+
+
+def conv_transpose(ctx: LoweringContext, x, weight, bias, stride, padding, dilation, output_padding, groups,
+                   out_shape) -> ir.Tensor:
+    """TRANSPOSE_CONV in NHWC. PyTorch's padding crops the full output (SAME when TFLite's rule crops the same
+    rows, else VALID and a SLICE); output_padding beyond the crop becomes zero rows before the bias ADD."""
+    spatial = x.rank - 2
+    if spatial == 1:
+        n, c, length = x.shape
+        y4 = conv_transpose(ctx, ctx.reshape(x, [n, c, 1, length]),
+                            ctx.reshape(weight, [weight.shape[0], weight.shape[1], 1, weight.shape[2]]), bias,
+                            [1, pair(stride, 1)[0]], [0, pair(padding, 1)[0]], [1, pair(dilation, 1)[0]],
+                            [0, pair(output_padding, 1)[0]], groups, (out_shape[0], out_shape[1], 1, out_shape[2]))
+        return ctx.reshape(y4, out_shape)
+    if spatial != 2:
+        raise ctx.fail(f"{spatial}-D transposed convolution has no lowering yet")
+    stride, padding, dilation = pair(stride), pair(padding), pair(dilation)
+    if groups != 1 or dilation != [1, 1]:
+        raise ctx.fail("transposed convolution with groups or dilation has no lowering yet")
+    n, c_in, h, w = x.shape
+    _, c_out, kh, kw = weight.shape
+    out_h, out_w = out_shape[2], out_shape[3]
+    filt = ctx.transpose(weight, (1, 2, 3, 0))  # [c_in, c_out, kh, kw] -> [c_out, kh, kw, c_in]
+    xh = ctx.transpose(x, TO_NHWC)
+    sizes = [(h, out_h, kh, stride[0], padding[0]), (w, out_w, kw, stride[1], padding[1])]
+    same = all(out == size * s and p == ((size - 1) * s + k - out) // 2 and (size - 1) * s + k >= out
+               for size, out, k, s, p in sizes)
+    options = dict(stride_h=stride[0], stride_w=stride[1], fused_activation_function="NONE")
+    if same:
+        y = ctx.emit("TRANSPOSE_CONV", [ctx.const(np.array([n, out_h, out_w, c_out], np.int32), name="output_shape"),
+                                        filt, xh, bias], [n, out_h, out_w, c_out], x.dtype, padding="SAME", **options)
+        return ctx.transpose(y, TO_NCHW)
+    full = [(size - 1) * s + k for size, out, k, s, p in sizes]
+    extra = [max(p + out - f, 0) for (size, out, k, s, p), f in zip(sizes, full)]
+    fused_bias = bias if not any(extra) else None
+    y = ctx.emit("TRANSPOSE_CONV", [ctx.const(np.array([n, *full, c_out], np.int32), name="output_shape"), filt, xh,
+                                    fused_bias], [n, *full, c_out], x.dtype, padding="VALID", **options)
+    if any(extra):
+        y = ctx.emit("PAD", [y, ctx.const(np.array([[0, 0], [0, extra[0]], [0, extra[1]], [0, 0]], np.int32),
+                                          name="paddings")],
+                     [n, full[0] + extra[0], full[1] + extra[1], c_out], x.dtype)
+    if (y.shape[1], y.shape[2]) != (out_h, out_w):
+        y = ctx.emit("SLICE", [y, ctx.const(np.array([0, padding[0], padding[1], 0], np.int32), name="begin"),
+                               ctx.const(np.array([n, out_h, out_w, c_out], np.int32), name="size")],
+                     [n, out_h, out_w, c_out], x.dtype)
+    if bias is not None and fused_bias is None:
+        y = ctx.emit("ADD", [y, bias], like=y)
+    return ctx.transpose(y, TO_NCHW)

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+from litert_torch.lower.registry import LoweringContext, lowers, numpy_dtype, out_meta
 
 aten = torch.ops.aten
 
@@ -179,6 +179,23 @@ def lower_div(ctx, node, a, b):
     return binary(ctx, node, "DIV", a, b)
 
 
+@lowers(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def lower_div_mode(ctx, node, a, b, *, rounding_mode=None):
+    """FLOOR_DIV for rounding_mode='floor'; DIV then rounding towards zero for 'trunc' (integer DIV already
+    truncates)."""
+    shape, dtype = out_meta(node)
+    if rounding_mode is None:
+        return lower_div(ctx, node, a, b)
+    if rounding_mode == "floor":
+        return binary(ctx, node, "FLOOR_DIV", a, b)
+    quotient = binary(ctx, node, "DIV", a, b)
+    if dtype.kind != "f":
+        return quotient
+    negative = ctx.emit("LESS", [quotient, ctx.scalar_like(0.0, quotient)], shape, np.bool_)
+    return ctx.emit("SELECT_V2", [negative, ctx.emit("CEIL", [quotient], like=quotient),
+                                  ctx.emit("FLOOR", [quotient], like=quotient)], shape, dtype)
+
+
 @lowers(aten.maximum.default)
 def lower_maximum(ctx, node, a, b):
     return binary(ctx, node, "MAXIMUM", a, b)
@@ -187,3 +204,151 @@ def lower_maximum(ctx, node, a, b):
 @lowers(aten.minimum.default)
 def lower_minimum(ctx, node, a, b):
     return binary(ctx, node, "MINIMUM", a, b)
+
+
+@lowers(aten.floor_divide.default)
+def lower_floor_divide(ctx, node, a, b):
+    """FLOOR_DIV (rounds towards -inf, as torch.floor_divide does)."""
+    return binary(ctx, node, "FLOOR_DIV", a, b)
+
+
+@lowers(aten.remainder.Tensor, aten.remainder.Scalar)
+def lower_remainder(ctx, node, a, b):
+    """FLOOR_MOD: the result takes the divisor's sign, as in Python and torch.remainder."""
+    return binary(ctx, node, "FLOOR_MOD", a, b)
+
+
+@lowers(aten.pow.Tensor_Scalar)
+def lower_pow_scalar(ctx, node, x, exponent):
+    """x ** c: MUL for 2, SQRT for 0.5, RSQRT for -0.5, DIV for -1, POW otherwise."""
+    shape, dtype = out_meta(node)
+    x = ctx.cast(x, dtype)
+    if exponent == 1:
+        return x
+    if exponent == 2:
+        return ctx.emit("MUL", [x, x], like=x)
+    if exponent == 0.5 and dtype.kind == "f":
+        return ctx.emit("SQRT", [x], like=x)
+    if exponent == -0.5 and dtype.kind == "f":
+        return ctx.emit("RSQRT", [x], like=x)
+    if exponent == -1 and dtype.kind == "f":
+        return ctx.emit("DIV", [ctx.scalar_like(1.0, x), x], like=x)
+    return ctx.emit("POW", [x, ctx.scalar_like(exponent, x)], like=x)
+
+
+@lowers(aten.pow.Tensor_Tensor, aten.pow.Scalar)
+def lower_pow(ctx, node, a, b):
+    """POW, broadcasting."""
+    return binary(ctx, node, "POW", a, b)
+
+
+@lowers(aten.reciprocal.default)
+def lower_reciprocal(ctx, node, x):
+    """DIV of 1 by x."""
+    shape, dtype = out_meta(node)
+    x = ctx.cast(x, dtype)
+    return ctx.emit("DIV", [ctx.scalar_like(1.0, x), x], like=x)
+
+
+@lowers(aten.round.default)
+def lower_round(ctx, node, x):
+    """ROUND (half to even, like torch.round)."""
+    return ctx.emit("ROUND", [x], like=x)
+
+
+@lowers(aten._to_copy.default)
+def lower_to_copy(ctx, node, x, dtype=None, **kwargs):
+    """CAST to the new dtype (device and memory-format changes are nothing)."""
+    _, out_dtype = out_meta(node)
+    return ctx.cast(x, out_dtype)
+
+
+@lowers(aten.prelu.default, aten._prelu_kernel.default)
+def lower_prelu(ctx, node, x, weight):
+    """PRELU with the slope broadcast over the channel axis (dim 1)."""
+    alpha = weight if weight.rank != 1 or x.rank < 2 else ctx.reshape(weight, [weight.shape[0]] + [1] * (x.rank - 2))
+    return ctx.emit("PRELU", [x, ctx.cast(alpha, x.dtype)], like=x)
+
+
+# ---- comparisons, logic, selection ----------------------------------------------------------------------------
+COMPARISONS = {
+    aten.eq.Tensor: "EQUAL", aten.eq.Scalar: "EQUAL",
+    aten.ne.Tensor: "NOT_EQUAL", aten.ne.Scalar: "NOT_EQUAL",
+    aten.lt.Tensor: "LESS", aten.lt.Scalar: "LESS",
+    aten.le.Tensor: "LESS_EQUAL", aten.le.Scalar: "LESS_EQUAL",
+    aten.gt.Tensor: "GREATER", aten.gt.Scalar: "GREATER",
+    aten.ge.Tensor: "GREATER_EQUAL", aten.ge.Scalar: "GREATER_EQUAL",
+}
+
+
+def common_dtype(node, positions=(0, 1)) -> np.dtype:
+    """The dtype PyTorch computes in over the operands at `positions` (its type promotion rules)."""
+    def stand_in(arg):
+        if isinstance(arg, torch.fx.Node):
+            val = arg.meta["val"]
+            return torch.empty((1,) * min(val.dim(), 1), dtype=val.dtype)  # 0-dim tensors promote like scalars
+        return arg
+
+    a, b = (stand_in(node.args[i]) for i in positions)
+    return numpy_dtype(torch.result_type(a, b))
+
+
+def _comparison(opcode: str):
+    def lower_comparison(ctx, node, a, b):
+        dtype = common_dtype(node)
+        shape, _ = out_meta(node)
+        return ctx.emit(opcode, [operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, np.bool_)
+
+    lower_comparison.__name__ = f"lower_{opcode.lower()}"
+    lower_comparison.__doc__ = f"{opcode} on operands promoted to a common type."
+    return lower_comparison
+
+
+for _target, _opcode in COMPARISONS.items():
+    lowers(_target)(_comparison(_opcode))
+
+
+@lowers(aten.logical_not.default, aten.bitwise_not.default)
+def lower_logical_not(ctx, node, x):
+    """LOGICAL_NOT (x != 0 first for non-bool inputs); bitwise_not only on bools."""
+    if node.target is aten.bitwise_not.default and x.dtype != np.bool_:
+        raise ctx.fail("bitwise_not on integers has no lowering (only on bool tensors)")
+    return ctx.emit("LOGICAL_NOT", [as_bool(ctx, x)], x.shape, np.bool_)
+
+
+def as_bool(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    if x.dtype == np.bool_:
+        return x
+    return ctx.emit("NOT_EQUAL", [x, ctx.scalar_like(0, x)], x.shape, np.bool_)
+
+
+def _logical(opcode: str, bitwise: bool):
+    def lower_logical(ctx, node, a, b):
+        shape, _ = out_meta(node)
+        if bitwise and (a.dtype != np.bool_ or b.dtype != np.bool_):
+            raise ctx.fail("bitwise ops on integers have no lowering (only on bool tensors)")
+        return ctx.emit(opcode, [as_bool(ctx, a), as_bool(ctx, b)], shape, np.bool_)
+
+    lower_logical.__doc__ = f"{opcode} on bool tensors."
+    return lower_logical
+
+
+lowers(aten.logical_and.default)(_logical("LOGICAL_AND", False))
+lowers(aten.logical_or.default)(_logical("LOGICAL_OR", False))
+lowers(aten.logical_xor.default)(_logical("NOT_EQUAL", False))
+lowers(aten.bitwise_and.Tensor)(_logical("LOGICAL_AND", True))
+lowers(aten.bitwise_or.Tensor)(_logical("LOGICAL_OR", True))
+
+
+@lowers(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def lower_where(ctx, node, cond, a, b):
+    """SELECT_V2 (broadcasting) on operands promoted to the result type."""
+    shape, dtype = out_meta(node)
+    return ctx.emit("SELECT_V2", [as_bool(ctx, cond), operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, dtype)
+
+
+@lowers(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def lower_masked_fill(ctx, node, x, mask, value):
+    """SELECT_V2(mask, value, x)."""
+    shape, dtype = out_meta(node)
+    return ctx.emit("SELECT_V2", [as_bool(ctx, mask), operand(ctx, value, dtype), x], shape, dtype)

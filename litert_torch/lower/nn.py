@@ -109,3 +109,70 @@ def lower_softmax(ctx, node, x, dim, half_to_float=False):
 @lowers(aten._log_softmax.default)
 def lower_log_softmax(ctx, node, x, dim, half_to_float=False):
     return _on_last_axis(ctx, x, dim, "LOG_SOFTMAX")
+
+
+def normalize(ctx: LoweringContext, x: ir.Tensor, axes: list[int], eps: float) -> ir.Tensor:
+    """(x - mean) * rsqrt(var + eps) over `axes` (biased variance): MEAN, SUB, MUL, MEAN, ADD, RSQRT, MUL.
+    TFLite has no normalisation builtin; this is the exact arithmetic PyTorch performs."""
+    axes_t = ctx.const(np.array(axes, np.int32), name="norm_axes")
+    kept = [1 if i in axes else d for i, d in enumerate(x.shape)]
+    mean = ctx.emit("MEAN", [x, axes_t], kept, x.dtype, keep_dims=True)
+    centered = ctx.emit("SUB", [x, mean], like=x)
+    var = ctx.emit("MEAN", [ctx.emit("MUL", [centered, centered], like=x), axes_t], kept, x.dtype, keep_dims=True)
+    rstd = ctx.emit("RSQRT", [ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var)], like=var)
+    return ctx.emit("MUL", [centered, rstd], like=x)
+
+
+def affine(ctx: LoweringContext, y: ir.Tensor, weight, bias, shape) -> ir.Tensor:
+    if weight is not None:
+        y = ctx.emit("MUL", [y, ctx.reshape(weight, shape)], like=y)
+    if bias is not None:
+        y = ctx.emit("ADD", [y, ctx.reshape(bias, shape)], like=y)
+    return y
+
+
+@lowers(aten.layer_norm.default)
+def lower_layer_norm(ctx, node, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    """Normalisation over the trailing `normalized_shape` dims (MEAN, SUB, MUL, RSQRT), then MUL / ADD by the
+    elementwise affine weights."""
+    k = len(normalized_shape)
+    y = normalize(ctx, x, list(range(x.rank - k, x.rank)), eps)
+    return affine(ctx, y, weight, bias, list(normalized_shape))
+
+
+@lowers(aten.native_layer_norm.default)
+def lower_native_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps):
+    """As layer_norm; the saved mean and rstd outputs (used only for gradients) are not produced."""
+    return lower_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps), None, None
+
+
+@lowers(aten.group_norm.default)
+def lower_group_norm(ctx, node, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    """RESHAPE to [N, groups, rest], normalise over the last axis, RESHAPE back, per-channel MUL / ADD."""
+    n, c = x.shape[0], x.shape[1]
+    grouped = ctx.reshape(x, [n, num_groups, x.size // (n * num_groups)])
+    y = ctx.reshape(normalize(ctx, grouped, [2], eps), x.shape)
+    return affine(ctx, y, weight, bias, [c] + [1] * (x.rank - 2))
+
+
+@lowers(aten.native_group_norm.default)
+def lower_native_group_norm(ctx, node, x, weight, bias, n, c, hw, group, eps):
+    return lower_group_norm(ctx, node, x, group, weight, bias, eps), None, None
+
+
+@lowers(aten.instance_norm.default)
+def lower_instance_norm(ctx, node, x, weight, bias, running_mean, running_var, use_input_stats, momentum, eps,
+                        cudnn_enabled):
+    """Normalisation over the spatial dims of each sample and channel; with tracked statistics in eval mode
+    (use_input_stats False) it is a per-channel affine like eval batch norm."""
+    channel_shape = [x.shape[1]] + [1] * (x.rank - 2)
+    if use_input_stats:
+        y = normalize(ctx, x, list(range(2, x.rank)), eps)
+        return affine(ctx, y, weight, bias, channel_shape)
+    if not (running_mean.is_constant and running_var.is_constant):
+        raise ctx.fail("instance norm running statistics must be constants")
+    inv_std = 1.0 / np.sqrt(running_var.data.astype(np.float64) + eps)
+    scale = inv_std * (weight.data.astype(np.float64) if weight is not None else 1.0)
+    shift = (bias.data.astype(np.float64) if bias is not None else 0.0) - running_mean.data * scale
+    y = ctx.emit("MUL", [x, ctx.const(scale.reshape(channel_shape).astype(x.dtype), name="scale")], like=x)
+    return ctx.emit("ADD", [y, ctx.const(shift.reshape(channel_shape).astype(x.dtype), name="shift")], like=x)

@@ -19,7 +19,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from litert_torch import ir
 from litert_torch.errors import ConversionError, LoweringError, UnsupportedOp, UnsupportedOpsError
 from litert_torch.frontend.export import source_ref, target_name
-from litert_torch.lower.registry import LoweringContext, lowering_for, numpy_dtype
+from litert_torch.lower.registry import LoweringContext, lowering_for, narrow_int64, numpy_dtype
 
 
 @dataclass
@@ -28,6 +28,8 @@ class LoweredProgram:
     input_names: list[str]  # one per graph input (tensor user inputs only)
     output_names: list[str]  # one per graph output
     tensor_input_positions: list[int]  # positions, among the flattened user inputs, that are tensors
+    input_dtypes: list[str]  # PyTorch dtype of each graph input ("int64" where the model computes in int32)
+    output_dtypes: list[str]  # PyTorch dtype of each graph output
 
 
 # Why some ops have no lowering, and what to do instead.
@@ -77,12 +79,19 @@ def _check_supported(program: torch.export.ExportedProgram, constant_nodes: set[
         raise UnsupportedOpsError(list(missing.values()))
 
 
+# Ops whose value depends only on the shape and dtype of their tensor input, known at conversion time.
+SHAPE_ONLY = {
+    torch.ops.aten.full_like.default, torch.ops.aten.zeros_like.default, torch.ops.aten.ones_like.default,
+    torch.ops.aten.new_zeros.default, torch.ops.aten.new_ones.default, torch.ops.aten.new_full.default,
+}
+
+
 def _find_constant_nodes(program: torch.export.ExportedProgram, constants: dict[str, torch.Tensor]) -> set[str]:
     const = set(constants)
     for node in program.graph.nodes:
         if node.op != "call_function":
             continue
-        inputs = _tensor_nodes((node.args, node.kwargs))
+        inputs = _tensor_nodes((node.args[1:], node.kwargs) if node.target in SHAPE_ONLY else (node.args, node.kwargs))
         if all(n.name in const for n in inputs) and _is_pure(node):
             const.add(node.name)
     return const
@@ -155,7 +164,7 @@ def lower_program(program: torch.export.ExportedProgram) -> LoweredProgram:
     torch_env: dict[str, Any] = dict(constants)  # node name -> torch value, for constant nodes
 
     user_inputs = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
-    tensor_positions, input_names = [], []
+    tensor_positions, input_names, input_dtypes, output_dtypes = [], [], [], []
     placeholder_by_name = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     for pos, spec in enumerate(user_inputs):
         node = placeholder_by_name.get(getattr(spec.arg, "name", None))
@@ -166,12 +175,13 @@ def lower_program(program: torch.export.ExportedProgram) -> LoweredProgram:
         graph.inputs.append(env[node.name])
         tensor_positions.append(pos)
         input_names.append(node.name)
+        input_dtypes.append(_dtype_name(node.meta["val"].dtype))
 
     def to_ir(value: Any) -> Any:
         return torch.fx.node.map_arg(value, lambda n: env[n.name])
 
     def to_torch(value: Any) -> Any:
-        return torch.fx.node.map_arg(value, lambda n: torch_env[n.name])
+        return torch.fx.node.map_arg(value, lambda n: torch_env[n.name] if n.name in torch_env else _stand_in(n))
 
     for node in program.graph.nodes:
         if node.op == "placeholder":
@@ -224,12 +234,25 @@ def lower_program(program: torch.export.ExportedProgram) -> LoweredProgram:
         if not isinstance(value, ir.Tensor):
             raise ConversionError(f"output {arg.name} is not a tensor")
         graph.outputs.append(value)
+        output_dtypes.append(_dtype_name(arg.meta["val"].dtype))
     names = output_names(program.call_spec.out_spec, len(graph.outputs))
-    return LoweredProgram(graph, input_names, names, tensor_positions)
+    return LoweredProgram(graph, input_names, names, tensor_positions, input_dtypes, output_dtypes)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _stand_in(node: torch.fx.Node) -> torch.Tensor:
+    """A real tensor with a node's shape and dtype, for ops that read only those (SHAPE_ONLY)."""
+    val = node.meta["val"]
+    return torch.zeros(tuple(int(d) for d in val.shape), dtype=val.dtype)
 
 
 def _const_tensor(name: str, value: torch.Tensor) -> ir.Tensor:
     arr = value.detach().cpu().contiguous().numpy()
+    if arr.dtype == np.int64:
+        arr = narrow_int64(arr, f"constant {name}")
     return ir.Tensor(name, arr.shape, arr.dtype, arr)
 
 

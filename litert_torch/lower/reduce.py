@@ -5,23 +5,26 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
+from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, numpy_dtype, out_meta
 
 aten = torch.ops.aten
 
 
-def reduce(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool):
-    out_shape, dtype = out_meta(node)
+def reduce(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtype=None):
+    """One reducer op over `dim` (all axes when None or empty), in the node's result dtype."""
+    if dtype is None:
+        val = node.meta["val"]
+        dtype = numpy_dtype((val[0] if isinstance(val, (tuple, list)) else val).dtype)
     if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
         axes = list(range(x.rank))
     else:
         axes = sorted({normalize_dim(d, x.rank) for d in ([dim] if isinstance(dim, int) else dim)})
     if x.rank == 0 or not axes:
         return ctx.cast(x, dtype)
-    y = ctx.emit(opcode, [ctx.cast(x, dtype), ctx.const(np.array(axes, np.int32), name="axes")],
-                 [1 if i in axes else d for i, d in enumerate(x.shape)] if keepdim else out_shape, dtype,
-                 keep_dims=bool(keepdim))
-    return y
+    shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keepdim else \
+        [d for i, d in enumerate(x.shape) if i not in axes]
+    return ctx.emit(opcode, [ctx.cast(x, dtype), ctx.const(np.array(axes, np.int32), name="axes")], shape, dtype,
+                    keep_dims=bool(keepdim))
 
 
 @lowers(aten.mean.dim)
@@ -52,3 +55,113 @@ def lower_amax(ctx, node, x, dim=(), keepdim=False):
 @lowers(aten.amin.default)
 def lower_amin(ctx, node, x, dim=(), keepdim=False):
     return reduce(ctx, node, "REDUCE_MIN", x, dim, keepdim)
+
+
+@lowers(aten.prod.dim_int)
+def lower_prod(ctx, node, x, dim, keepdim=False, dtype=None):
+    return reduce(ctx, node, "REDUCE_PROD", x, dim, keepdim)
+
+
+@lowers(aten.any.dim, aten.any.dims, aten.any.default)
+def lower_any(ctx, node, x, dim=None, keepdim=False):
+    """REDUCE_ANY on the input as bool."""
+    from litert_torch.lower.elementwise import as_bool
+
+    return reduce(ctx, node, "REDUCE_ANY", as_bool(ctx, x), dim, keepdim, np.bool_)
+
+
+@lowers(aten.all.dim, aten.all.dims, aten.all.default)
+def lower_all(ctx, node, x, dim=None, keepdim=False):
+    """REDUCE_ALL on the input as bool."""
+    from litert_torch.lower.elementwise import as_bool
+
+    return reduce(ctx, node, "REDUCE_ALL", as_bool(ctx, x), dim, keepdim, np.bool_)
+
+
+@lowers(aten.max.default)
+def lower_max_all(ctx, node, x):
+    return reduce(ctx, node, "REDUCE_MAX", x, None, False)
+
+
+@lowers(aten.min.default)
+def lower_min_all(ctx, node, x):
+    return reduce(ctx, node, "REDUCE_MIN", x, None, False)
+
+
+def arg_reduce(ctx: LoweringContext, opcode: str, x, dim, keepdim: bool, out_shape):
+    """ARG_MAX / ARG_MIN (int32 indices) along one axis; dim=None reduces the flattened tensor."""
+    if dim is None:
+        x, axis = ctx.reshape(x, [x.size]), 0
+    else:
+        axis = normalize_dim(dim, x.rank)
+    reduced = [d for i, d in enumerate(x.shape) if i != axis]
+    y = ctx.emit(opcode, [x, ctx.const(np.array([axis], np.int32), name="axis")], reduced, np.int32,
+                 output_type="INT32")
+    return ctx.reshape(y, out_shape)
+
+
+@lowers(aten.argmax.default)
+def lower_argmax(ctx, node, x, dim=None, keepdim=False):
+    """ARG_MAX; ties resolve to the first index, as in PyTorch."""
+    shape, _ = out_meta(node)
+    return arg_reduce(ctx, "ARG_MAX", x, dim, keepdim, shape)
+
+
+@lowers(aten.argmin.default)
+def lower_argmin(ctx, node, x, dim=None, keepdim=False):
+    """ARG_MIN; ties resolve to the first index, as in PyTorch."""
+    shape, _ = out_meta(node)
+    return arg_reduce(ctx, "ARG_MIN", x, dim, keepdim, shape)
+
+
+@lowers(aten.max.dim, aten.min.dim)
+def lower_max_dim(ctx, node, x, dim, keepdim=False):
+    """(values, indices): REDUCE_MAX / REDUCE_MIN and ARG_MAX / ARG_MIN along `dim`."""
+    is_max = node.target is aten.max.dim
+    values = reduce(ctx, node, "REDUCE_MAX" if is_max else "REDUCE_MIN", x, dim, keepdim, x.dtype)
+    return values, arg_reduce(ctx, "ARG_MAX" if is_max else "ARG_MIN", x, dim, keepdim, values.shape)
+
+
+@lowers(aten.cumsum.default)
+def lower_cumsum(ctx, node, x, dim, dtype=None):
+    """CUMSUM along `dim` (inclusive, forward)."""
+    shape, out_dtype = out_meta(node)
+    axis = normalize_dim(dim, x.rank) if x.rank else 0
+    return ctx.emit("CUMSUM", [ctx.cast(x, out_dtype), ctx.const(np.array(axis, np.int32), name="axis")], shape,
+                    out_dtype, exclusive=False, reverse=False)
+
+
+@lowers(aten.topk.default)
+def lower_topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
+    """TOPK_V2 on the last axis (other axes are moved last and back); smallest-k is top-k of -x, negated."""
+    axis = normalize_dim(dim, x.rank)
+    perm = list(range(x.rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    xt = ctx.transpose(x, perm)
+    if not largest:
+        if x.dtype.kind != "f":
+            raise ctx.fail("topk(largest=False) on integers has no lowering")
+        xt = ctx.emit("NEG", [xt], like=xt)
+    shape = [*xt.shape[:-1], int(k)]
+    values, indices = ctx.emit_multi("TOPK_V2", [xt, ctx.const(np.array(k, np.int32), name="k")],
+                                     [(shape, x.dtype), (shape, np.int32)])
+    if not largest:
+        values = ctx.emit("NEG", [values], like=values)
+    return ctx.transpose(values, perm), ctx.transpose(indices, perm)
+
+
+@lowers(aten.var.correction)
+def lower_var(ctx, node, x, dim=None, *, correction=None, keepdim=False):
+    """MEAN, SUB, MUL, SUM: the sum of squared deviations over (n - correction)."""
+    correction = 1 if correction is None else correction
+    shape, dtype = out_meta(node)
+    axes = list(range(x.rank)) if dim is None else sorted({normalize_dim(d, x.rank) for d in
+                                                           ([dim] if isinstance(dim, int) else dim)})
+    count = int(np.prod([x.shape[a] for a in axes]))
+    axes_t = ctx.const(np.array(axes, np.int32), name="axes")
+    mean = ctx.emit("MEAN", [x, axes_t], [1 if i in axes else d for i, d in enumerate(x.shape)], dtype, keep_dims=True)
+    dev = ctx.emit("SUB", [x, mean], like=x)
+    sq = ctx.emit("MUL", [dev, dev], like=x)
+    total = ctx.emit("SUM", [sq, axes_t], shape, dtype, keep_dims=bool(keepdim))
+    return ctx.emit("MUL", [total, ctx.scalar_like(1.0 / max(count - correction, 0) if count > correction
+                                                   else float("inf"), total)], like=total)

@@ -59,11 +59,13 @@ def registered() -> dict[Any, Lowering]:
     return dict(_REGISTRY)
 
 
+# int64 becomes int32: TFLite kernels take int32 indices and shapes, and most have no int64 variant. Constants
+# are range-checked when narrowed; EdgeModel range-checks int64 inputs and widens int64 outputs back.
 TORCH_TO_NUMPY = {
     torch.float32: np.float32,
     torch.float16: np.float16,
     torch.float64: np.float64,
-    torch.int64: np.int64,
+    torch.int64: np.int32,
     torch.int32: np.int32,
     torch.int16: np.int16,
     torch.int8: np.int8,
@@ -104,8 +106,8 @@ class LoweringContext:
         arr = np.asarray(value, dtype=dtype)
         if dtype is None and arr.dtype == np.float64:
             arr = arr.astype(np.float32)
-        if dtype is None and arr.dtype == np.int64 and not isinstance(value, np.ndarray):
-            arr = arr.astype(np.int32)
+        if arr.dtype == np.int64:
+            arr = narrow_int64(arr, self.node.name if self.node is not None else "constant")
         return ir.Tensor(self._name(name or "const"), arr.shape, arr.dtype, arr)
 
     def tensor(self, shape: Sequence[int], dtype: Any, name: str | None = None) -> ir.Tensor:
@@ -173,6 +175,17 @@ class LoweringContext:
     def fail(self, message: str) -> LoweringError:
         return LoweringError(message, target=self.source.target if self.source else None,
                              location=self.source.location if self.source else None)
+
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def narrow_int64(arr: np.ndarray, what: str) -> np.ndarray:
+    """int64 data as int32, or an error when a value does not fit (never a silent wrap-around)."""
+    if arr.size and (arr.min() < INT32_MIN or arr.max() > INT32_MAX):
+        raise LoweringError(f"{what} holds int64 values outside the int32 range the model computes in "
+                            f"(min {arr.min()}, max {arr.max()})")
+    return arr.astype(np.int32)
 
 
 def out_meta(node: torch.fx.Node) -> tuple[tuple[int, ...], np.dtype]:

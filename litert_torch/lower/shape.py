@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from litert_torch import ir
+from litert_torch.lower.conv import TO_NCHW, TO_NHWC
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
 
 aten = torch.ops.aten
@@ -132,3 +134,224 @@ def lower_constant_pad(ctx, node, x, pad, value=0):
         y = ctx.emit("SLICE", [y, ctx.const(np.array(begins, np.int32), name="begin"),
                                ctx.const(np.array(out_shape, np.int32), name="size")], out_shape, x.dtype)
     return y
+
+
+@lowers(aten.select.int)
+def lower_select(ctx, node, x, dim, index):
+    """STRIDED_SLICE with the selected axis shrunk away."""
+    shape, _ = out_meta(node)
+    axis = normalize_dim(dim, x.rank)
+    index = index + x.shape[axis] if index < 0 else index
+    begins, ends, strides = [0] * x.rank, list(x.shape), [1] * x.rank
+    begins[axis], ends[axis] = index, index + 1
+    return ctx.emit(
+        "STRIDED_SLICE",
+        [x, ctx.const(np.array(begins, np.int32), name="begin"), ctx.const(np.array(ends, np.int32), name="end"),
+         ctx.const(np.array(strides, np.int32), name="strides")],
+        shape, x.dtype, begin_mask=0, end_mask=0, shrink_axis_mask=1 << axis, ellipsis_mask=0, new_axis_mask=0,
+        offset=False)
+
+
+@lowers(aten.expand.default, aten.expand_copy.default)
+def lower_expand(ctx, node, x, size, implicit=False):
+    """BROADCAST_TO the expanded shape (after a RESHAPE adding leading unit dims)."""
+    shape, _ = out_meta(node)
+    if tuple(shape) == x.shape:
+        return x
+    x = ctx.reshape(x, (1,) * (len(shape) - x.rank) + x.shape)
+    if tuple(shape) == x.shape:
+        return x
+    return ctx.emit("BROADCAST_TO", [x, ctx.const(np.array(shape, np.int32), name="shape")], shape, x.dtype)
+
+
+@lowers(aten.repeat.default)
+def lower_repeat(ctx, node, x, repeats):
+    """TILE (after a RESHAPE adding the leading unit dims torch.repeat adds)."""
+    shape, _ = out_meta(node)
+    x = ctx.reshape(x, (1,) * (len(repeats) - x.rank) + x.shape)
+    if all(r == 1 for r in repeats):
+        return x
+    return ctx.emit("TILE", [x, ctx.const(np.array(repeats, np.int32), name="multiples")], shape, x.dtype)
+
+
+def index_tensor(ctx: LoweringContext, index: ir.Tensor, size: int) -> ir.Tensor:
+    """Indices as int32 with negative values wrapped: TFLite gathers reject negative indices."""
+    index = ctx.cast(index, np.int32)
+    if index.is_constant:
+        return ctx.const(np.where(index.data < 0, index.data + size, index.data).astype(np.int32), name="index")
+    wrapped = ctx.emit("ADD", [index, ctx.const(np.array(size, np.int32), name="size")], like=index)
+    negative = ctx.emit("LESS", [index, ctx.const(np.array(0, np.int32), name="zero")], index.shape, np.bool_)
+    return ctx.emit("SELECT_V2", [negative, wrapped, index], like=index)
+
+
+@lowers(aten.index_select.default)
+def lower_index_select(ctx, node, x, dim, index):
+    """GATHER along `dim`."""
+    shape, _ = out_meta(node)
+    axis = normalize_dim(dim, x.rank)
+    return ctx.emit("GATHER", [x, index_tensor(ctx, index, x.shape[axis])], shape, x.dtype, axis=axis, batch_dims=0)
+
+
+@lowers(aten.embedding.default)
+def lower_embedding(ctx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """GATHER of rows of the weight table (padding_idx only matters for gradients)."""
+    shape, _ = out_meta(node)
+    return ctx.emit("GATHER", [weight, ctx.cast(indices, np.int32)], shape, weight.dtype, axis=0, batch_dims=0)
+
+
+@lowers(aten.index.Tensor)
+def lower_index(ctx, node, x, indices):
+    """x[idx] with one index tensor -> GATHER on that axis; with index tensors on the leading axes ->
+    GATHER_ND of their broadcast, stacked coordinates."""
+    shape, _ = out_meta(node)
+    present = [i for i, t in enumerate(indices) if t is not None]
+    if len(present) == 1:
+        axis = present[0]
+        idx = indices[axis]
+        if idx.dtype == np.bool_:
+            raise ctx.fail("boolean-mask indexing has a data-dependent output shape and cannot be converted")
+        return ctx.emit("GATHER", [x, index_tensor(ctx, idx, x.shape[axis])], shape, x.dtype, axis=axis,
+                        batch_dims=0)
+    if present != list(range(len(present))):
+        raise ctx.fail("advanced indexing with index tensors on non-leading or non-adjacent axes has no lowering")
+    if any(indices[i].dtype == np.bool_ for i in present):
+        raise ctx.fail("boolean-mask indexing has a data-dependent output shape and cannot be converted")
+    batch = list(np.broadcast_shapes(*[indices[i].shape for i in present]))
+    coords = []
+    for i in present:
+        idx = index_tensor(ctx, indices[i], x.shape[i])
+        idx = ctx.reshape(idx, (1,) * (len(batch) - idx.rank) + idx.shape)
+        if list(idx.shape) != batch:
+            idx = ctx.emit("BROADCAST_TO", [idx, ctx.const(np.array(batch, np.int32), name="shape")], batch, np.int32)
+        coords.append(ctx.reshape(idx, [*batch, 1]))
+    stacked = ctx.emit("CONCATENATION", coords, [*batch, len(present)], np.int32, axis=len(batch),
+                       fused_activation_function="NONE")
+    return ctx.emit("GATHER_ND", [x, stacked], shape, x.dtype)
+
+
+@lowers(aten.gather.default)
+def lower_gather(ctx, node, x, dim, index, sparse_grad=False):
+    """torch.gather as GATHER_ND: coordinates are the index along `dim` and constant position grids elsewhere."""
+    shape, _ = out_meta(node)
+    axis = normalize_dim(dim, x.rank)
+    idx = index_tensor(ctx, index, x.shape[axis])
+    grids = np.indices(index.shape, dtype=np.int32)
+    coords = []
+    for d in range(x.rank):
+        if d == axis:
+            coords.append(ctx.reshape(idx, [*index.shape, 1]))
+        else:
+            coords.append(ctx.const(grids[d].reshape(*index.shape, 1), name=f"grid{d}"))
+    if all(c.is_constant for c in coords):
+        stacked = ctx.const(np.concatenate([c.data for c in coords], axis=-1), name="coords")
+    else:
+        stacked = ctx.emit("CONCATENATION", coords, [*index.shape, x.rank], np.int32, axis=index.rank,
+                           fused_activation_function="NONE")
+    return ctx.emit("GATHER_ND", [x, stacked], shape, x.dtype)
+
+
+@lowers(aten.flip.default)
+def lower_flip(ctx, node, x, dims):
+    """One REVERSE_V2 per flipped axis (the kernel takes one axis, or contiguous ones)."""
+    for axis in sorted({normalize_dim(d, x.rank) for d in dims}):
+        x = ctx.emit("REVERSE_V2", [x, ctx.const(np.array([axis], np.int32), name="axis")], like=x)
+    return x
+
+
+@lowers(aten.roll.default)
+def lower_roll(ctx, node, x, shifts, dims=()):
+    """Two SLICEs and a CONCATENATION per rolled axis (a flattened roll reshapes around it)."""
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    original = x.shape
+    if not dims:
+        x, dims = ctx.reshape(x, [x.size]), [0]
+    for shift, dim in zip(shifts, dims):
+        axis = normalize_dim(dim, x.rank)
+        size = x.shape[axis]
+        k = shift % size if size else 0
+        if k == 0:
+            continue
+        tail = _slice_axis(ctx, x, axis, size - k, k)
+        head = _slice_axis(ctx, x, axis, 0, size - k)
+        x = ctx.emit("CONCATENATION", [tail, head], x.shape, x.dtype, axis=axis, fused_activation_function="NONE")
+    return ctx.reshape(x, original)
+
+
+def _slice_axis(ctx: LoweringContext, x: ir.Tensor, axis: int, begin: int, size: int) -> ir.Tensor:
+    begins = [0] * x.rank
+    sizes = list(x.shape)
+    begins[axis], sizes[axis] = begin, size
+    return ctx.emit("SLICE", [x, ctx.const(np.array(begins, np.int32), name="begin"),
+                              ctx.const(np.array(sizes, np.int32), name="size")], sizes, x.dtype)
+
+
+@lowers(aten.pixel_shuffle.default)
+def lower_pixel_shuffle(ctx, node, x, upscale_factor):
+    """DEPTH_TO_SPACE in NHWC. PyTorch orders the input channels (c, r1, r2), TFLite (r1, r2, c): a GATHER of
+    the channels reorders them first (not needed for one output channel)."""
+    shape, _ = out_meta(node)
+    r = int(upscale_factor)
+    n, c_in, h, w = x.shape
+    c = c_in // (r * r)
+    xh = ctx.transpose(x, TO_NHWC)
+    if c > 1:
+        order = np.arange(c_in).reshape(c, r, r).transpose(1, 2, 0).reshape(-1).astype(np.int32)
+        xh = ctx.emit("GATHER", [xh, ctx.const(order, name="channel_order")], like=xh, axis=3, batch_dims=0)
+    y = ctx.emit("DEPTH_TO_SPACE", [xh], [n, h * r, w * r, c], x.dtype, block_size=r)
+    return ctx.transpose(y, TO_NCHW)
+
+
+@lowers(aten.pixel_unshuffle.default)
+def lower_pixel_unshuffle(ctx, node, x, downscale_factor):
+    """SPACE_TO_DEPTH in NHWC, then a GATHER from TFLite's (r1, r2, c) channel order to PyTorch's (c, r1, r2)."""
+    r = int(downscale_factor)
+    n, c, h, w = x.shape
+    y = ctx.emit("SPACE_TO_DEPTH", [ctx.transpose(x, TO_NHWC)], [n, h // r, w // r, c * r * r], x.dtype, block_size=r)
+    if c > 1:
+        order = np.arange(c * r * r).reshape(r, r, c).transpose(2, 0, 1).reshape(-1).astype(np.int32)
+        y = ctx.emit("GATHER", [y, ctx.const(order, name="channel_order")], like=y, axis=3, batch_dims=0)
+    return ctx.transpose(y, TO_NCHW)
+
+
+@lowers(aten.reflection_pad1d.default, aten.reflection_pad2d.default, aten.reflection_pad3d.default)
+def lower_reflection_pad(ctx, node, x, padding):
+    """MIRROR_PAD in REFLECT mode (the edge value is not repeated)."""
+    shape, _ = out_meta(node)
+    pairs = pad_pairs(x.rank, padding)
+    return ctx.emit("MIRROR_PAD", [x, ctx.const(np.array(pairs, np.int32), name="paddings")], shape, x.dtype,
+                    mode="REFLECT")
+
+
+@lowers(aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default)
+def lower_replication_pad(ctx, node, x, padding):
+    """Edge padding: per padded axis, the edge slice BROADCAST_TO the pad width and concatenated."""
+    for axis, (before, after) in enumerate(pad_pairs(x.rank, padding)):
+        if not before and not after:
+            continue
+        parts = []
+        if before:
+            edge = _slice_axis(ctx, x, axis, 0, 1)
+            parts.append(_widen(ctx, edge, axis, before))
+        parts.append(x)
+        if after:
+            edge = _slice_axis(ctx, x, axis, x.shape[axis] - 1, 1)
+            parts.append(_widen(ctx, edge, axis, after))
+        shape = list(x.shape)
+        shape[axis] += before + after
+        x = ctx.emit("CONCATENATION", parts, shape, x.dtype, axis=axis, fused_activation_function="NONE")
+    return x
+
+
+def _widen(ctx: LoweringContext, edge: ir.Tensor, axis: int, width: int) -> ir.Tensor:
+    if width == 1:
+        return edge
+    shape = list(edge.shape)
+    shape[axis] = width
+    return ctx.emit("BROADCAST_TO", [edge, ctx.const(np.array(shape, np.int32), name="shape")], shape, edge.dtype)
+
+
+@lowers(aten._assert_tensor_metadata.default, aten._assert_scalar.default, aten.sym_constrain_range_for_size.default)
+def lower_assertion(ctx, node, *args, **kwargs):
+    """Nothing: trace-time assertions about dtypes and shapes, already checked by torch.export."""
+    return None

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
+from litert_torch.structure import plain
+
 RTOL = 1e-4
 ATOL = 1e-5
 
@@ -51,8 +53,8 @@ def _as_numpy(value: Any) -> np.ndarray:
 def compare_outputs(reference: Any, edge: Any, *, rtol: float = RTOL, atol: float = ATOL,
                     names: list[str] | None = None) -> list[OutputComparison]:
     """Compare two output structures leaf by leaf (they must have the same pytree structure)."""
-    ref_leaves, ref_spec = pytree.tree_flatten(reference)
-    edge_leaves, edge_spec = pytree.tree_flatten(edge)
+    ref_leaves, ref_spec = pytree.tree_flatten(plain(reference))
+    edge_leaves, edge_spec = pytree.tree_flatten(plain(edge))
     if ref_spec != edge_spec:
         raise ValueError(f"output structures differ: reference {ref_spec}, edge {edge_spec}")
     results = []

@@ -106,6 +106,7 @@ class EdgeModel:
             from ai_edge_litert.interpreter import Interpreter
 
             self._interpreter = Interpreter(model_content=self._bytes, num_threads=self._num_threads)
+            self._interpreter.allocate_tensors()
         return self._interpreter
 
     def _runner(self, key: str):
@@ -151,12 +152,21 @@ class EdgeModel:
         details = runner.get_input_details()
         io = self._io.get(signature)
         leaves, want_torch = self._flatten_inputs(io, details, args, kwargs)
+        wide_inputs = {n for n, d in zip(io["inputs"], io.get("input_dtypes", [])) if d == "int64"} if io else set()
         feeds = {}
         for name, value in leaves:
-            feeds[name] = self._check_input(name, value, details[name])
+            feeds[name] = self._check_input(name, value, details[name], name in wide_inputs)
+        # Variable tensors (recurrent state) persist between invocations; each call starts from the initial state.
+        self._get_interpreter().reset_all_variables()
         results = runner(**feeds)
         order = io["outputs"] if io else list(runner.get_output_details())
-        outputs = [torch.from_numpy(np.array(results[n])) if want_torch else np.array(results[n]) for n in order]
+        widen = [d == "int64" for d in io.get("output_dtypes", [])] if io else []
+        outputs = []
+        for i, name in enumerate(order):
+            arr = np.array(results[name])
+            if i < len(widen) and widen[i]:
+                arr = arr.astype(np.int64)
+            outputs.append(torch.from_numpy(arr) if want_torch else arr)
         if io and io.get("out_spec"):
             return pytree.tree_unflatten(outputs, pytree.treespec_loads(io["out_spec"]))
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -182,7 +192,7 @@ class EdgeModel:
         return [(name, flat[pos]) for name, pos in zip(io["inputs"], positions)], want_torch
 
     @staticmethod
-    def _check_input(name: str, value: Any, detail: dict) -> np.ndarray:
+    def _check_input(name: str, value: Any, detail: dict, accepts_int64: bool = False) -> np.ndarray:
         if isinstance(value, torch.Tensor):
             arr = value.detach().cpu().numpy()
         elif isinstance(value, np.ndarray):
@@ -191,6 +201,11 @@ class EdgeModel:
             raise ModelInputError(f"input {name!r} must be a torch.Tensor or numpy array, got {type(value).__name__}")
         want_shape = tuple(int(d) for d in detail["shape"])
         want_dtype = np.dtype(detail["dtype"])
+        if accepts_int64 and arr.dtype == np.int64 and want_dtype == np.int32:
+            if arr.size and (arr.min() < -(2**31) or arr.max() > 2**31 - 1):
+                raise ModelInputError(f"input {name!r} holds values outside the int32 range the model computes in "
+                                      f"(min {arr.min()}, max {arr.max()})")
+            arr = arr.astype(np.int32)
         if arr.dtype != want_dtype:
             raise ModelInputError(f"input {name!r} expects dtype {want_dtype}, got {arr.dtype}")
         if tuple(arr.shape) != want_shape:

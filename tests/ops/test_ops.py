@@ -6,6 +6,9 @@ import torch
 import litert_torch
 from tests.helpers import assert_matches, op_counts
 from tests.ops.cases import CASES
+from tests.ops.cases_coverage import COVERAGE_CASES
+
+CASES = CASES + COVERAGE_CASES
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -1,0 +1,55 @@
+"""Attention lowerings."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from litert_torch import ir
+from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+
+aten = torch.ops.aten
+
+
+def _broadcast_batch(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
+    rank = max(a.rank, b.rank)
+    return (ctx.reshape(a, (1,) * (rank - a.rank) + a.shape), ctx.reshape(b, (1,) * (rank - b.rank) + b.shape))
+
+
+@lowers(aten.scaled_dot_product_attention.default)
+def lower_sdpa(ctx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+               enable_gqa=False):
+    """softmax(q @ k^T * scale + mask) @ v: BATCH_MATMUL (adj_y), MUL, ADD or SELECT_V2 for the mask, SOFTMAX,
+    BATCH_MATMUL. Rows whose boolean mask excludes every key give zeros, as PyTorch's safe softmax does."""
+    shape, dtype = out_meta(node)
+    if enable_gqa and q.shape[-3] != k.shape[-3]:
+        raise ctx.fail("grouped-query attention (enable_gqa with fewer key/value heads) has no lowering yet")
+    length, source = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    q, k = _broadcast_batch(ctx, q, k)
+    scores_shape = [*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), length, source]
+    scores = ctx.emit("BATCH_MATMUL", [q, k], scores_shape, dtype, adj_x=False, adj_y=True,
+                      asymmetric_quantize_inputs=False)
+    scores = ctx.emit("MUL", [scores, ctx.scalar_like(scale, scores)], like=scores)
+    keep_any = None
+    if is_causal:
+        causal = np.tril(np.ones([length, source], bool))
+        attn_mask = ctx.const(causal, name="causal_mask")
+    if attn_mask is not None:
+        if attn_mask.dtype == np.bool_:
+            lowest = ctx.scalar_like(np.finfo(dtype).min, scores)
+            scores = ctx.emit("SELECT_V2", [attn_mask, scores, lowest], scores_shape, dtype)
+            fully_masked = (not attn_mask.is_constant) or not attn_mask.data.any(axis=-1).all()
+            if fully_masked:
+                keep_any = ctx.emit("REDUCE_ANY", [attn_mask, ctx.const(np.array([-1], np.int32), name="axis")],
+                                    [*attn_mask.shape[:-1], 1], np.bool_, keep_dims=True)
+        else:
+            scores = ctx.emit("ADD", [scores, ctx.cast(attn_mask, dtype)], scores_shape, dtype)
+    probs = ctx.emit("SOFTMAX", [scores], like=scores, beta=1.0)
+    if keep_any is not None:
+        probs = ctx.emit("MUL", [probs, ctx.cast(keep_any, dtype)], like=probs)
+    probs, v = _broadcast_batch(ctx, probs, v)
+    return ctx.emit("BATCH_MATMUL", [probs, v], shape, dtype, adj_x=False, adj_y=False,
+                    asymmetric_quantize_inputs=False)

@@ -1,0 +1,191 @@
+"""Op table rows for transformer, sequence and dense-vision ops (joined to CASES in tests/ops/test_ops.py)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from litert_torch.errors import ConversionError
+from tests.ops.cases import OpCase, fn, r, r2
+
+
+def ints(*shape, high=10, low=0):
+    return lambda: (torch.randint(low, high, shape),)
+
+
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 8)
+
+    def forward(self, ids):
+        return self.emb(ids)
+
+
+class Recurrent(nn.Module):
+    def __init__(self, layer, returns="output"):
+        super().__init__()
+        self.layer = layer
+        self.returns = returns
+
+    def forward(self, x):
+        out, state = self.layer(x)
+        if self.returns == "h_n":
+            return out, state[0] if isinstance(state, tuple) else state
+        if self.returns == "c_n":
+            return state[1]
+        return out
+
+
+def attn(**kw):
+    return fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw))
+
+
+def qkv(b=2, h=3, lq=5, lk=7, e=8):
+    return lambda: (torch.randn(b, h, lq, e), torch.randn(b, h, lk, e), torch.randn(b, h, lk, e))
+
+
+class MaskedAttention(nn.Module):
+    def __init__(self, mask):
+        super().__init__()
+        self.register_buffer("mask", mask)
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)
+
+
+def bool_mask_with_empty_row():
+    mask = torch.rand(5, 7) > 0.4
+    mask[2] = False
+    return mask
+
+
+def affine_norm(layer):
+    def build():
+        module = layer()
+        with torch.no_grad():
+            for p in module.parameters():
+                p.normal_()
+        return module
+    return build
+
+
+COVERAGE_CASES: list[OpCase] = [
+    # ---- normalisation --------------------------------------------------------------------------------------
+    OpCase("layer_norm", affine_norm(lambda: nn.LayerNorm(16)), r(2, 5, 16)),
+    OpCase("layer_norm_2d_no_affine", lambda: nn.LayerNorm([4, 6], elementwise_affine=False), r(3, 4, 6)),
+    OpCase("group_norm", affine_norm(lambda: nn.GroupNorm(3, 6)), r(2, 6, 5, 5)),
+    OpCase("group_norm_1d", affine_norm(lambda: nn.GroupNorm(2, 4)), r(2, 4, 9)),
+    OpCase("instance_norm", affine_norm(lambda: nn.InstanceNorm2d(4, affine=True)), r(2, 4, 6, 6)),
+    OpCase("instance_norm_tracked_eval", lambda: nn.InstanceNorm1d(3, track_running_stats=True), r(2, 3, 8)),
+    # ---- embedding, gather, indexing ------------------------------------------------------------------------
+    OpCase("embedding_int64_ids", Embed, ints(2, 6, high=50), {"GATHER": 1}),
+    OpCase("index_select", fn(lambda x, i: x.index_select(1, i)),
+           lambda: (torch.randn(3, 6, 2), torch.tensor([5, 0, 2, 2]))),
+    OpCase("index_tensor_one_axis", fn(lambda x, i: x[:, i]), lambda: (torch.randn(3, 6, 2), torch.tensor([[1, -2]]))),
+    OpCase("index_tensor_leading_axes", fn(lambda x, i, j: x[i, j]),
+           lambda: (torch.randn(4, 5, 3), torch.tensor([0, 3, 1]), torch.tensor([4, 0, 2]))),
+    OpCase("gather", fn(lambda x, i: torch.gather(x, 1, i)),
+           lambda: (torch.randn(3, 5), torch.randint(0, 5, (3, 4)))),
+    OpCase("gather_dim0", fn(lambda x, i: torch.gather(x, 0, i)),
+           lambda: (torch.randn(4, 3), torch.randint(0, 4, (2, 3)))),
+    OpCase("select", fn(lambda x: x[:, -1]), r(2, 5, 3), {"STRIDED_SLICE": 1}),
+    OpCase("bool_mask_index_unsupported", fn(lambda x: x[x > 0]), r(6), raises=ConversionError,
+           reason="boolean-mask indexing has a data-dependent output shape"),
+    # ---- comparisons, logic, where --------------------------------------------------------------------------
+    OpCase("compare_eq_scalar", fn(lambda x: x == 2), ints(5, 4, high=4), {"EQUAL": 1}),
+    OpCase("compare_lt_tensor", fn(torch.lt), r2((3, 4), (4,)), {"LESS": 1}),
+    OpCase("compare_ge_mixed_types", fn(lambda x, y: x >= y), lambda: (torch.randint(0, 4, (5,)), torch.rand(5) * 4)),
+    OpCase("logical_ops", fn(lambda a, b: torch.logical_or(torch.logical_and(a > 0, b > 0), ~(a > 1))),
+           r2((4, 4), (4, 4))),
+    OpCase("where", fn(lambda c, a, b: torch.where(c > 0, a, b)), lambda: (torch.randn(3, 1), torch.randn(3, 4),
+                                                                           torch.randn(4)), {"SELECT_V2": 1}),
+    OpCase("where_scalar", fn(lambda x: torch.where(x > 0, x, 0.1)), r(6)),
+    OpCase("masked_fill", fn(lambda x, m: x.masked_fill(m > 0, -5.0)), r2((2, 3, 4), (3, 1))),
+    OpCase("full_like_and_zeros_like", fn(lambda x: x + torch.full_like(x, 2.0) + torch.zeros_like(x)), r(3)),
+    OpCase("arange_full_constants", fn(lambda x: x + torch.arange(4) + torch.ones(4) * 2), r(3, 4)),
+    # ---- math ----------------------------------------------------------------------------------------------
+    OpCase("pow_square", fn(lambda x: x ** 2), r(6), {"POW": 0}),
+    OpCase("pow_general", fn(lambda x: x.abs() ** 1.7), r(6), {"POW": 1}),
+    OpCase("pow_tensor", fn(torch.pow), lambda: (torch.rand(5) + 0.5, torch.randn(5))),
+    OpCase("sqrt_rsqrt_exp_log", fn(lambda x: torch.sqrt(x) + torch.rsqrt(x) + torch.exp(x) + torch.log(x)),
+           lambda: (torch.rand(8) + 0.1,)),
+    OpCase("abs_neg_reciprocal", fn(lambda x: torch.abs(x) - x + torch.reciprocal(x)), lambda: (torch.rand(8) + 0.5,)),
+    OpCase("floor_divide_remainder", fn(lambda a, b: torch.floor_divide(a, b) + torch.remainder(a, b)),
+           lambda: (torch.randn(6) * 5, torch.rand(6) + 0.5)),
+    OpCase("to_dtype_cast", fn(lambda x: (x * 3).to(torch.int32).float()), r(6), {"CAST": 2}),
+    OpCase("prelu", lambda: nn.PReLU(4, 0.2), r(2, 4, 5), {"PRELU": 1}),
+    OpCase("erf_unsupported", fn(torch.erf), r(5), raises=ConversionError,
+           reason="TFLite has no erf builtin and an approximation would not be exact"),
+    # ---- reductions ----------------------------------------------------------------------------------------
+    OpCase("argmax", fn(lambda x: x.argmax(dim=1)), r(3, 7), {"ARG_MAX": 1}),
+    OpCase("argmin_keepdim", fn(lambda x: x.argmin(dim=-1, keepdim=True)), r(3, 7), {"ARG_MIN": 1}),
+    OpCase("argmax_flat", fn(lambda x: x.argmax()), r(3, 7)),
+    OpCase("max_dim", fn(lambda x: x.max(dim=0)), r(4, 5)),
+    OpCase("cumsum", fn(lambda x: x.cumsum(dim=1)), r(3, 6), {"CUMSUM": 1}),
+    OpCase("cumsum_int", fn(lambda x: x.cumsum(0)), ints(6, high=100)),
+    OpCase("topk", fn(lambda x: torch.topk(x, 3)), r(2, 9), {"TOPK_V2": 1}),
+    OpCase("topk_smallest_dim0", fn(lambda x: torch.topk(x, 2, dim=0, largest=False)), r(6, 3)),
+    OpCase("any_all", fn(lambda x: (x > 0).any(dim=1).logical_and((x > -3).all(dim=1))), r(3, 5)),
+    OpCase("var_std", fn(lambda x: x.var(dim=-1) + x.std(dim=0, unbiased=False).sum()), r(4, 6)),
+    # ---- shapes ---------------------------------------------------------------------------------------------
+    OpCase("expand", fn(lambda x: x.expand(2, 3, 4)), r(3, 1), {"BROADCAST_TO": 1}),
+    OpCase("repeat", fn(lambda x: x.repeat(2, 1, 3)), r(3, 2), {"TILE": 1}),
+    OpCase("flip", fn(lambda x: x.flip(0, -1)), r(3, 4, 2), {"REVERSE_V2": 2}),
+    OpCase("roll", fn(lambda x: torch.roll(x, shifts=(1, -2), dims=(0, 2))), r(3, 4, 5)),
+    OpCase("roll_flat", fn(lambda x: torch.roll(x, 3)), r(2, 5)),
+    OpCase("stack_unbind", fn(lambda a, b: torch.stack([a, b], dim=1).unbind(2)[1]), r2((2, 3, 4), (2, 3, 4))),
+    OpCase("pixel_shuffle", lambda: nn.PixelShuffle(2), r(1, 12, 4, 5), {"DEPTH_TO_SPACE": 1}),
+    OpCase("pixel_shuffle_one_channel", lambda: nn.PixelShuffle(3), r(2, 9, 3, 3), {"GATHER": 0}),
+    OpCase("pixel_unshuffle", lambda: nn.PixelUnshuffle(2), r(1, 3, 4, 6), {"SPACE_TO_DEPTH": 1}),
+    OpCase("reflection_pad2d", lambda: nn.ReflectionPad2d((1, 2, 2, 0)), r(1, 2, 5, 5), {"MIRROR_PAD": 1}),
+    OpCase("reflection_pad1d", lambda: nn.ReflectionPad1d(3), r(2, 3, 6)),
+    OpCase("replication_pad2d", lambda: nn.ReplicationPad2d((2, 1, 0, 3)), r(1, 2, 4, 5)),
+    OpCase("replication_pad1d", lambda: nn.ReplicationPad1d((1, 4)), r(2, 3, 6)),
+    # ---- resize -------------------------------------------------------------------------------------------
+    OpCase("upsample_nearest_2x", lambda: nn.Upsample(scale_factor=2, mode="nearest"), r(1, 3, 4, 5),
+           {"RESIZE_NEAREST_NEIGHBOR": 1}),
+    OpCase("interpolate_nearest_size", fn(lambda x: F.interpolate(x, size=(7, 3))), r(1, 2, 5, 4)),
+    OpCase("interpolate_nearest_exact", fn(lambda x: F.interpolate(x, size=(7, 9), mode="nearest-exact")),
+           r(1, 2, 5, 4)),
+    OpCase("upsample_bilinear", lambda: nn.Upsample(scale_factor=2, mode="bilinear"), r(1, 3, 4, 5),
+           {"RESIZE_BILINEAR": 1}),
+    OpCase("upsample_bilinear_align_corners", lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+           r(1, 3, 4, 5)),
+    OpCase("interpolate_bilinear_down", fn(lambda x: F.interpolate(x, size=(3, 4), mode="bilinear")), r(1, 2, 7, 9)),
+    OpCase("interpolate_bilinear_odd_scale_unsupported",
+           fn(lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear")), r(1, 2, 5, 5), raises=ConversionError,
+           reason="PyTorch maps pixels with the given scale, TFLite with in/out; they differ here"),
+    # ---- attention ------------------------------------------------------------------------------------------
+    OpCase("sdpa", attn(), qkv(), {"BATCH_MATMUL": 2, "SOFTMAX": 1}),
+    OpCase("sdpa_causal", attn(is_causal=True), qkv(lq=6, lk=6)),
+    OpCase("sdpa_scale", attn(scale=0.3), qkv()),
+    OpCase("sdpa_float_mask", fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+           lambda: (*qkv()(), torch.randn(5, 7))),
+    OpCase("sdpa_bool_mask_input", fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0)),
+           lambda: (*qkv()(), torch.randn(2, 1, 5, 7))),
+    OpCase("sdpa_bool_mask_empty_row", lambda: MaskedAttention(bool_mask_with_empty_row()), qkv()),
+    OpCase("multihead_attention", lambda: _MHA(), r(2, 6, 16)),
+    # ---- recurrent ------------------------------------------------------------------------------------------
+    OpCase("lstm_2layer_batch_first", lambda: Recurrent(nn.LSTM(8, 16, 2, batch_first=True)), r(2, 10, 8),
+           {"UNIDIRECTIONAL_SEQUENCE_LSTM": 2}),
+    OpCase("lstm_time_major_h_n", lambda: Recurrent(nn.LSTM(8, 12), "h_n"), r(6, 3, 8),
+           {"UNIDIRECTIONAL_SEQUENCE_LSTM": 1}),
+    OpCase("lstm_bidirectional", lambda: Recurrent(nn.LSTM(8, 12, 2, batch_first=True, bidirectional=True), "h_n"),
+           r(2, 7, 8), {"UNIDIRECTIONAL_SEQUENCE_LSTM": 4}),
+    OpCase("lstm_no_bias", lambda: Recurrent(nn.LSTM(8, 12, batch_first=True, bias=False)), r(1, 5, 8)),
+    OpCase("lstm_cell_state_unsupported", lambda: Recurrent(nn.LSTM(8, 12), "c_n"), r(6, 3, 8),
+           raises=ConversionError, reason="the fused TFLite LSTM does not output its final cell state"),
+    OpCase("gru", lambda: Recurrent(nn.GRU(8, 12, batch_first=True), "h_n"), r(2, 5, 8)),
+    OpCase("gru_bidirectional", lambda: Recurrent(nn.GRU(8, 12, bidirectional=True)), r(5, 2, 8)),
+]
+
+
+class _MHA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.mha(x, x, x, need_weights=False)[0]
