@@ -22,7 +22,9 @@ def _broadcast_batch(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor) -> tuple[
 def lower_sdpa(ctx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
                enable_gqa=False):
     """softmax(q @ k^T * scale + mask) @ v: BATCH_MATMUL (adj_y), MUL, ADD or SELECT_V2 for the mask, SOFTMAX,
-    BATCH_MATMUL. Rows whose boolean mask excludes every key give zeros, as PyTorch's safe softmax does."""
+    BATCH_MATMUL. Rows whose boolean mask excludes every key give zeros, as PyTorch's safe softmax does.
+
+    Limits: grouped-query attention (fewer key/value heads than query heads) is not lowered; dropout_p is ignored (inference)."""
     shape, dtype = out_meta(node)
     if enable_gqa and q.shape[-3] != k.shape[-3]:
         raise ctx.fail("grouped-query attention (enable_gqa with fewer key/value heads) has no lowering yet")

@@ -78,11 +78,13 @@ def lower_clamp(ctx, node, x, min=None, max=None):
 
 @lowers(aten.clamp_min.default)
 def lower_clamp_min(ctx, node, x, min):
+    """MAXIMUM with the bound (RELU for a bound of 0)."""
     return clamp(ctx, x, min, None)
 
 
 @lowers(aten.clamp_max.default)
 def lower_clamp_max(ctx, node, x, max):
+    """MINIMUM with the bound."""
     return clamp(ctx, x, None, max)
 
 
@@ -110,12 +112,15 @@ def lower_gelu(ctx, node, x, approximate="none"):
 
 @lowers(aten.leaky_relu.default)
 def lower_leaky_relu(ctx, node, x, negative_slope=0.01):
+    """LEAKY_RELU with alpha = negative_slope."""
     return ctx.emit("LEAKY_RELU", [x], like=x, alpha=float(negative_slope))
 
 
 @lowers(aten.elu.default)
 def lower_elu(ctx, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
-    """ELU for alpha = 1; relu(x) + alpha * elu(min(x, 0)) for other alphas (the builtin fixes alpha = 1)."""
+    """ELU for alpha = 1; relu(x) + alpha * elu(min(x, 0)) for other alphas (the builtin fixes alpha = 1).
+
+    Limits: scale and input_scale other than 1 (selu/celu forms)."""
     if scale != 1.0 or input_scale != 1.0:
         raise ctx.fail("elu with scale or input_scale other than 1 (selu/celu forms) has no lowering yet")
     if alpha == 1.0:
@@ -148,12 +153,14 @@ def _scaled(ctx: LoweringContext, value, alpha, dtype):
 
 @lowers(aten.add.Tensor, aten.add.Scalar)
 def lower_add(ctx, node, a, b, alpha=1):
+    """ADD, broadcasting, operands cast to the result type; alpha != 1 scales the second operand first."""
     _, dtype = out_meta(node)
     return binary(ctx, node, "ADD", a, _scaled(ctx, b, alpha, dtype))
 
 
 @lowers(aten.sub.Tensor, aten.sub.Scalar)
 def lower_sub(ctx, node, a, b, alpha=1):
+    """SUB, broadcasting, operands cast to the result type; alpha != 1 scales the second operand first."""
     _, dtype = out_meta(node)
     return binary(ctx, node, "SUB", a, _scaled(ctx, b, alpha, dtype))
 
@@ -167,6 +174,7 @@ def lower_rsub(ctx, node, a, b, alpha=1):
 
 @lowers(aten.mul.Tensor, aten.mul.Scalar)
 def lower_mul(ctx, node, a, b):
+    """MUL, broadcasting, operands cast to the result type."""
     return binary(ctx, node, "MUL", a, b)
 
 
@@ -198,11 +206,13 @@ def lower_div_mode(ctx, node, a, b, *, rounding_mode=None):
 
 @lowers(aten.maximum.default)
 def lower_maximum(ctx, node, a, b):
+    """MAXIMUM, broadcasting."""
     return binary(ctx, node, "MAXIMUM", a, b)
 
 
 @lowers(aten.minimum.default)
 def lower_minimum(ctx, node, a, b):
+    """MINIMUM, broadcasting."""
     return binary(ctx, node, "MINIMUM", a, b)
 
 
@@ -310,7 +320,9 @@ for _target, _opcode in COMPARISONS.items():
 
 @lowers(aten.logical_not.default, aten.bitwise_not.default)
 def lower_logical_not(ctx, node, x):
-    """LOGICAL_NOT (x != 0 first for non-bool inputs); bitwise_not only on bools."""
+    """LOGICAL_NOT (x != 0 first for non-bool inputs); bitwise_not only on bools.
+
+    Limits: bitwise_not on integers."""
     if node.target is aten.bitwise_not.default and x.dtype != np.bool_:
         raise ctx.fail("bitwise_not on integers has no lowering (only on bool tensors)")
     return ctx.emit("LOGICAL_NOT", [as_bool(ctx, x)], x.shape, np.bool_)

@@ -40,6 +40,7 @@ def batch_matmul(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, out_shape) ->
 
 @lowers(aten.mm.default, aten.bmm.default)
 def lower_mm(ctx, node, a, b):
+    """BATCH_MATMUL, or FULLY_CONNECTED when the right operand is a constant matrix."""
     out_shape, _ = out_meta(node)
     return batch_matmul(ctx, a, b, out_shape)
 
@@ -108,6 +109,7 @@ def lower_softmax(ctx, node, x, dim, half_to_float=False):
 
 @lowers(aten._log_softmax.default)
 def lower_log_softmax(ctx, node, x, dim, half_to_float=False):
+    """LOG_SOFTMAX along `dim` (moved last and back when it is not the last axis)."""
     return _on_last_axis(ctx, x, dim, "LOG_SOFTMAX")
 
 
@@ -157,6 +159,7 @@ def lower_group_norm(ctx, node, x, num_groups, weight=None, bias=None, eps=1e-5,
 
 @lowers(aten.native_group_norm.default)
 def lower_native_group_norm(ctx, node, x, weight, bias, n, c, hw, group, eps):
+    """As group_norm; the saved mean and rstd outputs (used only for gradients) are not produced."""
     return lower_group_norm(ctx, node, x, group, weight, bias, eps), None, None
 
 

@@ -29,7 +29,9 @@ def _pool_padding(ctx, xh, in_hw, out_hw, kernel, stride, padding, pad_value, al
 
 @lowers(aten.max_pool2d.default)
 def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2."""
+    """MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2.
+
+    Limits: no dilation."""
     kernel = pair(kernel_size)
     stride = pair(stride) if stride else kernel
     padding, dilation = pair(padding), pair(dilation)

@@ -29,36 +29,43 @@ def reduce(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtype
 
 @lowers(aten.mean.dim)
 def lower_mean(ctx, node, x, dim=None, keepdim=False, dtype=None):
+    """MEAN over the given dims."""
     return reduce(ctx, node, "MEAN", x, dim, keepdim)
 
 
 @lowers(aten.mean.default)
 def lower_mean_all(ctx, node, x, dtype=None):
+    """MEAN over all dims."""
     return reduce(ctx, node, "MEAN", x, None, False)
 
 
 @lowers(aten.sum.dim_IntList)
 def lower_sum(ctx, node, x, dim=None, keepdim=False, dtype=None):
+    """SUM over the given dims."""
     return reduce(ctx, node, "SUM", x, dim, keepdim)
 
 
 @lowers(aten.sum.default)
 def lower_sum_all(ctx, node, x, dtype=None):
+    """SUM over all dims."""
     return reduce(ctx, node, "SUM", x, None, False)
 
 
 @lowers(aten.amax.default)
 def lower_amax(ctx, node, x, dim=(), keepdim=False):
+    """REDUCE_MAX over the given dims."""
     return reduce(ctx, node, "REDUCE_MAX", x, dim, keepdim)
 
 
 @lowers(aten.amin.default)
 def lower_amin(ctx, node, x, dim=(), keepdim=False):
+    """REDUCE_MIN over the given dims."""
     return reduce(ctx, node, "REDUCE_MIN", x, dim, keepdim)
 
 
 @lowers(aten.prod.dim_int)
 def lower_prod(ctx, node, x, dim, keepdim=False, dtype=None):
+    """REDUCE_PROD over one dim."""
     return reduce(ctx, node, "REDUCE_PROD", x, dim, keepdim)
 
 
@@ -80,11 +87,13 @@ def lower_all(ctx, node, x, dim=None, keepdim=False):
 
 @lowers(aten.max.default)
 def lower_max_all(ctx, node, x):
+    """REDUCE_MAX over all dims."""
     return reduce(ctx, node, "REDUCE_MAX", x, None, False)
 
 
 @lowers(aten.min.default)
 def lower_min_all(ctx, node, x):
+    """REDUCE_MIN over all dims."""
     return reduce(ctx, node, "REDUCE_MIN", x, None, False)
 
 
@@ -133,7 +142,9 @@ def lower_cumsum(ctx, node, x, dim, dtype=None):
 
 @lowers(aten.topk.default)
 def lower_topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
-    """TOPK_V2 on the last axis (other axes are moved last and back); smallest-k is top-k of -x, negated."""
+    """TOPK_V2 on the last axis (other axes are moved last and back); smallest-k is top-k of -x, negated.
+
+    Limits: largest=False only for floating-point inputs."""
     axis = normalize_dim(dim, x.rank)
     perm = list(range(x.rank))
     perm[axis], perm[-1] = perm[-1], perm[axis]

@@ -33,7 +33,9 @@ def resize(ctx: LoweringContext, node, x, opcode: str, align_corners: bool, half
 
 @lowers(aten.upsample_bilinear2d.vec)
 def lower_upsample_bilinear_vec(ctx, node, x, output_size, align_corners, scale_factors):
-    """RESIZE_BILINEAR; align_corners=False is TFLite's half_pixel_centers."""
+    """RESIZE_BILINEAR; align_corners=False is TFLite's half_pixel_centers.
+
+    Limits: scale factors must map the input size onto the output size exactly."""
     return resize(ctx, node, x, "RESIZE_BILINEAR", align_corners, not align_corners, scale_factors)
 
 
@@ -45,7 +47,9 @@ def lower_upsample_bilinear(ctx, node, x, output_size, align_corners, scales_h=N
 
 @lowers(aten.upsample_nearest2d.vec)
 def lower_upsample_nearest_vec(ctx, node, x, output_size, scale_factors):
-    """RESIZE_NEAREST_NEIGHBOR with floor(dst * in / out) source pixels, as PyTorch's 'nearest'."""
+    """RESIZE_NEAREST_NEIGHBOR with floor(dst * in / out) source pixels, as PyTorch's 'nearest'.
+
+    Limits: scale factors must map the input size onto the output size exactly."""
     return resize(ctx, node, x, "RESIZE_NEAREST_NEIGHBOR", False, False, scale_factors)
 
 

@@ -30,11 +30,13 @@ def lower_identity(ctx, node, x, **kwargs):
 
 @lowers(aten.permute.default)
 def lower_permute(ctx, node, x, dims):
+    """TRANSPOSE (folded away at conversion time for constants)."""
     return ctx.transpose(x, [normalize_dim(d, x.rank) for d in dims])
 
 
 @lowers(aten.transpose.int)
 def lower_transpose(ctx, node, x, dim0, dim1):
+    """TRANSPOSE swapping two axes; a swap of unit axes becomes a RESHAPE."""
     perm = list(range(x.rank))
     a, b = normalize_dim(dim0, x.rank), normalize_dim(dim1, x.rank)
     perm[a], perm[b] = perm[b], perm[a]
@@ -43,6 +45,7 @@ def lower_transpose(ctx, node, x, dim0, dim1):
 
 @lowers(aten.t.default)
 def lower_t(ctx, node, x):
+    """TRANSPOSE of a matrix."""
     return ctx.transpose(x, list(reversed(range(x.rank))))
 
 
@@ -202,7 +205,9 @@ def lower_embedding(ctx, node, weight, indices, padding_idx=-1, scale_grad_by_fr
 @lowers(aten.index.Tensor)
 def lower_index(ctx, node, x, indices):
     """x[idx] with one index tensor -> GATHER on that axis; with index tensors on the leading axes ->
-    GATHER_ND of their broadcast, stacked coordinates."""
+    GATHER_ND of their broadcast, stacked coordinates.
+
+    Limits: boolean-mask indexing (data-dependent shapes); index tensors on non-leading axes together."""
     shape, _ = out_meta(node)
     present = [i for i, t in enumerate(indices) if t is not None]
     if len(present) == 1:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from litert_torch import ir
-from litert_torch.passes import cleanup, fold_affine, fuse_activation, layout
+from litert_torch.passes import broadcast, cleanup, fold_affine, fuse_activation, layout
 
 PassFn = Callable[[ir.Graph], bool]
 
@@ -13,6 +13,7 @@ PassFn = Callable[[ir.Graph], bool]
 # so that the ops the other passes bypassed are removed.
 PIPELINE: list[tuple[str, PassFn]] = [
     ("cleanup", cleanup.run),
+    ("broadcast", broadcast.run),
     ("layout", layout.run),
     ("cleanup", cleanup.run),
     ("fold_affine", fold_affine.run),

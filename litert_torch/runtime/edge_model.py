@@ -207,7 +207,8 @@ class EdgeModel:
                                       f"(min {arr.min()}, max {arr.max()})")
             arr = arr.astype(np.int32)
         if arr.dtype != want_dtype:
-            raise ModelInputError(f"input {name!r} expects dtype {want_dtype}, got {arr.dtype}")
+            expected = "int64 (or int32)" if accepts_int64 else str(want_dtype)
+            raise ModelInputError(f"input {name!r} expects dtype {expected}, got {arr.dtype}")
         if tuple(arr.shape) != want_shape:
             raise ModelInputError(f"input {name!r} expects shape {list(want_shape)}, got {list(arr.shape)}")
         return np.ascontiguousarray(arr)

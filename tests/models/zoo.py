@@ -58,13 +58,134 @@ class ConvNet(nn.Module):
         return self.head(torch.flatten(self.pool(self.features(x)), 1))
 
 
+class UNet(nn.Module):
+    """A small UNet: strided-conv encoder, ConvTranspose2d / bilinear / nearest decoders, skip concatenations."""
+
+    def __init__(self):
+        super().__init__()
+
+        def block(cin, cout):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU())
+
+        self.enc1, self.enc2, self.enc3 = block(3, 16), block(16, 32), block(32, 64)
+        self.down = nn.MaxPool2d(2)
+        self.up_t = nn.ConvTranspose2d(64, 32, 2, stride=2)
+        self.dec2 = block(64, 32)
+        self.up_bilinear = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.dec1 = block(48, 16)
+        self.up_corners = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+        self.up_nearest = nn.Upsample(scale_factor=2, mode="nearest")
+        self.head = nn.Conv2d(32, 2, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(self.down(e1))
+        e3 = self.enc3(self.down(e2))
+        d2 = self.dec2(torch.cat([self.up_t(e3), e2], 1))
+        d1 = self.dec1(torch.cat([self.up_bilinear(d2), e1], 1))
+        small = self.down(d1)
+        return self.head(torch.cat([self.up_corners(small), self.up_nearest(small)], 1))
+
+
+class SuperResolution(nn.Module):
+    """ESPCN-style super resolution: convs, then PixelShuffle to 3x the input size."""
+
+    def __init__(self, scale: int = 3):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.Tanh(), nn.Conv2d(32, 16, 3, padding=1),
+                                  nn.Tanh(), nn.Conv2d(16, scale * scale, 3, padding=1))
+        self.shuffle = nn.PixelShuffle(scale)
+
+    def forward(self, x):
+        return torch.sigmoid(self.shuffle(self.body(x)))
+
+
+class AudioNet(nn.Module):
+    """1-D conv audio classifier with GroupNorm and PReLU."""
+
+    def __init__(self, classes: int = 12):
+        super().__init__()
+        layers, cin = [], 1
+        for cout, stride in ((16, 4), (32, 2), (32, 2), (64, 2)):
+            layers += [nn.Conv1d(cin, cout, 9, stride=stride, padding=4), nn.GroupNorm(4, cout), nn.PReLU(cout)]
+            cin = cout
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.head(self.features(x).mean(-1))
+
+
+class SequenceModel(nn.Module):
+    def __init__(self, kind: str):
+        super().__init__()
+        if kind == "lstm":
+            self.rnn = nn.LSTM(16, 32, 2, batch_first=True)
+        elif kind == "bilstm":
+            self.rnn = nn.LSTM(16, 32, 1, batch_first=True, bidirectional=True)
+        else:
+            self.rnn = nn.GRU(16, 32, 1, batch_first=True)
+        self.head = nn.Linear(self.rnn.hidden_size * (2 if self.rnn.bidirectional else 1), 5)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return self.head(out)
+
+
+class SegmentationOut(nn.Module):
+    """torchvision segmentation models return {"out": ..., "aux": ...}; this unwraps "out"."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+class HFLogits(nn.Module):
+    """Hugging Face models return ModelOutput objects; these wrappers return plain tensors."""
+
+    def __init__(self, model, fields):
+        super().__init__()
+        self.model = model
+        self.fields = fields
+
+    def forward(self, input_ids):
+        out = self.model(input_ids)
+        values = tuple(out[f] for f in self.fields)
+        return values if len(values) > 1 else values[0]
+
+
+def bert():
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(vocab_size=30522, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=512)
+    return HFLogits(BertModel(config), ("last_hidden_state", "pooler_output"))
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(n_layer=2, n_embd=128, n_head=2, use_cache=False)
+    return HFLogits(GPT2LMHeadModel(config), ("logits",))
+
+
+def deeplab():
+    import torchvision
+
+    return SegmentationOut(torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
+        weights=None, weights_backbone=None))
+
+
 @dataclass
 class ModelCase:
     name: str
     build: Callable[[], nn.Module]
-    input_shape: tuple[int, ...]
+    inputs: Callable[[int], tuple]  # batch size -> sample inputs
     slow: bool = False
-    calibrate: bool = True
+    max_transposes: int | None = None  # bound on TRANSPOSE ops where one is known (conv nets: the input one)
 
 
 def torchvision_model(name: str) -> Callable[[], nn.Module]:
@@ -75,22 +196,39 @@ def torchvision_model(name: str) -> Callable[[], nn.Module]:
     return build
 
 
-IMAGE = (1, 3, 224, 224)
+def image(size=224, channels=3):
+    return lambda batch: (torch.randn(batch, channels, size, size),)
+
+
+def tokens(vocab=30522, length=64):
+    return lambda batch: (torch.randint(0, vocab, (batch, length)),)
+
 
 MODELS: list[ModelCase] = [
-    ModelCase("mlp", MLP, (4, 32)),
-    ModelCase("convnet", ConvNet, (2, 3, 64, 64)),
-    ModelCase("resnet18", torchvision_model("resnet18"), IMAGE),
-    ModelCase("mobilenet_v2", torchvision_model("mobilenet_v2"), IMAGE),
-    ModelCase("mobilenet_v3_small", torchvision_model("mobilenet_v3_small"), IMAGE),
-    ModelCase("efficientnet_b0", torchvision_model("efficientnet_b0"), IMAGE),
-    ModelCase("squeezenet1_1", torchvision_model("squeezenet1_1"), IMAGE),
-    ModelCase("regnet_x_400mf", torchvision_model("regnet_x_400mf"), IMAGE),
+    ModelCase("mlp", MLP, lambda b: (torch.randn(b, 32),)),
+    ModelCase("convnet", ConvNet, image(64), max_transposes=1),
+    ModelCase("resnet18", torchvision_model("resnet18"), image(), max_transposes=1),
+    ModelCase("mobilenet_v2", torchvision_model("mobilenet_v2"), image(), max_transposes=1),
+    ModelCase("mobilenet_v3_small", torchvision_model("mobilenet_v3_small"), image(), max_transposes=1),
+    ModelCase("efficientnet_b0", torchvision_model("efficientnet_b0"), image(), max_transposes=1),
+    ModelCase("squeezenet1_1", torchvision_model("squeezenet1_1"), image(), max_transposes=1),
+    ModelCase("regnet_x_400mf", torchvision_model("regnet_x_400mf"), image(), max_transposes=1),
+    ModelCase("shufflenet_v2_x1_0", torchvision_model("shufflenet_v2_x1_0"), image()),
+    ModelCase("convnext_tiny", torchvision_model("convnext_tiny"), image(), slow=True),
+    ModelCase("vit_b_16", torchvision_model("vit_b_16"), image(), slow=True),
+    ModelCase("deeplabv3_mobilenet_v3_large", deeplab, image(), slow=True),
+    ModelCase("bert", bert, tokens()),
+    ModelCase("gpt2", gpt2, tokens(50257)),
+    ModelCase("lstm_2layer", lambda: SequenceModel("lstm"), lambda b: (torch.randn(b, 16, 16),)),
+    ModelCase("bilstm", lambda: SequenceModel("bilstm"), lambda b: (torch.randn(b, 16, 16),)),
+    ModelCase("gru", lambda: SequenceModel("gru"), lambda b: (torch.randn(b, 16, 16),)),
+    ModelCase("unet", UNet, image(64)),
+    ModelCase("super_resolution", SuperResolution, image(32, channels=1)),
+    ModelCase("audio_groupnorm_prelu", AudioNet, lambda b: (torch.randn(b, 1, 4000),)),
 ]
 
 
 def build(case: ModelCase) -> nn.Module:
     torch.manual_seed(0)
     model = case.build()
-    shape = (4, *case.input_shape[1:])
-    return calibrate(model, lambda: torch.randn(*shape)) if case.calibrate else model.eval()
+    return calibrate(model, lambda: case.inputs(4)[0])

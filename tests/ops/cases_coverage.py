@@ -131,6 +131,10 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("var_std", fn(lambda x: x.var(dim=-1) + x.std(dim=0, unbiased=False).sum()), r(4, 6)),
     # ---- shapes ---------------------------------------------------------------------------------------------
     OpCase("expand", fn(lambda x: x.expand(2, 3, 4)), r(3, 1), {"BROADCAST_TO": 1}),
+    OpCase("expand_into_broadcasting_add", fn(lambda x, y: x.expand(2, 3, 4) + y), r2((3, 1), (2, 3, 4)),
+           {"BROADCAST_TO": 0, "ADD": 1}),
+    OpCase("expand_needed_by_concat", fn(lambda x, y: torch.cat([x.expand(3, 4), y], 0)), r2((1, 4), (2, 4)),
+           {"BROADCAST_TO": 1}),
     OpCase("repeat", fn(lambda x: x.repeat(2, 1, 3)), r(3, 2), {"TILE": 1}),
     OpCase("flip", fn(lambda x: x.flip(0, -1)), r(3, 4, 2), {"REVERSE_V2": 2}),
     OpCase("roll", fn(lambda x: torch.roll(x, shifts=(1, -2), dims=(0, 2))), r(3, 4, 5)),
