@@ -216,6 +216,20 @@ def lower_minimum(ctx, node, a, b):
     return binary(ctx, node, "MINIMUM", a, b)
 
 
+@lowers(aten.erf.default)
+def lower_erf(ctx, node, x):
+    """erf(y) = 2 * gelu(sqrt(2) * y) / (sqrt(2) * y) - 1 through the exact GELU builtin (TFLite has no erf),
+    with erf(0) = 0 selected where y is 0: MUL, GELU, DIV, MUL, SUB, EQUAL, SELECT_V2.
+
+    Limits: absolute error near float32 epsilon for |y| close to 0 (the 1 + erf(y) - 1 cancellation)."""
+    scaled = ctx.emit("MUL", [x, ctx.scalar_like(np.sqrt(2.0), x)], like=x)
+    ratio = ctx.emit("DIV", [ctx.emit("GELU", [scaled], like=x, approximate=False), scaled], like=x)
+    value = ctx.emit("SUB", [ctx.emit("MUL", [ratio, ctx.scalar_like(2.0, x)], like=x), ctx.scalar_like(1.0, x)],
+                     like=x)
+    is_zero = ctx.emit("EQUAL", [x, ctx.scalar_like(0.0, x)], x.shape, np.bool_)
+    return ctx.emit("SELECT_V2", [is_zero, ctx.scalar_like(0.0, x), value], like=x)
+
+
 @lowers(aten.floor_divide.default)
 def lower_floor_divide(ctx, node, a, b):
     """FLOOR_DIV (rounds towards -inf, as torch.floor_divide does)."""

@@ -51,9 +51,9 @@ def lower_t(ctx, node, x):
 
 @lowers(aten.cat.default)
 def lower_cat(ctx, node, tensors, dim=0):
-    """CONCATENATION along `dim`; PyTorch skips 1-D empty tensors, and so do we."""
+    """CONCATENATION along `dim`; empty parts (which add nothing) are left out."""
     shape, dtype = out_meta(node)
-    parts = [ctx.cast(t, dtype) for t in tensors if not (t.rank == 1 and t.shape[0] == 0)]
+    parts = [ctx.cast(t, dtype) for t in tensors if t.size]
     axis = normalize_dim(dim, len(shape))
     if len(parts) == 1:
         return parts[0]
