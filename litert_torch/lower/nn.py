@@ -150,10 +150,11 @@ def lower_native_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps):
 
 @lowers(aten.group_norm.default)
 def lower_group_norm(ctx, node, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
-    """RESHAPE to [N, groups, rest], normalise over the last axis, RESHAPE back, per-channel MUL / ADD."""
+    """RESHAPE to [N, groups, C / groups, *spatial], normalise over all axes after the group axis, RESHAPE
+    back, per-channel MUL / ADD. Keeping the spatial axes apart lets the layout pass run it channels-last."""
     n, c = x.shape[0], x.shape[1]
-    grouped = ctx.reshape(x, [n, num_groups, x.size // (n * num_groups)])
-    y = ctx.reshape(normalize(ctx, grouped, [2], eps), x.shape)
+    grouped = ctx.reshape(x, [n, num_groups, c // num_groups, *x.shape[2:]])
+    y = ctx.reshape(normalize(ctx, grouped, list(range(2, grouped.rank)), eps), x.shape)
     return affine(ctx, y, weight, bias, [c] + [1] * (x.rank - 2))
 
 

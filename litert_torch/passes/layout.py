@@ -22,7 +22,7 @@ ELEMENTWISE_UNARY = {
     "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH", "GELU", "LEAKY_RELU", "ELU",
     "NEG", "ABS", "EXP", "LOG", "SQRT", "RSQRT", "SIN", "COS", "FLOOR", "CEIL", "SIGN", "CAST", "SQUARE",
 }
-ELEMENTWISE_BINARY = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE"}
+ELEMENTWISE_BINARY = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE", "PRELU"}
 REDUCTIONS = {"MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"}
 MAX_SWEEPS = 50
 
@@ -91,6 +91,12 @@ class LayoutPass:
             return self._sink(op, list(range(len(op.inputs))), axis_key="axis")
         if op.opcode in REDUCTIONS:
             return self._sink_reduction(op)
+        if op.opcode == "RESHAPE":
+            return self._sink_reshape(op)
+        if op.opcode in ("SPLIT", "SPLIT_V"):
+            return self._sink_split(op)
+        if op.opcode in ("SLICE", "STRIDED_SLICE"):
+            return self._sink_slice(op)
         return None
 
     def _fold_transpose(self, op: ir.Op) -> list[ir.Op] | None:
@@ -169,6 +175,121 @@ class LayoutPass:
         inner_out = ir.Tensor(f"{out.name}/pre", inner_shape, out.dtype, quantization=out.quantization)
         moved = ir.Op(op.opcode, [source, new_axes_t], [inner_out], dict(op.options), op.source)
         return [moved, transpose_op(inner_out, out_perm, out, op.source)]
+
+    def _sink_reshape(self, op: ir.Op) -> list[ir.Op] | None:
+        """RESHAPE(T_p(x)) -> T_q(RESHAPE'(T_r(x))): the reshape runs on the untransposed tensor and the transpose
+        moves below it. Unit dims are free; each group of (non-unit) axes the reshape merges or splits must be
+        contiguous among x's non-unit axes. T_r reorders axes inside such groups only (the one real data
+        movement of a channel shuffle) and is left out when it is the identity."""
+        x, out = op.inputs[0], op.outputs[0]
+        perm = self._input_perm(x)
+        if perm is None:
+            return None
+        y_axes = [i for i in range(x.rank) if x.shape[i] != 1]
+        out_axes = [j for j in range(out.rank) if out.shape[j] != 1]
+        groups = reshape_groups(tuple(x.shape[i] for i in y_axes), tuple(out.shape[j] for j in out_axes))
+        if groups is None:
+            return None
+        source = self.producers[x].inputs[0]
+        x_axes = [a for a in range(source.rank) if source.shape[a] != 1]  # non-unit axes of x, in order
+        rank_of = {a: r for r, a in enumerate(x_axes)}
+        reordered = list(x_axes)
+        placed = []
+        for src, dst in groups:
+            ranks = [rank_of[perm[y_axes[i]]] for i in src]
+            start = min(ranks)
+            if sorted(ranks) != list(range(start, start + len(ranks))):
+                return None
+            reordered[start:start + len(ranks)] = [x_axes[r] for r in ranks]
+            placed.append((start, [out_axes[j] for j in dst]))
+        placed.sort(key=lambda item: item[0])
+        order = [a for _, dst in placed for a in dst]
+        for j in range(out.rank):  # unit dims of the output go next to their neighbour, keeping q simple
+            if j not in order:
+                order.insert(order.index(j - 1) + 1 if j > 0 else 0, j)
+        q = [order.index(a) for a in range(out.rank)]
+        ops: list[ir.Op] = []
+        if reordered != x_axes:
+            inner = list(range(source.rank))
+            for position, axis in zip(x_axes, reordered):
+                inner[position] = axis
+            shuffled = ir.Tensor(f"{out.name}/shuffled", [source.shape[a] for a in inner], source.dtype,
+                                 quantization=source.quantization)
+            ops.append(transpose_op(source, inner, shuffled, op.source))
+            source = shuffled
+        inner_out = ir.Tensor(f"{out.name}/pre", [out.shape[a] for a in order], out.dtype,
+                              quantization=out.quantization)
+        return [*ops, reshape_op(source, inner_out, op.source), transpose_op(inner_out, q, out, op.source)]
+
+    def _sink_slice(self, op: ir.Op) -> list[ir.Op] | None:
+        """SLICE / STRIDED_SLICE(T_p(x)) -> T_q(slice of x with the bounds permuted); axes a strided slice
+        shrinks away drop out of the permutation (which often leaves the identity)."""
+        x, out = op.inputs[0], op.outputs[0]
+        perm = self._input_perm(x)
+        bounds = op.inputs[1:]
+        if perm is None or not all(b is not None and b.is_constant for b in bounds):
+            return None
+        options = dict(op.options)
+        shrink = 0
+        if op.opcode == "STRIDED_SLICE":
+            if any(options.get(k) for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "offset")):
+                return None
+            shrink = int(options.get("shrink_axis_mask", 0))
+            options["shrink_axis_mask"] = sum(1 << perm[i] for i in range(x.rank) if shrink >> i & 1)
+        inv = inverse(perm)
+        new_bounds = []
+        for b in bounds:
+            values = b.data.reshape(-1)
+            data = np.array([values[inv[a]] for a in range(x.rank)], np.int32)
+            new_bounds.append(ir.Tensor(f"{b.name}/moved", data.shape, np.int32, data))
+        kept_y = [i for i in range(x.rank) if not shrink >> i & 1]
+        kept_x = [a for a in range(x.rank) if not options.get("shrink_axis_mask", 0) >> a & 1]
+        q = [kept_x.index(perm[i]) for i in kept_y]
+        inner_out = ir.Tensor(f"{out.name}/pre", [out.shape[q.index(j)] for j in range(len(q))], out.dtype,
+                              quantization=out.quantization)
+        moved = ir.Op(op.opcode, [self.producers[x].inputs[0], *new_bounds], [inner_out], options, op.source)
+        return [moved, transpose_op(inner_out, q, out, op.source)]
+
+    def _sink_split(self, op: ir.Op) -> list[ir.Op] | None:
+        """SPLIT(T_p(x), axis) -> T_p(SPLIT(x, p[axis])) for each output."""
+        data_index, axis_index = (1, 0) if op.opcode == "SPLIT" else (0, 2)
+        x, axis_t = op.inputs[data_index], op.inputs[axis_index]
+        perm = self._input_perm(x)
+        if perm is None or not axis_t.is_constant:
+            return None
+        axis = int(axis_t.data.reshape(-1)[0])
+        axis = axis + x.rank if axis < 0 else axis
+        inv = inverse(perm)
+        new_axis = np.array(perm[axis], np.int32)
+        inputs = list(op.inputs)
+        inputs[data_index] = self.producers[x].inputs[0]
+        inputs[axis_index] = ir.Tensor(f"{axis_t.name}/moved", (), np.int32, new_axis)
+        inner_outs = [ir.Tensor(f"{o.name}/pre", [o.shape[i] for i in inv], o.dtype, quantization=o.quantization)
+                      for o in op.outputs]
+        moved = ir.Op(op.opcode, inputs, inner_outs, dict(op.options), op.source)
+        return [moved, *[transpose_op(i, perm, o, op.source) for i, o in zip(inner_outs, op.outputs)]]
+
+
+def reshape_groups(src: tuple[int, ...], dst: tuple[int, ...]) -> list[tuple[list[int], list[int]]] | None:
+    """Split a reshape into groups of source axes and the destination axes they become (equal products),
+    cutting wherever both prefix products agree. None for empty tensors."""
+    if 0 in src or 0 in dst:
+        return None
+    prefix_src = np.cumprod([1, *src]).tolist()
+    prefix_dst = np.cumprod([1, *dst]).tolist()
+    cuts = sorted(set(prefix_src) & set(prefix_dst))
+    groups, i0, j0 = [], 0, 0
+    for value in cuts:
+        i1 = max(i for i, v in enumerate(prefix_src) if v == value)
+        j1 = max(j for j, v in enumerate(prefix_dst) if v == value)
+        if (i1, j1) != (i0, j0):
+            groups.append((list(range(i0, i1)), list(range(j0, j1))))
+            i0, j0 = i1, j1
+    if i0 != len(src) or j0 != len(dst):
+        if prefix_src[-1] != prefix_dst[-1]:
+            return None
+        groups.append((list(range(i0, len(src))), list(range(j0, len(dst)))))
+    return groups
 
 
 def reshape_op(x: ir.Tensor, out: ir.Tensor, source: ir.SourceRef | None) -> ir.Op:
