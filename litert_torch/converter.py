@@ -17,6 +17,7 @@ from litert_torch.structure import portable_spec_json
 from litert_torch.flatbuffer.writer import serialize
 from litert_torch.frontend.export import export_module
 from litert_torch.lower import lower_program
+from litert_torch.passes import channel_last_io as channel_last_io_pass
 from litert_torch.passes import run_pipeline
 from litert_torch.runtime.edge_model import DEFAULT_SIGNATURE, EdgeModel
 
@@ -29,12 +30,16 @@ def convert(
     sample_kwargs: dict[str, Any] | None = None,
     *,
     num_threads: int | None = None,
+    channel_last_io: bool = False,
 ) -> EdgeModel:
     """Convert `module` to a LiteRT model traced with `sample_args` / `sample_kwargs`.
 
     Raises `ExportError` when torch.export cannot trace the model, `UnsupportedOpsError` (listing every
     unsupported op with its source line) when the graph has ops without lowerings, and `ConversionError` for
     anything else that stops the conversion. Nothing is written to disk; call `EdgeModel.export(path)`.
+
+    `channel_last_io=True` makes rank-4 (image) inputs and outputs NHWC in the model and in EdgeModel calls
+    (the model then needs no TRANSPOSE at its edges); other inputs and outputs are unchanged.
     """
     if not isinstance(sample_args, tuple):
         sample_args = (sample_args,)
@@ -45,6 +50,7 @@ def convert(
 
     start = time.perf_counter()
     lowered = lower_program(program)
+    nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if channel_last_io else ([], [])
     run_pipeline(lowered.graph)
     model = ir.Model(
         [lowered.graph],
@@ -60,6 +66,8 @@ def convert(
             "tensor_input_positions": lowered.tensor_input_positions,
             "input_dtypes": lowered.input_dtypes,
             "output_dtypes": lowered.output_dtypes,
+            "channel_last_inputs": [lowered.input_names[i] for i in nhwc_inputs],
+            "channel_last_outputs": [lowered.output_names[i] for i in nhwc_outputs],
         }
     })
     data = serialize(model)

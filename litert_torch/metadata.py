@@ -12,11 +12,14 @@ read them.
         "in_spec": <torch pytree spec of (args, kwargs), treespec_dumps format>,
         "out_spec": <torch pytree spec of the output>,
         "tensor_input_positions": [0],
-        "input_dtypes": ["int64"], "output_dtypes": ["float32"]}}}
+        "input_dtypes": ["int64"], "output_dtypes": ["float32"],
+        "channel_last_inputs": [], "channel_last_outputs": []}}}
   `tensor_input_positions` are the positions, among the flattened (args, kwargs) leaves, that feed the
   signature's inputs (the other leaves were constants baked into the model). `input_dtypes` and
   `output_dtypes` are the PyTorch dtypes; an "int64" there is an int32 tensor in the model (TFLite kernels take
   int32 indices), which EdgeModel range-checks on the way in and widens on the way out.
+  `channel_last_inputs` / `channel_last_outputs` name the image tensors that are NHWC in the model
+  (`convert(..., channel_last_io=True)`); callers pass and receive those as NHWC.
 """
 
 from __future__ import annotations

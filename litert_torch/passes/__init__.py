@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Callable
 
 from litert_torch import ir
-from litert_torch.passes import broadcast, cleanup, fold_affine, fuse_activation, layout
+from litert_torch.passes import (
+    broadcast, cleanup, fold_affine, fold_constants, fold_padding, fuse_activation, layout,
+)
 
 PassFn = Callable[[ir.Graph], bool]
 
@@ -15,7 +17,9 @@ PIPELINE: list[tuple[str, PassFn]] = [
     ("cleanup", cleanup.run),
     ("broadcast", broadcast.run),
     ("layout", layout.run),
+    ("fold_constants", fold_constants.run),
     ("cleanup", cleanup.run),
+    ("fold_padding", fold_padding.run),
     ("fold_affine", fold_affine.run),
     ("fuse_activation", fuse_activation.run),
     ("cleanup", cleanup.run),

@@ -97,6 +97,8 @@ class LayoutPass:
             return self._sink_split(op)
         if op.opcode in ("SLICE", "STRIDED_SLICE"):
             return self._sink_slice(op)
+        if op.opcode in ("PAD", "PADV2", "MIRROR_PAD"):
+            return self._sink_pad(op)
         return None
 
     def _fold_transpose(self, op: ir.Op) -> list[ir.Op] | None:
@@ -111,7 +113,8 @@ class LayoutPass:
     def _sink(self, op: ir.Op, positions: list[int], axis_key: str | None = None) -> list[ir.Op] | None:
         """op(T_p(x1), T_p(x2), const) -> T_p(op(x1, x2, const')).
 
-        Operands may also be constants (permuted here) or tensors that transposing by p^-1 would only reshape.
+        Operands may also be constants (permuted here) or tensors (of any rank that broadcasts) that transposing
+        by p^-1 would only reshape.
         """
         out = op.outputs[0]
         perms = {i: self._input_perm(op.inputs[i]) for i in positions
@@ -123,7 +126,8 @@ class LayoutPass:
         inv = inverse(perm)
         for i, p in perms.items():
             t = op.inputs[i]
-            if t.rank != out.rank or (p is None and not is_reshape_like(t.shape, inv)):
+            padded = (1,) * (out.rank - t.rank) + t.shape
+            if (p is not None and t.rank != out.rank) or (p is None and not is_reshape_like(padded, inv)):
                 return None
         extra: list[ir.Op] = []
         new_inputs = list(op.inputs)
@@ -138,7 +142,8 @@ class LayoutPass:
                     data = np.transpose(t.data.reshape((1,) * (out.rank - t.rank) + t.shape), inv)
                     new_inputs[i] = ir.Tensor(f"{t.name}/nhwc", data.shape, t.dtype, data)
             elif perms[i] is None:
-                moved_t = ir.Tensor(f"{t.name}/nhwc", [t.shape[d] for d in inv], t.dtype,
+                padded = (1,) * (out.rank - t.rank) + t.shape
+                moved_t = ir.Tensor(f"{t.name}/nhwc", [padded[d] for d in inv], t.dtype,
                                     quantization=t.quantization)
                 extra.append(reshape_op(t, moved_t, op.source))
                 new_inputs[i] = moved_t
@@ -249,6 +254,21 @@ class LayoutPass:
                               quantization=out.quantization)
         moved = ir.Op(op.opcode, [self.producers[x].inputs[0], *new_bounds], [inner_out], options, op.source)
         return [moved, transpose_op(inner_out, q, out, op.source)]
+
+    def _sink_pad(self, op: ir.Op) -> list[ir.Op] | None:
+        """PAD(T_p(x), paddings) -> T_p(PAD(x, paddings with rows permuted))."""
+        x, paddings, out = op.inputs[0], op.inputs[1], op.outputs[0]
+        perm = self._input_perm(x)
+        if perm is None or not paddings.is_constant:
+            return None
+        inv = inverse(perm)
+        rows = paddings.data.reshape(-1, 2)
+        moved = np.ascontiguousarray(rows[inv]).astype(np.int32)
+        new_paddings = ir.Tensor(f"{paddings.name}/moved", moved.shape, np.int32, moved)
+        inner_out = ir.Tensor(f"{out.name}/pre", [out.shape[i] for i in inv], out.dtype, quantization=out.quantization)
+        pad = ir.Op(op.opcode, [self.producers[x].inputs[0], new_paddings, *op.inputs[2:]], [inner_out],
+                    dict(op.options), op.source)
+        return [pad, transpose_op(inner_out, perm, out, op.source)]
 
     def _sink_split(self, op: ir.Op) -> list[ir.Op] | None:
         """SPLIT(T_p(x), axis) -> T_p(SPLIT(x, p[axis])) for each output."""

@@ -1,0 +1,180 @@
+"""Each pass on small graphs: the structure it promises afterwards, with numerics unchanged."""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import litert_torch
+from litert_torch import EdgeModel, ir
+from litert_torch.flatbuffer.reader import read_model
+from litert_torch.flatbuffer.writer import serialize
+from litert_torch.passes import cleanup, fold_constants, fuse_activation, layout
+from tests.helpers import assert_matches, op_counts
+
+
+def const(name, value):
+    value = np.asarray(value)
+    return ir.Tensor(name, value.shape, value.dtype, value)
+
+
+def run_graph(graph: ir.Graph, *inputs):
+    model = ir.Model([graph], [ir.Signature("serving_default", 0, [t.name for t in graph.inputs],
+                                            [f"out{i}" for i in range(len(graph.outputs))])])
+    return EdgeModel(serialize(model))(*inputs)
+
+
+def check_pass(build, pass_fn, inputs):
+    """Run `pass_fn` on a fresh graph from `build` and compare outputs with the untouched graph's."""
+    before = run_graph(build(), *inputs)
+    graph = build()
+    assert pass_fn(graph)
+    after = run_graph(graph, *inputs)
+    assert_matches(before, after)
+    return graph
+
+
+def transpose(x, perm, name):
+    out = ir.Tensor(name, [x.shape[p] for p in perm], x.dtype)
+    return ir.Op("TRANSPOSE", [x, const(name + "/perm", np.array(perm, np.int32))], [out]), out
+
+
+def test_layout_sinks_through_elementwise_and_cancels():
+    def build():
+        x = ir.Tensor("x", [1, 4, 5, 3], np.float32)
+        t1, a = transpose(x, [0, 3, 1, 2], "a")
+        b = ir.Tensor("b", a.shape, np.float32)
+        relu = ir.Op("RELU", [a], [b])
+        c = ir.Tensor("c", a.shape, np.float32)
+        add = ir.Op("ADD", [b, const("bias", np.arange(3, dtype=np.float32).reshape(3, 1, 1))], [c])
+        t2, d = transpose(c, [0, 2, 3, 1], "d")
+        return ir.Graph("main", [x], [d], [t1, relu, add, t2])
+
+    graph = check_pass(build, lambda g: layout.run(g) | cleanup.run(g), (np.random.randn(1, 4, 5, 3).astype(np.float32),))
+    assert [op.opcode for op in graph.ops] == ["RELU", "ADD"]
+
+
+def test_layout_keeps_a_single_transpose_for_a_channel_shuffle():
+    class Shuffle(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(8, 8, 1), nn.Conv2d(8, 8, 1)
+
+        def forward(self, x):
+            y = self.a(x)
+            n, c, h, w = y.shape
+            y = y.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+            return self.b(y)
+
+    model = Shuffle().eval()
+    x = torch.randn(1, 8, 6, 6)
+    edge = litert_torch.convert(model, (x,), channel_last_io=True)
+    assert op_counts(edge).get("TRANSPOSE", 0) == 1
+    assert_matches(model(x), edge(x.permute(0, 2, 3, 1).contiguous()).permute(0, 3, 1, 2))
+
+
+def test_cleanup_collapses_reshapes_and_drops_noops():
+    def build():
+        x = ir.Tensor("x", [2, 6], np.float32)
+        a = ir.Tensor("a", [3, 4], np.float32)
+        b = ir.Tensor("b", [12], np.float32)
+        c = ir.Tensor("c", [12], np.float32)
+        d = ir.Tensor("d", [12], np.float32)
+        return ir.Graph("main", [x], [d], [
+            ir.Op("RESHAPE", [x, const("s1", np.array([3, 4], np.int32))], [a], {"new_shape": [3, 4]}),
+            ir.Op("RESHAPE", [a, const("s2", np.array([12], np.int32))], [b], {"new_shape": [12]}),
+            ir.Op("CAST", [b], [c]),
+            ir.Op("RELU", [c], [d]),
+        ])
+
+    graph = check_pass(build, cleanup.run, (np.random.randn(2, 6).astype(np.float32),))
+    assert [op.opcode for op in graph.ops] == ["RESHAPE", "RELU"]
+
+
+def test_fold_constants_evaluates_constant_only_ops():
+    def build():
+        x = ir.Tensor("x", [3, 2], np.float32)
+        t, w = transpose(const("w", np.arange(6, dtype=np.float32).reshape(2, 3)), [1, 0], "wt")
+        y = ir.Tensor("y", [3, 2], np.float32)
+        return ir.Graph("main", [x], [y], [t, ir.Op("ADD", [x, w], [y])])
+
+    graph = check_pass(build, fold_constants.run, (np.random.randn(3, 2).astype(np.float32),))
+    assert [op.opcode for op in graph.ops] == ["ADD"]
+
+
+def test_fuse_activation_only_where_the_activation_is_the_only_reader():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU6()).eval()
+    x = torch.randn(1, 3, 8, 8)
+    edge = litert_torch.convert(model, (x,))
+    assert op_counts(edge).get("RELU6", 0) == 0
+    conv = next(op for op in read_model(edge.flatbuffer).subgraphs[0].ops if op.opcode == "CONV_2D")
+    assert conv.options["fused_activation_function"] == "RELU6"
+
+    class TwoReaders(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return torch.relu(y), y * 2
+
+    model = TwoReaders().eval()
+    edge = litert_torch.convert(model, (x,))
+    assert op_counts(edge).get("RELU", 0) == 1
+    assert_matches(model(x), edge(x))
+
+
+def test_fuse_activation_pass_directly():
+    def build():
+        x = ir.Tensor("x", [4], np.float32)
+        a = ir.Tensor("a", [4], np.float32)
+        b = ir.Tensor("b", [4], np.float32)
+        return ir.Graph("main", [x], [b], [ir.Op("ADD", [x, const("one", np.float32(1.0))], [a],
+                                                 {"fused_activation_function": "NONE"}),
+                                           ir.Op("RELU", [a], [b])])
+
+    graph = check_pass(build, fuse_activation.run, (np.random.randn(4).astype(np.float32),))
+    assert [op.opcode for op in graph.ops] == ["ADD"]
+
+
+def test_fold_padding_turns_explicit_pad_into_same():
+    class PadConv(nn.Module):
+        def __init__(self, pad):
+            super().__init__()
+            self.pad = pad
+            self.stem = nn.Conv2d(3, 3, 1)
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.pool = nn.MaxPool2d(3, 1)
+
+        def forward(self, x):
+            y = self.conv(F.pad(self.stem(x), self.pad))
+            return self.pool(F.pad(y, self.pad, value=float("-inf")))
+
+    x = torch.randn(1, 3, 9, 9)
+    same = PadConv((1, 1, 1, 1)).eval()
+    edge = litert_torch.convert(same, (x,))
+    counts = op_counts(edge)
+    assert counts.get("PAD", 0) == 0 and counts.get("PADV2", 0) == 0, counts
+    assert_matches(same(x), edge(x))
+    lopsided = PadConv((2, 0, 2, 0)).eval()
+    edge = litert_torch.convert(lopsided, (x,))
+    assert op_counts(edge).get("PAD", 0) == 1
+    assert_matches(lopsided(x), edge(x))
+
+
+def test_identical_constants_share_one_buffer():
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(64, 64), nn.Linear(64, 64)
+            self.b.load_state_dict(self.a.state_dict())
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    x = torch.randn(2, 64)
+    edge = litert_torch.convert(Twice().eval(), (x,))
+    single = litert_torch.convert(nn.Linear(64, 64).eval(), (x,))
+    weight_bytes = 64 * 64 * 4
+    assert len(edge.flatbuffer) < len(single.flatbuffer) + weight_bytes // 4
