@@ -1,0 +1,292 @@
+"""Side-by-side benchmark: our converter against the official one (PyPI litert-torch), eager PyTorch and ONNX
+Runtime, on the models of tests/models/zoo.py, all measured in one run on this machine.
+
+    python bench/compare.py                       # every model; writes bench/results/compare.md
+    python bench/compare.py --models resnet18 vit_b_16 --runs 30
+
+Per model: conversion time, .tflite size, op and TRANSPOSE counts, LiteRT latency (XNNPACK; median and p90
+after warm-up) at each thread count for both files in the same interpreter, eager PyTorch and ONNX Runtime
+latency at the same thread counts, and the ratios ours / official. The official converter is installed into
+its own virtual environment (it shares our import name) on first use: bench/.venv-official.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import litert_torch  # noqa: E402
+from litert_torch.flatbuffer.reader import read_model  # noqa: E402
+from tests.models import zoo  # noqa: E402
+
+OFFICIAL_VERSION = "0.10.0"
+OFFICIAL_REQUIREMENTS = [f"litert-torch=={OFFICIAL_VERSION}", "torch==2.14.1", "torchvision==0.29.1", "transformers"]
+# Targets from the optimisation issue: produced-model latency ratio (ours / official) per model, else 1.0.
+LATENCY_TARGETS = {"shufflenet_v2_x1_0": 0.7, "vit_b_16": 0.7, "lstm_2layer": 0.5}
+CONVERSION_TARGET = 0.3
+SIZE_TARGET = 1.0
+
+
+def ensure_official_venv(path: str) -> str:
+    python = os.path.join(path, "bin", "python")
+    if os.path.exists(python):
+        return python
+    print(f"installing the official converter into {path} (first run only) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", path], check=True)
+    subprocess.run([python, "-m", "pip", "install", "--quiet", *OFFICIAL_REQUIREMENTS], check=True)
+    return python
+
+
+def tflite_latency(path: str, inputs: list[np.ndarray], threads: int):
+    """A callable that runs one inference (inputs already set; variable state reset as EdgeModel does), and one
+    that returns the first output."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=path, num_threads=threads)
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(detail["index"], value.astype(detail["dtype"]))
+
+    def run():
+        interpreter.reset_all_variables()  # for both files alike: a no-op where there is no state
+        interpreter.invoke()
+
+    def output():
+        return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+
+    return run, output
+
+
+def time_interleaved(runners: dict, runs: int, warmup: int) -> dict[str, list[float]]:
+    """Median-friendly timings: each round runs every candidate once, so drift on a shared machine hits all."""
+    for fn in runners.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in runners}
+    for _ in range(runs):
+        for name, fn in runners.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def p90(values: list[float]) -> float:
+    return float(np.percentile(values, 90))
+
+
+def onnx_runner(model, inputs, path: str, threads: int):
+    import onnxruntime as ort
+
+    if not os.path.exists(path):
+        try:
+            torch.onnx.export(model, tuple(inputs), path, dynamo=True)
+        except Exception:
+            torch.onnx.export(model, tuple(inputs), path, dynamo=False)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs)}
+    return lambda: session.run(None, feeds)
+
+
+def machine() -> str:
+    cpu = platform.processor() or "unknown cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
+
+
+def versions(official: str) -> str:
+    import ai_edge_litert
+
+    parts = [f"torch {torch.__version__}", f"ai-edge-litert {getattr(ai_edge_litert, '__version__', '?')}",
+             f"official litert-torch {official}", f"python {platform.python_version()}"]
+    try:
+        import onnxruntime
+
+        parts.append(f"onnxruntime {onnxruntime.__version__}")
+    except ImportError:
+        pass
+    return ", ".join(parts)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=[c.name for c in zoo.MODELS])
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--official-venv", default=os.path.join(ROOT, "bench", ".venv-official"))
+    parser.add_argument("--skip-official", action="store_true")
+    parser.add_argument("--skip-onnx", action="store_true")
+    parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "compare.md"))
+    args = parser.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    cases = {c.name: c for c in zoo.MODELS}
+    work = tempfile.mkdtemp(prefix="litert_bench_")
+
+    rows = {}
+    jobs = []
+    for name in args.models:
+        case = cases[name]
+        model = zoo.build(case)
+        torch.manual_seed(1)
+        inputs = case.inputs(1)
+        weights = os.path.join(work, f"{name}.pt")
+        torch.save({"state": model.state_dict(), "inputs": list(inputs)}, weights)
+        start = time.perf_counter()
+        edge = litert_torch.convert(model, inputs)
+        seconds = time.perf_counter() - start
+        ours = os.path.join(work, f"{name}.ours.tflite")
+        edge.export(ours)
+        with torch.no_grad():
+            reference = model(*inputs)
+        ref0 = (reference[0] if isinstance(reference, (tuple, list)) else reference).numpy()
+        rows[name] = {"model": model, "inputs": inputs, "ref": ref0, "ours_s": seconds, "ours": ours}
+        jobs.append({"name": name, "weights": weights, "out": os.path.join(work, f"{name}.official.tflite")})
+        print(f"ours: {name}: {seconds:.2f}s", flush=True)
+
+    official_version = "not run"
+    if not args.skip_official:
+        python = ensure_official_venv(args.official_venv)
+        jobs_path, results_path = os.path.join(work, "jobs.json"), os.path.join(work, "official.json")
+        with open(jobs_path, "w") as f:
+            json.dump({"zoo": zoo.__file__, "models": jobs}, f)
+        subprocess.run([python, os.path.join(ROOT, "bench", "official_worker.py"), jobs_path, results_path],
+                       cwd=work, check=True)
+        with open(results_path) as f:
+            official = json.load(f)
+        official_version = official.pop("_version", "?")
+        for name, result in official.items():
+            rows[name]["official"] = result
+
+    for name, row in rows.items():
+        arrays = [t.numpy() for t in row["inputs"]]
+        ours_graph = read_model(open(row["ours"], "rb").read()).subgraphs[0]
+        row["ours_size"] = os.path.getsize(row["ours"])
+        row["ours_ops"] = len(ours_graph.ops)
+        row["ours_transposes"] = ours_graph.op_counts().get("TRANSPOSE", 0)
+        off = row.get("official", {})
+        has_official = "path" in off
+        if has_official:
+            off_graph = read_model(open(off["path"], "rb").read()).subgraphs[0]
+            off["size"] = os.path.getsize(off["path"])
+            off["ops"] = len(off_graph.ops)
+            off["transposes"] = off_graph.op_counts().get("TRANSPOSE", 0)
+        row["latency"] = {}
+        for n in threads:
+            torch.set_num_threads(n)
+            run_ours, out_ours = tflite_latency(row["ours"], arrays, n)
+            runners = {"ours": run_ours}
+            if has_official:
+                run_off, out_off = tflite_latency(off["path"], arrays, n)
+                runners["official"] = run_off
+            model, inputs = row["model"], row["inputs"]
+
+            def eager(model=model, inputs=inputs):
+                with torch.inference_mode():
+                    model(*inputs)
+
+            # The two .tflite files alternate; eager PyTorch and ONNX Runtime run in blocks of their own, since
+            # their thread pools keep spinning after a call and would slow whichever candidate runs next.
+            times = time_interleaved(runners, args.runs, args.warmup)
+            times.update(time_interleaved({"eager": eager}, args.runs, args.warmup))
+            if not args.skip_onnx:
+                try:
+                    onnx = onnx_runner(model, inputs, os.path.join(work, f"{name}.onnx"), n)
+                    times.update(time_interleaved({"onnxruntime": onnx}, args.runs, args.warmup))
+                except Exception as exc:
+                    row["onnx_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            row["latency"][n] = {k: (statistics.median(v), p90(v)) for k, v in times.items()}
+            run_ours()
+            row["ours_err"] = float(np.abs(out_ours() - row["ref"]).max())
+            if has_official:
+                run_off()
+                got = out_off()
+                row["official_err"] = float(np.abs(got - row["ref"]).max()) if got.shape == row["ref"].shape else None
+        print(f"timed: {name}", flush=True)
+
+    report = render(rows, threads, args, official_version)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(report)
+    print(report)
+    return 0
+
+
+def _ms(pair) -> str:
+    return f"{pair[0] * 1e3:.2f} / {pair[1] * 1e3:.2f}"
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:.2f}" if a is not None and b else "–"
+
+
+def render(rows, threads, args, official_version) -> str:
+    command = "python bench/compare.py " + " ".join(sys.argv[1:])
+    lines = [
+        "# Ours vs the official converter",
+        "",
+        f"- command: `{command.strip()}`",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- machine: {machine()}",
+        f"- versions: {versions(official_version)}",
+        f"- latency: LiteRT interpreter with XNNPACK, {args.runs} runs after {args.warmup} warm-up runs, median / p90"
+        " in ms; both .tflite files run in the same interpreter, alternating run by run (inputs set once, variable"
+        " state reset before each run); eager PyTorch and ONNX Runtime are timed in separate blocks",
+        "",
+        "## Conversion and file",
+        "",
+        "| model | convert ours s | official s | ratio | size ours MB | official MB | ratio | ops ours / official "
+        "| TRANSPOSE ours / official | max err ours / official |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in rows.items():
+        off = row.get("official", {})
+        if "path" in off:
+            lines.append(
+                f"| {name} | {row['ours_s']:.2f} | {off['seconds']:.2f} | {_ratio(row['ours_s'], off['seconds'])} "
+                f"| {row['ours_size'] / 1e6:.2f} | {off['size'] / 1e6:.2f} | {_ratio(row['ours_size'], off['size'])} "
+                f"| {row['ours_ops']} / {off['ops']} | {row['ours_transposes']} / {off['transposes']} "
+                f"| {row['ours_err']:.1e} / {row['official_err'] if row.get('official_err') is None else format(row['official_err'], '.1e')} |")
+        else:
+            reason = off.get("error", "not run")
+            lines.append(f"| {name} | {row['ours_s']:.2f} | failed: {reason} | – | {row['ours_size'] / 1e6:.2f} | – "
+                         f"| – | {row['ours_ops']} / – | {row['ours_transposes']} / – | {row['ours_err']:.1e} / – |")
+    for n in threads:
+        lines += ["", f"## Latency, {n} thread{'s' if n > 1 else ''} (ms, median / p90)", "",
+                  "| model | ours | official | ratio ours/official | target | eager PyTorch | ONNX Runtime |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, row in rows.items():
+            lat = row["latency"][n]
+            target = LATENCY_TARGETS.get(name, 1.0)
+            ratio = lat["ours"][0] / lat["official"][0] if "official" in lat else None
+            verdict = "–" if ratio is None else ("met" if ratio <= target else f"missed by {ratio / target:.2f}x")
+            lines.append(
+                f"| {name} | {_ms(lat['ours'])} | {_ms(lat['official']) if 'official' in lat else '–'} "
+                f"| {f'{ratio:.2f}' if ratio is not None else '–'} | ≤ {target} ({verdict}) | {_ms(lat['eager'])} "
+                f"| {_ms(lat['onnxruntime']) if 'onnxruntime' in lat else row.get('onnx_error', '–')} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
