@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.utils._pytree as pytree
@@ -25,14 +25,19 @@ log = logging.getLogger("litert_torch")
 
 
 def convert(
-    module: torch.nn.Module,
+    module: torch.nn.Module | torch.export.ExportedProgram,
     sample_args: Any = (),
     sample_kwargs: dict[str, Any] | None = None,
     *,
     num_threads: int | None = None,
     channel_last_io: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> EdgeModel:
     """Convert `module` to a LiteRT model traced with `sample_args` / `sample_kwargs`.
+
+    `module` may also be a torch.export.ExportedProgram (its own example inputs are then used).
+    `progress`, when given, is called with the name of each stage as it starts ("export", "lower",
+    "optimize", "write").
 
     Raises `ExportError` when torch.export cannot trace the model, `UnsupportedOpsError` (listing every
     unsupported op with its source line) when the graph has ops without lowerings, and `ConversionError` for
@@ -43,15 +48,20 @@ def convert(
     """
     if not isinstance(sample_args, tuple):
         sample_args = (sample_args,)
+    report = progress or (lambda stage: None)
     timings = {}
     start = time.perf_counter()
+    report("export")
     program = export_module(module, sample_args, sample_kwargs)
     timings["export"] = time.perf_counter() - start
 
     start = time.perf_counter()
+    report("lower")
     lowered = lower_program(program)
+    report("optimize")
     nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if channel_last_io else ([], [])
     run_pipeline(lowered.graph)
+    report("write")
     model = ir.Model(
         [lowered.graph],
         [ir.Signature(DEFAULT_SIGNATURE, 0, lowered.input_names, lowered.output_names)],

@@ -61,9 +61,16 @@ def decomposition_table() -> dict:
 def export_module(
     module: torch.nn.Module, args: tuple, kwargs: dict | None = None, *, dynamic_shapes: Any = None
 ) -> torch.export.ExportedProgram:
-    """Trace `module` with torch.export (non-strict) and decompose it with our table."""
+    """Trace `module` with torch.export (non-strict) and decompose it with our table. An ExportedProgram (say,
+    from torch.export.load) is only decomposed."""
+    if isinstance(module, torch.export.ExportedProgram):
+        try:
+            return module.run_decompositions(decomposition_table())
+        except Exception as exc:
+            raise ExportError(f"could not decompose the exported program:\n{type(exc).__name__}: {exc}") from exc
     if not isinstance(module, torch.nn.Module):
-        raise ExportError(f"convert() needs a torch.nn.Module, got {type(module).__name__}")
+        raise ExportError(f"convert() needs a torch.nn.Module or torch.export.ExportedProgram, "
+                          f"got {type(module).__name__}")
     try:
         program = torch.export.export(module, tuple(args), kwargs or {}, strict=False, dynamic_shapes=dynamic_shapes)
         return program.run_decompositions(decomposition_table())

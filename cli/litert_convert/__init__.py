@@ -1,0 +1,1 @@
+"""litert-convert: the command line of litert_torch (convert, inspect, validate, bench)."""

@@ -1,0 +1,5 @@
+import sys
+
+from litert_convert.main import main
+
+sys.exit(main())

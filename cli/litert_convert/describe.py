@@ -1,0 +1,100 @@
+"""`inspect`: what a .tflite file holds, from our bounds-checked reader (never the LiteRT runtime)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from litert_torch.errors import ModelFileError
+from litert_torch.flatbuffer.reader import read_model
+from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY
+
+from litert_convert.errors import BadInput
+
+
+def describe(data: bytes, path: str) -> dict[str, Any]:
+    """A JSON-ready summary of the model in `data`."""
+    try:
+        model = read_model(data)
+    except ModelFileError as exc:
+        raise BadInput(f"{path}: {exc}") from None
+    except Exception as exc:  # anything the reader did not anticipate is still bad input, never a crash
+        raise BadInput(f"{path}: unreadable TFLite model ({type(exc).__name__})") from None
+    summary: dict[str, Any] = {"path": path, "bytes": len(data), "description": model.description,
+                               "subgraphs": [], "signatures": [], "metadata": {}}
+    for graph in model.subgraphs:
+        tensors = graph.tensors()
+        constant_bytes = sum(t.data.nbytes for t in tensors if t.is_constant)
+        activation_bytes = sum(t.size * t.dtype.itemsize for t in tensors if not t.is_constant)
+        summary["subgraphs"].append({
+            "name": graph.name, "ops": len(graph.ops), "tensors": len(tensors),
+            "constant_bytes": int(constant_bytes), "activation_bytes": int(activation_bytes),
+            "op_histogram": dict(Counter(op.opcode for op in graph.ops).most_common()),
+            "largest_constants": [
+                {"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype), "bytes": int(t.data.nbytes)}
+                for t in sorted((t for t in tensors if t.is_constant), key=lambda t: -t.data.nbytes)[:5]],
+        })
+    for sig in model.signatures:
+        graph = model.subgraphs[sig.subgraph] if 0 <= sig.subgraph < len(model.subgraphs) else None
+        if graph is None:
+            continue
+        summary["signatures"].append({
+            "key": sig.key, "subgraph": sig.subgraph,
+            "inputs": [_spec(n, t) for n, t in zip(sig.input_names, graph.inputs)],
+            "outputs": [_spec(n, t) for n, t in zip(sig.output_names, graph.outputs)],
+        })
+    for key, raw in model.metadata.items():
+        entry: dict[str, Any] = {"bytes": len(raw)}
+        if key in (SOURCE_MAP_KEY, IO_KEY):
+            try:
+                entry["value"] = json.loads(raw)
+            except ValueError:
+                entry["value"] = None
+        summary["metadata"][key] = entry
+    return summary
+
+
+def _spec(name: str, tensor) -> dict[str, Any]:
+    shape = list(tensor.shape_signature) if tensor.shape_signature is not None else list(tensor.shape)
+    return {"name": name, "shape": shape, "dtype": str(tensor.dtype)}
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} KB"
+
+
+def render(summary: dict[str, Any]) -> str:
+    lines = [f"{summary['path']}: {_mb(summary['bytes'])}, {len(summary['subgraphs'])} subgraph(s)"
+             + (f", description {summary['description']!r}" if summary["description"] else "")]
+    for sig in summary["signatures"]:
+        lines.append(f"signature {sig['key']!r} (subgraph {sig['subgraph']})")
+        for kind in ("inputs", "outputs"):
+            for t in sig[kind]:
+                lines.append(f"  {kind[:-1]:<7} {t['name']:<24} {str(t['shape']):<20} {t['dtype']}")
+    for i, graph in enumerate(summary["subgraphs"]):
+        lines.append(f"subgraph {i} {graph['name']!r}: {graph['ops']} ops, {graph['tensors']} tensors, "
+                     f"constants {_mb(graph['constant_bytes'])}, activations {_mb(graph['activation_bytes'])}")
+        histogram = ", ".join(f"{op} {n}" for op, n in graph["op_histogram"].items())
+        lines.append(f"  ops: {histogram or '(none)'}")
+        for t in graph["largest_constants"]:
+            lines.append(f"  constant {t['name']:<40} {str(t['shape']):<20} {t['dtype']:<8} {_mb(t['bytes'])}")
+    if summary["metadata"]:
+        lines.append("metadata:")
+    for key, entry in summary["metadata"].items():
+        value = entry.get("value")
+        if key == SOURCE_MAP_KEY and isinstance(value, dict):
+            ops = [e for g in value.get("subgraphs", []) for e in g.get("ops", [])]
+            mapped = [e for e in ops if e]
+            lines.append(f"  {key}: {len(mapped)} of {len(ops)} ops traced to PyTorch source")
+            for entry_ in mapped[:5]:
+                lines.append(f"    {entry_.get('target')} <- {entry_.get('location')}")
+            if len(mapped) > 5:
+                lines.append(f"    ... ({len(mapped) - 5} more; --json for all)")
+        elif key == IO_KEY and isinstance(value, dict):
+            for sig, io in value.get("signatures", {}).items():
+                lines.append(f"  {key}: {sig}: inputs {io.get('inputs')} ({io.get('input_dtypes')}), "
+                             f"outputs {io.get('outputs')}")
+        else:
+            lines.append(f"  {key}: {entry['bytes']} bytes")
+    return "\n".join(lines)

@@ -1,0 +1,316 @@
+"""The `litert-convert` command: a thin client of litert_torch."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+import click
+
+from litert_convert.errors import BadInput, Failure
+
+EXIT_CODES = """Exit codes: 0 success; 1 conversion or validation failed; 2 bad usage or bad input (missing or
+malformed file, source, option; corrupt .tflite; existing output without --force)."""
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def common_options(fn: Callable) -> Callable:
+    fn = click.option("--debug", is_flag=True, help="Show the Python traceback of an error.")(fn)
+    fn = click.option("--quiet", "-q", is_flag=True, help="Print nothing but results and errors.")(fn)
+    return fn
+
+
+def handled(fn: Callable) -> Callable:
+    """Turn errors into a short paragraph and an exit code (a traceback only with --debug)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from litert_torch.errors import ConversionError, LiteRTTorchError, ModelFileError, ModelInputError
+
+        debug = kwargs.get("debug", False)
+        try:
+            return fn(*args, **kwargs)
+        except (BadInput, ModelFileError, ModelInputError) as exc:
+            _report(exc, debug, "error")
+            hint = getattr(exc, "hint", None)
+            if hint:
+                click.echo(f"hint: {hint}", err=True)
+            sys.exit(2)
+        except Failure as exc:
+            _report(exc, debug, "failed")
+            sys.exit(1)
+        except ConversionError as exc:
+            _report(exc, debug, "conversion failed")
+            sys.exit(1)
+        except LiteRTTorchError as exc:
+            _report(exc, debug, "error")
+            sys.exit(1)
+        except (click.exceptions.Exit, click.exceptions.ClickException, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except Exception as exc:  # an error we did not foresee: say so plainly
+            _report(exc, debug, "internal error")
+            if not debug:
+                click.echo("(run again with --debug for the traceback)", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+def _report(exc: BaseException, debug: bool, label: str) -> None:
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    message = str(exc) if str(exc) else type(exc).__name__
+    if label == "internal error":
+        message = f"{type(exc).__name__}: {message}"
+    click.echo(f"{label}: {message}", err=True)
+
+
+@click.group(help="Convert PyTorch models to LiteRT (.tflite), inspect, validate and time them.\n\n" + EXIT_CODES,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="litert-torch-direct", prog_name="litert-convert")
+def cli() -> None:
+    pass
+
+
+# ---- convert ---------------------------------------------------------------------------------------------------
+@cli.command(help="Convert SOURCE (path/to/file.py:name, package.module:name, or a torch.export .pt2 file) to "
+                  "a .tflite file.\n\n" + EXIT_CODES)
+@click.argument("source")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The .tflite file to write.")
+@click.option("--input", "input_specs", multiple=True, metavar="NAME=DIMS:DTYPE",
+              help="A sample input, e.g. x=1x3x224x224:float32 (repeatable); needed when SOURCE gives none.")
+@click.option("--channel-last-io", is_flag=True, help="NHWC image inputs and outputs (no TRANSPOSE at the edges).")
+@click.option("--validate", "validate_", is_flag=True, help="Check the numbers against PyTorch after converting.")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@common_options
+@handled
+def convert(source, output, input_specs, channel_last_io, validate_, as_json, force, quiet, debug):
+    from litert_convert.sources import inputs_from_specs, load_source
+
+    if os.path.exists(output) and not force:
+        raise BadInput(f"{output} exists", "pass --force to overwrite it")
+    if os.path.isdir(output):
+        raise BadInput(f"{output} is a directory")
+    directory = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(directory):
+        raise BadInput(f"no such directory: {directory}")
+    console = _console()
+    with _status(console, quiet, "loading the model") as status:
+        src = load_source(source)
+        if input_specs:
+            args, kwargs = inputs_from_specs(src.model, list(input_specs))
+        elif src.args is not None:
+            args, kwargs = src.args, src.kwargs
+        else:
+            raise BadInput(f"{source} gives no sample inputs", "pass them with --input NAME=1x3x224x224:float32")
+        import litert_torch
+
+        stages = {"export": "tracing with torch.export", "lower": "lowering ATen ops", "optimize": "optimizing",
+                  "write": "writing the flatbuffer"}
+        start = time.perf_counter()
+        edge = litert_torch.convert(src.model, args, kwargs, channel_last_io=channel_last_io,
+                                    progress=lambda stage: status.update(stages.get(stage, stage)))
+        seconds = time.perf_counter() - start
+        edge.export(output)
+    summary: dict[str, Any] = {"source": source, "output": output, "bytes": len(edge.flatbuffer),
+                               "seconds": round(seconds, 3)}
+    from litert_torch.flatbuffer.reader import read_model
+
+    graph = read_model(edge.flatbuffer).subgraphs[0]
+    summary["ops"] = len(graph.ops)
+    summary["op_histogram"] = graph.op_counts()
+    if not quiet and not as_json:
+        console.print(f"wrote {output}: {len(edge.flatbuffer) / 1e6:.2f} MB, {len(graph.ops)} ops, "
+                      f"{seconds:.2f}s")
+    failed = False
+    if validate_:
+        from litert_convert.check import check_numerics, render_results
+
+        results = check_numerics(src.model, edge, args, kwargs)
+        summary["validation"] = [_result_json(r) for r in results]
+        failed = not all(r.passed for r in results)
+        if not as_json:
+            click.echo(render_results(results))
+    if as_json:
+        click.echo(json.dumps(summary, indent=1, sort_keys=True))
+    if failed:
+        raise Failure("the converted model departs from PyTorch beyond the tolerance (see the table above)")
+
+
+def _result_json(result) -> dict[str, Any]:
+    return {"input": result.input_index, "output": result.name, "shape": list(result.shape),
+            "max_abs_error": result.max_abs_error, "relative_error": result.relative_error,
+            "cosine": result.cosine, "tolerance": result.tolerance, "passed": result.passed}
+
+
+class _NoStatus:
+    def update(self, *args, **kwargs):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _status(console, quiet: bool, message: str):
+    if quiet or not console.is_terminal:
+        return _NoStatus()
+    return console.status(message)
+
+
+# ---- inspect ---------------------------------------------------------------------------------------------------
+@cli.command(help="Show what MODEL (.tflite) holds: signatures, op histogram, tensor and buffer sizes, and our "
+                  "metadata. Reads any .tflite without running it.\n\n" + EXIT_CODES)
+@click.argument("model")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@common_options
+@handled
+def inspect(model, as_json, quiet, debug):
+    from litert_convert.describe import describe, render
+
+    data = _read_file(model)
+    summary = describe(data, model)
+    click.echo(json.dumps(summary, indent=1, sort_keys=True, default=str) if as_json else render(summary))
+
+
+def _read_file(path: str) -> bytes:
+    if not os.path.exists(path):
+        raise BadInput(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise BadInput(f"{path} is a directory")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# ---- validate --------------------------------------------------------------------------------------------------
+@cli.command(help="Check a converted MODEL (.tflite) against its PyTorch SOURCE on the sample and random "
+                  "inputs.\n\n" + EXIT_CODES)
+@click.argument("model")
+@click.argument("source")
+@click.option("--input", "input_specs", multiple=True, metavar="NAME=DIMS:DTYPE", help="Sample inputs (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@common_options
+@handled
+def validate(model, source, input_specs, as_json, quiet, debug):
+    from litert_convert.check import check_numerics, inputs_for_model, open_edge_model, render_results
+    from litert_convert.sources import inputs_from_specs, load_source
+
+    edge = open_edge_model(_read_file(model), model)
+    src = load_source(source)
+    if input_specs:
+        args, kwargs = inputs_from_specs(src.model, list(input_specs))
+    elif src.args is not None:
+        args, kwargs = src.args, src.kwargs
+    else:
+        args, kwargs = inputs_for_model(edge), {}
+    results = check_numerics(src.model, edge, args, kwargs)
+    click.echo(json.dumps([_result_json(r) for r in results], indent=1) if as_json else render_results(results))
+    if not all(r.passed for r in results):
+        raise Failure(f"{model} departs from {source} beyond the tolerance")
+
+
+# ---- bench -----------------------------------------------------------------------------------------------------
+@cli.command(help="Time MODEL (.tflite) in the LiteRT runtime (XNNPACK) on random inputs.\n\n" + EXIT_CODES)
+@click.argument("model")
+@click.option("--threads", default="1", show_default=True, help="Thread counts to time, comma-separated.")
+@click.option("--runs", default=50, show_default=True, type=click.IntRange(1, 100000))
+@click.option("--warmup", default=5, show_default=True, type=click.IntRange(0, 10000))
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@common_options
+@handled
+def bench(model, threads, runs, warmup, as_json, quiet, debug):
+    import numpy as np
+
+    from litert_convert.check import open_edge_model, random_feeds
+
+    try:
+        thread_counts = [int(t) for t in threads.split(",")]
+        if any(t < 1 for t in thread_counts):
+            raise ValueError
+    except ValueError:
+        raise BadInput(f"malformed --threads {threads!r}", "give positive integers, e.g. --threads 1,2") from None
+    edge = open_edge_model(_read_file(model), model)
+    from ai_edge_litert.interpreter import Interpreter
+
+    results = []
+    console = _console()
+    for n in thread_counts:
+        interpreter = Interpreter(model_content=edge.flatbuffer, num_threads=n)
+        interpreter.allocate_tensors()
+        for detail, value in zip(interpreter.get_input_details(), random_feeds(interpreter.get_input_details())):
+            interpreter.set_tensor(detail["index"], value)
+        for _ in range(warmup):
+            interpreter.invoke()
+        times = []
+        with _progress(console, quiet or as_json, f"{n} thread{'s' if n > 1 else ''}", runs) as advance:
+            for _ in range(runs):
+                interpreter.reset_all_variables()
+                start = time.perf_counter()
+                interpreter.invoke()
+                times.append(time.perf_counter() - start)
+                advance()
+        ms = np.array(times) * 1e3
+        results.append({"threads": n, "runs": runs, "median_ms": float(np.median(ms)),
+                        "p90_ms": float(np.percentile(ms, 90)), "p99_ms": float(np.percentile(ms, 99)),
+                        "min_ms": float(ms.min()), "mean_ms": float(statistics.fmean(ms))})
+    if as_json:
+        click.echo(json.dumps({"model": model, "results": results}, indent=1))
+        return
+    click.echo(f"{model}: LiteRT with XNNPACK, {runs} runs after {warmup} warm-up runs")
+    click.echo(f"{'threads':>7} {'median ms':>10} {'p90 ms':>9} {'p99 ms':>9} {'min ms':>9}")
+    for r in results:
+        click.echo(f"{r['threads']:>7} {r['median_ms']:>10.3f} {r['p90_ms']:>9.3f} {r['p99_ms']:>9.3f} "
+                   f"{r['min_ms']:>9.3f}")
+
+
+class _progress:
+    """A rich progress bar on a terminal; nothing otherwise."""
+
+    def __init__(self, console, quiet: bool, label: str, total: int):
+        self.console, self.quiet, self.label, self.total = console, quiet, label, total
+        self.bar = None
+
+    def __enter__(self):
+        if self.quiet or not self.console.is_terminal:
+            return lambda: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            console=self.console, transient=True)
+        self.bar.start()
+        task = self.bar.add_task(self.label, total=self.total)
+        return lambda: self.bar.advance(task)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="litert-convert", standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

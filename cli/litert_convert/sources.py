@@ -1,0 +1,192 @@
+"""What `convert` and `validate` take as SOURCE, and the `--input` specs that give sample inputs.
+
+SOURCE is one of:
+  path/to/file.py:name      a name in a Python file
+  package.module:name       a name in an importable module
+  model.pt2                 an ExportedProgram saved with torch.export.save (loaded without unpickling)
+where `name` is an nn.Module, an nn.Module class (built without arguments), or a callable returning a module
+or `(module, sample_args)` / `(module, sample_args, sample_kwargs)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from litert_convert.errors import BadInput
+
+DTYPES = {
+    "float32": torch.float32, "float16": torch.float16, "float64": torch.float64, "int64": torch.int64,
+    "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+}
+_SPEC = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<dims>\d+(?:x\d+)*)?(?::(?P<dtype>[a-z0-9]+))?$")
+
+
+@dataclass
+class Source:
+    model: Any  # nn.Module or ExportedProgram
+    args: tuple | None = None
+    kwargs: dict = field(default_factory=dict)
+    description: str = ""
+
+
+def parse_input_spec(spec: str) -> tuple[str, torch.Tensor]:
+    """'x=1x3x224x224:float32' -> ("x", a random tensor of that shape and dtype)."""
+    match = _SPEC.match(spec.strip())
+    if not match:
+        raise BadInput(f"malformed --input {spec!r}", "write it as NAME=DIMxDIM...:DTYPE, e.g. x=1x3x224x224:float32")
+    dtype_name = match.group("dtype") or "float32"
+    if dtype_name not in DTYPES:
+        raise BadInput(f"unknown dtype {dtype_name!r} in --input {spec!r}", f"use one of {', '.join(DTYPES)}")
+    dims = [int(d) for d in match.group("dims").split("x")] if match.group("dims") else []
+    dtype = DTYPES[dtype_name]
+    generator = torch.Generator().manual_seed(0)
+    if dtype.is_floating_point:
+        value = torch.randn(dims, generator=generator).to(dtype)
+    elif dtype == torch.bool:
+        value = torch.zeros(dims, dtype=torch.bool)
+    else:
+        value = torch.zeros(dims, dtype=dtype)  # valid as indices for any table
+    return match.group("name"), value
+
+
+def inputs_from_specs(model: Any, specs: list[str]) -> tuple[tuple, dict]:
+    """Sample inputs from --input specs: keyword arguments when every name is a parameter of forward,
+    positional (in the order given) otherwise."""
+    parsed = [parse_input_spec(s) for s in specs]
+    forward = getattr(model, "forward", None)
+    try:
+        params = set(inspect.signature(forward).parameters) if forward is not None else set()
+    except (TypeError, ValueError):
+        params = set()
+    if parsed and all(name in params for name, _ in parsed):
+        return (), dict(parsed)
+    return tuple(value for _, value in parsed), {}
+
+
+@contextlib.contextmanager
+def _no_unpickling():
+    """Within the block torch.load only loads tensors (weights_only) and pickle.loads refuses outright: a .pt2
+    file cannot run code while we read it."""
+    import pickle
+
+    from torch.export.pt2_archive import _package
+
+    original_load = torch.load
+
+    def tensors_only(*args, **kwargs):
+        kwargs["weights_only"] = True
+        return original_load(*args, **kwargs)
+
+    class Refuse:
+        def __getattr__(self, name):
+            if name in ("loads", "load", "Unpickler"):
+                def refuse(*args, **kwargs):
+                    raise BadInput("the .pt2 file holds pickled Python objects; refusing to unpickle them")
+                return refuse
+            return getattr(pickle, name)
+
+    torch.load = tensors_only
+    saved_pickle = _package.pickle
+    _package.pickle = Refuse()
+    try:
+        yield
+    finally:
+        torch.load = original_load
+        _package.pickle = saved_pickle
+
+
+def load_pt2(path: str) -> Source:
+    if not os.path.isfile(path):
+        raise BadInput(f"no such file: {path}")
+    try:
+        with _no_unpickling():
+            program = torch.export.load(path)
+    except BadInput:
+        raise
+    except Exception as exc:
+        raise BadInput(f"cannot read {path} as a torch.export archive: {type(exc).__name__}: {exc}") from None
+    args, kwargs = program.example_inputs if program.example_inputs is not None else (None, {})
+    return Source(program, tuple(args) if args is not None else None, dict(kwargs or {}), path)
+
+
+def _import_target(location: str):
+    if location.endswith(".py") or os.sep in location or "/" in location:
+        if not os.path.isfile(location):
+            raise BadInput(f"no such file: {location}")
+        module_name = "litert_convert_source_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(location))[0])
+        spec = importlib.util.spec_from_file_location(module_name, location)
+        if spec is None or spec.loader is None:
+            raise BadInput(f"cannot load {location} as a Python file")
+        module = importlib.util.module_from_spec(spec)
+        directory = os.path.dirname(os.path.abspath(location))
+        sys.path.insert(0, directory)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise BadInput(f"running {location} failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            if sys.path and sys.path[0] == directory:
+                sys.path.pop(0)
+        return module
+    # Like `python -m`, look in the working directory first.
+    sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(location)
+    except ImportError as exc:
+        raise BadInput(f"cannot import {location}: {exc}") from None
+    finally:
+        if sys.path and sys.path[0] == os.getcwd():
+            sys.path.pop(0)
+
+
+def load_source(source: str) -> Source:
+    """Resolve SOURCE into a model and, where the source gives them, sample inputs."""
+    lowered = source.lower()
+    if lowered.endswith(".pt2"):
+        return load_pt2(source)
+    if lowered.endswith(".onnx"):
+        raise BadInput("ONNX files are not supported yet", "convert the PyTorch model instead (file.py:name)")
+    if ":" not in source:
+        raise BadInput(f"malformed SOURCE {source!r}", "use path/to/file.py:name, package.module:name or model.pt2")
+    location, _, name = source.rpartition(":")
+    if not location or not name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name):
+        raise BadInput(f"malformed SOURCE {source!r}", "use path/to/file.py:name, package.module:name or model.pt2")
+    target = _import_target(location)
+    obj = target
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            raise BadInput(f"{location} has no attribute {name!r}")
+        obj = getattr(obj, part)
+    return _as_source(obj, source)
+
+
+def _as_source(obj: Any, source: str) -> Source:
+    if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise BadInput(f"{source}: cannot build {obj.__name__}() without arguments: {exc}") from None
+    elif not isinstance(obj, torch.nn.Module) and callable(obj):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise BadInput(f"{source}: calling it failed: {type(exc).__name__}: {exc}") from None
+    if isinstance(obj, torch.nn.Module):
+        return Source(obj.eval(), None, {}, source)
+    if isinstance(obj, tuple) and obj and isinstance(obj[0], torch.nn.Module) and len(obj) in (2, 3):
+        args = obj[1] if isinstance(obj[1], tuple) else (obj[1],)
+        kwargs = dict(obj[2]) if len(obj) == 3 else {}
+        return Source(obj[0].eval(), args, kwargs, source)
+    raise BadInput(f"{source} is not a torch.nn.Module (got {type(obj).__name__})",
+                   "name an nn.Module, a module class, or a function returning a module or (module, sample_args)")

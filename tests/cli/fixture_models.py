@@ -1,0 +1,51 @@
+"""Sources for the CLI tests."""
+
+import torch
+from torch import nn
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.conv(x)).mean(dim=(2, 3)))
+
+
+def with_inputs():
+    torch.manual_seed(0)
+    return Small().eval(), (torch.randn(1, 3, 8, 8),)
+
+
+small_instance = Small()
+not_a_module = 42
+
+
+def broken():
+    raise RuntimeError("cannot build")
+
+
+@torch.library.custom_op("litert_cli_test::opaque", mutates_args=())
+def opaque(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@opaque.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class Unsupported(nn.Module):
+    def forward(self, x):
+        return torch.ops.litert_cli_test.opaque(x) + 1  # OPAQUE_LINE
+
+
+def unsupported():
+    return Unsupported(), (torch.randn(3),)
+
+
+def seeded():
+    """The module of with_inputs() (same weights), without sample inputs."""
+    return with_inputs()[0]

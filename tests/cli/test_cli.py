@@ -1,0 +1,189 @@
+"""litert-convert, through click's runner and as the installed console script, including bad input."""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from litert_convert.main import cli
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "fixture_models.py")
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCRIPT = shutil.which("litert-convert") or os.path.join(os.path.dirname(sys.executable), "litert-convert")
+
+
+def run(*args):
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def run_script(*args, cwd=None):
+    proc = subprocess.run([SCRIPT, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def small_tflite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "small.tflite"
+    code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", out, "--quiet")
+    assert code == 0, output
+    return out
+
+
+def test_convert_validate_json(tmp_path):
+    out = tmp_path / "m.tflite"
+    code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", out, "--validate", "--json")
+    assert code == 0, output
+    summary = json.loads(output[output.index("{"):])
+    assert summary["output"] == str(out) and summary["ops"] > 0 and out.exists()
+    assert all(v["passed"] for v in summary["validation"])
+
+
+def test_convert_class_with_input_spec(tmp_path):
+    out = tmp_path / "m.tflite"
+    code, output = run("convert", f"{FIXTURES}:Small", "-o", out, "--input", "x=2x3x8x8:float32", "--quiet")
+    assert code == 0, output
+    code, output = run("inspect", out, "--json")
+    assert json.loads(output)["signatures"][0]["inputs"][0] == {"name": "x", "shape": [2, 3, 8, 8],
+                                                                 "dtype": "float32"}
+
+
+def test_convert_module_path_and_channel_last(tmp_path):
+    out = tmp_path / "m.tflite"
+    code, stdout, stderr = run_script("convert", "samples.models.tiny_cnn:build", "-o", out, "--channel-last-io",
+                                      "--validate", cwd=ROOT)
+    assert code == 0, stdout + stderr
+    assert "numerics: PASS" in stdout
+    code, stdout, _ = run_script("inspect", out, "--json")
+    summary = json.loads(stdout)
+    assert summary["signatures"][0]["inputs"][0]["shape"] == [1, 64, 64, 3]
+    assert "TRANSPOSE" not in summary["subgraphs"][0]["op_histogram"]
+
+
+def test_convert_pt2(tmp_path):
+    from tests.cli.fixture_models import with_inputs
+
+    model, args = with_inputs()
+    pt2 = tmp_path / "small.pt2"
+    torch.export.save(torch.export.export(model, args), str(pt2))
+    out = tmp_path / "m.tflite"
+    code, output = run("convert", pt2, "-o", out, "--validate")
+    assert code == 0, output
+    assert "numerics: PASS" in output
+
+
+def test_inspect_validate_bench(small_tflite):
+    code, output = run("inspect", small_tflite)
+    assert code == 0 and "serving_default" in output and "CONV_2D" in output and "source_map" in output
+    code, output = run("validate", small_tflite, f"{FIXTURES}:with_inputs")
+    assert code == 0 and "numerics: PASS" in output, output
+    code, output = run("validate", small_tflite, f"{FIXTURES}:seeded")  # inputs drawn from the signature
+    assert code == 0, output
+    code, output = run("bench", small_tflite, "--threads", "1,2", "--runs", "5", "--json")
+    assert code == 0, output
+    results = json.loads(output)["results"]
+    assert [r["threads"] for r in results] == [1, 2] and all(r["median_ms"] > 0 for r in results)
+
+
+def test_validate_fails_against_a_different_model(small_tflite):
+    code, output = run("validate", small_tflite, f"{FIXTURES}:Small")  # fresh random weights
+    # Small() builds new random weights, so the numbers cannot match the converted file.
+    assert code == 1, output
+    assert "numerics: FAIL" in output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["convert", "missing.py:model", "-o", "x.tflite"], "no such file"),
+    (["convert", "model_without_name", "-o", "x.tflite"], "malformed SOURCE"),
+    (["convert", f"{FIXTURES}:", "-o", "x.tflite"], "malformed SOURCE"),
+    (["convert", f"{FIXTURES}:not_a_module", "-o", "x.tflite"], "is not a torch.nn.Module"),
+    (["convert", f"{FIXTURES}:nothing_here", "-o", "x.tflite"], "has no attribute"),
+    (["convert", f"{FIXTURES}:broken", "-o", "x.tflite"], "calling it failed"),
+    (["convert", f"{FIXTURES}:Small", "-o", "x.tflite"], "gives no sample inputs"),
+    (["convert", f"{FIXTURES}:Small", "-o", "x.tflite", "--input", "x=1by3:float32"], "malformed --input"),
+    (["convert", f"{FIXTURES}:Small", "-o", "x.tflite", "--input", "x=1x3:complex7"], "unknown dtype"),
+    (["convert", "model.onnx", "-o", "x.tflite"], "ONNX"),
+    (["inspect", "missing.tflite"], "no such file"),
+    (["bench", "missing.tflite"], "no such file"),
+])
+def test_bad_input_exits_2_with_a_message(tmp_path, args, message):
+    os.chdir(tmp_path)
+    code, output = run(*args)
+    assert code == 2, output
+    assert message in output
+    assert "Traceback" not in output
+    assert not (tmp_path / "x.tflite").exists()
+
+
+def test_existing_output_needs_force(small_tflite, tmp_path):
+    out = tmp_path / "m.tflite"
+    out.write_bytes(b"keep me")
+    code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", out)
+    assert code == 2 and "--force" in output
+    assert out.read_bytes() == b"keep me"
+    code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", out, "--force", "--quiet")
+    assert code == 0 and out.read_bytes()[4:8] == b"TFL3"
+
+
+def test_unsupported_op_lists_ops_and_lines_and_writes_nothing(tmp_path):
+    out = tmp_path / "m.tflite"
+    code, stdout, stderr = run_script("convert", f"{FIXTURES}:unsupported", "-o", out)
+    assert code == 1, stdout + stderr
+    assert "litert_cli_test.opaque.default" in stderr
+    line = next(i for i, text in enumerate(open(FIXTURES), 1) if "OPAQUE_LINE" in text)
+    assert f"fixture_models.py:{line}" in stderr
+    assert "Traceback" not in stderr
+    assert not out.exists()
+
+
+def test_corrupt_and_truncated_tflite(small_tflite, tmp_path):
+    data = small_tflite.read_bytes()
+    cases = {"truncated.tflite": data[: len(data) // 3], "garbage.tflite": b"\x00" * 64,
+             "text.tflite": b"not a model at all", "empty.tflite": b""}
+    for name, content in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        code, stdout, stderr = run_script("inspect", path)
+        assert code == 2, (name, stdout, stderr)
+        assert len(stderr.strip().splitlines()) == 1 and stderr.startswith("error:"), (name, stderr)
+        code, output = run("validate", path, f"{FIXTURES}:with_inputs")
+        assert code == 2, (name, output)
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    code, output = run("convert", f"{FIXTURES}:broken", "-o", tmp_path / "x.tflite", "--debug")
+    assert code == 2 and "Traceback" in output
+
+
+def test_fuzzed_files_never_crash_inspect(small_tflite, tmp_path):
+    """Bit flips, truncations and overwritten bytes: inspect exits 0 or 2, every time."""
+    data = bytearray(small_tflite.read_bytes())
+    rng = random.Random(7)
+    for i in range(150):
+        mutated = bytearray(data)
+        kind = i % 3
+        if kind == 0:
+            for _ in range(rng.randint(1, 8)):
+                position = rng.randrange(len(mutated))
+                mutated[position] ^= 1 << rng.randrange(8)
+        elif kind == 1:
+            mutated = mutated[: rng.randrange(len(mutated))]
+        else:
+            position = rng.randrange(len(mutated))
+            mutated[position: position + 4] = rng.randbytes(4)
+        path = tmp_path / f"fuzz{i}.tflite"
+        path.write_bytes(bytes(mutated))
+        code, output = run("inspect", path)
+        assert code in (0, 2), (i, output)
+        assert "internal error" not in output
+    # The installed script on a handful of them, as a real process.
+    for i in range(0, 150, 30):
+        code, _, stderr = run_script("inspect", tmp_path / f"fuzz{i}.tflite")
+        assert code in (0, 2), stderr
