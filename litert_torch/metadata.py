@@ -1,10 +1,11 @@
 """Our entries in `Model.metadata`: the source map and the I/O description. The runtime ignores them; our tools
 read them.
 
-`litert_torch.source_map` (JSON):
-    {"version": 1, "subgraphs": [{"ops": [{"node": "conv2d", "target": "aten.convolution.default",
-                                            "location": "model.py:12 in forward", "module": "conv1 (Conv2d)"}, ...]}]}
-  one entry per op, in op order (null for ops with no PyTorch origin).
+`litert_torch.source_map` (JSON, strings interned so that repeated file names and targets cost little):
+    {"version": 1, "strings": ["conv2d", "aten.convolution.default", "model.py:12 in forward", "conv1 (Conv2d)"],
+     "subgraphs": [{"ops": [[0, 1, 2, 3], ...]}]}
+  one entry per op, in op order: indices into `strings` of the fx node, ATen target, source location and module
+  (-1 where unknown), or null for ops with no PyTorch origin. `decode_source_map` turns it into dicts.
 
 `litert_torch.io` (JSON):
     {"version": 1, "signatures": {"serving_default": {
@@ -35,10 +36,39 @@ FORMAT_VERSION = 1
 
 
 def source_map_json(model: ir.Model) -> bytes:
-    return _dumps({
-        "version": FORMAT_VERSION,
-        "subgraphs": [{"ops": [op.source.to_json() if op.source else None for op in g.ops]} for g in model.subgraphs],
-    })
+    strings: list[str] = []
+    index: dict[str, int] = {}
+
+    def intern(value: str | None) -> int:
+        if value is None:
+            return -1
+        if value not in index:
+            index[value] = len(strings)
+            strings.append(value)
+        return index[value]
+
+    subgraphs = []
+    for graph in model.subgraphs:
+        ops = []
+        for op in graph.ops:
+            s = op.source
+            ops.append(None if s is None else [intern(s.node), intern(s.target), intern(s.location), intern(s.module)])
+        subgraphs.append({"ops": ops})
+    return _dumps({"version": FORMAT_VERSION, "strings": strings, "subgraphs": subgraphs})
+
+
+def decode_source_map(data: Any) -> list[list[dict[str, Any] | None]]:
+    """Per subgraph, per op: {"node", "target", "location", "module"} or None. Malformed data gives []."""
+    try:
+        strings = data["strings"]
+
+        def text(i: int) -> str | None:
+            return strings[i] if isinstance(i, int) and 0 <= i < len(strings) else None
+
+        return [[None if entry is None else dict(zip(("node", "target", "location", "module"), map(text, entry)))
+                 for entry in graph["ops"]] for graph in data["subgraphs"]]
+    except (KeyError, TypeError, ValueError):
+        return []
 
 
 def io_json(signatures: dict[str, dict[str, Any]]) -> bytes:

@@ -8,7 +8,7 @@ from typing import Any
 
 from litert_torch.errors import ModelFileError
 from litert_torch.flatbuffer.reader import read_model
-from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY
+from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, decode_source_map
 
 from litert_convert.errors import BadInput
 
@@ -51,6 +51,8 @@ def describe(data: bytes, path: str) -> dict[str, Any]:
                 entry["value"] = json.loads(raw)
             except ValueError:
                 entry["value"] = None
+            if key == SOURCE_MAP_KEY and entry["value"] is not None:
+                entry["ops"] = decode_source_map(entry["value"])
         summary["metadata"][key] = entry
     return summary
 
@@ -84,7 +86,7 @@ def render(summary: dict[str, Any]) -> str:
     for key, entry in summary["metadata"].items():
         value = entry.get("value")
         if key == SOURCE_MAP_KEY and isinstance(value, dict):
-            ops = [e for g in value.get("subgraphs", []) for e in g.get("ops", [])]
+            ops = [e for g in decode_source_map(value) for e in g]
             mapped = [e for e in ops if e]
             lines.append(f"  {key}: {len(mapped)} of {len(ops)} ops traced to PyTorch source")
             for entry_ in mapped[:5]:

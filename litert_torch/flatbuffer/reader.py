@@ -16,7 +16,7 @@ from ai_edge_litert import schema_py_generated as schema
 from litert_torch import ir
 from litert_torch.errors import ModelFileError
 from litert_torch.flatbuffer import schema as tables
-from litert_torch.metadata import SOURCE_MAP_KEY
+from litert_torch.metadata import SOURCE_MAP_KEY, decode_source_map
 
 _ENUM_NAMES = {field: tables.enum_names(cls) for field, cls in tables.ENUM_FIELDS.items()}
 
@@ -134,13 +134,13 @@ def _attach_sources(model: ir.Model) -> None:
     if raw is None:
         return
     try:
-        source_map = json.loads(raw)
-        for graph, entries in zip(model.subgraphs, source_map["subgraphs"]):
-            for op, entry in zip(graph.ops, entries["ops"]):
-                if entry is not None:
-                    op.source = ir.SourceRef(entry["node"], entry["target"], entry.get("location"), entry.get("module"))
-    except (ValueError, KeyError, TypeError):
+        graphs = decode_source_map(json.loads(raw))
+    except ValueError:
         return
+    for graph, entries in zip(model.subgraphs, graphs):
+        for op, entry in zip(graph.ops, entries):
+            if entry is not None and entry["node"] is not None and entry["target"] is not None:
+                op.source = ir.SourceRef(entry["node"], entry["target"], entry["location"], entry["module"])
 
 
 def read_metadata(data: bytes) -> dict[str, bytes]:

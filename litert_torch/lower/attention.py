@@ -21,7 +21,7 @@ def _broadcast_batch(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor) -> tuple[
 @lowers(aten.scaled_dot_product_attention.default)
 def lower_sdpa(ctx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
                enable_gqa=False):
-    """softmax(q @ k^T * scale + mask) @ v: BATCH_MATMUL (adj_y), MUL, ADD or SELECT_V2 for the mask, SOFTMAX,
+    """softmax((q * scale) @ k^T + mask) @ v: MUL, BATCH_MATMUL (adj_y), ADD or SELECT_V2 for the mask, SOFTMAX,
     BATCH_MATMUL. Rows whose boolean mask excludes every key give zeros, as PyTorch's safe softmax does.
 
     Limits: grouped-query attention (fewer key/value heads than query heads) is not lowered; dropout_p is ignored (inference)."""
@@ -30,11 +30,12 @@ def lower_sdpa(ctx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=Fals
         raise ctx.fail("grouped-query attention (enable_gqa with fewer key/value heads) has no lowering yet")
     length, source = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    # Scaling q (L x E per head) costs less than scaling the L x S scores.
+    q = ctx.emit("MUL", [q, ctx.scalar_like(scale, q)], like=q)
     q, k = _broadcast_batch(ctx, q, k)
     scores_shape = [*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), length, source]
     scores = ctx.emit("BATCH_MATMUL", [q, k], scores_shape, dtype, adj_x=False, adj_y=True,
                       asymmetric_quantize_inputs=False)
-    scores = ctx.emit("MUL", [scores, ctx.scalar_like(scale, scores)], like=scores)
     keep_any = None
     if is_causal:
         causal = np.tril(np.ones([length, source], bool))

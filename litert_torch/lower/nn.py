@@ -113,16 +113,25 @@ def lower_log_softmax(ctx, node, x, dim, half_to_float=False):
     return _on_last_axis(ctx, x, dim, "LOG_SOFTMAX")
 
 
-def normalize(ctx: LoweringContext, x: ir.Tensor, axes: list[int], eps: float) -> ir.Tensor:
-    """(x - mean) * rsqrt(var + eps) over `axes` (biased variance): MEAN, SUB, MUL, MEAN, ADD, RSQRT, MUL.
-    TFLite has no normalisation builtin; this is the exact arithmetic PyTorch performs."""
-    axes_t = ctx.const(np.array(axes, np.int32), name="norm_axes")
-    kept = [1 if i in axes else d for i, d in enumerate(x.shape)]
-    mean = ctx.emit("MEAN", [x, axes_t], kept, x.dtype, keep_dims=True)
-    centered = ctx.emit("SUB", [x, mean], like=x)
-    var = ctx.emit("MEAN", [ctx.emit("MUL", [centered, centered], like=x), axes_t], kept, x.dtype, keep_dims=True)
+def staged_mean(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]]) -> ir.Tensor:
+    """MEAN over the union of `stages`, one MEAN (keep_dims) per stage. Every stage averages groups of equal
+    size, so the mean of means is the mean; each stage can be a contiguous reduction after the layout pass."""
+    for axes in stages:
+        kept = [1 if i in axes else d for i, d in enumerate(x.shape)]
+        x = ctx.emit("MEAN", [x, ctx.const(np.array(axes, np.int32), name="norm_axes")], kept, x.dtype,
+                     keep_dims=True)
+    return x
+
+
+def normalize(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: float) -> ir.Tensor:
+    """(x - mean) * rsqrt(var + eps) over the axes of `stages` (biased variance), computed as
+    x * rstd + (-mean * rstd): two passes over x (SQUARED_DIFFERENCE for the variance, then MUL and ADD) and
+    the rest on the reduced statistics. TFLite has no normalisation builtin."""
+    mean = staged_mean(ctx, x, stages)
+    var = staged_mean(ctx, ctx.emit("SQUARED_DIFFERENCE", [x, mean], like=x), stages)
     rstd = ctx.emit("RSQRT", [ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var)], like=var)
-    return ctx.emit("MUL", [centered, rstd], like=x)
+    shift = ctx.emit("NEG", [ctx.emit("MUL", [mean, rstd], like=mean)], like=mean)
+    return ctx.emit("ADD", [ctx.emit("MUL", [x, rstd], like=x), shift], like=x)
 
 
 def affine(ctx: LoweringContext, y: ir.Tensor, weight, bias, shape) -> ir.Tensor:
@@ -135,10 +144,10 @@ def affine(ctx: LoweringContext, y: ir.Tensor, weight, bias, shape) -> ir.Tensor
 
 @lowers(aten.layer_norm.default)
 def lower_layer_norm(ctx, node, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
-    """Normalisation over the trailing `normalized_shape` dims (MEAN, SUB, MUL, RSQRT), then MUL / ADD by the
-    elementwise affine weights."""
+    """Normalisation over the trailing `normalized_shape` dims (MEAN, SQUARED_DIFFERENCE, RSQRT, MUL, ADD), then
+    MUL / ADD by the elementwise affine weights (folded into a following FULLY_CONNECTED by fold_affine)."""
     k = len(normalized_shape)
-    y = normalize(ctx, x, list(range(x.rank - k, x.rank)), eps)
+    y = normalize(ctx, x, [list(range(x.rank - k, x.rank))], eps)
     return affine(ctx, y, weight, bias, list(normalized_shape))
 
 
@@ -150,11 +159,13 @@ def lower_native_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps):
 
 @lowers(aten.group_norm.default)
 def lower_group_norm(ctx, node, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
-    """RESHAPE to [N, groups, C / groups, *spatial], normalise over all axes after the group axis, RESHAPE
-    back, per-channel MUL / ADD. Keeping the spatial axes apart lets the layout pass run it channels-last."""
+    """RESHAPE to [N, groups, C / groups, *spatial], normalise over the spatial axes and then the channels of
+    each group (two MEAN stages), RESHAPE back, per-channel MUL / ADD. Keeping the spatial axes apart lets the
+    layout pass run it channels-last, with each MEAN over adjacent axes."""
     n, c = x.shape[0], x.shape[1]
     grouped = ctx.reshape(x, [n, num_groups, c // num_groups, *x.shape[2:]])
-    y = ctx.reshape(normalize(ctx, grouped, list(range(2, grouped.rank)), eps), x.shape)
+    stages = [list(range(3, grouped.rank)), [2]] if grouped.rank > 3 else [[2]]
+    y = ctx.reshape(normalize(ctx, grouped, stages, eps), x.shape)
     return affine(ctx, y, weight, bias, [c] + [1] * (x.rank - 2))
 
 
@@ -171,7 +182,7 @@ def lower_instance_norm(ctx, node, x, weight, bias, running_mean, running_var, u
     (use_input_stats False) it is a per-channel affine like eval batch norm."""
     channel_shape = [x.shape[1]] + [1] * (x.rank - 2)
     if use_input_stats:
-        y = normalize(ctx, x, list(range(2, x.rank)), eps)
+        y = normalize(ctx, x, [list(range(2, x.rank))], eps)
         return affine(ctx, y, weight, bias, channel_shape)
     if not (running_mean.is_constant and running_var.is_constant):
         raise ctx.fail("instance norm running statistics must be constants")

@@ -141,18 +141,12 @@ def lower_constant_pad(ctx, node, x, pad, value=0):
 
 @lowers(aten.select.int)
 def lower_select(ctx, node, x, dim, index):
-    """STRIDED_SLICE with the selected axis shrunk away."""
+    """SLICE of width 1, then RESHAPE dropping the axis (XNNPACK takes SLICE; it rejects STRIDED_SLICE with a
+    shrink mask, which would split the delegated graph)."""
     shape, _ = out_meta(node)
     axis = normalize_dim(dim, x.rank)
     index = index + x.shape[axis] if index < 0 else index
-    begins, ends, strides = [0] * x.rank, list(x.shape), [1] * x.rank
-    begins[axis], ends[axis] = index, index + 1
-    return ctx.emit(
-        "STRIDED_SLICE",
-        [x, ctx.const(np.array(begins, np.int32), name="begin"), ctx.const(np.array(ends, np.int32), name="end"),
-         ctx.const(np.array(strides, np.int32), name="strides")],
-        shape, x.dtype, begin_mask=0, end_mask=0, shrink_axis_mask=1 << axis, ellipsis_mask=0, new_axis_mask=0,
-        offset=False)
+    return ctx.reshape(_slice_axis(ctx, x, axis, index, 1), shape)
 
 
 @lowers(aten.expand.default, aten.expand_copy.default)

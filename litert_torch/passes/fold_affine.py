@@ -2,9 +2,12 @@
 
 Guarantee afterwards: no MUL or ADD/SUB by a constant that varies only along the output channel directly
 follows a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED whose output it alone reads; its effect is in the
-layer's filter and bias instead. Shared weights are never edited in place: folded layers get new constants.
+layer's filter and bias instead. Likewise no such MUL/ADD/SUB (varying along the feature axis) feeds a single
+FULLY_CONNECTED as its only reader — the layer-norm affine before a dense layer, say. Shared weights are never
+edited in place: folded layers get new constants.
 
     CONV_2D(x, W, b) -> MUL(s) -> ADD(t, RELU6)        CONV_2D(x, W * s, b * s + t, RELU6)
+    MUL(x, g) -> ADD(beta) -> FULLY_CONNECTED(W, b)    FULLY_CONNECTED(x, W * g, b + W @ beta)
 """
 
 from __future__ import annotations
@@ -30,8 +33,50 @@ def _channel_vector(const: ir.Tensor, out: ir.Tensor) -> np.ndarray | None:
     return vec if vec.size == channels else None
 
 
+def _fold_into_next_dense(graph: ir.Graph) -> bool:
+    """One MUL/ADD/SUB by a per-feature constant folded into the FULLY_CONNECTED that alone reads it."""
+    consumers = graph.consumers()
+    for op in graph.ops:
+        if op.opcode not in ("MUL", "ADD", "SUB") or op.options.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        x, const = op.inputs
+        if op.opcode != "SUB" and x is not None and x.is_constant:
+            x, const = const, x
+        if x is None or const is None or x.is_constant or not const.is_constant or x.dtype.kind != "f":
+            continue
+        out = op.outputs[0]
+        readers = consumers.get(out, [])
+        if out in graph.outputs or len(readers) != 1 or out.shape != x.shape:
+            continue
+        dense = readers[0]
+        if dense.opcode != "FULLY_CONNECTED" or dense.inputs[0] is not out or not dense.inputs[1].is_constant:
+            continue
+        bias = dense.inputs[2] if len(dense.inputs) > 2 else None
+        if bias is not None and not bias.is_constant:
+            continue
+        vec = _channel_vector(const, out)
+        weights = dense.inputs[1]
+        if vec is None or weights.shape[1] != out.shape[-1]:
+            continue
+        w = weights.data.astype(np.float64)
+        b = bias.data.astype(np.float64) if bias is not None else np.zeros(w.shape[0])
+        if op.opcode == "MUL":
+            w = w * vec[None, :]
+        else:
+            b = b + w @ (vec if op.opcode == "ADD" else -vec)
+        new_w = ir.Tensor(weights.name + "/folded", w.shape, weights.dtype, w.astype(weights.dtype))
+        new_b = ir.Tensor((bias.name if bias is not None else out.name + "/bias") + "/folded", b.shape,
+                          dense.outputs[0].dtype, b.astype(dense.outputs[0].dtype))
+        dense.inputs = [x, new_w, new_b, *dense.inputs[3:]]
+        graph.ops.remove(op)
+        return True
+    return False
+
+
 def run(graph: ir.Graph) -> bool:
     changed = False
+    while _fold_into_next_dense(graph):
+        changed = True
     while True:
         consumers = graph.consumers()
         producers = graph.producers()

@@ -21,7 +21,7 @@ import torch.utils._pytree as pytree
 
 from litert_torch.errors import ModelInputError
 from litert_torch.flatbuffer.reader import read_metadata
-from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, read_json
+from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, decode_source_map, read_json
 
 DEFAULT_SIGNATURE = "serving_default"
 
@@ -85,8 +85,8 @@ class EdgeModel:
     @property
     def source_map(self) -> list[dict[str, Any] | None]:
         """Per op of the main subgraph: the PyTorch node, ATen target, source line and module it came from."""
-        data = read_json(self._metadata, SOURCE_MAP_KEY)
-        return data["subgraphs"][0]["ops"] if data else []
+        graphs = decode_source_map(read_json(self._metadata, SOURCE_MAP_KEY))
+        return graphs[0] if graphs else []
 
     # ---- the runtime ------------------------------------------------------------------------------------
     @property

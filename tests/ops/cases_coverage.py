@@ -90,7 +90,7 @@ COVERAGE_CASES: list[OpCase] = [
            lambda: (torch.randn(3, 5), torch.randint(0, 5, (3, 4)))),
     OpCase("gather_dim0", fn(lambda x, i: torch.gather(x, 0, i)),
            lambda: (torch.randn(4, 3), torch.randint(0, 4, (2, 3)))),
-    OpCase("select", fn(lambda x: x[:, -1]), r(2, 5, 3), {"STRIDED_SLICE": 1}),
+    OpCase("select", fn(lambda x: x[:, -1]), r(2, 5, 3), {"SLICE": 1, "STRIDED_SLICE": 0}),
     OpCase("bool_mask_index_unsupported", fn(lambda x: x[x > 0]), r(6), raises=ConversionError,
            reason="boolean-mask indexing has a data-dependent output shape"),
     # ---- comparisons, logic, where --------------------------------------------------------------------------
