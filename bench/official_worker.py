@@ -32,6 +32,7 @@ def main():
     zoo = load_zoo(jobs["zoo"])
     cases = {c.name: c for c in zoo.MODELS}
     results = {}
+    litert_torch.convert(zoo.MLP().eval(), (torch.randn(1, 32),))  # warm-up, as on our side
     for job in jobs["models"]:
         name = job["name"]
         try:

@@ -47,21 +47,41 @@ def _as_str(value: Any) -> str:
 
 
 def read_model(data: bytes) -> ir.Model:
-    """Parse `data` into an IR model. Raises ModelFileError on anything that is not a readable model."""
+    """Parse `data` into an IR model. Raises ModelFileError on anything that is not a readable, consistent
+    model: every index (buffer, tensor, opcode, subgraph) in range and every constant buffer the size its
+    tensor needs, so that a file that passes can be handed to the LiteRT runtime."""
     data = bytes(data)
     _check_header(data)
     try:
         m = schema.ModelT.InitFromPackedBuf(data, 0)
+        model = _build(m, data)
+    except ModelFileError:
+        raise
     except Exception as exc:  # the generated parser raises whatever the corrupt offsets lead to
         raise ModelFileError(f"corrupt TFLite model: {type(exc).__name__}: {exc}") from None
+    _attach_sources(model)
+    return model
+
+
+def _index(value: int, size: int, what: str, optional: bool = False) -> int:
+    if (optional and value == -1) or 0 <= value < size:
+        return value
+    raise ModelFileError(f"corrupt TFLite model: {what} {value} out of range (0..{size - 1})")
+
+
+def _build(m: Any, data: bytes) -> ir.Model:
+    buffers = m.buffers or []
 
     def buffer_bytes(index: int) -> bytes | None:
-        if index <= 0 or m.buffers is None or index >= len(m.buffers):
+        _index(index, max(len(buffers), 1), "buffer index")
+        if index == 0:
             return None
-        buf = m.buffers[index]
+        buf = buffers[index]
         if buf.data is not None and len(buf.data):
             return np.asarray(buf.data, dtype=np.uint8).tobytes()
         if buf.offset > 1 and buf.size:
+            if buf.offset + buf.size > len(data):
+                raise ModelFileError(f"corrupt TFLite model: buffer {index} lies past the end of the file")
             return data[buf.offset: buf.offset + buf.size]
         return None
 
@@ -79,12 +99,16 @@ def read_model(data: bytes) -> ir.Model:
         for i, t in enumerate(sg.tensors or []):
             dtype = tables.numpy_dtype(t.type)
             shape = [int(d) for d in (t.shape if t.shape is not None else [])]
+            if any(d < -1 for d in shape):
+                raise ModelFileError(f"corrupt TFLite model: tensor {i} has shape {shape}")
             raw = buffer_bytes(t.buffer)
             value = None
-            if raw is not None and dtype is not None:
+            if raw is not None and dtype is not None and t.type != schema.TensorType.STRING:
                 count = int(np.prod(shape, dtype=np.int64))
-                if count * dtype.itemsize == len(raw):
-                    value = np.frombuffer(raw, dtype=dtype).reshape(shape)
+                if any(d < 0 for d in shape) or count * dtype.itemsize != len(raw):
+                    raise ModelFileError(f"corrupt TFLite model: tensor {i} {_as_str(t.name)!r} of shape {shape} "
+                                         f"has a {len(raw)}-byte buffer")
+                value = np.frombuffer(raw, dtype=dtype).reshape(shape)
             quant = None
             q = t.quantization
             if q is not None and q.scale is not None and len(q.scale):
@@ -92,27 +116,31 @@ def read_model(data: bytes) -> ir.Model:
                                         tuple(int(z) for z in (q.zeroPoint if q.zeroPoint is not None else [])),
                                         int(q.quantizedDimension))
             signature = list(t.shapeSignature) if t.shapeSignature is not None else None
-            tensors.append(ir.Tensor(_as_str(t.name) or f"t{i}", shape, dtype if dtype is not None else np.uint8,
-                                     value, shape_signature=signature, quantization=quant,
-                                     is_variable=bool(t.isVariable)))
+            tensors.append(ir.Tensor(_as_str(t.name) or f"t{i}", [max(d, 0) for d in shape],
+                                     dtype if dtype is not None else np.uint8, value, shape_signature=signature,
+                                     quantization=quant, is_variable=bool(t.isVariable)))
+        count = len(tensors)
         ops = []
         for o in sg.operators or []:
-            ins = [tensors[i] if i >= 0 else None for i in (o.inputs if o.inputs is not None else [])]
-            outs = [tensors[i] for i in (o.outputs if o.outputs is not None else [])]
-            ops.append(ir.Op(opcodes[o.opcodeIndex], ins, outs, _options_dict(o.builtinOptions)))
+            ins = [tensors[_index(i, count, "tensor index", optional=True)] if i >= 0 else None
+                   for i in (o.inputs if o.inputs is not None else [])]
+            outs = [tensors[_index(i, count, "tensor index")] for i in (o.outputs if o.outputs is not None else [])]
+            opcode = opcodes[_index(o.opcodeIndex, len(opcodes), "opcode index")]
+            ops.append(ir.Op(opcode, ins, outs, _options_dict(o.builtinOptions)))
         graph = ir.Graph(_as_str(sg.name) or "main",
-                         [tensors[i] for i in (sg.inputs if sg.inputs is not None else [])],
-                         [tensors[i] for i in (sg.outputs if sg.outputs is not None else [])], ops)
+                         [tensors[_index(i, count, "input tensor")] for i in (sg.inputs if sg.inputs is not None else [])],
+                         [tensors[_index(i, count, "output tensor")]
+                          for i in (sg.outputs if sg.outputs is not None else [])], ops)
         subgraphs.append(graph)
 
     signatures = []
     for sd in m.signatureDefs or []:
-        graph = subgraphs[sd.subgraphIndex]
-        sg = m.subgraphs[sd.subgraphIndex]
+        index = _index(sd.subgraphIndex, len(subgraphs), "signature subgraph")
+        graph, sg = subgraphs[index], m.subgraphs[index]
         by_index_in = {t.tensorIndex: _as_str(t.name) for t in sd.inputs or []}
         by_index_out = {t.tensorIndex: _as_str(t.name) for t in sd.outputs or []}
         signatures.append(ir.Signature(
-            _as_str(sd.signatureKey), sd.subgraphIndex,
+            _as_str(sd.signatureKey), index,
             [by_index_in.get(i, graph.inputs[k].name) for k, i in enumerate(sg.inputs if sg.inputs is not None else [])],
             [by_index_out.get(i, graph.outputs[k].name)
              for k, i in enumerate(sg.outputs if sg.outputs is not None else [])],
@@ -123,9 +151,7 @@ def read_model(data: bytes) -> ir.Model:
         raw = buffer_bytes(md.buffer)
         if raw is not None:
             metadata[_as_str(md.name)] = raw
-    model = ir.Model(subgraphs, signatures, metadata, _as_str(m.description))
-    _attach_sources(model)
-    return model
+    return ir.Model(subgraphs, signatures, metadata, _as_str(m.description))
 
 
 def _attach_sources(model: ir.Model) -> None:

@@ -70,7 +70,9 @@ def conv2d_nhwc(
     out_shape = [n, out_h, out_w, c_out]
     common = dict(padding=mode, stride_h=stride[0], stride_w=stride[1], dilation_h_factor=dilation[0],
                   dilation_w_factor=dilation[1], fused_activation_function="NONE")
-    if groups > 1 and groups == c_in and c_out % c_in == 0:
+    # A convolution of a single input channel is a depthwise one with a channel multiplier, which XNNPACK runs
+    # several times faster than CONV_2D with one input channel.
+    if groups == c_in and c_out % c_in == 0 and (groups > 1 or c_in == 1):
         # Depthwise filters are [1, kh, kw, c_out], channel c_out = c_in * multiplier + m.
         filt = ctx.reshape(ctx.transpose(weight, (1, 2, 3, 0)), [1, kh, kw, c_out])
         y = ctx.emit("DEPTHWISE_CONV_2D", [xh, filt, bias], out_shape, x.dtype, depth_multiplier=c_out // c_in,

@@ -157,16 +157,44 @@ def lower_native_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps):
     return lower_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps), None, None
 
 
+def channel_norm(ctx: LoweringContext, x: ir.Tensor, groups: int, weight, bias, eps: float) -> ir.Tensor:
+    """Group normalisation of an [N, C, *spatial] tensor as x * a + b with per-sample, per-channel a and b.
+
+    The statistics are reduced in stages (spatial axes, then the channels of each group) and expanded back to
+    one value per channel on small [N, C, 1...] tensors; the affine weights fold into a and b. The full-size
+    tensor then sees only SQUARED_DIFFERENCE, MUL and ADD against per-channel operands, which after the layout
+    pass broadcast along the innermost (channel) axis — the fast case for XNNPACK."""
+    n, c = x.shape[0], x.shape[1]
+    unit = [1] * (x.rank - 2)
+    spatial = list(range(2, x.rank))
+
+    def per_group(per_channel: ir.Tensor) -> ir.Tensor:
+        """[N, C, 1...] -> the mean over each group's channels, expanded back to [N, C, 1...]."""
+        if groups == c:
+            return per_channel
+        grouped = ctx.reshape(per_channel, [n, groups, c // groups])
+        mean = ctx.emit("MEAN", [grouped, ctx.const(np.array([2], np.int32), name="group_axis")], [n, groups, 1],
+                        x.dtype, keep_dims=True)
+        wide = ctx.emit("BROADCAST_TO", [mean, ctx.const(np.array([n, groups, c // groups], np.int32),
+                                                          name="group_shape")], [n, groups, c // groups], x.dtype)
+        return ctx.reshape(wide, [n, c, *unit])
+
+    mean = per_group(staged_mean(ctx, x, [spatial]))
+    var = per_group(staged_mean(ctx, ctx.emit("SQUARED_DIFFERENCE", [x, mean], like=x), [spatial]))
+    scale = ctx.emit("RSQRT", [ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var)], like=var)
+    if weight is not None:
+        scale = ctx.emit("MUL", [scale, ctx.reshape(weight, [c, *unit])], like=scale)
+    shift = ctx.emit("NEG", [ctx.emit("MUL", [mean, scale], like=mean)], like=mean)
+    if bias is not None:
+        shift = ctx.emit("ADD", [shift, ctx.reshape(bias, [c, *unit])], like=shift)
+    return ctx.emit("ADD", [ctx.emit("MUL", [x, scale], like=x), shift], like=x)
+
+
 @lowers(aten.group_norm.default)
 def lower_group_norm(ctx, node, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
-    """RESHAPE to [N, groups, C / groups, *spatial], normalise over the spatial axes and then the channels of
-    each group (two MEAN stages), RESHAPE back, per-channel MUL / ADD. Keeping the spatial axes apart lets the
-    layout pass run it channels-last, with each MEAN over adjacent axes."""
-    n, c = x.shape[0], x.shape[1]
-    grouped = ctx.reshape(x, [n, num_groups, c // num_groups, *x.shape[2:]])
-    stages = [list(range(3, grouped.rank)), [2]] if grouped.rank > 3 else [[2]]
-    y = ctx.reshape(normalize(ctx, grouped, stages, eps), x.shape)
-    return affine(ctx, y, weight, bias, [c] + [1] * (x.rank - 2))
+    """x * a + b with per-channel a, b from statistics reduced over the spatial axes and then each group's
+    channels (MEAN, SQUARED_DIFFERENCE, RSQRT, BROADCAST_TO on the small statistics tensors, MUL, ADD)."""
+    return channel_norm(ctx, x, num_groups, weight, bias, eps)
 
 
 @lowers(aten.native_group_norm.default)
@@ -182,8 +210,7 @@ def lower_instance_norm(ctx, node, x, weight, bias, running_mean, running_var, u
     (use_input_stats False) it is a per-channel affine like eval batch norm."""
     channel_shape = [x.shape[1]] + [1] * (x.rank - 2)
     if use_input_stats:
-        y = normalize(ctx, x, [list(range(2, x.rank))], eps)
-        return affine(ctx, y, weight, bias, channel_shape)
+        return channel_norm(ctx, x, x.shape[1], weight, bias, eps)
     if not (running_mean.is_constant and running_var.is_constant):
         raise ctx.fail("instance norm running statistics must be constants")
     inv_std = 1.0 / np.sqrt(running_var.data.astype(np.float64) + eps)

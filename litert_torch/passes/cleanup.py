@@ -1,7 +1,8 @@
 """Cleanup pass: no-op removal, reshape-chain collapsing and dead-op removal.
 
 Guarantees afterwards: no RESHAPE to its input's own shape, no TRANSPOSE by the identity permutation, no CAST to
-the same type, no RESHAPE reading another RESHAPE, and no op whose outputs nobody reads.
+the same type, no RESHAPE reading another RESHAPE, no reduction keeping unit dims that a RESHAPE then drops,
+and no op whose outputs nobody reads.
 
     x -> RESHAPE[1,64] -> RESHAPE[64] -> y        x -> RESHAPE[64] -> y
 """
@@ -51,6 +52,35 @@ def collapse_reshapes(graph: ir.Graph) -> bool:
     return changed
 
 
+REDUCERS = {"MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY", "REDUCE_ALL"}
+
+
+def drop_kept_dims(graph: ir.Graph) -> bool:
+    """A reduction with keep_dims whose only reader reshapes the kept unit dims away becomes a reduction
+    without keep_dims (one op instead of two)."""
+    consumers = graph.consumers()
+    producers = graph.producers()
+    changed = False
+    for op in list(graph.ops):
+        if op.opcode != "RESHAPE":
+            continue
+        reducer = producers.get(op.inputs[0])
+        if reducer is None or reducer.opcode not in REDUCERS or not reducer.options.get("keep_dims"):
+            continue
+        kept = reducer.outputs[0]
+        if len(consumers.get(kept, [])) != 1 or kept in graph.outputs or not reducer.inputs[1].is_constant:
+            continue
+        rank = kept.rank
+        axes = {int(a) + rank if a < 0 else int(a) for a in reducer.inputs[1].data.reshape(-1)}
+        if tuple(d for i, d in enumerate(kept.shape) if i not in axes) != op.outputs[0].shape:
+            continue
+        reducer.options["keep_dims"] = False
+        reducer.outputs = [op.outputs[0]]
+        graph.ops.remove(op)
+        changed = True
+    return changed
+
+
 def remove_dead_ops(graph: ir.Graph) -> bool:
     live = set(graph.outputs)
     kept: list[ir.Op] = []
@@ -66,5 +96,6 @@ def remove_dead_ops(graph: ir.Graph) -> bool:
 def run(graph: ir.Graph) -> bool:
     changed = remove_noops(graph)
     changed |= collapse_reshapes(graph)
+    changed |= drop_kept_dims(graph)
     changed |= remove_dead_ops(graph)
     return changed

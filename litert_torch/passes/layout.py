@@ -99,6 +99,8 @@ class LayoutPass:
             return self._sink_slice(op)
         if op.opcode in ("PAD", "PADV2", "MIRROR_PAD"):
             return self._sink_pad(op)
+        if op.opcode in ("BROADCAST_TO", "TILE"):
+            return self._sink_broadcast(op)
         return None
 
     def _fold_transpose(self, op: ir.Op) -> list[ir.Op] | None:
@@ -256,10 +258,11 @@ class LayoutPass:
         return [moved, transpose_op(inner_out, q, out, op.source)]
 
     def _sink_pad(self, op: ir.Op) -> list[ir.Op] | None:
-        """PAD(T_p(x), paddings) -> T_p(PAD(x, paddings with rows permuted))."""
+        """PAD(T_p(x), paddings) -> T_p(PAD(x, paddings with rows permuted)). A transpose of a graph input stays
+        above the pad: nothing above it could cancel it, and it would move more data below."""
         x, paddings, out = op.inputs[0], op.inputs[1], op.outputs[0]
         perm = self._input_perm(x)
-        if perm is None or not paddings.is_constant:
+        if perm is None or not paddings.is_constant or self.producers[x].inputs[0] in self.graph.inputs:
             return None
         inv = inverse(perm)
         rows = paddings.data.reshape(-1, 2)
@@ -269,6 +272,20 @@ class LayoutPass:
         pad = ir.Op(op.opcode, [self.producers[x].inputs[0], new_paddings, *op.inputs[2:]], [inner_out],
                     dict(op.options), op.source)
         return [pad, transpose_op(inner_out, perm, out, op.source)]
+
+    def _sink_broadcast(self, op: ir.Op) -> list[ir.Op] | None:
+        """BROADCAST_TO / TILE(T_p(x), shape) -> T_p(BROADCAST_TO / TILE(x, shape permuted))."""
+        x, shape_t, out = op.inputs[0], op.inputs[1], op.outputs[0]
+        perm = self._input_perm(x)
+        if perm is None or not shape_t.is_constant or x.rank != out.rank:
+            return None
+        inv = inverse(perm)
+        values = shape_t.data.reshape(-1)
+        moved = np.array([values[i] for i in inv], shape_t.dtype)
+        new_shape = ir.Tensor(f"{shape_t.name}/moved", moved.shape, moved.dtype, moved)
+        inner_out = ir.Tensor(f"{out.name}/pre", [out.shape[i] for i in inv], out.dtype, quantization=out.quantization)
+        moved_op = ir.Op(op.opcode, [self.producers[x].inputs[0], new_shape], [inner_out], dict(op.options), op.source)
+        return [moved_op, transpose_op(inner_out, perm, out, op.source)]
 
     def _sink_split(self, op: ir.Op) -> list[ir.Op] | None:
         """SPLIT(T_p(x), axis) -> T_p(SPLIT(x, p[axis])) for each output."""

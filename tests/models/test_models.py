@@ -28,6 +28,24 @@ def test_model_converts_and_matches(case):
     if case.max_transposes is not None:
         assert counts.get("TRANSPOSE", 0) <= case.max_transposes, counts
     assert not unfolded_affine_ops(edge), "batch norm left unfolded after a conv or dense layer"
+    assert not unfused_activations(edge), "an activation was left unfused after an op that could carry it"
+
+
+def unfused_activations(edge):
+    """RELU / RELU6 / RELU_N1_TO_1 ops whose input comes from a fusable op that nothing else reads."""
+    graph = read_model(edge.flatbuffer).subgraphs[0]
+    producers, consumers = graph.producers(), graph.consumers()
+    fusable = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL", "DIV", "AVERAGE_POOL_2D",
+               "MAX_POOL_2D", "CONCATENATION"}
+    found = []
+    for op in graph.ops:
+        if op.opcode in ("RELU", "RELU6", "RELU_N1_TO_1"):
+            prev = producers.get(op.inputs[0])
+            if (prev is not None and prev.opcode in fusable and len(consumers[op.inputs[0]]) == 1
+                    and op.inputs[0] not in graph.outputs
+                    and prev.options.get("fused_activation_function", "NONE") == "NONE"):
+                found.append(op)
+    return found
 
 
 def unfolded_affine_ops(edge):
