@@ -17,6 +17,7 @@ from litert_torch.errors import (
     UnsupportedOpsError,
 )
 from litert_torch.runtime import EdgeModel
+from litert_torch.runtime.validate import ValidationReport, validate
 
 __all__ = [
     "ConversionError",
@@ -27,6 +28,8 @@ __all__ = [
     "ModelFileError",
     "ModelInputError",
     "UnsupportedOpsError",
+    "ValidationReport",
     "convert",
+    "validate",
 ]
 __version__ = "0.1.0"

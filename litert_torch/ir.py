@@ -94,6 +94,9 @@ class Op:
     outputs: list[Tensor]
     options: dict[str, Any] = field(default_factory=dict)
     source: SourceRef | None = None
+    # The fx node whose value the first output equals, when that is not `source.node`: a conv with a folded
+    # batch norm or a fused activation computes the value of the batch-norm or activation node.
+    value_node: str | None = None
 
     def __repr__(self) -> str:
         ins = ", ".join(t.name if t is not None else "-" for t in self.inputs)

@@ -3,9 +3,11 @@ read them.
 
 `litert_torch.source_map` (JSON, strings interned so that repeated file names and targets cost little):
     {"version": 1, "strings": ["conv2d", "aten.convolution.default", "model.py:12 in forward", "conv1 (Conv2d)"],
-     "subgraphs": [{"ops": [[0, 1, 2, 3], ...]}]}
-  one entry per op, in op order: indices into `strings` of the fx node, ATen target, source location and module
-  (-1 where unknown), or null for ops with no PyTorch origin. `decode_source_map` turns it into dicts.
+     "subgraphs": [{"ops": [[0, 1, 2, 3, -1], ...]}]}
+  one entry per op, in op order: indices into `strings` of the fx node, ATen target, source location, module
+  and the node whose value the op's first output holds when that is another node (a conv with a folded batch
+  norm or fused activation), -1 where unknown or the same; null for ops with no PyTorch origin.
+  `decode_source_map` turns it into dicts.
 
 `litert_torch.io` (JSON):
     {"version": 1, "signatures": {"serving_default": {
@@ -52,7 +54,8 @@ def source_map_json(model: ir.Model) -> bytes:
         ops = []
         for op in graph.ops:
             s = op.source
-            ops.append(None if s is None else [intern(s.node), intern(s.target), intern(s.location), intern(s.module)])
+            ops.append(None if s is None else [intern(s.node), intern(s.target), intern(s.location), intern(s.module),
+                                               intern(op.value_node if op.value_node != s.node else None)])
         subgraphs.append({"ops": ops})
     return _dumps({"version": FORMAT_VERSION, "strings": strings, "subgraphs": subgraphs})
 
@@ -65,8 +68,13 @@ def decode_source_map(data: Any) -> list[list[dict[str, Any] | None]]:
         def text(i: int) -> str | None:
             return strings[i] if isinstance(i, int) and 0 <= i < len(strings) else None
 
-        return [[None if entry is None else dict(zip(("node", "target", "location", "module"), map(text, entry)))
-                 for entry in graph["ops"]] for graph in data["subgraphs"]]
+        def entry_dict(entry):
+            values = dict(zip(("node", "target", "location", "module", "value_node"), map(text, entry)))
+            values["value_node"] = values.get("value_node") or values["node"]
+            return values
+
+        return [[None if entry is None else entry_dict(entry) for entry in graph["ops"]]
+                for graph in data["subgraphs"]]
     except (KeyError, TypeError, ValueError):
         return []
 

@@ -139,23 +139,24 @@ def convert(source, output, input_specs, channel_last_io, validate_, as_json, fo
                       f"{seconds:.2f}s")
     failed = False
     if validate_:
-        from litert_convert.check import check_numerics, render_results
-
-        results = check_numerics(src.model, edge, args, kwargs)
-        summary["validation"] = [_result_json(r) for r in results]
-        failed = not all(r.passed for r in results)
+        report = _validate(src.model, edge, args, kwargs)
+        summary["validation"] = report.to_json()
+        failed = not report.passed
         if not as_json:
-            click.echo(render_results(results))
+            click.echo(report.render())
     if as_json:
         click.echo(json.dumps(summary, indent=1, sort_keys=True))
     if failed:
         raise Failure("the converted model departs from PyTorch beyond the tolerance (see the table above)")
 
 
-def _result_json(result) -> dict[str, Any]:
-    return {"input": result.input_index, "output": result.name, "shape": list(result.shape),
-            "max_abs_error": result.max_abs_error, "relative_error": result.relative_error,
-            "cosine": result.cosine, "tolerance": result.tolerance, "passed": result.passed}
+def _validate(model, edge, args, kwargs):
+    import torch
+
+    import litert_torch
+
+    module = model.module() if isinstance(model, torch.export.ExportedProgram) else model
+    return litert_torch.validate(module, tuple(args), edge, sample_kwargs=kwargs)
 
 
 class _NoStatus:
@@ -209,7 +210,7 @@ def _read_file(path: str) -> bytes:
 @common_options
 @handled
 def validate(model, source, input_specs, as_json, quiet, debug):
-    from litert_convert.check import check_numerics, inputs_for_model, open_edge_model, render_results
+    from litert_convert.check import inputs_for_model, open_edge_model
     from litert_convert.sources import inputs_from_specs, load_source
 
     edge = open_edge_model(_read_file(model), model)
@@ -220,9 +221,9 @@ def validate(model, source, input_specs, as_json, quiet, debug):
         args, kwargs = src.args, src.kwargs
     else:
         args, kwargs = inputs_for_model(edge), {}
-    results = check_numerics(src.model, edge, args, kwargs)
-    click.echo(json.dumps([_result_json(r) for r in results], indent=1) if as_json else render_results(results))
-    if not all(r.passed for r in results):
+    report = _validate(src.model, edge, args, kwargs)
+    click.echo(json.dumps(report.to_json(), indent=1) if as_json else report.render())
+    if not report.passed:
         raise Failure(f"{model} departs from {source} beyond the tolerance")
 
 

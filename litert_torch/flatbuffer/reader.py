@@ -167,6 +167,8 @@ def _attach_sources(model: ir.Model) -> None:
         for op, entry in zip(graph.ops, entries):
             if entry is not None and entry["node"] is not None and entry["target"] is not None:
                 op.source = ir.SourceRef(entry["node"], entry["target"], entry["location"], entry["module"])
+                if entry["value_node"] != entry["node"]:
+                    op.value_node = entry["value_node"]
 
 
 def read_metadata(data: bytes) -> dict[str, bytes]:

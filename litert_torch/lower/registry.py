@@ -110,8 +110,9 @@ class LoweringContext:
             arr = narrow_int64(arr, self.node.name if self.node is not None else "constant")
         return ir.Tensor(self._name(name or "const"), arr.shape, arr.dtype, arr)
 
-    def tensor(self, shape: Sequence[int], dtype: Any, name: str | None = None) -> ir.Tensor:
-        return ir.Tensor(self._name(name), shape, dtype)
+    def tensor(self, shape: Sequence[int], dtype: Any, name: str | None = None, *, variable: bool = False) -> ir.Tensor:
+        """A new activation tensor named after the node (`variable`: state the runtime keeps between calls)."""
+        return ir.Tensor(self._name(name), shape, dtype, is_variable=variable)
 
     # ---- ops ----------------------------------------------------------------------------------------------
     def emit(

@@ -28,8 +28,8 @@ def _lstm_layer(ctx: LoweringContext, x: ir.Tensor, w_ih, w_hh, b_ih, b_hh, hidd
     else:
         bias = np.zeros(4 * hidden)
     biases = [ctx.const(bias[g].astype(x.dtype), name="bias") for g in gates]
-    state_h = ir.Tensor(ctx._name("h_state"), [batch, hidden], x.dtype, is_variable=True)
-    state_c = ir.Tensor(ctx._name("c_state"), [batch, hidden], x.dtype, is_variable=True)
+    state_h = ctx.tensor([batch, hidden], x.dtype, "h_state", variable=True)
+    state_c = ctx.tensor([batch, hidden], x.dtype, "c_state", variable=True)
     steps = x.shape[0] if time_major else x.shape[1]
     out_shape = [steps, batch, hidden] if time_major else [batch, steps, hidden]
     inputs = [x, *w_in, *w_rec, None, None, None, *biases, None, None, state_h, state_c, None, None, None, None]

@@ -19,6 +19,11 @@ from litert_torch import ir
 LAYERS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0}  # opcode -> output-channel axis of filter
 
 
+def value_node(op: ir.Op) -> str | None:
+    """The fx node whose value `op`'s output holds."""
+    return op.value_node or (op.source.node if op.source else None)
+
+
 def _channel_vector(const: ir.Tensor, out: ir.Tensor) -> np.ndarray | None:
     """The constant as a vector over the output's last axis, if it broadcasts along that axis only."""
     if const.rank > out.rank:
@@ -120,8 +125,9 @@ def run(graph: ir.Graph) -> bool:
             layer.inputs = [layer.inputs[0], new_w, new_b, *layer.inputs[3:]]
             # The affine op's own fused activation applies after it, so the layer takes it over.
             layer.options["fused_activation_function"] = op.options.get("fused_activation_function", "NONE")
-            # The layer now writes the affine op's output tensor; the affine op disappears.
+            # The layer now writes the affine op's output tensor (and so computes its node's value).
             layer.outputs = [op.outputs[0]]
+            layer.value_node = value_node(op)
             graph.ops.remove(op)
             folded = changed = True
             break

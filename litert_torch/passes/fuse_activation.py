@@ -9,6 +9,7 @@ comes from an op that cannot carry a fused activation.
 from __future__ import annotations
 
 from litert_torch import ir
+from litert_torch.passes.fold_affine import value_node
 
 ACTIVATIONS = {"RELU": "RELU", "RELU6": "RELU6", "RELU_N1_TO_1": "RELU_N1_TO_1"}
 CAN_FUSE = {
@@ -32,6 +33,7 @@ def run(graph: ir.Graph) -> bool:
             continue
         prev.options["fused_activation_function"] = ACTIVATIONS[op.opcode]
         prev.outputs = [op.outputs[0]]
+        prev.value_node = value_node(op)
         producers[op.outputs[0]] = prev
         graph.ops.remove(op)
         changed = True

@@ -43,7 +43,18 @@ class SignatureInfo:
 class EdgeModel:
     """A .tflite model with the calling convention of the PyTorch module it was converted from."""
 
-    def __init__(self, flatbuffer: bytes, *, num_threads: int | None = None):
+    KERNELS = ("xnnpack", "builtin", "reference")
+
+    def __init__(self, flatbuffer: bytes, *, num_threads: int | None = None, kernels: str = "xnnpack",
+                 keep_intermediates: bool = False):
+        """`kernels`: "xnnpack" (the default CPU path: XNNPACK where it applies, builtin kernels elsewhere),
+        "builtin" (the optimised builtin kernels, no delegate) or "reference" (the plain reference kernels).
+        `keep_intermediates` keeps every tensor readable after a call (for per-layer comparisons; only tensors
+        outside a delegate exist, so combine it with "builtin" or "reference")."""
+        if kernels not in self.KERNELS:
+            raise ValueError(f"kernels must be one of {self.KERNELS}, got {kernels!r}")
+        self._kernels = kernels
+        self._keep_intermediates = keep_intermediates
         self._bytes = bytes(flatbuffer)
         self._metadata = read_metadata(self._bytes)
         self._io = (read_json(self._metadata, IO_KEY) or {}).get("signatures", {})
@@ -52,9 +63,18 @@ class EdgeModel:
         self._runners: dict[str, Any] = {}
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, num_threads: int | None = None) -> "EdgeModel":
+    def load(cls, path: str | os.PathLike, *, num_threads: int | None = None, kernels: str = "xnnpack") -> "EdgeModel":
         with open(path, "rb") as f:
-            return cls(f.read(), num_threads=num_threads)
+            return cls(f.read(), num_threads=num_threads, kernels=kernels)
+
+    def with_kernels(self, kernels: str, *, keep_intermediates: bool = False) -> "EdgeModel":
+        """The same model on other CPU kernels (see the constructor)."""
+        return EdgeModel(self._bytes, num_threads=self._num_threads, kernels=kernels,
+                         keep_intermediates=keep_intermediates)
+
+    def intermediate(self, tensor_index: int) -> np.ndarray:
+        """A tensor's value after the last call (models built with keep_intermediates=True)."""
+        return np.array(self._get_interpreter().get_tensor(tensor_index))
 
     # ---- the file ---------------------------------------------------------------------------------------
     @property
@@ -105,7 +125,13 @@ class EdgeModel:
         if self._interpreter is None:
             from ai_edge_litert.interpreter import Interpreter
 
-            self._interpreter = Interpreter(model_content=self._bytes, num_threads=self._num_threads)
+            from ai_edge_litert.interpreter import OpResolverType
+
+            resolver = {"xnnpack": OpResolverType.AUTO, "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+                        "reference": OpResolverType.BUILTIN_REF}[self._kernels]
+            self._interpreter = Interpreter(model_content=self._bytes, num_threads=self._num_threads,
+                                            experimental_op_resolver_type=resolver,
+                                            experimental_preserve_all_tensors=self._keep_intermediates)
             self._interpreter.allocate_tensors()
         return self._interpreter
 
@@ -213,6 +239,12 @@ class EdgeModel:
             raise ModelInputError(f"input {name!r} expects shape {list(want_shape)}, got {list(arr.shape)}")
         return np.ascontiguousarray(arr)
 
+    def validate(self, module: torch.nn.Module, sample_args: Any = (), **options: Any):
+        """litert_torch.validate(module, sample_args, self, **options): a ValidationReport."""
+        from litert_torch.runtime.validate import validate
+
+        return validate(module, sample_args, self, **options)
+
     def __repr__(self) -> str:
         return f"EdgeModel({len(self._bytes)} bytes, signatures={list(self._io) or '?'})"
 
@@ -227,5 +259,11 @@ def _describe(spec: pytree.TreeSpec) -> str:
 
 
 class _Leaf:
+    def validate(self, module: torch.nn.Module, sample_args: Any = (), **options: Any):
+        """litert_torch.validate(module, sample_args, self, **options): a ValidationReport."""
+        from litert_torch.runtime.validate import validate
+
+        return validate(module, sample_args, self, **options)
+
     def __repr__(self) -> str:
         return "T"

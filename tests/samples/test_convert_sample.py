@@ -16,7 +16,7 @@ def test_readme_first_command(tmp_path):
     proc = subprocess.run([SCRIPT, "convert", "samples/models/tiny_cnn.py:build", "-o", str(out), "--force",
                            "--validate"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "numerics: PASS" in proc.stdout
+    assert "validation: PASS" in proc.stdout
     assert litert_torch.EdgeModel.load(out).signatures["serving_default"].inputs[0].shape == (1, 3, 64, 64)
 
 

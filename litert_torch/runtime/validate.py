@@ -1,0 +1,353 @@
+"""Numerics validation: the edge model against eager PyTorch, per output and per backend, and on failure the
+first PyTorch node where the edge model departs.
+
+    report = litert_torch.validate(model, (x,), edge)      # or edge.validate(model, (x,))
+    print(report.render()); report.passed; report.to_json()
+
+Backends: "xnnpack" (LiteRT's default CPU path), "reference" (LiteRT's reference kernels: when only XNNPACK
+departs, the gap comes from an optimised kernel, not from the graph) and "cloud" (the model on the XLA path
+through torchax + JAX; reported as skipped, with the reason, where that stack is not installed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+
+from litert_torch.runtime.compare import ATOL, RTOL, compare_outputs
+from litert_torch.structure import plain
+
+SCHEMA_VERSION = 1
+BACKENDS = ("xnnpack", "reference", "cloud")
+_KERNELS = {"xnnpack": "xnnpack", "reference": "reference"}
+
+
+@dataclass
+class OutputResult:
+    """One output on one backend, worst case over all inputs."""
+
+    name: str
+    shape: list[int]
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0  # max |edge - ref| / max |ref|
+    mean_abs_error: float = 0.0
+    cosine: float = 1.0
+    passed: bool = True
+    top1_agreement: float | None = None  # share of rows whose argmax agrees (class-score outputs)
+    top5_agreement: float | None = None  # share of rows whose top-5 sets agree
+
+
+@dataclass
+class BackendResult:
+    backend: str
+    status: str  # "ran" or "skipped"
+    reason: str | None = None
+    outputs: list[OutputResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool | None:
+        return None if self.status != "ran" else all(o.passed for o in self.outputs)
+
+
+@dataclass
+class Divergence:
+    """The first PyTorch node whose value the edge model (reference kernels) does not reproduce."""
+
+    node: str
+    target: str
+    location: str | None
+    module: str | None
+    opcode: str
+    op_index: int
+    relative_error: float
+    previous_error: float  # the largest relative error over the nodes before it
+    nodes_compared: int
+
+
+@dataclass
+class ValidationReport:
+    reference: str
+    inputs: int
+    rtol: float
+    atol: float
+    backends: list[BackendResult]
+    divergence: Divergence | None = None
+    divergence_note: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(b.passed is not False for b in self.backends) and any(b.status == "ran" for b in self.backends)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON-ready data; the schema is documented in docs/VALIDATION.md (version field)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "passed": self.passed,
+            "reference": self.reference,
+            "inputs": self.inputs,
+            "tolerance": {"rtol": self.rtol, "atol": self.atol,
+                          "rule": "max|edge - ref| <= rtol * max|ref| + atol, per output"},
+            "backends": [{"backend": b.backend, "status": b.status, "reason": b.reason, "passed": b.passed,
+                          "outputs": [dataclasses.asdict(o) for o in b.outputs]} for b in self.backends],
+            "divergence": dataclasses.asdict(self.divergence) if self.divergence else None,
+            "divergence_note": self.divergence_note,
+        }
+
+    def render(self) -> str:
+        """The text table the CLI prints."""
+        lines = [f"validation against {self.reference} on {self.inputs} input set(s) "
+                 f"(max|err| <= {self.rtol:g} * max|ref| + {self.atol:g}):"]
+        for b in self.backends:
+            if b.status != "ran":
+                lines.append(f"  {b.backend:<10} skipped: {b.reason}")
+                continue
+            for o in b.outputs:
+                topk = ""
+                if o.top1_agreement is not None:
+                    topk = f"  top1 {o.top1_agreement:.0%}  top5 {o.top5_agreement:.0%}"
+                lines.append(f"  {b.backend:<10} {o.name:<18} {str(o.shape):<16} max|err| {o.max_abs_error:.2e}  "
+                             f"rel {o.max_rel_error:.2e}  mean {o.mean_abs_error:.2e}  cos {o.cosine:.6f}{topk}  "
+                             f"{'ok' if o.passed else 'FAIL'}")
+        if self.divergence is not None:
+            d = self.divergence
+            lines.append(f"first divergent node: {d.node} ({d.target}) lowered to {d.opcode} (op {d.op_index}), "
+                         f"relative error {d.relative_error:.2e} after at most {d.previous_error:.2e} before it")
+            lines.append(f"  at {d.location or 'unknown source line'}" + (f" in module {d.module}" if d.module else ""))
+        elif self.divergence_note:
+            lines.append(self.divergence_note)
+        lines.append(f"validation: {'PASS' if self.passed else 'FAIL'}")
+        return "\n".join(lines)
+
+
+def _draw_inputs(args: tuple, kwargs: dict, draws: int, seed: int = 0) -> list[tuple[tuple, dict]]:
+    """The sample inputs, then `draws` copies with fresh normal floats (integer and bool inputs kept: they are
+    usually indices or masks whose valid range the sample shows)."""
+    generator = torch.Generator().manual_seed(seed)
+    sets = [(args, kwargs)]
+    for _ in range(draws):
+        def fresh(value):
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                return torch.randn(value.shape, generator=generator).to(value.dtype)
+            return value
+        sets.append((pytree.tree_map(fresh, args), pytree.tree_map(fresh, kwargs)))
+    return sets
+
+
+def _topk_agreement(ref: np.ndarray, got: np.ndarray, k: int) -> float:
+    ref_top = np.argsort(-ref, axis=-1)[..., :k]
+    got_top = np.argsort(-got, axis=-1)[..., :k]
+    if k == 1:
+        return float(np.mean(ref_top[..., 0] == got_top[..., 0]))
+    return float(np.mean([set(a) == set(b) for a, b in zip(ref_top.reshape(-1, k), got_top.reshape(-1, k))]))
+
+
+def _looks_like_scores(shape: tuple[int, ...], dtype) -> bool:
+    """Class scores: float, rank 2 (batch, classes) with at least 5 classes."""
+    return np.dtype(dtype).kind == "f" and len(shape) == 2 and shape[-1] >= 5
+
+
+def _merge(results: list[OutputResult], new: list, ref_leaves, got_leaves) -> list[OutputResult]:
+    if not results:
+        results = [OutputResult(c.name, list(c.shape)) for c in new]
+        for r in results:
+            r.cosine = 1.0
+    for r, c, ref, got in zip(results, new, ref_leaves, got_leaves):
+        r.max_abs_error = max(r.max_abs_error, c.max_abs_error)
+        r.max_rel_error = max(r.max_rel_error, c.relative_error)
+        r.mean_abs_error = max(r.mean_abs_error, c.mean_abs_error)
+        r.cosine = min(r.cosine, c.cosine)
+        r.passed = r.passed and c.passed
+        ref_np, got_np = np.asarray(ref), np.asarray(got)
+        if _looks_like_scores(ref_np.shape, ref_np.dtype):
+            top1, top5 = _topk_agreement(ref_np, got_np, 1), _topk_agreement(ref_np, got_np, 5)
+            r.top1_agreement = top1 if r.top1_agreement is None else min(r.top1_agreement, top1)
+            r.top5_agreement = top5 if r.top5_agreement is None else min(r.top5_agreement, top5)
+    return results
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+
+
+def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = None, *,
+             sample_kwargs: dict | None = None, inputs: Iterable | None = None, atol: float = ATOL,
+             rtol: float = RTOL, backends: Iterable[str] = BACKENDS, draws: int = 3,
+             locate_divergence: bool = True) -> ValidationReport:
+    """Compare `edge_model` (converted from `module` when not given) with eager PyTorch in float32.
+
+    `inputs`: input tuples to use (each a tuple of positional args); by default the sample inputs plus `draws`
+    random draws of the same shapes and dtypes (fixed seed). On any failure the model is rerun on the
+    reference kernels with every intermediate tensor kept, and the first PyTorch node whose value it departs
+    from is reported with its source line and the TFLite op it became.
+    """
+    from litert_torch.converter import convert
+
+    if not isinstance(sample_args, tuple):
+        sample_args = (sample_args,)
+    sample_kwargs = dict(sample_kwargs or {})
+    module = module.eval()
+    if edge_model is None:
+        edge_model = convert(module, sample_args, sample_kwargs)
+    input_sets = ([(tuple(i) if isinstance(i, (tuple, list)) else (i,), {}) for i in inputs] if inputs is not None
+                  else _draw_inputs(sample_args, sample_kwargs, draws))
+    references = []
+    with torch.no_grad():
+        for args, kwargs in input_sets:
+            references.append(module(*args, **kwargs))
+
+    report_backends = []
+    for backend in backends:
+        if backend == "cloud":
+            report_backends.append(_cloud_backend(module, input_sets, references, atol, rtol))
+            continue
+        if backend not in _KERNELS:
+            raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+        runner = edge_model.with_kernels(_KERNELS[backend])
+        results: list[OutputResult] = []
+        for (args, kwargs), reference in zip(input_sets, references):
+            got = call_like_pytorch(runner, args, kwargs)
+            comparisons = compare_outputs(reference, got, atol=atol, rtol=rtol, names=_output_names(edge_model))
+            ref_leaves = [_as_numpy(v) for v in pytree.tree_leaves(plain(reference))]
+            got_leaves = [_as_numpy(v) for v in pytree.tree_leaves(plain(got))]
+            results = _merge(results, comparisons, ref_leaves, got_leaves)
+        report_backends.append(BackendResult(f"litert-{backend}", "ran", None, results))
+
+    report = ValidationReport("pytorch-eager-cpu-float32", len(input_sets), rtol, atol, report_backends)
+    if not report.passed and locate_divergence:
+        args, kwargs = input_sets[0]
+        report.divergence, report.divergence_note = locate(module, edge_model, args, kwargs, atol, rtol)
+    return report
+
+
+def _output_names(edge_model) -> list[str] | None:
+    from litert_torch.metadata import IO_KEY, read_json
+
+    io = (read_json(edge_model.metadata, IO_KEY) or {}).get("signatures", {})
+    first = next(iter(io.values()), None)
+    return first.get("outputs") if first else None
+
+
+def _cloud_backend(module, input_sets, references, atol, rtol) -> BackendResult:
+    """The XLA path needs torchax and JAX (the `cloud` extra); without them the backend is skipped, never faked."""
+    try:
+        import jax  # noqa: F401
+        import torchax  # noqa: F401
+    except Exception as exc:  # ImportError, or torchax failing at import against this torch
+        return BackendResult("cloud-xla", "skipped",
+                             f"the XLA path needs torchax and jax (pip install 'litert-torch-direct[cloud]'): "
+                             f"{type(exc).__name__}: {exc}")
+    return BackendResult("cloud-xla", "skipped", "the torchax path is not wired into validate yet")
+
+
+# ---- first divergent node ----------------------------------------------------------------------------------------
+def _node_values(module, args, kwargs) -> dict[str, torch.Tensor]:
+    """Every fx node's value when the exported program runs eagerly on these inputs."""
+    from litert_torch.frontend.export import export_module
+
+    program = export_module(module, args, kwargs)
+    graph_module = program.module()
+    values: dict[str, torch.Tensor] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            result = super().run_node(n)
+            first = result[0] if isinstance(result, (tuple, list)) and result else result
+            if isinstance(first, torch.Tensor):  # an op's first output holds the tuple's first element
+                values[n.name] = first.detach()
+            return result
+
+    flat_args = pytree.tree_leaves((args, kwargs))
+    with torch.no_grad():
+        Recorder(graph_module).run(*flat_args)
+    return values
+
+
+def _aligned(edge_value: np.ndarray, torch_value: np.ndarray) -> np.ndarray | None:
+    """The edge tensor in the PyTorch value's layout: as it is, channels-last moved first, or with only unit
+    dims differing. None when it is some other arrangement."""
+    if edge_value.shape == torch_value.shape:
+        return edge_value
+    rank = edge_value.ndim
+    if rank >= 3:
+        to_first = (0, rank - 1, *range(1, rank - 1))
+        if tuple(edge_value.shape[i] for i in to_first) == torch_value.shape:
+            return np.transpose(edge_value, to_first)
+    if [d for d in edge_value.shape if d != 1] == [d for d in torch_value.shape if d != 1]:
+        return edge_value.reshape(torch_value.shape)
+    return None
+
+
+def locate(module, edge_model, args, kwargs, atol: float = ATOL, rtol: float = RTOL):
+    """(Divergence or None, note): the first node in op order whose value the reference kernels depart from."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    from litert_torch.flatbuffer.reader import read_model
+
+    model = read_model(edge_model.flatbuffer)
+    ops = model.subgraphs[0].ops
+    sources = [op.source for op in ops]
+    if not any(sources):
+        return None, "no source map in the model: cannot name the divergent node"
+    values = _node_values(module, args, kwargs)
+    runner = edge_model.with_kernels("reference", keep_intermediates=True)
+    call_like_pytorch(runner, args, kwargs)
+    fb = schema.Model.GetRootAs(edge_model.flatbuffer, 0).Subgraphs(0)
+    last_op_of_node = {}  # fx node -> the last op whose first output holds that node's value
+    for i, op in enumerate(ops):
+        if op.source is not None:
+            last_op_of_node[op.value_node or op.source.node] = i
+    worst_before, compared = 0.0, 0
+    for node, i in sorted(last_op_of_node.items(), key=lambda item: item[1]):
+        ref = values.get(node)
+        op = fb.Operators(i)
+        if ref is None or op.OutputsLength() == 0 or not ref.is_floating_point():
+            continue
+        try:
+            edge_value = runner.intermediate(op.Outputs(0))
+        except (ValueError, RuntimeError):
+            continue
+        ref_np = ref.numpy().astype(np.float64)
+        got = _aligned(edge_value.astype(np.float64), ref_np)
+        if got is None:
+            continue
+        compared += 1
+        scale = float(np.abs(ref_np).max()) if ref_np.size else 0.0
+        err = float(np.abs(got - ref_np).max()) if ref_np.size else 0.0
+        rel = err / scale if scale else err
+        if err > rtol * scale + atol:
+            source = sources[i]
+            return Divergence(source.node, source.target, source.location, source.module, ops[i].opcode, i, rel,
+                              worst_before, compared), None
+        worst_before = max(worst_before, rel)
+    if compared == 0:
+        return None, "no intermediate tensor could be matched to a PyTorch node"
+    return None, (f"the reference kernels reproduce all {compared} matched PyTorch nodes: the gap comes from the "
+                  "optimised (XNNPACK) kernels, not from the graph")
+
+
+def call_like_pytorch(edge_model, args: tuple, kwargs: dict) -> Any:
+    """Call `edge_model` with PyTorch-layout inputs and return PyTorch-layout outputs, whatever the model's
+    channel_last_io choice (recorded in its I/O metadata)."""
+    from litert_torch.metadata import IO_KEY, read_json
+
+    signatures = (read_json(edge_model.metadata, IO_KEY) or {}).get("signatures", {})
+    io = next(iter(signatures.values()), {})
+    nhwc_in, nhwc_out = set(io.get("channel_last_inputs", [])), set(io.get("channel_last_outputs", []))
+    if not nhwc_in and not nhwc_out:
+        return edge_model(*args, **kwargs)
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    for name, position in zip(io.get("inputs", []), io.get("tensor_input_positions", [])):
+        if name in nhwc_in:
+            leaves[position] = leaves[position].permute(0, 2, 3, 1).contiguous()
+    edge_args, edge_kwargs = pytree.tree_unflatten(leaves, spec)
+    got = edge_model(*edge_args, **edge_kwargs)
+    out_leaves, out_spec = pytree.tree_flatten(got)
+    names = io.get("outputs", [])
+    out_leaves = [t.permute(0, 3, 1, 2) if i < len(names) and names[i] in nhwc_out else t
+                  for i, t in enumerate(out_leaves)]
+    return pytree.tree_unflatten(out_leaves, out_spec)

@@ -1,0 +1,102 @@
+"""litert_torch.validate: passing reports, the JSON schema, and a broken lowering caught at its layer."""
+
+import json
+import os
+
+import pytest
+import torch
+from torch import nn
+
+import litert_torch
+from litert_torch.lower import conv as conv_lowering
+from tests.models.zoo import MODELS, build
+
+
+def test_passing_report_on_a_zoo_model():
+    case = next(c for c in MODELS if c.name == "convnet")
+    model = build(case)
+    report = litert_torch.validate(model, case.inputs(1))
+    assert report.passed
+    by_backend = {b.backend: b for b in report.backends}
+    assert by_backend["litert-xnnpack"].status == "ran" and by_backend["litert-reference"].status == "ran"
+    output = by_backend["litert-xnnpack"].outputs[0]
+    assert output.max_abs_error <= 1e-4 * 1 + 1e-5 and output.cosine > 0.9999
+    assert output.top1_agreement == 1.0 and output.top5_agreement == 1.0  # [batch, 10] class scores
+    assert report.inputs == 4  # the sample and three random draws
+    assert "validation: PASS" in report.render()
+
+
+def test_cloud_backend_is_skipped_with_a_reason_when_its_stack_is_missing():
+    try:
+        import jax  # noqa: F401
+        import torchax  # noqa: F401
+        pytest.skip("the cloud stack is installed here")
+    except Exception:
+        pass
+    report = litert_torch.validate(nn.Linear(4, 2).eval(), (torch.randn(1, 4),), backends=("cloud",))
+    (cloud,) = report.backends
+    assert cloud.status == "skipped" and "torchax" in cloud.reason
+    assert not report.passed  # nothing ran: no evidence either way
+
+
+def test_json_schema():
+    report = litert_torch.validate(nn.Sequential(nn.Linear(8, 6), nn.Tanh()).eval(), (torch.randn(2, 8),))
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["schema_version"] == 1 and data["passed"] is True
+    assert data["tolerance"] == {"rtol": 1e-4, "atol": 1e-5,
+                                 "rule": "max|edge - ref| <= rtol * max|ref| + atol, per output"}
+    backend = data["backends"][0]
+    assert set(backend) == {"backend", "status", "reason", "passed", "outputs"}
+    assert set(backend["outputs"][0]) == {"name", "shape", "max_abs_error", "max_rel_error", "mean_abs_error",
+                                          "cosine", "passed", "top1_agreement", "top5_agreement"}
+    assert data["divergence"] is None
+
+
+class ThreeConvs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.b = nn.Conv2d(8, 8, 3, padding=1)
+        self.c = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.a(x)))
+        x = torch.relu(self.b(x))  # LINE_B
+        return self.c(x)
+
+
+def test_broken_lowering_is_caught_at_its_layer(monkeypatch):
+    torch.manual_seed(0)
+    model = ThreeConvs().eval()
+    with torch.no_grad():
+        model.bn.running_var.uniform_(0.5, 2.0)
+        model.bn.running_mean.normal_()
+    x = torch.randn(1, 3, 12, 12)
+    original = conv_lowering.conv2d_nhwc
+
+    def wrong_padding_on_b(ctx, x, weight, bias, stride, padding, dilation, groups, out_nchw):
+        if ctx.node.name == "convolution_1":
+            padding = [0, 0]  # same output size (pads 0 before, 2 after), values shifted by a pixel
+        return original(ctx, x, weight, bias, stride, padding, dilation, groups, out_nchw)
+
+    monkeypatch.setattr(conv_lowering, "conv2d_nhwc", wrong_padding_on_b)
+    edge = litert_torch.convert(model, (x,))
+    report = edge.validate(model, (x,))
+    assert not report.passed
+    d = report.divergence
+    assert d is not None, report.render()
+    assert d.node == "convolution_1" and d.target == "aten.convolution.default"
+    line = next(i for i, text in enumerate(open(__file__), 1) if "LINE_B" in text and "next(" not in text)
+    assert d.location.split(" ")[0].endswith(f"{os.path.basename(__file__)}:{line}")
+    assert d.opcode == "CONV_2D"
+    assert d.previous_error < 1e-4  # the layers before it (conv a with its folded batch norm) match
+    assert "first divergent node: convolution_1" in report.render()
+
+
+def test_channel_last_models_validate_in_pytorch_layout():
+    case = next(c for c in MODELS if c.name == "convnet")
+    model = build(case)
+    x = case.inputs(1)
+    edge = litert_torch.convert(model, x, channel_last_io=True)
+    assert litert_torch.validate(model, x, edge, backends=("xnnpack",)).passed
