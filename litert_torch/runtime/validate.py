@@ -190,7 +190,10 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
     if not isinstance(sample_args, tuple):
         sample_args = (sample_args,)
     sample_kwargs = dict(sample_kwargs or {})
-    module = module.eval()
+    try:
+        module.eval()
+    except NotImplementedError:  # the module of an ExportedProgram is already in its exported mode
+        pass
     if edge_model is None:
         edge_model = convert(module, sample_args, sample_kwargs)
     input_sets = ([(tuple(i) if isinstance(i, (tuple, list)) else (i,), {}) for i in inputs] if inputs is not None
