@@ -100,7 +100,7 @@ def cli() -> None:
 @common_options
 @handled
 def convert(source, output, input_specs, channel_last_io, validate_, as_json, force, quiet, debug):
-    from litert_convert.sources import inputs_from_specs, load_source
+    from litert_convert.sources import load_source, sample_inputs
 
     if os.path.exists(output) and not force:
         raise BadInput(f"{output} exists", "pass --force to overwrite it")
@@ -112,12 +112,10 @@ def convert(source, output, input_specs, channel_last_io, validate_, as_json, fo
     console = _console()
     with _status(console, quiet, "loading the model") as status:
         src = load_source(source)
-        if input_specs:
-            args, kwargs = inputs_from_specs(src.model, list(input_specs))
-        elif src.args is not None:
-            args, kwargs = src.args, src.kwargs
-        else:
+        given = sample_inputs(src, list(input_specs))
+        if given is None:
             raise BadInput(f"{source} gives no sample inputs", "pass them with --input NAME=1x3x224x224:float32")
+        args, kwargs = given
         import litert_torch
 
         stages = {"export": "tracing with torch.export", "lower": "lowering ATen ops", "optimize": "optimizing",
@@ -211,16 +209,11 @@ def _read_file(path: str) -> bytes:
 @handled
 def validate(model, source, input_specs, as_json, quiet, debug):
     from litert_convert.check import inputs_for_model, open_edge_model
-    from litert_convert.sources import inputs_from_specs, load_source
+    from litert_convert.sources import load_source, sample_inputs
 
     edge = open_edge_model(_read_file(model), model)
     src = load_source(source)
-    if input_specs:
-        args, kwargs = inputs_from_specs(src.model, list(input_specs))
-    elif src.args is not None:
-        args, kwargs = src.args, src.kwargs
-    else:
-        args, kwargs = inputs_for_model(edge), {}
+    args, kwargs = sample_inputs(src, list(input_specs)) or (inputs_for_model(edge), {})
     report = _validate(src.model, edge, args, kwargs)
     click.echo(json.dumps(report.to_json(), indent=1) if as_json else report.render())
     if not report.passed:

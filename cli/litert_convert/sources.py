@@ -73,6 +73,15 @@ def inputs_from_specs(model: Any, specs: list[str]) -> tuple[tuple, dict]:
     return tuple(value for _, value in parsed), {}
 
 
+def sample_inputs(src: Source, specs: list[str]) -> tuple[tuple, dict] | None:
+    """Inputs from --input specs when given, else the source's own sample inputs, else None."""
+    if specs:
+        return inputs_from_specs(src.model, specs)
+    if src.args is not None:
+        return src.args, src.kwargs
+    return None
+
+
 @contextlib.contextmanager
 def _no_unpickling():
     """Within the block torch.load only loads tensors (weights_only) and pickle.loads refuses outright: a .pt2

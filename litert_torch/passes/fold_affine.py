@@ -2,7 +2,8 @@
 
 Guarantee afterwards: no MUL or ADD/SUB by a constant that varies only along the output channel directly
 follows a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED whose output it alone reads; its effect is in the
-layer's filter and bias instead. Likewise no such MUL/ADD/SUB (varying along the feature axis) feeds a single
+layer's filter and bias instead, unless the layer shares its weights with other ops (folding would then store
+a second copy). Likewise no such MUL/ADD/SUB (varying along the feature axis) feeds a single
 FULLY_CONNECTED as its only reader — the layer-norm affine before a dense layer, say. Shared weights are never
 edited in place: folded layers get new constants.
 
@@ -56,6 +57,8 @@ def _fold_into_next_dense(graph: ir.Graph) -> bool:
         dense = readers[0]
         if dense.opcode != "FULLY_CONNECTED" or dense.inputs[0] is not out or not dense.inputs[1].is_constant:
             continue
+        if len(consumers.get(dense.inputs[1], [])) != 1:
+            continue  # shared weights (a tied embedding, say): folding would store a second copy
         bias = dense.inputs[2] if len(dense.inputs) > 2 else None
         if bias is not None and not bias.is_constant:
             continue
@@ -106,6 +109,8 @@ def run(graph: ir.Graph) -> bool:
             weights, bias = layer.inputs[1], layer.inputs[2] if len(layer.inputs) > 2 else None
             if not weights.is_constant or (bias is not None and not bias.is_constant):
                 continue
+            if len(consumers.get(weights, [])) != 1:
+                continue  # shared weights: folding would store a second copy
             vec = _channel_vector(const, layer_out)
             if vec is None:
                 continue

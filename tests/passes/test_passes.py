@@ -178,3 +178,24 @@ def test_identical_constants_share_one_buffer():
     single = litert_torch.convert(nn.Linear(64, 64).eval(), (x,))
     weight_bytes = 64 * 64 * 4
     assert len(edge.flatbuffer) < len(single.flatbuffer) + weight_bytes // 4
+
+
+def test_folding_never_copies_shared_weights():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(1000, 64)
+            self.norm = nn.LayerNorm(64)
+            with torch.no_grad():
+                self.norm.weight.normal_()
+                self.norm.bias.normal_()
+
+        def forward(self, ids):
+            return nn.functional.linear(self.norm(self.emb(ids)), self.emb.weight)
+
+    model = Tied().eval()
+    ids = torch.randint(0, 1000, (1, 8))
+    edge = litert_torch.convert(model, (ids,))
+    table_bytes = 1000 * 64 * 4
+    assert len(edge.flatbuffer) < 1.5 * table_bytes
+    assert_matches(model(ids), edge(ids))
