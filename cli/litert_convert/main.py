@@ -148,13 +148,31 @@ def convert(source, output, input_specs, channel_last_io, validate_, as_json, fo
         raise Failure("the converted model departs from PyTorch beyond the tolerance (see the table above)")
 
 
-def _validate(model, edge, args, kwargs):
+def _validate(model, edge, args, kwargs, per_layer=None):
     import torch
 
     import litert_torch
 
     module = model.module() if isinstance(model, torch.export.ExportedProgram) else model
-    return litert_torch.validate(module, tuple(args), edge, sample_kwargs=kwargs)
+    return litert_torch.validate(module, tuple(args), edge, sample_kwargs=kwargs, per_layer=per_layer)
+
+
+def _write_text(path: str, text: str) -> None:
+    """Write atomically: a temp file in the same folder, then a rename."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise BadInput(f"no such directory: {directory}")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".litert_", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 class _NoStatus:
@@ -205,17 +223,21 @@ def _read_file(path: str) -> bytes:
 @click.argument("source")
 @click.option("--input", "input_specs", multiple=True, metavar="NAME=DIMS:DTYPE", help="Sample inputs (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="Also write a self-contained HTML report with the per-layer error plot.")
 @common_options
 @handled
-def validate(model, source, input_specs, as_json, quiet, debug):
+def validate(model, source, input_specs, as_json, html_path, quiet, debug):
     from litert_convert.check import inputs_for_model, open_edge_model
     from litert_convert.sources import load_source, sample_inputs
 
     edge = open_edge_model(_read_file(model), model)
     src = load_source(source)
     args, kwargs = sample_inputs(src, list(input_specs)) or (inputs_for_model(edge), {})
-    report = _validate(src.model, edge, args, kwargs)
+    report = _validate(src.model, edge, args, kwargs, per_layer=True if html_path else None)
     click.echo(json.dumps(report.to_json(), indent=1) if as_json else report.render())
+    if html_path:
+        _write_text(html_path, report.to_html())
     if not report.passed:
         raise Failure(f"{model} departs from {source} beyond the tolerance")
 

@@ -78,6 +78,7 @@ class ValidationReport:
     backends: list[BackendResult]
     divergence: Divergence | None = None
     divergence_note: str | None = None
+    layers: list[LayerError] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -96,7 +97,14 @@ class ValidationReport:
                           "outputs": [dataclasses.asdict(o) for o in b.outputs]} for b in self.backends],
             "divergence": dataclasses.asdict(self.divergence) if self.divergence else None,
             "divergence_note": self.divergence_note,
+            "layers": [dataclasses.asdict(layer) for layer in self.layers],
         }
+
+    def to_html(self) -> str:
+        """A self-contained page: the verdict, the per-output table and the per-layer error plot."""
+        from litert_torch.runtime.report_html import render_html
+
+        return render_html(self)
 
     def render(self) -> str:
         """The text table the CLI prints."""
@@ -177,12 +185,13 @@ def _as_numpy(value: Any) -> np.ndarray:
 def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = None, *,
              sample_kwargs: dict | None = None, inputs: Iterable | None = None, atol: float = ATOL,
              rtol: float = RTOL, backends: Iterable[str] = BACKENDS, draws: int = 3,
-             locate_divergence: bool = True) -> ValidationReport:
+             per_layer: bool | None = None) -> ValidationReport:
     """Compare `edge_model` (converted from `module` when not given) with eager PyTorch in float32.
 
     `inputs`: input tuples to use (each a tuple of positional args); by default the sample inputs plus `draws`
-    random draws of the same shapes and dtypes (fixed seed). On any failure the model is rerun on the
-    reference kernels with every intermediate tensor kept, and the first PyTorch node whose value it departs
+    random draws of the same shapes and dtypes (fixed seed). On any failure (or always, with per_layer=True;
+    never with per_layer=False) the model is rerun on the reference kernels with every intermediate tensor
+    kept, each node's error is recorded (`report.layers`), and the first PyTorch node whose value it departs
     from is reported with its source line and the TFLite op it became.
     """
     from litert_torch.converter import convert
@@ -221,9 +230,12 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
         report_backends.append(BackendResult(f"litert-{backend}", "ran", None, results))
 
     report = ValidationReport("pytorch-eager-cpu-float32", len(input_sets), rtol, atol, report_backends)
-    if not report.passed and locate_divergence:
+    if per_layer or (per_layer is None and not report.passed):
         args, kwargs = input_sets[0]
-        report.divergence, report.divergence_note = locate(module, edge_model, args, kwargs, atol, rtol)
+        report.divergence, report.divergence_note, report.layers = locate(module, edge_model, args, kwargs, atol,
+                                                                          rtol)
+        if report.divergence is None and report.layers and not report.passed:
+            report.divergence_note += ": the gap comes from the optimised (XNNPACK) kernels, not from the graph"
     return report
 
 
@@ -285,17 +297,32 @@ def _aligned(edge_value: np.ndarray, torch_value: np.ndarray) -> np.ndarray | No
     return None
 
 
-def locate(module, edge_model, args, kwargs, atol: float = ATOL, rtol: float = RTOL):
-    """(Divergence or None, note): the first node in op order whose value the reference kernels depart from."""
+@dataclass
+class LayerError:
+    """One PyTorch node's value against the edge model's tensor for it (reference kernels). `node` is the node
+    whose value is compared; `target` the ATen op the TFLite op was lowered from (they differ where an
+    activation or batch norm was folded into the op)."""
+
+    node: str
+    target: str
+    opcode: str
+    op_index: int
+    location: str | None
+    relative_error: float  # max |edge - ref| / max |ref|
+    passed: bool
+
+
+def layer_errors(module, edge_model, args, kwargs, atol: float = ATOL,
+                 rtol: float = RTOL) -> tuple[list[LayerError], str | None]:
+    """Every PyTorch node whose value the model's tensors hold, in op order, with its error on the reference
+    kernels; or an empty list and the reason none could be compared."""
     from ai_edge_litert import schema_py_generated as schema
 
     from litert_torch.flatbuffer.reader import read_model
 
-    model = read_model(edge_model.flatbuffer)
-    ops = model.subgraphs[0].ops
-    sources = [op.source for op in ops]
-    if not any(sources):
-        return None, "no source map in the model: cannot name the divergent node"
+    ops = read_model(edge_model.flatbuffer).subgraphs[0].ops
+    if not any(op.source for op in ops):
+        return [], "no source map in the model: cannot compare layer by layer"
     values = _node_values(module, args, kwargs)
     runner = edge_model.with_kernels("reference", keep_intermediates=True)
     call_like_pytorch(runner, args, kwargs)
@@ -304,7 +331,7 @@ def locate(module, edge_model, args, kwargs, atol: float = ATOL, rtol: float = R
     for i, op in enumerate(ops):
         if op.source is not None:
             last_op_of_node[op.value_node or op.source.node] = i
-    worst_before, compared = 0.0, 0
+    layers = []
     for node, i in sorted(last_op_of_node.items(), key=lambda item: item[1]):
         ref = values.get(node)
         op = fb.Operators(i)
@@ -318,19 +345,30 @@ def locate(module, edge_model, args, kwargs, atol: float = ATOL, rtol: float = R
         got = _aligned(edge_value.astype(np.float64), ref_np)
         if got is None:
             continue
-        compared += 1
         scale = float(np.abs(ref_np).max()) if ref_np.size else 0.0
         err = float(np.abs(got - ref_np).max()) if ref_np.size else 0.0
-        rel = err / scale if scale else err
-        if err > rtol * scale + atol:
-            source = sources[i]
-            return Divergence(source.node, source.target, source.location, source.module, ops[i].opcode, i, rel,
-                              worst_before, compared), None
-        worst_before = max(worst_before, rel)
-    if compared == 0:
-        return None, "no intermediate tensor could be matched to a PyTorch node"
-    return None, (f"the reference kernels reproduce all {compared} matched PyTorch nodes: the gap comes from the "
-                  "optimised (XNNPACK) kernels, not from the graph")
+        source = ops[i].source
+        layers.append(LayerError(node, source.target, ops[i].opcode, i, source.location,
+                                 err / scale if scale else err, err <= rtol * scale + atol))
+    return layers, None if layers else "no intermediate tensor could be matched to a PyTorch node"
+
+
+def locate(module, edge_model, args, kwargs, atol: float = ATOL, rtol: float = RTOL):
+    """(Divergence or None, note, layers): the first node in op order whose value the reference kernels
+    depart from, with the per-layer errors it was found in."""
+    from litert_torch.flatbuffer.reader import read_model
+
+    layers, note = layer_errors(module, edge_model, args, kwargs, atol, rtol)
+    if not layers:
+        return None, note, layers
+    worst_before = 0.0
+    for count, layer in enumerate(layers, 1):
+        if not layer.passed:
+            source = read_model(edge_model.flatbuffer).subgraphs[0].ops[layer.op_index].source
+            return Divergence(source.node, source.target, source.location, source.module, layer.opcode,
+                              layer.op_index, layer.relative_error, worst_before, count), None, layers
+        worst_before = max(worst_before, layer.relative_error)
+    return None, f"the reference kernels reproduce all {len(layers)} matched PyTorch nodes", layers
 
 
 def call_like_pytorch(edge_model, args: tuple, kwargs: dict) -> Any:

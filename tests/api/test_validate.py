@@ -100,3 +100,61 @@ def test_channel_last_models_validate_in_pytorch_layout():
     x = case.inputs(1)
     edge = litert_torch.convert(model, x, channel_last_io=True)
     assert litert_torch.validate(model, x, edge, backends=("xnnpack",)).passed
+
+
+def _parse_html(text):
+    from html.parser import HTMLParser
+
+    class Collector(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tags, self.text, self.stack = [], [], []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+            if tag not in ("meta", "br", "link"):  # HTML void elements
+                self.stack.append(tag)
+
+        def handle_startendtag(self, tag, attrs):  # <line ... /> in the SVG
+            self.tags.append(tag)
+
+        def handle_endtag(self, tag):
+            assert self.stack and self.stack[-1] == tag, f"unbalanced </{tag}>"
+            self.stack.pop()
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    collector = Collector()
+    collector.feed(text)
+    collector.close()
+    assert not collector.stack, f"unclosed tags {collector.stack}"
+    return collector.tags, " ".join(collector.text)
+
+
+def test_html_report_has_the_plot_and_the_tables(monkeypatch, tmp_path):
+    torch.manual_seed(0)
+    model = ThreeConvs().eval()
+    x = torch.randn(1, 3, 12, 12)
+    original = conv_lowering.conv2d_nhwc
+
+    def wrong_padding_on_b(ctx, x, weight, bias, stride, padding, dilation, groups, out_nchw):
+        if ctx.node.name == "convolution_1":
+            padding = [0, 0]
+        return original(ctx, x, weight, bias, stride, padding, dilation, groups, out_nchw)
+
+    monkeypatch.setattr(conv_lowering, "conv2d_nhwc", wrong_padding_on_b)
+    report = litert_torch.validate(model, (x,))
+    tags, text = _parse_html(report.to_html())
+    assert "svg" in tags and "polyline" in tags and tags.count("circle") >= len(report.layers)
+    assert tags.count("table") == 2  # outputs and layers
+    assert "first divergent: convolution_1" in text and "FAIL" in text
+    assert len(report.layers) >= 3 and report.to_json()["layers"][0]["passed"] is True
+
+
+def test_html_report_of_a_passing_model():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 10)).eval()
+    report = litert_torch.validate(model, (torch.randn(1, 3, 8, 8),), per_layer=True)
+    assert report.passed and report.layers and all(layer.passed for layer in report.layers)
+    tags, text = _parse_html(report.to_html())
+    assert "svg" in tags and "PASS" in text and "100% / 100%" in text

@@ -92,6 +92,14 @@ def test_inspect_validate_bench(small_tflite):
     assert [r["threads"] for r in results] == [1, 2] and all(r["median_ms"] > 0 for r in results)
 
 
+def test_validate_writes_an_html_report(small_tflite, tmp_path):
+    page = tmp_path / "report.html"
+    code, output = run("validate", small_tflite, f"{FIXTURES}:with_inputs", "--html", page)
+    assert code == 0, output
+    html = page.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<svg" in html and "Relative error per layer" in html
+
+
 def test_validate_fails_against_a_different_model(small_tflite):
     code, output = run("validate", small_tflite, f"{FIXTURES}:Small")  # fresh random weights
     # Small() builds new random weights, so the numbers cannot match the converted file.
