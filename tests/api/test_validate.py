@@ -26,17 +26,41 @@ def test_passing_report_on_a_zoo_model():
     assert "validation: PASS" in report.render()
 
 
-def test_cloud_backend_is_skipped_with_a_reason_when_its_stack_is_missing():
+def _cloud_stack_available():
     try:
+        from litert_torch.runtime.cloud import import_torchax
+
+        import_torchax()
         import jax  # noqa: F401
-        import torchax  # noqa: F401
-        pytest.skip("the cloud stack is installed here")
+        return True
     except Exception:
-        pass
-    report = litert_torch.validate(nn.Linear(4, 2).eval(), (torch.randn(1, 4),), backends=("cloud",))
+        return False
+
+
+def test_cloud_backend_runs_or_says_why_not():
+    case = next(c for c in MODELS if c.name == "convnet")
+    model = build(case)
+    report = litert_torch.validate(model, case.inputs(1), backends=("cloud",))
     (cloud,) = report.backends
-    assert cloud.status == "skipped" and "torchax" in cloud.reason
-    assert not report.passed  # nothing ran: no evidence either way
+    if not _cloud_stack_available():
+        assert cloud.status == "skipped" and "torchax" in cloud.reason
+        assert not report.passed  # nothing ran on the edge: no evidence either way
+        return
+    assert cloud.status == "ran" and cloud.backend.startswith("cloud-xla-")  # the backend that really ran
+    assert cloud.passed, report.render()
+
+
+def test_tpu_precision_emulation_shows_the_drift():
+    if not _cloud_stack_available():
+        pytest.skip("torchax/jax not installed (the cloud extra)")
+    case = next(c for c in MODELS if c.name == "convnet")
+    model = build(case)
+    exact = litert_torch.validate(model, case.inputs(1), backends=("cloud",))
+    emulated = litert_torch.validate(model, case.inputs(1), backends=("cloud",), tpu_precision=True)
+    assert "TPU matmul precision emulated" in emulated.backends[0].backend
+    exact_err = exact.backends[0].outputs[0].max_rel_error
+    drift = emulated.backends[0].outputs[0].max_rel_error
+    assert exact_err < 1e-5 and 1e-4 < drift < 1e-1  # bfloat16 multiplies: ~1e-3 relative
 
 
 def test_json_schema():
