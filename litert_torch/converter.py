@@ -14,6 +14,7 @@ import torch.utils._pytree as pytree
 
 from litert_torch import ir, metadata
 from litert_torch.structure import portable_spec_json
+from litert_torch.delegates.plan import PLAN_KEY, plan_for
 from litert_torch.flatbuffer.writer import serialize
 from litert_torch.frontend.export import export_module
 from litert_torch.lower import lower_program
@@ -31,11 +32,14 @@ def convert(
     *,
     num_threads: int | None = None,
     channel_last_io: bool = False,
+    target: str | tuple[str, ...] = ("cpu", "gpu", "npu"),
     progress: Callable[[str], None] | None = None,
 ) -> EdgeModel:
     """Convert `module` to a LiteRT model traced with `sample_args` / `sample_kwargs`.
 
     `module` may also be a torch.export.ExportedProgram (its own example inputs are then used).
+    `target`: the delegate targets ("cpu", "gpu", "npu") whose plan is computed and stored in the model's
+    metadata (`EdgeModel.delegate_plan`): which ops each delegate takes, why not the others, the partitions.
     `progress`, when given, is called with the name of each stage as it starts ("export", "lower",
     "optimize", "write").
 
@@ -67,6 +71,8 @@ def convert(
         [ir.Signature(DEFAULT_SIGNATURE, 0, lowered.input_names, lowered.output_names)],
     )
     model.metadata[metadata.SOURCE_MAP_KEY] = metadata.source_map_json(model)
+    targets = (target,) if isinstance(target, str) else tuple(target)
+    model.metadata[PLAN_KEY] = plan_for(lowered.graph, targets).to_bytes()
     model.metadata[metadata.IO_KEY] = metadata.io_json({
         DEFAULT_SIGNATURE: {
             "inputs": lowered.input_names,

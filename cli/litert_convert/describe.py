@@ -8,6 +8,7 @@ from typing import Any
 
 from litert_torch.errors import ModelFileError
 from litert_torch.flatbuffer.reader import read_model
+from litert_torch.delegates.plan import PLAN_KEY, DelegatePlan
 from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, decode_source_map
 
 from litert_convert.errors import BadInput
@@ -46,7 +47,7 @@ def describe(data: bytes, path: str) -> dict[str, Any]:
         })
     for key, raw in model.metadata.items():
         entry: dict[str, Any] = {"bytes": len(raw)}
-        if key in (SOURCE_MAP_KEY, IO_KEY):
+        if key in (SOURCE_MAP_KEY, IO_KEY, PLAN_KEY):
             try:
                 entry["value"] = json.loads(raw)
             except ValueError:
@@ -93,6 +94,11 @@ def render(summary: dict[str, Any]) -> str:
                 lines.append(f"    {entry_.get('target')} <- {entry_.get('location')}")
             if len(mapped) > 5:
                 lines.append(f"    ... ({len(mapped) - 5} more; --json for all)")
+        elif key == PLAN_KEY and isinstance(value, dict):
+            try:
+                lines += [f"  {key}: {line}" for line in DelegatePlan.from_json(value).render().splitlines()]
+            except (KeyError, TypeError):
+                lines.append(f"  {key}: {entry['bytes']} bytes (unreadable)")
         elif key == IO_KEY and isinstance(value, dict):
             for sig, io in value.get("signatures", {}).items():
                 lines.append(f"  {key}: {sig}: inputs {io.get('inputs')} ({io.get('input_dtypes')}), "

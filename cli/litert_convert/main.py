@@ -94,14 +94,19 @@ def cli() -> None:
 @click.option("--input", "input_specs", multiple=True, metavar="NAME=DIMS:DTYPE",
               help="A sample input, e.g. x=1x3x224x224:float32 (repeatable); needed when SOURCE gives none.")
 @click.option("--channel-last-io", is_flag=True, help="NHWC image inputs and outputs (no TRANSPOSE at the edges).")
+@click.option("--target", default="cpu,gpu,npu", show_default=True,
+              help="Delegate targets to plan for (cpu, gpu, npu); the plan is printed and stored in the model.")
 @click.option("--validate", "validate_", is_flag=True, help="Check the numbers against PyTorch after converting.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @common_options
 @handled
-def convert(source, output, input_specs, channel_last_io, validate_, as_json, force, quiet, debug):
+def convert(source, output, input_specs, channel_last_io, target, validate_, as_json, force, quiet, debug):
     from litert_convert.sources import load_source, sample_inputs
 
+    targets = tuple(t.strip() for t in target.split(",") if t.strip())
+    if not targets or any(t not in ("cpu", "gpu", "npu") for t in targets):
+        raise BadInput(f"malformed --target {target!r}", "give a comma-separated list of cpu, gpu, npu")
     if os.path.exists(output) and not force:
         raise BadInput(f"{output} exists", "pass --force to overwrite it")
     if os.path.isdir(output):
@@ -121,7 +126,7 @@ def convert(source, output, input_specs, channel_last_io, validate_, as_json, fo
         stages = {"export": "tracing with torch.export", "lower": "lowering ATen ops", "optimize": "optimizing",
                   "write": "writing the flatbuffer"}
         start = time.perf_counter()
-        edge = litert_torch.convert(src.model, args, kwargs, channel_last_io=channel_last_io,
+        edge = litert_torch.convert(src.model, args, kwargs, channel_last_io=channel_last_io, target=targets,
                                     progress=lambda stage: status.update(stages.get(stage, stage)))
         seconds = time.perf_counter() - start
         edge.export(output)
@@ -132,9 +137,12 @@ def convert(source, output, input_specs, channel_last_io, validate_, as_json, fo
     graph = read_model(edge.flatbuffer).subgraphs[0]
     summary["ops"] = len(graph.ops)
     summary["op_histogram"] = graph.op_counts()
+    plan = edge.delegate_plan
+    summary["delegate_plan"] = plan.to_json()
     if not quiet and not as_json:
         console.print(f"wrote {output}: {len(edge.flatbuffer) / 1e6:.2f} MB, {len(graph.ops)} ops, "
                       f"{seconds:.2f}s")
+        click.echo("\n".join(f"delegate plan: {line}" for line in plan.render().splitlines()))
     failed = False
     if validate_:
         report = _validate(src.model, edge, args, kwargs)

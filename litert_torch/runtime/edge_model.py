@@ -108,6 +108,17 @@ class EdgeModel:
         graphs = decode_source_map(read_json(self._metadata, SOURCE_MAP_KEY))
         return graphs[0] if graphs else []
 
+    @property
+    def delegate_plan(self):
+        """The DelegatePlan stored in the model, or one computed from the file when it has none."""
+        from litert_torch.delegates.plan import PLAN_KEY, DelegatePlan, plan_for
+        from litert_torch.flatbuffer.reader import read_model
+
+        data = read_json(self._metadata, PLAN_KEY)
+        if data is not None:
+            return DelegatePlan.from_json(data)
+        return plan_for(read_model(self._bytes).subgraphs[0])
+
     # ---- the runtime ------------------------------------------------------------------------------------
     @property
     def num_threads(self) -> int | None:

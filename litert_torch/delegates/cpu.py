@@ -1,0 +1,56 @@
+"""XNNPACK (LiteRT's default CPU delegate): the builtins it takes, with their constraints. Ops it does not
+take run on LiteRT's builtin CPU kernels, at the cost of leaving the delegated region."""
+
+from __future__ import annotations
+
+from litert_torch import ir
+from litert_torch.delegates.rules import FLOAT_TYPES, Rule, activations_of, all_of, check, constant_input, supported
+
+TARGET = "cpu"
+DELEGATE = "XNNPACK"
+
+
+def _float_activations(op: ir.Op) -> str | None:
+    bad = [t for t in activations_of(op) if t.dtype not in FLOAT_TYPES and t.quantization is None]
+    return f"{bad[0].dtype} tensors (XNNPACK takes float and quantized int8 activations)" if bad else None
+
+
+def _no_shrink(op: ir.Op) -> str | None:
+    masks = [k for k in ("shrink_axis_mask", "ellipsis_mask", "new_axis_mask") if op.options.get(k)]
+    return f"STRIDED_SLICE with {masks[0]}" if masks else None
+
+
+def _static_weights(op: ir.Op) -> str | None:
+    return None if op.inputs[1].is_constant else "weights computed at run time"
+
+
+def _rank(limit: int) -> Rule:
+    def rule(op: ir.Op) -> str | None:
+        worst = max((t.rank for t in activations_of(op)), default=0)
+        return f"a rank-{worst} tensor (XNNPACK takes up to rank {limit} here)" if worst > limit else None
+    return rule
+
+
+TABLE: dict[str, Rule] = {name: supported for name in (
+    "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "ABS", "NEG", "FLOOR", "CEIL",
+    "ROUND", "SQRT", "RSQRT", "SQUARE", "EXP", "LOG", "SIN", "COS", "TANH", "LOGISTIC", "ELU", "GELU",
+    "HARD_SWISH", "LEAKY_RELU", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "PRELU", "SOFTMAX", "LOG_SOFTMAX",
+    "CONCATENATION", "RESHAPE", "SLICE", "SPLIT", "SPLIT_V", "PAD", "TRANSPOSE", "DEPTH_TO_SPACE",
+    "SPACE_TO_DEPTH", "AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN",
+    "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "BATCH_MATMUL", "FULLY_CONNECTED", "CONV_2D",
+    "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "QUANTIZE", "DEQUANTIZE", "COPY",
+)}
+TABLE.update({
+    "STRIDED_SLICE": _no_shrink,
+    "CONV_2D": _static_weights,
+    "DEPTHWISE_CONV_2D": _static_weights,
+    "TRANSPOSE_CONV": all_of(constant_input(0, "output shape"), constant_input(1, "weights")),
+    "PAD": constant_input(1, "paddings"),
+    "MEAN": constant_input(1, "reduction axes"),
+})
+
+GENERAL: list[Rule] = [_float_activations, _rank(6)]
+
+
+def check_op(op: ir.Op) -> str | None:
+    return check(TABLE, GENERAL, op, DELEGATE)

@@ -1,0 +1,161 @@
+"""The delegate plan: for each target (cpu = XNNPACK, gpu, npu), which ops the delegate takes and why not the
+others, the partitions (maximal connected regions of delegated ops), and the share of ops and of multiply-
+accumulates that would run on it. Stored as `litert_torch.delegate_plan` (JSON, docs/DELEGATES.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from litert_torch import ir
+from litert_torch.delegates import cpu, gpu, npu
+
+PLAN_KEY = "litert_torch.delegate_plan"
+FORMAT_VERSION = 1
+CHECKS: dict[str, tuple[str, Callable[[ir.Op], "str | None"]]] = {
+    "cpu": (cpu.DELEGATE, cpu.check_op),
+    "gpu": (gpu.DELEGATE, gpu.check_op),
+    "npu": (npu.DELEGATE, npu.check_op),
+}
+TARGETS = tuple(CHECKS)
+
+
+def macs(op: ir.Op) -> int:
+    """Multiply-accumulates of one op (element count for ops that do no multiply-accumulate work)."""
+    out = op.outputs[0] if op.outputs else None
+    out_size = out.size if out is not None else 0
+    ins = op.inputs
+    if op.opcode == "CONV_2D":
+        _, kh, kw, cin = ins[1].shape
+        return out_size * kh * kw * cin
+    if op.opcode == "DEPTHWISE_CONV_2D":
+        return out_size * ins[1].shape[1] * ins[1].shape[2]
+    if op.opcode == "FULLY_CONNECTED":
+        return out_size * ins[1].shape[-1]
+    if op.opcode == "BATCH_MATMUL":
+        a = ins[0]
+        return out_size * (a.shape[-2] if op.options.get("adj_x") else a.shape[-1])
+    if op.opcode == "TRANSPOSE_CONV":
+        cout, kh, kw, _ = ins[1].shape
+        return ins[2].size * kh * kw * cout
+    if op.opcode == "UNIDIRECTIONAL_SEQUENCE_LSTM":
+        hidden, n_in = ins[1].shape
+        return out_size // hidden * 4 * hidden * (n_in + hidden) if hidden else 0
+    return out_size
+
+
+@dataclass
+class Fallback:
+    op: int
+    opcode: str
+    reason: str
+    node: str | None = None
+    location: str | None = None
+
+
+@dataclass
+class TargetPlan:
+    target: str
+    delegate: str
+    ops: int
+    delegated_ops: int
+    macs: int
+    delegated_macs: int
+    partitions: list[list[int]] = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
+
+    @property
+    def op_share(self) -> float:
+        return self.delegated_ops / self.ops if self.ops else 1.0
+
+    @property
+    def mac_share(self) -> float:
+        return self.delegated_macs / self.macs if self.macs else 1.0
+
+    @property
+    def fully_delegated(self) -> bool:
+        return not self.fallbacks and len(self.partitions) <= 1
+
+    def summary(self) -> str:
+        text = (f"{self.target} ({self.delegate}): {self.delegated_ops}/{self.ops} ops ({self.op_share:.0%}), "
+                f"{self.mac_share:.1%} of MACs, {len(self.partitions)} partition"
+                f"{'s' if len(self.partitions) != 1 else ''}")
+        if self.fallbacks:
+            reasons: dict[str, int] = {}
+            for f in self.fallbacks:
+                reasons[f"{f.opcode}: {f.reason}"] = reasons.get(f"{f.opcode}: {f.reason}", 0) + 1
+            top = "; ".join(f"{r} (x{n})" if n > 1 else r for r, n in list(reasons.items())[:4])
+            text += f"; on CPU: {top}" + (" ..." if len(reasons) > 4 else "")
+        return text
+
+
+@dataclass
+class DelegatePlan:
+    targets: dict[str, TargetPlan]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": FORMAT_VERSION, "targets": {
+            name: {**{k: v for k, v in asdict(p).items() if k not in ("partitions", "fallbacks")},
+                   "partition_count": len(p.partitions), "partitions": p.partitions,
+                   "fallbacks": [asdict(f) for f in p.fallbacks]}
+            for name, p in self.targets.items()}}
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "DelegatePlan":
+        targets = {}
+        for name, p in data.get("targets", {}).items():
+            targets[name] = TargetPlan(name, p["delegate"], p["ops"], p["delegated_ops"], p["macs"],
+                                       p["delegated_macs"], [list(x) for x in p.get("partitions", [])],
+                                       [Fallback(**f) for f in p.get("fallbacks", [])])
+        return cls(targets)
+
+    def render(self) -> str:
+        return "\n".join(p.summary() for p in self.targets.values())
+
+
+def _partitions(graph: ir.Graph, delegated: list[bool]) -> list[list[int]]:
+    """Maximal connected regions of delegated ops (connected through the tensors they pass each other)."""
+    parent = list(range(len(graph.ops)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    producer = {t: i for i, op in enumerate(graph.ops) for t in op.outputs}
+    for i, op in enumerate(graph.ops):
+        if not delegated[i]:
+            continue
+        for t in op.inputs:
+            j = producer.get(t) if t is not None else None
+            if j is not None and delegated[j]:
+                parent[find(i)] = find(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(graph.ops)):
+        if delegated[i]:
+            groups.setdefault(find(i), []).append(i)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+def plan_target(graph: ir.Graph, target: str) -> TargetPlan:
+    delegate, check_op = CHECKS[target]
+    reasons = [check_op(op) for op in graph.ops]
+    delegated = [r is None for r in reasons]
+    op_macs = [macs(op) for op in graph.ops]
+    fallbacks = [Fallback(i, op.opcode, reason, op.source.node if op.source else None,
+                          op.source.location if op.source else None)
+                 for i, (op, reason) in enumerate(zip(graph.ops, reasons)) if reason is not None]
+    return TargetPlan(target, delegate, len(graph.ops), sum(delegated), sum(op_macs),
+                      sum(m for m, d in zip(op_macs, delegated) if d), _partitions(graph, delegated), fallbacks)
+
+
+def plan_for(graph: ir.Graph, targets: tuple[str, ...] = TARGETS) -> DelegatePlan:
+    unknown = [t for t in targets if t not in CHECKS]
+    if unknown:
+        raise ValueError(f"unknown target(s) {unknown}; choose from {list(CHECKS)}")
+    return DelegatePlan({t: plan_target(graph, t) for t in targets})
