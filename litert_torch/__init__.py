@@ -7,6 +7,7 @@
 """
 
 from litert_torch.converter import convert
+from litert_torch.delegates.aot import AotCompileError, aot_compile
 from litert_torch.errors import (
     ConversionError,
     ExportError,
@@ -20,6 +21,8 @@ from litert_torch.runtime import EdgeModel
 from litert_torch.runtime.validate import ValidationReport, validate
 
 __all__ = [
+    "AotCompileError",
+    "aot_compile",
     "ConversionError",
     "EdgeModel",
     "ExportError",

@@ -96,12 +96,16 @@ def cli() -> None:
 @click.option("--channel-last-io", is_flag=True, help="NHWC image inputs and outputs (no TRANSPOSE at the edges).")
 @click.option("--target", default="cpu,gpu,npu", show_default=True,
               help="Delegate targets to plan for (cpu, gpu, npu); the plan is printed and stored in the model.")
+@click.option("--npu", "npu_target", metavar="VENDOR:SOC",
+              help="Also compile for an NPU ahead of time (e.g. qualcomm:SM8650), written next to the output; "
+                   "needs the vendor's SDK package.")
 @click.option("--validate", "validate_", is_flag=True, help="Check the numbers against PyTorch after converting.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @common_options
 @handled
-def convert(source, output, input_specs, channel_last_io, target, validate_, as_json, force, quiet, debug):
+def convert(source, output, input_specs, channel_last_io, target, npu_target, validate_, as_json, force, quiet,
+            debug):
     from litert_convert.sources import load_source, sample_inputs
 
     targets = tuple(t.strip() for t in target.split(",") if t.strip())
@@ -143,6 +147,13 @@ def convert(source, output, input_specs, channel_last_io, target, validate_, as_
         console.print(f"wrote {output}: {len(edge.flatbuffer) / 1e6:.2f} MB, {len(graph.ops)} ops, "
                       f"{seconds:.2f}s")
         click.echo("\n".join(f"delegate plan: {line}" for line in plan.render().splitlines()))
+    if npu_target:
+        compiled = litert_torch.aot_compile(edge, npu_target)
+        npu_path = os.path.splitext(output)[0] + "." + npu_target.replace(":", "_").lower() + ".tflite"
+        litert_torch.EdgeModel(compiled).export(npu_path)
+        summary["npu_output"] = npu_path
+        if not quiet and not as_json:
+            console.print(f"wrote {npu_path} (compiled for {npu_target})")
     failed = False
     if validate_:
         report = _validate(src.model, edge, args, kwargs)

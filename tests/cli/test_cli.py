@@ -165,6 +165,16 @@ def test_corrupt_and_truncated_tflite(small_tflite, tmp_path):
         assert code == 2, (name, output)
 
 
+def test_npu_compile_without_the_vendor_sdk_says_what_to_install(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("ai_edge_litert_sdk_qualcomm") is not None:
+        pytest.skip("the Qualcomm SDK is installed here")
+    out = tmp_path / "m.tflite"
+    code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", out, "--npu", "qualcomm:SM8650")
+    assert code == 1 and "pip install ai-edge-litert-sdk-qualcomm" in output and "Traceback" not in output
+
+
 def test_debug_shows_the_traceback(tmp_path):
     code, output = run("convert", f"{FIXTURES}:broken", "-o", tmp_path / "x.tflite", "--debug")
     assert code == 2 and "Traceback" in output

@@ -127,3 +127,24 @@ def test_foreign_file_gets_a_computed_plan():
 
     bare = EdgeModel(serialize(parsed))
     assert bare.delegate_plan.targets["gpu"].fully_delegated
+
+
+def test_npu_aot_compile_names_the_missing_sdk():
+    import importlib.util
+
+    edge = litert_torch.convert(nn.Linear(4, 2).eval(), (torch.randn(1, 4),))
+    if importlib.util.find_spec("ai_edge_litert_sdk_qualcomm") is not None:
+        pytest.skip("the Qualcomm SDK is installed here")
+    with pytest.raises(litert_torch.AotCompileError, match="pip install ai-edge-litert-sdk-qualcomm"):
+        litert_torch.aot_compile(edge, "qualcomm:SM8650")
+
+
+@pytest.mark.parametrize("target, message", [
+    ("qualcomm", "use VENDOR:SOC"),
+    ("nvidia:H100", "use VENDOR:SOC"),
+    ("qualcomm:SM1234", "unknown qualcomm SoC 'SM1234'; known: "),
+])
+def test_npu_targets_are_checked(target, message):
+    edge = litert_torch.convert(nn.Linear(4, 2).eval(), (torch.randn(1, 4),))
+    with pytest.raises(litert_torch.AotCompileError, match=message):
+        litert_torch.aot_compile(edge, target)
