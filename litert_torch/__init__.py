@@ -18,9 +18,11 @@ from litert_torch.errors import (
     UnsupportedOpsError,
 )
 from litert_torch.runtime import EdgeModel
+from litert_torch.runtime.accelerated import AcceleratorUnavailable
 from litert_torch.runtime.validate import ValidationReport, validate
 
 __all__ = [
+    "AcceleratorUnavailable",
     "AotCompileError",
     "aot_compile",
     "ConversionError",

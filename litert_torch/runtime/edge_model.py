@@ -46,15 +46,19 @@ class EdgeModel:
     KERNELS = ("xnnpack", "builtin", "reference")
 
     def __init__(self, flatbuffer: bytes, *, num_threads: int | None = None, kernels: str = "xnnpack",
-                 keep_intermediates: bool = False):
+                 keep_intermediates: bool = False, accelerator: str | None = None):
         """`kernels`: "xnnpack" (the default CPU path: XNNPACK where it applies, builtin kernels elsewhere),
         "builtin" (the optimised builtin kernels, no delegate) or "reference" (the plain reference kernels).
         `keep_intermediates` keeps every tensor readable after a call (for per-layer comparisons; only tensors
-        outside a delegate exist, so combine it with "builtin" or "reference")."""
+        outside a delegate exist, so combine it with "builtin" or "reference").
+        `accelerator` ("cpu", "gpu", "npu") runs through LiteRT's CompiledModel on that accelerator only; one
+        this machine lacks raises AcceleratorUnavailable when the model is first run."""
         if kernels not in self.KERNELS:
             raise ValueError(f"kernels must be one of {self.KERNELS}, got {kernels!r}")
         self._kernels = kernels
         self._keep_intermediates = keep_intermediates
+        self._accelerator = accelerator
+        self._compiled = None
         self._bytes = bytes(flatbuffer)
         self._metadata = read_metadata(self._bytes)
         self._io = (read_json(self._metadata, IO_KEY) or {}).get("signatures", {})
@@ -146,7 +150,20 @@ class EdgeModel:
             self._interpreter.allocate_tensors()
         return self._interpreter
 
+    @property
+    def accelerator(self) -> str:
+        """The hardware that runs the model: "cpu" (interpreter or CompiledModel), "gpu" or "npu"."""
+        return self._accelerator or "cpu"
+
     def _runner(self, key: str):
+        if self._accelerator is not None:
+            from litert_torch.runtime.accelerated import CompiledRunner, compile_for
+
+            if self._compiled is None:
+                self._compiled = compile_for(self._bytes, self._accelerator)
+            if key not in self._runners:
+                self._runners[key] = CompiledRunner(self._compiled, key)
+            return self._runners[key]
         if key not in self._runners:
             keys = list(self._get_interpreter().get_signature_list())
             if key not in keys:
@@ -171,6 +188,12 @@ class EdgeModel:
         return out
 
     def _signature_keys(self) -> list[str]:
+        if self._accelerator is not None:
+            if self._compiled is None:
+                from litert_torch.runtime.accelerated import compile_for
+
+                self._compiled = compile_for(self._bytes, self._accelerator)
+            return list(self._compiled.get_signature_list())
         return list(self._get_interpreter().get_signature_list())
 
     def _default_key(self) -> str:
@@ -194,7 +217,8 @@ class EdgeModel:
         for name, value in leaves:
             feeds[name] = self._check_input(name, value, details[name], name in wide_inputs)
         # Variable tensors (recurrent state) persist between invocations; each call starts from the initial state.
-        self._get_interpreter().reset_all_variables()
+        if self._accelerator is None:
+            self._get_interpreter().reset_all_variables()
         results = runner(**feeds)
         order = io["outputs"] if io else list(runner.get_output_details())
         widen = [d == "int64" for d in io.get("output_dtypes", [])] if io else []
