@@ -22,6 +22,7 @@ PIPELINE: list[tuple[str, PassFn]] = [
     ("fold_padding", fold_padding.run),
     ("fold_affine", fold_affine.run),
     ("fuse_activation", fuse_activation.run),
+    ("zero_pad_nonnegative", fold_padding.zero_pad_nonnegative),
     ("cleanup", cleanup.run),
 ]
 

@@ -63,3 +63,35 @@ def run(graph: ir.Graph) -> bool:
             op.options["padding"] = "SAME"
             changed = True
     return changed
+
+
+NONNEGATIVE_ACTIVATIONS = {"RELU", "RELU6", "RELU_0_TO_1"}
+
+
+def _nonnegative(op: ir.Op | None) -> bool:
+    if op is None:
+        return False
+    return op.opcode in NONNEGATIVE_ACTIVATIONS or op.options.get("fused_activation_function") in ("RELU", "RELU6")
+
+
+def zero_pad_nonnegative(graph: ir.Graph) -> bool:
+    """A -inf PADV2 before MAX_POOL_2D whose input comes out of a ReLU becomes a plain zero PAD.
+
+    Exact: every pooling window holds at least one real element, all real elements are >= 0, so a 0 in the
+    padding never wins the max. PAD runs on XNNPACK and the GPU and NPU delegates; PADV2 on none of them.
+
+        RELU -> PADV2(-inf) -> MAX_POOL_2D        RELU -> PAD -> MAX_POOL_2D
+    """
+    producers = graph.producers()
+    consumers = graph.consumers()
+    changed = False
+    for i, op in enumerate(graph.ops):
+        if op.opcode != "PADV2" or not op.inputs[2].is_constant or not np.all(np.isneginf(op.inputs[2].data)):
+            continue
+        readers = consumers.get(op.outputs[0], [])
+        if not readers or any(r.opcode != "MAX_POOL_2D" for r in readers) or op.outputs[0] in graph.outputs:
+            continue
+        if _nonnegative(producers.get(op.inputs[0])):
+            graph.ops[i] = ir.Op("PAD", op.inputs[:2], op.outputs, {}, op.source, op.value_node)
+            changed = True
+    return changed

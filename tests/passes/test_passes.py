@@ -199,3 +199,14 @@ def test_folding_never_copies_shared_weights():
     table_bytes = 1000 * 64 * 4
     assert len(edge.flatbuffer) < 1.5 * table_bytes
     assert_matches(model(ids), edge(ids))
+
+
+def test_max_pool_padding_after_relu_is_a_plain_pad():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.MaxPool2d(3, 2, 1)).eval()
+    x = torch.randn(1, 3, 18, 18)  # 16x16 into the pool: PyTorch pads 1 before, SAME would pad 0
+    edge = litert_torch.convert(model, (x,))
+    counts = op_counts(edge)
+    assert counts.get("PADV2", 0) == 0 and counts.get("PAD", 0) == 1, counts
+    assert_matches(model(x), edge(x))
+    signed = nn.Sequential(nn.Conv2d(3, 8, 3), nn.MaxPool2d(3, 2, 1)).eval()  # no ReLU: -inf stays
+    assert op_counts(litert_torch.convert(signed, (x,))).get("PADV2", 0) == 1
