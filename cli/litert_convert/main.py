@@ -177,21 +177,12 @@ def _validate(model, edge, args, kwargs, per_layer=None):
 
 
 def _write_text(path: str, text: str) -> None:
-    """Write atomically: a temp file in the same folder, then a rename."""
-    import tempfile
+    from litert_torch.files import write_atomic
 
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise BadInput(f"no such directory: {directory}")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".litert_", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text.encode("utf-8"))
 
 
 class _NoStatus:

@@ -11,7 +11,6 @@ Inputs are checked against the signature before they reach the runtime: a wrong 
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from litert_torch.errors import ModelInputError
+from litert_torch.files import write_atomic
 from litert_torch.flatbuffer.reader import read_metadata
 from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, decode_source_map, read_json
 
@@ -88,19 +88,7 @@ class EdgeModel:
 
     def export(self, path: str | os.PathLike) -> None:
         """Write the .tflite file atomically: readers see the old file or the whole new one, never a part."""
-        path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".litert_", suffix=".tflite.tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(self._bytes)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_atomic(path, self._bytes)
 
     @property
     def metadata(self) -> dict[str, bytes]:
