@@ -92,6 +92,17 @@ def test_inspect_validate_bench(small_tflite):
     assert [r["threads"] for r in results] == [1, 2] and all(r["median_ms"] > 0 for r in results)
 
 
+def test_every_command_as_the_installed_script(small_tflite):
+    code, stdout, stderr = run_script("validate", small_tflite, f"{FIXTURES}:with_inputs")
+    assert code == 0 and "validation: PASS" in stdout, stdout + stderr
+    code, stdout, stderr = run_script("bench", small_tflite, "--runs", "3", "--json")
+    assert code == 0 and json.loads(stdout)["results"][0]["runs"] == 3, stderr
+    code, stdout, _ = run_script("inspect", small_tflite)
+    assert code == 0 and "delegate_plan" in stdout
+    code, stdout, _ = run_script("--help")
+    assert code == 0 and "Exit codes: 0 success; 1 conversion or validation failed; 2 bad usage" in stdout
+
+
 def test_validate_writes_an_html_report(small_tflite, tmp_path):
     page = tmp_path / "report.html"
     code, output = run("validate", small_tflite, f"{FIXTURES}:with_inputs", "--html", page)
