@@ -37,7 +37,7 @@ def random_feeds(details: list[dict], seed: int = 0) -> list[np.ndarray]:
 def inputs_for_model(edge) -> tuple:
     """Sample inputs drawn to the model's serving signature, as torch tensors (int64 where the source is)."""
     signature = next(iter(edge.signatures.values()))
-    io = _io(edge)
+    io = edge.io_spec
     wide = {n for n, d in zip(io.get("inputs", []), io.get("input_dtypes", [])) if d == "int64"}
     nhwc = set(io.get("channel_last_inputs", []))
     feeds = random_feeds([{"dtype": s.dtype, "shape": s.shape} for s in signature.inputs])
@@ -51,10 +51,3 @@ def inputs_for_model(edge) -> tuple:
         tensors.append(t)
     return tuple(tensors)
 
-
-def _io(edge) -> dict:
-    from litert_torch.metadata import IO_KEY, read_json
-
-    data = read_json(edge.metadata, IO_KEY) or {}
-    signatures = data.get("signatures", {})
-    return next(iter(signatures.values())) if signatures else {}

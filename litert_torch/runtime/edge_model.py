@@ -95,6 +95,12 @@ class EdgeModel:
         return dict(self._metadata)
 
     @property
+    def io_spec(self) -> dict[str, Any]:
+        """The first signature's entry of the `litert_torch.io` metadata (see litert_torch/metadata.py), or {}
+        for files without it."""
+        return next(iter(self._io.values()), {})
+
+    @property
     def source_map(self) -> list[dict[str, Any] | None]:
         """Per op of the main subgraph: the PyTorch node, ATen target, source line and module it came from."""
         graphs = decode_source_map(read_json(self._metadata, SOURCE_MAP_KEY))

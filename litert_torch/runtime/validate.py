@@ -24,7 +24,7 @@ from litert_torch.structure import plain
 
 SCHEMA_VERSION = 1
 BACKENDS = ("xnnpack", "reference", "cloud")
-_KERNELS = {"xnnpack": "xnnpack", "reference": "reference"}
+LITERT_BACKENDS = ("xnnpack", "reference")  # EdgeModel kernel names
 
 
 @dataclass
@@ -218,19 +218,20 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
         for args, kwargs in input_sets:
             references.append(module(*args, **kwargs))
 
+    names = _output_names(edge_model)
     report_backends = []
     for backend in backends:
         if backend == "cloud":
             report_backends.append(_cloud_backend(module, input_sets, references, atol, rtol, tpu_precision,
-                                                  _output_names(edge_model)))
+                                                  names))
             continue
-        if backend not in _KERNELS:
+        if backend not in LITERT_BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
-        runner = edge_model.with_kernels(_KERNELS[backend])
+        runner = edge_model.with_kernels(backend)
         results: list[OutputResult] = []
         for (args, kwargs), reference in zip(input_sets, references):
             got = call_like_pytorch(runner, args, kwargs)
-            comparisons = compare_outputs(reference, got, atol=atol, rtol=rtol, names=_output_names(edge_model))
+            comparisons = compare_outputs(reference, got, atol=atol, rtol=rtol, names=names)
             ref_leaves = [_as_numpy(v) for v in pytree.tree_leaves(plain(reference))]
             got_leaves = [_as_numpy(v) for v in pytree.tree_leaves(plain(got))]
             results = _merge(results, comparisons, ref_leaves, got_leaves)
@@ -247,11 +248,7 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
 
 
 def _output_names(edge_model) -> list[str] | None:
-    from litert_torch.metadata import IO_KEY, read_json
-
-    io = (read_json(edge_model.metadata, IO_KEY) or {}).get("signatures", {})
-    first = next(iter(io.values()), None)
-    return first.get("outputs") if first else None
+    return edge_model.io_spec.get("outputs") or None
 
 
 def _cloud_backend(module, input_sets, references, atol, rtol, tpu_precision: bool, names) -> BackendResult:
@@ -328,6 +325,8 @@ class LayerError:
     location: str | None
     relative_error: float  # max |edge - ref| / max |ref|
     passed: bool
+    source_node: str | None = None  # the node the op was lowered from
+    module: str | None = None
 
 
 def layer_errors(module, edge_model, args, kwargs, atol: float = ATOL,
@@ -367,23 +366,21 @@ def layer_errors(module, edge_model, args, kwargs, atol: float = ATOL,
         err = float(np.abs(got - ref_np).max()) if ref_np.size else 0.0
         source = ops[i].source
         layers.append(LayerError(node, source.target, ops[i].opcode, i, source.location,
-                                 err / scale if scale else err, err <= rtol * scale + atol))
+                                 err / scale if scale else err, err <= rtol * scale + atol, source.node,
+                                 source.module))
     return layers, None if layers else "no intermediate tensor could be matched to a PyTorch node"
 
 
 def locate(module, edge_model, args, kwargs, atol: float = ATOL, rtol: float = RTOL):
     """(Divergence or None, note, layers): the first node in op order whose value the reference kernels
     depart from, with the per-layer errors it was found in."""
-    from litert_torch.flatbuffer.reader import read_model
-
     layers, note = layer_errors(module, edge_model, args, kwargs, atol, rtol)
     if not layers:
         return None, note, layers
     worst_before = 0.0
     for count, layer in enumerate(layers, 1):
         if not layer.passed:
-            source = read_model(edge_model.flatbuffer).subgraphs[0].ops[layer.op_index].source
-            return Divergence(source.node, source.target, source.location, source.module, layer.opcode,
+            return Divergence(layer.source_node, layer.target, layer.location, layer.module, layer.opcode,
                               layer.op_index, layer.relative_error, worst_before, count), None, layers
         worst_before = max(worst_before, layer.relative_error)
     return None, f"the reference kernels reproduce all {len(layers)} matched PyTorch nodes", layers
@@ -392,10 +389,7 @@ def locate(module, edge_model, args, kwargs, atol: float = ATOL, rtol: float = R
 def call_like_pytorch(edge_model, args: tuple, kwargs: dict) -> Any:
     """Call `edge_model` with PyTorch-layout inputs and return PyTorch-layout outputs, whatever the model's
     channel_last_io choice (recorded in its I/O metadata)."""
-    from litert_torch.metadata import IO_KEY, read_json
-
-    signatures = (read_json(edge_model.metadata, IO_KEY) or {}).get("signatures", {})
-    io = next(iter(signatures.values()), {})
+    io = edge_model.io_spec
     nhwc_in, nhwc_out = set(io.get("channel_last_inputs", [])), set(io.get("channel_last_outputs", []))
     if not nhwc_in and not nhwc_out:
         return edge_model(*args, **kwargs)
