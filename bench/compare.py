@@ -156,8 +156,12 @@ def main() -> int:
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     cases = {c.name: c for c in zoo.MODELS}
-    work = tempfile.mkdtemp(prefix="litert_bench_")
+    with tempfile.TemporaryDirectory(prefix="litert_bench_") as work:  # converted models: GBs for the zoo
+        return run(args, threads, cases, work)
 
+
+def run(args, threads, cases, work) -> int:
+    """Convert, time and report every model, with the converted files kept in `work`."""
     rows = {}
     jobs = []
     # One warm-up conversion on each side first, so that one-time start-up costs (imports, torch.export's
