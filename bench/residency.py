@@ -22,8 +22,9 @@ def main() -> int:
     parser.add_argument("--models", nargs="*", default=[c.name for c in zoo.MODELS])
     args = parser.parse_args()
     cases = {c.name: c for c in zoo.MODELS}
-    print("| model | target | ops on delegate | MACs on delegate | partitions | stays on CPU |")
-    print("|---|---|---|---|---|---|")
+    print("| model | target | ops on delegate | MACs on delegate | partitions | stays on CPU | "
+          "before delegate-aware lowering |")
+    print("|---|---|---|---|---|---|---|")
     for name in args.models:
         case = cases[name]
         torch.manual_seed(0)
@@ -34,8 +35,14 @@ def main() -> int:
                 key = f"{f.opcode}: {f.reason}"
                 reasons[key] = reasons.get(key, 0) + 1
             why = "; ".join(f"{k} (x{n})" if n > 1 else k for k, n in reasons.items()) or "–"
+            before = "–"
+            if plan.before is not None:
+                b = plan.before
+                rewrites = ", ".join(f"{k} x{n}" for k, n in plan.rewrites.items())
+                before = (f"{b['delegated_ops']}/{b['ops']} ops, {b['delegated_macs'] / max(b['macs'], 1):.1%} "
+                          f"of MACs, {b['partition_count']} partitions ({rewrites})")
             print(f"| {name} | {target} | {plan.delegated_ops}/{plan.ops} ({plan.op_share:.0%}) "
-                  f"| {plan.mac_share:.1%} | {len(plan.partitions)} | {why} |")
+                  f"| {plan.mac_share:.1%} | {len(plan.partitions)} | {why} | {before} |")
     return 0
 
 

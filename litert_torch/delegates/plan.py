@@ -64,6 +64,10 @@ class TargetPlan:
     delegated_macs: int
     partitions: list[list[int]] = field(default_factory=list)
     fallbacks: list[Fallback] = field(default_factory=list)
+    # Set when delegate-aware rewrites changed the graph for this target: the residency of the graph before
+    # them (ops, delegated_ops, macs, delegated_macs, partition_count) and {rewrite name: sites rewritten}.
+    before: dict[str, int] | None = None
+    rewrites: dict[str, int] = field(default_factory=dict)
 
     @property
     def op_share(self) -> float:
@@ -77,10 +81,20 @@ class TargetPlan:
     def fully_delegated(self) -> bool:
         return not self.fallbacks and len(self.partitions) <= 1
 
+    def residency(self) -> dict[str, int]:
+        return {"ops": self.ops, "delegated_ops": self.delegated_ops, "macs": self.macs,
+                "delegated_macs": self.delegated_macs, "partition_count": len(self.partitions)}
+
     def summary(self) -> str:
         text = (f"{self.target} ({self.delegate}): {self.delegated_ops}/{self.ops} ops ({self.op_share:.0%}), "
                 f"{self.mac_share:.1%} of MACs, {len(self.partitions)} partition"
                 f"{'s' if len(self.partitions) != 1 else ''}")
+        if self.before is not None:
+            b = self.before
+            share = b["delegated_macs"] / b["macs"] if b["macs"] else 1.0
+            done = ", ".join(f"{name} x{n}" for name, n in self.rewrites.items())
+            text += (f" (before delegate-aware lowering: {b['delegated_ops']}/{b['ops']} ops, {share:.1%} of MACs, "
+                     f"{b['partition_count']} partition{'s' if b['partition_count'] != 1 else ''}; {done})")
         if self.fallbacks:
             reasons: dict[str, int] = {}
             for f in self.fallbacks:
@@ -96,7 +110,8 @@ class DelegatePlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"version": FORMAT_VERSION, "targets": {
-            name: {**{k: v for k, v in asdict(p).items() if k not in ("partitions", "fallbacks")},
+            name: {**{k: v for k, v in asdict(p).items()
+                      if k not in ("partitions", "fallbacks") and not (k == "before" and v is None)},
                    "partition_count": len(p.partitions), "partitions": p.partitions,
                    "fallbacks": [asdict(f) for f in p.fallbacks]}
             for name, p in self.targets.items()}}
@@ -110,7 +125,8 @@ class DelegatePlan:
         for name, p in data.get("targets", {}).items():
             targets[name] = TargetPlan(name, p["delegate"], p["ops"], p["delegated_ops"], p["macs"],
                                        p["delegated_macs"], [list(x) for x in p.get("partitions", [])],
-                                       [Fallback(**f) for f in p.get("fallbacks", [])])
+                                       [Fallback(**f) for f in p.get("fallbacks", [])], p.get("before"),
+                                       dict(p.get("rewrites", {})))
         return cls(targets)
 
     def render(self) -> str:
@@ -154,8 +170,22 @@ def plan_target(graph: ir.Graph, target: str) -> TargetPlan:
                       sum(m for m, d in zip(op_macs, delegated) if d), _partitions(graph, delegated), fallbacks)
 
 
-def plan_for(graph: ir.Graph, targets: tuple[str, ...] = TARGETS) -> DelegatePlan:
+def check_targets(targets: tuple[str, ...]) -> None:
     unknown = [t for t in targets if t not in CHECKS]
     if unknown:
         raise ValueError(f"unknown target(s) {unknown}; choose from {list(CHECKS)}")
+
+
+def plan_for(graph: ir.Graph, targets: tuple[str, ...] = TARGETS) -> DelegatePlan:
+    check_targets(targets)
     return DelegatePlan({t: plan_target(graph, t) for t in targets})
+
+
+def with_before(after: DelegatePlan, before: DelegatePlan, rewrites: dict[str, dict[str, int]]) -> DelegatePlan:
+    """`after`, with each target's residency before the delegate-aware rewrites that fired for it."""
+    for name, plan in after.targets.items():
+        done = rewrites.get(name)
+        if done:
+            plan.before = before.targets[name].residency()
+            plan.rewrites = dict(done)
+    return after

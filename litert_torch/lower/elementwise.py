@@ -244,13 +244,16 @@ def lower_remainder(ctx, node, a, b):
 
 @lowers(aten.pow.Tensor_Scalar)
 def lower_pow_scalar(ctx, node, x, exponent):
-    """x ** c: MUL for 2, SQRT for 0.5, RSQRT for -0.5, DIV for -1, POW otherwise."""
+    """x ** c: MUL for 2 and 3, SQRT for 0.5, RSQRT for -0.5, DIV for -1, POW otherwise (XNNPACK and NPUs
+    take no POW; x * x * x is within an ulp of pow(x, 3))."""
     shape, dtype = out_meta(node)
     x = ctx.cast(x, dtype)
     if exponent == 1:
         return x
     if exponent == 2:
         return ctx.emit("MUL", [x, x], like=x)
+    if exponent == 3:
+        return ctx.emit("MUL", [ctx.emit("MUL", [x, x], like=x), x], like=x)
     if exponent == 0.5 and dtype.kind == "f":
         return ctx.emit("SQRT", [x], like=x)
     if exponent == -0.5 and dtype.kind == "f":

@@ -38,6 +38,7 @@ class OpCase:
     reason: str = ""
     rtol: float = 1e-4
     atol: float = 1e-5
+    target: str | None = None  # convert for this delegate target only (the default: all of them)
 
 
 def r(*shape):

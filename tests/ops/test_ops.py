@@ -19,7 +19,7 @@ def test_op(case):
         with pytest.raises(case.raises):
             litert_torch.convert(module, inputs)
         return
-    edge = litert_torch.convert(module, inputs)
+    edge = litert_torch.convert(module, inputs, **({"target": case.target} if case.target else {}))
     with torch.no_grad():
         expected = module(*inputs)
     assert_matches(expected, edge(*inputs), rtol=case.rtol, atol=case.atol)

@@ -1,0 +1,257 @@
+"""Delegate-aware rewrites: the same computation in a form the accelerators take.
+
+Each rewrite replaces ops that a delegate rejects by an equivalent form it accepts, and names the targets it
+serves; `convert(..., target=...)` runs those whose targets it was asked for (`rewrites_for`). They run after
+the main pipeline, followed by a cleanup, and the delegate plan records the residency before and after.
+
+    rank_reduce_transposes   x[1,7,7,2,58] -> TRANSPOSE(0,1,2,4,3)   x[49,2,58] -> TRANSPOSE(0,2,1)
+                             (axes that move together merge; GPUs and NPUs take rank <= 4)
+    broadcast_to_mul         BROADCAST_TO(x, [2,4,3])                  MUL(x, ones[1,1,3])   (x * 1 == x exactly)
+    unroll_lstm              UNIDIRECTIONAL_SEQUENCE_LSTM              per step: FULLY_CONNECTED, SPLIT, LOGISTIC,
+                                                                       TANH, MUL, ADD (no fused-LSTM kernel off
+                                                                       the CPU); REVERSE_V2 on its input or
+                                                                       output becomes the order of the steps
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from litert_torch import ir
+from litert_torch.passes.layout import perm_of, reshape_op, transpose_op
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    name: str
+    targets: frozenset[str]
+    fn: Callable[[ir.Graph], int]  # returns how many sites it rewrote
+
+
+def _const(name: str, value: np.ndarray) -> ir.Tensor:
+    return ir.Tensor(name, value.shape, value.dtype, value)
+
+
+# ---- rank-reduced transposes --------------------------------------------------------------------------------
+def reduced_transpose(shape: tuple[int, ...], perm: list[int]) -> tuple[list[int], list[int]]:
+    """The smallest-rank transpose equal to TRANSPOSE(x[shape], perm): size-1 axes dropped and runs of input
+    axes that stay adjacent and in order merged. Returns (input shape, permutation) of the reduced transpose."""
+    non_unit = [a for a in range(len(shape)) if shape[a] != 1]
+    index = {a: k for k, a in enumerate(non_unit)}
+    groups: list[list[int]] = []  # runs of input axes, in output order
+    for axis in (p for p in perm if shape[p] != 1):
+        if groups and index[groups[-1][-1]] + 1 == index[axis]:
+            groups[-1].append(axis)
+        else:
+            groups.append([axis])
+    by_input = sorted(range(len(groups)), key=lambda g: groups[g][0])
+    reduced_shape = [int(np.prod([shape[a] for a in groups[g]])) for g in by_input]
+    position = {g: i for i, g in enumerate(by_input)}
+    return reduced_shape, [position[g] for g in range(len(groups))]
+
+
+def rank_reduce_transposes(graph: ir.Graph, max_rank: int = 4) -> int:
+    """TRANSPOSEs of rank above `max_rank` as RESHAPE -> lower-rank TRANSPOSE -> RESHAPE (the reshapes merge
+    with their neighbours in the cleanup that follows). Channel shuffles (rank 5) become rank-3 transposes."""
+    count = 0
+    for i, op in enumerate(list(graph.ops)):
+        perm = perm_of(op)
+        x, out = op.inputs[0], op.outputs[0]
+        if perm is None or x.rank <= max_rank:
+            continue
+        shape, small = reduced_transpose(tuple(x.shape), perm)
+        if not small or len(small) > max_rank or len(small) >= x.rank:
+            continue
+        flat = ir.Tensor(f"{out.name}/flat_in", shape, x.dtype, quantization=x.quantization)
+        moved = ir.Tensor(f"{out.name}/flat_out", [shape[p] for p in small], x.dtype, quantization=x.quantization)
+        at = graph.ops.index(op)
+        graph.ops[at:at + 1] = [reshape_op(x, flat, op.source), transpose_op(flat, small, moved, op.source),
+                                reshape_op(moved, out, op.source)]
+        count += 1
+    return count
+
+
+# ---- BROADCAST_TO as a broadcasting MUL ---------------------------------------------------------------------
+def broadcast_to_mul(graph: ir.Graph) -> int:
+    """Each BROADCAST_TO of float or int32 data with a constant shape becomes MUL by ones shaped like the
+    broadcast dims (x * 1 is x exactly, NaN and signed zeros included)."""
+    count = 0
+    for i, op in enumerate(graph.ops):
+        if op.opcode != "BROADCAST_TO":
+            continue
+        x, out = op.inputs[0], op.outputs[0]
+        if not (x.dtype.kind == "f" or x.dtype == np.int32):
+            continue
+        target = tuple(out.shape)
+        aligned = (1,) * (len(target) - x.rank) + tuple(x.shape)
+        ones_shape = tuple(t if a != t else 1 for a, t in zip(aligned, target))
+        ones = _const(f"{out.name}/ones", np.ones(ones_shape, x.dtype))
+        graph.ops[i] = ir.Op("MUL", [x, ones], [out], {"fused_activation_function": "NONE"}, op.source,
+                             op.value_node)
+        count += 1
+    return count
+
+
+# ---- LSTM unrolled into per-step ops ------------------------------------------------------------------------
+class _Emitter:
+    """Builds the ops replacing one op, all tagged with its source."""
+
+    def __init__(self, op: ir.Op):
+        self.source, self.base, self.ops, self._n = op.source, op.outputs[0].name, [], 0
+
+    def tensor(self, shape, dtype) -> ir.Tensor:
+        self._n += 1
+        return ir.Tensor(f"{self.base}/u{self._n}", shape, dtype)
+
+    def op(self, opcode: str, inputs: list, shape, dtype, **options) -> ir.Tensor:
+        out = self.tensor(shape, dtype)
+        self.ops.append(ir.Op(opcode, inputs, [out], options, self.source))
+        return out
+
+    def outs(self, opcode: str, inputs: list, shapes, dtype, **options) -> list[ir.Tensor]:
+        outs = [self.tensor(s, dtype) for s in shapes]
+        self.ops.append(ir.Op(opcode, inputs, outs, options, self.source))
+        return outs
+
+    def reshape(self, x: ir.Tensor, shape) -> ir.Tensor:
+        out = self.tensor(shape, x.dtype)
+        self.ops.append(reshape_op(x, out, self.source))
+        return out
+
+
+def _time_reversal(op: ir.Op | None, time_axis: int) -> bool:
+    if op is None or op.opcode != "REVERSE_V2" or not op.inputs[1].is_constant:
+        return False
+    axes = [int(a) % op.inputs[0].rank for a in op.inputs[1].data.reshape(-1)]
+    return axes == [time_axis]
+
+
+def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[ir.Op], list[ir.Op]] | None:
+    """The ops replacing `op`, and the time reversals of its output that they make unnecessary."""
+    ins = op.inputs
+    x = ins[0]
+    w_in, w_rec, biases = ins[1:5], ins[5:9], ins[12:16]
+    if any(t is None or not t.is_constant for t in (*w_in, *w_rec, *biases)):
+        return None
+    if any(t is not None for t in (*ins[9:12], *ins[16:18], *ins[20:])) or x.dtype.kind != "f":
+        return None  # peepholes, projections or layer norm: not the form our lowering writes
+    if op.options.get("fused_activation_function", "TANH") != "TANH" or op.options.get("cell_clip") or \
+            op.options.get("proj_clip"):
+        return None
+    time_major = bool(op.options.get("time_major"))
+    time_axis = 0 if time_major else 1
+    steps, batch, features = (x.shape[0], x.shape[1], x.shape[2]) if time_major else (x.shape[1], x.shape[0],
+                                                                                          x.shape[2])
+    hidden = w_rec[0].shape[1]
+    y = op.outputs[0]
+    dtype = x.dtype
+    e = _Emitter(op)
+
+    # A time-reversed input is read by running the steps backwards; readers that reverse the output get the
+    # steps in the other order instead.
+    reverse_in = _time_reversal(producers.get(x), time_axis)
+    if reverse_in:
+        x = producers[x].inputs[0]
+    readers = consumers.get(y, [])
+    reversals = [r for r in readers if _time_reversal(r, time_axis)]
+    need_y = y in graph.outputs or len(reversals) < len(readers)
+
+    w_x = _const(f"{e.base}/w_x", np.concatenate([w.data for w in w_in], axis=0))
+    w_h = _const(f"{e.base}/w_h", np.concatenate([w.data for w in w_rec], axis=0))
+    bias = _const(f"{e.base}/bias", np.concatenate([b.data for b in biases], axis=0))
+    # The input projection of every step in one FULLY_CONNECTED, then one slice per step.
+    flat = e.reshape(x, [steps * batch if time_major else batch * steps, features])
+    proj = e.op("FULLY_CONNECTED", [flat, w_x, bias], [flat.shape[0], 4 * hidden], dtype,
+                fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=False,
+                asymmetric_quantize_inputs=False)
+    proj = e.reshape(proj, [steps, batch, 4 * hidden] if time_major else [batch, steps, 4 * hidden])
+    axis = _const(f"{e.base}/time_axis", np.array(time_axis, np.int32))
+    step_shape = [1, batch, 4 * hidden] if time_major else [batch, 1, 4 * hidden]
+    per_step = e.outs("SPLIT", [axis, proj], [step_shape] * steps, dtype, num_splits=steps) if steps > 1 else [proj]
+    gate_axis = _const(f"{e.base}/gate_axis", np.array(1, np.int32))
+    order = range(steps - 1, -1, -1) if reverse_in else range(steps)
+    h = c = None
+    hs: dict[int, ir.Tensor] = {}
+    for t in order:
+        z = e.reshape(per_step[t], [batch, 4 * hidden])
+        if h is not None:
+            rec = e.op("FULLY_CONNECTED", [h, w_h, None], [batch, 4 * hidden], dtype,
+                       fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=False,
+                       asymmetric_quantize_inputs=False)
+            z = e.op("ADD", [z, rec], [batch, 4 * hidden], dtype, fused_activation_function="NONE")
+        i_g, f_g, g_g, o_g = e.outs("SPLIT", [gate_axis, z], [[batch, hidden]] * 4, dtype, num_splits=4)
+        shape = [batch, hidden]
+        i_g = e.op("LOGISTIC", [i_g], shape, dtype)
+        g_g = e.op("TANH", [g_g], shape, dtype)
+        o_g = e.op("LOGISTIC", [o_g], shape, dtype)
+        new_c = e.op("MUL", [i_g, g_g], shape, dtype, fused_activation_function="NONE")
+        if c is not None:
+            f_g = e.op("LOGISTIC", [f_g], shape, dtype)
+            kept = e.op("MUL", [f_g, c], shape, dtype, fused_activation_function="NONE")
+            new_c = e.op("ADD", [kept, new_c], shape, dtype, fused_activation_function="NONE")
+        c = new_c
+        h = e.op("MUL", [o_g, e.op("TANH", [c], shape, dtype)], shape, dtype, fused_activation_function="NONE")
+        hs[t] = h
+    # hs[t] is the state after reading x[t]. The LSTM's output y holds them in the order it read them (reversed
+    # when its input was); the readers that reverse y get them in the other order, straight from the steps.
+    def sequence(out: ir.Tensor, flip: bool) -> None:
+        ordered = [hs[steps - 1 - k] if flip else hs[k] for k in range(steps)]
+        if steps == 1:
+            e.ops.append(reshape_op(ordered[0], out, op.source))
+            return
+        pieces = [e.reshape(h, [1, batch, hidden] if time_major else [batch, 1, hidden]) for h in ordered]
+        e.ops.append(ir.Op("CONCATENATION", pieces, [out], {"axis": time_axis, "fused_activation_function": "NONE"},
+                           op.source))
+
+    if need_y:
+        sequence(y, reverse_in)
+    if reversals:
+        sequence(reversals[0].outputs[0], not reverse_in)
+        for reader in reversals[1:]:
+            graph.replace_uses(reader.outputs[0], reversals[0].outputs[0])
+    return e.ops, reversals
+
+
+def unroll_lstm(graph: ir.Graph) -> int:
+    """Each UNIDIRECTIONAL_SEQUENCE_LSTM (zero initial state, as our lowering writes it) as its steps: one
+    FULLY_CONNECTED for the input projection of all steps, then per step a recurrent FULLY_CONNECTED, SPLIT
+    into the four gates, LOGISTIC/TANH, and the MUL/ADD of the cell update. The first step skips the terms
+    of the zero state."""
+    count = 0
+    for op in [o for o in graph.ops if o.opcode == "UNIDIRECTIONAL_SEQUENCE_LSTM"]:
+        producers, consumers = graph.producers(), graph.consumers()
+        unrolled = _unroll_one(graph, op, producers, consumers)
+        if unrolled is None:
+            continue
+        replacement, removed = unrolled
+        at = graph.ops.index(op)
+        graph.ops[at:at + 1] = replacement
+        for reversal in removed:
+            graph.ops.remove(reversal)
+        count += 1
+    return count
+
+
+ACCELERATORS = frozenset({"gpu", "npu"})
+REWRITES: list[Rewrite] = [
+    Rewrite("rank_reduce_transposes", ACCELERATORS, rank_reduce_transposes),
+    Rewrite("broadcast_to_mul", frozenset({"cpu", "gpu", "npu"}), broadcast_to_mul),
+    Rewrite("unroll_lstm", ACCELERATORS, unroll_lstm),
+]
+
+
+def rewrites_for(targets: tuple[str, ...]) -> list[Rewrite]:
+    return [r for r in REWRITES if r.targets & set(targets)]
+
+
+def run(graph: ir.Graph, targets: tuple[str, ...]) -> dict[str, int]:
+    """Apply the rewrites serving `targets`; returns {rewrite name: sites rewritten} for those that fired."""
+    done = {}
+    for rewrite in rewrites_for(targets):
+        n = rewrite.fn(graph)
+        if n:
+            done[rewrite.name] = n
+    return done

@@ -1,0 +1,148 @@
+"""Delegate-aware rewrites: each keeps the numerics, moves the ops it targets onto the delegate, and is recorded
+(with the residency before it) in the plan that travels in the file."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import litert_torch
+from litert_torch import EdgeModel
+from litert_torch.passes.delegate_rewrites import reduced_transpose
+from tests.helpers import assert_matches, op_counts
+
+
+class ChannelShuffle(nn.Module):
+    def __init__(self, groups=2):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 1)
+        self.groups = groups
+
+    def forward(self, x):
+        x = self.conv(x)
+        n, c, h, w = x.shape
+        x = x.view(n, self.groups, c // self.groups, h, w).transpose(1, 2).reshape(n, c, h, w)
+        return torch.relu(x)
+
+
+class GroupNormNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 8, 3)
+        self.norm = nn.GroupNorm(2, 8)
+
+    def forward(self, x):
+        return self.norm(self.conv(x))
+
+
+class LSTMNet(nn.Module):
+    def __init__(self, layers=1, bidirectional=False, batch_first=True, use_hidden=False):
+        super().__init__()
+        self.rnn = nn.LSTM(6, 5, layers, batch_first=batch_first, bidirectional=bidirectional)
+        self.use_hidden = use_hidden
+
+    def forward(self, x):
+        y, (h, _) = self.rnn(x)
+        return (y, h) if self.use_hidden else y
+
+
+@pytest.mark.parametrize("shape, perm, small_shape, small_perm", [
+    ((1, 7, 7, 2, 58), [0, 1, 2, 4, 3], [49, 2, 58], [0, 2, 1]),
+    ((2, 3, 4, 5, 6), [0, 3, 4, 1, 2], [2, 12, 30], [0, 2, 1]),
+    ((2, 1, 4, 1, 6), [4, 3, 2, 1, 0], [2, 4, 6], [2, 1, 0]),
+    ((2, 3, 4, 5, 6), [4, 2, 0, 3, 1], [2, 3, 4, 5, 6], [4, 2, 0, 3, 1]),
+])
+def test_reduced_transpose_is_the_same_permutation(shape, perm, small_shape, small_perm):
+    got_shape, got_perm = reduced_transpose(shape, perm)
+    assert (got_shape, got_perm) == (small_shape, small_perm)
+    x = np.arange(np.prod(shape)).reshape(shape)
+    expected = x.transpose(perm)
+    assert np.array_equal(x.reshape(got_shape).transpose(got_perm).reshape(expected.shape), expected)
+
+
+def _rank5_ops(edge):
+    from litert_torch.flatbuffer.reader import read_model
+    graph = read_model(edge.flatbuffer).subgraphs[0]
+    return [op.opcode for op in graph.ops if any(t.rank > 4 for t in (*op.inputs, *op.outputs) if t is not None)]
+
+
+def test_channel_shuffle_becomes_gpu_resident():
+    torch.manual_seed(0)
+    model, x = ChannelShuffle().eval(), torch.randn(1, 8, 5, 5)
+    gpu_model = litert_torch.convert(model, (x,), target="gpu")
+    plan = gpu_model.delegate_plan.targets["gpu"]
+    assert plan.fully_delegated and plan.mac_share == 1.0
+    assert plan.rewrites == {"rank_reduce_transposes": 1}
+    assert plan.before["partition_count"] > 1 and plan.before["delegated_ops"] < plan.before["ops"]
+    assert _rank5_ops(gpu_model) == []
+    assert_matches(model(x), gpu_model(x))
+    # For the CPU alone nothing is rewritten: XNNPACK takes the rank-5 form.
+    cpu_model = litert_torch.convert(model, (x,), target="cpu")
+    assert _rank5_ops(cpu_model) and cpu_model.delegate_plan.targets["cpu"].before is None
+
+
+def test_group_norm_broadcasts_with_mul():
+    torch.manual_seed(0)
+    model, x = GroupNormNet().eval(), torch.randn(2, 4, 10)
+    edge = litert_torch.convert(model, (x,))
+    assert "BROADCAST_TO" not in op_counts(edge)
+    for plan in edge.delegate_plan.targets.values():
+        assert plan.fully_delegated, plan.summary()
+        assert plan.rewrites == {"broadcast_to_mul": 2}  # the mean and the variance
+    assert_matches(model(x), edge(x))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {},
+    {"layers": 2, "use_hidden": True},
+    {"bidirectional": True},
+    {"bidirectional": True, "use_hidden": True},
+    {"batch_first": False, "bidirectional": True, "layers": 2},
+], ids=["plain", "2layer-hn", "bidir", "bidir-hn", "time-major-bidir-2layer"])
+def test_unrolled_lstm_matches_and_leaves_no_cpu_ops(kwargs):
+    torch.manual_seed(0)
+    model = LSTMNet(**kwargs).eval()
+    x = torch.randn(2, 7, 6) if kwargs.get("batch_first", True) else torch.randn(7, 2, 6)
+    edge = litert_torch.convert(model, (x,), target=("gpu", "npu"))
+    counts = op_counts(edge)
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" not in counts and "REVERSE_V2" not in counts
+    for plan in edge.delegate_plan.targets.values():
+        assert plan.fully_delegated, plan.summary()
+        assert plan.rewrites["unroll_lstm"] == kwargs.get("layers", 1) * (2 if kwargs.get("bidirectional") else 1)
+    assert_matches(model(x), edge(x))
+    other = torch.randn_like(x)
+    assert_matches(model(other), edge(other))
+
+
+def test_cpu_target_keeps_the_fused_lstm():
+    model, x = LSTMNet().eval(), torch.randn(1, 4, 6)
+    edge = litert_torch.convert(model, (x,), target="cpu")
+    assert op_counts(edge).get("UNIDIRECTIONAL_SEQUENCE_LSTM") == 1
+
+
+def test_cube_is_multiplication():
+    class Cube(nn.Module):
+        def forward(self, x):
+            return torch.pow(x, 3) + 1
+
+    x = torch.randn(3, 4)
+    edge = litert_torch.convert(Cube(), (x,))
+    assert "POW" not in op_counts(edge)
+    assert_matches(Cube()(x), edge(x))
+
+
+def test_before_and_rewrites_survive_the_file(tmp_path):
+    model, x = ChannelShuffle().eval(), torch.randn(1, 8, 5, 5)
+    edge = litert_torch.convert(model, (x,), target=("cpu", "gpu"))
+    path = tmp_path / "shuffle.tflite"
+    edge.export(path)
+    loaded = EdgeModel.load(path).delegate_plan.targets
+    assert loaded["gpu"].before == edge.delegate_plan.targets["gpu"].before
+    assert loaded["gpu"].rewrites == {"rank_reduce_transposes": 1}
+    assert "before delegate-aware lowering" in loaded["gpu"].summary()
+    assert loaded["cpu"].before is None
+
+
+def test_unknown_target_is_refused_before_export():
+    with pytest.raises(ValueError, match="unknown target"):
+        litert_torch.convert(nn.ReLU(), (torch.randn(2),), target="tpu")
