@@ -7,6 +7,7 @@ the main pipeline, followed by a cleanup, and the delegate plan records the resi
     rank_reduce_transposes   x[1,7,7,2,58] -> TRANSPOSE(0,1,2,4,3)   x[49,2,58] -> TRANSPOSE(0,2,1)
                              (axes that move together merge; GPUs and NPUs take rank <= 4)
     broadcast_to_mul         BROADCAST_TO(x, [2,4,3])                  MUL(x, ones[1,1,3])   (x * 1 == x exactly)
+    gather_to_slice          GATHER(x, [1,3,5], axis=1)             STRIDED_SLICE(x, begin 1, stride 2, axis 1)
     unroll_lstm              UNIDIRECTIONAL_SEQUENCE_LSTM              per step: FULLY_CONNECTED, SPLIT, LOGISTIC,
                                                                        TANH, MUL, ADD (no fused-LSTM kernel off
                                                                        the CPU); REVERSE_V2 on its input or
@@ -91,6 +92,62 @@ def broadcast_to_mul(graph: ir.Graph) -> int:
         ones = _const(f"{out.name}/ones", np.ones(ones_shape, x.dtype))
         graph.ops[i] = ir.Op("MUL", [x, ones], [out], {"fused_activation_function": "NONE"}, op.source,
                              op.value_node)
+        count += 1
+    return count
+
+
+# ---- GATHER with evenly spaced constant indices as a slice ---------------------------------------------------
+def _progression(indices: np.ndarray, size: int) -> tuple[int, int] | None:
+    """(start, step) when the indices, read flat, count up from `start` by `step` >= 1 within [0, size)."""
+    flat = [int(i) + size if i < 0 else int(i) for i in indices.reshape(-1)]
+    if not flat or any(not 0 <= i < size for i in flat):
+        return None
+    step = flat[1] - flat[0] if len(flat) > 1 else 1
+    if step < 1 or flat != list(range(flat[0], flat[0] + step * len(flat), step)):
+        return None
+    return flat[0], step
+
+
+def gather_to_slice(graph: ir.Graph) -> int:
+    """GATHER (batch_dims 0) whose constant indices are evenly spaced and increasing becomes SLICE (unit step)
+    or STRIDED_SLICE, plus a RESHAPE when the index tensor is not 1-D: the same elements, a form XNNPACK and the
+    NPUs take. `x[:, 2]`, `x[..., ::2]` spelled as index lists, `index_select` with a range."""
+    count = 0
+    for i, op in enumerate(list(graph.ops)):
+        if op.opcode != "GATHER" or op.options.get("batch_dims", 0) != 0 or not op.inputs[1].is_constant:
+            continue
+        x, indices, out = op.inputs[0], op.inputs[1], op.outputs[0]
+        if x.is_constant:
+            continue
+        axis = op.options.get("axis", 0) % x.rank
+        found = _progression(np.asarray(indices.data), x.shape[axis])
+        if found is None:
+            continue
+        start, step = found
+        n = indices.size
+        sliced_shape = list(x.shape)
+        sliced_shape[axis] = n
+        sliced = out if tuple(sliced_shape) == tuple(out.shape) else ir.Tensor(
+            f"{out.name}/slice", sliced_shape, x.dtype, quantization=x.quantization)
+        begin = np.zeros(x.rank, np.int32)
+        begin[axis] = start
+        if step == 1:
+            new = [ir.Op("SLICE", [x, _const(f"{out.name}/begin", begin),
+                                   _const(f"{out.name}/size", np.array(sliced_shape, np.int32))], [sliced], {},
+                         op.source, op.value_node)]
+        else:
+            end = np.array(x.shape, np.int32)
+            end[axis] = start + step * (n - 1) + 1
+            strides = np.ones(x.rank, np.int32)
+            strides[axis] = step
+            new = [ir.Op("STRIDED_SLICE", [x, _const(f"{out.name}/begin", begin), _const(f"{out.name}/end", end),
+                                           _const(f"{out.name}/strides", strides)], [sliced],
+                         {"begin_mask": 0, "end_mask": 0, "shrink_axis_mask": 0, "ellipsis_mask": 0,
+                          "new_axis_mask": 0, "offset": False}, op.source, op.value_node)]
+        if sliced is not out:
+            new.append(reshape_op(sliced, out, op.source))
+        at = graph.ops.index(op)
+        graph.ops[at:at + 1] = new
         count += 1
     return count
 
@@ -239,6 +296,7 @@ ACCELERATORS = frozenset({"gpu", "npu"})
 REWRITES: list[Rewrite] = [
     Rewrite("rank_reduce_transposes", ACCELERATORS, rank_reduce_transposes),
     Rewrite("broadcast_to_mul", frozenset({"cpu", "gpu", "npu"}), broadcast_to_mul),
+    Rewrite("gather_to_slice", frozenset({"cpu", "gpu", "npu"}), gather_to_slice),
     Rewrite("unroll_lstm", ACCELERATORS, unroll_lstm),
 ]
 

@@ -146,3 +146,34 @@ def test_before_and_rewrites_survive_the_file(tmp_path):
 def test_unknown_target_is_refused_before_export():
     with pytest.raises(ValueError, match="unknown target"):
         litert_torch.convert(nn.ReLU(), (torch.randn(2),), target="tpu")
+
+
+@pytest.mark.parametrize("index, opcode", [
+    ([1, 3, 5], "STRIDED_SLICE"),
+    ([2, 3, 4, 5], "SLICE"),
+    ([[0, 1], [2, 3]], "SLICE"),
+    (4, "SLICE"),
+    ([-3, -2], "SLICE"),
+], ids=["strided", "range", "2d-range", "scalar", "negative"])
+def test_evenly_spaced_gather_is_a_slice(index, opcode):
+    class Pick(nn.Module):
+        def forward(self, x):
+            return x[:, torch.tensor(index)] * 2
+
+    x = torch.randn(2, 8, 3)
+    edge = litert_torch.convert(Pick(), (x,))
+    counts = op_counts(edge)
+    assert "GATHER" not in counts and counts.get(opcode) == 1, counts
+    assert edge.delegate_plan.targets["cpu"].fully_delegated
+    assert_matches(Pick()(x), edge(x))
+
+
+def test_unevenly_spaced_gather_stays():
+    class Pick(nn.Module):
+        def forward(self, x):
+            return x[:, torch.tensor([0, 1, 5])]
+
+    x = torch.randn(2, 8)
+    edge = litert_torch.convert(Pick(), (x,))
+    assert op_counts(edge).get("GATHER") == 1
+    assert_matches(Pick()(x), edge(x))
