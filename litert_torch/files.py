@@ -12,6 +12,7 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".litert_", suffix=".tmp", dir=directory)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; give it a new file's usual mode
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -21,3 +22,9 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,6 +1,7 @@
 """EdgeModel behaviour: output structures, torch/numpy I/O, input checks, threads, files and metadata."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -110,6 +111,9 @@ def test_export_and_load_round_trip(tmp_path):
     loaded = EdgeModel.load(path)
     assert loaded.flatbuffer == edge.flatbuffer
     assert_matches(model(x, y), loaded(x, y))
+    mask = os.umask(0)
+    os.umask(mask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~mask  # a plain new file, not the temp file's 0600
 
 
 def test_reader_writer_round_trip_preserves_the_model():
