@@ -112,15 +112,16 @@ class ValidationReport:
         """The text table the CLI prints."""
         lines = [f"validation against {self.reference} on {self.inputs} input set(s) "
                  f"(max|err| <= {self.rtol:g} * max|ref| + {self.atol:g}):"]
+        width = max([len(b.backend) for b in self.backends] + [10])
         for b in self.backends:
             if b.status != "ran":
-                lines.append(f"  {b.backend:<10} skipped: {b.reason}")
+                lines.append(f"  {b.backend:<{width}} skipped: {b.reason}")
                 continue
             for o in b.outputs:
                 topk = ""
                 if o.top1_agreement is not None:
                     topk = f"  top1 {o.top1_agreement:.0%}  top5 {o.top5_agreement:.0%}"
-                lines.append(f"  {b.backend:<10} {o.name:<18} {str(o.shape):<16} max|err| {o.max_abs_error:.2e}  "
+                lines.append(f"  {b.backend:<{width}} {o.name:<18} {str(o.shape):<16} max|err| {o.max_abs_error:.2e}  "
                              f"rel {o.max_rel_error:.2e}  mean {o.mean_abs_error:.2e}  cos {o.cosine:.6f}{topk}  "
                              f"{'ok' if o.passed else 'FAIL'}")
         if self.divergence is not None:
