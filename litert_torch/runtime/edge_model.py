@@ -201,15 +201,9 @@ class EdgeModel:
 
     def run(self, signature: str, args: tuple = (), kwargs: dict | None = None) -> Any:
         """Run `signature` on PyTorch-style (args, kwargs) and return the PyTorch-style output structure."""
-        kwargs = kwargs or {}
         runner = self._runner(signature)
-        details = runner.get_input_details()
         io = self._io.get(signature)
-        leaves, want_torch = self._flatten_inputs(io, details, args, kwargs)
-        wide_inputs = {n for n, d in zip(io["inputs"], io.get("input_dtypes", [])) if d == "int64"} if io else set()
-        feeds = {}
-        for name, value in leaves:
-            feeds[name] = self._check_input(name, value, details[name], name in wide_inputs)
+        feeds, want_torch = self._feeds(signature, args, kwargs or {})
         # Variable tensors (recurrent state) persist between invocations; each call starts from the initial state.
         if self._accelerator is None:
             self._get_interpreter().reset_all_variables()
@@ -225,6 +219,19 @@ class EdgeModel:
         if io and io.get("out_spec"):
             return pytree.tree_unflatten(outputs, pytree.treespec_loads(io["out_spec"]))
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def feeds(self, *args: Any, signature: str | None = None, **kwargs: Any) -> dict[str, np.ndarray]:
+        """The named, checked numpy arrays a call with these arguments gives the runtime (int64 narrowed to the
+        model's int32 where it computes in int32): what quantization calibrates on."""
+        return self._feeds(signature or self._default_key(), args, kwargs)[0]
+
+    def _feeds(self, signature: str, args: tuple, kwargs: dict) -> tuple[dict[str, np.ndarray], bool]:
+        details = self._runner(signature).get_input_details()
+        io = self._io.get(signature)
+        leaves, want_torch = self._flatten_inputs(io, details, args, kwargs)
+        wide_inputs = {n for n, d in zip(io["inputs"], io.get("input_dtypes", [])) if d == "int64"} if io else set()
+        return {name: self._check_input(name, value, details[name], name in wide_inputs)
+                for name, value in leaves}, want_torch
 
     def _flatten_inputs(self, io, details, args, kwargs):
         values = pytree.tree_leaves((args, kwargs))
@@ -288,11 +295,5 @@ def _describe(spec: pytree.TreeSpec) -> str:
 
 
 class _Leaf:
-    def validate(self, module: torch.nn.Module, sample_args: Any = (), **options: Any):
-        """litert_torch.validate(module, sample_args, self, **options): a ValidationReport."""
-        from litert_torch.runtime.validate import validate
-
-        return validate(module, sample_args, self, **options)
-
     def __repr__(self) -> str:
         return "T"
