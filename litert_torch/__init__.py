@@ -6,17 +6,20 @@
     edge.export("model.tflite")
 """
 
-from litert_torch.converter import convert
+from litert_torch.converter import SignatureSet, convert, signature
 from litert_torch.delegates.aot import AotCompileError, aot_compile
 from litert_torch.errors import (
+    CalibrationError,
     ConversionError,
     ExportError,
     LiteRTTorchError,
     LoweringError,
     ModelFileError,
     ModelInputError,
+    QuantizationError,
     UnsupportedOpsError,
 )
+from litert_torch.quantization import QuantizationReport, quantize
 from litert_torch.runtime import EdgeModel
 from litert_torch.runtime.accelerated import AcceleratorUnavailable
 from litert_torch.runtime.validate import ValidationReport, validate
@@ -25,6 +28,7 @@ __all__ = [
     "AcceleratorUnavailable",
     "AotCompileError",
     "aot_compile",
+    "CalibrationError",
     "ConversionError",
     "EdgeModel",
     "ExportError",
@@ -32,9 +36,14 @@ __all__ = [
     "LoweringError",
     "ModelFileError",
     "ModelInputError",
+    "QuantizationError",
+    "QuantizationReport",
+    "SignatureSet",
     "UnsupportedOpsError",
     "ValidationReport",
     "convert",
+    "quantize",
+    "signature",
     "validate",
 ]
 __version__ = "0.1.0"

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 import torch.utils._pytree as pytree
 
 from litert_torch import ir, metadata
+from litert_torch.errors import ConversionError
 from litert_torch.structure import portable_spec_json
-from litert_torch.delegates.plan import PLAN_KEY, check_targets, plan_for, with_before
+from litert_torch.delegates.plan import PLAN_KEY, check_targets, plan_for, plans_json, with_before
 from litert_torch.flatbuffer.writer import serialize
 from litert_torch.frontend.export import export_module
 from litert_torch.lower import lower_program
@@ -33,6 +35,12 @@ def convert(
     num_threads: int | None = None,
     channel_last_io: bool = False,
     target: str | tuple[str, ...] = ("cpu", "gpu", "npu"),
+    quantize: str | list | None = None,
+    calibration_data: Any = None,
+    quantized_io: bool = False,
+    keep_float: tuple[str, ...] | list[str] = (),
+    dynamic_shapes: Any = None,
+    buckets: dict | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> EdgeModel:
     """Convert `module` to a LiteRT model traced with `sample_args` / `sample_kwargs`.
@@ -43,8 +51,15 @@ def convert(
     The graph is then rewritten where an equivalent form suits a requested target better (a rank-3 transpose
     for a rank-5 one, a broadcasting MUL for BROADCAST_TO, an unrolled LSTM for the GPU and NPU: see
     `passes/delegate_rewrites.py`); the plan records the residency before and after.
+    `quantize`: "fp16", "dynamic-int8", "int8" (with `calibration_data`, an iterable of input tuples as the
+    model is called with; `quantized_io=True` for int8 inputs and outputs) or an ai-edge-quantizer recipe;
+    `keep_float` patterns keep matching ops (PyTorch node, module path or source line) in float. See
+    `litert_torch.quantization`; the report is `EdgeModel.quantization`.
+    `dynamic_shapes` (torch.export's format, with torch.export.Dim) with `buckets={"batch": [1, 2, 4, 8]}`
+    makes one static signature per size of that dimension, sharing weights (`litert_torch.buckets`); calls
+    pick the signature matching their input shapes.
     `progress`, when given, is called with the name of each stage as it starts ("export", "lower",
-    "optimize", "write").
+    "optimize", "write", and "quantize" when asked).
 
     Raises `ExportError` when torch.export cannot trace the model, `UnsupportedOpsError` (listing every
     unsupported op with its source line) when the graph has ops without lowerings, and `ConversionError` for
@@ -53,49 +68,155 @@ def convert(
     `channel_last_io=True` makes rank-4 (image) inputs and outputs NHWC in the model and in EdgeModel calls
     (the model then needs no TRANSPOSE at its edges); other inputs and outputs are unchanged.
     """
-    if not isinstance(sample_args, tuple):
-        sample_args = (sample_args,)
     targets = (target,) if isinstance(target, str) else tuple(target)
     check_targets(targets)
+    if quantize is None and (calibration_data is not None or quantized_io or keep_float):
+        raise ValueError("calibration_data, quantized_io and keep_float apply only with quantize=...")
     report = progress or (lambda stage: None)
-    timings = {}
     start = time.perf_counter()
+    if buckets is not None:
+        parts, bucket_info = _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, buckets,
+                                           channel_last_io, targets, report)
+    elif dynamic_shapes is not None:
+        raise ConversionError("dynamic_shapes without buckets: dimensions that stay dynamic in the model are not "
+                              "supported yet; pass buckets={dim: [sizes]} for static signatures per size")
+    else:
+        parts, bucket_info = [_convert_signature(DEFAULT_SIGNATURE, module, sample_args, sample_kwargs,
+                                                 channel_last_io, targets, report)], None
+    report("write")
+    data = _assemble(parts, bucket_info)
+    log.info("converted %s: %d signature(s), %d bytes in %.2fs", type(module).__name__, len(parts), len(data),
+             time.perf_counter() - start)
+    edge = EdgeModel(data, num_threads=num_threads)
+    if quantize is None:
+        return edge
+    report("quantize")
+    from litert_torch.quantization import quantize as quantize_model
+
+    return quantize_model(edge, quantize, calibration_data=calibration_data, quantized_io=quantized_io,
+                          keep_float=keep_float)
+
+
+class SignatureSet:
+    """Several entry points in one model, their identical weights stored once:
+
+        edge = (litert_torch.signature("encode", encoder, (x,))
+                .signature("decode", decoder, (z,))
+                .convert())
+        edge.run("decode", (z,))          # or edge.signature_runner("decode")(z)
+
+    Each signature is traced and lowered on its own (its own subgraph, I/O metadata, source map and delegate
+    plan); constants with identical bytes (a weight two modules share) get one buffer in the file."""
+
+    def __init__(self):
+        self._entries: list[tuple[str, Any, Any, dict[str, Any] | None]] = []
+
+    def signature(self, name: str, module: torch.nn.Module | torch.export.ExportedProgram, sample_args: Any = (),
+                  sample_kwargs: dict[str, Any] | None = None) -> "SignatureSet":
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"a signature name is an identifier like 'encode'; got {name!r}")
+        if any(name == entry[0] for entry in self._entries):
+            raise ValueError(f"signature {name!r} is given twice")
+        self._entries.append((name, module, sample_args, sample_kwargs))
+        return self
+
+    @property
+    def names(self) -> list[str]:
+        return [entry[0] for entry in self._entries]
+
+    def convert(self, *, num_threads: int | None = None, channel_last_io: bool = False,
+                target: str | tuple[str, ...] = ("cpu", "gpu", "npu"),
+                progress: Callable[[str], None] | None = None) -> EdgeModel:
+        """One EdgeModel holding every signature (options as for `convert`, applied to each)."""
+        if not self._entries:
+            raise ValueError("no signatures: add them with .signature(name, module, sample_args)")
+        targets = (target,) if isinstance(target, str) else tuple(target)
+        check_targets(targets)
+        report = progress or (lambda stage: None)
+        parts = []
+        for name, module, args, kwargs in self._entries:
+            parts.append(_convert_signature(name, module, args, kwargs, channel_last_io, targets,
+                                            lambda stage, name=name: report(f"{stage} {name}")))
+        report("write")
+        return EdgeModel(_assemble(parts), num_threads=num_threads)
+
+
+def signature(name: str, module: torch.nn.Module | torch.export.ExportedProgram, sample_args: Any = (),
+              sample_kwargs: dict[str, Any] | None = None) -> SignatureSet:
+    """Start a multi-signature model: `signature("encode", enc, (x,)).signature("decode", dec, (z,)).convert()`."""
+    return SignatureSet().signature(name, module, sample_args, sample_kwargs)
+
+
+@dataclass
+class _Part:
+    """One signature's subgraph with its plan and I/O metadata."""
+
+    key: str
+    graph: ir.Graph
+    input_names: list[str]
+    output_names: list[str]
+    io: dict[str, Any]
+    plan: Any
+
+
+def _convert_signature(key: str, module, sample_args, sample_kwargs, channel_last_io: bool,
+                       targets: tuple[str, ...], report: Callable[[str], None]) -> _Part:
+    if not isinstance(sample_args, tuple):
+        sample_args = (sample_args,)
     report("export")
     program = export_module(module, sample_args, sample_kwargs)
-    timings["export"] = time.perf_counter() - start
-
-    start = time.perf_counter()
     report("lower")
     lowered = lower_program(program)
     report("optimize")
     nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if channel_last_io else ([], [])
     run_pipeline(lowered.graph)
     plan = delegate_aware(lowered.graph, targets)
-    report("write")
-    model = ir.Model(
-        [lowered.graph],
-        [ir.Signature(DEFAULT_SIGNATURE, 0, lowered.input_names, lowered.output_names)],
-    )
+    io = {
+        "inputs": lowered.input_names,
+        "outputs": lowered.output_names,
+        "in_spec": portable_spec_json(program.call_spec.in_spec),
+        "out_spec": portable_spec_json(program.call_spec.out_spec),
+        "tensor_input_positions": lowered.tensor_input_positions,
+        "input_dtypes": lowered.input_dtypes,
+        "output_dtypes": lowered.output_dtypes,
+        "channel_last_inputs": [lowered.input_names[i] for i in nhwc_inputs],
+        "channel_last_outputs": [lowered.output_names[i] for i in nhwc_outputs],
+    }
+    return _Part(key, lowered.graph, lowered.input_names, lowered.output_names, io, plan)
+
+
+def _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, buckets, channel_last_io, targets, report):
+    from litert_torch import buckets as bucketing
+
+    if dynamic_shapes is None:
+        raise ValueError("buckets need dynamic_shapes naming the dimension, e.g. {'x': {0: Dim('batch', max=8)}}")
+    if not isinstance(sample_args, tuple):
+        sample_args = (sample_args,)
+    uses, dims = bucketing.dim_uses(module, sample_args, sample_kwargs or {}, dynamic_shapes)
+    name, sizes = bucketing.bucket_sizes(buckets, dims)
+    parts = []
+    for size in sizes:
+        args, kwargs = bucketing.resized(sample_args, sample_kwargs or {}, uses, name, size)
+        key = f"{name}_{size}"
+        part = _convert_signature(key, module, args, kwargs, channel_last_io, targets,
+                                  lambda stage, key=key: report(f"{stage} {key}"))
+        part.io["bucket"] = {"dim": name, "size": size}
+        parts.append(part)
+    return parts, {"dim": name, "sizes": sizes, "signatures": [p.key for p in parts]}
+
+
+def _assemble(parts: list[_Part], bucket_info: dict | None = None) -> bytes:
+    """One model: a subgraph and a SignatureDef per part (identical constants stored once), the source map,
+    the delegate plans and the I/O metadata."""
+    for i, part in enumerate(parts):
+        part.graph.name = part.key if len(parts) > 1 else part.graph.name
+    model = ir.Model([p.graph for p in parts],
+                     [ir.Signature(p.key, i, p.input_names, p.output_names) for i, p in enumerate(parts)])
     model.metadata[metadata.SOURCE_MAP_KEY] = metadata.source_map_json(model)
-    model.metadata[PLAN_KEY] = plan.to_bytes()
-    model.metadata[metadata.IO_KEY] = metadata.io_json({
-        DEFAULT_SIGNATURE: {
-            "inputs": lowered.input_names,
-            "outputs": lowered.output_names,
-            "in_spec": portable_spec_json(program.call_spec.in_spec),
-            "out_spec": portable_spec_json(program.call_spec.out_spec),
-            "tensor_input_positions": lowered.tensor_input_positions,
-            "input_dtypes": lowered.input_dtypes,
-            "output_dtypes": lowered.output_dtypes,
-            "channel_last_inputs": [lowered.input_names[i] for i in nhwc_inputs],
-            "channel_last_outputs": [lowered.output_names[i] for i in nhwc_outputs],
-        }
-    })
-    data = serialize(model)
-    timings["lower_and_write"] = time.perf_counter() - start
-    log.info("converted %s: %d ops, %d bytes (export %.2fs, lower+write %.2fs)", type(module).__name__,
-             len(lowered.graph.ops), len(data), timings["export"], timings["lower_and_write"])
-    return EdgeModel(data, num_threads=num_threads)
+    model.metadata[PLAN_KEY] = plans_json(parts[0].plan, {p.key: p.plan for p in parts}
+                                          if len(parts) > 1 else None, bucket_info)
+    model.metadata[metadata.IO_KEY] = metadata.io_json({p.key: p.io for p in parts})
+    return serialize(model)
 
 
 def delegate_aware(graph: ir.Graph, targets: tuple[str, ...]):

@@ -67,6 +67,15 @@ class LoweringError(ConversionError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+class QuantizationError(ConversionError):
+    """Quantization could not be done as asked: an unknown mode or recipe, or the quantizer missing or failing."""
+
+
+class CalibrationError(QuantizationError, ValueError):
+    """Calibration data that cannot calibrate the model: wrong structure, shapes or dtypes, NaN/Inf, too few
+    samples. The message names the sample and the input."""
+
+
 class ModelInputError(LiteRTTorchError, ValueError):
     """Inputs given to an EdgeModel do not match its signature."""
 

@@ -36,12 +36,14 @@ def handled(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from litert_torch.errors import ConversionError, LiteRTTorchError, ModelFileError, ModelInputError
+        from litert_torch.errors import (
+            CalibrationError, ConversionError, LiteRTTorchError, ModelFileError, ModelInputError,
+        )
 
         debug = kwargs.get("debug", False)
         try:
             return fn(*args, **kwargs)
-        except (BadInput, ModelFileError, ModelInputError) as exc:
+        except (BadInput, ModelFileError, ModelInputError, CalibrationError) as exc:
             _report(exc, debug, "error")
             hint = getattr(exc, "hint", None)
             if hint:
@@ -99,13 +101,21 @@ def cli() -> None:
 @click.option("--npu", "npu_target", metavar="VENDOR:SOC",
               help="Also compile for an NPU ahead of time (e.g. qualcomm:SM8650), written next to the output; "
                    "needs the vendor's SDK package.")
+@click.option("--quantize", metavar="MODE|RECIPE.json",
+              help="fp16, dynamic-int8, int8 (needs --calibration), or an ai-edge-quantizer recipe file.")
+@click.option("--calibration", type=click.Path(exists=True), metavar="DIR_OR_NPZ",
+              help="Calibration inputs for int8: an .npz whose arrays, named after the model's inputs, stack "
+                   "one sample per leading index, or a directory of such .npz files (one sample each).")
+@click.option("--quantized-io", is_flag=True, help="With --quantize int8: int8 model inputs and outputs.")
+@click.option("--keep-float", multiple=True, metavar="PATTERN",
+              help="Keep in float the ops whose PyTorch node, module path or source line matches (repeatable).")
 @click.option("--validate", "validate_", is_flag=True, help="Check the numbers against PyTorch after converting.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @common_options
 @handled
-def convert(source, output, input_specs, channel_last_io, target, npu_target, validate_, as_json, force, quiet,
-            debug):
+def convert(source, output, input_specs, channel_last_io, target, npu_target, quantize, calibration, quantized_io,
+            keep_float, validate_, as_json, force, quiet, debug):
     from litert_convert.sources import load_source, sample_inputs
 
     targets = tuple(t.strip() for t in target.split(",") if t.strip())
@@ -113,6 +123,13 @@ def convert(source, output, input_specs, channel_last_io, target, npu_target, va
         raise BadInput(f"malformed --target {target!r}", "give a comma-separated list of cpu, gpu, npu")
     if os.path.exists(output) and not force:
         raise BadInput(f"{output} exists", "pass --force to overwrite it")
+    if (calibration or quantized_io or keep_float) and not quantize:
+        raise BadInput("--calibration, --quantized-io and --keep-float apply only with --quantize")
+    if quantize and quantize not in ("fp16", "dynamic-int8", "int8") and not os.path.isfile(quantize):
+        raise BadInput(f"unknown --quantize {quantize!r}", "choose fp16, dynamic-int8 or int8, or give a recipe file")
+    if quantize == "int8" and not calibration:
+        raise BadInput("--quantize int8 needs --calibration DIR_OR_NPZ",
+                       "int8 activations are calibrated on representative inputs")
     if os.path.isdir(output):
         raise BadInput(f"{output} is a directory")
     directory = os.path.dirname(os.path.abspath(output))
@@ -128,25 +145,55 @@ def convert(source, output, input_specs, channel_last_io, target, npu_target, va
         import litert_torch
 
         stages = {"export": "tracing with torch.export", "lower": "lowering ATen ops", "optimize": "optimizing",
-                  "write": "writing the flatbuffer"}
+                  "write": "writing the flatbuffer", "quantize": "quantizing"}
         start = time.perf_counter()
-        edge = litert_torch.convert(src.model, args, kwargs, channel_last_io=channel_last_io, target=targets,
-                                    progress=lambda stage: status.update(stages.get(stage, stage)))
+        validation_inputs = None  # a quantized model is checked on its calibration data, not random draws
+        if isinstance(src.model, litert_torch.SignatureSet):
+            if input_specs or quantize or validate_:
+                raise BadInput(f"{source} gives several signatures ({', '.join(src.model.names)}); --input, "
+                               "--quantize and --validate take one", "convert and check each from Python, or "
+                               "name a source with one signature")
+            edge = src.model.convert(channel_last_io=channel_last_io, target=targets,
+                                     progress=lambda stage: status.update(stage))
+        else:
+            edge = litert_torch.convert(src.model, args, kwargs, channel_last_io=channel_last_io, target=targets,
+                                        progress=lambda stage: status.update(stages.get(stage, stage)))
+        if quantize:
+            status.update(stages["quantize"])
+            samples = None
+            if calibration:
+                from litert_convert.calibration import load_calibration
+
+                names = [t.name for t in next(iter(edge.signatures.values())).inputs]
+                samples = load_calibration(calibration, args, kwargs, names)
+            edge = litert_torch.quantize(edge, quantize, calibration_data=samples, quantized_io=quantized_io,
+                                         keep_float=keep_float)
+            if samples:
+                validation_inputs = _as_pytorch_inputs(edge, samples[:8])
         seconds = time.perf_counter() - start
         edge.export(output)
     summary: dict[str, Any] = {"source": source, "output": output, "bytes": len(edge.flatbuffer),
                                "seconds": round(seconds, 3)}
     from litert_torch.flatbuffer.reader import read_model
 
-    graph = read_model(edge.flatbuffer).subgraphs[0]
-    summary["ops"] = len(graph.ops)
+    subgraphs = read_model(edge.flatbuffer).subgraphs
+    graph = subgraphs[0]
+    summary["ops"] = sum(len(g.ops) for g in subgraphs)
     summary["op_histogram"] = graph.op_counts()
     plan = edge.delegate_plan
     summary["delegate_plan"] = plan.to_json()
+    plans = edge.delegate_plans
+    summary["signatures"] = list(plans)
     if not quiet and not as_json:
-        console.print(f"wrote {output}: {len(edge.flatbuffer) / 1e6:.2f} MB, {len(graph.ops)} ops, "
-                      f"{seconds:.2f}s")
-        click.echo("\n".join(f"delegate plan: {line}" for line in plan.render().splitlines()))
+        console.print(f"wrote {output}: {len(edge.flatbuffer) / 1e6:.2f} MB, {summary['ops']} ops, "
+                      f"{seconds:.2f}s" + (f", signatures {', '.join(plans)}" if len(plans) > 1 else ""))
+        for key, signature_plan in plans.items():
+            prefix = f"delegate plan [{key}]: " if len(plans) > 1 else "delegate plan: "
+            click.echo("\n".join(prefix + line for line in signature_plan.render().splitlines()))
+    if edge.quantization is not None:
+        summary["quantization"] = json.loads(edge.quantization.to_bytes())
+        if not quiet and not as_json:
+            click.echo(edge.quantization.summary())
     if npu_target:
         compiled = litert_torch.aot_compile(edge, npu_target)
         npu_path = os.path.splitext(output)[0] + "." + npu_target.replace(":", "_").lower() + ".tflite"
@@ -156,7 +203,12 @@ def convert(source, output, input_specs, channel_last_io, target, npu_target, va
             console.print(f"wrote {npu_path} (compiled for {npu_target})")
     failed = False
     if validate_:
-        report = _validate(src.model, edge, args, kwargs)
+        tolerances = {}
+        if edge.quantization is not None:
+            from litert_torch.quantization import TOLERANCES
+
+            tolerances = dict(zip(("rtol", "atol"), TOLERANCES[edge.quantization.mode]))
+        report = _validate(src.model, edge, args, kwargs, inputs=validation_inputs, **tolerances)
         summary["validation"] = report.to_json()
         failed = not report.passed
         if not as_json:
@@ -167,13 +219,30 @@ def convert(source, output, input_specs, channel_last_io, target, npu_target, va
         raise Failure("the converted model departs from PyTorch beyond the tolerance (see the table above)")
 
 
-def _validate(model, edge, args, kwargs, per_layer=None):
+def _validate(model, edge, args, kwargs, per_layer=None, **options):
     import torch
 
     import litert_torch
 
     module = model.module() if isinstance(model, torch.export.ExportedProgram) else model
-    return litert_torch.validate(module, tuple(args), edge, sample_kwargs=kwargs, per_layer=per_layer)
+    return litert_torch.validate(module, tuple(args), edge, sample_kwargs=kwargs, per_layer=per_layer, **options)
+
+
+def _as_pytorch_inputs(edge, samples: list[tuple]) -> list[tuple]:
+    """Calibration samples (laid out as the model's inputs) as the PyTorch module takes them: NHWC image
+    inputs of a channel-last model back to NCHW."""
+    import numpy as np
+    import torch
+
+    io = edge.io_spec
+    nhwc = set(io.get("channel_last_inputs", []))
+    names = io.get("inputs", [])
+    out = []
+    for sample in samples:
+        out.append(tuple(torch.from_numpy(np.ascontiguousarray(
+            np.transpose(a, (0, 3, 1, 2)) if i < len(names) and names[i] in nhwc else a))
+            for i, a in enumerate(sample)))
+    return out
 
 
 def _write_text(path: str, text: str) -> None:

@@ -5,7 +5,9 @@ SOURCE is one of:
   package.module:name       a name in an importable module
   model.pt2                 an ExportedProgram saved with torch.export.save (loaded without unpickling)
 where `name` is an nn.Module, an nn.Module class (built without arguments), or a callable returning a module
-or `(module, sample_args)` / `(module, sample_args, sample_kwargs)`.
+or `(module, sample_args)` / `(module, sample_args, sample_kwargs)` — or a `litert_torch.SignatureSet`
+(`litert_torch.signature("encode", enc, args).signature("decode", dec, args)`) for a model with several
+signatures.
 """
 
 from __future__ import annotations
@@ -191,6 +193,10 @@ def _as_source(obj: Any, source: str) -> Source:
             obj = obj()
         except Exception as exc:
             raise BadInput(f"{source}: calling it failed: {type(exc).__name__}: {exc}") from None
+    from litert_torch import SignatureSet
+
+    if isinstance(obj, SignatureSet):
+        return Source(obj, (), {}, source)
     if isinstance(obj, torch.nn.Module):
         return Source(obj.eval(), None, {}, source)
     if isinstance(obj, tuple) and obj and isinstance(obj[0], torch.nn.Module) and len(obj) in (2, 3):
@@ -198,4 +204,5 @@ def _as_source(obj: Any, source: str) -> Source:
         kwargs = dict(obj[2]) if len(obj) == 3 else {}
         return Source(obj[0].eval(), args, kwargs, source)
     raise BadInput(f"{source} is not a torch.nn.Module (got {type(obj).__name__})",
-                   "name an nn.Module, a module class, or a function returning a module or (module, sample_args)")
+                   "name an nn.Module, a module class, or a function returning a module, (module, sample_args) "
+                   "or a litert_torch.SignatureSet")

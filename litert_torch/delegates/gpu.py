@@ -1,7 +1,8 @@
 """LiteRT's GPU delegate (ML Drift): builtins and constraints, from its published operator rules.
 
-General rules: tensors of rank 4 or less; float32/float16 activations (int32 only as indices, shapes or cast
-inputs); fused activations NONE, RELU, RELU6, RELU_N1_TO_1 and TANH. Op rules add what each op needs (constant
+General rules: tensors of rank 4 or less; float32/float16 activations, or int8/uint8 ones with quantization
+parameters (the delegate dequantizes quantized models and computes in float); int32 only as indices, shapes or
+cast inputs; fused activations NONE, RELU, RELU6, RELU_N1_TO_1 and TANH. Op rules add what each op needs (constant
 reduction axes, 3-D/4-D slices, ...). BROADCAST_TO and GATHER_ND have no GPU kernel.
 """
 
@@ -25,6 +26,8 @@ def _float_activations(op: ir.Op) -> str | None:
     for t in data:
         if t.dtype in FLOAT_TYPES:
             continue
+        if t.quantization is not None and t.dtype in (np.int8, np.uint8):
+            continue  # quantized models run on the GPU in float, dequantized when the delegate loads them
         if t.dtype == np.int32 and op.opcode in INDEX_OPS:
             continue
         return f"{t.dtype} activations (the GPU computes in float32/float16)"

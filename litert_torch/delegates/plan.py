@@ -5,7 +5,7 @@ accumulates that would run on it. Stored as `litert_torch.delegate_plan` (JSON, 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
 from litert_torch import ir
@@ -158,9 +158,26 @@ def _partitions(graph: ir.Graph, delegated: list[bool]) -> list[list[int]]:
     return sorted(groups.values(), key=lambda g: g[0])
 
 
+def _with_static_weights(graph: ir.Graph) -> list[ir.Op]:
+    """The ops as the delegates see them: a DEQUANTIZE of a constant (float16 or int8 weights) is folded at
+    load time, so its output counts as a constant for the op reading it."""
+    static = {op.outputs[0]: op.inputs[0] for op in graph.ops
+              if op.opcode == "DEQUANTIZE" and op.inputs[0] is not None and op.inputs[0].is_constant}
+    if not static:
+        return graph.ops
+    seen = []
+    for op in graph.ops:
+        if any(t in static for t in op.inputs if t is not None):
+            inputs = [ir.Tensor(t.name, t.shape, t.dtype, static[t].data, quantization=t.quantization)
+                      if t in static else t for t in op.inputs]
+            op = replace(op, inputs=inputs)
+        seen.append(op)
+    return seen
+
+
 def plan_target(graph: ir.Graph, target: str) -> TargetPlan:
     delegate, check_op = CHECKS[target]
-    reasons = [check_op(op) for op in graph.ops]
+    reasons = [check_op(op) for op in _with_static_weights(graph)]
     delegated = [r is None for r in reasons]
     op_macs = [macs(op) for op in graph.ops]
     fallbacks = [Fallback(i, op.opcode, reason, op.source.node if op.source else None,
@@ -189,3 +206,16 @@ def with_before(after: DelegatePlan, before: DelegatePlan, rewrites: dict[str, d
             plan.before = before.targets[name].residency()
             plan.rewrites = dict(done)
     return after
+
+
+def plans_json(default: DelegatePlan, per_signature: dict[str, DelegatePlan] | None = None,
+               buckets: dict | None = None) -> bytes:
+    """The metadata entry: the default signature's plan at the top level and, for a model with several
+    signatures, every signature's targets under "signatures"; for bucketed signatures, "buckets" names the
+    dimension, its sizes and their signatures (each static, as NPUs want)."""
+    data = default.to_json()
+    if per_signature:
+        data["signatures"] = {key: plan.to_json()["targets"] for key, plan in per_signature.items()}
+    if buckets:
+        data["buckets"] = buckets
+    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")

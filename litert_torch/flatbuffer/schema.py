@@ -179,7 +179,13 @@ def _transpose_conv_version(op: Any) -> int:
     return 3 if len(op.inputs) > 3 and op.inputs[3] is not None else 1
 
 
+def _dequantize_version(op: Any) -> int:
+    dtype = op.inputs[0].dtype
+    return 3 if dtype == np.float16 else 2 if dtype == np.int8 else 1
+
+
 VERSION_RULES: dict[str, Callable[[Any], int]] = {
+    "DEQUANTIZE": _dequantize_version,
     "BROADCAST_TO": lambda op: 2,  # version 1 was never a runtime kernel
     "TRANSPOSE_CONV": _transpose_conv_version,
     "CONV_2D": _conv_version,

@@ -174,3 +174,29 @@ def serialize(model: ir.Model) -> bytes:
     builder = flatbuffers.Builder(1024)
     builder.Finish(obj.Pack(builder), file_identifier=FILE_IDENTIFIER)
     return bytes(builder.Output())
+
+
+def replace_metadata(data: bytes, entries: dict[str, bytes]) -> bytes:
+    """`data` (a .tflite from any writer) with the metadata `entries` set, everything else as it was."""
+    data = bytes(data)
+    m = schema.ModelT.InitFromPackedBuf(data, 0)
+    for buf in m.buffers or []:
+        # Buffers stored after the flatbuffer (offset/size) are addressed from the start of the file: take them
+        # inline, since packing anew moves everything.
+        if (buf.data is None or not len(buf.data)) and buf.offset > 1 and buf.size:
+            buf.data = np.frombuffer(data[buf.offset: buf.offset + buf.size], dtype=np.uint8)
+            buf.offset = buf.size = 0
+    m.metadata = [md for md in (m.metadata or []) if (md.name.decode() if isinstance(md.name, bytes) else md.name)
+                  not in entries]
+    m.buffers = m.buffers or [schema.BufferT()]
+    for name in sorted(entries):
+        buf = schema.BufferT()
+        buf.data = np.frombuffer(entries[name], dtype=np.uint8)
+        m.buffers.append(buf)
+        md = schema.MetadataT()
+        md.name = name
+        md.buffer = len(m.buffers) - 1
+        m.metadata.append(md)
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(m.Pack(builder), file_identifier=FILE_IDENTIFIER)
+    return bytes(builder.Output())

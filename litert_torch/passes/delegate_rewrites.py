@@ -230,7 +230,11 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
     per_step = e.outs("SPLIT", [axis, proj], [step_shape] * steps, dtype, num_splits=steps) if steps > 1 else [proj]
     gate_axis = _const(f"{e.base}/gate_axis", np.array(1, np.int32))
     order = range(steps - 1, -1, -1) if reverse_in else range(steps)
-    h = c = None
+    # The cell starts at zero: a constant, so that every step reads its forget gate (a SPLIT output nobody
+    # reads is never allocated, which tools that read every tensor trip on). The hidden state starts at zero
+    # too; its recurrent product is zero and is skipped.
+    h = None
+    c = _const(f"{e.base}/c0", np.zeros((batch, hidden), dtype))
     hs: dict[int, ir.Tensor] = {}
     for t in order:
         z = e.reshape(per_step[t], [batch, 4 * hidden])
@@ -244,12 +248,10 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
         i_g = e.op("LOGISTIC", [i_g], shape, dtype)
         g_g = e.op("TANH", [g_g], shape, dtype)
         o_g = e.op("LOGISTIC", [o_g], shape, dtype)
-        new_c = e.op("MUL", [i_g, g_g], shape, dtype, fused_activation_function="NONE")
-        if c is not None:
-            f_g = e.op("LOGISTIC", [f_g], shape, dtype)
-            kept = e.op("MUL", [f_g, c], shape, dtype, fused_activation_function="NONE")
-            new_c = e.op("ADD", [kept, new_c], shape, dtype, fused_activation_function="NONE")
-        c = new_c
+        f_g = e.op("LOGISTIC", [f_g], shape, dtype)
+        kept = e.op("MUL", [f_g, c], shape, dtype, fused_activation_function="NONE")
+        c = e.op("ADD", [kept, e.op("MUL", [i_g, g_g], shape, dtype, fused_activation_function="NONE")], shape,
+                 dtype, fused_activation_function="NONE")
         h = e.op("MUL", [o_g, e.op("TANH", [c], shape, dtype)], shape, dtype, fused_activation_function="NONE")
         hs[t] = h
     # hs[t] is the state after reading x[t]. The LSTM's output y holds them in the order it read them (reversed
@@ -275,8 +277,8 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
 def unroll_lstm(graph: ir.Graph) -> int:
     """Each UNIDIRECTIONAL_SEQUENCE_LSTM (zero initial state, as our lowering writes it) as its steps: one
     FULLY_CONNECTED for the input projection of all steps, then per step a recurrent FULLY_CONNECTED, SPLIT
-    into the four gates, LOGISTIC/TANH, and the MUL/ADD of the cell update. The first step skips the terms
-    of the zero state."""
+    into the four gates, LOGISTIC/TANH, and the MUL/ADD of the cell update. The first step skips the
+    recurrent product of the zero hidden state."""
     count = 0
     for op in [o for o in graph.ops if o.opcode == "UNIDIRECTIONAL_SEQUENCE_LSTM"]:
         producers, consumers = graph.producers(), graph.consumers()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -31,6 +31,8 @@ class TensorSpec:
     name: str
     shape: tuple[int, ...]
     dtype: np.dtype
+    # (scale, zero_point) of a quantized tensor (real = scale * (q - zero_point)), None for float ones
+    quantization: tuple[float, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class EdgeModel:
             raise ValueError(f"kernels must be one of {self.KERNELS}, got {kernels!r}")
         self._kernels = kernels
         self._keep_intermediates = keep_intermediates
+        self._quant_params: dict | None = None
         self._accelerator = accelerator
         self._compiled = None
         self._bytes = bytes(flatbuffer)
@@ -76,9 +79,26 @@ class EdgeModel:
         return EdgeModel(self._bytes, num_threads=self._num_threads, kernels=kernels,
                          keep_intermediates=keep_intermediates)
 
-    def intermediate(self, tensor_index: int) -> np.ndarray:
-        """A tensor's value after the last call (models built with keep_intermediates=True)."""
-        return np.array(self._get_interpreter().get_tensor(tensor_index))
+    def intermediate(self, tensor_index: int, dequantize: bool = True) -> np.ndarray:
+        """A tensor's value after the last call (models built with keep_intermediates=True); a quantized tensor
+        comes back as the float values it stands for unless `dequantize` is False."""
+        interpreter = self._get_interpreter()
+        value = np.array(interpreter.get_tensor(tensor_index))
+        if not dequantize or value.dtype.kind not in "iu":
+            return value
+        if self._quant_params is None:
+            self._quant_params = {d["index"]: d.get("quantization_parameters") for d in
+                                  interpreter.get_tensor_details()}
+        params = self._quant_params.get(tensor_index)
+        if not params or not len(params.get("scales", [])):
+            return value
+        scales = np.asarray(params["scales"], np.float64)
+        zeros = np.asarray(params["zero_points"], np.float64)
+        if scales.size > 1:  # per channel, along the quantized dimension
+            shape = [1] * value.ndim
+            shape[params["quantized_dimension"]] = scales.size
+            scales, zeros = scales.reshape(shape), zeros.reshape(shape)
+        return ((value.astype(np.float64) - zeros) * scales).astype(np.float32)
 
     # ---- the file ---------------------------------------------------------------------------------------
     @property
@@ -116,6 +136,30 @@ class EdgeModel:
         if data is not None:
             return DelegatePlan.from_json(data)
         return plan_for(read_model(self._bytes).subgraphs[0])
+
+    @property
+    def delegate_plans(self) -> dict:
+        """{signature: DelegatePlan} for every signature (a model with one signature: just that one)."""
+        from litert_torch.delegates.plan import PLAN_KEY, DelegatePlan
+
+        data = read_json(self._metadata, PLAN_KEY)
+        if data is not None and data.get("signatures"):
+            return {key: DelegatePlan.from_json({"targets": targets}) for key, targets in data["signatures"].items()}
+        return {key: self.delegate_plan for key in self._signature_keys()}
+
+    def signature_runner(self, key: str) -> Callable[..., Any]:
+        """A callable running signature `key` like the module it came from: `edge.signature_runner("decode")(z)`."""
+        if key not in self._signature_keys():
+            raise KeyError(f"no signature {key!r}; the model has {self._signature_keys()}")
+        return lambda *args, **kwargs: self.run(key, args, kwargs)
+
+    @property
+    def quantization(self):
+        """The QuantizationReport of a model made by litert_torch.quantize / convert(quantize=...), else None."""
+        from litert_torch.quantization import QUANTIZATION_KEY, QuantizationReport
+
+        data = read_json(self._metadata, QUANTIZATION_KEY)
+        return QuantizationReport.from_json(data) if data is not None else None
 
     # ---- the runtime ------------------------------------------------------------------------------------
     @property
@@ -173,12 +217,8 @@ class EdgeModel:
             ins, outs = runner.get_input_details(), runner.get_output_details()
             order_in = self._io.get(key, {}).get("inputs") or list(ins)
             order_out = self._io.get(key, {}).get("outputs") or list(outs)
-            out[key] = SignatureInfo(
-                key,
-                tuple(TensorSpec(n, tuple(int(d) for d in ins[n]["shape"]), np.dtype(ins[n]["dtype"])) for n in order_in),
-                tuple(TensorSpec(n, tuple(int(d) for d in outs[n]["shape"]), np.dtype(outs[n]["dtype"]))
-                      for n in order_out),
-            )
+            out[key] = SignatureInfo(key, tuple(_spec(n, ins[n]) for n in order_in),
+                                     tuple(_spec(n, outs[n]) for n in order_out))
         return out
 
     def _signature_keys(self) -> list[str]:
@@ -197,7 +237,23 @@ class EdgeModel:
         return DEFAULT_SIGNATURE if DEFAULT_SIGNATURE in keys else keys[0]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.run(self._default_key(), args, kwargs)
+        return self.run(self._key_for(args, kwargs), args, kwargs)
+
+    def _key_for(self, args: tuple, kwargs: dict) -> str:
+        """The default signature, or for a bucketed model the bucket whose input shapes the call matches."""
+        buckets = {key: io["bucket"] for key, io in self._io.items() if io.get("bucket")}
+        if not buckets:
+            return self._default_key()
+        for key in buckets:
+            try:
+                self._feeds(key, args, kwargs)
+                return key
+            except ModelInputError:
+                continue
+        some = next(iter(buckets.values()))
+        sizes = sorted(b["size"] for b in buckets.values())
+        raise ModelInputError(f"no signature takes these inputs: the model has static signatures for "
+                              f"{some['dim']} in {sizes} ({', '.join(buckets)})")
 
     def run(self, signature: str, args: tuple = (), kwargs: dict | None = None) -> Any:
         """Run `signature` on PyTorch-style (args, kwargs) and return the PyTorch-style output structure."""
@@ -283,6 +339,12 @@ class EdgeModel:
 
     def __repr__(self) -> str:
         return f"EdgeModel({len(self._bytes)} bytes, signatures={list(self._io) or '?'})"
+
+
+def _spec(name: str, detail: dict) -> TensorSpec:
+    scale, zero_point = detail.get("quantization", (0.0, 0))
+    return TensorSpec(name, tuple(int(d) for d in detail["shape"]), np.dtype(detail["dtype"]),
+                      (float(scale), int(zero_point)) if scale else None)
 
 
 def _describe(spec: pytree.TreeSpec) -> str:

@@ -347,7 +347,8 @@ def layer_errors(module, edge_model, args, kwargs, atol: float = ATOL,
     fb = schema.Model.GetRootAs(edge_model.flatbuffer, 0).Subgraphs(0)
     last_op_of_node = {}  # fx node -> the last op whose first output holds that node's value
     for i, op in enumerate(ops):
-        if op.source is not None:
+        weight = op.opcode == "DEQUANTIZE" and op.inputs[0] is not None and op.inputs[0].is_constant
+        if op.source is not None and not weight:  # a widened weight holds no node's value
             last_op_of_node[op.value_node or op.source.node] = i
     layers = []
     for node, i in sorted(last_op_of_node.items(), key=lambda item: item[1]):

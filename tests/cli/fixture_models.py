@@ -49,3 +49,15 @@ def unsupported():
 def seeded():
     """The module of with_inputs() (same weights), without sample inputs."""
     return with_inputs()[0]
+
+
+def two_signatures():
+    """Encoder and decoder sharing a layer, as one model with two signatures."""
+    import litert_torch
+
+    torch.manual_seed(0)
+    shared = nn.Linear(6, 6)
+    encoder = nn.Sequential(shared, nn.ReLU()).eval()
+    decoder = nn.Sequential(nn.Linear(6, 6), shared).eval()
+    return (litert_torch.signature("encode", encoder, (torch.randn(1, 6),))
+            .signature("decode", decoder, (torch.randn(1, 6),)))

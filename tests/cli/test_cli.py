@@ -216,3 +216,15 @@ def test_fuzzed_files_never_crash_inspect(small_tflite, tmp_path):
     for i in range(0, 150, 30):
         code, _, stderr = run_script("inspect", tmp_path / f"fuzz{i}.tflite")
         assert code in (0, 2), stderr
+
+
+def test_convert_a_source_with_several_signatures(tmp_path):
+    out = tmp_path / "two.tflite"
+    code, output = run("convert", f"{FIXTURES}:two_signatures", "-o", out)
+    assert code == 0, output
+    assert "delegate plan [decode]: cpu" in output and "delegate plan [encode]: cpu" in output
+    from litert_torch import EdgeModel
+
+    assert set(EdgeModel.load(out).signatures) == {"encode", "decode"}
+    code, output = run("convert", f"{FIXTURES}:two_signatures", "-o", out, "--force", "--validate")
+    assert code == 2 and "several signatures" in output

@@ -1,0 +1,356 @@
+"""Quantization of converted models: float16 weights, dynamic-range int8, full-integer int8 with calibration.
+
+    edge = litert_torch.convert(model, args, quantize="int8", calibration_data=samples)
+    edge = litert_torch.quantize(float_edge, "dynamic-int8")
+
+- `fp16`: every float32 constant of 16 or more elements is stored as float16 and widened by a DEQUANTIZE op
+  (LiteRT does that once, when the model is prepared; XNNPACK computes in float32, GPU delegates may compute
+  in float16). Our own IR pass: it covers every weight (embedding tables and matmul constants included), where
+  ai-edge-quantizer's float casting covers only convolution, dense and embedding-lookup weights.
+- `dynamic-int8`: int8 weights (per channel), float activations quantized on the fly by the kernels.
+- `int8`: int8 weights (per channel) and int8 activations (per tensor) with ranges calibrated on
+  `calibration_data`; model inputs and outputs stay float (a QUANTIZE in, a DEQUANTIZE out) unless
+  `quantized_io=True` makes them int8 (`EdgeModel.signatures[...].inputs[i].quantization` gives scale and
+  zero point). Ops the quantizer has no int8 kernel for stay float between a DEQUANTIZE and a QUANTIZE, and the
+  report says which and where they came from.
+- A recipe (ai-edge-quantizer's JSON recipe: a list of dicts, or a path to one) for anything finer;
+  `keep_float=[pattern, ...]` keeps in float the ops whose PyTorch node, module path or source line matches a
+  pattern (a regular expression), in any mode.
+
+The int8 modes run ai-edge-quantizer (`pip install litert-torch-direct[quantize]`) on the float model we write.
+The quantized model keeps our metadata: the source map (ops the quantizer inserted take the source of the op
+they serve), a delegate plan recomputed for the quantized ops, and `litert_torch.quantization` (this module's
+report: mode, recipe, calibration sample count, sizes, the ops left in float and why).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+from litert_torch import ir
+from litert_torch.errors import CalibrationError, ModelInputError, QuantizationError
+
+MODES = ("fp16", "dynamic-int8", "int8")
+QUANTIZATION_KEY = "litert_torch.quantization"
+MIN_CALIBRATION_SAMPLES = 8
+# What validation against the float PyTorch model allows per mode: max|err| <= rtol * max|ref| + atol.
+TOLERANCES = {"fp16": (1e-2, 1e-4), "dynamic-int8": (0.1, 1e-3), "int8": (0.2, 1e-3), "recipe": (0.2, 1e-3)}
+FP16_MIN_ELEMENTS = 16
+# Ops whose constant inputs are weights that dynamic-range quantization turns into int8.
+WEIGHT_OPS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV", "BATCH_MATMUL",
+              "EMBEDDING_LOOKUP", "GATHER"}
+
+
+@dataclass
+class FloatOp:
+    """An op the quantized model still computes in float, and why."""
+
+    op: int
+    opcode: str
+    reason: str
+    node: str | None = None
+    location: str | None = None
+
+
+@dataclass
+class QuantizationReport:
+    mode: str
+    float_bytes: int
+    quantized_bytes: int  # the quantized file without this report
+    quantized_ops: int  # ops that compute on quantized (int8 / float16) data or weights
+    ops: int  # ops other than QUANTIZE / DEQUANTIZE
+    calibration_samples: int = 0
+    io: str = "float"
+    recipe: Any = None
+    float_ops: list[FloatOp] = field(default_factory=list)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"version": 1, **asdict(self)}, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "QuantizationReport":
+        data = {k: v for k, v in data.items() if k != "version"}
+        data["float_ops"] = [FloatOp(**f) for f in data.get("float_ops", [])]
+        return cls(**data)
+
+    def summary(self) -> str:
+        ratio = self.float_bytes / self.quantized_bytes if self.quantized_bytes else 0.0
+        text = (f"quantized {self.mode}: {self.float_bytes / 1024:.0f} KiB -> {self.quantized_bytes / 1024:.0f} KiB "
+                f"({ratio:.1f}x smaller); {self.quantized_ops}/{self.ops} ops on quantized data or weights")
+        if self.calibration_samples:
+            text += f"; calibrated on {self.calibration_samples} samples"
+        if self.mode == "int8":
+            text += f"; {self.io} inputs/outputs"
+        if self.float_ops:
+            reasons: dict[str, list[FloatOp]] = {}
+            for f in self.float_ops:
+                reasons.setdefault(f"{f.opcode} ({f.reason})", []).append(f)
+            parts = []
+            for key, ops in reasons.items():
+                where = ops[0].location or ops[0].node or f"op {ops[0].op}"
+                parts.append(f"{key} x{len(ops)}, first at {where}" if len(ops) > 1 else f"{key} at {where}")
+            text += "\nkept in float: " + "; ".join(parts)
+        return text
+
+
+# ---- fp16: our own pass -------------------------------------------------------------------------------------
+def fp16_weights(graph: ir.Graph, keep: set[int] | None = None) -> int:
+    """Store each float32 constant of FP16_MIN_ELEMENTS or more as float16 behind a DEQUANTIZE (one per
+    constant, placed first in the graph). `keep`: ids of ops whose inputs stay float32. Returns the count."""
+    widened: dict[int, ir.Tensor] = {}
+    front: list[ir.Op] = []
+    for op in graph.ops:
+        if keep and id(op) in keep:
+            continue
+        for i, t in enumerate(op.inputs):
+            if t is None or not t.is_constant or t.dtype != np.float32 or t.size < FP16_MIN_ELEMENTS:
+                continue
+            if id(t) not in widened:
+                half = ir.Tensor(f"{t.name}/fp16", t.shape, np.float16, np.asarray(t.data, np.float16))
+                wide = ir.Tensor(t.name, t.shape, np.float32)
+                front.append(ir.Op("DEQUANTIZE", [half], [wide], {}, op.source))
+                widened[id(t)] = wide
+            op.inputs[i] = widened[id(t)]
+    graph.ops[:0] = front
+    return len(front)
+
+
+# ---- calibration data ---------------------------------------------------------------------------------------
+def calibration_feeds(edge, samples: Iterable[Any], signature: str | None = None) -> list[dict[str, np.ndarray]]:
+    """Check `samples` (each a tuple of positional inputs, a dict of keyword inputs, or one tensor) against the
+    float model's signature and return them as named arrays. Raises CalibrationError naming the sample."""
+    if samples is None:
+        raise CalibrationError("int8 quantization needs calibration_data: an iterable of input tuples, as you "
+                               f"would pass them to the model (at least {MIN_CALIBRATION_SAMPLES})")
+    feeds = []
+    for index, sample in enumerate(samples):
+        if isinstance(sample, dict):
+            args, kwargs = (), sample
+        elif isinstance(sample, (tuple, list)):
+            args, kwargs = tuple(sample), {}
+        else:
+            args, kwargs = (sample,), {}
+        try:
+            named = edge.feeds(*args, signature=signature, **kwargs)
+        except ModelInputError as exc:
+            raise CalibrationError(f"calibration sample {index}: {exc}") from None
+        for name, arr in named.items():
+            if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+                bad = int((~np.isfinite(arr)).sum())
+                raise CalibrationError(f"calibration sample {index}: input {name!r} holds {bad} NaN or Inf "
+                                       "value(s); calibration needs finite data")
+        feeds.append(named)
+    if len(feeds) < MIN_CALIBRATION_SAMPLES:
+        raise CalibrationError(f"{len(feeds)} calibration sample(s): int8 quantization needs at least "
+                               f"{MIN_CALIBRATION_SAMPLES} to estimate activation ranges (a few hundred "
+                               "representative inputs is typical)")
+    return feeds
+
+
+# ---- keep_float -------------------------------------------------------------------------------------------
+def matching_ops(graph: ir.Graph, patterns: Iterable[str]) -> list[ir.Op]:
+    """Ops whose PyTorch node, value node, module path or source location matches one of `patterns`."""
+    compiled = [re.compile(p) for p in patterns]
+    found = []
+    for op in graph.ops:
+        s = op.source
+        fields = [op.outputs[0].name if op.outputs else ""]
+        if s is not None:
+            fields += [s.node or "", op.value_node or "", s.module or "", s.location or ""]
+        if any(c.search(f) for c in compiled for f in fields if f):
+            found.append(op)
+    return found
+
+
+# ---- int8 through ai-edge-quantizer -------------------------------------------------------------------------
+def _load_recipe(recipe: Any) -> list[dict[str, Any]]:
+    if isinstance(recipe, (str, os.PathLike)) and os.path.exists(recipe):
+        with open(recipe) as f:
+            recipe = json.load(f)
+    if not isinstance(recipe, list) or not all(isinstance(r, dict) for r in recipe):
+        raise QuantizationError("a quantization recipe is ai-edge-quantizer's JSON recipe: a list of "
+                                "{regex, operation, algorithm_key, op_config} dicts, or the path of a file holding "
+                                f"one; got {type(recipe).__name__}")
+    return recipe
+
+
+def _aeq():
+    try:
+        from ai_edge_quantizer import qtyping, quantizer, recipe
+        from ai_edge_quantizer.algorithm_manager import AlgorithmName
+    except ImportError as exc:
+        raise QuantizationError("int8 quantization uses ai-edge-quantizer, which is not installed: "
+                                "pip install 'litert-torch-direct[quantize]' (or pip install ai-edge-quantizer)"
+                                ) from exc
+    return qtyping, quantizer, recipe, AlgorithmName
+
+
+def _run_quantizer(data: bytes, mode: str, recipe_list: list | None, feeds: list | None, signature: str,
+                   quantized_io: bool, keep_names: list[str]) -> tuple[bytes, list]:
+    qtyping, quantizer, recipes, AlgorithmName = _aeq()
+    if recipe_list is None:
+        recipe_list = (recipes.dynamic_wi8_afp32() if mode == "dynamic-int8" else recipes.static_wi8_ai8())
+    q = quantizer.Quantizer(data, recipe_list)
+    if mode == "int8" and not quantized_io:
+        for io_op in (qtyping.TFLOperationName.INPUT, qtyping.TFLOperationName.OUTPUT):
+            q.update_quantization_recipe(regex=".*", operation_name=io_op, algorithm_key=AlgorithmName.NO_QUANTIZE)
+    if keep_names:
+        scope = "|".join(f"(^|;){re.escape(n)};" for n in keep_names)
+        q.update_quantization_recipe(regex=scope, operation_name=qtyping.TFLOperationName.ALL_SUPPORTED,
+                                     algorithm_key=AlgorithmName.NO_QUANTIZE)
+    calibration = None
+    if q.need_calibration and feeds is None:
+        raise CalibrationError("this recipe quantizes activations, so it needs calibration_data")
+    try:
+        if q.need_calibration:
+            calibration = q.calibrate({signature: feeds}, num_threads=max(1, min(4, os.cpu_count() or 1)))
+        result = q.quantize(calibration, enable_progress_report=False)
+    except Exception as exc:  # the quantizer's own failures, with its message
+        raise QuantizationError(f"ai-edge-quantizer failed: {type(exc).__name__}: {exc}") from exc
+    return bytes(result.quantized_model), q.get_quantization_recipe()
+
+
+def _aeq_op_names() -> set[str]:
+    qtyping = _aeq()[0]
+    return set(qtyping.TFLOperationName.__members__)
+
+
+def _carry_sources(float_graph: ir.Graph, graph: ir.Graph) -> None:
+    """Give the quantized graph's ops the sources of the float ops they stand for: by output tensor name, and
+    for the QUANTIZE/DEQUANTIZE ops the quantizer inserted, the op they feed (or else the op feeding them)."""
+    by_output = {t.name: op for op in float_graph.ops for t in op.outputs}
+    for op in graph.ops:  # in order, so that a producer has its source before the ops it feeds look for it
+        same = next((by_output[t.name] for t in op.outputs if t.name in by_output), None)
+        if same is not None and same.opcode == op.opcode:
+            op.source, op.value_node = same.source, same.value_node
+    consumers, producers = graph.consumers(), graph.producers()
+    for op in graph.ops:
+        if op.source is not None:
+            continue
+        # A (de)quantized copy of a value holds the value of the op producing it; at a graph input, name the
+        # op it feeds.
+        near = [producers[t] for t in op.inputs if t is not None and t in producers and producers[t].source]
+        near += [c for t in op.outputs for c in consumers.get(t, []) if c.source is not None]
+        if near:
+            op.source, op.value_node = near[0].source, near[0].value_node
+
+
+def _float_ops(graph: ir.Graph, mode: str, kept: set[str]) -> tuple[int, int, list[FloatOp]]:
+    """(ops on quantized data or weights, ops other than QUANTIZE/DEQUANTIZE, the ops left in float that the
+    mode would have quantized)."""
+    quantized, counted, left = 0, 0, []
+    names = _aeq_op_names() if mode == "int8" else set()
+    producers = graph.producers()
+
+    def entry(i: int, op: ir.Op, reason: str) -> FloatOp:
+        return FloatOp(i, op.opcode, reason, op.source.node if op.source else None,
+                       op.source.location if op.source else None)
+
+    for i, op in enumerate(graph.ops):
+        if op.opcode in ("QUANTIZE", "DEQUANTIZE"):
+            continue
+        counted += 1
+        tensors = [t for t in (*op.inputs, *op.outputs) if t is not None]
+        low = [t for t in tensors if t.dtype in (np.int8, np.uint8, np.int16) or t.quantization is not None
+               or (t in producers and producers[t].opcode == "DEQUANTIZE" and producers[t].inputs[0].is_constant)]
+        if low:
+            quantized += 1
+        out = op.outputs[0] if op.outputs else None
+        kept_here = out is not None and out.name in kept
+        if mode == "int8" and out is not None and out.dtype == np.float32 and not low:
+            reason = ("kept in float (keep_float)" if kept_here else
+                      "no int8 kernel in ai-edge-quantizer" if op.opcode not in names else
+                      "left in float by the quantizer")
+            left.append(entry(i, op, reason))
+        elif mode == "dynamic-int8" and op.opcode in WEIGHT_OPS and not low:
+            weights = [t for t in op.inputs if t is not None and t.is_constant and t.dtype == np.float32]
+            if weights and any(t.size >= FP16_MIN_ELEMENTS for t in weights):
+                reason = "kept in float (keep_float)" if kept_here else "weights left in float by the quantizer"
+                left.append(entry(i, op, reason))
+    return quantized, counted, left
+
+
+# ---- the entry point ----------------------------------------------------------------------------------------
+def quantize(edge, mode: str | list | os.PathLike = "int8", *, calibration_data: Iterable[Any] | None = None,
+             quantized_io: bool = False, keep_float: Iterable[str] = (), signature: str | None = None):
+    """A quantized copy of the float EdgeModel `edge` (see the module docstring for the modes).
+
+    `mode`: "fp16", "dynamic-int8", "int8", or an ai-edge-quantizer recipe (list of dicts or JSON path).
+    Raises QuantizationError (CalibrationError for bad calibration data) before anything is written.
+    """
+    from litert_torch import metadata as md
+    from litert_torch.delegates.plan import PLAN_KEY, TARGETS, plan_for
+    from litert_torch.flatbuffer.reader import read_metadata, read_model
+    from litert_torch.flatbuffer.writer import replace_metadata, serialize
+    from litert_torch.runtime.edge_model import EdgeModel
+
+    recipe_list = None
+    if not isinstance(mode, str) or mode not in MODES:
+        if isinstance(mode, str) and not os.path.exists(mode):
+            raise QuantizationError(f"unknown quantization mode {mode!r}; choose from {list(MODES)} or pass a "
+                                    "recipe")
+        recipe_list, mode = _load_recipe(mode), "recipe"
+    if quantized_io and mode not in ("int8", "recipe"):
+        raise QuantizationError("quantized_io (int8 inputs and outputs) needs full-integer quantization: "
+                                "mode='int8'")
+    data = edge.flatbuffer
+    if len(edge.signatures) > 1:
+        raise QuantizationError(f"the model has {len(edge.signatures)} signatures; quantization takes models with "
+                                "one")
+    if QUANTIZATION_KEY in read_metadata(data):
+        raise QuantizationError("this model is already quantized; quantize the float model")
+    float_model = read_model(data)
+    graph = float_model.subgraphs[0]
+    kept_ops = matching_ops(graph, keep_float) if keep_float else []
+    if keep_float and not kept_ops:
+        raise QuantizationError(f"keep_float patterns {list(keep_float)} match no op (they are matched against "
+                                "PyTorch node names, module paths and source lines: see EdgeModel.source_map)")
+    kept_names = {t.name for op in kept_ops for t in op.outputs}
+    plan_json = md.read_json(float_model.metadata, PLAN_KEY)
+    targets = tuple(plan_json["targets"]) if plan_json and plan_json.get("targets") else TARGETS
+    key = signature or edge._default_key()
+    samples = 0
+
+    if mode == "fp16":
+        fp16_weights(graph, {id(op) for op in kept_ops})
+        quantized_model = float_model
+        out_graph = graph
+        report_recipe = {"fp16": f"float32 constants of {FP16_MIN_ELEMENTS}+ elements as float16 + DEQUANTIZE"}
+    else:
+        feeds = None
+        if mode == "int8" or (mode == "recipe" and calibration_data is not None):
+            feeds = calibration_feeds(edge, calibration_data, key)
+            samples = len(feeds)
+        q_bytes, report_recipe = _run_quantizer(data, mode, recipe_list, feeds, key, quantized_io,
+                                                sorted(kept_names))
+        quantized_model = read_model(q_bytes)
+        out_graph = quantized_model.subgraphs[0]
+        _carry_sources(graph, out_graph)
+    quantized_count, op_count, float_ops = _float_ops(out_graph, "int8" if mode == "recipe" else mode, kept_names)
+    entries = {
+        md.SOURCE_MAP_KEY: md.source_map_json(quantized_model),
+        PLAN_KEY: plan_for(out_graph, targets).to_bytes(),
+    }
+    if mode == "fp16":
+        quantized_model.metadata.update(entries)
+        body = serialize(quantized_model)
+    else:
+        body = replace_metadata(q_bytes, entries)
+    report = QuantizationReport(mode, len(data), len(body), quantized_count, op_count, samples,
+                                "int8" if quantized_io else "float", _jsonable(report_recipe), float_ops)
+    final = replace_metadata(body, {QUANTIZATION_KEY: report.to_bytes()})
+    return EdgeModel(final, num_threads=edge.num_threads)
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        return json.loads(json.dumps(value, default=lambda o: getattr(o, "value", str(o))))

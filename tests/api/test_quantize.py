@@ -1,0 +1,191 @@
+"""Quantization: each mode runs in LiteRT, shrinks the file as expected, stays within its stated tolerance, keeps
+our metadata, and refuses bad calibration data with a message naming the sample and the input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import litert_torch
+from litert_torch import CalibrationError, EdgeModel, QuantizationError
+from litert_torch.quantization import MIN_CALIBRATION_SAMPLES, TOLERANCES
+from tests.helpers import op_counts
+
+
+class Dense(nn.Module):
+    """Weight-dominated: three linear layers, 300k weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU())
+        self.head = nn.Linear(512, 10)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+class Mixed(nn.Module):
+    """A conv net with ops the int8 quantizer has no kernel for (PReLU, sin)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.act = nn.PReLU(8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc(torch.sin(self.act(self.conv(x))).mean((2, 3)))
+
+
+def samples(shape, n=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(*shape, generator=g),) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def dense():
+    torch.manual_seed(0)
+    model = Dense().eval()
+    return model, litert_torch.convert(model, (torch.randn(1, 64),))
+
+
+def within(mode, reference, got):
+    rtol, atol = TOLERANCES[mode]
+    ref, got = reference.detach().numpy(), np.asarray(got)
+    assert np.abs(got - ref).max() <= rtol * np.abs(ref).max() + atol
+    cos = float((ref * got).sum() / (np.linalg.norm(ref) * np.linalg.norm(got)))
+    assert cos > 0.99
+
+
+@pytest.mark.parametrize("mode, shrink", [("fp16", 1.95), ("dynamic-int8", 3.7), ("int8", 3.5)])
+def test_each_mode_shrinks_and_stays_close(dense, mode, shrink):
+    # int8 also stores a scale and an int64 zero point per output channel for each weight and bias (~8% here).
+    model, float_edge = dense
+    data = samples((1, 64), 32)
+    edge = litert_torch.quantize(float_edge, mode, calibration_data=data if mode == "int8" else None)
+    assert len(float_edge.flatbuffer) / len(edge.flatbuffer) >= shrink
+    for (x,) in samples((1, 64), 4, seed=1):
+        within(mode, model(x), edge(x))
+    report = edge.quantization
+    assert report.mode == mode and report.float_ops == [] and report.quantized_ops > 0
+    assert report.float_bytes == len(float_edge.flatbuffer)
+    assert report.calibration_samples == (32 if mode == "int8" else 0)
+
+
+def test_fp16_keeps_weights_as_float16_behind_dequantize(dense):
+    _, float_edge = dense
+    edge = litert_torch.quantize(float_edge, "fp16")
+    assert op_counts(edge)["DEQUANTIZE"] == 5  # three weights, two biases (the 10-value one stays float32)
+    # XNNPACK folds the widening at load time: the dense layers still count as having constant weights.
+    assert edge.delegate_plan.targets["cpu"].fully_delegated
+
+
+def test_int8_io_is_int8_with_its_scale(dense):
+    model, float_edge = dense
+    edge = litert_torch.quantize(float_edge, "int8", calibration_data=samples((1, 64), 32), quantized_io=True)
+    spec = edge.signatures["serving_default"]
+    (x_spec,), (y_spec,) = spec.inputs, spec.outputs
+    assert x_spec.dtype == np.int8 and y_spec.dtype == np.int8
+    (x,) = samples((1, 64), 1, seed=3)[0]
+    scale, zero = x_spec.quantization
+    q = np.clip(np.round(x.numpy() / scale) + zero, -128, 127).astype(np.int8)
+    out_scale, out_zero = y_spec.quantization
+    y = (np.asarray(edge(q)).astype(np.float32) - out_zero) * out_scale
+    within("int8", model(x), y)
+    with pytest.raises(litert_torch.ModelInputError, match="int8"):
+        edge(x)
+
+
+def test_float_io_by_default_and_metadata_survives(dense, tmp_path):
+    model, float_edge = dense
+    edge = litert_torch.quantize(float_edge, "int8", calibration_data=samples((1, 64), 16))
+    assert edge.signatures["serving_default"].inputs[0].dtype == np.float32
+    path = tmp_path / "q.tflite"
+    edge.export(path)
+    loaded = EdgeModel.load(path)
+    assert loaded.quantization == edge.quantization
+    nodes = {entry["node"] for entry in loaded.source_map if entry}
+    assert {"linear", "linear_1", "linear_2"} <= nodes  # every dense layer keeps its PyTorch node
+    assert all(entry is not None for entry in loaded.source_map)
+    # The plan is the quantized graph's: int8 dense layers between a QUANTIZE and a DEQUANTIZE.
+    npu = loaded.delegate_plan.targets["npu"]
+    assert npu.ops == len(loaded.source_map) and npu.fully_delegated
+
+
+def test_ops_without_int8_kernels_stay_float_and_are_named():
+    torch.manual_seed(0)
+    model = Mixed().eval()
+    float_edge = litert_torch.convert(model, (torch.randn(1, 3, 12, 12),))
+    edge = litert_torch.quantize(float_edge, "int8", calibration_data=samples((1, 3, 12, 12), 16))
+    left = {f.opcode: f for f in edge.quantization.float_ops}
+    assert set(left) == {"PRELU", "SIN"}
+    assert all(f.reason == "no int8 kernel in ai-edge-quantizer" for f in left.values())
+    assert "test_quantize.py" in left["SIN"].location
+    assert "kept in float: " in edge.quantization.summary()
+    for (x,) in samples((1, 3, 12, 12), 3, seed=2):
+        within("int8", model(x), edge(x))
+
+
+def test_keep_float_matches_pytorch_names():
+    torch.manual_seed(0)
+    model = Dense().eval()
+    float_edge = litert_torch.convert(model, (torch.randn(1, 64),))
+    edge = litert_torch.quantize(float_edge, "dynamic-int8", keep_float=["head"])
+    (kept,) = edge.quantization.float_ops
+    assert kept.opcode == "FULLY_CONNECTED" and kept.reason == "kept in float (keep_float)"
+    assert kept.node == "linear_2"
+
+
+@pytest.mark.parametrize("data, message", [
+    (lambda: samples((1, 32), 16), "calibration sample 0: input 'x' expects shape"),
+    (lambda: [(torch.zeros(1, 64, dtype=torch.int32),)] * 16, "calibration sample 0: input 'x' expects dtype"),
+    (lambda: samples((1, 64), 8) + [(torch.full((1, 64), float("nan")),)], "calibration sample 8: input 'x' "
+                                                                            "holds 64 NaN or Inf"),
+    (lambda: samples((1, 64), 3), f"3 calibration sample\\(s\\): int8 quantization needs at least "
+                                  f"{MIN_CALIBRATION_SAMPLES}"),
+    (lambda: None, "needs calibration_data"),
+    (lambda: [(torch.randn(1, 64), torch.randn(1, 64))] * 16, "calibration sample 0: .*structure"),
+])
+def test_bad_calibration_data_is_refused(dense, data, message):
+    with pytest.raises(CalibrationError, match=message):
+        litert_torch.quantize(dense[1], "int8", calibration_data=data())
+
+
+def test_bad_requests_are_refused(dense):
+    edge = dense[1]
+    with pytest.raises(QuantizationError, match="unknown quantization mode 'int4'"):
+        litert_torch.quantize(edge, "int4")
+    with pytest.raises(QuantizationError, match="needs full-integer"):
+        litert_torch.quantize(edge, "fp16", quantized_io=True)
+    with pytest.raises(QuantizationError, match="match no op"):
+        litert_torch.quantize(edge, "fp16", keep_float=["no_such_layer"])
+    with pytest.raises(QuantizationError, match="already quantized"):
+        litert_torch.quantize(litert_torch.quantize(edge, "fp16"), "fp16")
+
+
+def test_convert_takes_the_same_options():
+    torch.manual_seed(0)
+    model = Dense().eval()
+    edge = litert_torch.convert(model, (torch.randn(1, 64),), quantize="int8", calibration_data=samples((1, 64)))
+    assert edge.quantization.mode == "int8"
+    with pytest.raises(ValueError, match="only with quantize"):
+        litert_torch.convert(model, (torch.randn(1, 64),), calibration_data=samples((1, 64)))
+
+
+def test_a_recipe_passes_through(dense, tmp_path):
+    import json
+
+    recipe = [{"regex": ".*", "operation": "FULLY_CONNECTED", "algorithm_key": "min_max_uniform_quantize",
+               "op_config": {"weight_tensor_config": {"num_bits": 8, "symmetric": True, "granularity": "CHANNELWISE",
+                                                      "dtype": "INT"},
+                             "compute_precision": "INTEGER", "explicit_dequantize": False}}]
+    path = tmp_path / "recipe.json"
+    path.write_text(json.dumps(recipe))
+    model, float_edge = dense
+    edge = litert_torch.quantize(float_edge, str(path))
+    assert edge.quantization.mode == "recipe"
+    assert len(float_edge.flatbuffer) / len(edge.flatbuffer) > 3
+    x = torch.randn(1, 64)
+    within("dynamic-int8", model(x), edge(x))
