@@ -17,7 +17,7 @@ from litert_torch import ir, metadata
 from litert_torch.errors import ConversionError
 from litert_torch.structure import portable_spec_json
 from litert_torch.delegates.plan import PLAN_KEY, check_targets, plan_for, plans_json, with_before
-from litert_torch.flatbuffer.writer import serialize
+from litert_torch.flatbuffer.writer import needs_external, serialize, write_model
 from litert_torch.frontend.export import export_module
 from litert_torch.lower import lower_program
 from litert_torch.passes import channel_last_io as channel_last_io_pass
@@ -55,9 +55,10 @@ def convert(
     model is called with; `quantized_io=True` for int8 inputs and outputs) or an ai-edge-quantizer recipe;
     `keep_float` patterns keep matching ops (PyTorch node, module path or source line) in float. See
     `litert_torch.quantization`; the report is `EdgeModel.quantization`.
-    `dynamic_shapes` (torch.export's format, with torch.export.Dim) with `buckets={"batch": [1, 2, 4, 8]}`
-    makes one static signature per size of that dimension, sharing weights (`litert_torch.buckets`); calls
-    pick the signature matching their input shapes.
+    `dynamic_shapes` (torch.export's format, with torch.export.Dim) makes those dimensions dynamic in the model
+    (-1 in the shape signatures; the runtime resizes on each call; `litert_torch.dynamic`), or with
+    `buckets={"batch": [1, 2, 4, 8]}` one static signature per size of that dimension, sharing weights
+    (`litert_torch.buckets`); calls pick the signature matching their input shapes.
     `progress`, when given, is called with the name of each stage as it starts ("export", "lower",
     "optimize", "write", and "quantize" when asked).
 
@@ -77,17 +78,13 @@ def convert(
     if buckets is not None:
         parts, bucket_info = _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, buckets,
                                            channel_last_io, targets, report)
-    elif dynamic_shapes is not None:
-        raise ConversionError("dynamic_shapes without buckets: dimensions that stay dynamic in the model are not "
-                              "supported yet; pass buckets={dim: [sizes]} for static signatures per size")
     else:
         parts, bucket_info = [_convert_signature(DEFAULT_SIGNATURE, module, sample_args, sample_kwargs,
-                                                 channel_last_io, targets, report)], None
+                                                 channel_last_io, targets, report, dynamic_shapes)], None
     report("write")
-    data = _assemble(parts, bucket_info)
-    log.info("converted %s: %d signature(s), %d bytes in %.2fs", type(module).__name__, len(parts), len(data),
-             time.perf_counter() - start)
-    edge = EdgeModel(data, num_threads=num_threads)
+    edge = _write(_assemble(parts, bucket_info), num_threads)
+    log.info("converted %s: %d signature(s), %d bytes in %.2fs", type(module).__name__, len(parts),
+             len(edge._bytes), time.perf_counter() - start)
     if quantize is None:
         return edge
     report("quantize")
@@ -138,7 +135,7 @@ class SignatureSet:
             parts.append(_convert_signature(name, module, args, kwargs, channel_last_io, targets,
                                             lambda stage, name=name: report(f"{stage} {name}")))
         report("write")
-        return EdgeModel(_assemble(parts), num_threads=num_threads)
+        return _write(_assemble(parts), num_threads)
 
 
 def signature(name: str, module: torch.nn.Module | torch.export.ExportedProgram, sample_args: Any = (),
@@ -160,9 +157,32 @@ class _Part:
 
 
 def _convert_signature(key: str, module, sample_args, sample_kwargs, channel_last_io: bool,
-                       targets: tuple[str, ...], report: Callable[[str], None]) -> _Part:
+                       targets: tuple[str, ...], report: Callable[[str], None], dynamic_shapes: Any = None) -> _Part:
     if not isinstance(sample_args, tuple):
         sample_args = (sample_args,)
+    if dynamic_shapes is None:
+        return _convert_static(key, module, sample_args, sample_kwargs, channel_last_io, targets, report)
+    from litert_torch import buckets, dynamic
+
+    if isinstance(module, torch.export.ExportedProgram):
+        raise ConversionError("dynamic_shapes apply to an nn.Module; an ExportedProgram carries its own")
+    report("export")
+    # Traced once with the dynamic dimensions, so that torch.export rejects a model that specialises them.
+    export_module(module, sample_args, sample_kwargs, dynamic_shapes=dynamic_shapes)
+    uses, dims = buckets.dim_uses(module, sample_args, sample_kwargs or {}, dynamic_shapes)
+    part = dynamic.lower_twice(
+        lambda args, kwargs: _convert_static(key, module, args, kwargs, channel_last_io, targets, report),
+        sample_args, sample_kwargs or {}, uses, dims)
+    plan = plan_for(part.graph, targets)  # the dynamic shapes change what NPUs take
+    for name, target_plan in plan.targets.items():
+        target_plan.before, target_plan.rewrites = part.plan.targets[name].before, part.plan.targets[name].rewrites
+    part.plan = plan
+    part.io["dynamic_dims"] = sorted(dims)
+    return part
+
+
+def _convert_static(key: str, module, sample_args, sample_kwargs, channel_last_io: bool,
+                    targets: tuple[str, ...], report: Callable[[str], None]) -> _Part:
     report("export")
     program = export_module(module, sample_args, sample_kwargs)
     report("lower")
@@ -205,7 +225,25 @@ def _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, buckets, c
     return parts, {"dim": name, "sizes": sizes, "signatures": [p.key for p in parts]}
 
 
-def _assemble(parts: list[_Part], bucket_info: dict | None = None) -> bytes:
+def _write(model: ir.Model, num_threads: int | None) -> EdgeModel:
+    """The EdgeModel of `model`: in memory, or past 2 GB of constants in a temporary file with the constants
+    after the flatbuffer (streamed from the weights, not copied), which EdgeModel.export then copies."""
+    if not needs_external(model):
+        return EdgeModel(serialize(model), num_threads=num_threads)
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="litert_", suffix=".tflite")
+    os.close(fd)
+    try:
+        write_model(model, path)
+    except BaseException:
+        os.unlink(path)
+        raise
+    return EdgeModel._from_temp_file(path, num_threads=num_threads)
+
+
+def _assemble(parts: list[_Part], bucket_info: dict | None = None) -> ir.Model:
     """One model: a subgraph and a SignatureDef per part (identical constants stored once), the source map,
     the delegate plans and the I/O metadata."""
     for i, part in enumerate(parts):
@@ -216,7 +254,7 @@ def _assemble(parts: list[_Part], bucket_info: dict | None = None) -> bytes:
     model.metadata[PLAN_KEY] = plans_json(parts[0].plan, {p.key: p.plan for p in parts}
                                           if len(parts) > 1 else None, bucket_info)
     model.metadata[metadata.IO_KEY] = metadata.io_json({p.key: p.io for p in parts})
-    return serialize(model)
+    return model
 
 
 def delegate_aware(graph: ir.Graph, targets: tuple[str, ...]):

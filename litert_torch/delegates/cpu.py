@@ -41,6 +41,7 @@ TABLE: dict[str, Rule] = {name: supported for name in (
     "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "QUANTIZE", "DEQUANTIZE", "COPY",
 )}
 TABLE.update({
+    "RESHAPE": constant_input(1, "new shape"),
     "STRIDED_SLICE": _no_shrink,
     "CONV_2D": _static_weights,
     "DEPTHWISE_CONV_2D": _static_weights,

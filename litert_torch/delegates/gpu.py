@@ -62,6 +62,7 @@ TABLE: dict[str, Rule] = {name: supported for name in (
     "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "LOGICAL_AND",
 )}
 TABLE.update({
+    "RESHAPE": constant_input(1, "new shape"),
     "SOFTMAX": _softmax_last_axis,
     "MEAN": constant_input(1, "reduction axes"),
     "SUM": constant_input(1, "reduction axes"),

@@ -88,6 +88,7 @@ OPTIONS_TABLE: dict[str, str] = {
     "EXP": "ExpOptions",
     "COS": "CosOptions",
     "SIGN": "SignOptions",
+    "SHAPE": "ShapeOptions",
 }
 
 # Option fields whose values are schema enums, with the enum class. The IR keeps their names as strings.
@@ -98,6 +99,7 @@ ENUM_FIELDS: dict[str, type] = {
     "in_data_type": schema.TensorType,
     "out_data_type": schema.TensorType,
     "output_type": schema.TensorType,
+    "out_type": schema.TensorType,
     "mode": schema.MirrorPadMode,
 }
 

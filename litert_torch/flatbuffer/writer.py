@@ -21,17 +21,26 @@ SCHEMA_VERSION = 3
 
 
 class _Buffers:
-    """Collects buffer contents, sharing one buffer between identical byte strings."""
+    """Collects buffer contents, sharing one buffer between identical byte strings. With `external`, the
+    contents are not put in the flatbuffer: each buffer gets offset/size fields (filled in by `write_model`)
+    and its array is kept, uncopied, in `payloads`."""
 
-    def __init__(self):
+    def __init__(self, external: bool = False):
         self.buffers: list[schema.BufferT] = [schema.BufferT()]
         self._index: dict[bytes, int] = {}
+        self.external = external
+        self.payloads: list[tuple[int, np.ndarray]] = []
 
-    def add(self, raw: bytes) -> int:
-        key = hashlib.sha256(raw).digest() + len(raw).to_bytes(8, "little")
+    def add(self, value: np.ndarray) -> int:
+        flat = np.ascontiguousarray(value).reshape(-1).view(np.uint8)  # no copy for contiguous data
+        key = hashlib.sha256(memoryview(flat)).digest() + flat.nbytes.to_bytes(8, "little")
         if key not in self._index:
             buf = schema.BufferT()
-            buf.data = np.frombuffer(raw, dtype=np.uint8)
+            if self.external and flat.nbytes:
+                buf.offset, buf.size = 1, flat.nbytes  # placeholders of the final width, set by write_model
+                self.payloads.append((len(self.buffers), flat))
+            else:
+                buf.data = flat
             self._index[key] = len(self.buffers)
             self.buffers.append(buf)
         return self._index[key]
@@ -85,9 +94,9 @@ def _unique_names(tensors: list[ir.Tensor]) -> dict[ir.Tensor, str]:
     return names
 
 
-def build_model(model: ir.Model) -> schema.ModelT:
+def build_model(model: ir.Model, buffers: "_Buffers | None" = None) -> schema.ModelT:
     """The schema object tree of `model` (ready to pack)."""
-    buffers = _Buffers()
+    buffers = buffers if buffers is not None else _Buffers()
     opcode_index: dict[tuple[str, int], int] = {}
     opcodes: list[schema.OperatorCodeT] = []
     subgraphs = []
@@ -109,7 +118,7 @@ def build_model(model: ir.Model) -> schema.ModelT:
             tt.quantization = _quantization(t.quantization)
             tt.isVariable = t.is_variable
             if t.is_constant:
-                tt.buffer = buffers.add(np.ascontiguousarray(t.data).tobytes())
+                tt.buffer = buffers.add(t.data)
             sg.tensors.append(tt)
         sg.inputs = [index[t] for t in graph.inputs]
         sg.outputs = [index[t] for t in graph.outputs]
@@ -168,12 +177,82 @@ def _tensor_map(name: str, index: int) -> schema.TensorMapT:
     return tm
 
 
-def serialize(model: ir.Model) -> bytes:
-    """The .tflite bytes of `model`."""
-    obj = build_model(model)
+# A flatbuffer addresses at most 2 GB; past this many bytes of constants, models keep their constants after the
+# flatbuffer (TFLite's Buffer.offset/size, from the start of the file).
+EXTERNAL_THRESHOLD = 2**31 - 2**27
+ALIGNMENT = 64
+
+
+def constant_bytes(model: ir.Model) -> int:
+    seen, total = set(), 0
+    for graph in model.subgraphs:
+        for t in graph.tensors():
+            if t.is_constant and id(t.data) not in seen:
+                seen.add(id(t.data))
+                total += np.asarray(t.data).nbytes
+    return total
+
+
+def needs_external(model: ir.Model) -> bool:
+    return constant_bytes(model) > EXTERNAL_THRESHOLD
+
+
+def _pack(obj: schema.ModelT) -> bytes:
     builder = flatbuffers.Builder(1024)
     builder.Finish(obj.Pack(builder), file_identifier=FILE_IDENTIFIER)
     return bytes(builder.Output())
+
+
+def serialize(model: ir.Model) -> bytes:
+    """The .tflite bytes of `model`, constants inside the flatbuffer (see `write_model` for models past 2 GB)."""
+    return _pack(build_model(model))
+
+
+def _align(n: int) -> int:
+    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def write_model(model: ir.Model, path: str) -> int:
+    """Write `model` to `path` atomically with every constant after the flatbuffer, streamed from its array
+    (no copy of the weights is made). Returns the file size. Works at any size; `convert` uses it past 2 GB."""
+    import os
+    import tempfile
+
+    buffers = _Buffers(external=True)
+    obj = build_model(model, buffers)
+    head = _pack(obj)
+    for _ in range(3):  # offsets are fixed-width fields: the second packing has the first one's length
+        position = _align(len(head))
+        for index, flat in buffers.payloads:
+            obj.buffers[index].offset, obj.buffers[index].size = position, flat.nbytes
+            position = _align(position + flat.nbytes)
+        packed = _pack(obj)
+        if len(packed) == len(head):
+            head = packed
+            break
+        head = packed
+    else:
+        raise RuntimeError("the flatbuffer's length did not settle while placing the external buffers")
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".litert_", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(head)
+            for index, flat in buffers.payloads:
+                f.write(b"\0" * (obj.buffers[index].offset - f.tell()))
+                f.write(memoryview(flat))
+            size = f.tell()
+            f.flush()
+            os.fsync(f.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return size
 
 
 def replace_metadata(data: bytes, entries: dict[str, bytes]) -> bytes:

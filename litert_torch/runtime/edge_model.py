@@ -10,7 +10,10 @@ Inputs are checked against the signature before they reach the runtime: a wrong 
 
 from __future__ import annotations
 
+import mmap
 import os
+import shutil
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -62,7 +65,9 @@ class EdgeModel:
         self._quant_params: dict | None = None
         self._accelerator = accelerator
         self._compiled = None
-        self._bytes = bytes(flatbuffer)
+        self._path: str | None = None
+        # A memory map for file-backed models (past 2 GB, constants after the flatbuffer), else the bytes.
+        self._bytes = flatbuffer if isinstance(flatbuffer, mmap.mmap) else bytes(flatbuffer)
         self._metadata = read_metadata(self._bytes)
         self._io = (read_json(self._metadata, IO_KEY) or {}).get("signatures", {})
         self._num_threads = num_threads
@@ -70,12 +75,35 @@ class EdgeModel:
         self._runners: dict[str, Any] = {}
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, num_threads: int | None = None, kernels: str = "xnnpack") -> "EdgeModel":
+    def load(cls, path: str | os.PathLike, *, num_threads: int | None = None, kernels: str = "xnnpack",
+             keep_intermediates: bool = False) -> "EdgeModel":
+        """The model in the file at `path`. Files past FILE_BACKED_BYTES (models past 2 GB) stay on disk: they are
+        memory-mapped and the runtime reads them from the file."""
+        path = os.fspath(path)
+        if os.path.getsize(path) <= FILE_BACKED_BYTES:
+            with open(path, "rb") as f:
+                return cls(f.read(), num_threads=num_threads, kernels=kernels, keep_intermediates=keep_intermediates)
         with open(path, "rb") as f:
-            return cls(f.read(), num_threads=num_threads, kernels=kernels)
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        model = cls(mapped, num_threads=num_threads, kernels=kernels, keep_intermediates=keep_intermediates)
+        model._path = path
+        return model
+
+    @classmethod
+    def _from_temp_file(cls, path: str, *, num_threads: int | None = None) -> "EdgeModel":
+        """A file-backed model over a temporary file it owns (removed when the model is garbage-collected)."""
+        with open(path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        model = cls(mapped, num_threads=num_threads)
+        model._path = path
+        weakref.finalize(model, _remove_quietly, path)
+        return model
 
     def with_kernels(self, kernels: str, *, keep_intermediates: bool = False) -> "EdgeModel":
         """The same model on other CPU kernels (see the constructor)."""
+        if self._path is not None:
+            return EdgeModel.load(self._path, num_threads=self._num_threads, kernels=kernels,
+                                  keep_intermediates=keep_intermediates)
         return EdgeModel(self._bytes, num_threads=self._num_threads, kernels=kernels,
                          keep_intermediates=keep_intermediates)
 
@@ -103,12 +131,30 @@ class EdgeModel:
     # ---- the file ---------------------------------------------------------------------------------------
     @property
     def flatbuffer(self) -> bytes:
-        """The .tflite bytes."""
-        return self._bytes
+        """The .tflite bytes (for a file-backed model, read from its file: several GB)."""
+        return self._bytes if isinstance(self._bytes, bytes) else self._bytes[:]
+
+    @property
+    def file_backed(self) -> bool:
+        """Whether the model lives in a file (models past 2 GB) rather than in memory."""
+        return self._path is not None
 
     def export(self, path: str | os.PathLike) -> None:
         """Write the .tflite file atomically: readers see the old file or the whole new one, never a part."""
-        write_atomic(path, self._bytes)
+        if self._path is None:
+            write_atomic(path, self._bytes)
+            return
+        if os.path.abspath(path) == os.path.abspath(self._path):
+            return
+        directory = os.path.dirname(os.path.abspath(path))
+        tmp = os.path.join(directory, f".litert_{os.getpid()}_{id(self)}.tmp")
+        try:
+            shutil.copyfile(self._path, tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
 
     @property
     def metadata(self) -> dict[str, bytes]:
@@ -182,7 +228,8 @@ class EdgeModel:
 
             resolver = {"xnnpack": OpResolverType.AUTO, "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
                         "reference": OpResolverType.BUILTIN_REF}[self._kernels]
-            self._interpreter = Interpreter(model_content=self._bytes, num_threads=self._num_threads,
+            source = {"model_path": self._path} if self._path is not None else {"model_content": self._bytes}
+            self._interpreter = Interpreter(**source, num_threads=self._num_threads,
                                             experimental_op_resolver_type=resolver,
                                             experimental_preserve_all_tensors=self._keep_intermediates)
             self._interpreter.allocate_tensors()
@@ -327,8 +374,12 @@ class EdgeModel:
         if arr.dtype != want_dtype:
             expected = "int64 (or int32)" if accepts_int64 else str(want_dtype)
             raise ModelInputError(f"input {name!r} expects dtype {expected}, got {arr.dtype}")
-        if tuple(arr.shape) != want_shape:
-            raise ModelInputError(f"input {name!r} expects shape {list(want_shape)}, got {list(arr.shape)}")
+        signature = tuple(int(d) for d in detail.get("shape_signature", want_shape)) or want_shape
+        dynamic = len(signature) == len(want_shape) and any(d < 0 for d in signature)
+        pattern = signature if dynamic else want_shape
+        if len(arr.shape) != len(pattern) or any(w >= 0 and w != g for w, g in zip(pattern, arr.shape)):
+            shown = [d if d >= 0 else "?" for d in pattern]
+            raise ModelInputError(f"input {name!r} expects shape {shown}, got {list(arr.shape)}")
         return np.ascontiguousarray(arr)
 
     def validate(self, module: torch.nn.Module, sample_args: Any = (), **options: Any):
@@ -338,7 +389,8 @@ class EdgeModel:
         return validate(module, sample_args, self, **options)
 
     def __repr__(self) -> str:
-        return f"EdgeModel({len(self._bytes)} bytes, signatures={list(self._io) or '?'})"
+        where = f", file {self._path}" if self._path else ""
+        return f"EdgeModel({len(self._bytes)} bytes{where}, signatures={list(self._io) or '?'})"
 
 
 def _spec(name: str, detail: dict) -> TensorSpec:
@@ -354,6 +406,17 @@ def _describe(spec: pytree.TreeSpec) -> str:
     if kwargs:
         text += ", " + repr(kwargs)
     return text
+
+
+# Files larger than this are memory-mapped by EdgeModel.load instead of read (the flatbuffer limit is 2 GB).
+FILE_BACKED_BYTES = 2**31 - 2**27
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 class _Leaf:

@@ -1,0 +1,65 @@
+"""Dynamic dimensions: -1 in the shape signatures, the runtime resizing per call, the model right at every size in
+range — and a clear error where a size is baked into the graph."""
+
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+
+import litert_torch
+from litert_torch.flatbuffer.reader import read_model
+from tests.api.test_buckets import ConvNet, Encoder
+from tests.helpers import assert_matches
+
+
+def test_dynamic_batch_conv_net():
+    torch.manual_seed(0)
+    model = ConvNet().eval()
+    edge = litert_torch.convert(model, (torch.randn(2, 3, 8, 8),),
+                                dynamic_shapes={"x": {0: Dim("batch", min=1, max=32)}})
+    graph = read_model(edge.flatbuffer).subgraphs[0]
+    assert graph.inputs[0].shape_signature == (-1, 3, 8, 8)
+    assert graph.outputs[0].shape_signature == (-1, 5)
+    for batch in (1, 3, 2, 7):
+        x = torch.randn(batch, 3, 8, 8)
+        assert_matches(model(x), edge(x))
+    with pytest.raises(litert_torch.ModelInputError, match=r"expects shape \['\?', 3, 8, 8\]"):
+        edge(torch.randn(2, 3, 9, 8))
+    assert edge.delegate_plan.targets["cpu"].fully_delegated
+    assert "dynamic shapes" in edge.delegate_plan.targets["npu"].fallbacks[0].reason
+
+
+def test_dynamic_batch_and_sequence_transformer():
+    torch.manual_seed(0)
+    model = Encoder().eval()
+    shapes = {"tokens": {0: Dim("batch", min=1, max=8), 1: Dim("seq", min=2, max=128)}}
+    edge = litert_torch.convert(model, (torch.randn(2, 16, 32),), dynamic_shapes=shapes)
+    for batch, seq in ((1, 4), (2, 16), (3, 33), (1, 100)):
+        tokens = torch.randn(batch, seq, 32)
+        assert_matches(model(tokens), edge(tokens))
+
+
+class WithPositions(nn.Module):
+    def forward(self, x):
+        return x + torch.arange(x.shape[1], dtype=x.dtype)
+
+
+class Specialises(nn.Module):
+    def forward(self, x):
+        return x * 2 if x.shape[0] == 2 else x
+
+
+def test_sizes_baked_into_constants_name_the_op_and_line():
+    with pytest.raises(litert_torch.ConversionError, match=r"ADD.*test_dynamic.py:\d+.*depends on the size of seq"):
+        litert_torch.convert(WithPositions(), (torch.randn(2, 5),), dynamic_shapes={"x": {1: Dim("seq", max=16)}})
+
+
+def test_a_model_that_specialises_the_size_is_refused_by_export():
+    with pytest.raises(litert_torch.ExportError):
+        litert_torch.convert(Specialises(), (torch.randn(2, 5),), dynamic_shapes={"x": {0: Dim("batch", max=16)}})
+
+
+def test_sample_outside_the_range_is_refused():
+    with pytest.raises((litert_torch.ConversionError, litert_torch.ExportError)):
+        litert_torch.convert(ConvNet().eval(), (torch.randn(4, 3, 8, 8),),
+                             dynamic_shapes={"x": {0: Dim("batch", min=1, max=2)}})
