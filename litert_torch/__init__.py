@@ -6,7 +6,7 @@
     edge.export("model.tflite")
 """
 
-from litert_torch.converter import SignatureSet, convert, signature
+from litert_torch.converter import SignatureSet, convert, convert_onnx, signature
 from litert_torch.delegates.aot import AotCompileError, aot_compile
 from litert_torch.errors import (
     CalibrationError,
@@ -22,7 +22,7 @@ from litert_torch.errors import (
 from litert_torch.quantization import QuantizationReport, quantize
 from litert_torch.runtime import EdgeModel
 from litert_torch.runtime.accelerated import AcceleratorUnavailable
-from litert_torch.runtime.validate import ValidationReport, validate
+from litert_torch.runtime.validate import ValidationReport, validate, validate_onnx
 
 __all__ = [
     "AcceleratorUnavailable",
@@ -42,8 +42,10 @@ __all__ = [
     "UnsupportedOpsError",
     "ValidationReport",
     "convert",
+    "convert_onnx",
     "quantize",
     "signature",
     "validate",
+    "validate_onnx",
 ]
 __version__ = "0.1.0"

@@ -269,3 +269,64 @@ def delegate_aware(graph: ir.Graph, targets: tuple[str, ...]):
                       if t in next(r for r in delegate_rewrites.REWRITES if r.name == name).targets}
                   for t in targets}
     return with_before(plan_for(graph, targets), before, per_target)
+
+
+def convert_onnx(
+    model: Any,
+    *,
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+    num_threads: int | None = None,
+    channel_last_io: bool = False,
+    target: str | tuple[str, ...] = ("cpu", "gpu", "npu"),
+    quantize: str | list | None = None,
+    calibration_data: Any = None,
+    quantized_io: bool = False,
+    keep_float: tuple[str, ...] | list[str] = (),
+    progress: Callable[[str], None] | None = None,
+) -> EdgeModel:
+    """Convert an ONNX model (a path or an onnx.ModelProto) to a LiteRT model: the same IR, passes, delegate
+    plan, metadata and quantization as `convert`. Inputs with symbolic dimensions need `input_shapes`
+    ({name: shape}). The EdgeModel takes the graph's inputs positionally (or by name) and returns its
+    outputs (a tuple when there are several). Raises OnnxError for unreadable or unsupported files and
+    UnsupportedOpsError listing every op without a lowering, with the node names."""
+    from litert_torch.frontend import onnx_frontend
+
+    targets = (target,) if isinstance(target, str) else tuple(target)
+    check_targets(targets)
+    report = progress or (lambda stage: None)
+    report("read")
+    proto = onnx_frontend.load(model)
+    report("lower")
+    lowered = onnx_frontend.lower_onnx(proto, input_shapes)
+    report("optimize")
+    graph = lowered.graph
+    nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(graph) if channel_last_io else ([], [])
+    run_pipeline(graph)
+    plan = delegate_aware(graph, targets)
+    n_in, n_out = len(lowered.input_names), len(lowered.output_names)
+    in_spec = pytree.tree_flatten((tuple(range(n_in)), {}))[1]
+    out_spec = pytree.tree_flatten(tuple(range(n_out)) if n_out > 1 else 0)[1]
+    io = {
+        "inputs": lowered.input_names,
+        "outputs": lowered.output_names,
+        "in_spec": portable_spec_json(in_spec),
+        "out_spec": portable_spec_json(out_spec),
+        "tensor_input_positions": list(range(n_in)),
+        "input_dtypes": lowered.input_dtypes,
+        "output_dtypes": lowered.output_dtypes,
+        "channel_last_inputs": [lowered.input_names[i] for i in nhwc_inputs],
+        "channel_last_outputs": [lowered.output_names[i] for i in nhwc_outputs],
+        "source": "onnx",
+    }
+    report("write")
+    part = _Part(DEFAULT_SIGNATURE, graph, lowered.input_names, lowered.output_names, io, plan)
+    edge = _write(_assemble([part]), num_threads)
+    if quantize is None:
+        if calibration_data is not None or quantized_io or keep_float:
+            raise ValueError("calibration_data, quantized_io and keep_float apply only with quantize=...")
+        return edge
+    report("quantize")
+    from litert_torch.quantization import quantize as quantize_model
+
+    return quantize_model(edge, quantize, calibration_data=calibration_data, quantized_io=quantized_io,
+                          keep_float=keep_float)

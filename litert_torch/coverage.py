@@ -95,7 +95,27 @@ def render() -> str:
             lines += ["", f"## {module}", "", "| ATen op | TFLite ops | How | Limits |", "|---|---|---|---|"]
             current = module
         lines.append(f"| `{name}` | {ops} | {_cell(summary)} | {_cell(limits)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _onnx_section()) + "\n"
+
+
+def _onnx_section() -> list[str]:
+    """The ONNX ops `convert_onnx` lowers, from litert_torch.lower.onnx_ops (each through the ATen lowering it
+    names, or directly)."""
+    from litert_torch.lower import onnx_ops
+
+    lines = ["", "## ONNX (`convert_onnx`)", "",
+             f"{len(onnx_ops.LOWERINGS)} ONNX ops lower to TFLite, most through the ATen lowering named here, so "
+             "both frontends share one implementation of each op. Nodes whose inputs are all constants are "
+             "evaluated at conversion (by onnx's reference evaluator); "
+             + ", ".join(f"`{n}`" for n in sorted(onnx_ops.FOLD_ONLY))
+             + " are supported only that way (shapes are static, so `Shape` of any tensor folds too).", "",
+             "| ONNX op | How | Limits |", "|---|---|---|"]
+    for name in sorted(onnx_ops.LOWERINGS):
+        fn = onnx_ops.LOWERINGS[name]
+        summary, limits = _doc_parts(fn)
+        doc = onnx_ops.DOCS.get(name) or summary
+        lines.append(f"| `{name}` | {_cell(doc)} | {_cell(limits)} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,11 +39,12 @@ def handled(fn: Callable) -> Callable:
         from litert_torch.errors import (
             CalibrationError, ConversionError, LiteRTTorchError, ModelFileError, ModelInputError,
         )
+        from litert_torch.frontend.onnx_frontend import OnnxError
 
         debug = kwargs.get("debug", False)
         try:
             return fn(*args, **kwargs)
-        except (BadInput, ModelFileError, ModelInputError, CalibrationError) as exc:
+        except (BadInput, ModelFileError, ModelInputError, CalibrationError, OnnxError) as exc:
             _report(exc, debug, "error")
             hint = getattr(exc, "hint", None)
             if hint:
@@ -116,7 +117,7 @@ def cli() -> None:
 @handled
 def convert(source, output, input_specs, channel_last_io, target, npu_target, quantize, calibration, quantized_io,
             keep_float, validate_, as_json, force, quiet, debug):
-    from litert_convert.sources import load_source, sample_inputs
+    from litert_convert.sources import OnnxSource, load_source, sample_inputs
 
     targets = tuple(t.strip() for t in target.split(",") if t.strip())
     if not targets or any(t not in ("cpu", "gpu", "npu") for t in targets):
@@ -138,7 +139,12 @@ def convert(source, output, input_specs, channel_last_io, target, npu_target, qu
     console = _console()
     with _status(console, quiet, "loading the model") as status:
         src = load_source(source)
-        given = sample_inputs(src, list(input_specs))
+        if isinstance(src.model, OnnxSource):
+            from litert_convert.sources import parse_input_spec
+
+            shapes = {name: tuple(value.shape) for name, value in map(parse_input_spec, input_specs)}
+            src.args = ()
+        given = sample_inputs(src, [] if isinstance(src.model, OnnxSource) else list(input_specs))
         if given is None:
             raise BadInput(f"{source} gives no sample inputs", "pass them with --input NAME=1x3x224x224:float32")
         args, kwargs = given
@@ -148,7 +154,11 @@ def convert(source, output, input_specs, channel_last_io, target, npu_target, qu
                   "write": "writing the flatbuffer", "quantize": "quantizing"}
         start = time.perf_counter()
         validation_inputs = None  # a quantized model is checked on its calibration data, not random draws
-        if isinstance(src.model, litert_torch.SignatureSet):
+        if isinstance(src.model, OnnxSource):
+            edge = litert_torch.convert_onnx(src.model.path, input_shapes=shapes or None,
+                                             channel_last_io=channel_last_io, target=targets,
+                                             progress=lambda stage: status.update(stages.get(stage, stage)))
+        elif isinstance(src.model, litert_torch.SignatureSet):
             if input_specs or quantize or validate_:
                 raise BadInput(f"{source} gives several signatures ({', '.join(src.model.names)}); --input, "
                                "--quantize and --validate take one", "convert and check each from Python, or "
@@ -158,6 +168,12 @@ def convert(source, output, input_specs, channel_last_io, target, npu_target, qu
         else:
             edge = litert_torch.convert(src.model, args, kwargs, channel_last_io=channel_last_io, target=targets,
                                         progress=lambda stage: status.update(stages.get(stage, stage)))
+        if isinstance(src.model, OnnxSource):  # calibration files are checked against these shapes
+            import numpy as np
+            import torch
+
+            args = tuple(torch.from_numpy(np.zeros(t.shape, t.dtype))
+                         for t in next(iter(edge.signatures.values())).inputs)
         if quantize:
             status.update(stages["quantize"])
             samples = None
@@ -208,7 +224,11 @@ def convert(source, output, input_specs, channel_last_io, target, npu_target, qu
             from litert_torch.quantization import TOLERANCES
 
             tolerances = dict(zip(("rtol", "atol"), TOLERANCES[edge.quantization.mode]))
-        report = _validate(src.model, edge, args, kwargs, inputs=validation_inputs, **tolerances)
+        if isinstance(src.model, OnnxSource):
+            report = litert_torch.validate_onnx(src.model.path, edge, input_shapes=shapes or None,
+                                                inputs=validation_inputs, **tolerances)
+        else:
+            report = _validate(src.model, edge, args, kwargs, inputs=validation_inputs, **tolerances)
         summary["validation"] = report.to_json()
         failed = not report.passed
         if not as_json:

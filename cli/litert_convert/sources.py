@@ -34,6 +34,13 @@ _SPEC = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<dims>\d+(?:x\d+)*)?(?
 
 
 @dataclass
+class OnnxSource:
+    """An .onnx file: converted by litert_torch.convert_onnx, checked against ONNX Runtime."""
+
+    path: str
+
+
+@dataclass
 class Source:
     model: Any  # nn.Module or ExportedProgram
     args: tuple | None = None
@@ -167,7 +174,9 @@ def load_source(source: str) -> Source:
     if lowered.endswith(".pt2"):
         return load_pt2(source)
     if lowered.endswith(".onnx"):
-        raise BadInput("ONNX files are not supported yet", "convert the PyTorch model instead (file.py:name)")
+        if not os.path.isfile(source):
+            raise BadInput(f"no such ONNX file: {source}")
+        return Source(OnnxSource(source), (), {}, source)
     if ":" not in source:
         raise BadInput(f"malformed SOURCE {source!r}", "use path/to/file.py:name, package.module:name or model.pt2")
     location, _, name = source.rpartition(":")

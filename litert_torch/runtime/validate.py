@@ -406,3 +406,63 @@ def call_like_pytorch(edge_model, args: tuple, kwargs: dict) -> Any:
     out_leaves = [t.permute(0, 3, 1, 2) if i < len(names) and names[i] in nhwc_out else t
                   for i, t in enumerate(out_leaves)]
     return pytree.tree_unflatten(out_leaves, out_spec)
+
+
+class OnnxRuntimeReference:
+    """An ONNX model on ONNX Runtime (CPU), called like a module: tensors in, tensor or tuple out."""
+
+    def __init__(self, model: Any):
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:
+            raise ImportError("validating ONNX models needs onnxruntime: pip install 'litert-torch-direct[onnx]'") \
+                from exc
+        import onnx
+
+        data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else None
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the graph as written
+        self.session = ort.InferenceSession(data if data is not None else str(model), options,
+                                            providers=["CPUExecutionProvider"])
+        self.inputs = self.session.get_inputs()
+
+    def eval(self) -> "OnnxRuntimeReference":
+        return self
+
+    def __call__(self, *args: Any) -> Any:
+        feeds = {i.name: _as_numpy(a) for i, a in zip(self.inputs, args)}
+        outs = [torch.from_numpy(np.asarray(o)) for o in self.session.run(None, feeds)]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def sample_inputs(self, input_shapes: dict | None = None, seed: int = 0) -> tuple:
+        """Inputs of the model's shapes: normal floats, zeros for integer inputs."""
+        generator = torch.Generator().manual_seed(seed)
+        types = {"tensor(float)": torch.float32, "tensor(int64)": torch.int64, "tensor(int32)": torch.int32,
+                 "tensor(bool)": torch.bool, "tensor(float16)": torch.float16}
+        out = []
+        for i in self.inputs:
+            shape = (input_shapes or {}).get(i.name) or i.shape
+            if any(not isinstance(d, int) for d in shape):
+                raise ValueError(f"input {i.name} has dynamic dimensions {shape}: give input_shapes")
+            dtype = types.get(i.type, torch.float32)
+            out.append(torch.randn(shape, generator=generator).to(dtype) if dtype.is_floating_point
+                       else torch.zeros(shape, dtype=dtype))
+        return tuple(out)
+
+
+def validate_onnx(model: Any, edge_model: Any = None, *, inputs: Iterable | None = None,
+                  input_shapes: dict | None = None, atol: float = ATOL, rtol: float = RTOL,
+                  backends: Iterable[str] = LITERT_BACKENDS, draws: int = 3) -> ValidationReport:
+    """Compare `edge_model` (converted from the ONNX `model`, a path or ModelProto, when not given) with ONNX
+    Runtime on the CPU: the same report as `validate`, with ONNX Runtime as the reference. Inputs: `inputs`, or
+    random draws of the model's input shapes (integer inputs zero)."""
+    from litert_torch.converter import convert_onnx
+
+    reference = OnnxRuntimeReference(model)
+    if edge_model is None:
+        edge_model = convert_onnx(model, input_shapes=input_shapes)
+    sample = reference.sample_inputs(input_shapes)
+    report = validate(reference, sample, edge_model, inputs=inputs, atol=atol, rtol=rtol,
+                      backends=[b for b in backends if b != "cloud"], draws=draws, per_layer=False)
+    report.reference = "onnxruntime-cpu"
+    return report

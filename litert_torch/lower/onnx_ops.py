@@ -1,0 +1,828 @@
+"""ONNX op lowerings: each maps an ONNX node onto the ATen lowering that computes the same thing, so the two
+frontends share one implementation per op (`fn(ctx, node, inputs, attrs)`; `node` carries the output shapes
+from ONNX shape inference the way an fx node's meta does). Constant inputs arrive as numpy arrays.
+
+`LOWERINGS` is the registry; `FOLD_ONLY` ops are evaluated at conversion when their inputs are constants
+(shape arithmetic) and have no run-time lowering.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from litert_torch import ir
+from litert_torch.lower.registry import LoweringContext, lowering_for
+
+aten = torch.ops.aten
+OnnxFn = Callable[[LoweringContext, Any, list, dict], Any]
+LOWERINGS: dict[str, OnnxFn] = {}
+DOCS: dict[str, str] = {}
+# Evaluated at conversion when every input is a constant; never lowered.
+FOLD_ONLY = {"Constant", "ConstantOfShape", "Shape", "Size", "Range", "NonZero"}
+# Constant inputs that are parameters in disguise (shapes, axes, bounds): they reach the lowering as numpy
+# arrays. Every other constant input is data and becomes a constant tensor.
+PARAMETER_INPUTS = {
+    "Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Expand": {1}, "Tile": {1}, "Split": {1},
+    "Slice": {1, 2, 3, 4}, "Clip": {1, 2}, "Pad": {1, 2, 3}, "Resize": {1, 2, 3}, "Upsample": {1},
+    "ReduceMean": {1}, "ReduceSum": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "Gather": {1},
+    "LSTM": {1, 2, 3, 4, 5, 6, 7}, "GRU": {1, 2, 3, 4, 5}, "GroupNormalization": {1, 2},
+}
+
+
+def onnx_op(*names: str, doc: str | None = None):
+    def register(fn: OnnxFn) -> OnnxFn:
+        for name in names:
+            LOWERINGS[name] = fn
+            if doc:
+                DOCS[name] = doc
+        return fn
+    return register
+
+
+def aten_fn(target):
+    return lowering_for(target).fn
+
+
+def sub(node, shape, dtype=np.float32):
+    """An adapter like `node` whose value has `shape` (for the intermediate steps of one ONNX node)."""
+    from litert_torch.frontend.onnx_frontend import OnnxNode, meta_value
+
+    return OnnxNode(node.name, node.op_type, {"val": meta_value(shape, dtype)})
+
+
+def out_shape(node) -> tuple[int, ...]:
+    val = node.meta["val"]
+    val = val[0] if isinstance(val, tuple) else val
+    return tuple(val.shape)
+
+
+def const_list(value, what: str, ctx) -> list:
+    if isinstance(value, ir.Tensor):
+        if not value.is_constant:
+            raise ctx.fail(f"{what} computed at run time has no lowering (it must be a constant)")
+        value = value.data
+    return [int(v) if np.issubdtype(np.asarray(value).dtype, np.integer) else float(v)
+            for v in np.asarray(value).reshape(-1)]
+
+
+def scalar(value, ctx, what: str):
+    values = const_list(value, what, ctx)
+    if len(values) != 1:
+        raise ctx.fail(f"{what} must be a single value")
+    return values[0]
+
+
+def tensor(ctx, value) -> ir.Tensor | None:
+    if value is None or isinstance(value, ir.Tensor):
+        return value
+    return ctx.const(np.asarray(value))
+
+
+# ---- element-wise ------------------------------------------------------------------------------------------
+_UNARY = {
+    "Relu": aten.relu.default, "Sigmoid": aten.sigmoid.default, "Tanh": aten.tanh.default, "Exp": aten.exp.default,
+    "Log": aten.log.default, "Sqrt": aten.sqrt.default, "Neg": aten.neg.default, "Abs": aten.abs.default,
+    "Floor": aten.floor.default, "Ceil": aten.ceil.default, "Sin": aten.sin.default, "Cos": aten.cos.default,
+    "Erf": aten.erf.default, "Reciprocal": aten.reciprocal.default, "Sign": aten.sign.default,
+    "HardSwish": aten.hardswish.default, "Not": aten.logical_not.default, "Round": aten.round.default,
+}
+
+
+# Ops whose output has the shape and type of their first input (shape inference's fallback).
+SAME_SHAPE = set(_UNARY) | {"Gelu", "LeakyRelu", "Elu", "HardSigmoid", "Clip", "Identity", "Softmax",
+                              "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization"}
+
+
+def _unary(target):
+    def lower(ctx, node, inputs, attrs):
+        return aten_fn(target)(ctx, node, inputs[0])
+    return lower
+
+
+for _name, _target in _UNARY.items():
+    onnx_op(_name, doc=f"as {_target}")(_unary(_target))
+
+
+@onnx_op("Identity", "Dropout")
+def identity(ctx, node, inputs, attrs):
+    """The input itself (Dropout in inference)."""
+    return (inputs[0], None) if node.op_type == "Dropout" else inputs[0]
+
+
+@onnx_op("LeakyRelu")
+def leaky_relu(ctx, node, inputs, attrs):
+    """as aten.leaky_relu (alpha)."""
+    return aten_fn(aten.leaky_relu.default)(ctx, node, inputs[0], attrs.get("alpha", 0.01))
+
+
+@onnx_op("Elu")
+def elu(ctx, node, inputs, attrs):
+    """as aten.elu (alpha)."""
+    return aten_fn(aten.elu.default)(ctx, node, inputs[0], attrs.get("alpha", 1.0))
+
+
+@onnx_op("Gelu")
+def gelu(ctx, node, inputs, attrs):
+    """as aten.gelu (approximate none or tanh)."""
+    return aten_fn(aten.gelu.default)(ctx, node, inputs[0], attrs.get("approximate", "none"))
+
+
+@onnx_op("HardSigmoid")
+def hard_sigmoid(ctx, node, inputs, attrs):
+    """as aten.hardsigmoid for alpha 1/6, beta 0.5; otherwise clamp(alpha * x + beta, 0, 1)."""
+    alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
+    x = inputs[0]
+    if abs(alpha - 1 / 6) < 1e-7 and beta == 0.5:
+        return aten_fn(aten.hardsigmoid.default)(ctx, node, x)
+    y = ctx.emit("ADD", [ctx.emit("MUL", [x, ctx.scalar_like(alpha, x)], like=x), ctx.scalar_like(beta, x)], like=x)
+    return aten_fn(aten.clamp.default)(ctx, node, y, 0.0, 1.0)
+
+
+@onnx_op("Clip")
+def clip(ctx, node, inputs, attrs):
+    """as aten.clamp with constant bounds (inputs since opset 11)."""
+    lo = scalar(inputs[1], ctx, "Clip min") if len(inputs) > 1 and inputs[1] is not None else None
+    hi = scalar(inputs[2], ctx, "Clip max") if len(inputs) > 2 and inputs[2] is not None else None
+    return aten_fn(aten.clamp.default)(ctx, node, inputs[0], lo, hi)
+
+
+@onnx_op("PRelu")
+def prelu(ctx, node, inputs, attrs):
+    """as aten.prelu (slope broadcast over the channel axis)."""
+    x, slope = inputs
+    if slope.is_constant and slope.size == (x.shape[1] if x.rank > 1 else 1):
+        slope = ctx.const(np.asarray(slope.data).reshape(-1))
+        return aten_fn(aten.prelu.default)(ctx, node, x, slope)
+    return ctx.emit("PRELU", [x, slope], like=x)
+
+
+_BINARY = {"Add": aten.add.Tensor, "Sub": aten.sub.Tensor, "Mul": aten.mul.Tensor, "Max": aten.maximum.default,
+           "Min": aten.minimum.default, "Equal": aten.eq.Tensor, "Less": aten.lt.Tensor, "Greater": aten.gt.Tensor,
+           "LessOrEqual": aten.le.Tensor, "GreaterOrEqual": aten.ge.Tensor, "And": aten.logical_and.default,
+           "Or": aten.logical_or.default}
+
+
+def _binary(target):
+    def lower(ctx, node, inputs, attrs):
+        result = inputs[0]
+        for other in inputs[1:]:  # Max/Min/Sum take any number of inputs
+            result = aten_fn(target)(ctx, node, result, other)
+        return result
+    return lower
+
+
+for _name, _target in _BINARY.items():
+    onnx_op(_name, doc=f"as {_target}, broadcasting")(_binary(_target))
+onnx_op("Sum", doc="as aten.add, pairwise")(_binary(aten.add.Tensor))
+
+
+@onnx_op("Div")
+def div(ctx, node, inputs, attrs):
+    """as aten.div; integer division truncates, as ONNX defines it."""
+    a, b = inputs
+    if node.meta["val"].dtype.is_floating_point:
+        return aten_fn(aten.div.Tensor)(ctx, node, a, b)
+    return aten_fn(aten.div.Tensor_mode)(ctx, node, a, b, rounding_mode="trunc")
+
+
+@onnx_op("Pow")
+def power(ctx, node, inputs, attrs):
+    """as aten.pow: a constant scalar exponent takes the exact forms (MUL, SQRT, ...)."""
+    x, e = inputs
+    if isinstance(e, ir.Tensor) and e.is_constant and e.size == 1:
+        return aten_fn(aten.pow.Tensor_Scalar)(ctx, node, x, float(np.asarray(e.data).reshape(-1)[0]))
+    return aten_fn(aten.pow.Tensor_Tensor)(ctx, node, x, e)
+
+
+@onnx_op("Where")
+def where(ctx, node, inputs, attrs):
+    """as aten.where."""
+    return aten_fn(aten.where.self)(ctx, node, *inputs)
+
+
+@onnx_op("Cast")
+def cast(ctx, node, inputs, attrs):
+    """as aten._to_copy to the target type."""
+    return aten_fn(aten._to_copy.default)(ctx, node, inputs[0], dtype=node.meta["val"].dtype)
+
+
+# ---- linear algebra ----------------------------------------------------------------------------------------
+@onnx_op("MatMul")
+def matmul(ctx, node, inputs, attrs):
+    """as aten.matmul."""
+    return aten_fn(aten.matmul.default)(ctx, node, *inputs)
+
+
+@onnx_op("Gemm")
+def gemm(ctx, node, inputs, attrs):
+    """alpha * A' B' + beta * C as aten.linear (FULLY_CONNECTED) when B is constant, else a matmul."""
+    a, b = inputs[0], inputs[1]
+    c = inputs[2] if len(inputs) > 2 else None
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    if attrs.get("transA", 0):
+        a = ctx.transpose(a, [1, 0])
+    shape = out_shape(node)
+    if b.is_constant:
+        weight = np.asarray(b.data) if attrs.get("transB", 0) else np.asarray(b.data).T
+        weight = weight * alpha if alpha != 1.0 else weight
+        bias = None
+        if c is not None:
+            cv = np.broadcast_to(np.asarray(c.data) * beta, shape) if c.is_constant else None
+            if cv is not None and np.all(cv == cv[:1]):
+                bias = ctx.const(np.ascontiguousarray(cv[0]).astype(np.float32))
+            elif c is not None:
+                y = aten_fn(aten.linear.default)(ctx, sub(node, shape), a, ctx.const(weight.astype(np.float32)))
+                scaled = c if beta == 1.0 else ctx.emit("MUL", [c, ctx.scalar_like(beta, c)], like=c)
+                return ctx.emit("ADD", [y, scaled], shape, y.dtype)
+        return aten_fn(aten.linear.default)(ctx, node, a, ctx.const(weight.astype(np.float32)), bias)
+    if attrs.get("transB", 0):
+        b = ctx.transpose(b, [1, 0])
+    y = aten_fn(aten.mm.default)(ctx, sub(node, shape), a, b)
+    if alpha != 1.0:
+        y = ctx.emit("MUL", [y, ctx.scalar_like(alpha, y)], like=y)
+    if c is not None:
+        c = c if beta == 1.0 else ctx.emit("MUL", [tensor(ctx, c), ctx.scalar_like(beta, y)], like=tensor(ctx, c))
+        y = ctx.emit("ADD", [y, tensor(ctx, c)], shape, y.dtype)
+    return y
+
+
+@onnx_op("Einsum")
+def einsum(ctx, node, inputs, attrs):
+    """Two-operand einsum as one BATCH_MATMUL between transposes and reshapes: indices in both operands and the
+    output batch, in both but not the output contract, in one operand and the output stay.
+
+    Limits: two operands, no repeated index within an operand, no index summed out of a single operand."""
+    equation = attrs["equation"].decode() if isinstance(attrs["equation"], bytes) else attrs["equation"]
+    lhs, _, out = equation.replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    if len(terms) != 2 or "." in equation or not out:
+        raise ctx.fail(f"einsum {equation!r}: only two operands with an explicit output (no ellipsis) are supported")
+    (ta, tb), (a, b) = terms, inputs[:2]
+    a, b = tensor(ctx, a), tensor(ctx, b)
+    if len(set(ta)) != len(ta) or len(set(tb)) != len(tb) or any(c not in ta + tb for c in out):
+        raise ctx.fail(f"einsum {equation!r}: repeated or unknown indices have no lowering")
+    batch = [c for c in ta if c in tb and c in out]
+    contract = [c for c in ta if c in tb and c not in out]
+    left = [c for c in ta if c not in tb]
+    right = [c for c in tb if c not in ta]
+    if any(c not in out for c in left + right):
+        raise ctx.fail(f"einsum {equation!r}: summing an index out of one operand has no lowering")
+    size = {**dict(zip(ta, a.shape)), **dict(zip(tb, b.shape))}
+    prod = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))  # noqa: E731
+    a3 = ctx.reshape(ctx.transpose(a, [ta.index(c) for c in batch + left + contract]),
+                     [prod(batch), prod(left), prod(contract)])
+    b3 = ctx.reshape(ctx.transpose(b, [tb.index(c) for c in batch + contract + right]),
+                     [prod(batch), prod(contract), prod(right)])
+    y = ctx.emit("BATCH_MATMUL", [a3, b3], [prod(batch), prod(left), prod(right)], a.dtype, adj_x=False, adj_y=False,
+                 asymmetric_quantize_inputs=False)
+    order = batch + left + right
+    y = ctx.reshape(y, [size[c] for c in order])
+    return ctx.transpose(y, [order.index(c) for c in out])
+
+
+# ---- convolution and pooling -------------------------------------------------------------------------------
+def _pads(ctx, node, x, attrs, kernel, strides, dilations):
+    """Symmetric (begin, end) pads per spatial axis; an asymmetric pad becomes an explicit zero PAD first."""
+    spatial = x.rank - 2
+    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for i in range(spatial):
+            size = x.shape[2 + i]
+            out = -(-size // strides[i])
+            total = max((out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - size, 0)
+            small, big = total // 2, total - total // 2
+            pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
+    elif auto == "VALID":
+        pads = [(0, 0)] * spatial
+    else:
+        flat = list(attrs.get("pads", [0] * (2 * spatial)))
+        pads = [(flat[i], flat[i + spatial]) for i in range(spatial)]
+    return pads
+
+
+def _explicit_pad(ctx, node, x, pads, value=0.0):
+    if all(b == e for b, e in pads):
+        return x, [b for b, _ in pads]
+    torch_pad = []
+    for b, e in reversed(pads):
+        torch_pad += [b, e]
+    shape = list(x.shape[:2]) + [x.shape[2 + i] + b + e for i, (b, e) in enumerate(pads)]
+    y = aten_fn(aten.constant_pad_nd.default)(ctx, sub(node, shape, x.dtype), x, torch_pad, value)
+    return y, [0] * len(pads)
+
+
+@onnx_op("Conv")
+def conv(ctx, node, inputs, attrs):
+    """as aten.convolution (1-D, 2-D; groups; pads, SAME auto-padding; an asymmetric pad is an explicit PAD)."""
+    x, w = inputs[0], inputs[1]
+    b = inputs[2] if len(inputs) > 2 else None
+    spatial = x.rank - 2
+    kernel = list(w.shape[2:])
+    strides = list(attrs.get("strides", [1] * spatial))
+    dilations = list(attrs.get("dilations", [1] * spatial))
+    x, padding = _explicit_pad(ctx, node, x, _pads(ctx, node, x, attrs, kernel, strides, dilations))
+    return aten_fn(aten.convolution.default)(ctx, node, x, w, b, strides, padding, dilations, False,
+                                             [0] * spatial, attrs.get("group", 1))
+
+
+@onnx_op("ConvTranspose")
+def conv_transpose(ctx, node, inputs, attrs):
+    """as aten.convolution transposed (pads, output_padding)."""
+    x, w = inputs[0], inputs[1]
+    b = inputs[2] if len(inputs) > 2 else None
+    spatial = x.rank - 2
+    strides = list(attrs.get("strides", [1] * spatial))
+    dilations = list(attrs.get("dilations", [1] * spatial))
+    flat = list(attrs.get("pads", [0] * (2 * spatial)))
+    if flat[:spatial] != flat[spatial:] or attrs.get("output_shape"):
+        raise ctx.fail("ConvTranspose with asymmetric pads or output_shape has no lowering yet")
+    return aten_fn(aten.convolution.default)(ctx, node, x, w, b, strides, flat[:spatial], dilations, True,
+                                             list(attrs.get("output_padding", [0] * spatial)), attrs.get("group", 1))
+
+
+@onnx_op("MaxPool")
+def max_pool(ctx, node, inputs, attrs):
+    """as aten.max_pool2d (pads, ceil_mode; no dilation)."""
+    x = inputs[0]
+    kernel = list(attrs["kernel_shape"])
+    strides = list(attrs.get("strides", [1] * len(kernel)))
+    pads = _pads(ctx, node, x, attrs, kernel, strides, [1] * len(kernel))
+    if any(b != e for b, e in pads):
+        raise ctx.fail("MaxPool with asymmetric pads has no lowering yet")
+    if len(node.meta["val"] if isinstance(node.meta["val"], tuple) else [1]) > 1 and node.meta["val"][1] is not None:
+        raise ctx.fail("MaxPool's indices output has no lowering")
+    y = aten_fn(aten.max_pool2d.default)(ctx, sub(node, out_shape(node), x.dtype), x, kernel, strides,
+                                          [b for b, _ in pads], attrs.get("dilations", [1, 1]),
+                                          bool(attrs.get("ceil_mode", 0)))
+    return y
+
+
+@onnx_op("AveragePool")
+def avg_pool(ctx, node, inputs, attrs):
+    """as aten.avg_pool2d (pads, ceil_mode, count_include_pad)."""
+    x = inputs[0]
+    kernel = list(attrs["kernel_shape"])
+    strides = list(attrs.get("strides", [1] * len(kernel)))
+    pads = _pads(ctx, node, x, attrs, kernel, strides, [1] * len(kernel))
+    if any(b != e for b, e in pads):
+        raise ctx.fail("AveragePool with asymmetric pads has no lowering yet")
+    return aten_fn(aten.avg_pool2d.default)(ctx, node, x, kernel, strides, [b for b, _ in pads],
+                                            bool(attrs.get("ceil_mode", 0)), bool(attrs.get("count_include_pad", 0)))
+
+
+@onnx_op("GlobalAveragePool")
+def global_avg_pool(ctx, node, inputs, attrs):
+    """as aten.mean over the spatial axes, keeping them."""
+    x = inputs[0]
+    return aten_fn(aten.mean.dim)(ctx, node, x, list(range(2, x.rank)), True)
+
+
+@onnx_op("GlobalMaxPool")
+def global_max_pool(ctx, node, inputs, attrs):
+    """as aten.amax over the spatial axes, keeping them."""
+    x = inputs[0]
+    return aten_fn(aten.amax.default)(ctx, node, x, list(range(2, x.rank)), True)
+
+
+# ---- normalisation ------------------------------------------------------------------------------------------
+@onnx_op("BatchNormalization")
+def batch_norm(ctx, node, inputs, attrs):
+    """as aten._native_batch_norm_legit_no_training (inference statistics)."""
+    x, scale, bias, mean, var = inputs[:5]
+    fn = lowering_for(aten._native_batch_norm_legit_no_training.default)
+    y = fn.fn(ctx, sub(node, out_shape(node), x.dtype), x, tensor(ctx, scale), tensor(ctx, bias), tensor(ctx, mean),
+              tensor(ctx, var), 0.1, attrs.get("epsilon", 1e-5))
+    return y[0] if isinstance(y, (tuple, list)) else y
+
+
+@onnx_op("InstanceNormalization")
+def instance_norm(ctx, node, inputs, attrs):
+    """as aten.instance_norm with the input's own statistics."""
+    x, scale, bias = inputs
+    return aten_fn(aten.instance_norm.default)(ctx, node, x, tensor(ctx, scale), tensor(ctx, bias), None, None, True,
+                                               0.1, attrs.get("epsilon", 1e-5), False)
+
+
+@onnx_op("LayerNormalization")
+def layer_norm(ctx, node, inputs, attrs):
+    """as aten.layer_norm over the axes from `axis` on."""
+    x = inputs[0]
+    scale = tensor(ctx, inputs[1]) if len(inputs) > 1 else None
+    bias = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
+    axis = attrs.get("axis", -1) % x.rank
+    if len(node.meta["val"] if isinstance(node.meta["val"], tuple) else [1]) > 1:
+        node = sub(node, out_shape(node), x.dtype)
+    return aten_fn(aten.layer_norm.default)(ctx, node, x, list(x.shape[axis:]), scale, bias,
+                                            attrs.get("epsilon", 1e-5))
+
+
+@onnx_op("GroupNormalization")
+def group_norm(ctx, node, inputs, attrs):
+    """as aten.group_norm (per-channel scale and bias, opset 21; per-group ones are expanded)."""
+    x, scale, bias = inputs
+    groups = attrs["num_groups"]
+    c = x.shape[1]
+    s, b = np.asarray(scale.data), np.asarray(bias.data)
+    if s.size == groups and c != groups:
+        s, b = np.repeat(s, c // groups), np.repeat(b, c // groups)
+    return aten_fn(aten.group_norm.default)(ctx, node, x, groups, ctx.const(s), ctx.const(b),
+                                            attrs.get("epsilon", 1e-5))
+
+
+@onnx_op("Softmax")
+def softmax(ctx, node, inputs, attrs):
+    """as aten._softmax along `axis`."""
+    return aten_fn(aten._softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
+
+
+@onnx_op("LogSoftmax")
+def log_softmax(ctx, node, inputs, attrs):
+    """as aten._log_softmax along `axis`."""
+    return aten_fn(aten._log_softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
+
+
+# ---- shapes and data movement -------------------------------------------------------------------------------
+@onnx_op("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+def reshape(ctx, node, inputs, attrs):
+    """as aten.view: one RESHAPE to the inferred shape."""
+    return aten_fn(aten.view.default)(ctx, node, inputs[0])
+
+
+@onnx_op("Transpose")
+def transpose(ctx, node, inputs, attrs):
+    """as aten.permute (the default permutation reverses the axes)."""
+    x = inputs[0]
+    perm = list(attrs.get("perm", reversed(range(x.rank))))
+    return aten_fn(aten.permute.default)(ctx, node, x, perm)
+
+
+@onnx_op("Concat")
+def concat(ctx, node, inputs, attrs):
+    """as aten.cat."""
+    return aten_fn(aten.cat.default)(ctx, node, [tensor(ctx, t) for t in inputs], attrs["axis"])
+
+
+@onnx_op("Split")
+def split(ctx, node, inputs, attrs):
+    """as aten.split_with_sizes (sizes from the input, the attribute or equal parts)."""
+    x = inputs[0]
+    axis = attrs.get("axis", 0) % x.rank
+    sizes = [int(s) for s in out_shape_each(node, axis)]
+    return aten_fn(aten.split_with_sizes.default)(ctx, node, x, sizes, axis)
+
+
+def out_shape_each(node, axis: int) -> list[int]:
+    vals = node.meta["val"] if isinstance(node.meta["val"], tuple) else (node.meta["val"],)
+    return [v.shape[axis] for v in vals]
+
+
+@onnx_op("Slice")
+def slice_op(ctx, node, inputs, attrs):
+    """STRIDED_SLICE with constant starts, ends, axes and steps (clamped as ONNX clamps them)."""
+    x = inputs[0]
+    starts = const_list(inputs[1], "Slice starts", ctx)
+    ends = const_list(inputs[2], "Slice ends", ctx)
+    axes = const_list(inputs[3], "Slice axes", ctx) if len(inputs) > 3 and inputs[3] is not None \
+        else list(range(len(starts)))
+    steps = const_list(inputs[4], "Slice steps", ctx) if len(inputs) > 4 and inputs[4] is not None \
+        else [1] * len(starts)
+    begin, end, stride = [0] * x.rank, list(x.shape), [1] * x.rank
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a %= x.rank
+        s, e, _ = slice(s, e, st).indices(x.shape[a])
+        begin[a], end[a], stride[a] = s, e, st
+    shape = out_shape(node)
+    mask = sum(1 << a for a in range(x.rank) if stride[a] < 0 and end[a] < 0)
+    end = [0 if (mask >> a) & 1 else v for a, v in enumerate(end)]
+    return ctx.emit("STRIDED_SLICE", [x, ctx.const(np.array(begin, np.int32), name="begin"),
+                                      ctx.const(np.array(end, np.int32), name="end"),
+                                      ctx.const(np.array(stride, np.int32), name="strides")],
+                    shape, x.dtype, begin_mask=0, end_mask=mask, shrink_axis_mask=0, ellipsis_mask=0,
+                    new_axis_mask=0, offset=False)
+
+
+@onnx_op("Gather")
+def gather(ctx, node, inputs, attrs):
+    """GATHER along `axis` (negative indices wrapped); a constant table with run-time ids is an embedding."""
+    x, idx = inputs
+    axis = attrs.get("axis", 0)
+    if not isinstance(x, ir.Tensor):
+        x = ctx.const(x)
+    axis %= x.rank
+    if isinstance(idx, np.ndarray):
+        idx = np.where(idx < 0, idx + x.shape[axis], idx)
+        idx_t = ctx.const(idx.astype(np.int32), name="indices")
+    else:
+        idx_t = ctx.cast(idx, np.int32)
+    shape = out_shape(node)
+    return ctx.emit("GATHER", [x, idx_t], shape, x.dtype, axis=axis, batch_dims=0)
+
+
+@onnx_op("GatherElements")
+def gather_elements(ctx, node, inputs, attrs):
+    """as aten.gather."""
+    x, idx = inputs
+    idx = tensor(ctx, idx)
+    return aten_fn(aten.gather.default)(ctx, node, x, attrs.get("axis", 0) % x.rank, idx)
+
+
+@onnx_op("Expand")
+def expand(ctx, node, inputs, attrs):
+    """as aten.expand to the inferred shape."""
+    return aten_fn(aten.expand.default)(ctx, node, tensor(ctx, inputs[0]), list(out_shape(node)))
+
+
+@onnx_op("Tile")
+def tile(ctx, node, inputs, attrs):
+    """as aten.repeat."""
+    return aten_fn(aten.repeat.default)(ctx, node, inputs[0], const_list(inputs[1], "Tile repeats", ctx))
+
+
+@onnx_op("Pad")
+def pad(ctx, node, inputs, attrs):
+    """constant / reflect / edge padding as aten.constant_pad_nd / reflection / replication pads."""
+    x = inputs[0]
+    pads = const_list(inputs[1], "Pad pads", ctx)
+    value = scalar(inputs[2], ctx, "Pad value") if len(inputs) > 2 and inputs[2] is not None else 0.0
+    if len(inputs) > 3 and inputs[3] is not None:
+        raise ctx.fail("Pad with axes has no lowering yet")
+    mode = attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    rank = x.rank
+    torch_pad = []
+    for axis in reversed(range(rank)):
+        torch_pad += [pads[axis], pads[axis + rank]]
+    while torch_pad[-2:] == [0, 0] and len(torch_pad) > 2:
+        torch_pad = torch_pad[:-2]
+    if mode == "constant":
+        return aten_fn(aten.constant_pad_nd.default)(ctx, node, x, torch_pad, value)
+    target = {"reflect": aten.reflection_pad2d.default, "edge": aten.replication_pad2d.default}.get(mode)
+    if target is None or len(torch_pad) > 4:
+        raise ctx.fail(f"Pad mode {mode!r} over these axes has no lowering yet")
+    torch_pad += [0] * (4 - len(torch_pad))
+    return aten_fn(target)(ctx, node, x, torch_pad)
+
+
+@onnx_op("Resize", "Upsample")
+def resize(ctx, node, inputs, attrs):
+    """nearest (asymmetric, floor) and linear (align_corners, half_pixel / pytorch_half_pixel) 2-D resizes as
+    aten.upsample_nearest2d / upsample_bilinear2d."""
+    x = inputs[0]
+    shape = out_shape(node)
+    if x.rank != 4 or tuple(shape[:2]) != tuple(x.shape[:2]):
+        raise ctx.fail("Resize other than over the two spatial axes of a 4-D tensor has no lowering yet")
+    mode = attrs.get("mode", b"nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    coord = attrs.get("coordinate_transformation_mode", b"half_pixel")
+    coord = coord.decode() if isinstance(coord, bytes) else coord
+    nearest = attrs.get("nearest_mode", b"round_prefer_floor")
+    nearest = nearest.decode() if isinstance(nearest, bytes) else nearest
+    if mode == "nearest":
+        if coord != "asymmetric" or nearest != "floor":
+            raise ctx.fail(f"nearest Resize with {coord} coordinates and {nearest} rounding has no lowering yet "
+                           "(asymmetric + floor, PyTorch's 'nearest', does)")
+        return aten_fn(aten.upsample_nearest2d.default)(ctx, node, x, list(shape[2:]))
+    if mode == "linear":
+        if coord == "align_corners":
+            return aten_fn(aten.upsample_bilinear2d.default)(ctx, node, x, list(shape[2:]), True)
+        if coord in ("half_pixel", "pytorch_half_pixel") and min(shape[2:]) > 1:
+            return aten_fn(aten.upsample_bilinear2d.default)(ctx, node, x, list(shape[2:]), False)
+        raise ctx.fail(f"linear Resize with {coord} coordinates has no lowering yet")
+    raise ctx.fail(f"Resize mode {mode!r} has no lowering yet")
+
+
+@onnx_op("DepthToSpace")
+def depth_to_space(ctx, node, inputs, attrs):
+    """CRD mode as aten.pixel_shuffle."""
+    mode = attrs.get("mode", b"DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode != "CRD":
+        raise ctx.fail("DepthToSpace in DCR mode has no lowering yet (CRD, PyTorch's pixel_shuffle, does)")
+    return aten_fn(aten.pixel_shuffle.default)(ctx, node, inputs[0], attrs["blocksize"])
+
+
+# ---- reductions ---------------------------------------------------------------------------------------------
+def _reduce(target):
+    def lower(ctx, node, inputs, attrs):
+        x = inputs[0]
+        if len(inputs) > 1 and inputs[1] is not None:
+            axes = const_list(inputs[1], "reduction axes", ctx)
+        else:
+            axes = list(attrs.get("axes", []))
+        if not axes:
+            if attrs.get("noop_with_empty_axes", 0):
+                return x
+            axes = list(range(x.rank))
+        return aten_fn(target)(ctx, node, x, [a % x.rank for a in axes], bool(attrs.get("keepdims", 1)))
+    return lower
+
+
+for _name, _target in {"ReduceMean": aten.mean.dim, "ReduceSum": aten.sum.dim_IntList, "ReduceMax": aten.amax.default,
+                       "ReduceMin": aten.amin.default}.items():
+    onnx_op(_name, doc=f"as {_target} (axes from the input or the attribute)")(_reduce(_target))
+
+
+@onnx_op("ArgMax", "ArgMin")
+def arg_reduce(ctx, node, inputs, attrs):
+    """as aten.argmax / argmin (select_last_index 0)."""
+    if attrs.get("select_last_index", 0):
+        raise ctx.fail("select_last_index has no lowering yet")
+    target = aten.argmax.default if node.op_type == "ArgMax" else aten.argmin.default
+    return aten_fn(target)(ctx, node, inputs[0], attrs.get("axis", 0), bool(attrs.get("keepdims", 1)))
+
+
+# ---- recurrent ----------------------------------------------------------------------------------------------
+@onnx_op("LSTM")
+def lstm(ctx, node, inputs, attrs):
+    """One UNIDIRECTIONAL_SEQUENCE_LSTM per direction (ONNX gates i, o, f, c reordered to i, f, g, o), the
+    reverse direction on the time-reversed sequence; Y, and Y_h sliced from it.
+
+    Limits: zero initial state, no peepholes, default activations, no Y_c."""
+    from litert_torch.lower.rnn import _lstm_layer, _reverse_time, _time_step
+
+    x, w, r = inputs[0], inputs[1], inputs[2]
+    b = inputs[3] if len(inputs) > 3 else None
+    for extra, what in ((4, "sequence_lens"), (5, "initial_h"), (6, "initial_c"), (7, "P (peepholes)")):
+        if len(inputs) > extra and inputs[extra] is not None:
+            v = inputs[extra]
+            data = v.data if isinstance(v, ir.Tensor) and v.is_constant else v
+            if extra in (5, 6) and isinstance(data, np.ndarray) and not data.any():
+                continue
+            raise ctx.fail(f"LSTM with {what} has no lowering yet")
+    if attrs.get("activations") or attrs.get("clip") or attrs.get("input_forget"):
+        raise ctx.fail("LSTM with custom activations, clip or input_forget has no lowering yet")
+    if 2 in node.used:
+        raise ctx.fail("the LSTM's Y_c output is read, but the fused TFLite LSTM does not output it")
+    direction = attrs.get("direction", b"forward")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    hidden = attrs["hidden_size"]
+    layout = attrs.get("layout", 0)
+    time_major = layout == 0
+    seq, batch = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
+    wd, rd = np.asarray(w.data if isinstance(w, ir.Tensor) else w), np.asarray(r.data if isinstance(r, ir.Tensor) else r)
+    bd = np.asarray(b.data if isinstance(b, ir.Tensor) else b) if b is not None else None
+    order = [0, 2, 3, 1]  # ONNX i, o, f, c -> PyTorch i, f, g(c), o
+
+    class Param:
+        def __init__(self, data):
+            self.data = data
+            self.is_constant = True
+            self.shape = data.shape
+
+    def reorder(m):
+        blocks = np.split(m, 4, axis=0)
+        return np.concatenate([blocks[i] for i in order], axis=0)
+
+    directions = [direction] if direction != "bidirectional" else ["forward", "reverse"]
+    time_axis = 0 if time_major else 1
+    ys, finals = [], []
+    for d, name in enumerate(directions):
+        w_ih, w_hh = Param(reorder(wd[d])), Param(reorder(rd[d]))
+        b_ih = Param(reorder(bd[d][:4 * hidden])) if bd is not None else None
+        b_hh = Param(reorder(bd[d][4 * hidden:])) if bd is not None else None
+        seq_in = x if name == "forward" else _reverse_time(ctx, x, time_axis)
+        y = _lstm_layer(ctx, seq_in, w_ih, w_hh, b_ih, b_hh, hidden, batch, time_major)
+        last = _time_step(ctx, y, time_axis, seq - 1)
+        y = y if name == "forward" else _reverse_time(ctx, y, time_axis)
+        ys.append(y)
+        finals.append(last)
+    # Y: [seq, num_directions, batch, hidden] (layout 0) or [batch, seq, num_directions, hidden] (layout 1).
+    if time_major:
+        parts = [ctx.reshape(y, [seq, 1, batch, hidden]) for y in ys]
+        y_all = parts[0] if len(parts) == 1 else ctx.emit("CONCATENATION", parts, [seq, len(parts), batch, hidden],
+                                                          x.dtype, axis=1, fused_activation_function="NONE")
+    else:
+        parts = [ctx.reshape(y, [batch, seq, 1, hidden]) for y in ys]
+        y_all = parts[0] if len(parts) == 1 else ctx.emit("CONCATENATION", parts, [batch, seq, len(parts), hidden],
+                                                          x.dtype, axis=2, fused_activation_function="NONE")
+    h_parts = [ctx.reshape(f, [1, batch, hidden] if time_major else [batch, 1, hidden]) for f in finals]
+    h_axis = 0 if time_major else 1
+    h_shape = [len(h_parts), batch, hidden] if time_major else [batch, len(h_parts), hidden]
+    y_h = h_parts[0] if len(h_parts) == 1 else ctx.emit("CONCATENATION", h_parts, h_shape, x.dtype, axis=h_axis,
+                                                        fused_activation_function="NONE")
+    return y_all, y_h, None
+
+
+@onnx_op("IsNaN")
+def is_nan(ctx, node, inputs, attrs):
+    """NOT_EQUAL(x, x): only NaN differs from itself."""
+    x = inputs[0]
+    return ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_)
+
+
+@onnx_op("IsInf")
+def is_inf(ctx, node, inputs, attrs):
+    """EQUAL(ABS(x), inf), or the sign-restricted comparison when detect_negative/positive is off."""
+    x = inputs[0]
+    pos, neg = attrs.get("detect_positive", 1), attrs.get("detect_negative", 1)
+    if pos and neg:
+        return ctx.emit("EQUAL", [ctx.emit("ABS", [x], like=x), ctx.scalar_like(np.inf, x)], x.shape, np.bool_)
+    value = np.inf if pos else -np.inf
+    return ctx.emit("EQUAL", [x, ctx.scalar_like(value, x)], x.shape, np.bool_)
+
+
+@onnx_op("GRU")
+def gru(ctx, node, inputs, attrs):
+    """Unrolled over time: one FULLY_CONNECTED for the input projection of all steps, then per step a recurrent
+    FULLY_CONNECTED, SPLIT into the update, reset and candidate gates, LOGISTIC/TANH, and
+    h = (1 - z) * n + z * h_prev; both linear_before_reset forms, all directions.
+
+    Limits: zero initial state, default activations, no sequence_lens."""
+    x, w, r = inputs[0], inputs[1], inputs[2]
+    b = inputs[3] if len(inputs) > 3 else None
+    for extra, what in ((4, "sequence_lens"), (5, "initial_h")):
+        if len(inputs) > extra and inputs[extra] is not None:
+            v = inputs[extra]
+            data = v.data if isinstance(v, ir.Tensor) and v.is_constant else v
+            if extra == 5 and isinstance(data, np.ndarray) and not data.any():
+                continue
+            raise ctx.fail(f"GRU with {what} has no lowering yet")
+    if attrs.get("activations") or attrs.get("clip"):
+        raise ctx.fail("GRU with custom activations or clip has no lowering yet")
+    hidden = attrs["hidden_size"]
+    lbr = attrs.get("linear_before_reset", 0)
+    direction = attrs.get("direction", "forward")
+    time_major = attrs.get("layout", 0) == 0
+    seq, batch, features = (x.shape[0], x.shape[1], x.shape[2]) if time_major else (x.shape[1], x.shape[0], x.shape[2])
+    dtype = x.dtype
+    data = lambda v: np.asarray(v.data if isinstance(v, ir.Tensor) else v)  # noqa: E731
+    wd, rd = data(w), data(r)
+    bd = data(b) if b is not None else np.zeros((wd.shape[0], 6 * hidden), dtype)
+    fc = dict(fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=False,
+              asymmetric_quantize_inputs=False)
+    shape = [batch, hidden]
+    one = ctx.const(np.array(1.0, dtype), name="one")
+    directions = [direction] if direction != "bidirectional" else ["forward", "reverse"]
+    flat = ctx.reshape(x, [seq * batch, features] if time_major else [batch * seq, features])
+    ys, finals = [], []
+    for d, name in enumerate(directions):
+        proj = ctx.emit("FULLY_CONNECTED", [flat, ctx.const(wd[d].astype(dtype)), ctx.const(bd[d][:3 * hidden]
+                                                                                            .astype(dtype))],
+                        [flat.shape[0], 3 * hidden], dtype, **fc)
+        proj = ctx.reshape(proj, [seq, batch, 3 * hidden] if time_major else [batch, seq, 3 * hidden])
+        time_axis = 0 if time_major else 1
+        step_shape = [1, batch, 3 * hidden] if time_major else [batch, 1, 3 * hidden]
+        steps = ctx.emit_multi("SPLIT", [ctx.const(np.array(time_axis, np.int32), name="time_axis"), proj],
+                               [(step_shape, dtype)] * seq, num_splits=seq) if seq > 1 else [proj]
+        r_w, r_b = ctx.const(rd[d].astype(dtype)), bd[d][3 * hidden:]
+        h = ctx.const(np.zeros(shape, dtype), name="h0")
+        gate_axis = ctx.const(np.array(1, np.int32), name="gate_axis")
+        hs = {}
+        order = range(seq) if name == "forward" else range(seq - 1, -1, -1)
+        for t in order:
+            xz, xr, xh = ctx.emit_multi("SPLIT", [gate_axis, ctx.reshape(steps[t], [batch, 3 * hidden])],
+                                        [(shape, dtype)] * 3, num_splits=3)
+            if lbr:
+                rec = ctx.emit("FULLY_CONNECTED", [h, r_w, ctx.const(r_b.astype(dtype))], [batch, 3 * hidden],
+                               dtype, **fc)
+                hz, hr, hh = ctx.emit_multi("SPLIT", [gate_axis, rec], [(shape, dtype)] * 3, num_splits=3)
+            else:
+                rz_rr = ctx.emit("FULLY_CONNECTED", [h, ctx.const(rd[d][:2 * hidden].astype(dtype)),
+                                                     ctx.const(r_b[:2 * hidden].astype(dtype))],
+                                 [batch, 2 * hidden], dtype, **fc)
+                hz, hr = ctx.emit_multi("SPLIT", [gate_axis, rz_rr], [(shape, dtype)] * 2, num_splits=2)
+            z = ctx.emit("LOGISTIC", [ctx.emit("ADD", [xz, hz], shape, dtype, fused_activation_function="NONE")],
+                         shape, dtype)
+            rg = ctx.emit("LOGISTIC", [ctx.emit("ADD", [xr, hr], shape, dtype, fused_activation_function="NONE")],
+                          shape, dtype)
+            if lbr:
+                cand = ctx.emit("MUL", [rg, hh], shape, dtype, fused_activation_function="NONE")
+            else:
+                reset_h = ctx.emit("MUL", [rg, h], shape, dtype, fused_activation_function="NONE")
+                cand = ctx.emit("FULLY_CONNECTED", [reset_h, ctx.const(rd[d][2 * hidden:].astype(dtype)),
+                                                    ctx.const(r_b[2 * hidden:].astype(dtype))], shape, dtype, **fc)
+            n = ctx.emit("TANH", [ctx.emit("ADD", [xh, cand], shape, dtype, fused_activation_function="NONE")],
+                         shape, dtype)
+            keep = ctx.emit("MUL", [z, h], shape, dtype, fused_activation_function="NONE")
+            new = ctx.emit("MUL", [ctx.emit("SUB", [one, z], shape, dtype, fused_activation_function="NONE"), n],
+                           shape, dtype, fused_activation_function="NONE")
+            h = ctx.emit("ADD", [new, keep], shape, dtype, fused_activation_function="NONE")
+            hs[t] = h
+        finals.append(h)
+        pieces = [ctx.reshape(hs[t], [1, 1, batch, hidden] if time_major else [batch, 1, 1, hidden])
+                  for t in range(seq)]
+        ys.append(pieces)
+    if time_major:
+        per_step = [ctx.emit("CONCATENATION", [ys[d][t] for d in range(len(ys))], [1, len(ys), batch, hidden],
+                             dtype, axis=1, fused_activation_function="NONE") if len(ys) > 1 else ys[0][t]
+                    for t in range(seq)]
+        y = ctx.emit("CONCATENATION", per_step, [seq, len(ys), batch, hidden], dtype, axis=0,
+                     fused_activation_function="NONE") if seq > 1 else per_step[0]
+    else:
+        per_step = [ctx.emit("CONCATENATION", [ys[d][t] for d in range(len(ys))], [batch, 1, len(ys), hidden],
+                             dtype, axis=2, fused_activation_function="NONE") if len(ys) > 1 else ys[0][t]
+                    for t in range(seq)]
+        y = ctx.emit("CONCATENATION", per_step, [batch, seq, len(ys), hidden], dtype, axis=1,
+                     fused_activation_function="NONE") if seq > 1 else per_step[0]
+    h_shape = [1, batch, hidden] if time_major else [batch, 1, hidden]
+    h_parts = [ctx.reshape(f, h_shape) for f in finals]
+    y_h = h_parts[0] if len(h_parts) == 1 else ctx.emit(
+        "CONCATENATION", h_parts, [len(h_parts), batch, hidden] if time_major else [batch, len(h_parts), hidden],
+        dtype, axis=0 if time_major else 1, fused_activation_function="NONE")
+    return y, y_h

@@ -1,0 +1,70 @@
+"""Bad ONNX input: each a clear error, nothing written — from Python and from the CLI."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import litert_torch
+from litert_torch.frontend.onnx_frontend import OnnxError
+from tests.cli.test_cli import run
+from tests.onnx.helpers import graph_model
+
+
+def small_model():
+    return graph_model([helper.make_node("Relu", ["x"], ["y"])], {"x": (2, 3)}, ["y"])
+
+
+def test_truncated_file(tmp_path):
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(small_model().SerializeToString()[:20])
+    with pytest.raises(OnnxError, match="not a readable ONNX model"):
+        litert_torch.convert_onnx(path)
+    code, output = run("convert", path, "-o", tmp_path / "out.tflite")
+    assert code == 2 and "not a readable ONNX model" in output
+    assert not (tmp_path / "out.tflite").exists()
+
+
+def test_unknown_opset():
+    model = small_model()
+    model.opset_import[0].version = 7
+    with pytest.raises(OnnxError, match="opset 7; supported: 13 to"):
+        litert_torch.convert_onnx(model)
+
+
+def test_unsupported_ops_are_listed_at_once():
+    model = graph_model([helper.make_node("Det", ["x"], ["d"]), helper.make_node("Relu", ["x"], ["r"]),
+                         helper.make_node("NonMaxSuppression", ["b", "s"], ["n"])],
+                        {"x": (3, 3), "b": (1, 4, 4), "s": (1, 1, 4)}, ["d", "r", "n"])
+    with pytest.raises(litert_torch.UnsupportedOpsError) as info:
+        litert_torch.convert_onnx(model)
+    text = str(info.value)
+    assert "onnx::Det" in text and "onnx::NonMaxSuppression" in text and "2 unsupported ops" in text
+
+
+def test_missing_external_data(tmp_path):
+    model = graph_model([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": (2, 64)}, ["y"],
+                        {"w": np.ones((64, 64), np.float32)})
+    onnx.save_model(model, tmp_path / "ext.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="weights.bin", size_threshold=0)
+    (tmp_path / "weights.bin").unlink()
+    with pytest.raises(OnnxError, match="external data files that are missing.*weights.bin"):
+        litert_torch.convert_onnx(tmp_path / "ext.onnx")
+
+
+def test_dynamic_dimensions_need_shapes(tmp_path):
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(OnnxError, match=r"dynamic dimensions \['batch'\].*input_shapes"):
+        litert_torch.convert_onnx(model)
+    edge = litert_torch.convert_onnx(model, input_shapes={"x": (4, 3)})
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    assert np.array_equal(np.asarray(edge(x)), np.maximum(x, 0))
+    path = tmp_path / "dyn.onnx"
+    onnx.save_model(model, path)
+    code, output = run("convert", path, "-o", tmp_path / "dyn.tflite")
+    assert code == 2 and "--input x=" in output
+    code, output = run("convert", path, "-o", tmp_path / "dyn.tflite", "--input", "x=4x3", "--validate")
+    assert code == 0 and "onnxruntime-cpu" in output and "validation: PASS" in output

@@ -1,0 +1,120 @@
+"""ONNX op rows: hand-built graphs (ops the exporters do not emit, and their attribute forms) converted and
+compared with ONNX Runtime."""
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from tests.helpers import op_counts
+from tests.onnx.helpers import assert_matches_ort, graph_model
+
+rng = np.random.default_rng(0)
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def node(op, ins, outs, **attrs):
+    return helper.make_node(op, ins, outs, **attrs)
+
+
+CASES = {
+    "resize_nearest_asymmetric_floor": (
+        [node("Resize", ["x", "", "scales"], ["y"], mode="nearest", coordinate_transformation_mode="asymmetric",
+              nearest_mode="floor")],
+        {"x": (1, 3, 5, 6)}, {"scales": np.array([1, 1, 2, 2], np.float32)}),
+    "resize_linear_half_pixel": (
+        [node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear", coordinate_transformation_mode="half_pixel")],
+        {"x": (1, 2, 4, 5)}, {"sizes": np.array([1, 2, 8, 10], np.int64)}),
+    "resize_linear_align_corners": (
+        [node("Resize", ["x", "", "scales"], ["y"], mode="linear", coordinate_transformation_mode="align_corners")],
+        {"x": (1, 2, 4, 4)}, {"scales": np.array([1, 1, 2, 2], np.float32)}),
+    "gather_elements": (
+        [node("GatherElements", ["x", "idx"], ["y"], axis=1)],
+        {"x": (3, 5)}, {"idx": rng.integers(0, 5, (3, 4)).astype(np.int64)}),
+    "einsum_batched_matmul": ([node("Einsum", ["a", "b"], ["y"], equation="bij,bjk->bik")],
+                              {"a": (2, 3, 4), "b": (2, 4, 5)}, {}),
+    "einsum_attention_scores": ([node("Einsum", ["q", "k"], ["y"], equation="bhqd,bhkd->bhqk")],
+                                {"q": (1, 2, 5, 8), "k": (1, 2, 6, 8)}, {}),
+    "einsum_outer_transpose": ([node("Einsum", ["a", "b"], ["y"], equation="ij,kj->ki")],
+                               {"a": (3, 4), "b": (5, 4)}, {}),
+    "expand": ([node("Expand", ["x", "shape"], ["y"])], {"x": (3, 1)},
+               {"shape": np.array([2, 3, 4], np.int64)}),
+    "where": ([node("Greater", ["x", "zero"], ["c"]), node("Where", ["c", "x", "y0"], ["y"])],
+              {"x": (4, 5), "y0": (4, 5)}, {"zero": np.array(0.0, np.float32)}),
+    "instance_norm": ([node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-5)],
+                      {"x": (2, 3, 6, 6)}, {"s": r(3), "b": r(3)}),
+    "layer_norm_last_axis": ([node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-5)],
+                             {"x": (2, 7, 16)}, {"s": r(16), "b": r(16)}),
+    "gelu_tanh": ([node("Gelu", ["x"], ["y"], approximate="tanh")], {"x": (4, 9)}, {}, 20),
+    "gelu_exact": ([node("Gelu", ["x"], ["y"])], {"x": (4, 9)}, {}, 20),
+    "conv_transpose_output_padding": (
+        [node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])],
+        {"x": (1, 4, 5, 5)}, {"w": r(4, 3, 3, 3), "b": r(3)}),
+    "conv_asymmetric_pads": ([node("Conv", ["x", "w"], ["y"], pads=[0, 1, 1, 0], strides=[2, 2])],
+                             {"x": (1, 3, 8, 8)}, {"w": r(4, 3, 3, 3)}),
+    "conv_same_upper": ([node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2])],
+                        {"x": (1, 3, 7, 7)}, {"w": r(4, 3, 3, 3)}),
+    "gemm_trans_b_alpha_beta": ([node("Gemm", ["a", "w", "c"], ["y"], transB=1, alpha=0.5, beta=2.0)],
+                                {"a": (3, 6)}, {"w": r(4, 6), "c": r(4)}),
+    "slice_steps_negative_axes": ([node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])], {"x": (4, 10, 6)},
+                                  {"st": np.array([1, -5], np.int64), "en": np.array([10, -1], np.int64),
+                                   "ax": np.array([1, -1], np.int64), "sp": np.array([2, 1], np.int64)}),
+    "pad_reflect": ([node("Pad", ["x", "pads"], ["y"], mode="reflect")], {"x": (1, 2, 5, 5)},
+                    {"pads": np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)}),
+    "split_unequal": ([node("Split", ["x", "sizes"], ["a", "b"], axis=1)], {"x": (2, 7)},
+                      {"sizes": np.array([3, 4], np.int64)}),
+    "reduce_mean_axes_input": ([node("ReduceMean", ["x", "axes"], ["y"], keepdims=0)], {"x": (2, 3, 4)},
+                               {"axes": np.array([1], np.int64)}),
+    "hard_sigmoid_custom": ([node("HardSigmoid", ["x"], ["y"], alpha=0.3, beta=0.4)], {"x": (3, 8)}, {}),
+    "clip_relu6": ([node("Clip", ["x", "lo", "hi"], ["y"])], {"x": (3, 8)},
+                   {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}),
+    "is_nan_to_zero": ([node("Div", ["x", "x"], ["q"]), node("IsNaN", ["q"], ["m"]),
+                        node("Where", ["m", "zero", "q"], ["y"])], {"x": (3, 4)},
+                       {"zero": np.array(0.0, np.float32)}),
+    "depth_to_space_crd": ([node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD")], {"x": (1, 8, 3, 3)}, {}),
+}
+
+
+def feeds_for(inputs, seed=1):
+    g = np.random.default_rng(seed)
+    return {k: g.standard_normal(s).astype(np.float32) for k, s in inputs.items()}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_op_matches_onnxruntime(case):
+    nodes, inputs, inits, *opset = CASES[case]
+    outputs = [o for o in nodes[-1].output]
+    model = graph_model(nodes, inputs, outputs, inits, *(opset or []))
+    feeds = feeds_for(inputs)
+    if case == "is_nan_to_zero":
+        feeds["x"][0, 0] = 0.0  # 0/0 is NaN
+    assert_matches_ort(model, feeds)
+
+
+def _rnn(op, direction, layout=0, hidden=5, features=4, seq=6, batch=2, lbr=None):
+    dirs = 2 if direction == "bidirectional" else 1
+    gates = 4 if op == "LSTM" else 3
+    attrs = dict(hidden_size=hidden, direction=direction, layout=layout)
+    if lbr is not None:
+        attrs["linear_before_reset"] = lbr
+    outs = ["Y", "Y_h"]
+    nodes = [node(op, ["x", "w", "r", "b"], outs, **attrs)]
+    inits = {"w": r(dirs, gates * hidden, features) * 0.5, "r": r(dirs, gates * hidden, hidden) * 0.5,
+             "b": r(dirs, 2 * gates * hidden) * 0.5}
+    shape = (seq, batch, features) if layout == 0 else (batch, seq, features)
+    return graph_model(nodes, {"x": shape}, outs, inits), {"x": r(*shape)}
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_lstm_matches_onnxruntime(direction):
+    model, feeds = _rnn("LSTM", direction)
+    edge = assert_matches_ort(model, feeds)
+    assert "UNIDIRECTIONAL_SEQUENCE_LSTM" not in op_counts(edge)  # unrolled for the default GPU/NPU targets
+
+
+@pytest.mark.parametrize("direction, lbr", [("forward", 1), ("forward", 0), ("bidirectional", 1), ("reverse", 0)])
+def test_gru_matches_onnxruntime(direction, lbr):
+    model, feeds = _rnn("GRU", direction, lbr=lbr)
+    assert_matches_ort(model, feeds)
