@@ -13,14 +13,16 @@ OPSET = 18
 TYPES = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.bool_: TensorProto.BOOL}
 
 
-def graph_model(nodes, inputs: dict[str, tuple], outputs: list[str], initializers: dict[str, np.ndarray] | None = None,
+def graph_model(nodes, inputs: dict[str, tuple], outputs, initializers: dict[str, np.ndarray] | None = None,
                 opset: int = OPSET, dtypes: dict[str, type] | None = None) -> onnx.ModelProto:
-    """A model from nodes; inputs {name: shape} (float32 unless `dtypes` says), outputs by name (types inferred)."""
+    """A model from nodes; inputs {name: shape} (float32 unless `dtypes` says), outputs by name (types inferred)
+    or {name: shape} (float32, for ops shape inference cannot see through)."""
     dtypes = dtypes or {}
     graph = helper.make_graph(
         nodes, "g",
         [helper.make_tensor_value_info(n, TYPES[dtypes.get(n, np.float32)], list(s)) for n, s in inputs.items()],
-        [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None) for n in outputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(outputs[n])) if isinstance(outputs, dict)
+         else helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None) for n in outputs],
         [numpy_helper.from_array(np.asarray(v), name=k) for k, v in (initializers or {}).items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 9
