@@ -8,8 +8,8 @@ the main pipeline, followed by a cleanup, and the delegate plan records the resi
                              (axes that move together merge; GPUs and NPUs take rank <= 4)
     broadcast_to_mul         BROADCAST_TO(x, [2,4,3])                  MUL(x, ones[1,1,3])   (x * 1 == x exactly)
     gather_to_slice          GATHER(x, [1,3,5], axis=1)             STRIDED_SLICE(x, begin 1, stride 2, axis 1)
-    unroll_lstm              UNIDIRECTIONAL_SEQUENCE_LSTM              per step: FULLY_CONNECTED, SPLIT, LOGISTIC,
-                                                                       TANH, MUL, ADD (no fused-LSTM kernel off
+    unroll_lstm              UNIDIRECTIONAL_SEQUENCE_LSTM              per step: FULLY_CONNECTED, SPLIT_V,
+                                                                       LOGISTIC, TANH, SPLIT, MUL, ADD (no fused-LSTM kernel off
                                                                        the CPU); REVERSE_V2 on its input or
                                                                        output becomes the order of the steps
 """
@@ -216,9 +216,12 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
     reversals = [r for r in readers if _time_reversal(r, time_axis)]
     need_y = y in graph.outputs or len(reversals) < len(readers)
 
-    w_x = _const(f"{e.base}/w_x", np.concatenate([w.data for w in w_in], axis=0))
-    w_h = _const(f"{e.base}/w_h", np.concatenate([w.data for w in w_rec], axis=0))
-    bias = _const(f"{e.base}/bias", np.concatenate([b.data for b in biases], axis=0))
+    # Gates stacked as (input, forget, output | cell): one LOGISTIC covers the first three, one TANH the last.
+    order = [0, 1, 3, 2]
+    w_x = _const(f"{e.base}/w_x", np.concatenate([w_in[k].data for k in order], axis=0))
+    w_h = _const(f"{e.base}/w_h", np.concatenate([w_rec[k].data for k in order], axis=0))
+    bias = _const(f"{e.base}/bias", np.concatenate([biases[k].data for k in order], axis=0))
+    sizes = _const(f"{e.base}/gate_sizes", np.array([3 * hidden, hidden], np.int32))
     # The input projection of every step in one FULLY_CONNECTED, then one slice per step.
     flat = e.reshape(x, [steps * batch if time_major else batch * steps, features])
     proj = e.op("FULLY_CONNECTED", [flat, w_x, bias], [flat.shape[0], 4 * hidden], dtype,
@@ -243,12 +246,12 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
                        fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=False,
                        asymmetric_quantize_inputs=False)
             z = e.op("ADD", [z, rec], [batch, 4 * hidden], dtype, fused_activation_function="NONE")
-        i_g, f_g, g_g, o_g = e.outs("SPLIT", [gate_axis, z], [[batch, hidden]] * 4, dtype, num_splits=4)
+        sig, g_g = e.outs("SPLIT_V", [z, sizes, gate_axis], [[batch, 3 * hidden], [batch, hidden]], dtype,
+                          num_splits=2)
         shape = [batch, hidden]
-        i_g = e.op("LOGISTIC", [i_g], shape, dtype)
+        sig = e.op("LOGISTIC", [sig], [batch, 3 * hidden], dtype)
         g_g = e.op("TANH", [g_g], shape, dtype)
-        o_g = e.op("LOGISTIC", [o_g], shape, dtype)
-        f_g = e.op("LOGISTIC", [f_g], shape, dtype)
+        i_g, f_g, o_g = e.outs("SPLIT", [gate_axis, sig], [shape] * 3, dtype, num_splits=3)
         kept = e.op("MUL", [f_g, c], shape, dtype, fused_activation_function="NONE")
         c = e.op("ADD", [kept, e.op("MUL", [i_g, g_g], shape, dtype, fused_activation_function="NONE")], shape,
                  dtype, fused_activation_function="NONE")
