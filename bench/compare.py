@@ -119,6 +119,14 @@ def onnx_runner(model, inputs, path: str, threads: int):
     return lambda: session.run(None, feeds)
 
 
+def write_results(path: str, text: str) -> None:
+    """Write a results file (making its folder) and print it."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    print(text)
+
+
 def machine() -> str:
     cpu = platform.processor() or "unknown cpu"
     try:

@@ -84,7 +84,7 @@ def main() -> int:
         run = phase(RUN, path, ref)
     w = conv["weights"]
     sys.path.insert(0, os.path.join(ROOT, "bench"))
-    from compare import machine
+    from compare import machine, write_results
 
     lines = [
         "# A model past 2 GB", "",
@@ -108,10 +108,7 @@ def main() -> int:
               "of the weights (it re-lays them out for its kernels), so a run needs about twice the weight bytes; "
               "the conversion itself streams the weights to the file without copying them."]
     text = "\n".join(lines) + "\n"
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
-    print(text)
+    write_results(args.out, text)
     return 0
 
 

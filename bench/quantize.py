@@ -29,7 +29,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import litert_torch  # noqa: E402
-from compare import machine, time_interleaved, tflite_latency  # noqa: E402
+from compare import machine, time_interleaved, tflite_latency, write_results  # noqa: E402
 from tests.models import zoo  # noqa: E402
 
 MODES = ["float", "fp16", "dynamic-int8", "int8"]
@@ -193,10 +193,7 @@ def main() -> int:
     shapes = shapes_rows(args.runs)
     rows = zoo_rows(args.models, args.runs, args.eval)
     text = render(rows, shapes, args)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
-    print(text)
+    write_results(args.out, text)
     return 0
 
 

@@ -71,8 +71,7 @@ def convert(
     """
     targets = (target,) if isinstance(target, str) else tuple(target)
     check_targets(targets)
-    if quantize is None and (calibration_data is not None or quantized_io or keep_float):
-        raise ValueError("calibration_data, quantized_io and keep_float apply only with quantize=...")
+    _check_quantize_options(quantize, calibration_data, quantized_io, keep_float)
     report = progress or (lambda stage: None)
     start = time.perf_counter()
     if buckets is not None:
@@ -85,6 +84,15 @@ def convert(
     edge = _write(_assemble(parts, bucket_info), num_threads)
     log.info("converted %s: %d signature(s), %d bytes in %.2fs", type(module).__name__, len(parts),
              len(edge._bytes), time.perf_counter() - start)
+    return _maybe_quantize(edge, quantize, calibration_data, quantized_io, keep_float, report)
+
+
+def _check_quantize_options(quantize, calibration_data, quantized_io, keep_float) -> None:
+    if quantize is None and (calibration_data is not None or quantized_io or keep_float):
+        raise ValueError("calibration_data, quantized_io and keep_float apply only with quantize=...")
+
+
+def _maybe_quantize(edge: EdgeModel, quantize, calibration_data, quantized_io, keep_float, report) -> EdgeModel:
     if quantize is None:
         return edge
     report("quantize")
@@ -293,6 +301,7 @@ def convert_onnx(
 
     targets = (target,) if isinstance(target, str) else tuple(target)
     check_targets(targets)
+    _check_quantize_options(quantize, calibration_data, quantized_io, keep_float)
     report = progress or (lambda stage: None)
     report("read")
     proto = onnx_frontend.load(model)
@@ -321,12 +330,4 @@ def convert_onnx(
     report("write")
     part = _Part(DEFAULT_SIGNATURE, graph, lowered.input_names, lowered.output_names, io, plan)
     edge = _write(_assemble([part]), num_threads)
-    if quantize is None:
-        if calibration_data is not None or quantized_io or keep_float:
-            raise ValueError("calibration_data, quantized_io and keep_float apply only with quantize=...")
-        return edge
-    report("quantize")
-    from litert_torch.quantization import quantize as quantize_model
-
-    return quantize_model(edge, quantize, calibration_data=calibration_data, quantized_io=quantized_io,
-                          keep_float=keep_float)
+    return _maybe_quantize(edge, quantize, calibration_data, quantized_io, keep_float, report)

@@ -34,6 +34,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from litert_torch import ir
+from litert_torch.delegates.plan import Fallback
 from litert_torch.errors import CalibrationError, ModelInputError, QuantizationError
 
 MODES = ("fp16", "dynamic-int8", "int8")
@@ -47,15 +48,9 @@ WEIGHT_OPS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV
               "EMBEDDING_LOOKUP", "GATHER"}
 
 
-@dataclass
-class FloatOp:
-    """An op the quantized model still computes in float, and why."""
-
-    op: int
-    opcode: str
-    reason: str
-    node: str | None = None
-    location: str | None = None
+# An op the quantized model still computes in float, and why: the same record as a delegate-plan fallback
+# (op index, opcode, reason, PyTorch node and source line).
+FloatOp = Fallback
 
 
 @dataclass

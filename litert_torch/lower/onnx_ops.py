@@ -346,34 +346,34 @@ def conv_transpose(ctx, node, inputs, attrs):
                                              list(attrs.get("output_padding", [0] * spatial)), attrs.get("group", 1))
 
 
-@onnx_op("MaxPool")
-def max_pool(ctx, node, inputs, attrs):
-    """as aten.max_pool2d (pads, ceil_mode; no dilation)."""
-    x = inputs[0]
+def _pool_window(ctx, node, x, attrs):
+    """(kernel, strides, symmetric pads) of a pooling node; asymmetric pads are refused."""
     kernel = list(attrs["kernel_shape"])
     strides = list(attrs.get("strides", [1] * len(kernel)))
     pads = _pads(ctx, node, x, attrs, kernel, strides, [1] * len(kernel))
     if any(b != e for b, e in pads):
-        raise ctx.fail("MaxPool with asymmetric pads has no lowering yet")
-    if len(node.meta["val"] if isinstance(node.meta["val"], tuple) else [1]) > 1 and node.meta["val"][1] is not None:
+        raise ctx.fail(f"{node.op_type} with asymmetric pads has no lowering yet")
+    return kernel, strides, [b for b, _ in pads]
+
+
+@onnx_op("MaxPool")
+def max_pool(ctx, node, inputs, attrs):
+    """as aten.max_pool2d (pads, ceil_mode; no dilation)."""
+    x = inputs[0]
+    kernel, strides, pads = _pool_window(ctx, node, x, attrs)
+    if 1 in node.used:
         raise ctx.fail("MaxPool's indices output has no lowering")
-    y = aten_fn(aten.max_pool2d.default)(ctx, sub(node, out_shape(node), x.dtype), x, kernel, strides,
-                                          [b for b, _ in pads], attrs.get("dilations", [1, 1]),
-                                          bool(attrs.get("ceil_mode", 0)))
-    return y
+    return aten_fn(aten.max_pool2d.default)(ctx, sub(node, out_shape(node), x.dtype), x, kernel, strides, pads,
+                                            attrs.get("dilations", [1, 1]), bool(attrs.get("ceil_mode", 0)))
 
 
 @onnx_op("AveragePool")
 def avg_pool(ctx, node, inputs, attrs):
     """as aten.avg_pool2d (pads, ceil_mode, count_include_pad)."""
     x = inputs[0]
-    kernel = list(attrs["kernel_shape"])
-    strides = list(attrs.get("strides", [1] * len(kernel)))
-    pads = _pads(ctx, node, x, attrs, kernel, strides, [1] * len(kernel))
-    if any(b != e for b, e in pads):
-        raise ctx.fail("AveragePool with asymmetric pads has no lowering yet")
-    return aten_fn(aten.avg_pool2d.default)(ctx, node, x, kernel, strides, [b for b, _ in pads],
-                                            bool(attrs.get("ceil_mode", 0)), bool(attrs.get("count_include_pad", 0)))
+    kernel, strides, pads = _pool_window(ctx, node, x, attrs)
+    return aten_fn(aten.avg_pool2d.default)(ctx, node, x, kernel, strides, pads, bool(attrs.get("ceil_mode", 0)),
+                                            bool(attrs.get("count_include_pad", 0)))
 
 
 @onnx_op("GlobalAveragePool")
