@@ -176,3 +176,36 @@ def run_on_xla(module: torch.nn.Module, input_sets: list[tuple[tuple, dict]], *,
         outputs.append(pytree.tree_unflatten(flat, out_spec))
     label = f"xla-{jax.default_backend()}" + (" (TPU matmul precision emulated)" if tpu_precision else "")
     return label, outputs
+
+
+def torch_tpu_unavailable() -> str | None:
+    """Why the module cannot run on torch-tpu's `tpu` device here, or None when it can."""
+    if importlib.util.find_spec("torch_tpu") is None:
+        return "torch-tpu is not installed (it runs on TPU hosts)"
+    try:
+        importlib.import_module("torch_tpu")  # registers the `tpu` device with PyTorch
+        torch.empty(1, device="tpu")
+    except Exception as exc:  # installed, but no TPU (or no working runtime) on this host
+        return f"torch-tpu cannot allocate on a tpu device: {type(exc).__name__}: {exc}"
+    return None
+
+
+def run_on_torch_tpu(module: torch.nn.Module, input_sets: list[tuple[tuple, dict]],
+                     device: str = "tpu") -> tuple[str, list[Any]]:
+    """(backend label, outputs per input set) for `module` itself on torch-tpu's `tpu` device: a copy of the
+    module and each input set moved there, run eagerly, the outputs brought back to the CPU (`device` names
+    another device for the same steps)."""
+    import copy
+
+    import torch.utils._pytree as pytree
+
+    device = torch.device(device)
+    moved = copy.deepcopy(module).to(device)
+    to_device = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    to_cpu = lambda v: v.detach().cpu() if isinstance(v, torch.Tensor) else v  # noqa: E731
+    outputs = []
+    with torch.no_grad():
+        for args, kwargs in input_sets:
+            result = moved(*pytree.tree_map(to_device, tuple(args)), **pytree.tree_map(to_device, dict(kwargs)))
+            outputs.append(pytree.tree_map(to_cpu, result))
+    return f"torch-{device.type}", outputs

@@ -255,10 +255,16 @@ def _output_names(edge_model) -> list[str] | None:
 def _cloud_backend(module, input_sets, references, atol, rtol, tpu_precision: bool, names) -> BackendResult:
     """The module on XLA through torchax + JAX (the `cloud` extra). When that stack is missing or cannot run
     the model, the backend is reported as skipped with the reason — never faked."""
-    from litert_torch.runtime.cloud import run_on_xla
+    from litert_torch.runtime.cloud import run_on_torch_tpu, run_on_xla, torch_tpu_unavailable
 
+    # On a TPU host with torch-tpu, the module itself runs on the `tpu` device (TPU precision is then real, not
+    # emulated); elsewhere, the module through torchax on JAX's default backend.
+    why_not_tpu = torch_tpu_unavailable() if not tpu_precision else "TPU precision is emulated on XLA"
     try:
-        label, outputs = run_on_xla(module, input_sets, tpu_precision=tpu_precision)
+        if why_not_tpu is None:
+            label, outputs = run_on_torch_tpu(module, input_sets)
+        else:
+            label, outputs = run_on_xla(module, input_sets, tpu_precision=tpu_precision)
     except ImportError as exc:
         return BackendResult("cloud-xla", "skipped",
                              f"the XLA path needs torchax and jax (pip install 'litert-torch-direct[cloud]'): "
@@ -272,7 +278,7 @@ def _cloud_backend(module, input_sets, references, atol, rtol, tpu_precision: bo
         ref_leaves = [_as_numpy(v) for v in pytree.tree_leaves(plain(reference))]
         got_leaves = [_as_numpy(v) for v in pytree.tree_leaves(plain(got))]
         results = _merge(results, comparisons, ref_leaves, got_leaves)
-    return BackendResult(f"cloud-{label}", "ran", None, results)
+    return BackendResult(f"cloud-{label}", "ran", why_not_tpu and f"not torch-tpu: {why_not_tpu}", results)
 
 
 # ---- first divergent node ----------------------------------------------------------------------------------------

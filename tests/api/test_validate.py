@@ -48,6 +48,8 @@ def test_cloud_backend_runs_or_says_why_not():
         return
     assert cloud.status == "ran" and cloud.backend.startswith("cloud-xla-")  # the backend that really ran
     assert cloud.passed, report.render()
+    # Not the torch-tpu device path, and the report says why (no torch-tpu on this machine).
+    assert cloud.reason.startswith("not torch-tpu: torch-tpu")
 
 
 def test_tpu_precision_emulation_shows_the_drift():
@@ -182,3 +184,17 @@ def test_html_report_of_a_passing_model():
     assert report.passed and report.layers and all(layer.passed for layer in report.layers)
     tags, text = _parse_html(report.to_html())
     assert "svg" in tags and "PASS" in text and "100% / 100%" in text
+
+
+def test_the_torch_tpu_steps_on_another_device():
+    """The torch-tpu path's steps (copy the module, move inputs, run, bring outputs back) on the CPU device:
+    this machine has no TPU, so the real device is only named."""
+    from litert_torch.runtime.cloud import run_on_torch_tpu, torch_tpu_unavailable
+
+    assert "not installed" in torch_tpu_unavailable()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+    sets = [((torch.randn(2, 4),), {}), ((torch.randn(2, 4),), {})]
+    label, outputs = run_on_torch_tpu(model, sets, device="cpu")
+    assert label == "torch-cpu"
+    for (args, _), out in zip(sets, outputs):
+        assert torch.equal(out, model(*args))
