@@ -231,25 +231,26 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
     axis = _const(f"{e.base}/time_axis", np.array(time_axis, np.int32))
     step_shape = [1, batch, 4 * hidden] if time_major else [batch, 1, 4 * hidden]
     per_step = e.outs("SPLIT", [axis, proj], [step_shape] * steps, dtype, num_splits=steps) if steps > 1 else [proj]
-    gate_axis = _const(f"{e.base}/gate_axis", np.array(1, np.int32))
+    # Every per-step tensor keeps the step's rank-3 shape ([1, B, n] or [B, 1, n]): no RESHAPE per step.
+    gate_axis = _const(f"{e.base}/gate_axis", np.array(2, np.int32))
     order = range(steps - 1, -1, -1) if reverse_in else range(steps)
+    unit = [1, batch] if time_major else [batch, 1]
+    shape = [*unit, hidden]
     # The cell starts at zero: a constant, so that every step reads its forget gate (a SPLIT output nobody
     # reads is never allocated, which tools that read every tensor trip on). The hidden state starts at zero
     # too; its recurrent product is zero and is skipped.
     h = None
-    c = _const(f"{e.base}/c0", np.zeros((batch, hidden), dtype))
+    c = _const(f"{e.base}/c0", np.zeros(shape, dtype))
     hs: dict[int, ir.Tensor] = {}
     for t in order:
-        z = e.reshape(per_step[t], [batch, 4 * hidden])
+        z = per_step[t]
         if h is not None:
-            rec = e.op("FULLY_CONNECTED", [h, w_h, None], [batch, 4 * hidden], dtype,
-                       fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=False,
+            rec = e.op("FULLY_CONNECTED", [h, w_h, None], [*unit, 4 * hidden], dtype,
+                       fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=True,
                        asymmetric_quantize_inputs=False)
-            z = e.op("ADD", [z, rec], [batch, 4 * hidden], dtype, fused_activation_function="NONE")
-        sig, g_g = e.outs("SPLIT_V", [z, sizes, gate_axis], [[batch, 3 * hidden], [batch, hidden]], dtype,
-                          num_splits=2)
-        shape = [batch, hidden]
-        sig = e.op("LOGISTIC", [sig], [batch, 3 * hidden], dtype)
+            z = e.op("ADD", [z, rec], [*unit, 4 * hidden], dtype, fused_activation_function="NONE")
+        sig, g_g = e.outs("SPLIT_V", [z, sizes, gate_axis], [[*unit, 3 * hidden], shape], dtype, num_splits=2)
+        sig = e.op("LOGISTIC", [sig], [*unit, 3 * hidden], dtype)
         g_g = e.op("TANH", [g_g], shape, dtype)
         i_g, f_g, o_g = e.outs("SPLIT", [gate_axis, sig], [shape] * 3, dtype, num_splits=3)
         kept = e.op("MUL", [f_g, c], shape, dtype, fused_activation_function="NONE")
@@ -264,8 +265,7 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
         if steps == 1:
             e.ops.append(reshape_op(ordered[0], out, op.source))
             return
-        pieces = [e.reshape(h, [1, batch, hidden] if time_major else [batch, 1, hidden]) for h in ordered]
-        e.ops.append(ir.Op("CONCATENATION", pieces, [out], {"axis": time_axis, "fused_activation_function": "NONE"},
+        e.ops.append(ir.Op("CONCATENATION", ordered, [out], {"axis": time_axis, "fused_activation_function": "NONE"},
                            op.source))
 
     if need_y:
