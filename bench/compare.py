@@ -42,11 +42,11 @@ SIZE_TARGET = 1.0
 # Why a model can miss a target, for the results file. Facts about our output, not about one run's numbers.
 NOTES = {
     "lstm_2layer": "With the default targets (cpu, gpu, npu) our LSTM is unrolled into per-step ops that GPUs "
-                   "and NPUs take, and XNNPACK too: the same kind of graph as the official converter's (~450 ops "
-                   "against ~510), so the latency is close to it. Below 0.5x would need far fewer ops per step; "
-                   "the fused UNIDIRECTIONAL_SEQUENCE_LSTM (convert with target='cpu') runs on the builtin kernel, "
-                   "slower than XNNPACK's unrolled graph at this size (hidden 32, 16 steps) and faster at hidden "
-                   "256 and 64 steps (~0.65x on one thread).",
+                   "and NPUs take, and XNNPACK too: the same kind of graph as the official converter's, with fewer "
+                   "ops (table above) but not faster per step at this size (hidden 32, 16 steps), where each op's "
+                   "fixed cost dominates. Below 0.5x would need a fused kernel XNNPACK lacks; the fused "
+                   "UNIDIRECTIONAL_SEQUENCE_LSTM (convert with target='cpu') runs on the builtin kernel, slower "
+                   "here and faster at hidden 256 and 64 steps (~0.65x on one thread).",
     "bilstm": "As for lstm_2layer: unrolled by default, the REVERSE_V2 of the backward direction folded into the "
               "order of the steps.",
     "shufflenet_v2_x1_0": "Both files run the same 56 convolutions through XNNPACK; what differs is data movement: "
