@@ -1,17 +1,20 @@
 """Dynamic dimensions: `convert(..., dynamic_shapes={"x": {0: Dim("batch", max=64)}})`.
 
 The model is traced with the dynamic dimensions (torch.export checks that nothing specialises them), then
-lowered twice with static sample inputs of two different sizes. The two graphs must have the same ops; where
-their tensors differ in size the dimension is dynamic (-1 in the shape signature), and where a constant
-operand differs it encodes a size, which is rewritten so that the runtime computes it:
+lowered twice with static inputs of two different sizes: the dimensions' maxima and one less when they are
+bounded (at most MAX_LOWERING_EXTENT), else the sample's size and one more. The two graphs must have the same
+ops; where their tensors differ in size the dimension is dynamic (-1 in the shape signature), and where a
+constant operand differs it encodes a size, which is rewritten so that the runtime computes it:
 
-    RESHAPE new_shape   one dynamic entry -> -1; several -> a shape tensor built from SHAPE of the input
+    RESHAPE new_shape   one dynamic entry -> -1; several -> a shape tensor built from SHAPE of the inputs
     SLICE size          an entry that spans the whole dynamic axis -> -1
     STRIDED_SLICE end   an end at the whole dynamic axis -> that axis's end_mask bit
+    a growing constant  (a position table or mask: the shorter lowering's is a prefix of the longer's) -> the
+                        constant built at the maximum, SLICEd to the run-time sizes of the model's inputs
 
-Any other size-dependent constant (a mask or a position table built for one length, say) cannot follow the
-size: the conversion stops with an error naming the op and the PyTorch source line. The runtime resizes the
-inputs on each call (EdgeModel accepts any size in range on a dynamic axis).
+Any other size-dependent constant cannot follow the size: the conversion stops with an error naming the op and
+the PyTorch source line. The runtime resizes the inputs on each call (EdgeModel accepts any size in range on a
+dynamic axis).
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ def second_sizes(dims: dict[str, Any], sample: dict[str, int]) -> dict[str, int]
     return out
 
 
+def _int_const(name: str, values: list[int]) -> ir.Tensor:
+    arr = np.array(values, np.int32)
+    return ir.Tensor(name, arr.shape, np.int32, arr)
+
+
 def _where(op: ir.Op) -> str:
     s = op.source
     if s is None:
@@ -49,8 +57,8 @@ def _where(op: ir.Op) -> str:
 
 
 class _Merger:
-    def __init__(self, a: ir.Graph, b: ir.Graph, dims: str):
-        self.a, self.b, self.dims = a, b, dims
+    def __init__(self, a: ir.Graph, b: ir.Graph, dims: str, a_at_max: bool = False):
+        self.a, self.b, self.dims, self.a_at_max = a, b, dims, a_at_max
         self.pairs: dict[int, ir.Tensor] = {}  # id(tensor of a) -> its twin in b
         self.new_ops: list[tuple[int, list[ir.Op]]] = []
 
@@ -104,9 +112,56 @@ class _Merger:
                 op.inputs[2] = self._whole_axis(op, twin, t, u, "size", -1)
             elif op.opcode == "STRIDED_SLICE" and k == 2:
                 self._strided_end(op, twin, t, u)
+            elif self._is_prefix(t, u) or self._is_prefix(u, t):
+                if not (self.a_at_max and self._is_prefix(t, u)):
+                    raise self.fail(op, f"its constant operand {k} ({t.name}) grows with the input size; give the "
+                                        f"dynamic dimensions a maximum (Dim(..., max=N), N <= {MAX_LOWERING_EXTENT}) "
+                                        "so that it is built for the longest input")
+                op.inputs[k] = self._sliced_constant(index, op, t, u)
             else:
                 raise self.fail(op, f"its constant operand {k} ({t.name}, shape {list(t.shape)}) changes with the "
                                     "input size")
+
+    @staticmethod
+    def _is_prefix(t: ir.Tensor, u: ir.Tensor) -> bool:
+        """`u` is `t` cut short along some axes (a table or mask built for a shorter input)."""
+        if t.data.ndim != u.data.ndim or any(b > a for a, b in zip(t.data.shape, u.data.shape)):
+            return False
+        return np.array_equal(t.data[tuple(slice(0, n) for n in u.data.shape)], u.data)
+
+    def _runtime_dim(self, op, size_a: int, size_b: int, ops: list, name: str) -> ir.Tensor:
+        """A [1] int32 tensor holding, at run time, the model input dimension that is size_a here and size_b in
+        the other lowering."""
+        for t in self.a.inputs:
+            u = self.pairs.get(id(t))
+            for m in range(t.rank):
+                if u is not None and t.shape[m] == size_a and u.shape[m] == size_b:
+                    shape_t = ir.Tensor(f"{name}/shape_of_{t.name}", (t.rank,), np.int32)
+                    ops.append(ir.Op("SHAPE", [t], [shape_t], {"out_type": "INT32"}, op.source))
+                    piece = ir.Tensor(f"{name}/{t.name}_dim{m}", (1,), np.int32)
+                    ops.append(ir.Op("SLICE", [shape_t, _int_const(f"{piece.name}/begin", [m]),
+                                               _int_const(f"{piece.name}/size", [1])], [piece], {}, op.source))
+                    return piece
+        raise self.fail(op, f"a constant grows with a size ({size_a} vs {size_b}) that is no dimension of the "
+                            "model's inputs")
+
+    def _sliced_constant(self, index: int, op: ir.Op, t: ir.Tensor, u: ir.Tensor) -> ir.Tensor:
+        """SLICE of the constant `t` (built at the maximum sizes) to the run-time sizes of its growing axes."""
+        ops: list[ir.Op] = []
+        pieces = []
+        for axis, (a, b) in enumerate(zip(t.data.shape, u.data.shape)):
+            if a == b:
+                pieces.append(_int_const(f"{t.name}/size{axis}", [a]))
+            else:
+                pieces.append(self._runtime_dim(op, a, b, ops, f"{t.name}/size{axis}"))
+        size = ir.Tensor(f"{t.name}/runtime_size", (t.rank,), np.int32)
+        ops.append(ir.Op("CONCATENATION", pieces, [size], {"axis": 0, "fused_activation_function": "NONE"},
+                         op.source))
+        out = ir.Tensor(f"{t.name}/sliced", t.shape, t.dtype,
+                        shape_signature=tuple(-1 if a != b else a for a, b in zip(t.data.shape, u.data.shape)))
+        ops.append(ir.Op("SLICE", [t, _int_const(f"{t.name}/begin", [0] * t.rank), size], [out], {}, op.source))
+        self.new_ops.append((index, ops))
+        return out
 
     def _whole_axis(self, op, twin, t, u, what: str, replacement: int) -> ir.Tensor:
         """A per-axis constant whose differing entries are the whole axis in both graphs: set them to
@@ -192,17 +247,23 @@ class _Merger:
         self.new_ops.append((index, ops))
 
 
-def merge(a: ir.Graph, b: ir.Graph, dims: list[str]) -> None:
-    """Make graph `a` (lowered at the sample size) run at any size, given `b` (the same model lowered with the
-    dynamic dimensions at another size). Raises ConversionError naming what cannot follow the size."""
-    _Merger(a, b, ", ".join(dims)).run()
+def merge(a: ir.Graph, b: ir.Graph, dims: list[str], a_at_max: bool = False) -> None:
+    """Make graph `a` run at any size, given `b` (the same model lowered with the dynamic dimensions at another
+    size; `a_at_max`: `a` is at their maximum sizes). Raises ConversionError naming what cannot follow the size."""
+    _Merger(a, b, ", ".join(dims), a_at_max).run()
     # An op's output may have been sized by a constant the merge made dynamic; mark it from its inputs' shapes
     # as the twin shows (already done by _pair), and keep the graph outputs' signatures.
 
 
+# Dimensions bounded at most this large are lowered at their maximum, so that constants that grow with them
+# (position tables, masks) are built for the longest input and sliced at run time.
+MAX_LOWERING_EXTENT = 8192
+
+
 def lower_twice(lower: Callable[[tuple, dict], Any], args: tuple, kwargs: dict, uses, dims: dict) -> Any:
-    """Lower at the sample size and at a second size; returns the first lowering, made dynamic."""
-    from litert_torch.buckets import resized
+    """Lower at two sizes of every dynamic dimension (their maxima when bounded, else the sample's) and merge;
+    returns the first lowering, made dynamic."""
+    from litert_torch.buckets import dim_bounds, resized
 
     sample = {}
     for use in uses:
@@ -210,11 +271,18 @@ def lower_twice(lower: Callable[[tuple, dict], Any], args: tuple, kwargs: dict, 
         size = int(value.shape[use.axis])
         if sample.setdefault(use.dim, size) != size:
             raise ConversionError(f"the sample inputs give {use.dim} two sizes ({sample[use.dim]} and {size})")
-    other = second_sizes(dims, sample)
-    args_b, kwargs_b = args, kwargs
-    for name, size in other.items():
-        args_b, kwargs_b = resized(args_b, kwargs_b, uses, name, size)
-    first = lower(args, kwargs)
+    at_max = all(dim_bounds(d)[1] <= MAX_LOWERING_EXTENT for d in dims.values())
+    first_sizes = {name: dim_bounds(d)[1] for name, d in dims.items()} if at_max else sample
+    second_sizes_ = second_sizes(dims, {**sample, **first_sizes})
+    for name, size in sample.items():
+        low, high = dim_bounds(dims[name])
+        if not low <= size <= high:
+            raise ConversionError(f"the sample inputs give {name} = {size}, outside its range [{low}, {high}]")
+    args_a, kwargs_a, args_b, kwargs_b = args, kwargs, args, kwargs
+    for name in dims:
+        args_a, kwargs_a = resized(args_a, kwargs_a, uses, name, first_sizes[name])
+        args_b, kwargs_b = resized(args_b, kwargs_b, uses, name, second_sizes_[name])
+    first = lower(args_a, kwargs_a)
     second = lower(args_b, kwargs_b)
-    merge(first.graph, second.graph, sorted(dims))
+    merge(first.graph, second.graph, sorted(dims), at_max)
     return first

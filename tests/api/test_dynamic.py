@@ -49,9 +49,42 @@ class Specialises(nn.Module):
         return x * 2 if x.shape[0] == 2 else x
 
 
-def test_sizes_baked_into_constants_name_the_op_and_line():
-    with pytest.raises(litert_torch.ConversionError, match=r"ADD.*test_dynamic.py:\d+.*depends on the size of seq"):
-        litert_torch.convert(WithPositions(), (torch.randn(2, 5),), dynamic_shapes={"x": {1: Dim("seq", max=16)}})
+def test_constants_that_grow_with_a_bounded_size_are_sliced_at_run_time():
+    model = WithPositions()
+    edge = litert_torch.convert(model, (torch.randn(2, 5),), dynamic_shapes={"x": {1: Dim("seq", min=2, max=16)}})
+    for seq in (2, 5, 11, 16):
+        x = torch.randn(2, seq)
+        assert_matches(model(x), edge(x))
+
+
+def test_growing_constants_of_an_unbounded_size_name_the_op_and_line():
+    with pytest.raises(litert_torch.ConversionError,
+                       match=r"ADD.*test_dynamic.py:\d+.*grows with the input size; give the dynamic dimensions a "
+                             r"maximum"):
+        litert_torch.convert(WithPositions(), (torch.randn(2, 5),), dynamic_shapes={"x": {1: Dim("seq", min=2)}})
+
+
+class Scrambled(nn.Module):
+    def forward(self, x):
+        return x + torch.arange(x.shape[1], dtype=x.dtype).flip(0)  # not a prefix of the longest table
+
+
+def test_size_dependent_constants_that_are_no_prefix_are_refused():
+    with pytest.raises(litert_torch.ConversionError, match=r"changes with the input size.*depends on the size"):
+        litert_torch.convert(Scrambled(), (torch.randn(2, 5),), dynamic_shapes={"x": {1: Dim("seq", max=16)}})
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_hugging_face_transformers_with_a_dynamic_sequence(name):
+    from tests.models import zoo
+
+    case = next(c for c in zoo.MODELS if c.name == name)
+    torch.manual_seed(0)
+    model = zoo.build(case)
+    edge = litert_torch.convert(model, tuple(case.inputs(1)), dynamic_shapes=({1: Dim("seq", min=2, max=64)},))
+    for seq in (3, 17, 64):
+        ids = torch.randint(0, 100, (1, seq))
+        assert_matches(model(ids), edge(ids))
 
 
 def test_a_model_that_specialises_the_size_is_refused_by_export():
