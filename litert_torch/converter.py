@@ -283,6 +283,7 @@ def convert_onnx(
     model: Any,
     *,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    dynamic_dims: dict[str, dict[int, int]] | None = None,
     num_threads: int | None = None,
     channel_last_io: bool = False,
     target: str | tuple[str, ...] = ("cpu", "gpu", "npu"),
@@ -294,7 +295,8 @@ def convert_onnx(
 ) -> EdgeModel:
     """Convert an ONNX model (a path or an onnx.ModelProto) to a LiteRT model: the same IR, passes, delegate
     plan, metadata and quantization as `convert`. Inputs with symbolic dimensions need `input_shapes`
-    ({name: shape}). The EdgeModel takes the graph's inputs positionally (or by name) and returns its
+    ({name: shape}), or `dynamic_dims` ({name: {axis: max size}}) to keep them dynamic in the model, handled
+    as `convert` handles dynamic_shapes (`litert_torch.dynamic`; sizes 1 to max). The EdgeModel takes the graph's inputs positionally (or by name) and returns its
     outputs (a tuple when there are several). Raises OnnxError for unreadable or unsupported files and
     UnsupportedOpsError listing every op without a lowering, with the node names."""
     from litert_torch.frontend import onnx_frontend
@@ -306,12 +308,29 @@ def convert_onnx(
     report("read")
     proto = onnx_frontend.load(model)
     report("lower")
-    lowered = onnx_frontend.lower_onnx(proto, input_shapes)
+
+    def lower_and_optimize(shapes):
+        lowered = onnx_frontend.lower_onnx(proto, shapes)
+        nhwc = channel_last_io_pass.apply(lowered.graph) if channel_last_io else ([], [])
+        run_pipeline(lowered.graph)
+        return lowered, nhwc, delegate_aware(lowered.graph, targets)
+
+    if dynamic_dims:
+        from litert_torch import dynamic
+
+        at_max, one_less = onnx_frontend.dynamic_input_shapes(proto, input_shapes, dynamic_dims)
+        lowered, (nhwc_inputs, nhwc_outputs), plan = lower_and_optimize(at_max)
+        other, _, _ = lower_and_optimize(one_less)
+        dynamic.merge(lowered.graph, other.graph, [f"{n}[{a}]" for n, axes in dynamic_dims.items() for a in axes],
+                      a_at_max=True)
+        replanned = plan_for(lowered.graph, targets)  # the dynamic shapes change what NPUs take
+        for name, target_plan in replanned.targets.items():
+            target_plan.before, target_plan.rewrites = plan.targets[name].before, plan.targets[name].rewrites
+        plan = replanned
+    else:
+        lowered, (nhwc_inputs, nhwc_outputs), plan = lower_and_optimize(input_shapes)
     report("optimize")
     graph = lowered.graph
-    nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(graph) if channel_last_io else ([], [])
-    run_pipeline(graph)
-    plan = delegate_aware(graph, targets)
     n_in, n_out = len(lowered.input_names), len(lowered.output_names)
     in_spec = pytree.tree_flatten((tuple(range(n_in)), {}))[1]
     out_spec = pytree.tree_flatten(tuple(range(n_out)) if n_out > 1 else 0)[1]

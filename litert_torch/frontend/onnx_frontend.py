@@ -142,8 +142,42 @@ def _concrete_inputs(onnx, proto, input_shapes: dict[str, tuple] | None):
         symbolic = [d.dim_param or "?" for d in dims if not d.HasField("dim_value")]
         if symbolic:
             raise OnnxError(f"input {inp.name} has dynamic dimensions {symbolic}: give concrete shapes with "
-                            f"input_shapes={{'{inp.name}': (...)}} (CLI: --input {inp.name}=1x3x224x224)")
+                            f"input_shapes={{'{inp.name}': (...)}} (CLI: --input {inp.name}=1x3x224x224), or keep "
+                            f"them dynamic with dynamic_dims={{'{inp.name}': {{axis: max}}}}")
     return graph_inputs
+
+
+def dynamic_input_shapes(proto, input_shapes: dict | None, dynamic_dims: dict) -> tuple[dict, dict]:
+    """Two concrete input-shape sets for a model with dynamic dimensions: every dynamic axis at its maximum,
+    then at one less (the rest from `input_shapes` or the model's fixed dimensions)."""
+    initializers = {t.name for t in proto.graph.initializer}
+    inputs = {i.name: i for i in proto.graph.input if i.name not in initializers}
+    unknown = sorted(set(dynamic_dims) - set(inputs))
+    if unknown:
+        raise OnnxError(f"dynamic_dims names {unknown}, which are not inputs of the model ({sorted(inputs)})")
+    at_max, one_less = {}, {}
+    for name, inp in inputs.items():
+        dims = inp.type.tensor_type.shape.dim
+        given = list((input_shapes or {}).get(name, []))
+        axes = {int(a) % len(dims): int(m) for a, m in dynamic_dims.get(name, {}).items()}
+        if not axes and not given:
+            continue  # static, or reported by lower_onnx
+        shape = []
+        for axis, d in enumerate(dims):
+            if axis in axes:
+                if axes[axis] < 2:
+                    raise OnnxError(f"dynamic dimension {name}[{axis}] needs a maximum of at least 2")
+                shape.append(axes[axis])
+            elif given:
+                shape.append(int(given[axis]))
+            elif d.HasField("dim_value"):
+                shape.append(d.dim_value)
+            else:
+                raise OnnxError(f"input {name} dimension {axis} ({d.dim_param or '?'}) is symbolic: give it in "
+                                "input_shapes or dynamic_dims")
+        at_max[name] = tuple(shape)
+        one_less[name] = tuple(s - 1 if axis in axes else s for axis, s in enumerate(shape))
+    return at_max, one_less
 
 
 @dataclass

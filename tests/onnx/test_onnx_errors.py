@@ -68,3 +68,23 @@ def test_dynamic_dimensions_need_shapes(tmp_path):
     assert code == 2 and "--input x=" in output
     code, output = run("convert", path, "-o", tmp_path / "dyn.tflite", "--input", "x=4x3", "--validate")
     assert code == 0 and "onnxruntime-cpu" in output and "validation: PASS" in output
+
+
+def test_dynamic_dimensions_stay_dynamic_when_asked():
+    from tests.onnx.helpers import run_ort
+
+    w = np.random.default_rng(1).standard_normal((3, 5)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["r"]),
+         helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Reshape", ["r", "s5"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", "seq", 3])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 5])],
+        [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(np.array([-1, 5], np.int64), "s5")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    edge = litert_torch.convert_onnx(model, dynamic_dims={"x": {0: 4, 1: 32}})
+    for batch, seq in ((1, 1), (2, 7), (4, 32)):
+        x = np.random.default_rng(batch).standard_normal((batch, seq, 3)).astype(np.float32)
+        (expected,) = run_ort(model, {"x": x})
+        np.testing.assert_allclose(np.asarray(edge(x)), expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(OnnxError, match="not inputs of the model"):
+        litert_torch.convert_onnx(model, dynamic_dims={"z": {0: 4}})
