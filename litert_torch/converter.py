@@ -175,9 +175,15 @@ def _convert_signature(key: str, module, sample_args, sample_kwargs, channel_las
     if isinstance(module, torch.export.ExportedProgram):
         raise ConversionError("dynamic_shapes apply to an nn.Module; an ExportedProgram carries its own")
     report("export")
-    # Traced once with the dynamic dimensions, so that torch.export rejects a model that specialises them.
-    export_module(module, sample_args, sample_kwargs, dynamic_shapes=dynamic_shapes)
     uses, dims = buckets.dim_uses(module, sample_args, sample_kwargs or {}, dynamic_shapes)
+    # Traced once with the dynamic dimensions, so that torch.export rejects a model that specialises them (at a
+    # size of at least 2: torch.export takes a sample size of 0 or 1 for a constant).
+    traced_args, traced_kwargs = sample_args, sample_kwargs or {}
+    for use in uses:
+        value = traced_args[use.where] if isinstance(use.where, int) else traced_kwargs[use.where]
+        if value.shape[use.axis] < 2 and buckets.dim_bounds(dims[use.dim])[1] >= 2:
+            traced_args, traced_kwargs = buckets.resized(traced_args, traced_kwargs, uses, use.dim, 2)
+    export_module(module, traced_args, traced_kwargs, dynamic_shapes=dynamic_shapes)
     part = dynamic.lower_twice(
         lambda args, kwargs: _convert_static(key, module, args, kwargs, channel_last_io, targets, report),
         sample_args, sample_kwargs or {}, uses, dims)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -96,6 +97,9 @@ def cli() -> None:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The .tflite file to write.")
 @click.option("--input", "input_specs", multiple=True, metavar="NAME=DIMS:DTYPE",
               help="A sample input, e.g. x=1x3x224x224:float32 (repeatable); needed when SOURCE gives none.")
+@click.option("--dynamic", "dynamic_specs", multiple=True, metavar="NAME:AXIS=DIM:MAX",
+              help="Keep an input axis dynamic up to MAX, e.g. input_ids:1=seq:512 (repeatable; inputs naming the "
+                   "same DIM share it).")
 @click.option("--channel-last-io", is_flag=True, help="NHWC image inputs and outputs (no TRANSPOSE at the edges).")
 @click.option("--target", default="cpu,gpu,npu", show_default=True,
               help="Delegate targets to plan for (cpu, gpu, npu); the plan is printed and stored in the model.")
@@ -115,7 +119,7 @@ def cli() -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @common_options
 @handled
-def convert(source, output, input_specs, channel_last_io, target, npu_target, quantize, calibration, quantized_io,
+def convert(source, output, input_specs, dynamic_specs, channel_last_io, target, npu_target, quantize, calibration, quantized_io,
             keep_float, validate_, as_json, force, quiet, debug):
     from litert_convert.sources import OnnxSource, load_source, sample_inputs
 
@@ -154,8 +158,11 @@ def convert(source, output, input_specs, channel_last_io, target, npu_target, qu
                   "write": "writing the flatbuffer", "quantize": "quantizing"}
         start = time.perf_counter()
         validation_inputs = None  # a quantized model is checked on its calibration data, not random draws
+        dynamic = _parse_dynamic(dynamic_specs)
         if isinstance(src.model, OnnxSource):
             edge = litert_torch.convert_onnx(src.model.path, input_shapes=shapes or None,
+                                             dynamic_dims={name: {axis: high for axis, (_, high) in axes.items()}
+                                                           for name, axes in dynamic.items()} or None,
                                              channel_last_io=channel_last_io, target=targets,
                                              progress=lambda stage: status.update(stages.get(stage, stage)))
         elif isinstance(src.model, litert_torch.SignatureSet):
@@ -167,6 +174,7 @@ def convert(source, output, input_specs, channel_last_io, target, npu_target, qu
                                      progress=lambda stage: status.update(stage))
         else:
             edge = litert_torch.convert(src.model, args, kwargs, channel_last_io=channel_last_io, target=targets,
+                                        dynamic_shapes=_dynamic_shapes(dynamic),
                                         progress=lambda stage: status.update(stages.get(stage, stage)))
         if isinstance(src.model, OnnxSource):  # calibration files are checked against these shapes
             import numpy as np
@@ -237,6 +245,39 @@ def convert(source, output, input_specs, channel_last_io, target, npu_target, qu
         click.echo(json.dumps(summary, indent=1, sort_keys=True))
     if failed:
         raise Failure("the converted model departs from PyTorch beyond the tolerance (see the table above)")
+
+
+_DYNAMIC = re.compile(r"^(?P<name>[A-Za-z_]\w*):(?P<axis>\d+)=(?P<dim>[A-Za-z_]\w*):(?P<max>\d+)$")
+
+
+def _parse_dynamic(specs) -> dict[str, dict[int, tuple[str, int]]]:
+    """--dynamic NAME:AXIS=DIM:MAX specs as {input: {axis: (dim name, max)}}."""
+    out: dict[str, dict[int, tuple[str, int]]] = {}
+    maxima: dict[str, int] = {}
+    for spec in specs:
+        match = _DYNAMIC.match(spec.strip())
+        if not match:
+            raise BadInput(f"malformed --dynamic {spec!r}", "write it as NAME:AXIS=DIM:MAX, e.g. input_ids:1=seq:512")
+        dim, high = match.group("dim"), int(match.group("max"))
+        if maxima.setdefault(dim, high) != high:
+            raise BadInput(f"--dynamic gives {dim} two maxima ({maxima[dim]} and {high})")
+        if high < 2:
+            raise BadInput(f"--dynamic {spec!r}: the maximum must be at least 2")
+        out.setdefault(match.group("name"), {})[int(match.group("axis"))] = (dim, high)
+    return out
+
+
+def _dynamic_shapes(dynamic: dict[str, dict[int, tuple[str, int]]]):
+    """torch.export dynamic_shapes for the parsed --dynamic specs (one Dim per name, shared by inputs)."""
+    if not dynamic:
+        return None
+    from torch.export import Dim
+
+    dims = {}
+    for axes in dynamic.values():
+        for name, high in axes.values():
+            dims.setdefault(name, Dim(name, min=1, max=high))
+    return {inp: {axis: dims[name] for axis, (name, _) in axes.items()} for inp, axes in dynamic.items()}
 
 
 def _validate(model, edge, args, kwargs, per_layer=None, **options):

@@ -228,3 +228,17 @@ def test_convert_a_source_with_several_signatures(tmp_path):
     assert set(EdgeModel.load(out).signatures) == {"encode", "decode"}
     code, output = run("convert", f"{FIXTURES}:two_signatures", "-o", out, "--force", "--validate")
     assert code == 2 and "several signatures" in output
+
+
+def test_convert_with_a_dynamic_axis(tmp_path):
+    out = tmp_path / "dyn.tflite"
+    code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", out, "--dynamic", "x:0=batch:8", "--validate")
+    assert code == 0, output
+    from litert_torch import EdgeModel
+
+    edge = EdgeModel.load(out)
+    for batch in (1, 5, 8):
+        x = torch.randn(batch, 3, 8, 8)
+        assert edge(x).shape == (batch, 2)
+    code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", out, "--force", "--dynamic", "x:0")
+    assert code == 2 and "malformed --dynamic" in output

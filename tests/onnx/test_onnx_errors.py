@@ -68,6 +68,12 @@ def test_dynamic_dimensions_need_shapes(tmp_path):
     assert code == 2 and "--input x=" in output
     code, output = run("convert", path, "-o", tmp_path / "dyn.tflite", "--input", "x=4x3", "--validate")
     assert code == 0 and "onnxruntime-cpu" in output and "validation: PASS" in output
+    code, output = run("convert", path, "-o", tmp_path / "dyn.tflite", "--force", "--dynamic", "x:0=batch:8")
+    assert code == 0, output
+    loaded = litert_torch.EdgeModel.load(tmp_path / "dyn.tflite")
+    for batch in (1, 6):
+        x = np.random.default_rng(batch).standard_normal((batch, 3)).astype(np.float32)
+        assert np.array_equal(np.asarray(loaded(x)), np.maximum(x, 0))
 
 
 def test_dynamic_dimensions_stay_dynamic_when_asked():
