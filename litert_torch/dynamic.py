@@ -27,16 +27,14 @@ from litert_torch import ir
 from litert_torch.errors import ConversionError
 
 
-def second_sizes(dims: dict[str, Any], sample: dict[str, int]) -> dict[str, int]:
-    """For each dynamic dim, a second size within its bounds that differs from the sample's."""
+def second_sizes(dims: dict[str, Any], first: dict[str, int]) -> dict[str, int]:
+    """For each dynamic dim, a second size within its bounds that differs from `first`'s (itself in range)."""
     from litert_torch.buckets import dim_bounds
 
     out = {}
     for name, dim in dims.items():
         low, high = dim_bounds(dim)
-        size = sample[name]
-        if not low <= size <= high:
-            raise ConversionError(f"the sample inputs give {name} = {size}, outside its range [{low}, {high}]")
+        size = first[name]
         other = size + 1 if size + 1 <= high else size - 1
         if other < max(low, 1) or other == size:
             raise ConversionError(f"{name} has a single possible size ({size}); it needs no dynamic dimension")
@@ -251,8 +249,6 @@ def merge(a: ir.Graph, b: ir.Graph, dims: list[str], a_at_max: bool = False) -> 
     """Make graph `a` run at any size, given `b` (the same model lowered with the dynamic dimensions at another
     size; `a_at_max`: `a` is at their maximum sizes). Raises ConversionError naming what cannot follow the size."""
     _Merger(a, b, ", ".join(dims), a_at_max).run()
-    # An op's output may have been sized by a constant the merge made dynamic; mark it from its inputs' shapes
-    # as the twin shows (already done by _pair), and keep the graph outputs' signatures.
 
 
 # Dimensions bounded at most this large are lowered at their maximum, so that constants that grow with them
@@ -271,13 +267,13 @@ def lower_twice(lower: Callable[[tuple, dict], Any], args: tuple, kwargs: dict, 
         size = int(value.shape[use.axis])
         if sample.setdefault(use.dim, size) != size:
             raise ConversionError(f"the sample inputs give {use.dim} two sizes ({sample[use.dim]} and {size})")
-    at_max = all(dim_bounds(d)[1] <= MAX_LOWERING_EXTENT for d in dims.values())
-    first_sizes = {name: dim_bounds(d)[1] for name, d in dims.items()} if at_max else sample
-    second_sizes_ = second_sizes(dims, {**sample, **first_sizes})
     for name, size in sample.items():
         low, high = dim_bounds(dims[name])
         if not low <= size <= high:
             raise ConversionError(f"the sample inputs give {name} = {size}, outside its range [{low}, {high}]")
+    at_max = all(dim_bounds(d)[1] <= MAX_LOWERING_EXTENT for d in dims.values())
+    first_sizes = {name: dim_bounds(d)[1] for name, d in dims.items()} if at_max else sample
+    second_sizes_ = second_sizes(dims, first_sizes)
     args_a, kwargs_a, args_b, kwargs_b = args, kwargs, args, kwargs
     for name in dims:
         args_a, kwargs_a = resized(args_a, kwargs_a, uses, name, first_sizes[name])
