@@ -14,6 +14,7 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 from litert_torch import ir
+from litert_torch.files import atomic_file
 from litert_torch.flatbuffer import schema as tables
 
 FILE_IDENTIFIER = b"TFL3"
@@ -215,9 +216,6 @@ def _align(n: int) -> int:
 def write_model(model: ir.Model, path: str) -> int:
     """Write `model` to `path` atomically with every constant after the flatbuffer, streamed from its array
     (no copy of the weights is made). Returns the file size. Works at any size; `convert` uses it past 2 GB."""
-    import os
-    import tempfile
-
     buffers = _Buffers(external=True)
     obj = build_model(model, buffers)
     head = _pack(obj)
@@ -233,25 +231,12 @@ def write_model(model: ir.Model, path: str) -> int:
         head = packed
     else:
         raise RuntimeError("the flatbuffer's length did not settle while placing the external buffers")
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".litert_", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(head)
-            for index, flat in buffers.payloads:
-                f.write(b"\0" * (obj.buffers[index].offset - f.tell()))
-                f.write(memoryview(flat))
-            size = f.tell()
-            f.flush()
-            os.fsync(f.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path) as f:
+        f.write(head)
+        for index, flat in buffers.payloads:
+            f.write(b"\0" * (obj.buffers[index].offset - f.tell()))
+            f.write(memoryview(flat))
+        size = f.tell()
     return size
 
 

@@ -22,7 +22,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from litert_torch.errors import ModelInputError
-from litert_torch.files import write_atomic
+from litert_torch.files import atomic_file, write_atomic
 from litert_torch.flatbuffer.reader import read_metadata
 from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, decode_source_map, read_json
 
@@ -146,15 +146,8 @@ class EdgeModel:
             return
         if os.path.abspath(path) == os.path.abspath(self._path):
             return
-        directory = os.path.dirname(os.path.abspath(path))
-        tmp = os.path.join(directory, f".litert_{os.getpid()}_{id(self)}.tmp")
-        try:
-            shutil.copyfile(self._path, tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with open(self._path, "rb") as src, atomic_file(path) as dst:
+            shutil.copyfileobj(src, dst, 16 << 20)
 
     @property
     def metadata(self) -> dict[str, bytes]:
