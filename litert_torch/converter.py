@@ -69,8 +69,7 @@ def convert(
     `channel_last_io=True` makes rank-4 (image) inputs and outputs NHWC in the model and in EdgeModel calls
     (the model then needs no TRANSPOSE at its edges); other inputs and outputs are unchanged.
     """
-    targets = (target,) if isinstance(target, str) else tuple(target)
-    check_targets(targets)
+    targets = _targets(target)
     _check_quantize_options(quantize, calibration_data, quantized_io, keep_float)
     report = progress or (lambda stage: None)
     start = time.perf_counter()
@@ -85,6 +84,12 @@ def convert(
     log.info("converted %s: %d signature(s), %d bytes in %.2fs", type(module).__name__, len(parts),
              len(edge._bytes), time.perf_counter() - start)
     return _maybe_quantize(edge, quantize, calibration_data, quantized_io, keep_float, report)
+
+
+def _targets(target: str | tuple[str, ...]) -> tuple[str, ...]:
+    targets = (target,) if isinstance(target, str) else tuple(target)
+    check_targets(targets)
+    return targets
 
 
 def _check_quantize_options(quantize, calibration_data, quantized_io, keep_float) -> None:
@@ -135,8 +140,7 @@ class SignatureSet:
         """One EdgeModel holding every signature (options as for `convert`, applied to each)."""
         if not self._entries:
             raise ValueError("no signatures: add them with .signature(name, module, sample_args)")
-        targets = (target,) if isinstance(target, str) else tuple(target)
-        check_targets(targets)
+        targets = _targets(target)
         report = progress or (lambda stage: None)
         parts = []
         for name, module, args, kwargs in self._entries:
@@ -307,8 +311,7 @@ def convert_onnx(
     UnsupportedOpsError listing every op without a lowering, with the node names."""
     from litert_torch.frontend import onnx_frontend
 
-    targets = (target,) if isinstance(target, str) else tuple(target)
-    check_targets(targets)
+    targets = _targets(target)
     _check_quantize_options(quantize, calibration_data, quantized_io, keep_float)
     report = progress or (lambda stage: None)
     report("read")
