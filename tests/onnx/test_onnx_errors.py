@@ -94,3 +94,17 @@ def test_dynamic_dimensions_stay_dynamic_when_asked():
         np.testing.assert_allclose(np.asarray(edge(x)), expected, rtol=1e-5, atol=1e-6)
     with pytest.raises(OnnxError, match="not inputs of the model"):
         litert_torch.convert_onnx(model, dynamic_dims={"z": {0: 4}})
+
+
+def test_onnx_models_take_the_same_quantization_options():
+    w = np.random.default_rng(2).standard_normal((64, 256)).astype(np.float32)
+    model = graph_model([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
+                        {"x": (2, 64)}, ["y"], {"w": w})
+    float_edge = litert_torch.convert_onnx(model)
+    edge = litert_torch.convert_onnx(model, quantize="dynamic-int8")
+    assert edge.quantization.mode == "dynamic-int8"
+    assert len(float_edge.flatbuffer) / len(edge.flatbuffer) > 2.5
+    x = np.random.default_rng(3).standard_normal((2, 64)).astype(np.float32)
+    expected = np.maximum(x @ w, 0)
+    assert np.abs(np.asarray(edge(x)) - expected).max() <= 0.1 * np.abs(expected).max()
+    assert all(entry["target"].startswith("onnx::") for entry in edge.source_map if entry)
