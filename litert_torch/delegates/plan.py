@@ -1,5 +1,5 @@
 """The delegate plan: for each target (cpu = XNNPACK, gpu, npu), which ops the delegate takes and why not the
-others, the partitions (maximal connected regions of delegated ops), and the share of ops and of multiply-
+others, the partitions (the delegated op subsets LiteRT would form), and the share of ops and of multiply-
 accumulates that would run on it. Stored as `litert_torch.delegate_plan` (JSON, docs/DELEGATES.md)."""
 
 from __future__ import annotations
@@ -134,28 +134,30 @@ class DelegatePlan:
 
 
 def _partitions(graph: ir.Graph, delegated: list[bool]) -> list[list[int]]:
-    """Maximal connected regions of delegated ops (connected through the tensors they pass each other)."""
-    parent = list(range(len(graph.ops)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    """The delegated partitions as LiteRT forms them: subsets of ops of one kind (delegated or not), each grown
+    greedily in execution order from the ops whose inputs are ready, the kinds taking turns. Two delegated
+    regions joined only through a fallback op stay two partitions, since the fallback runs between them."""
     producer = {t: i for i, op in enumerate(graph.ops) for t in op.outputs}
-    for i, op in enumerate(graph.ops):
-        if not delegated[i]:
-            continue
-        for t in op.inputs:
-            j = producer.get(t) if t is not None else None
-            if j is not None and delegated[j]:
-                parent[find(i)] = find(j)
-    groups: dict[int, list[int]] = {}
-    for i in range(len(graph.ops)):
-        if delegated[i]:
-            groups.setdefault(find(i), []).append(i)
-    return sorted(groups.values(), key=lambda g: g[0])
+    needs = [{producer[t] for t in op.inputs if t is not None and t in producer} for op in graph.ops]
+    done = [False] * len(graph.ops)
+    left = len(graph.ops)
+    partitions: list[list[int]] = []
+    while left:
+        kind, subset, grew = None, [], True
+        while grew:
+            grew = False
+            for i in range(len(graph.ops)):
+                if done[i] or any(not done[j] for j in needs[i]):
+                    continue
+                if kind is None:
+                    kind = delegated[i]
+                if delegated[i] == kind:
+                    done[i], grew = True, True
+                    subset.append(i)
+                    left -= 1
+        if kind:
+            partitions.append(subset)
+    return partitions
 
 
 def _with_static_weights(graph: ir.Graph) -> list[ir.Op]:
