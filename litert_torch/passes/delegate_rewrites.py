@@ -4,18 +4,26 @@ Each rewrite replaces ops that a delegate rejects by an equivalent form it accep
 serves; `convert(..., target=...)` runs those whose targets it was asked for (`rewrites_for`). They run after
 the main pipeline, followed by a cleanup, and the delegate plan records the residency before and after.
 
-    rank_reduce_transposes   x[1,7,7,2,58] -> TRANSPOSE(0,1,2,4,3)   x[49,2,58] -> TRANSPOSE(0,2,1)
-                             (axes that move together merge; GPUs and NPUs take rank <= 4)
-    broadcast_to_mul         BROADCAST_TO(x, [2,4,3])                  MUL(x, ones[1,1,3])   (x * 1 == x exactly)
-    gather_to_slice          GATHER(x, [1,3,5], axis=1)             STRIDED_SLICE(x, begin 1, stride 2, axis 1)
-    unroll_lstm              UNIDIRECTIONAL_SEQUENCE_LSTM              per step: FULLY_CONNECTED, SPLIT_V,
-                                                                       LOGISTIC, TANH, SPLIT, MUL, ADD (no fused-LSTM kernel off
-                                                                       the CPU); REVERSE_V2 on its input or
-                                                                       output becomes the order of the steps
+    rank_reduce_transposes     x[1,7,7,2,58] -> TRANSPOSE(0,1,2,4,3)   x[49,2,58] -> TRANSPOSE(0,2,1)
+                               (axes that move together merge; GPUs and NPUs take rank <= 4)
+    broadcast_to_mul           BROADCAST_TO(x, [2,4,3])               MUL(x, ones[1,1,3])  (x * 1 == x exactly)
+    gather_to_slice            GATHER(x, [1,3,5], axis=1)             STRIDED_SLICE(x, begin 1, stride 2, axis 1)
+    select_to_bound            SELECT_V2(mask, x, -inf), mask const   MINIMUM(x, where(mask, +inf, -inf))
+    unroll_lstm                UNIDIRECTIONAL_SEQUENCE_LSTM           per step: FULLY_CONNECTED, SPLIT, LOGISTIC,
+                                                                      TANH, MUL, ADD (no fused-LSTM kernel off the
+                                                                      CPU); REVERSE_V2 on its input or output
+                                                                      becomes the order of the steps
+    nearest_upsample_to_depth_to_space
+                               RESIZE_NEAREST_NEIGHBOR(x, 2x)          DEPTH_TO_SPACE(CONCATENATION(x, x, x, x), 2)
+    narrow_splits_and_concats  SPLIT(x) into 16 parts                 SPLIT into 4, each SPLIT into 4
+                               SPLIT_V(x, [96, 32])                   two SLICEs
+                               CONCATENATION of 16 inputs             CONCATENATION of 4 CONCATENATIONs of 4
+                               (XNNPACK's limits: it leaves the wider forms to the builtin kernels)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -152,6 +160,164 @@ def gather_to_slice(graph: ir.Graph) -> int:
     return count
 
 
+# ---- SELECT_V2 with a constant mask as MINIMUM / MAXIMUM ------------------------------------------------------
+def _fill(t: ir.Tensor) -> float | None:
+    """The value of a constant float tensor that holds one value, when it is infinite or the dtype's extreme."""
+    if t is None or not t.is_constant or t.dtype.kind != "f" or t.size == 0:
+        return None
+    values = np.unique(np.asarray(t.data))
+    if values.size != 1:
+        return None
+    value = float(values[0])
+    finfo = np.finfo(t.dtype)
+    return value if abs(value) == math.inf or value in (float(finfo.min), float(finfo.max)) else None
+
+
+def select_to_bound(graph: ir.Graph, max_elements: int = 1 << 20) -> int:
+    """SELECT_V2(mask, x, fill) with a constant mask and fill -inf (or +inf) as MINIMUM(x, bound) (MAXIMUM),
+    bound = +inf (-inf) where x is kept and the fill elsewhere: the masked attention scores of causal and
+    padded attention, in a form XNNPACK and the NPUs take. Exact for every x but NaN. A fill of the dtype's
+    lowest (highest) value is exact but for x = -inf (+inf) at a masked place, which gives -inf there; it is
+    rewritten only where every reader is a SOFTMAX, for which the two are the same. A mask that keeps every
+    element makes the select x itself. Masks above `max_elements` stay (the bound is a float constant)."""
+    count = 0
+    consumers = graph.consumers()
+    for op in list(graph.ops):
+        if op.opcode != "SELECT_V2" or not op.inputs[0].is_constant or op.inputs[0].dtype != np.bool_:
+            continue
+        mask, a, b = op.inputs
+        out = op.outputs[0]
+        keep = np.asarray(mask.data)
+        x, fill = (a, _fill(b)) if not a.is_constant else (b, _fill(a))
+        if x is b:
+            keep = ~keep  # SELECT_V2(mask, fill, x): x where the mask is False
+        if fill is None or x.is_constant or x.dtype != out.dtype or keep.size > max_elements:
+            continue
+        at = graph.ops.index(op)
+        if keep.all() and tuple(x.shape) == tuple(out.shape):
+            graph.ops.pop(at)
+            graph.replace_uses(out, x)
+            count += 1
+            continue
+        if abs(fill) != math.inf and not all(r.opcode == "SOFTMAX" for r in consumers.get(out, [])):
+            continue
+        lower = fill < 0
+        bound = np.where(keep, math.inf if lower else -math.inf, fill).astype(out.dtype)
+        graph.ops[at] = ir.Op("MINIMUM" if lower else "MAXIMUM", [x, _const(f"{out.name}/bound", bound)], [out], {},
+                              op.source, op.value_node)
+        count += 1
+    return count
+
+
+# ---- nearest-neighbour upsampling by an integer factor as DEPTH_TO_SPACE -----------------------------------
+def nearest_upsample_to_depth_to_space(graph: ir.Graph) -> int:
+    """RESIZE_NEAREST_NEIGHBOR (NHWC, no align_corners) that enlarges height and width by the same integer
+    factor k copies every pixel into a k x k block, with or without half-pixel centres (floor((d + 0.5) / k)
+    == floor(d / k)). That is DEPTH_TO_SPACE (block k) of k*k copies of the input side by side along the
+    channels: the same values, in ops XNNPACK takes (it has no nearest-neighbour resize)."""
+    count = 0
+    for op in list(graph.ops):
+        if op.opcode != "RESIZE_NEAREST_NEIGHBOR" or op.options.get("align_corners"):
+            continue
+        x, out = op.inputs[0], op.outputs[0]
+        if x.rank != 4 or out.rank != 4:
+            continue
+        (n, h, w, c), (_, oh, ow, _) = x.shape, out.shape
+        if oh % h or ow % w or oh // h != ow // w or oh // h < 2:
+            continue
+        k = oh // h
+        copies = ir.Tensor(f"{out.name}/copies", [n, h, w, c * k * k], x.dtype, quantization=x.quantization)
+        graph.ops[graph.ops.index(op):graph.ops.index(op) + 1] = [
+            ir.Op("CONCATENATION", [x] * (k * k), [copies], {"axis": 3, "fused_activation_function": "NONE"},
+                  op.source),
+            ir.Op("DEPTH_TO_SPACE", [copies], [out], {"block_size": k}, op.source, op.value_node),
+        ]
+        count += 1
+    return count
+
+
+# ---- SPLIT and CONCATENATION within XNNPACK's arity ----------------------------------------------------------
+MAX_SPLIT = 4  # XNNPACK's even splits take 2, 3 or 4 outputs and its concatenation 2 to 5 inputs
+MAX_CONCAT = 5
+
+
+def _slice(x: ir.Tensor, axis: int, start: int, out: ir.Tensor, source) -> ir.Op:
+    begin = np.zeros(x.rank, np.int32)
+    begin[axis] = start
+    size = np.array(out.shape, np.int32)
+    return ir.Op("SLICE", [x, _const(f"{out.name}/begin", begin), _const(f"{out.name}/size", size)], [out], {},
+                 source)
+
+
+def _split_tree(x: ir.Tensor, axis: int, outs: list[ir.Tensor], source) -> list[ir.Op]:
+    """Equal parts of `x` along `axis` as SPLITs of at most MAX_SPLIT outputs: the first level splits into a
+    divisor's worth of groups, each split again; a prime count of parts above the limit takes one SLICE each."""
+    n = len(outs)
+    if n <= MAX_SPLIT:
+        return [ir.Op("SPLIT", [_const(f"{outs[0].name}/axis", np.array(axis, np.int32)), x], outs,
+                      {"num_splits": n}, source)]
+    groups = next((d for d in range(MAX_SPLIT, 1, -1) if n % d == 0), None)
+    if groups is None:
+        step = outs[0].shape[axis]
+        return [_slice(x, axis, k * step, out, source) for k, out in enumerate(outs)]
+    per = n // groups
+    parts = []
+    for g in range(groups):
+        shape = list(x.shape)
+        shape[axis] = x.shape[axis] // groups
+        parts.append(ir.Tensor(f"{outs[g * per].name}/group", shape, x.dtype, quantization=x.quantization))
+    ops = _split_tree(x, axis, parts, source)
+    for g, part in enumerate(parts):
+        ops += _split_tree(part, axis, outs[g * per:(g + 1) * per], source)
+    return ops
+
+
+def _concat_tree(ins: list[ir.Tensor], axis: int, out: ir.Tensor, options: dict, source) -> list[ir.Op]:
+    """CONCATENATION of many inputs as a tree of at most MAX_CONCAT inputs each (consecutive runs first, the
+    fused activation on the last)."""
+    if len(ins) <= MAX_CONCAT:
+        return [ir.Op("CONCATENATION", ins, [out], dict(options), source)]
+    per = -(-len(ins) // MAX_CONCAT)
+    ops, joined = [], []
+    for g in range(0, len(ins), per):
+        run = ins[g:g + per]
+        if len(run) == 1:
+            joined.append(run[0])
+            continue
+        shape = list(run[0].shape)
+        shape[axis] = sum(t.shape[axis] for t in run)
+        part = ir.Tensor(f"{out.name}/part{g}", shape, out.dtype, quantization=out.quantization)
+        ops += _concat_tree(run, axis, part, {**options, "fused_activation_function": "NONE"}, source)
+        joined.append(part)
+    return ops + _concat_tree(joined, axis, out, options, source)
+
+
+def narrow_splits_and_concats(graph: ir.Graph) -> int:
+    """SPLIT into more than 4 parts as a tree of SPLITs, SPLIT_V as one SLICE per part, CONCATENATION of more
+    than 5 inputs as a tree of CONCATENATIONs: the same data movement in the forms XNNPACK takes, so that
+    the graph is not cut into partitions around them."""
+    count = 0
+    for op in list(graph.ops):
+        new = None
+        if op.opcode == "SPLIT" and len(op.outputs) > MAX_SPLIT and op.inputs[0].is_constant:
+            x = op.inputs[1]
+            new = _split_tree(x, int(op.inputs[0].data) % x.rank, op.outputs, op.source)
+        elif op.opcode == "SPLIT_V" and op.inputs[2].is_constant:
+            x = op.inputs[0]
+            axis = int(op.inputs[2].data) % x.rank
+            starts = np.cumsum([0] + [t.shape[axis] for t in op.outputs])
+            new = [_slice(x, axis, int(start), out, op.source) for start, out in zip(starts, op.outputs)]
+        elif op.opcode == "CONCATENATION" and len(op.inputs) > MAX_CONCAT:
+            out = op.outputs[0]
+            new = _concat_tree(op.inputs, op.options.get("axis", 0) % out.rank, out, op.options, op.source)
+        if new is None:
+            continue
+        at = graph.ops.index(op)
+        graph.ops[at:at + 1] = new
+        count += 1
+    return count
+
+
 # ---- LSTM unrolled into per-step ops ------------------------------------------------------------------------
 class _Emitter:
     """Builds the ops replacing one op, all tagged with its source."""
@@ -216,12 +382,12 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
     reversals = [r for r in readers if _time_reversal(r, time_axis)]
     need_y = y in graph.outputs or len(reversals) < len(readers)
 
-    # Gates stacked as (input, forget, output | cell): one LOGISTIC covers the first three, one TANH the last.
+    # Gates stacked as (input, forget, output, cell): one SPLIT into four, LOGISTIC on the first three, TANH on
+    # the last (XNNPACK splits only into equal parts).
     order = [0, 1, 3, 2]
     w_x = _const(f"{e.base}/w_x", np.concatenate([w_in[k].data for k in order], axis=0))
     w_h = _const(f"{e.base}/w_h", np.concatenate([w_rec[k].data for k in order], axis=0))
     bias = _const(f"{e.base}/bias", np.concatenate([biases[k].data for k in order], axis=0))
-    sizes = _const(f"{e.base}/gate_sizes", np.array([3 * hidden, hidden], np.int32))
     # The input projection of every step in one FULLY_CONNECTED, then one slice per step.
     flat = e.reshape(x, [steps * batch if time_major else batch * steps, features])
     proj = e.op("FULLY_CONNECTED", [flat, w_x, bias], [flat.shape[0], 4 * hidden], dtype,
@@ -249,10 +415,9 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
                        fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=True,
                        asymmetric_quantize_inputs=False)
             z = e.op("ADD", [z, rec], [*unit, 4 * hidden], dtype, fused_activation_function="NONE")
-        sig, g_g = e.outs("SPLIT_V", [z, sizes, gate_axis], [[*unit, 3 * hidden], shape], dtype, num_splits=2)
-        sig = e.op("LOGISTIC", [sig], [*unit, 3 * hidden], dtype)
+        i_g, f_g, o_g, g_g = e.outs("SPLIT", [gate_axis, z], [shape] * 4, dtype, num_splits=4)
+        i_g, f_g, o_g = (e.op("LOGISTIC", [t], shape, dtype) for t in (i_g, f_g, o_g))
         g_g = e.op("TANH", [g_g], shape, dtype)
-        i_g, f_g, o_g = e.outs("SPLIT", [gate_axis, sig], [shape] * 3, dtype, num_splits=3)
         kept = e.op("MUL", [f_g, c], shape, dtype, fused_activation_function="NONE")
         c = e.op("ADD", [kept, e.op("MUL", [i_g, g_g], shape, dtype, fused_activation_function="NONE")], shape,
                  dtype, fused_activation_function="NONE")
@@ -302,7 +467,11 @@ REWRITES: list[Rewrite] = [
     Rewrite("rank_reduce_transposes", ACCELERATORS, rank_reduce_transposes),
     Rewrite("broadcast_to_mul", frozenset({"cpu", "gpu", "npu"}), broadcast_to_mul),
     Rewrite("gather_to_slice", frozenset({"cpu", "gpu", "npu"}), gather_to_slice),
+    Rewrite("select_to_bound", frozenset({"cpu", "npu"}), select_to_bound),
     Rewrite("unroll_lstm", ACCELERATORS, unroll_lstm),
+    Rewrite("nearest_upsample_to_depth_to_space", frozenset({"cpu"}), nearest_upsample_to_depth_to_space),
+    # After the rewrites that write wide SPLITs and CONCATENATIONs (the LSTM's steps, k*k copies).
+    Rewrite("narrow_splits_and_concats", frozenset({"cpu"}), narrow_splits_and_concats),
 ]
 
 

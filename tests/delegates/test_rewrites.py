@@ -164,7 +164,10 @@ def test_evenly_spaced_gather_is_a_slice(index, opcode):
     edge = litert_torch.convert(Pick(), (x,))
     counts = op_counts(edge)
     assert "GATHER" not in counts and counts.get(opcode) == 1, counts
-    assert edge.delegate_plan.targets["cpu"].fully_delegated
+    plans = edge.delegate_plan.targets
+    # XNNPACK slices with unit strides only; the GPU and NPU take the strided slice too.
+    for target in ("gpu", "npu") if opcode == "STRIDED_SLICE" else ("cpu", "gpu", "npu"):
+        assert plans[target].fully_delegated, plans[target].summary()
     assert_matches(Pick()(x), edge(x))
 
 
@@ -177,3 +180,95 @@ def test_unevenly_spaced_gather_stays():
     edge = litert_torch.convert(Pick(), (x,))
     assert op_counts(edge).get("GATHER") == 1
     assert_matches(Pick()(x), edge(x))
+
+
+def runtime_partitions(edge) -> int:
+    from tests.delegates.test_xnnpack_runtime import runtime_partitions as count
+
+    return count(edge.flatbuffer)
+
+
+class MaskedScores(nn.Module):
+    """Attention-style scores with a constant mask filled with `fill`, read by softmax or not."""
+
+    def __init__(self, fill, softmax=True, causal=True):
+        super().__init__()
+        mask = torch.tril(torch.ones(6, 6, dtype=torch.bool)) if causal else torch.ones(6, 6, dtype=torch.bool)
+        self.register_buffer("mask", mask)
+        self.fill, self.softmax = fill, softmax
+
+    def forward(self, q, k):
+        scores = (q @ k.transpose(-1, -2)).masked_fill(~self.mask, self.fill)
+        return scores.softmax(-1) if self.softmax else scores * 2
+
+
+@pytest.mark.parametrize("fill, softmax, causal, expect", [
+    (float("-inf"), False, True, "MINIMUM"),
+    (float("inf"), False, True, "MAXIMUM"),
+    (torch.finfo(torch.float32).min, True, True, "MINIMUM"),
+    (torch.finfo(torch.float32).min, False, True, "SELECT_V2"),  # -inf scores would differ: not rewritten
+    (float("-inf"), True, False, None),  # a mask keeping everything: no op at all
+], ids=["-inf", "+inf", "lowest-softmax", "lowest-other-reader", "keep-all"])
+def test_constant_mask_select_becomes_a_bound(fill, softmax, causal, expect):
+    torch.manual_seed(0)
+    model = MaskedScores(fill, softmax, causal).eval()
+    q, k = torch.randn(2, 6, 4), torch.randn(2, 6, 4)
+    edge = litert_torch.convert(model, (q, k))
+    counts = op_counts(edge)
+    others = {"MINIMUM", "MAXIMUM", "SELECT_V2"} - {expect}
+    assert (expect is None or counts.get(expect) == 1) and not others & set(counts), counts
+    if expect != "SELECT_V2":
+        assert runtime_partitions(edge) == 1 and edge.delegate_plan.targets["cpu"].fully_delegated
+    # The masked places hold the fill itself (infinite without a softmax): compared as values, infinities too.
+    np.testing.assert_allclose(edge(q, k), model(q, k).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_causal_sdpa_is_one_xnnpack_partition():
+    class Causal(nn.Module):
+        def forward(self, q, k, v):
+            return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    q, k, v = (torch.randn(1, 2, 8, 4) for _ in range(3))
+    edge = litert_torch.convert(Causal(), (q, k, v))
+    assert "SELECT_V2" not in op_counts(edge) and runtime_partitions(edge) == 1
+    assert_matches(Causal()(q, k, v), edge(q, k, v))
+
+
+@pytest.mark.parametrize("size, mode, expect", [
+    ((16, 16), "nearest", "DEPTH_TO_SPACE"),
+    ((24, 24), "nearest-exact", "DEPTH_TO_SPACE"),
+    ((16, 24), "nearest", "RESIZE_NEAREST_NEIGHBOR"),  # unequal factors
+    ((12, 12), "nearest", "RESIZE_NEAREST_NEIGHBOR"),  # not an integer factor
+])
+def test_integer_nearest_upsampling_is_depth_to_space(size, mode, expect):
+    class Up(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 3, 3, padding=1)
+
+        def forward(self, x):
+            return self.conv(nn.functional.interpolate(self.conv(x), size=size, mode=mode))
+
+    torch.manual_seed(0)
+    model, x = Up().eval(), torch.randn(1, 3, 8, 8)
+    edge = litert_torch.convert(model, (x,))
+    counts = op_counts(edge)
+    assert counts.get(expect) == 1, counts
+    assert runtime_partitions(edge) == (1 if expect == "DEPTH_TO_SPACE" else 2)
+    assert_matches(model(x), edge(x))
+
+
+def test_wide_splits_and_concats_stay_on_xnnpack():
+    class Wide(nn.Module):
+        def forward(self, x):
+            parts = torch.split(x, 2, dim=1)  # 8 equal parts
+            uneven = torch.split(x, [5, 11], dim=1)  # SPLIT_V
+            odd = torch.split(x[:, :14], 2, dim=1)  # 7 equal parts: a prime count
+            return torch.cat([p * (i + 1) for i, p in enumerate(parts)] + [uneven[0] - 1] + list(odd), dim=1)
+
+    x = torch.randn(2, 16, 3)
+    edge = litert_torch.convert(Wide(), (x,))
+    counts = op_counts(edge)
+    assert "SPLIT_V" not in counts and edge.delegate_plan.targets["cpu"].rewrites["narrow_splits_and_concats"] >= 4
+    assert runtime_partitions(edge) == 1 and edge.delegate_plan.targets["cpu"].fully_delegated
+    assert_matches(Wide()(x), edge(x))

@@ -157,8 +157,9 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("replication_pad2d", lambda: nn.ReplicationPad2d((2, 1, 0, 3)), r(1, 2, 4, 5)),
     OpCase("replication_pad1d", lambda: nn.ReplicationPad1d((1, 4)), r(2, 3, 6)),
     # ---- resize -------------------------------------------------------------------------------------------
+    # An integer factor on both axes leaves as DEPTH_TO_SPACE of copies (nearest_upsample_to_depth_to_space).
     OpCase("upsample_nearest_2x", lambda: nn.Upsample(scale_factor=2, mode="nearest"), r(1, 3, 4, 5),
-           {"RESIZE_NEAREST_NEIGHBOR": 1}),
+           {"DEPTH_TO_SPACE": 1}),
     OpCase("interpolate_nearest_size", fn(lambda x: F.interpolate(x, size=(7, 3))), r(1, 2, 5, 4)),
     OpCase("interpolate_nearest_exact", fn(lambda x: F.interpolate(x, size=(7, 9), mode="nearest-exact")),
            r(1, 2, 5, 4)),
