@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import os
 import platform
@@ -102,6 +103,12 @@ def time_interleaved(runners: dict, runs: int, warmup: int) -> dict[str, list[fl
     return times
 
 
+def load_model(case, weights: str) -> torch.nn.Module:
+    model = case.build()
+    model.load_state_dict(torch.load(weights, weights_only=True)["state"])
+    return model.eval()
+
+
 def p90(values: list[float]) -> float:
     return float(np.percentile(values, 90))
 
@@ -185,15 +192,18 @@ def run(args, threads, cases, work) -> int:
         inputs = case.inputs(1)
         weights = os.path.join(work, f"{name}.pt")
         torch.save({"state": model.state_dict(), "inputs": list(inputs)}, weights)
-        start = time.perf_counter()
-        edge = litert_torch.convert(model, inputs)
-        seconds = time.perf_counter() - start
         ours = os.path.join(work, f"{name}.ours.tflite")
-        edge.export(ours)
+        gc.collect()
+        start = time.perf_counter()
+        litert_torch.convert(model, inputs).export(ours)
+        seconds = time.perf_counter() - start
         with torch.no_grad():
             reference = model(*inputs)
         ref0 = (reference[0] if isinstance(reference, (tuple, list)) else reference).numpy()
-        rows[name] = {"model": model, "inputs": inputs, "ref": ref0, "ours_s": seconds, "ours": ours}
+        # Only the saved weights stay: models kept alive would make every later conversion's garbage collection
+        # walk them (the official side converts each model in a heap of its own size too).
+        rows[name] = {"weights": weights, "inputs": inputs, "ref": ref0, "ours_s": seconds, "ours": ours}
+        del model
         jobs.append({"name": name, "weights": weights, "out": os.path.join(work, f"{name}.official.tflite")})
         print(f"ours: {name}: {seconds:.2f}s", flush=True)
 
@@ -232,7 +242,7 @@ def run(args, threads, cases, work) -> int:
             if has_official:
                 run_off, out_off = tflite_latency(off["path"], arrays, n)
                 runners["official"] = run_off
-            model, inputs = row["model"], row["inputs"]
+            model, inputs = load_model(cases[name], row["weights"]), row["inputs"]
 
             def eager(model=model, inputs=inputs):
                 with torch.inference_mode():

@@ -6,8 +6,10 @@ ops that map to one TFLite builtin (hardswish, gelu, silu, linear, ...) are kept
 
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import Any
+import threading
+from typing import Any, Iterator
 
 import torch
 
@@ -58,6 +60,42 @@ def decomposition_table() -> dict:
     return table
 
 
+_DECOMPOSE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _cia_registry_walked_once() -> Iterator[None]:
+    """While decomposing, torch lists the CompositeImplicitAutograd ops of every op namespace and, for each
+    namespace, first walks the whole C++ registry of such ops again (dozens of identical walks, most of the
+    conversion time of a small model). Nothing registers ops during one decomposition, so within it the walk
+    runs once; the next decomposition walks afresh, as torch needs (custom ops may be registered between
+    conversions). Where torch has no such function, nothing changes."""
+    utils = getattr(getattr(torch, "_export", None), "utils", None)
+    walk = getattr(utils, "_materialize_cpp_cia_ops", None)
+    if walk is None:
+        yield
+        return
+    done = False
+
+    def once() -> None:
+        nonlocal done
+        if not done:
+            walk()
+            done = True
+
+    with _DECOMPOSE_LOCK:
+        utils._materialize_cpp_cia_ops = once
+        try:
+            yield
+        finally:
+            utils._materialize_cpp_cia_ops = walk
+
+
+def decompose(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    with _cia_registry_walked_once():
+        return program.run_decompositions(decomposition_table())
+
+
 def export_module(
     module: torch.nn.Module, args: tuple, kwargs: dict | None = None, *, dynamic_shapes: Any = None
 ) -> torch.export.ExportedProgram:
@@ -65,7 +103,7 @@ def export_module(
     from torch.export.load) is only decomposed."""
     if isinstance(module, torch.export.ExportedProgram):
         try:
-            return module.run_decompositions(decomposition_table())
+            return decompose(module)
         except Exception as exc:
             raise ExportError(f"could not decompose the exported program:\n{type(exc).__name__}: {exc}") from exc
     if not isinstance(module, torch.nn.Module):
@@ -73,7 +111,7 @@ def export_module(
                           f"got {type(module).__name__}")
     try:
         program = torch.export.export(module, tuple(args), kwargs or {}, strict=False, dynamic_shapes=dynamic_shapes)
-        return program.run_decompositions(decomposition_table())
+        return decompose(program)
     except Exception as exc:  # torch.export raises many types; keep its explanation and add the user's line
         where = _user_line_from_traceback(exc)
         lead = f"torch.export could not trace {type(module).__name__}"
