@@ -1,6 +1,10 @@
 """Our entries in `Model.metadata`: the source map and the I/O description. The runtime ignores them; our tools
 read them.
 
+Every entry of ours (these two, `litert_torch.delegate_plan` and `litert_torch.quantization`) is JSON, stored
+zlib-compressed when that is smaller (`encode`; a stored entry starts with "{" when it is plain JSON and with
+zlib's header byte otherwise); `decode` reads both.
+
 `litert_torch.source_map` (JSON, strings interned so that repeated file names and targets cost little):
     {"version": 1, "strings": ["conv2d", "aten.convolution.default", "model.py:12 in forward", "conv1 (Conv2d)"],
      "subgraphs": [{"ops": [[0, 1, 2, 3, -1], ...]}]}
@@ -28,6 +32,7 @@ read them.
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 from litert_torch import ir
@@ -57,7 +62,7 @@ def source_map_json(model: ir.Model) -> bytes:
             ops.append(None if s is None else [intern(s.node), intern(s.target), intern(s.location), intern(s.module),
                                                intern(op.value_node if op.value_node != s.node else None)])
         subgraphs.append({"ops": ops})
-    return _dumps({"version": FORMAT_VERSION, "strings": strings, "subgraphs": subgraphs})
+    return encode({"version": FORMAT_VERSION, "strings": strings, "subgraphs": subgraphs})
 
 
 def decode_source_map(data: Any) -> list[list[dict[str, Any] | None]]:
@@ -80,7 +85,7 @@ def decode_source_map(data: Any) -> list[list[dict[str, Any] | None]]:
 
 
 def io_json(signatures: dict[str, dict[str, Any]]) -> bytes:
-    return _dumps({"version": FORMAT_VERSION, "signatures": signatures})
+    return encode({"version": FORMAT_VERSION, "signatures": signatures})
 
 
 def read_json(model_metadata: dict[str, bytes], key: str) -> Any | None:
@@ -88,10 +93,24 @@ def read_json(model_metadata: dict[str, bytes], key: str) -> Any | None:
     if raw is None:
         return None
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        return decode(raw)
+    except ValueError:
         return None
 
 
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")
+def encode(value: Any) -> bytes:
+    """Compact JSON, zlib-compressed when that is smaller (the source map of a large model shrinks ~10x)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    packed = zlib.compress(text, 9)
+    return packed if len(packed) < len(text) else text
+
+
+def decode(raw: bytes) -> Any:
+    """The value `encode` stored (plain JSON read as it is). Raises ValueError for anything else."""
+    try:
+        if not raw.lstrip().startswith(b"{"):
+            raw = zlib.decompress(raw)
+        return json.loads(raw.decode("utf-8"))
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a litert_torch metadata entry: {exc}") from exc
+

@@ -34,6 +34,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from litert_torch import ir
+from litert_torch import metadata as md
 from litert_torch.delegates.plan import Fallback
 from litert_torch.errors import CalibrationError, ModelInputError, QuantizationError
 
@@ -65,8 +66,11 @@ class QuantizationReport:
     recipe: Any = None
     float_ops: list[FloatOp] = field(default_factory=list)
 
+    def to_json(self) -> dict[str, Any]:
+        return {"version": 1, **asdict(self)}
+
     def to_bytes(self) -> bytes:
-        return json.dumps({"version": 1, **asdict(self)}, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        return md.encode(self.to_json())
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "QuantizationReport":
@@ -279,7 +283,6 @@ def quantize(edge, mode: str | list | os.PathLike = "int8", *, calibration_data:
     `mode`: "fp16", "dynamic-int8", "int8", or an ai-edge-quantizer recipe (list of dicts or JSON path).
     Raises QuantizationError (CalibrationError for bad calibration data) before anything is written.
     """
-    from litert_torch import metadata as md
     from litert_torch.delegates.plan import PLAN_KEY, TARGETS, plan_for
     from litert_torch.flatbuffer.reader import read_metadata, read_model
     from litert_torch.flatbuffer.writer import replace_metadata, serialize

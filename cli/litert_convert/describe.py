@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
 from litert_torch.errors import ModelFileError
 from litert_torch.flatbuffer.reader import read_model
 from litert_torch.delegates.plan import PLAN_KEY, DelegatePlan
-from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, decode_source_map
+from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, decode, decode_source_map
 
 from litert_convert.errors import BadInput
 
@@ -49,7 +48,7 @@ def describe(data: bytes, path: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"bytes": len(raw)}
         if key in (SOURCE_MAP_KEY, IO_KEY, PLAN_KEY):
             try:
-                entry["value"] = json.loads(raw)
+                entry["value"] = decode(raw)
             except ValueError:
                 entry["value"] = None
             if key == SOURCE_MAP_KEY and entry["value"] is not None:

@@ -215,7 +215,7 @@ def convert(source, output, input_specs, dynamic_specs, channel_last_io, target,
             prefix = f"delegate plan [{key}]: " if len(plans) > 1 else "delegate plan: "
             click.echo("\n".join(prefix + line for line in signature_plan.render().splitlines()))
     if edge.quantization is not None:
-        summary["quantization"] = json.loads(edge.quantization.to_bytes())
+        summary["quantization"] = edge.quantization.to_json()
         if not quiet and not as_json:
             click.echo(edge.quantization.summary())
     if npu_target:

@@ -4,11 +4,10 @@ accumulates that would run on it. Stored as `litert_torch.delegate_plan` (JSON, 
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
-from litert_torch import ir
+from litert_torch import ir, metadata
 from litert_torch.delegates import cpu, gpu, npu
 
 PLAN_KEY = "litert_torch.delegate_plan"
@@ -117,7 +116,7 @@ class DelegatePlan:
             for name, p in self.targets.items()}}
 
     def to_bytes(self) -> bytes:
-        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":")).encode("utf-8")
+        return metadata.encode(self.to_json())
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "DelegatePlan":
@@ -220,4 +219,4 @@ def plans_json(default: DelegatePlan, per_signature: dict[str, DelegatePlan] | N
         data["signatures"] = {key: plan.to_json()["targets"] for key, plan in per_signature.items()}
     if buckets:
         data["buckets"] = buckets
-    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return metadata.encode(data)

@@ -7,7 +7,6 @@ where possible. Our metadata entries come back as raw bytes in `Model.metadata`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -16,7 +15,7 @@ from ai_edge_litert import schema_py_generated as schema
 from litert_torch import ir
 from litert_torch.errors import ModelFileError
 from litert_torch.flatbuffer import schema as tables
-from litert_torch.metadata import SOURCE_MAP_KEY, decode_source_map
+from litert_torch.metadata import SOURCE_MAP_KEY, decode, decode_source_map
 
 _ENUM_NAMES = {field: tables.enum_names(cls) for field, cls in tables.ENUM_FIELDS.items()}
 
@@ -160,7 +159,7 @@ def _attach_sources(model: ir.Model) -> None:
     if raw is None:
         return
     try:
-        graphs = decode_source_map(json.loads(raw))
+        graphs = decode_source_map(decode(raw))
     except ValueError:
         return
     for graph, entries in zip(model.subgraphs, graphs):

@@ -1,7 +1,6 @@
 """Bucketed signatures: one static signature per size of a dynamic dimension, weights shared, calls routed by
 shape."""
 
-import json
 
 import pytest
 import torch
@@ -9,6 +8,7 @@ from torch import nn
 from torch.export import Dim
 
 import litert_torch
+from litert_torch import metadata
 from litert_torch.delegates.plan import PLAN_KEY
 from litert_torch.flatbuffer.reader import read_metadata
 from tests.helpers import assert_matches
@@ -48,7 +48,7 @@ def test_batch_buckets_share_weights_and_route_calls():
     assert len(edge.flatbuffer) < 3 * len(single.flatbuffer) - 1.9 * weights  # the weights once, not three times
     with pytest.raises(litert_torch.ModelInputError, match=r"batch in \[1, 2, 4\]"):
         edge(torch.randn(3, 3, 8, 8))
-    plan = json.loads(read_metadata(edge.flatbuffer)[PLAN_KEY])
+    plan = metadata.decode(read_metadata(edge.flatbuffer)[PLAN_KEY])
     assert plan["buckets"] == {"dim": "batch", "sizes": [1, 2, 4], "signatures": ["batch_1", "batch_2", "batch_4"]}
     assert set(edge.delegate_plans) == {"batch_1", "batch_2", "batch_4"}
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import litert_torch
+from litert_torch import metadata
 from litert_torch import EdgeModel, ModelInputError
 from litert_torch.flatbuffer.reader import read_model
 from litert_torch.flatbuffer.writer import serialize
@@ -145,7 +146,7 @@ def test_source_map_names_nodes_and_lines():
     assert logistic["location"].split(" ")[0].endswith("test_edge_model.py:%d" % _line_of("LINE_SIGMOID"))
     conv = next(e for e, op in zip(entries, ops) if op.opcode == "CONV_2D")
     assert conv["module"] == "conv (Conv2d)"
-    assert json.loads(edge.metadata["litert_torch.io"])["signatures"]["serving_default"]["inputs"] == ["x"]
+    assert metadata.decode(edge.metadata["litert_torch.io"])["signatures"]["serving_default"]["inputs"] == ["x"]
 
 
 def _line_of(marker):
@@ -160,3 +161,15 @@ def test_foreign_model_without_our_metadata_runs_positionally():
     bare = EdgeModel(serialize(parsed))
     x = torch.randn(1, 4)
     assert_matches(edge(x), bare(x))
+
+
+def test_metadata_entries_are_compressed_when_smaller_and_plain_files_still_read():
+    big = {"strings": [f"model.py:{i} in forward" for i in range(500)]}
+    packed = metadata.encode(big)
+    assert not packed.startswith(b"{") and len(packed) < len(json.dumps(big)) / 4
+    assert metadata.decode(packed) == big
+    small = {"version": 1}
+    assert metadata.encode(small) == b'{"version":1}'  # compressing would not save a byte
+    assert metadata.decode(b' {"version":1}') == small
+    with pytest.raises(ValueError, match="not a litert_torch metadata entry"):
+        metadata.decode(b"\x00garbage")
