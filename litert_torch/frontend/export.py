@@ -45,6 +45,7 @@ KEEP_WHOLE = (
     aten.upsample_nearest2d.default,
     aten._upsample_nearest_exact2d.vec,
     aten.lstm.input,
+    aten.gru.input,
     aten.reflection_pad1d.default,
     aten.reflection_pad2d.default,
     aten.replication_pad1d.default,

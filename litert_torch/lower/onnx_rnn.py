@@ -7,7 +7,7 @@ import numpy as np
 
 from litert_torch import ir
 from litert_torch.lower.onnx_ops import onnx_op
-from litert_torch.lower.rnn import _lstm_layer, _reverse_time, _time_step
+from litert_torch.lower.rnn import _lstm_layer, _reverse_time, _time_step, unrolled_gru
 
 
 @onnx_op("LSTM")
@@ -78,8 +78,8 @@ def lstm(ctx, node, inputs, attrs):
 
 @onnx_op("GRU")
 def gru(ctx, node, inputs, attrs):
-    """Unrolled over time: one FULLY_CONNECTED for the input projection of all steps, then per step a recurrent
-    FULLY_CONNECTED, SPLIT into the update, reset and candidate gates, LOGISTIC/TANH, and
+    """Unrolled over time (`rnn.unrolled_gru`): one FULLY_CONNECTED for the input projection of all steps, then
+    per step a recurrent FULLY_CONNECTED, SPLIT into the update, reset and candidate gates, LOGISTIC/TANH, and
     h = (1 - z) * n + z * h_prev; both linear_before_reset forms, all directions.
 
     Limits: zero initial state, default activations, no sequence_lens."""
@@ -95,83 +95,34 @@ def gru(ctx, node, inputs, attrs):
     if attrs.get("activations") or attrs.get("clip"):
         raise ctx.fail("GRU with custom activations or clip has no lowering yet")
     hidden = attrs["hidden_size"]
-    lbr = attrs.get("linear_before_reset", 0)
     direction = attrs.get("direction", "forward")
-    time_major = attrs.get("layout", 0) == 0
-    seq, batch, features = (x.shape[0], x.shape[1], x.shape[2]) if time_major else (x.shape[1], x.shape[0], x.shape[2])
-    dtype = x.dtype
     data = lambda v: np.asarray(v.data if isinstance(v, ir.Tensor) else v)  # noqa: E731
     wd, rd = data(w), data(r)
-    bd = data(b) if b is not None else np.zeros((wd.shape[0], 6 * hidden), dtype)
-    fc = dict(fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=False,
-              asymmetric_quantize_inputs=False)
-    shape = [batch, hidden]
-    one = ctx.const(np.array(1.0, dtype), name="one")
-    directions = [direction] if direction != "bidirectional" else ["forward", "reverse"]
-    flat = ctx.reshape(x, [seq * batch, features] if time_major else [batch * seq, features])
-    ys, finals = [], []
-    for d, name in enumerate(directions):
-        proj = ctx.emit("FULLY_CONNECTED", [flat, ctx.const(wd[d].astype(dtype)), ctx.const(bd[d][:3 * hidden]
-                                                                                            .astype(dtype))],
-                        [flat.shape[0], 3 * hidden], dtype, **fc)
-        proj = ctx.reshape(proj, [seq, batch, 3 * hidden] if time_major else [batch, seq, 3 * hidden])
-        time_axis = 0 if time_major else 1
-        step_shape = [1, batch, 3 * hidden] if time_major else [batch, 1, 3 * hidden]
-        steps = ctx.emit_multi("SPLIT", [ctx.const(np.array(time_axis, np.int32), name="time_axis"), proj],
-                               [(step_shape, dtype)] * seq, num_splits=seq) if seq > 1 else [proj]
-        r_w, r_b = ctx.const(rd[d].astype(dtype)), bd[d][3 * hidden:]
-        h = ctx.const(np.zeros(shape, dtype), name="h0")
-        gate_axis = ctx.const(np.array(1, np.int32), name="gate_axis")
-        hs = {}
-        order = range(seq) if name == "forward" else range(seq - 1, -1, -1)
-        for t in order:
-            xz, xr, xh = ctx.emit_multi("SPLIT", [gate_axis, ctx.reshape(steps[t], [batch, 3 * hidden])],
-                                        [(shape, dtype)] * 3, num_splits=3)
-            if lbr:
-                rec = ctx.emit("FULLY_CONNECTED", [h, r_w, ctx.const(r_b.astype(dtype))], [batch, 3 * hidden],
-                               dtype, **fc)
-                hz, hr, hh = ctx.emit_multi("SPLIT", [gate_axis, rec], [(shape, dtype)] * 3, num_splits=3)
-            else:
-                rz_rr = ctx.emit("FULLY_CONNECTED", [h, ctx.const(rd[d][:2 * hidden].astype(dtype)),
-                                                     ctx.const(r_b[:2 * hidden].astype(dtype))],
-                                 [batch, 2 * hidden], dtype, **fc)
-                hz, hr = ctx.emit_multi("SPLIT", [gate_axis, rz_rr], [(shape, dtype)] * 2, num_splits=2)
-            z = ctx.emit("LOGISTIC", [ctx.emit("ADD", [xz, hz], shape, dtype, fused_activation_function="NONE")],
-                         shape, dtype)
-            rg = ctx.emit("LOGISTIC", [ctx.emit("ADD", [xr, hr], shape, dtype, fused_activation_function="NONE")],
-                          shape, dtype)
-            if lbr:
-                cand = ctx.emit("MUL", [rg, hh], shape, dtype, fused_activation_function="NONE")
-            else:
-                reset_h = ctx.emit("MUL", [rg, h], shape, dtype, fused_activation_function="NONE")
-                cand = ctx.emit("FULLY_CONNECTED", [reset_h, ctx.const(rd[d][2 * hidden:].astype(dtype)),
-                                                    ctx.const(r_b[2 * hidden:].astype(dtype))], shape, dtype, **fc)
-            n = ctx.emit("TANH", [ctx.emit("ADD", [xh, cand], shape, dtype, fused_activation_function="NONE")],
-                         shape, dtype)
-            keep = ctx.emit("MUL", [z, h], shape, dtype, fused_activation_function="NONE")
-            new = ctx.emit("MUL", [ctx.emit("SUB", [one, z], shape, dtype, fused_activation_function="NONE"), n],
-                           shape, dtype, fused_activation_function="NONE")
-            h = ctx.emit("ADD", [new, keep], shape, dtype, fused_activation_function="NONE")
-            hs[t] = h
-        finals.append(h)
-        pieces = [ctx.reshape(hs[t], [1, 1, batch, hidden] if time_major else [batch, 1, 1, hidden])
-                  for t in range(seq)]
-        ys.append(pieces)
-    if time_major:
-        per_step = [ctx.emit("CONCATENATION", [ys[d][t] for d in range(len(ys))], [1, len(ys), batch, hidden],
-                             dtype, axis=1, fused_activation_function="NONE") if len(ys) > 1 else ys[0][t]
-                    for t in range(seq)]
-        y = ctx.emit("CONCATENATION", per_step, [seq, len(ys), batch, hidden], dtype, axis=0,
-                     fused_activation_function="NONE") if seq > 1 else per_step[0]
-    else:
-        per_step = [ctx.emit("CONCATENATION", [ys[d][t] for d in range(len(ys))], [batch, 1, len(ys), hidden],
-                             dtype, axis=2, fused_activation_function="NONE") if len(ys) > 1 else ys[0][t]
-                    for t in range(seq)]
-        y = ctx.emit("CONCATENATION", per_step, [batch, seq, len(ys), hidden], dtype, axis=1,
-                     fused_activation_function="NONE") if seq > 1 else per_step[0]
-    h_shape = [1, batch, hidden] if time_major else [batch, 1, hidden]
-    h_parts = [ctx.reshape(f, h_shape) for f in finals]
-    y_h = h_parts[0] if len(h_parts) == 1 else ctx.emit(
-        "CONCATENATION", h_parts, [len(h_parts), batch, hidden] if time_major else [batch, len(h_parts), hidden],
-        dtype, axis=0 if time_major else 1, fused_activation_function="NONE")
+    bd = data(b) if b is not None else np.zeros((wd.shape[0], 6 * hidden), x.dtype)
+    names = [direction] if direction != "bidirectional" else ["forward", "reverse"]
+    reverse = [name == "reverse" for name in names]
+    time_major = attrs.get("layout", 0) == 0
+    states = unrolled_gru(ctx, x, wd, rd, bd, hidden, reverse, time_major=time_major,
+                          linear_before_reset=bool(attrs.get("linear_before_reset", 0)))
+    # Y is [seq, D, batch, H] (layout 0) or [batch, seq, D, H] (layout 1); Y_h [D, batch, H] or [batch, D, H].
+    dir_axis, time_axis = (1, 0) if time_major else (2, 1)
+    seq, batch = len(states[0]), states[0][0].shape[1 if time_major else 0]
+    step_shape = [1, 1, batch, hidden] if time_major else [batch, 1, 1, hidden]
+    per_step = []
+    for t in range(seq):
+        parts = [ctx.reshape(states[d][t], step_shape) for d in range(len(states))]
+        shape = list(step_shape)
+        shape[dir_axis] = len(parts)
+        per_step.append(parts[0] if len(parts) == 1 else ctx.emit(
+            "CONCATENATION", parts, shape, x.dtype, axis=dir_axis, fused_activation_function="NONE"))
+    y_shape = list(per_step[0].shape)
+    y_shape[time_axis] = seq
+    y = per_step[0] if seq == 1 else ctx.emit("CONCATENATION", per_step, y_shape, x.dtype, axis=time_axis,
+                                              fused_activation_function="NONE")
+    finals = [states[d][0] if backwards else states[d][-1] for d, backwards in enumerate(reverse)]
+    h_axis = 0 if time_major else 1
+    h_shape = list(finals[0].shape)
+    h_shape[h_axis] = len(finals)
+    y_h = finals[0] if len(finals) == 1 else ctx.emit("CONCATENATION", finals, h_shape, x.dtype, axis=h_axis,
+                                                      fused_activation_function="NONE")
     return y, y_h

@@ -101,3 +101,143 @@ def lower_lstm(ctx, node, x, hx, params, has_biases, num_layers, dropout, train,
         h_n = stacked[0] if len(stacked) == 1 else ctx.emit(
             "CONCATENATION", stacked, [len(stacked), batch, hidden], x.dtype, axis=0, fused_activation_function="NONE")
     return layer_in, h_n, None
+
+
+
+def unrolled_gru(ctx: LoweringContext, x: ir.Tensor, wd: np.ndarray, rd: np.ndarray, bd: np.ndarray, hidden: int,
+                 reverse: list[bool], *, time_major: bool, linear_before_reset: bool,
+                 initial: list[ir.Tensor] | None = None) -> list[list[ir.Tensor]]:
+    """A GRU layer, every direction, unrolled over time, in ONNX's terms: per direction d, `wd[d]` [3H, F] and
+    `rd[d]` [3H, H] hold the update, reset and candidate gates (z, r, h) and `bd[d]` [6H] the input then the
+    recurrent biases; `reverse[d]` runs it backwards. One FULLY_CONNECTED projects every step's input, then
+    per step a recurrent FULLY_CONNECTED, SPLIT into the gates, LOGISTIC/TANH and h = n + z * (h_prev - n)
+    (= (1 - z) * n + z * h_prev). `initial[d]` is the starting state, shaped like a step's state (zero when
+    None). Returns per direction the state after each time step, in time order, each [1, batch, H] when
+    time-major and [batch, 1, H] otherwise (no reshape per step)."""
+    seq, batch, features = (x.shape[0], x.shape[1], x.shape[2]) if time_major else (x.shape[1], x.shape[0], x.shape[2])
+    dtype = x.dtype
+    fc = dict(fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=True,
+              asymmetric_quantize_inputs=False)
+    unit = [1, batch] if time_major else [batch, 1]
+    shape = [*unit, hidden]
+    time_axis = 0 if time_major else 1
+    gate_axis = ctx.const(np.array(2, np.int32), name="gate_axis")
+    flat = ctx.reshape(x, [seq * batch, features] if time_major else [batch * seq, features])
+    result = []
+
+    def add(a, b):
+        return ctx.emit("ADD", [a, b], shape, dtype, fused_activation_function="NONE")
+
+    def mul(a, b):
+        return ctx.emit("MUL", [a, b], shape, dtype, fused_activation_function="NONE")
+
+    for d, backwards in enumerate(reverse):
+        proj = ctx.emit("FULLY_CONNECTED", [flat, ctx.const(wd[d].astype(dtype)),
+                                            ctx.const(bd[d][:3 * hidden].astype(dtype))],
+                        [flat.shape[0], 3 * hidden], dtype, **{**fc, "keep_num_dims": False})
+        proj = ctx.reshape(proj, [seq, batch, 3 * hidden] if time_major else [batch, seq, 3 * hidden])
+        step_shape = [*unit, 3 * hidden]
+        steps = ctx.emit_multi("SPLIT", [ctx.const(np.array(time_axis, np.int32), name="time_axis"), proj],
+                               [(step_shape, dtype)] * seq, num_splits=seq) if seq > 1 else [proj]
+        r_b = bd[d][3 * hidden:]
+        h = initial[d] if initial is not None else ctx.const(np.zeros(shape, dtype), name="h0")
+        states: dict[int, ir.Tensor] = {}
+        for t in (range(seq - 1, -1, -1) if backwards else range(seq)):
+            xz, xr, xh = ctx.emit_multi("SPLIT", [gate_axis, steps[t]], [(shape, dtype)] * 3, num_splits=3)
+            if linear_before_reset:
+                if h.is_constant and not h.data.any():  # the zero start: the recurrent product is its bias
+                    rec = ctx.const(np.broadcast_to(r_b.astype(dtype), [*unit, 3 * hidden]).copy(), name="r_b")
+                else:
+                    rec = ctx.emit("FULLY_CONNECTED", [h, ctx.const(rd[d].astype(dtype), name="r_w"),
+                                                       ctx.const(r_b.astype(dtype), name="r_b")],
+                                   [*unit, 3 * hidden], dtype, **fc)
+                hz, hr, hh = ctx.emit_multi("SPLIT", [gate_axis, rec], [(shape, dtype)] * 3, num_splits=3)
+            else:
+                rz_rr = ctx.emit("FULLY_CONNECTED", [h, ctx.const(rd[d][:2 * hidden].astype(dtype), name="r_w"),
+                                                     ctx.const(r_b[:2 * hidden].astype(dtype), name="r_b")],
+                                 [*unit, 2 * hidden], dtype, **fc)
+                hz, hr = ctx.emit_multi("SPLIT", [gate_axis, rz_rr], [(shape, dtype)] * 2, num_splits=2)
+            z = ctx.emit("LOGISTIC", [add(xz, hz)], shape, dtype)
+            rg = ctx.emit("LOGISTIC", [add(xr, hr)], shape, dtype)
+            if linear_before_reset:
+                cand = mul(rg, hh)
+            else:
+                cand = ctx.emit("FULLY_CONNECTED", [mul(rg, h), ctx.const(rd[d][2 * hidden:].astype(dtype), name="r_w"),
+                                                    ctx.const(r_b[2 * hidden:].astype(dtype), name="r_b")],
+                                shape, dtype, **fc)
+            n = ctx.emit("TANH", [add(xh, cand)], shape, dtype)
+            h = add(n, mul(z, ctx.emit("SUB", [h, n], shape, dtype, fused_activation_function="NONE")))
+            states[t] = h
+        result.append([states[t] for t in range(seq)])
+    return result
+
+
+def sequence_of(ctx: LoweringContext, states: list[list[ir.Tensor]], time_major: bool) -> ir.Tensor:
+    """The steps' states (per direction, in time order) as one sequence, directions side by side on the last
+    axis: [seq, batch, D*H] when time-major, else [batch, seq, D*H] (PyTorch's RNN output)."""
+    time_axis = 0 if time_major else 1
+    per_step = []
+    for t in range(len(states[0])):
+        parts = [direction[t] for direction in states]
+        shape = list(parts[0].shape)
+        shape[2] *= len(parts)
+        per_step.append(parts[0] if len(parts) == 1 else ctx.emit(
+            "CONCATENATION", parts, shape, parts[0].dtype, axis=2, fused_activation_function="NONE"))
+    if len(per_step) == 1:
+        return per_step[0]
+    shape = list(per_step[0].shape)
+    shape[time_axis] = len(per_step)
+    return ctx.emit("CONCATENATION", per_step, shape, per_step[0].dtype, axis=time_axis,
+                    fused_activation_function="NONE")
+
+
+@lowers(aten.gru.input)
+def lower_gru(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+    """nn.GRU unrolled over time (`unrolled_gru`, PyTorch's gates r, z, n as ONNX's z, r, h with
+    linear_before_reset), every layer and direction; the initial state h0 may be any tensor; h_n is the last
+    state of each layer and direction.
+
+    Limits: eval mode only."""
+    if train:
+        raise ctx.fail("GRU in train mode; call model.eval() first")
+    directions = 2 if bidirectional else 1
+    per_layer = len(params) // (num_layers * directions)
+    hidden = params[1].shape[1]
+    time_major = not batch_first
+    batch = x.shape[1] if time_major else x.shape[0]
+    unit = [1, batch] if time_major else [batch, 1]
+    zero_start = hx.is_constant and not hx.data.any()
+    reorder = np.r_[hidden:2 * hidden, 0:hidden, 2 * hidden:3 * hidden]  # (r, z, n) -> (z, r, n)
+    layer_in, finals = x, []
+    for layer in range(num_layers):
+        wd, rd, bd, initial = [], [], [], []
+        for direction in range(directions):
+            base = (layer * directions + direction) * per_layer
+            tensors = params[base:base + per_layer]
+            if not all(t.is_constant for t in tensors):
+                raise ctx.fail("GRU weights must be constants")
+            w_ih, w_hh = tensors[0].data, tensors[1].data
+            b_ih, b_hh = ((tensors[2].data, tensors[3].data) if per_layer == 4 else
+                          (np.zeros(3 * hidden, w_ih.dtype), np.zeros(3 * hidden, w_ih.dtype)))
+            wd.append(w_ih[reorder])
+            rd.append(w_hh[reorder])
+            bd.append(np.concatenate([b_ih[reorder], b_hh[reorder]]))
+            if not zero_start:
+                index = layer * directions + direction
+                begin = np.array([index, 0, 0], np.int32)
+                h0 = ctx.emit("SLICE", [hx, ctx.const(begin, name="begin"),
+                                        ctx.const(np.array([1, batch, hidden], np.int32), name="size")],
+                              [1, batch, hidden], hx.dtype)
+                initial.append(ctx.reshape(h0, [*unit, hidden]))
+        states = unrolled_gru(ctx, layer_in, np.stack(wd), np.stack(rd), np.stack(bd), hidden,
+                              [d == 1 for d in range(directions)], time_major=time_major, linear_before_reset=True,
+                              initial=initial or None)
+        for d, direction in enumerate(states):  # the backward direction ends at the first time step
+            finals.append(direction[0] if d == 1 else direction[-1])
+        layer_in = sequence_of(ctx, states, time_major)
+    h_n = None
+    if 1 in _used_outputs(node):
+        stacked = [ctx.reshape(f, [1, batch, hidden]) for f in finals]
+        h_n = stacked[0] if len(stacked) == 1 else ctx.emit(
+            "CONCATENATION", stacked, [len(stacked), batch, hidden], x.dtype, axis=0, fused_activation_function="NONE")
+    return layer_in, h_n

@@ -38,6 +38,15 @@ class Recurrent(nn.Module):
         return out
 
 
+class GRUFromState(nn.Module):
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x, h0):
+        return self.layer(x, h0)
+
+
 def attn(**kw):
     return fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw))
 
@@ -193,6 +202,11 @@ COVERAGE_CASES: list[OpCase] = [
            raises=ConversionError, reason="the fused TFLite LSTM does not output its final cell state"),
     OpCase("gru", lambda: Recurrent(nn.GRU(8, 12, batch_first=True), "h_n"), r(2, 5, 8)),
     OpCase("gru_bidirectional", lambda: Recurrent(nn.GRU(8, 12, bidirectional=True)), r(5, 2, 8)),
+    OpCase("gru_2layer_bidirectional_h_n", lambda: Recurrent(nn.GRU(8, 12, 2, batch_first=True, bidirectional=True),
+                                                             "h_n"), r(3, 6, 8), {"UNIDIRECTIONAL_SEQUENCE_LSTM": 0}),
+    OpCase("gru_no_bias_time_major", lambda: Recurrent(nn.GRU(8, 12, bias=False), "h_n"), r(4, 2, 8)),
+    OpCase("gru_initial_state", lambda: GRUFromState(nn.GRU(8, 12, 2, batch_first=True)),
+           lambda: (torch.randn(2, 5, 8), torch.randn(2, 2, 12))),
 ]
 
 
