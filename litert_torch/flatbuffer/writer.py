@@ -7,7 +7,6 @@ that supports what it uses (see `schema.op_version`); our metadata entries are s
 
 from __future__ import annotations
 
-import hashlib
 
 import flatbuffers
 import numpy as np
@@ -24,27 +23,37 @@ SCHEMA_VERSION = 3
 class _Buffers:
     """Collects buffer contents, sharing one buffer between identical byte strings. With `external`, the
     contents are not put in the flatbuffer: each buffer gets offset/size fields (filled in by `write_model`)
-    and its array is kept, uncopied, in `payloads`."""
+    and its array is kept, uncopied, in `payloads`.
+
+    Identical contents are found by a fingerprint (size and a sample of the bytes) and confirmed by comparing
+    the whole arrays, so that the weights are read once more only where two of them may be the same."""
 
     def __init__(self, external: bool = False):
         self.buffers: list[schema.BufferT] = [schema.BufferT()]
-        self._index: dict[bytes, int] = {}
+        self._index: dict[tuple, list[tuple[np.ndarray, int]]] = {}
         self.external = external
         self.payloads: list[tuple[int, np.ndarray]] = []
 
+    @staticmethod
+    def _fingerprint(flat: np.ndarray) -> tuple:
+        step = max(1, flat.size // 4096)
+        return flat.size, hash(flat[::step].tobytes()), hash(flat[-64:].tobytes())
+
     def add(self, value: np.ndarray) -> int:
         flat = np.ascontiguousarray(value).reshape(-1).view(np.uint8)  # no copy for contiguous data
-        key = hashlib.sha256(memoryview(flat)).digest() + flat.nbytes.to_bytes(8, "little")
-        if key not in self._index:
-            buf = schema.BufferT()
-            if self.external and flat.nbytes:
-                buf.offset, buf.size = 1, flat.nbytes  # placeholders of the final width, set by write_model
-                self.payloads.append((len(self.buffers), flat))
-            else:
-                buf.data = flat
-            self._index[key] = len(self.buffers)
-            self.buffers.append(buf)
-        return self._index[key]
+        candidates = self._index.setdefault(self._fingerprint(flat), [])
+        for other, index in candidates:
+            if np.array_equal(other, flat):
+                return index
+        buf = schema.BufferT()
+        if self.external and flat.nbytes:
+            buf.offset, buf.size = 1, flat.nbytes  # placeholders of the final width, set by write_model
+            self.payloads.append((len(self.buffers), flat))
+        else:
+            buf.data = flat
+        candidates.append((flat, len(self.buffers)))
+        self.buffers.append(buf)
+        return len(self.buffers) - 1
 
     def add_unshared(self, raw: bytes) -> int:
         buf = schema.BufferT()
@@ -198,10 +207,26 @@ def needs_external(model: ir.Model) -> bool:
     return constant_bytes(model) > EXTERNAL_THRESHOLD
 
 
+class _Builder(flatbuffers.Builder):
+    """flatbuffers' Builder with byte vectors (every buffer's data) copied straight in: its own path makes a
+    byte-swapped copy and a bytes copy of each array first, for byte order that single bytes do not have."""
+
+    def CreateNumpyVector(self, x):
+        if x.dtype != np.uint8 or x.ndim != 1 or not x.flags.c_contiguous:
+            return super().CreateNumpyVector(x)
+        self.StartVector(1, x.size, 1)
+        self.head -= x.size
+        self.Bytes[self.head:self.head + x.size] = memoryview(x)
+        self.vectorNumElems = x.size
+        return self.EndVector()
+
+
 def _pack(obj: schema.ModelT) -> bytes:
-    builder = flatbuffers.Builder(1024)
+    # Sized for the buffers up front: the builder grows by doubling, copying everything each time.
+    data = sum(b.data.nbytes for b in obj.buffers or [] if b.data is not None)
+    builder = _Builder(data + 64 * len(obj.buffers or []) + (1 << 20))
     builder.Finish(obj.Pack(builder), file_identifier=FILE_IDENTIFIER)
-    return bytes(builder.Output())
+    return bytes(memoryview(builder.Bytes)[builder.Head():])  # one copy (Output() would add another)
 
 
 def serialize(model: ir.Model) -> bytes:
