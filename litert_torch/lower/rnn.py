@@ -110,7 +110,8 @@ def unrolled_gru(ctx: LoweringContext, x: ir.Tensor, wd: np.ndarray, rd: np.ndar
     """A GRU layer, every direction, unrolled over time, in ONNX's terms: per direction d, `wd[d]` [3H, F] and
     `rd[d]` [3H, H] hold the update, reset and candidate gates (z, r, h) and `bd[d]` [6H] the input then the
     recurrent biases; `reverse[d]` runs it backwards. One FULLY_CONNECTED projects every step's input, then
-    per step a recurrent FULLY_CONNECTED, SPLIT into the gates, LOGISTIC/TANH and h = n + z * (h_prev - n)
+    per step the recurrent FULLY_CONNECTEDs (one per gate with linear_before_reset), LOGISTIC/TANH and
+    h = n + z * (h_prev - n)
     (= (1 - z) * n + z * h_prev). `initial[d]` is the starting state, shaped like a step's state (zero when
     None). Returns per direction the state after each time step, in time order, each [1, batch, H] when
     time-major and [batch, 1, H] otherwise (no reshape per step)."""
@@ -145,13 +146,16 @@ def unrolled_gru(ctx: LoweringContext, x: ir.Tensor, wd: np.ndarray, rd: np.ndar
         for t in (range(seq - 1, -1, -1) if backwards else range(seq)):
             xz, xr, xh = ctx.emit_multi("SPLIT", [gate_axis, steps[t]], [(shape, dtype)] * 3, num_splits=3)
             if linear_before_reset:
+                # One FULLY_CONNECTED per gate: a 3H-wide product is split across threads, each H-wide one is
+                # not, and the SPLIT of its output goes away.
                 if h.is_constant and not h.data.any():  # the zero start: the recurrent product is its bias
-                    rec = ctx.const(np.broadcast_to(r_b.astype(dtype), [*unit, 3 * hidden]).copy(), name="r_b")
+                    hz, hr, hh = (ctx.const(np.broadcast_to(r_b[g * hidden:(g + 1) * hidden].astype(dtype),
+                                                            shape).copy(), name="r_b") for g in range(3))
                 else:
-                    rec = ctx.emit("FULLY_CONNECTED", [h, ctx.const(rd[d].astype(dtype), name="r_w"),
-                                                       ctx.const(r_b.astype(dtype), name="r_b")],
-                                   [*unit, 3 * hidden], dtype, **fc)
-                hz, hr, hh = ctx.emit_multi("SPLIT", [gate_axis, rec], [(shape, dtype)] * 3, num_splits=3)
+                    hz, hr, hh = (ctx.emit("FULLY_CONNECTED", [
+                        h, ctx.const(rd[d][g * hidden:(g + 1) * hidden].astype(dtype), name="r_w"),
+                        ctx.const(r_b[g * hidden:(g + 1) * hidden].astype(dtype), name="r_b")], shape, dtype, **fc)
+                        for g in range(3))
             else:
                 rz_rr = ctx.emit("FULLY_CONNECTED", [h, ctx.const(rd[d][:2 * hidden].astype(dtype), name="r_w"),
                                                      ctx.const(r_b[:2 * hidden].astype(dtype), name="r_b")],
