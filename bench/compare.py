@@ -119,7 +119,8 @@ MIN_SECONDS = 0.5  # per candidate: models that run in microseconds get as many 
 
 
 def time_interleaved(runners: dict, runs: int, warmup: int) -> dict[str, list[float]]:
-    """Median-friendly timings: each round runs every candidate once, so drift on a shared machine hits all.
+    """Median-friendly timings: each round runs every candidate once, so drift on a shared machine hits all,
+    and the order rotates from round to round.
     At least `runs` rounds, more for fast models (up to MIN_SECONDS of runs per candidate, at most 20000
     rounds): a median of a few dozen microsecond runs moves with every thread wake-up."""
     slowest = 0.0
@@ -130,10 +131,13 @@ def time_interleaved(runners: dict, runs: int, warmup: int) -> dict[str, list[fl
         slowest = max(slowest, (time.perf_counter() - start) / max(warmup, 1))
     rounds = max(runs, min(20000, int(MIN_SECONDS / max(slowest, 1e-9))))
     times = {name: [] for name in runners}
-    for _ in range(rounds):
-        for name, fn in runners.items():
+    names = list(runners)
+    for round_ in range(rounds):
+        # Each round starts with the next candidate: for microsecond models the position in the round
+        # (what ran just before) moves the time by more than the files differ.
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
             start = time.perf_counter()
-            fn()
+            runners[name]()
             times[name].append(time.perf_counter() - start)
     return times
 
@@ -334,7 +338,7 @@ def render(rows, threads, args, official_version, peaks) -> str:
         "- conversion: wall time of convert + export per model, after one warm-up conversion on each side",
         f"- latency: LiteRT interpreter with XNNPACK, at least {args.runs} runs (as many as fill {MIN_SECONDS} s for "
         f"fast models) after {args.warmup} warm-up runs, median / p90"
-        " in ms; both .tflite files run in the same interpreter, alternating run by run (inputs set once, variable"
+        " in ms; both .tflite files run in the same interpreter, alternating run by run in rotating order (inputs set once, variable"
         " state reset before each run); eager PyTorch and ONNX Runtime are timed in separate blocks",
         "",
         "## Conversion and file",
