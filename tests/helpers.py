@@ -14,3 +14,12 @@ def assert_matches(reference, edge_output, **tolerances):
     results = compare_outputs(reference, edge_output, **tolerances)
     failed = [r.describe() for r in results if not r.passed]
     assert not failed, "edge model departs from PyTorch:\n" + "\n".join(failed)
+
+
+def runtime_partitions(content: bytes) -> int:
+    """How many XNNPACK partitions (DELEGATE nodes) the installed LiteRT runtime makes of a .tflite."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_content=content, num_threads=1)
+    interpreter.allocate_tensors()
+    return sum(op["op_name"] == "DELEGATE" for op in interpreter._get_ops_details())

@@ -227,11 +227,7 @@ def lower_gru(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, 
             rd.append(w_hh[reorder])
             bd.append(np.concatenate([b_ih[reorder], b_hh[reorder]]))
             if not zero_start:
-                index = layer * directions + direction
-                begin = np.array([index, 0, 0], np.int32)
-                h0 = ctx.emit("SLICE", [hx, ctx.const(begin, name="begin"),
-                                        ctx.const(np.array([1, batch, hidden], np.int32), name="size")],
-                              [1, batch, hidden], hx.dtype)
+                h0 = _time_step(ctx, hx, 0, layer * directions + direction)  # [batch, hidden]
                 initial.append(ctx.reshape(h0, [*unit, hidden]))
         states = unrolled_gru(ctx, layer_in, np.stack(wd), np.stack(rd), np.stack(bd), hidden,
                               [d == 1 for d in range(directions)], time_major=time_major, linear_before_reset=True,

@@ -44,6 +44,15 @@ def _const(name: str, value: np.ndarray) -> ir.Tensor:
     return ir.Tensor(name, value.shape, value.dtype, value)
 
 
+def _slice(x: ir.Tensor, axis: int, start: int, out: ir.Tensor, source, value_node=None) -> ir.Op:
+    """SLICE of `x` from `start` along `axis`, as large as `out`."""
+    begin = np.zeros(x.rank, np.int32)
+    begin[axis] = start
+    size = np.array(out.shape, np.int32)
+    return ir.Op("SLICE", [x, _const(f"{out.name}/begin", begin), _const(f"{out.name}/size", size)], [out], {},
+                 source, value_node)
+
+
 # ---- rank-reduced transposes --------------------------------------------------------------------------------
 def reduced_transpose(shape: tuple[int, ...], perm: list[int]) -> tuple[list[int], list[int]]:
     """The smallest-rank transpose equal to TRANSPOSE(x[shape], perm): size-1 axes dropped and runs of input
@@ -137,13 +146,11 @@ def gather_to_slice(graph: ir.Graph) -> int:
         sliced_shape[axis] = n
         sliced = out if tuple(sliced_shape) == tuple(out.shape) else ir.Tensor(
             f"{out.name}/slice", sliced_shape, x.dtype, quantization=x.quantization)
-        begin = np.zeros(x.rank, np.int32)
-        begin[axis] = start
         if step == 1:
-            new = [ir.Op("SLICE", [x, _const(f"{out.name}/begin", begin),
-                                   _const(f"{out.name}/size", np.array(sliced_shape, np.int32))], [sliced], {},
-                         op.source, op.value_node)]
+            new = [_slice(x, axis, start, sliced, op.source, op.value_node)]
         else:
+            begin = np.zeros(x.rank, np.int32)
+            begin[axis] = start
             end = np.array(x.shape, np.int32)
             end[axis] = start + step * (n - 1) + 1
             strides = np.ones(x.rank, np.int32)
@@ -239,14 +246,6 @@ def nearest_upsample_to_depth_to_space(graph: ir.Graph) -> int:
 # ---- SPLIT and CONCATENATION within XNNPACK's arity ----------------------------------------------------------
 MAX_SPLIT = 4  # XNNPACK's even splits take 2, 3 or 4 outputs and its concatenation 2 to 5 inputs
 MAX_CONCAT = 5
-
-
-def _slice(x: ir.Tensor, axis: int, start: int, out: ir.Tensor, source) -> ir.Op:
-    begin = np.zeros(x.rank, np.int32)
-    begin[axis] = start
-    size = np.array(out.shape, np.int32)
-    return ir.Op("SLICE", [x, _const(f"{out.name}/begin", begin), _const(f"{out.name}/size", size)], [out], {},
-                 source)
 
 
 def _split_tree(x: ir.Tensor, axis: int, outs: list[ir.Tensor], source) -> list[ir.Op]:

@@ -9,7 +9,7 @@ from torch import nn
 import litert_torch
 from litert_torch import EdgeModel
 from litert_torch.passes.delegate_rewrites import reduced_transpose
-from tests.helpers import assert_matches, op_counts
+from tests.helpers import assert_matches, op_counts, runtime_partitions
 
 
 class ChannelShuffle(nn.Module):
@@ -182,12 +182,6 @@ def test_unevenly_spaced_gather_stays():
     assert_matches(Pick()(x), edge(x))
 
 
-def runtime_partitions(edge) -> int:
-    from tests.delegates.test_xnnpack_runtime import runtime_partitions as count
-
-    return count(edge.flatbuffer)
-
-
 class MaskedScores(nn.Module):
     """Attention-style scores with a constant mask filled with `fill`, read by softmax or not."""
 
@@ -218,7 +212,7 @@ def test_constant_mask_select_becomes_a_bound(fill, softmax, causal, expect):
     others = {"MINIMUM", "MAXIMUM", "SELECT_V2"} - {expect}
     assert (expect is None or counts.get(expect) == 1) and not others & set(counts), counts
     if expect != "SELECT_V2":
-        assert runtime_partitions(edge) == 1 and edge.delegate_plan.targets["cpu"].fully_delegated
+        assert runtime_partitions(edge.flatbuffer) == 1 and edge.delegate_plan.targets["cpu"].fully_delegated
     # The masked places hold the fill itself (infinite without a softmax): compared as values, infinities too.
     np.testing.assert_allclose(edge(q, k), model(q, k).numpy(), rtol=1e-5, atol=1e-6)
 
@@ -230,7 +224,7 @@ def test_causal_sdpa_is_one_xnnpack_partition():
 
     q, k, v = (torch.randn(1, 2, 8, 4) for _ in range(3))
     edge = litert_torch.convert(Causal(), (q, k, v))
-    assert "SELECT_V2" not in op_counts(edge) and runtime_partitions(edge) == 1
+    assert "SELECT_V2" not in op_counts(edge) and runtime_partitions(edge.flatbuffer) == 1
     assert_matches(Causal()(q, k, v), edge(q, k, v))
 
 
@@ -254,7 +248,7 @@ def test_integer_nearest_upsampling_is_depth_to_space(size, mode, expect):
     edge = litert_torch.convert(model, (x,))
     counts = op_counts(edge)
     assert counts.get(expect) == 1, counts
-    assert runtime_partitions(edge) == (1 if expect == "DEPTH_TO_SPACE" else 2)
+    assert runtime_partitions(edge.flatbuffer) == (1 if expect == "DEPTH_TO_SPACE" else 2)
     assert_matches(model(x), edge(x))
 
 
@@ -270,5 +264,5 @@ def test_wide_splits_and_concats_stay_on_xnnpack():
     edge = litert_torch.convert(Wide(), (x,))
     counts = op_counts(edge)
     assert "SPLIT_V" not in counts and edge.delegate_plan.targets["cpu"].rewrites["narrow_splits_and_concats"] >= 4
-    assert runtime_partitions(edge) == 1 and edge.delegate_plan.targets["cpu"].fully_delegated
+    assert runtime_partitions(edge.flatbuffer) == 1 and edge.delegate_plan.targets["cpu"].fully_delegated
     assert_matches(Wide()(x), edge(x))

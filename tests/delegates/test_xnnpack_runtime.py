@@ -14,6 +14,7 @@ import litert_torch
 from litert_torch import ir
 from litert_torch.delegates import cpu
 from litert_torch.flatbuffer.writer import serialize
+from tests.helpers import runtime_partitions
 
 
 def const(name, value):
@@ -27,14 +28,6 @@ def act(name, shape, dtype=np.float32):
 
 def i32(*values):
     return np.array(values, np.int32)
-
-
-def runtime_partitions(content: bytes) -> int:
-    from ai_edge_litert.interpreter import Interpreter
-
-    interpreter = Interpreter(model_content=content, num_threads=1)
-    interpreter.allocate_tensors()
-    return sum(op["op_name"] == "DELEGATE" for op in interpreter._get_ops_details())
 
 
 def one_op_model(op: ir.Op) -> bytes:
