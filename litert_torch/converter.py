@@ -191,10 +191,7 @@ def _convert_signature(key: str, module, sample_args, sample_kwargs, channel_las
     part = dynamic.lower_twice(
         lambda args, kwargs: _convert_static(key, module, args, kwargs, channel_last_io, targets, report),
         sample_args, sample_kwargs or {}, uses, dims)
-    plan = plan_for(part.graph, targets)  # the dynamic shapes change what NPUs take
-    for name, target_plan in plan.targets.items():
-        target_plan.before, target_plan.rewrites = part.plan.targets[name].before, part.plan.targets[name].rewrites
-    part.plan = plan
+    part.plan = _replanned(part.graph, targets, part.plan)
     part.io["dynamic_dims"] = sorted(dims)
     return part
 
@@ -209,18 +206,33 @@ def _convert_static(key: str, module, sample_args, sample_kwargs, channel_last_i
     nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if channel_last_io else ([], [])
     run_pipeline(lowered.graph)
     plan = delegate_aware(lowered.graph, targets)
-    io = {
+    io = _io(lowered, program.call_spec.in_spec, program.call_spec.out_spec, lowered.tensor_input_positions,
+             nhwc_inputs, nhwc_outputs)
+    return _Part(key, lowered.graph, lowered.input_names, lowered.output_names, io, plan)
+
+
+def _io(lowered, in_spec, out_spec, positions: list[int], nhwc_inputs, nhwc_outputs) -> dict[str, Any]:
+    """A signature's `litert_torch.io` entry (`litert_torch.metadata`)."""
+    return {
         "inputs": lowered.input_names,
         "outputs": lowered.output_names,
-        "in_spec": portable_spec_json(program.call_spec.in_spec),
-        "out_spec": portable_spec_json(program.call_spec.out_spec),
-        "tensor_input_positions": lowered.tensor_input_positions,
+        "in_spec": portable_spec_json(in_spec),
+        "out_spec": portable_spec_json(out_spec),
+        "tensor_input_positions": positions,
         "input_dtypes": lowered.input_dtypes,
         "output_dtypes": lowered.output_dtypes,
         "channel_last_inputs": [lowered.input_names[i] for i in nhwc_inputs],
         "channel_last_outputs": [lowered.output_names[i] for i in nhwc_outputs],
     }
-    return _Part(key, lowered.graph, lowered.input_names, lowered.output_names, io, plan)
+
+
+def _replanned(graph: ir.Graph, targets: tuple[str, ...], plan):
+    """The plan of `graph` after the two sizes of a dynamic model were merged (dynamic shapes change what NPUs
+    take), keeping what `plan` recorded of the delegate-aware rewrites."""
+    replanned = plan_for(graph, targets)
+    for name, target_plan in replanned.targets.items():
+        target_plan.before, target_plan.rewrites = plan.targets[name].before, plan.targets[name].rewrites
+    return replanned
 
 
 def _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, buckets, channel_last_io, targets, report):
@@ -332,10 +344,7 @@ def convert_onnx(
         other, _, _ = lower_and_optimize(one_less)
         dynamic.merge(lowered.graph, other.graph, [f"{n}[{a}]" for n, axes in dynamic_dims.items() for a in axes],
                       a_at_max=True)
-        replanned = plan_for(lowered.graph, targets)  # the dynamic shapes change what NPUs take
-        for name, target_plan in replanned.targets.items():
-            target_plan.before, target_plan.rewrites = plan.targets[name].before, plan.targets[name].rewrites
-        plan = replanned
+        plan = _replanned(lowered.graph, targets, plan)
     else:
         lowered, (nhwc_inputs, nhwc_outputs), plan = lower_and_optimize(input_shapes)
     report("optimize")
@@ -343,18 +352,7 @@ def convert_onnx(
     n_in, n_out = len(lowered.input_names), len(lowered.output_names)
     in_spec = pytree.tree_flatten((tuple(range(n_in)), {}))[1]
     out_spec = pytree.tree_flatten(tuple(range(n_out)) if n_out > 1 else 0)[1]
-    io = {
-        "inputs": lowered.input_names,
-        "outputs": lowered.output_names,
-        "in_spec": portable_spec_json(in_spec),
-        "out_spec": portable_spec_json(out_spec),
-        "tensor_input_positions": list(range(n_in)),
-        "input_dtypes": lowered.input_dtypes,
-        "output_dtypes": lowered.output_dtypes,
-        "channel_last_inputs": [lowered.input_names[i] for i in nhwc_inputs],
-        "channel_last_outputs": [lowered.output_names[i] for i in nhwc_outputs],
-        "source": "onnx",
-    }
+    io = {**_io(lowered, in_spec, out_spec, list(range(n_in)), nhwc_inputs, nhwc_outputs), "source": "onnx"}
     report("write")
     part = _Part(DEFAULT_SIGNATURE, graph, lowered.input_names, lowered.output_names, io, plan)
     edge = _write(_assemble([part]), num_threads)
