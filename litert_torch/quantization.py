@@ -283,9 +283,9 @@ def quantize(edge, mode: str | list | os.PathLike = "int8", *, calibration_data:
     `mode`: "fp16", "dynamic-int8", "int8", or an ai-edge-quantizer recipe (list of dicts or JSON path).
     Raises QuantizationError (CalibrationError for bad calibration data) before anything is written.
     """
-    from litert_torch.delegates.plan import PLAN_KEY, TARGETS, plan_for
+    from litert_torch.delegates.plan import PLAN_KEY, TARGETS, plan_for, plans_json
     from litert_torch.flatbuffer.reader import read_metadata, read_model
-    from litert_torch.flatbuffer.writer import replace_metadata, serialize
+    from litert_torch.flatbuffer.writer import replace_metadata, serialize, share_identical_buffers
     from litert_torch.runtime.edge_model import EdgeModel
 
     recipe_list = None
@@ -298,9 +298,10 @@ def quantize(edge, mode: str | list | os.PathLike = "int8", *, calibration_data:
         raise QuantizationError("quantized_io (int8 inputs and outputs) needs full-integer quantization: "
                                 "mode='int8'")
     data = edge.flatbuffer
-    if len(edge.signatures) > 1:
-        raise QuantizationError(f"the model has {len(edge.signatures)} signatures; quantization takes models with "
-                                "one")
+    calibrated = mode == "int8" or (mode == "recipe" and calibration_data is not None)
+    if len(edge.signatures) > 1 and (calibrated or keep_float):
+        raise QuantizationError(f"the model has {len(edge.signatures)} signatures; calibration and keep_float "
+                                "take models with one (weight-only modes take any number)")
     if QUANTIZATION_KEY in read_metadata(data):
         raise QuantizationError("this model is already quantized; quantize the float model")
     float_model = read_model(data)
@@ -316,30 +317,39 @@ def quantize(edge, mode: str | list | os.PathLike = "int8", *, calibration_data:
     samples = 0
 
     if mode == "fp16":
-        fp16_weights(graph, {id(op) for op in kept_ops})
+        for g in float_model.subgraphs:
+            fp16_weights(g, {id(op) for op in kept_ops})
         quantized_model = float_model
-        out_graph = graph
         report_recipe = {"fp16": f"float32 constants of {FP16_MIN_ELEMENTS}+ elements as float16 + DEQUANTIZE"}
     else:
         feeds = None
-        if mode == "int8" or (mode == "recipe" and calibration_data is not None):
+        if calibrated:
             feeds = calibration_feeds(edge, calibration_data, key)
             samples = len(feeds)
         q_bytes, report_recipe = _run_quantizer(data, mode, recipe_list, feeds, key, quantized_io,
                                                 sorted(kept_names))
         quantized_model = read_model(q_bytes)
-        out_graph = quantized_model.subgraphs[0]
-        _carry_sources(graph, out_graph)
-    quantized_count, op_count, float_ops = _float_ops(out_graph, "int8" if mode == "recipe" else mode, kept_names)
+        for float_graph, out_graph in zip(float_model.subgraphs, quantized_model.subgraphs):
+            _carry_sources(float_graph, out_graph)
+    quantized_count = op_count = 0
+    float_ops: list[FloatOp] = []
+    for out_graph in quantized_model.subgraphs:
+        q, n, left = _float_ops(out_graph, "int8" if mode == "recipe" else mode, kept_names)
+        quantized_count, op_count, float_ops = quantized_count + q, op_count + n, float_ops + left
+    plans = [plan_for(g, targets) for g in quantized_model.subgraphs]
+    per_signature = ({s.key: plans[s.subgraph] for s in quantized_model.signatures}
+                     if len(quantized_model.signatures) > 1 else None)
     entries = {
         md.SOURCE_MAP_KEY: md.source_map_json(quantized_model),
-        PLAN_KEY: plan_for(out_graph, targets).to_bytes(),
+        PLAN_KEY: plans_json(plans[0], per_signature, plan_json.get("buckets") if plan_json else None),
     }
     if mode == "fp16":
         quantized_model.metadata.update(entries)
         body = serialize(quantized_model)
     else:
         body = replace_metadata(q_bytes, entries)
+        if len(quantized_model.subgraphs) > 1:  # the quantizer gives each signature its own copy of a weight
+            body = share_identical_buffers(body)
     report = QuantizationReport(mode, len(data), len(body), quantized_count, op_count, samples,
                                 "int8" if quantized_io else "float", _jsonable(report_recipe), float_ops)
     final = replace_metadata(body, {QUANTIZATION_KEY: report.to_bytes()})

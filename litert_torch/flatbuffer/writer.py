@@ -1,12 +1,13 @@
 """IR `Model` -> .tflite bytes, through the schema's object API and `flatbuffers.Builder`.
 
 Guarantees: the output is deterministic (same IR, same bytes); buffer 0 is the empty sentinel; constants with
-identical bytes share one buffer; tensor names are unique within a subgraph; every op carries the lowest version
+identical bytes share one buffer; tensor names are unique in the file; every op carries the lowest version
 that supports what it uses (see `schema.op_version`); our metadata entries are stored as `Model.metadata`.
 """
 
 from __future__ import annotations
 
+from typing import Any
 
 import flatbuffers
 import numpy as np
@@ -91,13 +92,14 @@ def _quantization(q: ir.Quantization | None):
     return qp
 
 
-def _unique_names(tensors: list[ir.Tensor]) -> dict[ir.Tensor, str]:
+def _unique_names(tensors: list[ir.Tensor], prefix: str = "") -> dict[ir.Tensor, str]:
+    """Tensor names unique within the subgraph, each after `prefix`."""
     names: dict[ir.Tensor, str] = {}
     used: set[str] = set()
     for t in tensors:
-        name, n = t.name, 1
+        name, n = prefix + t.name, 1
         while name in used:
-            name = f"{t.name}_{n}"
+            name = f"{prefix}{t.name}_{n}"
             n += 1
         used.add(name)
         names[t] = name
@@ -113,7 +115,9 @@ def build_model(model: ir.Model, buffers: "_Buffers | None" = None) -> schema.Mo
     for graph in model.subgraphs:
         tensors = graph.tensors()
         index = {t: i for i, t in enumerate(tensors)}
-        names = _unique_names(tensors)
+        # With several subgraphs, names carry their subgraph's name, so that they are unique in the whole file
+        # (tools such as ai-edge-quantizer key tensors by name across subgraphs).
+        names = _unique_names(tensors, f"{graph.name}/" if len(model.subgraphs) > 1 else "")
         sg = schema.SubGraphT()
         sg.name = graph.name
         sg.tensors = []
@@ -265,16 +269,26 @@ def write_model(model: ir.Model, path: str) -> int:
     return size
 
 
-def replace_metadata(data: bytes, entries: dict[str, bytes]) -> bytes:
-    """`data` (a .tflite from any writer) with the metadata `entries` set, everything else as it was."""
-    data = bytes(data)
+def _unpacked(data: bytes) -> Any:
+    """The schema object tree of `data` with every buffer inline (buffers stored after the flatbuffer are
+    addressed from the start of the file, and packing anew moves everything)."""
     m = schema.ModelT.InitFromPackedBuf(data, 0)
     for buf in m.buffers or []:
-        # Buffers stored after the flatbuffer (offset/size) are addressed from the start of the file: take them
-        # inline, since packing anew moves everything.
         if (buf.data is None or not len(buf.data)) and buf.offset > 1 and buf.size:
             buf.data = np.frombuffer(data[buf.offset: buf.offset + buf.size], dtype=np.uint8)
             buf.offset = buf.size = 0
+    return m
+
+
+def _packed(m: Any) -> bytes:
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(m.Pack(builder), file_identifier=FILE_IDENTIFIER)
+    return bytes(builder.Output())
+
+
+def replace_metadata(data: bytes, entries: dict[str, bytes]) -> bytes:
+    """`data` (a .tflite from any writer) with the metadata `entries` set, everything else as it was."""
+    m = _unpacked(bytes(data))
     m.metadata = [md for md in (m.metadata or []) if (md.name.decode() if isinstance(md.name, bytes) else md.name)
                   not in entries]
     m.buffers = m.buffers or [schema.BufferT()]
@@ -286,6 +300,29 @@ def replace_metadata(data: bytes, entries: dict[str, bytes]) -> bytes:
         md.name = name
         md.buffer = len(m.buffers) - 1
         m.metadata.append(md)
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(m.Pack(builder), file_identifier=FILE_IDENTIFIER)
-    return bytes(builder.Output())
+    return _packed(m)
+
+
+def share_identical_buffers(data: bytes) -> bytes:
+    """`data` (a .tflite from any writer) with tensors whose constant bytes are identical pointing at one buffer
+    and the unused copies emptied: what our writer does, for files other tools wrote (ai-edge-quantizer gives
+    each subgraph its own copy of a shared weight)."""
+    m = _unpacked(bytes(data))
+    first: dict[tuple[int, bytes], int] = {}
+    remap: dict[int, int] = {}
+    for i, buf in enumerate(m.buffers or []):
+        if i == 0 or buf.data is None or not len(buf.data):
+            continue
+        raw = np.asarray(buf.data, dtype=np.uint8).tobytes()
+        remap[i] = first.setdefault((len(raw), raw), i)
+    if all(i == j for i, j in remap.items()):
+        return bytes(data)
+    for sg in m.subgraphs or []:
+        for t in sg.tensors or []:
+            if t.buffer in remap:
+                t.buffer = remap[t.buffer]
+    used = {md.buffer for md in (m.metadata or [])}
+    for i, j in remap.items():
+        if i != j and i not in used:
+            m.buffers[i] = schema.BufferT()
+    return _packed(m)

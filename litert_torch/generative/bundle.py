@@ -1,0 +1,126 @@
+"""The .litertlm bundle the LiteRT-LM runtime loads, assembled with the `litert-lm-builder` package.
+
+A bundle holds LlmMetadata (start and stop tokens, the maximum token count, the model type and the chat
+template), ExecutorMetadata (which prefill/decode inputs and outputs are KV-cache state buffers, their sequence
+axis and maximum length), the Hugging Face tokenizer (tokenizer.json) and the .tflite model of type
+prefill+decode. The builder takes its sections as files; they are written in a scratch folder removed afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from litert_torch.errors import ConversionError
+from litert_torch.files import atomic_file
+from litert_torch.generative.convert import LlmLayout
+
+
+class BundleError(ConversionError):
+    """The .litertlm bundle could not be assembled (the builder package missing, or a section it refused)."""
+
+
+@dataclass
+class BundleInfo:
+    """What LlmMetadata says of the model."""
+
+    start_token_id: int | None = None  # prepended by the runtime to every prompt, when set
+    stop_token_ids: list[int] = field(default_factory=list)
+    stop_token_strs: list[str] = field(default_factory=list)
+    chat_template: str | None = None
+    max_num_tokens: int = 0
+
+
+def _builder():
+    try:
+        import litert_lm_builder
+        from litert_lm_builder.runtime.proto import executor_metadata_pb2, llm_metadata_pb2, llm_model_type_pb2
+    except ImportError as exc:
+        raise BundleError("writing a .litertlm bundle needs the litert-lm-builder package: "
+                          "pip install 'litert-torch-direct[llm]'") from exc
+    return litert_lm_builder, executor_metadata_pb2, llm_metadata_pb2, llm_model_type_pb2
+
+
+def write_bundle(path: str | os.PathLike, tflite: bytes, tokenizer_json: str, layout: LlmLayout,
+                 info: BundleInfo) -> None:
+    """Write the bundle to `path` atomically (nothing is left behind when a section is refused)."""
+    lb, executor_pb, llm_pb, model_type_pb = _builder()
+    meta = llm_pb.LlmMetadata()
+    if info.start_token_id is not None:
+        meta.start_token.token_ids.ids.append(int(info.start_token_id))
+    for token in info.stop_token_ids:
+        meta.stop_tokens.add().token_ids.ids.append(int(token))
+    for text in info.stop_token_strs:
+        meta.stop_tokens.add().token_str = text
+    meta.max_num_tokens = int(info.max_num_tokens or layout.cache_length)
+    meta.llm_model_type.CopyFrom(model_type_pb.LlmModelType(generic_model=model_type_pb.GenericModel()))
+    if info.chat_template:
+        meta.jinja_prompt_template = info.chat_template
+
+    executor = executor_pb.ExecutorMetadata()
+    llm = executor.llm_executor_metadata
+    llm.max_history_size = layout.cache_length
+    for name in layout.cache_names:
+        state = llm.state_buffers.add()
+        state.prefill_input_name = state.prefill_output_name = name
+        state.decode_input_name = state.decode_output_name = name
+        is_key = name.startswith("kv_cache_k_")
+        state.type = (executor_pb.StateBuffer.TYPE_GLOBAL_KEY_CACHE if is_key
+                      else executor_pb.StateBuffer.TYPE_GLOBAL_VALUE_CACHE)
+        state.sequence_axis = layout.sequence_axis
+        state.maximum_sequence_length = layout.cache_length
+
+    scratch = tempfile.mkdtemp(prefix="litert_bundle_")
+    try:
+        files = {"llm_metadata.pb": meta.SerializeToString(), "executor_metadata.pb": executor.SerializeToString(),
+                 "model.tflite": tflite}
+        for name, data in files.items():
+            with open(os.path.join(scratch, name), "wb") as f:
+                f.write(data)
+        tokenizer_path = os.path.join(scratch, "tokenizer.json")
+        shutil.copyfile(tokenizer_json, tokenizer_path)
+        builder = lb.LitertLmFileBuilder()
+        builder.add_system_metadata(lb.Metadata(key="Authors", value="litert_torch", dtype=lb.DType.STRING))
+        builder.add_llm_metadata(os.path.join(scratch, "llm_metadata.pb"))
+        builder.add_executor_metadata(os.path.join(scratch, "executor_metadata.pb"))
+        builder.add_hf_tokenizer(tokenizer_path)
+        builder.add_tflite_model(os.path.join(scratch, "model.tflite"), lb.TfLiteModelType.PREFILL_DECODE)
+        try:
+            with atomic_file(path) as out:
+                builder.build(out)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise BundleError(f"litert-lm-builder could not write {os.fspath(path)}: {exc}") from exc
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def unpack_bundle(path: str | os.PathLike) -> tuple[bytes, str | None]:
+    """The .tflite model inside a .litertlm bundle, and its tokenizer.json text (None when it has none)."""
+    lb, *_ = _builder()
+    scratch = tempfile.mkdtemp(prefix="litert_bundle_")
+    try:
+        try:
+            lb.litertlm_builder.unpack(os.fspath(path), scratch)
+        except Exception as exc:  # the reader raises what its parser meets on a damaged file
+            raise BundleError(f"{os.fspath(path)} is not a readable .litertlm bundle: {exc}") from exc
+        tflite = tokenizer = None
+        for name in sorted(os.listdir(scratch)):
+            full = os.path.join(scratch, name)
+            if name.endswith(".tflite") and tflite is None:
+                with open(full, "rb") as f:
+                    tflite = f.read()
+            elif name.endswith(".json") and tokenizer is None:
+                with open(full, encoding="utf-8") as f:
+                    tokenizer = f.read()
+        if tflite is None:
+            raise BundleError(f"{os.fspath(path)} holds no TFLite model")
+        return tflite, tokenizer
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def stop_tokens(eos_ids: Sequence[int]) -> list[int]:
+    return sorted({int(t) for t in eos_ids})

@@ -1,0 +1,201 @@
+"""What the exporter needs to know of a Hugging Face causal LM, read from its config and checked before any work.
+
+`LlmConfig.from_hf(config)` accepts the architectures the exporter builds (`ARCHITECTURES`) and refuses, naming
+the config field, every option it does not reproduce exactly: an unknown RoPE scaling type, attention logit
+soft-capping, a bidirectional mask, an activation other than the ones the decoder layers implement. A refusal
+happens before any weight is read or anything is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from litert_torch.errors import ConversionError
+
+
+class UnsupportedModelError(ConversionError):
+    """A Hugging Face model whose architecture or configuration the LLM exporter does not reproduce; the message
+    names the config field and the value."""
+
+
+# model_type -> the family whose decoder layer it uses.
+ARCHITECTURES = {
+    "llama": "llama",
+    "smollm3": "llama",
+    "mistral": "llama",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3_moe",
+    "phi3": "phi3",
+    "gemma3_text": "gemma3",
+}
+
+# RoPE types whose tables depend only on the config (not on the sequence length seen at run time).
+STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn", "proportional")
+
+_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+
+
+@dataclass
+class LlmConfig:
+    """The decoder as the exporter builds it. Sizes follow Hugging Face's names where they exist."""
+
+    model_type: str
+    family: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    activation: str  # "silu", "gelu_tanh" or "gelu"
+    tie_word_embeddings: bool
+    attention_scale: float
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    norm_plus_one: bool = False  # Gemma: RMSNorm scales by (1 + weight)
+    sandwich_norms: bool = False  # Gemma: norms after attention and MLP too
+    embed_scale: float | None = None
+    layer_types: list[str] = field(default_factory=list)  # "full_attention" / "sliding_attention" per layer
+    sliding_window: int | None = None
+    final_logit_softcap: float | None = None
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    norm_topk_prob: bool = False
+    moe_layers: list[bool] = field(default_factory=list)
+    bos_token_id: int | None = None
+    eos_token_ids: list[int] = field(default_factory=list)
+    pad_token_id: int | None = None
+    max_position_embeddings: int | None = None
+
+    @property
+    def kv_groups(self) -> int:
+        return self.num_heads // self.num_kv_heads
+
+    @classmethod
+    def from_hf(cls, config: Any) -> "LlmConfig":
+        """Read a transformers config (a PretrainedConfig or its dict); raise UnsupportedModelError naming the
+        field for anything the exporter would not reproduce exactly."""
+        get = config.get if isinstance(config, dict) else (lambda k, d=None: getattr(config, k, d))
+        model_type = get("model_type")
+        if model_type == "gemma3":  # the multimodal wrapper: its text config is the language model
+            raise UnsupportedModelError(
+                "config.model_type is 'gemma3' (the image+text model); export its language model "
+                "(Gemma3ForCausalLM with a Gemma3TextConfig, model_type 'gemma3_text')")
+        family = ARCHITECTURES.get(model_type)
+        if family is None:
+            raise UnsupportedModelError(
+                f"config.model_type {model_type!r} is not an architecture the LLM exporter builds; supported: "
+                f"{', '.join(sorted(ARCHITECTURES))}")
+
+        def need(key: str) -> Any:
+            value = get(key)
+            if value is None:
+                raise UnsupportedModelError(f"config.{key} is missing ({model_type})")
+            return value
+
+        hidden, heads = int(need("hidden_size")), int(need("num_attention_heads"))
+        kv_heads = int(get("num_key_value_heads") or heads)
+        head_dim = int(get("head_dim") or hidden // heads)
+        if heads % kv_heads:
+            raise UnsupportedModelError(f"config.num_attention_heads ({heads}) is not a multiple of "
+                                        f"config.num_key_value_heads ({kv_heads})")
+        act_key = "hidden_activation" if family == "gemma3" else "hidden_act"
+        act = get(act_key) or get("hidden_act")
+        if act not in _ACTIVATIONS:
+            raise UnsupportedModelError(f"config.{act_key} {act!r} is not supported; supported: "
+                                        f"{', '.join(_ACTIVATIONS)}")
+        layers = int(need("num_hidden_layers"))
+        _check_rope(get, family)
+        for key in ("attn_logit_softcapping",):
+            if get(key) is not None:
+                raise UnsupportedModelError(f"config.{key} = {get(key)!r}: attention logit soft-capping is not "
+                                            "supported")
+        if get("use_bidirectional_attention"):
+            raise UnsupportedModelError("config.use_bidirectional_attention is set: the exporter builds causal "
+                                        "decoders only")
+        if get("pretraining_tp", 1) not in (1, None):
+            raise UnsupportedModelError(f"config.pretraining_tp = {get('pretraining_tp')}: only 1 is supported")
+
+        layer_types = list(get("layer_types") or ["full_attention"] * layers)
+        if len(layer_types) != layers:
+            raise UnsupportedModelError(f"config.layer_types has {len(layer_types)} entries for {layers} layers")
+        unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention"})
+        if unknown:
+            raise UnsupportedModelError(f"config.layer_types holds {unknown}: only full_attention and "
+                                        "sliding_attention layers are supported")
+        window = get("sliding_window")
+        if family in ("qwen2", "qwen3", "qwen3_moe", "phi3") or model_type == "mistral":
+            # These read sliding_window only where use_sliding_window / layer_types say so.
+            if family in ("phi3",) or model_type == "mistral":
+                if window is not None:
+                    layer_types = ["sliding_attention"] * layers
+        if "sliding_attention" in layer_types and not window:
+            raise UnsupportedModelError("config.layer_types names sliding_attention layers but "
+                                        "config.sliding_window is not set")
+
+        scale = head_dim ** -0.5
+        if family == "gemma3":
+            scale = float(need("query_pre_attn_scalar")) ** -0.5
+        eos = get("eos_token_id")
+        eos_ids = [] if eos is None else [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+        cfg = cls(
+            model_type=model_type,
+            family=family,
+            vocab_size=int(need("vocab_size")),
+            hidden_size=hidden,
+            intermediate_size=int(need("intermediate_size")),
+            num_layers=layers,
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            rms_norm_eps=float(get("rms_norm_eps") or 1e-6),
+            activation=_ACTIVATIONS[act],
+            tie_word_embeddings=bool(get("tie_word_embeddings", False)),
+            attention_scale=scale,
+            qkv_bias=bool(get("attention_bias", False)) or family == "qwen2",
+            o_bias=bool(get("attention_bias", False)) and family != "qwen2",
+            mlp_bias=bool(get("mlp_bias", False)),
+            qk_norm=family in ("qwen3", "qwen3_moe", "gemma3"),
+            norm_plus_one=family == "gemma3",
+            sandwich_norms=family == "gemma3",
+            embed_scale=hidden ** 0.5 if family == "gemma3" else None,
+            layer_types=layer_types,
+            sliding_window=int(window) if window and "sliding_attention" in layer_types else None,
+            final_logit_softcap=get("final_logit_softcapping"),
+            bos_token_id=get("bos_token_id"),
+            eos_token_ids=eos_ids,
+            pad_token_id=get("pad_token_id"),
+            max_position_embeddings=get("max_position_embeddings"),
+        )
+        if family == "qwen3_moe":
+            cfg.num_experts = int(need("num_experts"))
+            cfg.num_experts_per_tok = int(need("num_experts_per_tok"))
+            cfg.moe_intermediate_size = int(need("moe_intermediate_size"))
+            cfg.norm_topk_prob = bool(get("norm_topk_prob", False))
+            step = int(get("decoder_sparse_step") or 1)
+            dense = set(get("mlp_only_layers") or [])
+            cfg.moe_layers = [i not in dense and cfg.num_experts > 0 and (i + 1) % step == 0 for i in range(layers)]
+        else:
+            cfg.moe_layers = [False] * layers
+        return cfg
+
+
+def _check_rope(get, family: str) -> None:
+    params = get("rope_parameters") or get("rope_scaling")
+    if not params:
+        return
+    per_type = params if family == "gemma3" and all(isinstance(v, dict) for v in params.values()) else {"": params}
+    for layer_type, p in per_type.items():
+        rope_type = p.get("rope_type", p.get("type", "default"))
+        if rope_type not in STATIC_ROPE_TYPES:
+            where = f"rope_parameters[{layer_type!r}]" if layer_type else "rope_parameters"
+            raise UnsupportedModelError(
+                f"config.{where}.rope_type = {rope_type!r} is not supported (its tables change with the sequence "
+                f"length at run time); supported: {', '.join(STATIC_ROPE_TYPES)}")

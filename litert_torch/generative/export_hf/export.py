@@ -1,0 +1,157 @@
+"""`export`: a Hugging Face causal LM -> OUT/model.litertlm that the LiteRT-LM runtime runs.
+
+    from litert_torch.generative.export_hf import export
+    export.export(model="path/to/hf_model_dir", output_dir="out", prefill_lengths=[32, 128], cache_length=1024,
+                  quantization_recipe="dynamic_wi8_afp32")
+
+The call and its defaults are those of the official litert-torch exporter, so existing scripts run unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Sequence
+
+from litert_torch.errors import ConversionError
+from litert_torch.files import write_atomic
+from litert_torch.generative import bundle, hf
+from litert_torch.generative.convert import LAYOUT_KEY, convert_llm
+from litert_torch.generative.model import build, check_cache_length
+
+BUNDLE_NAME = "model.litertlm"
+TFLITE_NAME = "model.tflite"
+
+# Recipe names of our own; anything else is an ai-edge-quantizer recipe name (ai_edge_quantizer.recipe.<name>)
+# or a JSON recipe file.
+FLOAT_RECIPES = (None, "", "none", "float", "fp32")
+
+
+def export(
+    model: Any,
+    output_dir: str | os.PathLike,
+    prefill_lengths: Sequence[int] = (256,),
+    cache_length: int = 4096,
+    quantization_recipe: str | None = "dynamic_wi8_afp32",
+    enable_dynamic_shape: bool = False,
+    auto_model_override: str | None = None,
+    trust_remote_code: bool = False,
+    use_jinja_template: bool = True,
+    bundle_litert_lm: bool = True,
+    keep_temporary_files: bool = False,
+    *,
+    tokenizer: Any = None,
+    progress: Callable[[str], None] | None = None,
+) -> str:
+    """Convert `model` (a Hugging Face model directory, or a transformers *ForCausalLM with `tokenizer=`) and
+    write `output_dir/model.litertlm` (and `model.tflite` when `keep_temporary_files` or not
+    `bundle_litert_lm`). Returns the path of the bundle (or of the .tflite without a bundle).
+
+    `prefill_lengths`: one `prefill_<N>` signature per length; `cache_length`: the KV cache size (the longest
+    prompt + generated text). `quantization_recipe`: "none" (float), "fp16", "dynamic-int8", an ai-edge-quantizer
+    recipe name such as "dynamic_wi8_afp32" (int8 weights per channel, the default) or "dynamic_wi4b32_afp32"
+    (int4 weights in blocks of 32), or a JSON recipe file. Everything is checked before any work, and nothing is
+    written unless the whole export succeeds."""
+    report = progress or (lambda stage: None)
+    if enable_dynamic_shape:
+        raise ConversionError("enable_dynamic_shape is not supported: the exporter writes one static "
+                              "prefill_<N> signature per length in prefill_lengths")
+    if auto_model_override is not None:
+        raise ConversionError("auto_model_override is not supported: the architecture is read from config.json")
+    lengths = _check_lengths(prefill_lengths, cache_length)
+    recipe = _check_recipe(quantization_recipe)
+    output_dir = os.fspath(output_dir)
+    _check_output_dir(output_dir)
+    report("read")
+    source = hf.load(model, tokenizer, need_tokenizer=bundle_litert_lm, trust_remote_code=trust_remote_code)
+    check_cache_length(source.config, cache_length)
+    if max(lengths) > cache_length:
+        raise ConversionError(f"prefill length {max(lengths)} exceeds cache_length {cache_length}")
+    info = hf.bundle_info(source, cache_length, use_jinja_template) if bundle_litert_lm else None
+
+    lm = build(source.model, source.config, cache_length)
+    edge, layout = convert_llm(lm, lengths, progress=report)
+    if info is not None:
+        layout.start_token_id, layout.stop_token_ids = info.start_token_id, info.stop_token_ids
+    if recipe is not None:
+        report("quantize")
+        from litert_torch.quantization import quantize
+
+        edge = quantize(edge, recipe)
+    flatbuffer = _with_layout(edge.flatbuffer, layout)
+
+    os.makedirs(output_dir, exist_ok=True)
+    tflite_path = os.path.join(output_dir, TFLITE_NAME)
+    if not bundle_litert_lm:
+        report("write")
+        write_atomic(tflite_path, flatbuffer)
+        return tflite_path
+    report("bundle")
+    scratch = tempfile.mkdtemp(prefix="litert_export_")
+    try:
+        tokenizer_path = hf.tokenizer_json(source.tokenizer, scratch)
+        out = os.path.join(output_dir, BUNDLE_NAME)
+        bundle.write_bundle(out, flatbuffer, tokenizer_path, layout, info)
+        if keep_temporary_files:
+            write_atomic(tflite_path, flatbuffer)
+            shutil.copyfile(tokenizer_path, os.path.join(output_dir, "tokenizer.json"))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+
+def _check_lengths(prefill_lengths: Sequence[int], cache_length: int) -> list[int]:
+    if isinstance(prefill_lengths, int):
+        prefill_lengths = [prefill_lengths]
+    lengths = sorted({int(n) for n in prefill_lengths})
+    if not lengths or lengths[0] < 1:
+        raise ConversionError(f"prefill_lengths must be positive token counts, got {list(prefill_lengths)}")
+    if not isinstance(cache_length, int) or cache_length < 2:
+        raise ConversionError(f"cache_length must be an integer of at least 2, got {cache_length!r}")
+    return lengths
+
+
+def _check_recipe(recipe: Any) -> Any:
+    """The quantization mode or recipe list to apply, or None for float."""
+    if recipe in FLOAT_RECIPES:
+        return None
+    if recipe in ("fp16", "dynamic-int8"):
+        return recipe
+    if isinstance(recipe, (str, os.PathLike)) and os.fspath(recipe).endswith(".json"):
+        if not os.path.isfile(recipe):
+            raise ConversionError(f"quantization recipe file {os.fspath(recipe)} does not exist")
+        return os.fspath(recipe)
+    if isinstance(recipe, str):
+        try:
+            from ai_edge_quantizer import recipe as recipes
+        except ImportError as exc:
+            raise ConversionError(f"quantization recipe {recipe!r} needs ai-edge-quantizer: "
+                                  "pip install 'litert-torch-direct[quantize]'") from exc
+        make = getattr(recipes, recipe, None)
+        names = sorted(n for n in dir(recipes) if n.startswith(("dynamic_", "weight_only_")))
+        if not callable(make) or recipe not in names:
+            raise ConversionError(f"unknown quantization recipe {recipe!r}; use 'none', 'fp16', 'dynamic-int8', a "
+                                  f"JSON recipe file, or one of: {', '.join(names)}")
+        return make()
+    if isinstance(recipe, list):
+        return recipe
+    raise ConversionError(f"quantization_recipe must be a name or a JSON file, got {type(recipe).__name__}")
+
+
+def _check_output_dir(path: str) -> None:
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConversionError(f"output_dir {path} exists and is not a directory")
+    probe = path
+    while not os.path.exists(probe):
+        probe = os.path.dirname(os.path.abspath(probe))
+    if not os.access(probe, os.W_OK):
+        raise ConversionError(f"output_dir {path} is not writable")
+
+
+def _with_layout(flatbuffer: bytes, layout) -> bytes:
+    """The model with its `litert_torch.llm` metadata entry set to `layout` (its stop tokens known now)."""
+    from litert_torch.flatbuffer.writer import replace_metadata
+    from litert_torch.generative.convert import _json_bytes
+
+    return replace_metadata(flatbuffer, {LAYOUT_KEY: _json_bytes(layout.to_json())})

@@ -1,0 +1,310 @@
+"""The decoder the LLM exporter traces: a Hugging Face causal LM rewritten around an explicit KV cache.
+
+One module serves every signature. It takes `tokens` int32[1, T], `input_pos` int32[T] (the absolute position of
+each token; positions are consecutive) and, per layer, `kv_cache_k_i` / `kv_cache_v_i` float32[1, KV, C, D] (C the
+cache length, D the head size; KV the key/value heads). It writes the new keys and values at `input_pos` with one
+DYNAMIC_UPDATE_SLICE per cache (`litert_torch.update_cache`), attends over the whole cache under a mask built from
+`input_pos` (causal, and windowed on sliding-window layers), and returns the updated caches and, when asked, the
+logits of the last token. The cache tensors keep their names from input to output, so a runtime can hand the
+same buffer to both.
+
+The weights are the Hugging Face model's own tensors (shared, not copied, when they are float32). The RoPE
+tables are computed once by the Hugging Face model's rotary module for positions 0..C-1 and gathered at
+`input_pos`, so the positional terms are the ones Hugging Face computes. Grouped-query attention groups the
+query heads of one key/value head into the rows of one matrix product: keys and values are never repeated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from litert_torch.generative.config import LlmConfig
+from litert_torch.lower.llm_ops import embedding_lookup, update_cache
+
+# A large negative score for masked-out keys: finite, so that no row is ever all -inf (softmax of such a row
+# would be NaN); exp() of it relative to any real score is exactly 0 in float32.
+MASKED = -1e30
+
+
+def kv_names(num_layers: int) -> list[str]:
+    names = []
+    for i in range(num_layers):
+        names += [f"kv_cache_k_{i}", f"kv_cache_v_{i}"]
+    return names
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, weight: torch.Tensor, eps: float, plus_one: bool):
+        super().__init__()
+        self.weight = _param(weight)
+        self.eps, self.plus_one = eps, plus_one
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return x * (1.0 + self.weight) if self.plus_one else x * self.weight
+
+
+class Linear(nn.Module):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        super().__init__()
+        self.weight = _param(weight)
+        self.bias = _param(bias) if bias is not None else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(x, self.weight, self.bias)
+
+
+def _param(t: torch.Tensor) -> nn.Parameter:
+    t = t.detach()
+    if t.dtype != torch.float32:
+        t = t.to(torch.float32)
+    return nn.Parameter(t, requires_grad=False)
+
+
+def _act(name: str, x: torch.Tensor) -> torch.Tensor:
+    if name == "silu":
+        return nn.functional.silu(x)
+    if name == "gelu_tanh":
+        return nn.functional.gelu(x, approximate="tanh")
+    return nn.functional.gelu(x)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: LlmConfig, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor,
+                 biases: tuple | None = None):
+        super().__init__()
+        gb, ub, db = biases or (None, None, None)
+        self.gate, self.up, self.down = Linear(gate, gb), Linear(up, ub), Linear(down, db)
+        self.activation = cfg.activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(_act(self.activation, self.gate(x)) * self.up(x))
+
+
+class MoE(nn.Module):
+    """Top-k routed experts: each token runs only the experts its router picks. The chosen experts' weights are
+    gathered per token (k of E), so the work per token is that of k experts whatever E is."""
+
+    def __init__(self, cfg: LlmConfig, router: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor):
+        super().__init__()
+        self.router = Linear(router)
+        inter = cfg.moe_intermediate_size
+        self.gate_w = _param(gate_up[:, :inter, :])  # [E, I, H]
+        self.up_w = _param(gate_up[:, inter:, :])  # [E, I, H]
+        self.down_w = _param(down)  # [E, H, I]
+        self.top_k, self.norm_topk, self.activation = cfg.num_experts_per_tok, cfg.norm_topk_prob, cfg.activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, hidden = x.shape
+        flat = x.reshape(batch * length, hidden)
+        probs = torch.softmax(self.router(flat), dim=-1)
+        weights, chosen = torch.topk(probs, self.top_k, dim=-1)  # [N, k]
+        if self.norm_topk:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        idx = chosen.reshape(-1)  # [N*k]
+        rows = flat.unsqueeze(1).expand(batch * length, self.top_k, hidden).reshape(-1, hidden, 1)  # [N*k, H, 1]
+        gate = torch.bmm(self.gate_w[idx], rows)  # [N*k, I, 1]
+        up = torch.bmm(self.up_w[idx], rows)
+        inner = _act(self.activation, gate) * up
+        out = torch.bmm(self.down_w[idx], inner).reshape(batch * length, self.top_k, hidden)
+        out = (out * weights.unsqueeze(-1)).sum(dim=1)
+        return out.reshape(batch, length, hidden)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: LlmConfig, layer: int, q, k, v, o, biases, q_norm=None, k_norm=None):
+        super().__init__()
+        qb, kb, vb, ob = biases
+        self.q, self.k, self.v, self.o = Linear(q, qb), Linear(k, kb), Linear(v, vb), Linear(o, ob)
+        self.q_norm = RMSNorm(q_norm, cfg.rms_norm_eps, cfg.norm_plus_one) if q_norm is not None else None
+        self.k_norm = RMSNorm(k_norm, cfg.rms_norm_eps, cfg.norm_plus_one) if k_norm is not None else None
+        self.heads, self.kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.scale = cfg.attention_scale
+        self.layer = layer
+
+    def forward(self, x, cos, sin, mask, k_cache, v_cache, input_pos):
+        batch, length, _ = x.shape
+        d, groups = self.head_dim, self.heads // self.kv_heads
+        q = self.q(x).view(batch, length, self.heads, d)
+        k = self.k(x).view(batch, length, self.kv_heads, d)
+        v = self.v(x).view(batch, length, self.kv_heads, d)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+        k_cache = update_cache(k_cache, k.transpose(1, 2), input_pos, 2)
+        v_cache = update_cache(v_cache, v.transpose(1, 2), input_pos, 2)
+        # The query heads of one key/value head as the rows of one product: [1, KV, G*T, D] x [1, KV, C, D]^T.
+        q = (q * self.scale).transpose(1, 2).reshape(batch, self.kv_heads, groups * length, d)
+        scores = torch.matmul(q, k_cache.transpose(2, 3))
+        if groups > 1:
+            mask = mask.repeat(groups, 1)
+        probs = torch.softmax(scores + mask, dim=-1)
+        out = torch.matmul(probs, v_cache)  # [1, KV, G*T, D]
+        out = out.reshape(batch, self.heads, length, d).transpose(1, 2).reshape(batch, length, self.heads * d)
+        return self.o(out), k_cache, v_cache
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's rotate-half RoPE on the first cos.shape[-1] features of each head (x: [B, T, heads, D];
+    cos, sin: [T, R])."""
+    rot = cos.shape[-1]
+    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    xr = x[..., :rot] if rot < x.shape[-1] else x
+    half = rot // 2
+    rotated = torch.cat([-xr[..., half:], xr[..., :half]], dim=-1)
+    out = xr * cos + rotated * sin
+    return torch.cat([out, x[..., rot:]], dim=-1) if rot < x.shape[-1] else out
+
+
+class Layer(nn.Module):
+    def __init__(self, cfg: LlmConfig, attention: Attention, mlp: nn.Module, norms: dict[str, torch.Tensor]):
+        super().__init__()
+        norm = lambda w: RMSNorm(w, cfg.rms_norm_eps, cfg.norm_plus_one)  # noqa: E731
+        self.attention, self.mlp = attention, mlp
+        self.input_norm = norm(norms["input"])
+        self.post_attention_norm = norm(norms["post_attention"])
+        self.pre_mlp_norm = norm(norms["pre_mlp"]) if "pre_mlp" in norms else None
+        self.post_mlp_norm = norm(norms["post_mlp"]) if "post_mlp" in norms else None
+
+    def forward(self, x, cos, sin, mask, k_cache, v_cache, input_pos):
+        h, k_cache, v_cache = self.attention(self.input_norm(x), cos, sin, mask, k_cache, v_cache, input_pos)
+        if self.pre_mlp_norm is not None:  # Gemma: normed after attention, then normed again before the MLP
+            x = x + self.post_attention_norm(h)
+            return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x))), k_cache, v_cache
+        x = x + h
+        return x + self.mlp(self.post_attention_norm(x)), k_cache, v_cache
+
+
+class DecoderLM(nn.Module):
+    """tokens [1, T], input_pos [T], kv caches -> {"logits": [1, 1, V] of the last token (when `logits`),
+    kv_cache_*: updated}."""
+
+    def __init__(self, cfg: LlmConfig, embed: torch.Tensor, layers: list[Layer], final_norm: torch.Tensor,
+                 lm_head: torch.Tensor, rope: dict[str, tuple[torch.Tensor, torch.Tensor]], cache_length: int):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = _param(embed)
+        self.layers = nn.ModuleList(layers)
+        self.norm = RMSNorm(final_norm, cfg.rms_norm_eps, cfg.norm_plus_one)
+        self.lm_head = self.embed if lm_head is None else _param(lm_head)
+        self.cache_length = cache_length
+        for layer_type, (cos, sin) in rope.items():
+            self.register_buffer(f"cos_{layer_type}", cos.to(torch.float32), persistent=False)
+            self.register_buffer(f"sin_{layer_type}", sin.to(torch.float32), persistent=False)
+        self.register_buffer("positions", torch.arange(cache_length, dtype=torch.int32), persistent=False)
+
+    def cache_shape(self) -> tuple[int, int, int, int]:
+        return (1, self.cfg.num_kv_heads, self.cache_length, self.cfg.head_dim)
+
+    def masks(self, input_pos: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Additive masks [T, C] per layer type: key c is seen by the token at position p when c <= p (and
+        c > p - window on sliding-window layers)."""
+        keys, pos = self.positions[None, :], input_pos[:, None]
+        causal = keys <= pos
+        out = {"full_attention": torch.where(causal, 0.0, MASKED)}
+        if self.cfg.sliding_window:
+            window = causal & (keys > pos - self.cfg.sliding_window)
+            out["sliding_attention"] = torch.where(window, 0.0, MASKED)
+        return out
+
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, caches: list[torch.Tensor],
+                logits: bool = True) -> dict[str, Any]:
+        cfg = self.cfg
+        x = embedding_lookup(self.embed, tokens)
+        if cfg.embed_scale is not None:
+            x = x * cfg.embed_scale
+        masks = self.masks(input_pos)
+        tables = {t: (getattr(self, f"cos_{t}")[input_pos], getattr(self, f"sin_{t}")[input_pos])
+                  for t in set(cfg.layer_types)}
+        out: dict[str, torch.Tensor] = {}
+        names = kv_names(cfg.num_layers)
+        for i, layer in enumerate(self.layers):
+            kind = cfg.layer_types[i]
+            cos, sin = tables[kind]
+            x, k_cache, v_cache = layer(x, cos, sin, masks[kind], caches[2 * i], caches[2 * i + 1], input_pos)
+            out[names[2 * i]], out[names[2 * i + 1]] = k_cache, v_cache
+        if logits:
+            last = self.norm(x[:, -1:, :])
+            scores = nn.functional.linear(last, self.lm_head)
+            if cfg.final_logit_softcap:
+                cap = float(cfg.final_logit_softcap)
+                scores = torch.tanh(scores / cap) * cap
+            out = {"logits": scores, **out}
+        return out
+
+
+def build(hf_model: nn.Module, cfg: LlmConfig, cache_length: int) -> DecoderLM:
+    """Our decoder over the weights of `hf_model` (a transformers *ForCausalLM of `cfg`'s architecture)."""
+    sd = dict(hf_model.state_dict())
+    prefix = "model."
+
+    def w(name: str) -> torch.Tensor:
+        try:
+            return sd[prefix + name]
+        except KeyError:
+            raise KeyError(f"the model has no weight {prefix + name}") from None
+
+    def opt(name: str) -> torch.Tensor | None:
+        return sd.get(prefix + name)
+
+    layers = []
+    for i in range(cfg.num_layers):
+        p = f"layers.{i}."
+        if cfg.family == "phi3":
+            qkv = w(p + "self_attn.qkv_proj.weight")
+            nq, nkv = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+            q, k, v = qkv[:nq], qkv[nq:nq + nkv], qkv[nq + nkv:]
+            biases = (None, None, None, opt(p + "self_attn.o_proj.bias"))
+        else:
+            q, k, v = (w(p + f"self_attn.{n}_proj.weight") for n in "qkv")
+            biases = tuple(opt(p + f"self_attn.{n}_proj.bias") for n in "qkvo")
+        attention = Attention(cfg, i, q, k, v, w(p + "self_attn.o_proj.weight"), biases,
+                              opt(p + "self_attn.q_norm.weight"), opt(p + "self_attn.k_norm.weight"))
+        if cfg.moe_layers[i]:
+            mlp: nn.Module = MoE(cfg, w(p + "mlp.gate.weight"), w(p + "mlp.experts.gate_up_proj"),
+                                 w(p + "mlp.experts.down_proj"))
+        elif cfg.family == "phi3":
+            gate_up = w(p + "mlp.gate_up_proj.weight")
+            mlp = MLP(cfg, gate_up[:cfg.intermediate_size], gate_up[cfg.intermediate_size:],
+                      w(p + "mlp.down_proj.weight"))
+        else:
+            mlp = MLP(cfg, w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight"), w(p + "mlp.down_proj.weight"),
+                      tuple(opt(p + f"mlp.{n}_proj.bias") for n in ("gate", "up", "down")))
+        norms = {"input": w(p + "input_layernorm.weight"), "post_attention": w(p + "post_attention_layernorm.weight")}
+        if cfg.sandwich_norms:
+            norms["pre_mlp"] = w(p + "pre_feedforward_layernorm.weight")
+            norms["post_mlp"] = w(p + "post_feedforward_layernorm.weight")
+        layers.append(Layer(cfg, attention, mlp, norms))
+    lm_head = None if cfg.tie_word_embeddings else sd.get("lm_head.weight")
+    return DecoderLM(cfg, w("embed_tokens.weight"), layers, w("norm.weight"), lm_head,
+                     rope_tables(hf_model, cfg, cache_length), cache_length)
+
+
+def rope_tables(hf_model: nn.Module, cfg: LlmConfig, length: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """cos/sin [length, R] per layer type, from the Hugging Face model's own rotary module (R = the rotated
+    features of a head)."""
+    rotary = hf_model.model.rotary_emb
+    positions = torch.arange(length)[None, :]
+    probe = torch.zeros(1, 1, cfg.hidden_size, dtype=torch.float32)
+    tables = {}
+    with torch.no_grad():
+        for layer_type in sorted(set(cfg.layer_types)):
+            if cfg.family == "gemma3":
+                cos, sin = rotary(probe, positions, layer_type)
+            else:
+                cos, sin = rotary(probe, positions)
+            tables[layer_type] = (cos[0].float(), sin[0].float())
+    return tables
+
+
+def check_cache_length(cfg: LlmConfig, cache_length: int) -> None:
+    if cache_length < 1:
+        raise ValueError(f"cache_length must be positive, got {cache_length}")
+    if cfg.max_position_embeddings and cache_length > cfg.max_position_embeddings:
+        raise ValueError(f"cache_length {cache_length} exceeds the model's max_position_embeddings "
+                         f"({cfg.max_position_embeddings})")
+
+

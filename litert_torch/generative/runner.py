@@ -1,0 +1,199 @@
+"""Running a converted LLM in LiteRT from Python: prefill, decode, generate.
+
+The KV caches live in LiteRT tensor buffers that are bound as both the input and the output of every prefill
+and decode call (the signatures name them alike), so they stay in the runtime between calls: a decode step
+writes its token's keys and values in place and copies nothing else in or out. Only the token, its position
+and the logits cross into Python.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from litert_torch.errors import LiteRTTorchError, ModelInputError
+from litert_torch.generative.convert import DECODE, LAYOUT_KEY, LlmLayout, prefill_signature
+
+
+class CacheFullError(ModelInputError):
+    """The tokens to process do not fit in the KV cache that is left."""
+
+
+@dataclass
+class Sampling:
+    """Greedy when `temperature` is 0 or `top_k` is 1; otherwise temperature, then top-k, then top-p."""
+
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+
+    def check(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0 or self.top_k == 1
+
+    def pick(self, logits: np.ndarray, rng: np.random.Generator) -> int:
+        if self.greedy:
+            return int(np.argmax(logits))
+        z = logits.astype(np.float64) / self.temperature
+        order = np.argsort(-z, kind="stable")
+        if self.top_k is not None:
+            order = order[: self.top_k]
+        probs = np.exp(z[order] - z[order[0]])
+        probs /= probs.sum()
+        if self.top_p is not None:
+            keep = int(np.searchsorted(np.cumsum(probs), self.top_p) + 1)
+            order, probs = order[:keep], probs[:keep] / probs[:keep].sum()
+        return int(rng.choice(order, p=probs))
+
+
+class LlmRunner:
+    """A converted LLM (the .tflite inside a bundle, or the model `export_hf` writes) run step by step.
+
+        llm = LlmRunner(tflite_bytes, tokenizer=tok)
+        for text in llm.generate("Once upon a time", max_new_tokens=32):
+            print(text, end="")
+    """
+
+    def __init__(self, flatbuffer: bytes, tokenizer: Any = None, *, num_threads: int | None = None,
+                 stop_token_ids: Sequence[int] = ()):
+        from litert_torch.flatbuffer.reader import read_metadata
+
+        meta = read_metadata(flatbuffer)
+        if LAYOUT_KEY not in meta:
+            raise LiteRTTorchError("this model was not written by the LLM exporter (no litert_torch.llm metadata)")
+        self.layout = LlmLayout.from_json(json.loads(meta[LAYOUT_KEY]))
+        self.tokenizer = tokenizer
+        self.stop_token_ids = set(int(t) for t in stop_token_ids)
+        self._compiled = _compiled_model(flatbuffer, num_threads)
+        self._caches = {n: self._compiled.create_input_buffer_by_name(DECODE, n) for n in self.layout.cache_names}
+        self._io: dict[str, tuple[dict, Any]] = {}
+        self.position = 0
+        self.reset()
+
+    @property
+    def cache_length(self) -> int:
+        return self.layout.cache_length
+
+    def reset(self) -> None:
+        """Forget every token: the next call starts at position 0."""
+        zeros = np.zeros(self.layout.cache_shape, np.float32)
+        for buffer in self._caches.values():
+            buffer.write(zeros)
+        self.position = 0
+
+    def _signature_io(self, key: str):
+        if key not in self._io:
+            inputs = {n: self._compiled.create_input_buffer_by_name(key, n) for n in ("tokens", "input_pos")}
+            outputs = {"logits": self._compiled.create_output_buffer_by_name(key, "logits")} if key == DECODE else {}
+            self._io[key] = (inputs, outputs)
+        return self._io[key]
+
+    def _run(self, key: str, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray | None:
+        inputs, outputs = self._signature_io(key)
+        inputs["tokens"].write(tokens.reshape(1, -1).astype(np.int32))
+        inputs["input_pos"].write(positions.astype(np.int32))
+        self._compiled.run_by_name(key, {**inputs, **self._caches}, {**outputs, **self._caches})
+        return outputs["logits"].read(self.layout.vocab_size, np.float32) if outputs else None
+
+    def prefill(self, token_ids: Sequence[int]) -> np.ndarray:
+        """Process `token_ids` after what is already in the cache; return the logits after the last of them.
+        As LiteRT-LM does, all tokens but the last go through the prefill signatures (in chunks of the largest
+        length that fits; the last chunk takes the smallest length that holds it, padded past the real tokens,
+        where later tokens overwrite the padding) and the last one through decode, which gives its logits."""
+        ids = [int(t) for t in token_ids]
+        if not ids:
+            raise ModelInputError("prefill needs at least one token")
+        self._check_room(len(ids))
+        start, body = 0, ids[:-1]
+        while start < len(body):
+            left = len(body) - start
+            sizes = [n for n in self.layout.prefill_lengths if self.position + n <= self.cache_length]
+            if not sizes:  # no prefill signature fits the room left: the rest one token at a time
+                for token in body[start:]:
+                    self.decode(token)
+                break
+            fitting = [n for n in sizes if n >= left]
+            n = fitting[0] if fitting else sizes[-1]
+            take = min(n, left)
+            chunk = np.zeros(n, np.int64)
+            chunk[:take] = body[start:start + take]
+            self._run(prefill_signature(n), chunk, np.arange(self.position, self.position + n))
+            self.position += take
+            start += take
+        return self.decode(ids[-1])
+
+    def decode(self, token_id: int) -> np.ndarray:
+        """Process one token at the current position; return its logits."""
+        self._check_room(1)
+        logits = self._run(DECODE, np.array([token_id]), np.array([self.position]))
+        self.position += 1
+        return logits
+
+    def _check_room(self, count: int) -> None:
+        if self.position + count > self.cache_length:
+            raise CacheFullError(f"{count} more token(s) at position {self.position} do not fit the KV cache of "
+                                 f"{self.cache_length}; reset() or convert with a larger cache_length")
+
+    def generate_ids(self, prompt_ids: Sequence[int], max_new_tokens: int, sampling: Sampling | None = None,
+                     ) -> Iterator[int]:
+        """Yield up to `max_new_tokens` new token ids after `prompt_ids` (from a fresh cache), stopping after a
+        stop token."""
+        sampling = sampling or Sampling()
+        sampling.check()
+        rng = np.random.default_rng(sampling.seed)
+        self.reset()
+        if self.position + len(prompt_ids) + max_new_tokens - 1 > self.cache_length:
+            raise CacheFullError(f"a prompt of {len(prompt_ids)} tokens and {max_new_tokens} new tokens need "
+                                 f"{len(prompt_ids) + max_new_tokens - 1} cache entries; the cache holds "
+                                 f"{self.cache_length}")
+        logits = self.prefill(prompt_ids)
+        for i in range(max_new_tokens):
+            token = sampling.pick(logits, rng)
+            yield token
+            if token in self.stop_token_ids or i == max_new_tokens - 1:
+                return
+            logits = self.decode(token)
+
+    def generate(self, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0, top_k: int | None = None,
+                 top_p: float | None = None, seed: int | None = None,
+                 on_token: Callable[[str], None] | None = None) -> Iterator[str]:
+        """Stream the text of each new token after `prompt` (tokenized with the model's tokenizer)."""
+        if self.tokenizer is None:
+            raise LiteRTTorchError("generate(prompt) needs the model's tokenizer; use generate_ids with token ids")
+        prompt_ids = self.tokenizer.encode(prompt)
+        produced: list[int] = []
+        text_so_far = ""
+        for token in self.generate_ids(prompt_ids, max_new_tokens, Sampling(temperature, top_k, top_p, seed)):
+            produced.append(token)
+            text = self.tokenizer.decode(produced, skip_special_tokens=True)
+            piece, text_so_far = text[len(text_so_far):], text
+            if on_token is not None:
+                on_token(piece)
+            yield piece
+
+
+def _compiled_model(flatbuffer: bytes, num_threads: int | None):
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+
+    options = None
+    if num_threads is not None:
+        from ai_edge_litert.cpu_options import CpuOptions
+        from ai_edge_litert.options import Options
+
+        options = Options(hardware_accelerators=HardwareAccelerator.CPU, cpu_options=CpuOptions(num_threads=num_threads))
+    if options is None:
+        return CompiledModel.from_buffer(flatbuffer, HardwareAccelerator.CPU)
+    return CompiledModel.from_buffer(flatbuffer, options=options)

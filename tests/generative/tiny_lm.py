@@ -1,0 +1,92 @@
+"""Tiny Hugging Face causal LMs built from configs (random weights) with a small trained BPE tokenizer, saved as
+model directories the exporter reads."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "a small model runs on the phone without a server",
+    "once upon a time there was a little robot who liked to count tokens",
+    "weights and caches live in memory while the model decodes one token at a time",
+    "hello world, this is a test of the tokenizer and the language model",
+] * 4
+
+CHAT_TEMPLATE = ("{% for message in messages %}<|{{ message['role'] }}|> {{ message['content'] }} </s>"
+                 "{% endfor %}{% if add_generation_prompt %}<|assistant|> {% endif %}")
+
+
+def tokenizer(vocab_size: int = 160):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    special = ["<pad>", "<s>", "</s>", "<unk>"]
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                   unk_token="<unk>")
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma3", "qwen3_moe")
+
+
+def config(arch: str, vocab_size: int, **overrides):
+    import transformers as T
+
+    common = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                  max_position_embeddings=512)
+    if arch == "llama":
+        cfg = T.LlamaConfig(**common, tie_word_embeddings=True)
+    elif arch == "qwen2":
+        cfg = T.Qwen2Config(**common)
+    elif arch == "qwen3":
+        cfg = T.Qwen3Config(**common, head_dim=16)
+    elif arch == "phi3":
+        cfg = T.Phi3Config(**common)
+    elif arch == "gemma3":
+        cfg = T.Gemma3TextConfig(**common, head_dim=16, sliding_window=6, query_pre_attn_scalar=16,
+                                 layer_types=["sliding_attention", "full_attention"])
+    elif arch == "qwen3_moe":
+        cfg = T.Qwen3MoeConfig(**common, head_dim=16, moe_intermediate_size=32, num_experts=4,
+                               num_experts_per_tok=2, norm_topk_prob=True)
+    else:
+        raise ValueError(arch)
+    for key, value in overrides.items():
+        setattr(cfg, key, value)
+    return cfg
+
+
+def model(arch: str, vocab_size: int, seed: int = 0, **overrides):
+    """A randomly initialised model whose greedy continuation is not degenerate (weights drawn wider than the
+    config's initializer, so that the logits are spread)."""
+    import transformers as T
+
+    torch.manual_seed(seed)
+    hf = T.AutoModelForCausalLM.from_config(config(arch, vocab_size, **overrides)).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if "norm" not in name:
+                p.normal_(0.0, 0.15)
+    return hf
+
+
+def save(directory: str, arch: str, seed: int = 0, **overrides) -> str:
+    """Save model + tokenizer into `directory` (save_pretrained) and return it."""
+    tok = tokenizer()
+    hf = model(arch, len(tok), seed, **overrides)
+    hf.generation_config.eos_token_id = tok.eos_token_id
+    os.makedirs(directory, exist_ok=True)
+    hf.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
