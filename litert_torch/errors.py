@@ -82,3 +82,8 @@ class ModelInputError(LiteRTTorchError, ValueError):
 
 class ModelFileError(LiteRTTorchError, ValueError):
     """A .tflite file is corrupt, truncated or not a TFLite model."""
+
+
+class InvalidArgumentError(LiteRTTorchError, ValueError):
+    """An argument of a public call is out of its domain (a negative length, an unknown recipe name, an
+    output folder that cannot be written): the message names the argument and what it accepts."""

@@ -38,14 +38,15 @@ def handled(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from litert_torch.errors import (
-            CalibrationError, ConversionError, LiteRTTorchError, ModelFileError, ModelInputError,
+            CalibrationError, ConversionError, InvalidArgumentError, LiteRTTorchError, ModelFileError,
+            ModelInputError,
         )
         from litert_torch.frontend.onnx_frontend import OnnxError
 
         debug = kwargs.get("debug", False)
         try:
             return fn(*args, **kwargs)
-        except (BadInput, ModelFileError, ModelInputError, CalibrationError, OnnxError) as exc:
+        except (BadInput, ModelFileError, ModelInputError, CalibrationError, OnnxError, InvalidArgumentError) as exc:
             _report(exc, debug, "error")
             hint = getattr(exc, "hint", None)
             if hint:
@@ -458,6 +459,58 @@ class _progress:
         if self.bar is not None:
             self.bar.stop()
         return False
+
+
+# ---- export-hf -------------------------------------------------------------------------------------------------
+@cli.command("export-hf", help="Export a Hugging Face causal LM (MODEL_DIR, saved with save_pretrained: config, "
+                               "safetensors, tokenizer) to a LiteRT-LM bundle (.litertlm) with prefill/decode "
+                               "signatures and a KV cache.\n\n" + EXIT_CODES)
+@click.argument("model_dir")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The .litertlm bundle to write (a .tflite path writes the model alone).")
+@click.option("--prefill", default="256", show_default=True, metavar="N[,N...]",
+              help="Prefill signature lengths, comma-separated.")
+@click.option("--cache", "cache_length", default=4096, show_default=True, type=int,
+              help="KV cache length: the longest prompt plus generated text.")
+@click.option("--quantize", default="dynamic_wi8_afp32", show_default=True, metavar="RECIPE",
+              help="none (float), fp16, dynamic-int8, an ai-edge-quantizer recipe name (dynamic_wi8_afp32, "
+                   "dynamic_wi4b32_afp32, ...) or a recipe .json file.")
+@click.option("--keep-tflite", is_flag=True, help="Also write the .tflite model beside the bundle.")
+@click.option("--trust-remote-code", is_flag=True, help="Let transformers run the model directory's own code.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@common_options
+@handled
+def export_hf(model_dir, output, prefill, cache_length, quantize, keep_tflite, trust_remote_code, force, quiet, debug):
+    from litert_torch.generative.export_hf.export import export_files
+
+    if os.path.isdir(output):
+        raise BadInput(f"{output} is a directory")
+    if os.path.exists(output) and not force:
+        raise BadInput(f"{output} exists", "pass --force to overwrite it")
+    if not os.path.isdir(model_dir):
+        raise BadInput(f"{model_dir} is not a directory", "give a Hugging Face model directory (save_pretrained)")
+    try:
+        lengths = [int(p) for p in prefill.split(",") if p.strip()]
+    except ValueError:
+        raise BadInput(f"malformed --prefill {prefill!r}", "give comma-separated token counts, e.g. 32,128") from None
+    is_tflite = output.endswith(".tflite")
+    tflite_path = output if is_tflite else (os.path.splitext(output)[0] + ".tflite" if keep_tflite else None)
+    console = _console()
+    start = last = time.perf_counter()
+
+    def progress(stage: str) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        if not quiet:
+            console.print(f"[{now - start:6.1f} s] {stage}")
+        last = now
+
+    export_files(model_dir, bundle_path=None if is_tflite else output, tflite_path=tflite_path,
+                 prefill_lengths=lengths, cache_length=cache_length, quantization_recipe=quantize,
+                 trust_remote_code=trust_remote_code, progress=progress)
+    if not quiet:
+        size = os.path.getsize(output)
+        console.print(f"wrote {output} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,19 @@
+"""On-device LLMs: Hugging Face causal LMs to LiteRT with prefill/decode signatures and a KV cache.
+
+    from litert_torch.generative.export_hf import export
+    bundle = export.export(model="hf_model_dir", output_dir="out", prefill_lengths=[32], cache_length=1024)
+
+    from litert_torch import generative
+    llm = generative.load(bundle)               # the .litertlm (or the .tflite with tokenizer.json beside it)
+    for piece in llm.generate("Once upon a time", max_new_tokens=32):
+        print(piece, end="", flush=True)
+
+See docs/LLM.md for the architectures, signatures, cache layout and options.
+"""
+
+from litert_torch.generative.config import LlmConfig, UnsupportedModelError
+from litert_torch.generative.runner import CacheFullError, LlmRunner, Sampling, load
+from litert_torch.generative.validate import LlmValidationReport, validate_llm
+
+__all__ = ["CacheFullError", "LlmConfig", "LlmRunner", "LlmValidationReport", "Sampling", "UnsupportedModelError",
+           "load", "validate_llm"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -112,9 +113,14 @@ def unpack_bundle(path: str | os.PathLike) -> tuple[bytes, str | None]:
             if name.endswith(".tflite") and tflite is None:
                 with open(full, "rb") as f:
                     tflite = f.read()
-            elif name.endswith(".json") and tokenizer is None:
-                with open(full, encoding="utf-8") as f:
-                    tokenizer = f.read()
+            elif "HF_Tokenizer" in name and tokenizer is None:
+                with open(full, "rb") as f:
+                    raw = f.read()
+                # The section: the uncompressed size (8 bytes, little-endian), then the zlib stream.
+                try:
+                    tokenizer = zlib.decompress(raw[8:]).decode("utf-8") if name.endswith(".zlib") else raw.decode()
+                except (zlib.error, UnicodeDecodeError) as exc:
+                    raise BundleError(f"the tokenizer in {os.fspath(path)} is damaged: {exc}") from exc
         if tflite is None:
             raise BundleError(f"{os.fspath(path)} holds no TFLite model")
         return tflite, tokenizer

@@ -81,7 +81,7 @@ def convert_llm(lm: DecoderLM, prefill_lengths: Sequence[int], *, num_threads: i
         parts.append(part)
     layout = LlmLayout(sorted(prefill_lengths), lm.cache_length, lm.cfg.num_layers, list(lm.cache_shape()),
                        lm.cfg.vocab_size, kv_names(lm.cfg.num_layers))
-    report("write")
+    report("assemble")
     model = converter._assemble(parts)
     model.metadata[LAYOUT_KEY] = _json_bytes(layout.to_json())
     return converter._write(model, num_threads), layout

@@ -14,12 +14,12 @@ from typing import Any
 
 import torch
 
-from litert_torch.errors import ConversionError
+from litert_torch.errors import ModelFileError
 from litert_torch.generative.bundle import BundleInfo
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError
 
 
-class ModelSourceError(ConversionError):
+class ModelSourceError(ModelFileError):
     """The model to export cannot be read: a missing or malformed directory, no weights, no tokenizer."""
 
 

@@ -16,6 +16,7 @@ query heads of one key/value head into the rows of one matrix product: keys and 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -23,6 +24,8 @@ from torch import nn
 
 from litert_torch.generative.config import LlmConfig
 from litert_torch.lower.llm_ops import embedding_lookup, update_cache
+
+log = logging.getLogger("litert_torch")
 
 # A large negative score for masked-out keys: finite, so that no row is ever all -inf (softmax of such a row
 # would be NaN); exp() of it relative to any real score is exactly 0 in float32.
@@ -301,10 +304,10 @@ def rope_tables(hf_model: nn.Module, cfg: LlmConfig, length: int) -> dict[str, t
 
 
 def check_cache_length(cfg: LlmConfig, cache_length: int) -> None:
-    if cache_length < 1:
-        raise ValueError(f"cache_length must be positive, got {cache_length}")
+    """Warn when the cache holds positions past those the model was trained for (its RoPE tables are still
+    exact there; what the model does with them is the model's affair)."""
     if cfg.max_position_embeddings and cache_length > cfg.max_position_embeddings:
-        raise ValueError(f"cache_length {cache_length} exceeds the model's max_position_embeddings "
-                         f"({cfg.max_position_embeddings})")
+        log.warning("cache_length %d exceeds the model's max_position_embeddings (%d)", cache_length,
+                    cfg.max_position_embeddings)
 
 

@@ -67,7 +67,7 @@ class LlmRunner:
     """
 
     def __init__(self, flatbuffer: bytes, tokenizer: Any = None, *, num_threads: int | None = None,
-                 stop_token_ids: Sequence[int] = ()):
+                 stop_token_ids: Sequence[int] | None = None):
         from litert_torch.flatbuffer.reader import read_metadata
 
         meta = read_metadata(flatbuffer)
@@ -75,7 +75,8 @@ class LlmRunner:
             raise LiteRTTorchError("this model was not written by the LLM exporter (no litert_torch.llm metadata)")
         self.layout = LlmLayout.from_json(json.loads(meta[LAYOUT_KEY]))
         self.tokenizer = tokenizer
-        self.stop_token_ids = set(int(t) for t in stop_token_ids)
+        stops = self.layout.stop_token_ids if stop_token_ids is None else stop_token_ids
+        self.stop_token_ids = set(int(t) for t in stops)
         self._compiled = _compiled_model(flatbuffer, num_threads)
         self._caches = {n: self._compiled.create_input_buffer_by_name(DECODE, n) for n in self.layout.cache_names}
         self._io: dict[str, tuple[dict, Any]] = {}
@@ -146,10 +147,10 @@ class LlmRunner:
             raise CacheFullError(f"{count} more token(s) at position {self.position} do not fit the KV cache of "
                                  f"{self.cache_length}; reset() or convert with a larger cache_length")
 
-    def generate_ids(self, prompt_ids: Sequence[int], max_new_tokens: int, sampling: Sampling | None = None,
-                     ) -> Iterator[int]:
+    def generate_ids(self, prompt_ids: Sequence[int], max_new_tokens: int, sampling: Sampling | None = None, *,
+                     stop: bool = True) -> Iterator[int]:
         """Yield up to `max_new_tokens` new token ids after `prompt_ids` (from a fresh cache), stopping after a
-        stop token."""
+        stop token (unless `stop` is False)."""
         sampling = sampling or Sampling()
         sampling.check()
         rng = np.random.default_rng(sampling.seed)
@@ -162,7 +163,7 @@ class LlmRunner:
         for i in range(max_new_tokens):
             token = sampling.pick(logits, rng)
             yield token
-            if token in self.stop_token_ids or i == max_new_tokens - 1:
+            if (stop and token in self.stop_token_ids) or i == max_new_tokens - 1:
                 return
             logits = self.decode(token)
 
@@ -170,18 +171,62 @@ class LlmRunner:
                  top_p: float | None = None, seed: int | None = None,
                  on_token: Callable[[str], None] | None = None) -> Iterator[str]:
         """Stream the text of each new token after `prompt` (tokenized with the model's tokenizer)."""
-        if self.tokenizer is None:
-            raise LiteRTTorchError("generate(prompt) needs the model's tokenizer; use generate_ids with token ids")
-        prompt_ids = self.tokenizer.encode(prompt)
         produced: list[int] = []
         text_so_far = ""
-        for token in self.generate_ids(prompt_ids, max_new_tokens, Sampling(temperature, top_k, top_p, seed)):
+        for token in self.generate_ids(self.encode(prompt), max_new_tokens, Sampling(temperature, top_k, top_p, seed)):
             produced.append(token)
-            text = self.tokenizer.decode(produced, skip_special_tokens=True)
+            text = self.decode_text(produced)
             piece, text_so_far = text[len(text_so_far):], text
             if on_token is not None:
                 on_token(piece)
             yield piece
+
+
+    def encode(self, text: str) -> list[int]:
+        """The token ids the model sees for `text`: the start token (when the model has one) and the text's
+        tokens, as LiteRT-LM tokenizes a prompt."""
+        if self.tokenizer is None:
+            raise LiteRTTorchError("this needs the model's tokenizer (a bundle carries it; with a .tflite pass "
+                                   "tokenizer=)")
+        if hasattr(self.tokenizer, "backend_tokenizer"):  # a transformers tokenizer
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+        else:  # a tokenizers.Tokenizer
+            ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        start = self.layout.start_token_id
+        return ([start] if start is not None else []) + list(ids)
+
+    def decode_text(self, ids: Sequence[int]) -> str:
+        if self.tokenizer is None:
+            raise LiteRTTorchError("this needs the model's tokenizer")
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
+    """A runner for a converted LLM: a .litertlm bundle (its model and tokenizer) or the exporter's .tflite (with
+    the tokenizer.json beside it, when there is one)."""
+    import os
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ModelInputError(f"{path} does not exist")
+    tokenizer_text = None
+    if path.endswith(".litertlm"):
+        from litert_torch.generative.bundle import unpack_bundle
+
+        flatbuffer, tokenizer_text = unpack_bundle(path)
+    else:
+        with open(path, "rb") as f:
+            flatbuffer = f.read()
+        beside = os.path.join(os.path.dirname(path), "tokenizer.json")
+        if os.path.isfile(beside):
+            with open(beside, encoding="utf-8") as f:
+                tokenizer_text = f.read()
+    tokenizer = None
+    if tokenizer_text is not None:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_str(tokenizer_text)
+    return LlmRunner(flatbuffer, tokenizer, num_threads=num_threads)
 
 
 def _compiled_model(flatbuffer: bytes, num_threads: int | None):

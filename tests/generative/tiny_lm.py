@@ -69,15 +69,19 @@ def config(arch: str, vocab_size: int, **overrides):
 
 def model(arch: str, vocab_size: int, seed: int = 0, **overrides):
     """A randomly initialised model whose greedy continuation is not degenerate (weights drawn wider than the
-    config's initializer, so that the logits are spread)."""
+    config's initializer, so that the logits are spread; norm scales moved off their initial value, so that
+    they matter)."""
     import transformers as T
 
     torch.manual_seed(seed)
     hf = T.AutoModelForCausalLM.from_config(config(arch, vocab_size, **overrides)).eval()
+    std = 0.05 if arch == "gemma3" else 0.15  # Gemma scales its embeddings by sqrt(hidden)
     with torch.no_grad():
         for name, p in hf.named_parameters():
-            if "norm" not in name:
-                p.normal_(0.0, 0.15)
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+            else:
+                p.normal_(0.0, std)
     return hf
 
 

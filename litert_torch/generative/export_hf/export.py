@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from typing import Any, Callable, Sequence
 
-from litert_torch.errors import ConversionError
+from litert_torch.errors import InvalidArgumentError
 from litert_torch.files import write_atomic
 from litert_torch.generative import bundle, hf
 from litert_torch.generative.convert import LAYOUT_KEY, convert_llm
@@ -53,22 +53,46 @@ def export(
     recipe name such as "dynamic_wi8_afp32" (int8 weights per channel, the default) or "dynamic_wi4b32_afp32"
     (int4 weights in blocks of 32), or a JSON recipe file. Everything is checked before any work, and nothing is
     written unless the whole export succeeds."""
-    report = progress or (lambda stage: None)
     if enable_dynamic_shape:
-        raise ConversionError("enable_dynamic_shape is not supported: the exporter writes one static "
-                              "prefill_<N> signature per length in prefill_lengths")
+        raise InvalidArgumentError("enable_dynamic_shape is not supported: the exporter writes one static "
+                                   "prefill_<N> signature per length in prefill_lengths")
     if auto_model_override is not None:
-        raise ConversionError("auto_model_override is not supported: the architecture is read from config.json")
-    lengths = _check_lengths(prefill_lengths, cache_length)
-    recipe = _check_recipe(quantization_recipe)
+        raise InvalidArgumentError("auto_model_override is not supported: the architecture is read from "
+                                   "config.json")
     output_dir = os.fspath(output_dir)
     _check_output_dir(output_dir)
+    bundle_path = os.path.join(output_dir, BUNDLE_NAME) if bundle_litert_lm else None
+    tflite_path = os.path.join(output_dir, TFLITE_NAME) if keep_temporary_files or not bundle_litert_lm else None
+    tokenizer_path = os.path.join(output_dir, "tokenizer.json") if keep_temporary_files and bundle_litert_lm \
+        else None
+    export_files(model, bundle_path=bundle_path, tflite_path=tflite_path, tokenizer_path=tokenizer_path,
+                 prefill_lengths=prefill_lengths, cache_length=cache_length, quantization_recipe=quantization_recipe,
+                 tokenizer=tokenizer, trust_remote_code=trust_remote_code, use_jinja_template=use_jinja_template,
+                 progress=progress)
+    return bundle_path or tflite_path
+
+
+def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None = None,
+                 tokenizer_path: str | None = None, prefill_lengths: Sequence[int] = (256,), cache_length: int = 4096,
+                 quantization_recipe: Any = "dynamic_wi8_afp32", tokenizer: Any = None,
+                 trust_remote_code: bool = False, use_jinja_template: bool = True,
+                 progress: Callable[[str], None] | None = None) -> None:
+    """The work of `export`, writing the bundle, the .tflite and the tokenizer.json to the paths given (each
+    optional, one of the first two required). Arguments, the config and the tokenizer are checked before any
+    conversion; every file is written atomically, and none unless the whole export succeeds."""
+    report = progress or (lambda stage: None)
+    if bundle_path is None and tflite_path is None:
+        raise InvalidArgumentError("nothing to write: give bundle_path or tflite_path")
+    lengths = _check_lengths(prefill_lengths, cache_length)
+    recipe = _check_recipe(quantization_recipe)
+    for path in (bundle_path, tflite_path, tokenizer_path):
+        if path is not None:
+            _check_output_dir(os.path.dirname(os.path.abspath(path)))
     report("read")
-    source = hf.load(model, tokenizer, need_tokenizer=bundle_litert_lm, trust_remote_code=trust_remote_code)
+    source = hf.load(model, tokenizer, need_tokenizer=bundle_path is not None or tokenizer_path is not None,
+                     trust_remote_code=trust_remote_code)
     check_cache_length(source.config, cache_length)
-    if max(lengths) > cache_length:
-        raise ConversionError(f"prefill length {max(lengths)} exceeds cache_length {cache_length}")
-    info = hf.bundle_info(source, cache_length, use_jinja_template) if bundle_litert_lm else None
+    info = hf.bundle_info(source, cache_length, use_jinja_template) if source.tokenizer is not None else None
 
     lm = build(source.model, source.config, cache_length)
     edge, layout = convert_llm(lm, lengths, progress=report)
@@ -81,34 +105,53 @@ def export(
         edge = quantize(edge, recipe)
     flatbuffer = _with_layout(edge.flatbuffer, layout)
 
-    os.makedirs(output_dir, exist_ok=True)
-    tflite_path = os.path.join(output_dir, TFLITE_NAME)
-    if not bundle_litert_lm:
-        report("write")
-        write_atomic(tflite_path, flatbuffer)
-        return tflite_path
-    report("bundle")
+    report("write")
     scratch = tempfile.mkdtemp(prefix="litert_export_")
+    written: list[str] = []
+    created: list[str] = []
     try:
-        tokenizer_path = hf.tokenizer_json(source.tokenizer, scratch)
-        out = os.path.join(output_dir, BUNDLE_NAME)
-        bundle.write_bundle(out, flatbuffer, tokenizer_path, layout, info)
-        if keep_temporary_files:
+        for path in (bundle_path, tflite_path, tokenizer_path):
+            folder = os.path.dirname(os.path.abspath(path)) if path is not None else None
+            if folder is not None and not os.path.isdir(folder):
+                os.makedirs(folder)
+                created.append(folder)
+        if source.tokenizer is not None:
+            scratch_tokenizer = hf.tokenizer_json(source.tokenizer, scratch)
+        if bundle_path is not None:
+            bundle.write_bundle(bundle_path, flatbuffer, scratch_tokenizer, layout, info)
+            written.append(bundle_path)
+        if tflite_path is not None:
             write_atomic(tflite_path, flatbuffer)
-            shutil.copyfile(tokenizer_path, os.path.join(output_dir, "tokenizer.json"))
+            written.append(tflite_path)
+        if tokenizer_path is not None:
+            with open(scratch_tokenizer, "rb") as f:
+                write_atomic(tokenizer_path, f.read())
+            written.append(tokenizer_path)
+    except BaseException:
+        for path in written:
+            if os.path.exists(path):
+                os.unlink(path)
+        for folder in reversed(created):
+            if os.path.isdir(folder) and not os.listdir(folder):
+                os.rmdir(folder)
+        raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return out
 
 
 def _check_lengths(prefill_lengths: Sequence[int], cache_length: int) -> list[int]:
     if isinstance(prefill_lengths, int):
         prefill_lengths = [prefill_lengths]
-    lengths = sorted({int(n) for n in prefill_lengths})
+    if not isinstance(cache_length, int) or isinstance(cache_length, bool) or cache_length < 2:
+        raise InvalidArgumentError(f"cache_length must be an integer of at least 2, got {cache_length!r}")
+    try:
+        lengths = sorted({int(n) for n in prefill_lengths})
+    except (TypeError, ValueError):
+        lengths = []
     if not lengths or lengths[0] < 1:
-        raise ConversionError(f"prefill_lengths must be positive token counts, got {list(prefill_lengths)}")
-    if not isinstance(cache_length, int) or cache_length < 2:
-        raise ConversionError(f"cache_length must be an integer of at least 2, got {cache_length!r}")
+        raise InvalidArgumentError(f"prefill_lengths must be positive token counts, got {prefill_lengths!r}")
+    if lengths[-1] > cache_length:
+        raise InvalidArgumentError(f"prefill length {lengths[-1]} exceeds cache_length {cache_length}")
     return lengths
 
 
@@ -120,33 +163,33 @@ def _check_recipe(recipe: Any) -> Any:
         return recipe
     if isinstance(recipe, (str, os.PathLike)) and os.fspath(recipe).endswith(".json"):
         if not os.path.isfile(recipe):
-            raise ConversionError(f"quantization recipe file {os.fspath(recipe)} does not exist")
+            raise InvalidArgumentError(f"quantization recipe file {os.fspath(recipe)} does not exist")
         return os.fspath(recipe)
     if isinstance(recipe, str):
         try:
             from ai_edge_quantizer import recipe as recipes
         except ImportError as exc:
-            raise ConversionError(f"quantization recipe {recipe!r} needs ai-edge-quantizer: "
+            raise InvalidArgumentError(f"quantization recipe {recipe!r} needs ai-edge-quantizer: "
                                   "pip install 'litert-torch-direct[quantize]'") from exc
         make = getattr(recipes, recipe, None)
         names = sorted(n for n in dir(recipes) if n.startswith(("dynamic_", "weight_only_")))
         if not callable(make) or recipe not in names:
-            raise ConversionError(f"unknown quantization recipe {recipe!r}; use 'none', 'fp16', 'dynamic-int8', a "
+            raise InvalidArgumentError(f"unknown quantization recipe {recipe!r}; use 'none', 'fp16', 'dynamic-int8', a "
                                   f"JSON recipe file, or one of: {', '.join(names)}")
         return make()
     if isinstance(recipe, list):
         return recipe
-    raise ConversionError(f"quantization_recipe must be a name or a JSON file, got {type(recipe).__name__}")
+    raise InvalidArgumentError(f"quantization_recipe must be a name or a JSON file, got {type(recipe).__name__}")
 
 
 def _check_output_dir(path: str) -> None:
     if os.path.exists(path) and not os.path.isdir(path):
-        raise ConversionError(f"output_dir {path} exists and is not a directory")
+        raise InvalidArgumentError(f"output_dir {path} exists and is not a directory")
     probe = path
     while not os.path.exists(probe):
         probe = os.path.dirname(os.path.abspath(probe))
     if not os.access(probe, os.W_OK):
-        raise ConversionError(f"output_dir {path} is not writable")
+        raise InvalidArgumentError(f"output_dir {path} is not writable")
 
 
 def _with_layout(flatbuffer: bytes, layout) -> bytes:

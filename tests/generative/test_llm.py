@@ -1,0 +1,209 @@
+"""Hugging Face causal LMs -> .litertlm bundles, run by the real LiteRT-LM runtime and by our runner, token for
+token against Hugging Face's greedy generate."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+litert_lm = pytest.importorskip("litert_lm")
+pytest.importorskip("litert_lm_builder")
+
+from litert_torch import generative  # noqa: E402
+from litert_torch.errors import InvalidArgumentError, LiteRTTorchError  # noqa: E402
+from litert_torch.generative import CacheFullError, UnsupportedModelError  # noqa: E402
+from litert_torch.generative.export_hf import export  # noqa: E402
+from litert_torch.generative.hf import ModelSourceError  # noqa: E402
+from tests.generative import tiny_lm  # noqa: E402
+
+# 52 tokens with the start token: longer than the largest prefill length (16), so that the prompt is prefilled
+# in chunks, the last one padded.
+PROMPT = "once upon a time there was a little robot who liked"
+NEW_TOKENS = 32
+PREFILL = [4, 16]
+CACHE = 96
+
+
+def hf_greedy(hf, ids: list[int], n: int) -> list[int]:
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)
+    return out[0, len(ids):].tolist()
+
+
+def engine_greedy(bundle: str, cache_dir: str, prompt: str, n: int) -> str:
+    os.makedirs(cache_dir, exist_ok=True)
+    engine = litert_lm.Engine(bundle, backend=litert_lm.Backend.CPU(), cache_dir=cache_dir, max_num_tokens=CACHE)
+    try:
+        session = engine.create_session(apply_prompt_template=False,
+                                        sampler_config=litert_lm.SamplerConfig(top_k=1), max_output_tokens=n)
+        session.run_prefill([prompt])
+        return session.run_decode().texts[0]
+    finally:
+        engine.close() if hasattr(engine, "close") else None
+
+
+@pytest.mark.parametrize("arch", tiny_lm.ARCHS)
+def test_architecture_decodes_like_hugging_face(arch, tmp_path):
+    src = tiny_lm.save(str(tmp_path / "src"), arch)
+    bundle = export.export(model=src, output_dir=str(tmp_path / "out"), prefill_lengths=PREFILL, cache_length=CACHE,
+                           quantization_recipe="none")
+    assert os.listdir(tmp_path / "out") == ["model.litertlm"]
+
+    import transformers
+
+    hf = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(src)
+    ids = tok(PROMPT).input_ids
+    reference = hf_greedy(hf, ids, NEW_TOKENS)
+    assert len(set(reference)) > 3, "the test model's continuation is degenerate"
+
+    # The real LiteRT-LM runtime: it prepends the start token itself and stops at the stop token.
+    text = engine_greedy(bundle, str(tmp_path / "cache"), PROMPT, NEW_TOKENS)
+    stop = reference.index(tok.eos_token_id) if tok.eos_token_id in reference else len(reference)
+    assert text == tok.decode(reference[:stop], skip_special_tokens=True)
+
+    # Our runner, from the same bundle: the same tokens, and a validation report that says so.
+    llm = generative.load(bundle)
+    assert llm.encode(PROMPT) == ids
+    assert list(llm.generate_ids(ids, NEW_TOKENS, stop=False)) == reference
+    report = generative.validate_llm(llm, hf, ids, NEW_TOKENS)
+    assert report.identical and report.token_agreement == 1.0
+    assert report.max_relative_error < 1e-4, report.summary()
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory):
+    return tiny_lm.save(str(tmp_path_factory.mktemp("llama")), "llama")
+
+
+def test_quantized_bundles_run_and_report(llama_dir, tmp_path):
+    import transformers
+
+    hf = transformers.AutoModelForCausalLM.from_pretrained(llama_dir, dtype=torch.float32).eval()
+    sizes = {}
+    for recipe in ("none", "dynamic_wi8_afp32", "dynamic_wi4b32_afp32"):
+        out = export.export(model=llama_dir, output_dir=str(tmp_path / recipe), prefill_lengths=PREFILL,
+                            cache_length=CACHE, quantization_recipe=recipe, keep_temporary_files=True)
+        sizes[recipe] = os.path.getsize(os.path.join(tmp_path / recipe, "model.tflite"))
+        llm = generative.load(out)
+        report = generative.validate_llm(llm, hf, llm.encode(PROMPT), 16)
+        if recipe == "none":
+            assert report.identical
+        else:  # quantized weights (and int8 activations inside each product): close, not exact; the report
+            # says how close (random 64-wide weights lose much to per-tensor dynamic activation quantization)
+            assert report.step_top1_agrees[0], report.summary()
+            assert 0 < report.max_relative_error < 1.0, report.summary()
+            assert len(report.step_max_abs_error) == 16 and "teacher-forced" in report.summary()
+        text = engine_greedy(out, str(tmp_path / "cache" / recipe), PROMPT, 8)
+        assert isinstance(text, str)
+    assert sizes["dynamic_wi8_afp32"] < 0.5 * sizes["none"]
+    assert sizes["dynamic_wi4b32_afp32"] < sizes["dynamic_wi8_afp32"]
+
+    from litert_torch.flatbuffer.reader import read_model
+
+    model = read_model(open(os.path.join(tmp_path / "dynamic_wi8_afp32", "model.tflite"), "rb").read())
+    lookups = [op for g in model.subgraphs for op in g.ops if op.opcode == "EMBEDDING_LOOKUP"]
+    assert lookups and all(op.inputs[1].dtype == np.int8 for op in lookups)  # the embedding table too
+
+
+def test_runner_streams_text_samples_and_keeps_state(llama_dir, tmp_path):
+    out = export.export(model=llama_dir, output_dir=str(tmp_path), prefill_lengths=PREFILL, cache_length=CACHE,
+                        quantization_recipe="none")
+    llm = generative.load(out)
+    pieces = list(llm.generate(PROMPT, max_new_tokens=12))
+    ids = llm.encode(PROMPT)
+    greedy = list(llm.generate_ids(ids, 12))
+    assert "".join(pieces) == llm.decode_text(greedy)
+
+    sampled = [list(llm.generate_ids(ids, 12, generative.Sampling(temperature=1.0, top_k=20, seed=s)))
+               for s in (1, 1, 2)]
+    assert sampled[0] == sampled[1]  # seeded
+    assert all(t < llm.layout.vocab_size for t in sampled[2])
+
+    # Prefill in one go or token by token: the same cache, the same next logits.
+    llm.reset()
+    a = llm.prefill(ids[:20])
+    llm.reset()
+    for t in ids[:19]:
+        llm.decode(t)
+    b = llm.decode(ids[19])
+    np.testing.assert_allclose(a, b, atol=1e-5)
+
+    llm.reset()
+    with pytest.raises(CacheFullError, match="cache"):
+        list(llm.generate_ids(ids, CACHE))
+    with pytest.raises(ValueError):
+        list(llm.generate_ids(ids, 4, generative.Sampling(temperature=-1)))
+
+
+def test_bad_sources_and_options_leave_nothing(tmp_path, llama_dir):
+    out = tmp_path / "out"
+    with pytest.raises(ModelSourceError, match="not a directory"):
+        export.export(model=str(tmp_path / "missing"), output_dir=str(out))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ModelSourceError, match="config.json"):
+        export.export(model=str(empty), output_dir=str(out))
+
+    no_tok = tmp_path / "no_tok"
+    tiny_lm.save(str(no_tok), "qwen2")
+    os.unlink(no_tok / "tokenizer.json")
+    with pytest.raises(ModelSourceError, match="tokenizer.json"):
+        export.export(model=str(no_tok), output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
+
+    dyn = tmp_path / "dyn"
+    tiny_lm.save(str(dyn), "llama", rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})
+    with pytest.raises(UnsupportedModelError, match=r"rope_parameters.rope_type = 'dynamic'"):
+        export.export(model=str(dyn), output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
+
+    with pytest.raises(InvalidArgumentError, match="exceeds cache_length"):
+        export.export(model=llama_dir, output_dir=str(out), prefill_lengths=[128], cache_length=64)
+    with pytest.raises(InvalidArgumentError, match="unknown quantization recipe"):
+        export.export(model=llama_dir, output_dir=str(out), quantization_recipe="int3_magic")
+    with pytest.raises(LiteRTTorchError, match="tokenizer"):
+        export.export(model=tiny_lm.model("llama", 260), output_dir=str(out))  # in memory, no tokenizer
+    assert not out.exists()
+
+
+def test_unsupported_configs_are_named():
+    from litert_torch.generative.config import LlmConfig
+
+    cfg = tiny_lm.config("llama", 100).to_dict()
+    for key, value, pattern in [("model_type", "mamba", "model_type 'mamba'"),
+                                ("hidden_act", "relu2", "hidden_act 'relu2'"),
+                                ("rope_parameters", {"rope_type": "longrope", "rope_theta": 1e4}, "longrope"),
+                                ("num_key_value_heads", 3, "not a multiple")]:
+        with pytest.raises(UnsupportedModelError, match=pattern):
+            LlmConfig.from_hf({**cfg, key: value})
+    gemma = tiny_lm.config("gemma3", 100).to_dict()
+    with pytest.raises(UnsupportedModelError, match="attn_logit_softcapping"):
+        LlmConfig.from_hf({**gemma, "attn_logit_softcapping": 50.0})
+
+
+def test_model_in_memory_with_tokenizer(tmp_path):
+    tok = tiny_lm.tokenizer()
+    hf = tiny_lm.model("qwen3", len(tok))
+    path = export.export(model=hf, tokenizer=tok, output_dir=str(tmp_path), prefill_lengths=[8], cache_length=64,
+                         quantization_recipe="none", bundle_litert_lm=False)
+    assert path.endswith("model.tflite") and os.listdir(tmp_path) == ["model.tflite"]
+    llm = generative.LlmRunner(open(path, "rb").read(), tok)
+    ids = tok(PROMPT).input_ids[:20]
+    assert list(llm.generate_ids(ids, 10, stop=False)) == hf_greedy(hf, ids, 10)
+
+
+def test_cli_export_hf(tmp_path, llama_dir):
+    from litert_convert.main import main
+
+    out = tmp_path / "m.litertlm"
+    rc = main(["export-hf", llama_dir, "-o", str(out), "--prefill", "4,16", "--cache", str(CACHE), "--quantize",
+               "none", "--quiet"])
+    assert rc == 0 and out.exists()
+    assert main(["export-hf", llama_dir, "-o", str(out), "--quiet"]) == 2  # exists, no --force
+    assert main(["export-hf", str(tmp_path / "nope"), "-o", str(tmp_path / "x.litertlm")]) == 2
+    assert main(["export-hf", llama_dir, "-o", str(tmp_path / "y.litertlm"), "--prefill", "a,b"]) == 2
+    assert main(["export-hf", llama_dir, "-o", str(tmp_path / "y.litertlm"), "--quantize", "nope"]) == 2
+    assert sorted(os.listdir(tmp_path)) == ["m.litertlm"]
