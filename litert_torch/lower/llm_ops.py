@@ -39,9 +39,9 @@ def _(cache, update, start, axis):
 
 @lowers(torch.ops.litert_torch.update_cache.default)
 def lower_update_cache(ctx, node, cache, update, start, axis):
-    """update_cache(Tensor cache, Tensor update, Tensor start, int axis) -> Tensor
+    """DYNAMIC_UPDATE_SLICE of the update into the cache at start indices [0, .., start[0], .., 0].
 
-    DYNAMIC_UPDATE_SLICE with start indices [0, .., start[0], .., 0]."""
+    Limits: the update must fit at start[0] (TFLite clamps the start index instead of failing)."""
     axis = normalize_dim(axis, cache.rank)
     if update.rank != cache.rank or any(u != c for i, (u, c) in enumerate(zip(update.shape, cache.shape))
                                          if i != axis):
@@ -78,9 +78,9 @@ def _(table, ids):
 
 @lowers(torch.ops.litert_torch.embedding_lookup.default)
 def lower_embedding_lookup(ctx, node, table, ids):
-    """embedding_lookup(Tensor table, Tensor ids) -> Tensor
+    """EMBEDDING_LOOKUP of the flattened ids, reshaped to ids.shape + the row shape.
 
-    EMBEDDING_LOOKUP of the flattened ids, reshaped to ids.shape + row shape."""
+    Limits: a constant table."""
     if not table.is_constant:
         raise ctx.fail("EMBEDDING_LOOKUP needs a constant table")
     flat = ctx.reshape(ctx.cast(ids, np.int32), [ids.size])
