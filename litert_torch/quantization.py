@@ -285,7 +285,7 @@ def quantize(edge, mode: str | list | os.PathLike = "int8", *, calibration_data:
     """
     from litert_torch.delegates.plan import PLAN_KEY, TARGETS, plan_for, plans_json
     from litert_torch.flatbuffer.reader import read_metadata, read_model
-    from litert_torch.flatbuffer.writer import replace_metadata, serialize, share_identical_buffers
+    from litert_torch.flatbuffer.writer import rewrite_model, serialize
     from litert_torch.runtime.edge_model import EdgeModel
 
     recipe_list = None
@@ -339,20 +339,24 @@ def quantize(edge, mode: str | list | os.PathLike = "int8", *, calibration_data:
     plans = [plan_for(g, targets) for g in quantized_model.subgraphs]
     per_signature = ({s.key: plans[s.subgraph] for s in quantized_model.signatures}
                      if len(quantized_model.signatures) > 1 else None)
-    entries = {
+    entries = {  # our entries of the float model (I/O, LLM layout, ...) carried over, the rest recomputed
+        **{k: v for k, v in read_metadata(data).items() if k.startswith("litert_torch.")},
         md.SOURCE_MAP_KEY: md.source_map_json(quantized_model),
         PLAN_KEY: plans_json(plans[0], per_signature, plan_json.get("buckets") if plan_json else None),
     }
     if mode == "fp16":
         quantized_model.metadata.update(entries)
-        body = serialize(quantized_model)
-    else:
-        body = replace_metadata(q_bytes, entries)
-        if len(quantized_model.subgraphs) > 1:  # the quantizer gives each signature its own copy of a weight
-            body = share_identical_buffers(body)
-    report = QuantizationReport(mode, len(data), len(body), quantized_count, op_count, samples,
-                                "int8" if quantized_io else "float", _jsonable(report_recipe), float_ops)
-    final = replace_metadata(body, {QUANTIZATION_KEY: report.to_bytes()})
+        q_bytes, entries = serialize(quantized_model), {}
+
+    def report_entry(size: int) -> dict[str, bytes]:
+        report = QuantizationReport(mode, len(data), size, quantized_count, op_count, samples,
+                                    "int8" if quantized_io else "float", _jsonable(report_recipe), float_ops)
+        return {QUANTIZATION_KEY: report.to_bytes()}
+
+    # One rewrite: the metadata set and, with several signatures, weights the quantizer copied per signature
+    # stored once again.
+    final = rewrite_model(q_bytes, entries, share_buffers=len(quantized_model.subgraphs) > 1,
+                          sized_entries=report_entry)
     return EdgeModel(final, num_threads=edge.num_threads)
 
 

@@ -71,18 +71,26 @@ def _index(value: int, size: int, what: str, optional: bool = False) -> int:
 def _build(m: Any, data: bytes) -> ir.Model:
     buffers = m.buffers or []
 
-    def buffer_bytes(index: int) -> bytes | None:
+    view = memoryview(data)
+    seen: dict[int, memoryview | None] = {}
+
+    def buffer_bytes(index: int) -> memoryview | None:
+        """A buffer's bytes, as a view of the file (tensors sharing a buffer share the view: no copies)."""
         _index(index, max(len(buffers), 1), "buffer index")
-        if index == 0:
-            return None
+        if index in seen:
+            return seen[index]
+        found = None
         buf = buffers[index]
-        if buf.data is not None and len(buf.data):
-            return np.asarray(buf.data, dtype=np.uint8).tobytes()
-        if buf.offset > 1 and buf.size:
+        if index == 0:
+            pass
+        elif buf.data is not None and len(buf.data):
+            found = memoryview(np.ascontiguousarray(buf.data, dtype=np.uint8))
+        elif buf.offset > 1 and buf.size:
             if buf.offset + buf.size > len(data):
                 raise ModelFileError(f"corrupt TFLite model: buffer {index} lies past the end of the file")
-            return data[buf.offset: buf.offset + buf.size]
-        return None
+            found = view[buf.offset: buf.offset + buf.size]
+        seen[index] = found
+        return found
 
     opcodes = []
     for code in m.operatorCodes or []:
@@ -107,7 +115,7 @@ def _build(m: Any, data: bytes) -> ir.Model:
                 if any(d < 0 for d in shape) or count * dtype.itemsize != len(raw):
                     raise ModelFileError(f"corrupt TFLite model: tensor {i} {_as_str(t.name)!r} of shape {shape} "
                                          f"has a {len(raw)}-byte buffer")
-                value = np.frombuffer(raw, dtype=dtype).reshape(shape)
+                value = np.frombuffer(raw, dtype=dtype).reshape(shape)  # read-only: passes never edit constants
             quant = None
             q = t.quantization
             if q is not None and q.scale is not None and len(q.scale):
@@ -149,7 +157,7 @@ def _build(m: Any, data: bytes) -> ir.Model:
     for md in m.metadata or []:
         raw = buffer_bytes(md.buffer)
         if raw is not None:
-            metadata[_as_str(md.name)] = raw
+            metadata[_as_str(md.name)] = bytes(raw)
     return ir.Model(subgraphs, signatures, metadata, _as_str(m.description))
 
 

@@ -286,9 +286,7 @@ def _packed(m: Any) -> bytes:
     return bytes(builder.Output())
 
 
-def replace_metadata(data: bytes, entries: dict[str, bytes]) -> bytes:
-    """`data` (a .tflite from any writer) with the metadata `entries` set, everything else as it was."""
-    m = _unpacked(bytes(data))
+def _set_metadata(m: Any, entries: dict[str, bytes]) -> None:
     m.metadata = [md for md in (m.metadata or []) if (md.name.decode() if isinstance(md.name, bytes) else md.name)
                   not in entries]
     m.buffers = m.buffers or [schema.BufferT()]
@@ -300,14 +298,31 @@ def replace_metadata(data: bytes, entries: dict[str, bytes]) -> bytes:
         md.name = name
         md.buffer = len(m.buffers) - 1
         m.metadata.append(md)
+
+
+def replace_metadata(data: bytes, entries: dict[str, bytes]) -> bytes:
+    """`data` (a .tflite from any writer) with the metadata `entries` set, everything else as it was."""
+    return rewrite_model(data, entries)
+
+
+def rewrite_model(data: bytes, entries: dict[str, bytes], *, share_buffers: bool = False,
+                  sized_entries: Any = None) -> bytes:
+    """`data` (a .tflite from any writer) with the metadata `entries` set, unpacked once: with `share_buffers`,
+    tensors whose constant bytes are identical point at one buffer and the copies are emptied (ai-edge-quantizer,
+    say, gives each subgraph its own copy of a shared weight); `sized_entries(size)`, when given, returns more
+    entries computed from the size of the model with `entries` set (a report of the model's size)."""
+    m = _unpacked(bytes(data))
+    if share_buffers:
+        _share_identical(m)
+    _set_metadata(m, entries)
+    body = _packed(m)
+    if sized_entries is None:
+        return body
+    _set_metadata(m, sized_entries(len(body)))
     return _packed(m)
 
 
-def share_identical_buffers(data: bytes) -> bytes:
-    """`data` (a .tflite from any writer) with tensors whose constant bytes are identical pointing at one buffer
-    and the unused copies emptied: what our writer does, for files other tools wrote (ai-edge-quantizer gives
-    each subgraph its own copy of a shared weight)."""
-    m = _unpacked(bytes(data))
+def _share_identical(m: Any) -> None:
     first: dict[tuple[int, bytes], int] = {}
     remap: dict[int, int] = {}
     for i, buf in enumerate(m.buffers or []):
@@ -316,7 +331,7 @@ def share_identical_buffers(data: bytes) -> bytes:
         raw = np.asarray(buf.data, dtype=np.uint8).tobytes()
         remap[i] = first.setdefault((len(raw), raw), i)
     if all(i == j for i, j in remap.items()):
-        return bytes(data)
+        return
     for sg in m.subgraphs or []:
         for t in sg.tensors or []:
             if t.buffer in remap:
@@ -325,4 +340,3 @@ def share_identical_buffers(data: bytes) -> bytes:
     for i, j in remap.items():
         if i != j and i not in used:
             m.buffers[i] = schema.BufferT()
-    return _packed(m)

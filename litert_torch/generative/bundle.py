@@ -45,9 +45,10 @@ def _builder():
     return litert_lm_builder, executor_metadata_pb2, llm_metadata_pb2, llm_model_type_pb2
 
 
-def write_bundle(path: str | os.PathLike, tflite: bytes, tokenizer_json: str, layout: LlmLayout,
+def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str, layout: LlmLayout,
                  info: BundleInfo) -> None:
-    """Write the bundle to `path` atomically (nothing is left behind when a section is refused)."""
+    """Write the bundle of the .tflite file `tflite_path` to `path` atomically (nothing is left behind when a
+    section is refused)."""
     lb, executor_pb, llm_pb, model_type_pb = _builder()
     meta = llm_pb.LlmMetadata()
     if info.start_token_id is not None:
@@ -76,8 +77,7 @@ def write_bundle(path: str | os.PathLike, tflite: bytes, tokenizer_json: str, la
 
     scratch = tempfile.mkdtemp(prefix="litert_bundle_")
     try:
-        files = {"llm_metadata.pb": meta.SerializeToString(), "executor_metadata.pb": executor.SerializeToString(),
-                 "model.tflite": tflite}
+        files = {"llm_metadata.pb": meta.SerializeToString(), "executor_metadata.pb": executor.SerializeToString()}
         for name, data in files.items():
             with open(os.path.join(scratch, name), "wb") as f:
                 f.write(data)
@@ -88,7 +88,7 @@ def write_bundle(path: str | os.PathLike, tflite: bytes, tokenizer_json: str, la
         builder.add_llm_metadata(os.path.join(scratch, "llm_metadata.pb"))
         builder.add_executor_metadata(os.path.join(scratch, "executor_metadata.pb"))
         builder.add_hf_tokenizer(tokenizer_path)
-        builder.add_tflite_model(os.path.join(scratch, "model.tflite"), lb.TfLiteModelType.PREFILL_DECODE)
+        builder.add_tflite_model(tflite_path, lb.TfLiteModelType.PREFILL_DECODE)
         try:
             with atomic_file(path) as out:
                 builder.build(out)

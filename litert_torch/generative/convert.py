@@ -9,15 +9,19 @@ computes logits (and a padded last chunk needs none). The weights are shared bet
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import torch
+import torch.utils._pytree as pytree
 from torch import nn
 
-from litert_torch import converter
-from litert_torch.generative.config import LlmConfig
+from litert_torch import converter, ir
+from litert_torch.frontend.export import export_module
 from litert_torch.generative.model import DecoderLM, kv_names
+from litert_torch.lower import lower_program
+from litert_torch.passes import run_pipeline
+from litert_torch.structure import portable_spec_json
 
 DECODE = "decode"
 
@@ -26,15 +30,15 @@ def prefill_signature(length: int) -> str:
     return f"prefill_{length}"
 
 
-class _Entry(nn.Module):
-    """One signature of the decoder: its own forward arity, the shared weights."""
+class _LayerStep(nn.Module):
+    """One decoder layer as a module of its own, so that one trace of it serves every layer."""
 
-    def __init__(self, lm: DecoderLM, logits: bool):
+    def __init__(self, layer: nn.Module):
         super().__init__()
-        self.lm, self.logits = lm, logits
+        self.layer = layer
 
-    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, *caches: torch.Tensor) -> dict[str, Any]:
-        return self.lm(tokens, input_pos, list(caches), logits=self.logits)
+    def forward(self, x, cos, sin, mask, k_cache, v_cache, input_pos):
+        return self.layer(x, cos, sin, mask, k_cache, v_cache, input_pos)
 
 
 @dataclass
@@ -66,25 +70,117 @@ def sample_inputs(lm: DecoderLM, length: int) -> tuple:
     return (tokens, positions, *caches)
 
 
-def convert_llm(lm: DecoderLM, prefill_lengths: Sequence[int], *, num_threads: int | None = None,
-                progress: Callable[[str], None] | None = None):
-    """The EdgeModel of `lm` with one prefill signature per length and a decode signature."""
+def lower_llm(lm: DecoderLM, prefill_lengths: Sequence[int], *, start_token_id: int | None = None,
+              stop_token_ids: Sequence[int] = (), progress: Callable[[str], None] | None = None
+              ) -> tuple[ir.Model, LlmLayout]:
+    """The IR model of `lm` (one prefill signature per length and a decode signature, with its metadata) and its
+    layout. Its constants are the module's own tensors: writing it with `write_model` streams them to disk."""
     report = progress or (lambda stage: None)
-    names = ["tokens", "input_pos", *kv_names(lm.cfg.num_layers)]
-    parts = []
-    for key, length in [*((prefill_signature(n), n) for n in prefill_lengths), (DECODE, 1)]:
-        entry = _Entry(lm, logits=key == DECODE).eval()
-        part = converter._convert_signature(key, entry, sample_inputs(lm, length), None, False, ("cpu",),
-                                            lambda stage, key=key: report(f"{stage} {key}"))
-        part.input_names = list(names)
-        part.io["inputs"] = list(names)
-        parts.append(part)
+    parts = [_lower_signature(lm, key, length, key == DECODE, report)
+             for key, length in [*((prefill_signature(n), n) for n in prefill_lengths), (DECODE, 1)]]
     layout = LlmLayout(sorted(prefill_lengths), lm.cache_length, lm.cfg.num_layers, list(lm.cache_shape()),
-                       lm.cfg.vocab_size, kv_names(lm.cfg.num_layers))
+                       lm.cfg.vocab_size, kv_names(lm.cfg.num_layers), start_token_id=start_token_id,
+                       stop_token_ids=[int(t) for t in stop_token_ids])
     report("assemble")
     model = converter._assemble(parts)
     model.metadata[LAYOUT_KEY] = _json_bytes(layout.to_json())
+    return model, layout
+
+
+def convert_llm(lm: DecoderLM, prefill_lengths: Sequence[int], *, num_threads: int | None = None,
+                progress: Callable[[str], None] | None = None):
+    """The EdgeModel of `lm` (see `lower_llm`) and its layout."""
+    model, layout = lower_llm(lm, prefill_lengths, progress=progress)
     return converter._write(model, num_threads), layout
+
+
+def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report: Callable[[str], None]):
+    """One signature's subgraph. The prologue, each distinct layer structure and the epilogue are traced once
+    (torch.export's cost grows with the graph it traces, and every layer has the same graph); each layer is
+    lowered from its structure's trace with its own weights, and the pieces are joined tensor to tensor."""
+    cfg = lm.cfg
+    tokens, positions, *caches = sample_inputs(lm, length)
+    steps = [_LayerStep(layer).eval() for layer in lm.layers]
+    report(f"export {key}")
+    prologue_program = export_module(lm.prologue, (tokens, positions))
+    with torch.no_grad():
+        x, *per_type = lm.prologue(tokens, positions)
+    samples = {t: per_type[3 * i: 3 * i + 3] for i, t in enumerate(lm.prologue.layer_types)}
+    templates: dict[Any, torch.export.ExportedProgram] = {}
+    for i, step in enumerate(steps):
+        structure = _structure(cfg, i)
+        if structure not in templates:
+            mask, cos, sin = samples[cfg.layer_types[i]]
+            templates[structure] = export_module(step, (x, cos, sin, mask, caches[2 * i], caches[2 * i + 1],
+                                                        positions))
+    epilogue_program = export_module(lm.epilogue, (x,)) if logits else None
+
+    report(f"lower {key}")
+    graph = ir.Graph(key)
+    prologue = lower_program(prologue_program)
+    by_name = dict(zip(prologue.input_names, prologue.graph.inputs))
+    graph.inputs = [by_name["tokens"], by_name["input_pos"]]
+    graph.ops += prologue.graph.ops
+    x_t, *rest = prologue.graph.outputs
+    tables = {t: rest[3 * i: 3 * i + 3] for i, t in enumerate(lm.prologue.layer_types)}
+    cache_outputs: list[ir.Tensor] = []
+    names = kv_names(cfg.num_layers)
+    for i, step in enumerate(steps):
+        lowered = lower_program(templates[_structure(cfg, i)], weights=step.state_dict())
+        mask, cos, sin = tables[cfg.layer_types[i]]
+        feeds = {"x": x_t, "cos": cos, "sin": sin, "mask": mask, "input_pos": graph.inputs[1]}
+        own = dict(zip(lowered.input_names, lowered.graph.inputs))
+        k_in, v_in = own["k_cache"], own["v_cache"]
+        k_in.name, v_in.name = names[2 * i], names[2 * i + 1]
+        graph.inputs += [k_in, v_in]
+        x_t, k_out, v_out = _splice(graph, lowered.graph, {own[n]: t for n, t in feeds.items() if n in own},
+                                    f"layers.{i}")
+        cache_outputs += [k_out, v_out]
+    graph.outputs = list(cache_outputs)
+    output_names = list(names)
+    if epilogue_program is not None:
+        epilogue = lower_program(epilogue_program)
+        (logits_t,) = _splice(graph, epilogue.graph, {epilogue.graph.inputs[0]: x_t}, "epilogue")
+        graph.outputs.insert(0, logits_t)
+        output_names.insert(0, "logits")
+
+    report(f"optimize {key}")
+    run_pipeline(graph)
+    plan = converter.delegate_aware(graph, ("cpu",))
+    input_names = ["tokens", "input_pos", *names]
+    io = {
+        "inputs": input_names,
+        "outputs": output_names,
+        "in_spec": portable_spec_json(pytree.tree_flatten((tuple(range(len(input_names))), {}))[1]),
+        "out_spec": portable_spec_json(pytree.tree_flatten({n: 0 for n in output_names})[1]),
+        "tensor_input_positions": list(range(len(input_names))),
+        "input_dtypes": ["int32", "int32", *["float32"] * len(names)],
+        "output_dtypes": ["float32"] * len(output_names),
+        "channel_last_inputs": [],
+        "channel_last_outputs": [],
+    }
+    return converter._Part(key, graph, input_names, output_names, io, plan)
+
+
+def _structure(cfg, layer: int) -> tuple:
+    """Layers with equal keys have the same traced graph (only their weights differ)."""
+    return (cfg.moe_layers[layer],)
+
+
+def _splice(graph: ir.Graph, part: ir.Graph, feeds: dict[ir.Tensor, ir.Tensor], prefix: str) -> list[ir.Tensor]:
+    """Append `part`'s ops to `graph`, its inputs in `feeds` read from the tensors they map to; its tensors and
+    sources renamed under `prefix`. Returns `part`'s outputs."""
+    for t in part.tensors():
+        if t not in feeds and t not in part.inputs:
+            t.name = f"{prefix}/{t.name}"
+    for op in part.ops:
+        op.inputs = [feeds.get(t, t) if t is not None else None for t in op.inputs]
+        if op.source is not None:
+            module = f"{prefix}.{op.source.module.split('.', 1)[-1]}" if op.source.module else prefix
+            op.source = replace(op.source, node=f"{prefix}.{op.source.node}", module=module)
+            op.value_node = f"{prefix}.{op.value_node}" if op.value_node else None
+        graph.ops.append(op)
+    return [feeds.get(t, t) for t in part.outputs]
 
 
 LAYOUT_KEY = "litert_torch.llm"
@@ -96,4 +192,3 @@ def _json_bytes(data: Any) -> bytes:
     return json.dumps(data, sort_keys=True).encode()
 
 
-__all__ = ["convert_llm", "LlmLayout", "LAYOUT_KEY", "DECODE", "prefill_signature", "LlmConfig"]

@@ -181,26 +181,19 @@ class Layer(nn.Module):
         return x + self.mlp(self.post_attention_norm(x)), k_cache, v_cache
 
 
-class DecoderLM(nn.Module):
-    """tokens [1, T], input_pos [T], kv caches -> {"logits": [1, 1, V] of the last token (when `logits`),
-    kv_cache_*: updated}."""
+class Prologue(nn.Module):
+    """tokens [1, T], input_pos [T] -> the embedded tokens [1, T, H], then per layer type (sorted) its mask
+    [T, C] and its RoPE rows cos, sin [T, R]."""
 
-    def __init__(self, cfg: LlmConfig, embed: torch.Tensor, layers: list[Layer], final_norm: torch.Tensor,
-                 lm_head: torch.Tensor, rope: dict[str, tuple[torch.Tensor, torch.Tensor]], cache_length: int):
+    def __init__(self, cfg: LlmConfig, embed: nn.Parameter, rope: dict[str, tuple[torch.Tensor, torch.Tensor]],
+                 cache_length: int):
         super().__init__()
-        self.cfg = cfg
-        self.embed = _param(embed)
-        self.layers = nn.ModuleList(layers)
-        self.norm = RMSNorm(final_norm, cfg.rms_norm_eps, cfg.norm_plus_one)
-        self.lm_head = self.embed if lm_head is None else _param(lm_head)
-        self.cache_length = cache_length
+        self.cfg, self.embed = cfg, embed
+        self.layer_types = sorted(rope)
         for layer_type, (cos, sin) in rope.items():
             self.register_buffer(f"cos_{layer_type}", cos.to(torch.float32), persistent=False)
             self.register_buffer(f"sin_{layer_type}", sin.to(torch.float32), persistent=False)
         self.register_buffer("positions", torch.arange(cache_length, dtype=torch.int32), persistent=False)
-
-    def cache_shape(self) -> tuple[int, int, int, int]:
-        return (1, self.cfg.num_kv_heads, self.cache_length, self.cfg.head_dim)
 
     def masks(self, input_pos: torch.Tensor) -> dict[str, torch.Tensor]:
         """Additive masks [T, C] per layer type: key c is seen by the token at position p when c <= p (and
@@ -213,29 +206,64 @@ class DecoderLM(nn.Module):
             out["sliding_attention"] = torch.where(window, 0.0, MASKED)
         return out
 
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        x = embedding_lookup(self.embed, tokens)
+        if self.cfg.embed_scale is not None:
+            x = x * self.cfg.embed_scale
+        masks = self.masks(input_pos)
+        out = [x]
+        for t in self.layer_types:
+            out += [masks[t], getattr(self, f"cos_{t}")[input_pos], getattr(self, f"sin_{t}")[input_pos]]
+        return tuple(out)
+
+
+class Epilogue(nn.Module):
+    """The hidden states [1, T, H] -> the logits of the last token [1, 1, V]."""
+
+    def __init__(self, cfg: LlmConfig, norm: RMSNorm, lm_head: nn.Parameter):
+        super().__init__()
+        self.cfg, self.norm, self.lm_head = cfg, norm, lm_head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = nn.functional.linear(self.norm(x[:, -1:, :]), self.lm_head)
+        if self.cfg.final_logit_softcap:
+            cap = float(self.cfg.final_logit_softcap)
+            scores = torch.tanh(scores / cap) * cap
+        return scores
+
+
+class DecoderLM(nn.Module):
+    """tokens [1, T], input_pos [T], kv caches -> {"logits": [1, 1, V] of the last token (when `logits`),
+    kv_cache_*: updated}: the prologue, the layers, the epilogue. Each part is traced on its own when
+    converting (`litert_torch.generative.convert`); this forward is their composition, for eager checks."""
+
+    def __init__(self, cfg: LlmConfig, embed: torch.Tensor, layers: list[Layer], final_norm: torch.Tensor,
+                 lm_head: torch.Tensor, rope: dict[str, tuple[torch.Tensor, torch.Tensor]], cache_length: int):
+        super().__init__()
+        self.cfg = cfg
+        embed = _param(embed)
+        self.prologue = Prologue(cfg, embed, rope, cache_length)
+        self.layers = nn.ModuleList(layers)
+        self.epilogue = Epilogue(cfg, RMSNorm(final_norm, cfg.rms_norm_eps, cfg.norm_plus_one),
+                                 embed if lm_head is None else _param(lm_head))
+        self.cache_length = cache_length
+
+    def cache_shape(self) -> tuple[int, int, int, int]:
+        return (1, self.cfg.num_kv_heads, self.cache_length, self.cfg.head_dim)
+
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, caches: list[torch.Tensor],
                 logits: bool = True) -> dict[str, Any]:
         cfg = self.cfg
-        x = embedding_lookup(self.embed, tokens)
-        if cfg.embed_scale is not None:
-            x = x * cfg.embed_scale
-        masks = self.masks(input_pos)
-        tables = {t: (getattr(self, f"cos_{t}")[input_pos], getattr(self, f"sin_{t}")[input_pos])
-                  for t in set(cfg.layer_types)}
+        x, *per_type = self.prologue(tokens, input_pos)
+        tables = {t: per_type[3 * i: 3 * i + 3] for i, t in enumerate(self.prologue.layer_types)}
         out: dict[str, torch.Tensor] = {}
         names = kv_names(cfg.num_layers)
         for i, layer in enumerate(self.layers):
-            kind = cfg.layer_types[i]
-            cos, sin = tables[kind]
-            x, k_cache, v_cache = layer(x, cos, sin, masks[kind], caches[2 * i], caches[2 * i + 1], input_pos)
+            mask, cos, sin = tables[cfg.layer_types[i]]
+            x, k_cache, v_cache = layer(x, cos, sin, mask, caches[2 * i], caches[2 * i + 1], input_pos)
             out[names[2 * i]], out[names[2 * i + 1]] = k_cache, v_cache
         if logits:
-            last = self.norm(x[:, -1:, :])
-            scores = nn.functional.linear(last, self.lm_head)
-            if cfg.final_logit_softcap:
-                cap = float(cfg.final_logit_softcap)
-                scores = torch.tanh(scores / cap) * cap
-            out = {"logits": scores, **out}
+            out = {"logits": self.epilogue(x), **out}
         return out
 
 

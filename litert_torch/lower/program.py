@@ -42,11 +42,14 @@ HINTS = {
 _CONST_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
-def _constant_values(program: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
+def _constant_values(program: torch.export.ExportedProgram,
+                     weights: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     values = {}
     for spec in program.graph_signature.input_specs:
         if spec.kind in _CONST_KINDS:
-            value = program.state_dict.get(spec.target)
+            value = weights.get(spec.target) if weights is not None else None
+            if value is None:
+                value = program.state_dict.get(spec.target)
             if value is None:
                 value = program.constants[spec.target]
             values[spec.arg.name] = value.detach()
@@ -152,9 +155,12 @@ def output_names(out_spec: Any, count: int) -> list[str]:
     return unique
 
 
-def lower_program(program: torch.export.ExportedProgram) -> LoweredProgram:
-    """Lower every node of `program` into a new IR graph."""
-    constants = _constant_values(program)
+def lower_program(program: torch.export.ExportedProgram,
+                  weights: dict[str, torch.Tensor] | None = None) -> LoweredProgram:
+    """Lower every node of `program` into a new IR graph. `weights` (state_dict keys -> tensors of the same
+    shapes and dtypes) replace the program's own parameters and buffers: one traced program then serves every
+    module of the same structure (the layers of a decoder)."""
+    constants = _constant_values(program, weights)
     constant_nodes = _find_constant_nodes(program, constants)
     _check_supported(program, constant_nodes)
 

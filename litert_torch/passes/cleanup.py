@@ -25,18 +25,27 @@ def _is_noop(op: ir.Op) -> bool:
 
 
 def remove_noops(graph: ir.Graph) -> bool:
-    changed = False
+    """Drop no-op ops, their readers reading the op's input instead (one walk: linear in the graph)."""
     graph_inputs = set(graph.inputs)
-    for op in list(graph.ops):
+    outputs = set(graph.outputs)
+    subst: dict[ir.Tensor, ir.Tensor] = {}
+    kept: list[ir.Op] = []
+    for op in graph.ops:
+        if subst:
+            op.inputs = [subst.get(t, t) if t is not None else None for t in op.inputs]
         if not _is_noop(op):
+            kept.append(op)
             continue
         src, out = op.inputs[0], op.outputs[0]
-        if out in graph.outputs and (src in graph_inputs or src.is_constant or src in graph.outputs):
-            continue  # the op gives the output a tensor of its own; keep it
-        graph.ops.remove(op)
-        graph.replace_uses(out, src)
-        changed = True
-    return changed
+        if out in outputs and (src in graph_inputs or src.is_constant or src in outputs):
+            kept.append(op)  # the op gives the output a tensor of its own; keep it
+            continue
+        subst[out] = src
+    if not subst:
+        return False
+    graph.ops = kept
+    graph.outputs = [subst.get(t, t) for t in graph.outputs]
+    return True
 
 
 def collapse_reshapes(graph: ir.Graph) -> bool:

@@ -39,9 +39,30 @@ def _channel_vector(const: ir.Tensor, out: ir.Tensor) -> np.ndarray | None:
     return vec if vec.size == channels else None
 
 
+def _memory(t: ir.Tensor) -> tuple[int, int]:
+    return t.data.ctypes.data, t.data.nbytes
+
+
+def _holders(graph: ir.Graph) -> dict[tuple[int, int], int]:
+    """How many distinct constant tensors of `graph` hold each block of memory: tensors lowered separately
+    from one weight (a tied embedding read by a lookup and by the output layer) share it."""
+    counts: dict[tuple[int, int], int] = {}
+    for t in graph.tensors():
+        if t.is_constant and t.data.nbytes:
+            key = _memory(t)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _shared(weights: ir.Tensor, consumers: dict, holders: dict[tuple[int, int], int]) -> bool:
+    """Whether folding into `weights` would keep a second copy of them (another op or tensor reads them)."""
+    return len(consumers.get(weights, [])) != 1 or holders.get(_memory(weights), 1) > 1
+
+
 def _fold_into_next_dense(graph: ir.Graph) -> bool:
     """One MUL/ADD/SUB by a per-feature constant folded into the FULLY_CONNECTED that alone reads it."""
     consumers = graph.consumers()
+    holders = _holders(graph)
     for op in graph.ops:
         if op.opcode not in ("MUL", "ADD", "SUB") or op.options.get("fused_activation_function", "NONE") != "NONE":
             continue
@@ -57,7 +78,7 @@ def _fold_into_next_dense(graph: ir.Graph) -> bool:
         dense = readers[0]
         if dense.opcode != "FULLY_CONNECTED" or dense.inputs[0] is not out or not dense.inputs[1].is_constant:
             continue
-        if len(consumers.get(dense.inputs[1], [])) != 1:
+        if _shared(dense.inputs[1], consumers, holders):
             continue  # shared weights (a tied embedding, say): folding would store a second copy
         bias = dense.inputs[2] if len(dense.inputs) > 2 else None
         if bias is not None and not bias.is_constant:
@@ -88,6 +109,7 @@ def run(graph: ir.Graph) -> bool:
     while True:
         consumers = graph.consumers()
         producers = graph.producers()
+        holders = _holders(graph)
         folded = False
         for op in graph.ops:
             if op.opcode not in ("MUL", "ADD", "SUB"):
@@ -109,7 +131,7 @@ def run(graph: ir.Graph) -> bool:
             weights, bias = layer.inputs[1], layer.inputs[2] if len(layer.inputs) > 2 else None
             if not weights.is_constant or (bias is not None and not bias.is_constant):
                 continue
-            if len(consumers.get(weights, [])) != 1:
+            if _shared(weights, consumers, holders):
                 continue  # shared weights: folding would store a second copy
             vec = _channel_vector(const, layer_out)
             if vec is None:

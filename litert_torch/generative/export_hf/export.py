@@ -15,10 +15,12 @@ import tempfile
 from typing import Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError
-from litert_torch.files import write_atomic
+from litert_torch.files import atomic_file
+from litert_torch.flatbuffer.writer import serialize, write_model
 from litert_torch.generative import bundle, hf
-from litert_torch.generative.convert import LAYOUT_KEY, convert_llm
+from litert_torch.generative.convert import lower_llm
 from litert_torch.generative.model import build, check_cache_length
+from litert_torch.runtime.edge_model import EdgeModel
 
 BUNDLE_NAME = "model.litertlm"
 TFLITE_NAME = "model.tflite"
@@ -95,37 +97,41 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
     info = hf.bundle_info(source, cache_length, use_jinja_template) if source.tokenizer is not None else None
 
     lm = build(source.model, source.config, cache_length)
-    edge, layout = convert_llm(lm, lengths, progress=report)
-    if info is not None:
-        layout.start_token_id, layout.stop_token_ids = info.start_token_id, info.stop_token_ids
-    if recipe is not None:
-        report("quantize")
-        from litert_torch.quantization import quantize
+    model, layout = lower_llm(lm, lengths, start_token_id=info.start_token_id if info else None,
+                              stop_token_ids=info.stop_token_ids if info else (), progress=report)
 
-        edge = quantize(edge, recipe)
-    flatbuffer = _with_layout(edge.flatbuffer, layout)
-
-    report("write")
     scratch = tempfile.mkdtemp(prefix="litert_export_")
     written: list[str] = []
     created: list[str] = []
     try:
+        model_file = os.path.join(scratch, "model.tflite")
+        if recipe is None:
+            report("write")
+            write_model(model, model_file)  # constants streamed from the weights: no copy in memory
+        else:
+            report("quantize")
+            from litert_torch.quantization import quantize
+
+            data = quantize(EdgeModel(serialize(model)), recipe).flatbuffer
+            with open(model_file, "wb") as f:
+                f.write(data)
+            del data
+        del model
+        report("bundle" if bundle_path is not None else "write")
         for path in (bundle_path, tflite_path, tokenizer_path):
             folder = os.path.dirname(os.path.abspath(path)) if path is not None else None
             if folder is not None and not os.path.isdir(folder):
                 os.makedirs(folder)
                 created.append(folder)
-        if source.tokenizer is not None:
-            scratch_tokenizer = hf.tokenizer_json(source.tokenizer, scratch)
+        scratch_tokenizer = hf.tokenizer_json(source.tokenizer, scratch) if source.tokenizer is not None else None
         if bundle_path is not None:
-            bundle.write_bundle(bundle_path, flatbuffer, scratch_tokenizer, layout, info)
+            bundle.write_bundle(bundle_path, model_file, scratch_tokenizer, layout, info)
             written.append(bundle_path)
         if tflite_path is not None:
-            write_atomic(tflite_path, flatbuffer)
+            _copy_atomic(model_file, tflite_path)
             written.append(tflite_path)
         if tokenizer_path is not None:
-            with open(scratch_tokenizer, "rb") as f:
-                write_atomic(tokenizer_path, f.read())
+            _copy_atomic(scratch_tokenizer, tokenizer_path)
             written.append(tokenizer_path)
     except BaseException:
         for path in written:
@@ -137,6 +143,11 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
         raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _copy_atomic(source: str, target: str) -> None:
+    with open(source, "rb") as src, atomic_file(target) as out:
+        shutil.copyfileobj(src, out, 1 << 20)
 
 
 def _check_lengths(prefill_lengths: Sequence[int], cache_length: int) -> list[int]:
@@ -190,11 +201,3 @@ def _check_output_dir(path: str) -> None:
         probe = os.path.dirname(os.path.abspath(probe))
     if not os.access(probe, os.W_OK):
         raise InvalidArgumentError(f"output_dir {path} is not writable")
-
-
-def _with_layout(flatbuffer: bytes, layout) -> bytes:
-    """The model with its `litert_torch.llm` metadata entry set to `layout` (its stop tokens known now)."""
-    from litert_torch.flatbuffer.writer import replace_metadata
-    from litert_torch.generative.convert import _json_bytes
-
-    return replace_metadata(flatbuffer, {LAYOUT_KEY: _json_bytes(layout.to_json())})
