@@ -1,0 +1,247 @@
+"""LLM export benchmark, side by side with the official `export_hf` (PyPI litert-torch, in its own virtual
+environment bench/.venv-official): conversion time and peak memory, bundle size, and prefill / decode speed of
+both bundles in the LiteRT-LM runtime, with each decode time set against the bound of reading the weights once
+per token on this machine.
+
+    python bench/llm.py [--models toy_llama,llama_135m] [--recipes none,dynamic_wi8_afp32] [--threads 1,2]
+                        [--no-official]
+
+Models are built from configs with random weights and saved as Hugging Face directories under bench/.llm_models
+(first run only): 2-layer toys of each architecture, and a ~135M-parameter Llama (SmolLM-135M's shape). Each
+conversion runs in a fresh process, so that its peak RSS is its own. The decode bound is the bytes of weights a
+decode step reads (the bundle's TFLite model, less what only prefill reads) divided by the memory read bandwidth
+measured in the same run (a large numpy reduction on one thread). Results: bench/results/llm.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS_DIR = os.path.join(ROOT, "bench", ".llm_models")
+RESULTS = os.path.join(ROOT, "bench", "results", "llm.md")
+sys.path.insert(0, ROOT)
+
+TOYS = ("llama", "qwen2", "qwen3", "phi3", "gemma3", "qwen3_moe")
+
+
+def model_dir(name: str) -> str:
+    path = os.path.join(MODELS_DIR, name)
+    if os.path.exists(os.path.join(path, "config.json")):
+        return path
+    import torch
+    import transformers
+
+    from tests.generative import tiny_lm
+
+    if name.startswith("toy_"):
+        return tiny_lm.save(path, name.removeprefix("toy_"))
+    if name == "llama_135m":
+        tok = tiny_lm.tokenizer()
+        cfg = transformers.LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536,
+                                       num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                                       tie_word_embeddings=True, max_position_embeddings=2048,
+                                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+        model.save_pretrained(path)
+        tok.save_pretrained(path)
+        return path
+    raise ValueError(f"unknown model {name}")
+
+
+CONVERT = """
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+start = time.perf_counter()
+from litert_torch.generative.export_hf import export
+out = export.export(model={src!r}, output_dir={out!r}, prefill_lengths=[{prefill}], cache_length={cache},
+                    quantization_recipe={recipe!r}, keep_temporary_files=True)
+print(json.dumps({{"seconds": time.perf_counter() - start, "peak_rss": resource.getrusage(
+    resource.RUSAGE_SELF).ru_maxrss * 1024, "bundle": out}}))
+"""
+
+
+def convert(src: str, out: str, recipe: str, prefill: int, cache: int) -> dict:
+    code = CONVERT.format(root=ROOT, src=src, out=out, recipe=recipe, prefill=prefill, cache=cache)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-2000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def convert_official(python: str, src: str, out: str, recipe: str, prefill: int, cache: int) -> dict:
+    """The official exporter's run, or {"error": ...} when it fails on this model."""
+    worker = os.path.join(ROOT, "bench", "official_llm_worker.py")
+    proc = subprocess.run([python, worker, src, out, str(prefill), str(cache), recipe], capture_output=True,
+                          text=True, cwd=tempfile.gettempdir())
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+        return {"error": lines[-1][:160] if lines else f"exit {proc.returncode}"}
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    bundles = [f for f in os.listdir(out) if f.endswith(".litertlm")]
+    tflites = [f for f in os.listdir(out) if f.endswith(".tflite")]
+    if not bundles:
+        return {"error": "no .litertlm written"}
+    result["bundle"] = os.path.join(out, bundles[0])
+    result["tflite"] = os.path.join(out, sorted(tflites, key=len)[-1]) if tflites else None
+    return result
+
+
+def weight_bytes(path: str) -> int:
+    """Bytes of constant data in the .tflite (each buffer once)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    with open(path, "rb") as f:
+        data = f.read()
+    m = schema.Model.GetRootAs(data, 0)
+    meta = {m.Metadata(i).Buffer() for i in range(m.MetadataLength())}
+    return sum(m.Buffers(i).DataLength() or m.Buffers(i).Size() for i in range(m.BuffersLength()) if i not in meta)
+
+
+def read_bandwidth() -> float:
+    """Bytes per second of a one-thread sum over 1 GiB of float32 (best of 5)."""
+    a = np.ones(2**28, np.float32)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        a.sum()
+        best = min(best, time.perf_counter() - t)
+    return a.nbytes / best
+
+
+def runtime_speed(bundle: str, threads: int, prefill: int, decode: int, cache: int) -> dict:
+    import litert_lm
+
+    with tempfile.TemporaryDirectory() as cache_dir:
+        info = litert_lm.Benchmark(bundle, litert_lm.Backend.CPU(thread_count=threads), prefill_tokens=prefill,
+                                   decode_tokens=decode, max_num_tokens=cache, cache_dir=cache_dir).run()
+    return {"prefill_tok_s": info.last_prefill_tokens_per_second,
+            "decode_ms": 1000.0 / info.last_decode_tokens_per_second if info.last_decode_tokens_per_second else None}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join([f"toy_{t}" for t in TOYS] + ["llama_135m"]))
+    parser.add_argument("--recipes", default="none,dynamic_wi8_afp32")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--prefill", type=int, default=128)
+    parser.add_argument("--cache", type=int, default=1024)
+    parser.add_argument("--decode-tokens", type=int, default=64)
+    parser.add_argument("--no-official", action="store_true", help="Measure our exporter only.")
+    parser.add_argument("--official-venv", default=os.path.join(ROOT, "bench", ".venv-official"))
+    args = parser.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    official_python = None
+    if not args.no_official:
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        from compare import ensure_official_venv
+
+        official_python = ensure_official_venv(args.official_venv)
+    bandwidth = read_bandwidth()
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for name in args.models.split(","):
+            src = model_dir(name)
+            for recipe in args.recipes.split(","):
+                sides = {"ours": convert(src, os.path.join(work, f"{name}_{recipe}"), recipe, args.prefill,
+                                         args.cache)}
+                sides["ours"]["tflite"] = os.path.join(work, f"{name}_{recipe}", "model.tflite")
+                if official_python:
+                    sides["official"] = convert_official(official_python, src, os.path.join(work, f"o_{name}_{recipe}"),
+                                                         recipe, args.prefill, args.cache)
+                row = {"model": name, "recipe": recipe}
+                for side, conv in sides.items():
+                    if "error" in conv:
+                        row[side] = conv
+                        continue
+                    weights = weight_bytes(conv["tflite"]) if conv.get("tflite") else None
+                    entry = {"convert_s": conv["seconds"], "peak_rss_gb": conv["peak_rss"] / 2**30,
+                             "bundle_mb": os.path.getsize(conv["bundle"]) / 1e6,
+                             "bound_ms": 1000.0 * weights / bandwidth if weights else None}
+                    for n in threads:
+                        try:
+                            entry[f"t{n}"] = runtime_speed(conv["bundle"], n, args.prefill, args.decode_tokens,
+                                                           args.cache)
+                        except RuntimeError as exc:
+                            entry[f"t{n}"] = {"error": str(exc)[:160]}
+                    row[side] = entry
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    text = render(rows, threads, args, bandwidth)
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+def render(rows, threads, args, bandwidth) -> str:
+    from importlib.metadata import version
+
+    lines = ["# LLM export benchmark", "",
+             f"`python bench/llm.py --models {args.models} --recipes {args.recipes} --threads {args.threads}` on "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.processor() or platform.machine()}, "
+             f"{os.cpu_count()} cores; litert-lm-api {version('litert-lm-api')}, torch {version('torch')}; the "
+             "official exporter: litert-torch in bench/.venv-official.",
+             f"Prefill {args.prefill} tokens, cache {args.cache}, {args.decode_tokens} decode tokens, both bundles "
+             f"timed by litert_lm.Benchmark in this process; memory read bandwidth measured in this run: "
+             f"{bandwidth / 1e9:.1f} GB/s (one thread).", "",
+             "bound: the model's constant bytes read once per token at that bandwidth (prefill-only constants "
+             "counted too, so the bound is slightly high). Ratios are ours / official (below 1: ours is faster, "
+             "smaller, or uses less memory; prefill is tokens/s, so above 1 is faster).", ""]
+    head = "| model | recipe | side | convert s | peak RSS GiB | bundle MB | bound ms |"
+    sep = "|---|---|---|---|---|---|---|"
+    for n in threads:
+        head += f" prefill tok/s {n}t | decode ms {n}t | decode/bound {n}t |"
+        sep += "---|---|---|"
+    lines += [head, sep]
+    for r in rows:
+        for side in ("ours", "official"):
+            e = r.get(side)
+            if e is None:
+                continue
+            if "error" in e:
+                lines.append(f"| {r['model']} | {r['recipe']} | {side} | failed: {e['error']} |")
+                continue
+            bound = f"{e['bound_ms']:.2f}" if e["bound_ms"] else "-"
+            line = (f"| {r['model']} | {r['recipe']} | {side} | {e['convert_s']:.1f} | {e['peak_rss_gb']:.2f} | "
+                    f"{e['bundle_mb']:.1f} | {bound} |")
+            for n in threads:
+                s = e[f"t{n}"]
+                if "error" in s or not s.get("decode_ms"):
+                    line += " - | - | - |"
+                    continue
+                ratio = s["decode_ms"] / e["bound_ms"] if e["bound_ms"] else float("nan")
+                line += f" {s['prefill_tok_s']:.0f} | {s['decode_ms']:.2f} | {ratio:.1f} |"
+            lines.append(line)
+        ours, official = r.get("ours"), r.get("official")
+        if ours and official and "error" not in ours and "error" not in official:
+            line = (f"| {r['model']} | {r['recipe']} | ours / official | {_r(ours['convert_s'], official['convert_s'])} | "
+                    f"{_r(ours['peak_rss_gb'], official['peak_rss_gb'])} | "
+                    f"{_r(ours['bundle_mb'], official['bundle_mb'])} | |")
+            for n in threads:
+                a, b = ours[f"t{n}"], official[f"t{n}"]
+                if "error" in a or "error" in b:
+                    line += " - | - | |"
+                    continue
+                line += f" {_r(a['prefill_tok_s'], b['prefill_tok_s'])} | {_r(a['decode_ms'], b['decode_ms'])} | |"
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _r(a, b) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
