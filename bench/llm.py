@@ -93,7 +93,14 @@ def convert_official(python: str, src: str, out: str, recipe: str, prefill: int,
     if not bundles:
         return {"error": "no .litertlm written"}
     result["bundle"] = os.path.join(out, bundles[0])
-    result["tflite"] = os.path.join(out, sorted(tflites, key=len)[-1]) if tflites else None
+    if tflites:
+        result["tflite"] = os.path.join(out, sorted(tflites, key=len)[-1])
+    else:  # the official exporter keeps only the bundle: its model, for the weight bytes
+        from litert_torch.generative.bundle import unpack_bundle
+
+        result["tflite"] = os.path.join(out, "unpacked.tflite")
+        with open(result["tflite"], "wb") as f:
+            f.write(unpack_bundle(result["bundle"])[0])
     return result
 
 

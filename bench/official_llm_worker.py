@@ -15,10 +15,18 @@ def main():
     src, out, prefill, cache, recipe = sys.argv[1:6]
     # The official package (0.10.0) imports TensorFlow's copy of the TFLite schema bindings from one model
     # extension when export_hf loads; the same bindings ship with ai_edge_litert, which this environment has.
+    # torch and transformers look for TensorFlow while importing: they are imported before the stand-in exists.
+    import importlib.machinery
+
+    import torch._dynamo  # noqa: F401
+    import transformers  # noqa: F401
     from ai_edge_litert import schema_py_generated
 
     for name in ("tensorflow", "tensorflow.lite", "tensorflow.lite.python"):
-        sys.modules.setdefault(name, types.ModuleType(name))
+        module = types.ModuleType(name)
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        module.__path__ = []
+        sys.modules.setdefault(name, module)
     sys.modules["tensorflow.lite.python.schema_py_generated"] = schema_py_generated
 
     start = time.perf_counter()

@@ -120,6 +120,64 @@ def fp16_weights(graph: ir.Graph, keep: set[int] | None = None) -> int:
     return len(front)
 
 
+# ---- int8 weights of dense layers and embedding tables: our own pass -----------------------------------------
+INT8_WEIGHT_OPS = {"FULLY_CONNECTED": 1, "EMBEDDING_LOOKUP": 1}  # opcode -> index of the weight input
+
+
+def int8_weights(graphs: Iterable[ir.Graph]) -> int:
+    """Store the float32 weights of FULLY_CONNECTED and EMBEDDING_LOOKUP ops as int8, symmetric per output
+    channel (per row of the table): LiteRT's hybrid kernels take them as they are (float activations, int8
+    weights, no DEQUANTIZE), as with ai-edge-quantizer's dynamic_wi8_afp32 recipe. Weights that several tensors
+    hold (one weight lowered in several signatures, a tied embedding) are quantized once and stay shared.
+    Memory: one int8 copy of the weights, made while the graph is walked; nothing else is copied. Returns how
+    many weight tensors were quantized."""
+    done: dict[tuple[int, int, tuple[int, ...]], ir.Tensor] = {}
+    count = 0
+    for graph in graphs:
+        for op in graph.ops:
+            index = INT8_WEIGHT_OPS.get(op.opcode)
+            if index is None or len(op.inputs) <= index:
+                continue
+            w = op.inputs[index]
+            if w is None or not w.is_constant or w.dtype != np.float32 or w.rank != 2:
+                continue
+            key = (w.data.ctypes.data, w.data.nbytes, w.shape)
+            if key not in done:
+                q, scale = _int8_rows(np.asarray(w.data, np.float32))
+                done[key] = ir.Tensor(f"{w.name}/int8", w.shape, np.int8, q, quantization=ir.Quantization(
+                    tuple(float(v) for v in scale), (0,) * len(scale), 0))
+                count += 1
+            op.inputs = [done[key] if i == index else t for i, t in enumerate(op.inputs)]
+    return count
+
+
+def _int8_rows(data: np.ndarray, block: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 per row (scale = max |row| / 127; an all-zero row gets scale 1), a block of rows at a
+    time so that the float temporaries stay small."""
+    scale = np.maximum(data.max(axis=1), -data.min(axis=1)) / np.float32(127.0)
+    scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+    q = np.empty(data.shape, np.int8)
+    for start in range(0, data.shape[0], block):
+        rows = data[start:start + block] / scale[start:start + block, None]
+        np.rint(rows, out=rows)
+        np.clip(rows, -127, 127, out=rows)
+        q[start:start + block] = rows
+    return q, scale
+
+
+def int8_weights_report(float_bytes: int, quantized_bytes: int, graphs: list[ir.Graph]) -> bytes:
+    """The `litert_torch.quantization` entry for a model quantized by `int8_weights`."""
+    quantized = counted = 0
+    left: list[FloatOp] = []
+    for graph in graphs:
+        q, n, f = _float_ops(graph, "dynamic-int8", set())
+        quantized, counted, left = quantized + q, counted + n, left + f
+    recipe = {"int8_weights": "FULLY_CONNECTED and EMBEDDING_LOOKUP weights int8, symmetric per channel "
+                              "(sizes are the model's constant bytes)"}
+    return QuantizationReport("dynamic-int8", float_bytes, quantized_bytes, quantized, counted, 0, "float",
+                              recipe, left).to_bytes()
+
+
 # ---- calibration data ---------------------------------------------------------------------------------------
 def calibration_feeds(edge, samples: Iterable[Any], signature: str | None = None) -> list[dict[str, np.ndarray]]:
     """Check `samples` (each a tuple of positional inputs, a dict of keyword inputs, or one tensor) against the

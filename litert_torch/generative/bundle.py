@@ -72,7 +72,7 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
         is_key = name.startswith("kv_cache_k_")
         state.type = (executor_pb.StateBuffer.TYPE_GLOBAL_KEY_CACHE if is_key
                       else executor_pb.StateBuffer.TYPE_GLOBAL_VALUE_CACHE)
-        state.sequence_axis = layout.sequence_axis
+        state.sequence_axis = layout.sequence_axes[name]
         state.maximum_sequence_length = layout.cache_length
 
     scratch = tempfile.mkdtemp(prefix="litert_bundle_")

@@ -48,10 +48,10 @@ class LlmLayout:
     prefill_lengths: list[int]
     cache_length: int
     num_layers: int
-    cache_shape: list[int]
+    cache_shapes: dict[str, list[int]]
     vocab_size: int
     cache_names: list[str]
-    sequence_axis: int = 2
+    sequence_axes: dict[str, int]
     start_token_id: int | None = None  # prepended to a prompt by the runtime (the tokenizer's BOS), if any
     stop_token_ids: list[int] = field(default_factory=list)
 
@@ -66,7 +66,7 @@ class LlmLayout:
 def sample_inputs(lm: DecoderLM, length: int) -> tuple:
     tokens = torch.zeros((1, length), dtype=torch.int32)
     positions = torch.arange(length, dtype=torch.int32)
-    caches = tuple(torch.zeros(lm.cache_shape()) for _ in range(2 * lm.cfg.num_layers))
+    caches = tuple(torch.zeros(shape) for shape in lm.cache_shapes().values())
     return (tokens, positions, *caches)
 
 
@@ -78,8 +78,10 @@ def lower_llm(lm: DecoderLM, prefill_lengths: Sequence[int], *, start_token_id: 
     report = progress or (lambda stage: None)
     parts = [_lower_signature(lm, key, length, key == DECODE, report)
              for key, length in [*((prefill_signature(n), n) for n in prefill_lengths), (DECODE, 1)]]
-    layout = LlmLayout(sorted(prefill_lengths), lm.cache_length, lm.cfg.num_layers, list(lm.cache_shape()),
-                       lm.cfg.vocab_size, kv_names(lm.cfg.num_layers), start_token_id=start_token_id,
+    names = kv_names(lm.cfg.num_layers)
+    layout = LlmLayout(sorted(prefill_lengths), lm.cache_length, lm.cfg.num_layers,
+                       {n: list(s) for n, s in lm.cache_shapes().items()}, lm.cfg.vocab_size, names,
+                       {n: lm.sequence_axis(n) for n in names}, start_token_id=start_token_id,
                        stop_token_ids=[int(t) for t in stop_token_ids])
     report("assemble")
     model = converter._assemble(parts)

@@ -1,8 +1,9 @@
 """The decoder the LLM exporter traces: a Hugging Face causal LM rewritten around an explicit KV cache.
 
 One module serves every signature. It takes `tokens` int32[1, T], `input_pos` int32[T] (the absolute position of
-each token; positions are consecutive) and, per layer, `kv_cache_k_i` / `kv_cache_v_i` float32[1, KV, C, D] (C the
-cache length, D the head size; KV the key/value heads). It writes the new keys and values at `input_pos` with one
+each token; positions are consecutive) and, per layer, `kv_cache_k_i` float32[1, KV, C, D] and `kv_cache_v_i`
+float32[1, KV, D, C] (C the cache length, D the head size, KV the key/value heads; values are stored transposed,
+so that both products of attention read their cache operand in the layout matrix kernels take without a copy). It writes the new keys and values at `input_pos` with one
 DYNAMIC_UPDATE_SLICE per cache (`litert_torch.update_cache`), attends over the whole cache under a mask built from
 `input_pos` (causal, and windowed on sliding-window layers), and returns the updated caches and, when asked, the
 logits of the last token. The cache tensors keep their names from input to output, so a runtime can hand the
@@ -137,15 +138,15 @@ class Attention(nn.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-        k_cache = update_cache(k_cache, k.transpose(1, 2), input_pos, 2)
-        v_cache = update_cache(v_cache, v.transpose(1, 2), input_pos, 2)
+        k_cache = update_cache(k_cache, k.transpose(1, 2), input_pos, 2)  # [1, KV, C, D]
+        v_cache = update_cache(v_cache, v.permute(0, 2, 3, 1), input_pos, 3)  # [1, KV, D, C]
         # The query heads of one key/value head as the rows of one product: [1, KV, G*T, D] x [1, KV, C, D]^T.
         q = (q * self.scale).transpose(1, 2).reshape(batch, self.kv_heads, groups * length, d)
         scores = torch.matmul(q, k_cache.transpose(2, 3))
         if groups > 1:
             mask = mask.repeat(groups, 1)
         probs = torch.softmax(scores + mask, dim=-1)
-        out = torch.matmul(probs, v_cache)  # [1, KV, G*T, D]
+        out = torch.matmul(probs, v_cache.transpose(2, 3))  # [1, KV, G*T, D]
         out = out.reshape(batch, self.heads, length, d).transpose(1, 2).reshape(batch, length, self.heads * d)
         return self.o(out), k_cache, v_cache
 
@@ -248,8 +249,15 @@ class DecoderLM(nn.Module):
                                  embed if lm_head is None else _param(lm_head))
         self.cache_length = cache_length
 
-    def cache_shape(self) -> tuple[int, int, int, int]:
-        return (1, self.cfg.num_kv_heads, self.cache_length, self.cfg.head_dim)
+    def cache_shapes(self) -> dict[str, tuple[int, int, int, int]]:
+        """Each cache's shape: keys [1, KV, C, D], values transposed [1, KV, D, C]."""
+        kv, c, d = self.cfg.num_kv_heads, self.cache_length, self.cfg.head_dim
+        names = kv_names(self.cfg.num_layers)
+        return {n: (1, kv, c, d) if n.startswith("kv_cache_k_") else (1, kv, d, c) for n in names}
+
+    @staticmethod
+    def sequence_axis(name: str) -> int:
+        return 2 if name.startswith("kv_cache_k_") else 3
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, caches: list[torch.Tensor],
                 logits: bool = True) -> dict[str, Any]:

@@ -89,9 +89,8 @@ class LlmRunner:
 
     def reset(self) -> None:
         """Forget every token: the next call starts at position 0."""
-        zeros = np.zeros(self.layout.cache_shape, np.float32)
-        for buffer in self._caches.values():
-            buffer.write(zeros)
+        for name, buffer in self._caches.items():
+            buffer.write(np.zeros(self.layout.cache_shapes[name], np.float32))
         self.position = 0
 
     def _signature_io(self, key: str):

@@ -6,7 +6,7 @@ from typing import Callable
 
 from litert_torch import ir
 from litert_torch.passes import (
-    broadcast, cleanup, fold_affine, fold_constants, fold_padding, fuse_activation, layout,
+    broadcast, cleanup, fold_affine, fold_constants, fold_padding, fuse_activation, layout, matmul,
 )
 
 PassFn = Callable[[ir.Graph], bool]
@@ -18,6 +18,7 @@ PIPELINE: list[tuple[str, PassFn]] = [
     ("broadcast", broadcast.run),
     ("layout", layout.run),
     ("fold_constants", fold_constants.run),
+    ("matmul", matmul.run),
     ("cleanup", cleanup.run),
     ("fold_padding", fold_padding.run),
     ("fold_affine", fold_affine.run),

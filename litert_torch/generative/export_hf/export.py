@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError
 from litert_torch.files import atomic_file
-from litert_torch.flatbuffer.writer import serialize, write_model
+from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
 from litert_torch.generative import bundle, hf
 from litert_torch.generative.convert import lower_llm
 from litert_torch.generative.model import build, check_cache_length
@@ -108,11 +108,15 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
         if recipe is None:
             report("write")
             write_model(model, model_file)  # constants streamed from the weights: no copy in memory
+        elif recipe == INT8_WEIGHTS and not any(source.config.moe_layers):
+            report("quantize")
+            _int8_model(model, model_file)
         else:
             report("quantize")
             from litert_torch.quantization import quantize
 
-            data = quantize(EdgeModel(serialize(model)), recipe).flatbuffer
+            data = quantize(EdgeModel(serialize(model)), "dynamic-int8" if recipe == INT8_WEIGHTS else recipe
+                            ).flatbuffer
             with open(model_file, "wb") as f:
                 f.write(data)
             del data
@@ -166,10 +170,27 @@ def _check_lengths(prefill_lengths: Sequence[int], cache_length: int) -> list[in
     return lengths
 
 
+# The default recipe, ai-edge-quantizer's dynamic_wi8_afp32, as our own IR pass: int8 weights per channel for
+# the dense layers and the embedding table, written as they are quantized (the quantizer holds several copies of
+# the model). Mixture-of-experts models, whose expert weights are gathered tensors, go through the quantizer.
+INT8_WEIGHTS = "int8-weights"
+
+
+def _int8_model(model, path: str) -> None:
+    from litert_torch.quantization import QUANTIZATION_KEY, int8_weights, int8_weights_report
+
+    float_bytes = constant_bytes(model)
+    int8_weights(model.subgraphs)
+    model.metadata[QUANTIZATION_KEY] = int8_weights_report(float_bytes, constant_bytes(model), model.subgraphs)
+    write_model(model, path)
+
+
 def _check_recipe(recipe: Any) -> Any:
     """The quantization mode or recipe list to apply, or None for float."""
     if recipe in FLOAT_RECIPES:
         return None
+    if recipe in ("dynamic_wi8_afp32", "dynamic-int8"):
+        return INT8_WEIGHTS
     if recipe in ("fp16", "dynamic-int8"):
         return recipe
     if isinstance(recipe, (str, os.PathLike)) and os.fspath(recipe).endswith(".json"):
