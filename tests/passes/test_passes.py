@@ -210,3 +210,35 @@ def test_max_pool_padding_after_relu_is_a_plain_pad():
     assert_matches(model(x), edge(x))
     signed = nn.Sequential(nn.Conv2d(3, 8, 3), nn.MaxPool2d(3, 2, 1)).eval()  # no ReLU: -inf stays
     assert op_counts(litert_torch.convert(signed, (x,))).get("PADV2", 0) == 1
+
+
+def test_matmul_takes_operand_transposes_as_adjoint_flags():
+    from litert_torch.passes import matmul
+
+    def build():
+        q = ir.Tensor("a_q", [1, 2, 3, 8], np.float32)  # inputs are fed in the order of their names
+        k = ir.Tensor("b_k", [1, 2, 5, 8], np.float32)
+        t1, kt = transpose(k, [0, 1, 3, 2], "kt")
+        scores = ir.Tensor("scores", [1, 2, 3, 5], np.float32)
+        bmm = ir.Op("BATCH_MATMUL", [q, kt], [scores], {"adj_x": False, "adj_y": False})
+        t2, st = transpose(scores, [0, 1, 3, 2], "st")  # also read as a graph output: the transpose stays
+        back = ir.Tensor("back", [1, 2, 5, 5], np.float32)
+        bmm2 = ir.Op("BATCH_MATMUL", [st, scores], [back], {"adj_x": False, "adj_y": False})
+        return ir.Graph("main", [q, k], [back, st], [t1, bmm, t2, bmm2])
+
+    inputs = (np.random.randn(1, 2, 3, 8).astype(np.float32), np.random.randn(1, 2, 5, 8).astype(np.float32))
+    graph = check_pass(build, lambda g: matmul.run(g) | cleanup.run(g), inputs)
+    bmms = [op for op in graph.ops if op.opcode == "BATCH_MATMUL"]
+    assert [(op.options["adj_x"], op.options["adj_y"]) for op in bmms] == [(False, True), (True, False)]
+    assert graph.op_counts()["TRANSPOSE"] == 1  # the key transpose is gone; the one feeding an output stays
+
+
+def test_attention_over_a_runtime_cache_has_no_transpose():
+    class Scores(nn.Module):
+        def forward(self, q, k, v):
+            return torch.softmax(q @ k.transpose(-1, -2), -1) @ v.transpose(-1, -2)
+
+    args = (torch.randn(1, 2, 3, 8), torch.randn(1, 2, 16, 8), torch.randn(1, 2, 8, 16))
+    edge = litert_torch.convert(Scores().eval(), args)
+    assert_matches(Scores()(*args), edge(*args))
+    assert "TRANSPOSE" not in op_counts(edge)
