@@ -7,7 +7,9 @@ per token on this machine.
                         [--no-official]
 
 Models are built from configs with random weights and saved as Hugging Face directories under bench/.llm_models
-(first run only): 2-layer toys of each architecture, and a ~135M-parameter Llama (SmolLM-135M's shape). Each
+(first run only): 2-layer toys of each architecture, a ~135M-parameter Llama (SmolLM-135M's shape) and, when
+asked for (`--models llama_1b --no-official`), a 1.2B-parameter one (Llama-3.2-1B's shape, 4.9 GB of float32
+weights). Each
 conversion runs in a fresh process, so that its peak RSS is its own. The decode bound is the bytes of weights a
 decode step reads (the bundle's TFLite model, less what only prefill reads) divided by the memory read bandwidth
 measured in the same run (a large numpy reduction on one thread). Results: bench/results/llm.md.
@@ -45,12 +47,19 @@ def model_dir(name: str) -> str:
 
     if name.startswith("toy_"):
         return tiny_lm.save(path, name.removeprefix("toy_"))
-    if name == "llama_135m":
+    shapes = {  # SmolLM-135M's and Llama-3.2-1B's shapes
+        "llama_135m": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                           num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048),
+        "llama_1b": dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
+                         rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
+                                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                          "original_max_position_embeddings": 8192}),
+    }
+    if name in shapes:
         tok = tiny_lm.tokenizer()
-        cfg = transformers.LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536,
-                                       num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
-                                       tie_word_embeddings=True, max_position_embeddings=2048,
-                                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+        cfg = transformers.LlamaConfig(**shapes[name], tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
+                                       eos_token_id=tok.eos_token_id)
         torch.manual_seed(0)
         model = transformers.AutoModelForCausalLM.from_config(cfg)
         model.save_pretrained(path)
@@ -59,15 +68,18 @@ def model_dir(name: str) -> str:
     raise ValueError(f"unknown model {name}")
 
 
+# A child's ru_maxrss starts from its parent's resident size at fork: the peak is read from VmHWM after resetting
+# it at the start (Linux: writing 5 to /proc/self/clear_refs).
 CONVERT = """
-import json, resource, sys, time
+import json, sys, time
+open("/proc/self/clear_refs", "w").write("5")
 sys.path.insert(0, {root!r})
 start = time.perf_counter()
 from litert_torch.generative.export_hf import export
 out = export.export(model={src!r}, output_dir={out!r}, prefill_lengths=[{prefill}], cache_length={cache},
                     quantization_recipe={recipe!r}, keep_temporary_files=True)
-print(json.dumps({{"seconds": time.perf_counter() - start, "peak_rss": resource.getrusage(
-    resource.RUSAGE_SELF).ru_maxrss * 1024, "bundle": out}}))
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+print(json.dumps({{"seconds": time.perf_counter() - start, "peak_rss": hwm * 1024, "bundle": out}}))
 """
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from litert_torch.errors import InvalidArgumentError
+
 
 @dataclass
 class DimUse:
@@ -30,7 +32,7 @@ class DimUse:
 def dim_name(dim: Any) -> str:
     name = getattr(dim, "__name__", None) or getattr(dim, "name", None)
     if not isinstance(name, str):
-        raise ValueError(f"dynamic_shapes holds {dim!r}; use torch.export.Dim('name', min=..., max=...)")
+        raise InvalidArgumentError(f"dynamic_shapes holds {dim!r}; use torch.export.Dim('name', min=..., max=...)")
     return name
 
 
@@ -50,14 +52,14 @@ def dim_uses(module: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes:
         params = [i for i in range(len(dynamic_shapes))]
         by_name = dict(enumerate(dynamic_shapes))
     else:
-        raise ValueError("dynamic_shapes is a dict keyed by forward's argument names, or a tuple by position")
+        raise InvalidArgumentError("dynamic_shapes is a dict keyed by forward's argument names, or a tuple by position")
     uses, dims = [], {}
     for key, spec in by_name.items():
         if spec is None:
             continue
         if isinstance(key, str):
             if key not in params:
-                raise ValueError(f"dynamic_shapes names {key!r}, which is not an argument of forward {params}")
+                raise InvalidArgumentError(f"dynamic_shapes names {key!r}, which is not an argument of forward {params}")
             position = params.index(key)
             where: int | str = position if position < len(args) else key
         else:
@@ -81,7 +83,7 @@ def resized(args: tuple, kwargs: dict, uses: list[DimUse], dim: str, size: int) 
         container, key = (args, use.where) if isinstance(use.where, int) else (kwargs, use.where)
         value = container[key]
         if not isinstance(value, torch.Tensor):
-            raise ValueError(f"dynamic_shapes makes argument {use.where!r} dynamic, but it is not a tensor")
+            raise InvalidArgumentError(f"dynamic_shapes makes argument {use.where!r} dynamic, but it is not a tensor")
         shape = list(value.shape)
         shape[use.axis] = size
         container[key] = value.new_zeros(shape)
@@ -91,15 +93,15 @@ def resized(args: tuple, kwargs: dict, uses: list[DimUse], dim: str, size: int) 
 def bucket_sizes(buckets: dict, dims: dict) -> tuple[str, list[int]]:
     """The one bucketed Dim's name and its sizes, checked against the Dim's bounds."""
     if not isinstance(buckets, dict) or len(buckets) != 1:
-        raise ValueError("buckets maps one dynamic dimension (its Dim or name) to its sizes, e.g. "
+        raise InvalidArgumentError("buckets maps one dynamic dimension (its Dim or name) to its sizes, e.g. "
                          "{'batch': [1, 2, 4, 8]}")
     (key, sizes), = buckets.items()
     name = key if isinstance(key, str) else dim_name(key)
     if name not in dims:
-        raise ValueError(f"buckets names {name!r}, which dynamic_shapes does not use (it has {sorted(dims)})")
+        raise InvalidArgumentError(f"buckets names {name!r}, which dynamic_shapes does not use (it has {sorted(dims)})")
     sizes = sorted({int(s) for s in sizes})
     low, high = dim_bounds(dims[name])
     outside = [s for s in sizes if not low <= s <= high]
     if not sizes or outside:
-        raise ValueError(f"bucket sizes {outside or sizes} lie outside {name}'s range [{low}, {high}]")
+        raise InvalidArgumentError(f"bucket sizes {outside or sizes} lie outside {name}'s range [{low}, {high}]")
     return name, sizes

@@ -14,7 +14,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from litert_torch import ir, metadata
-from litert_torch.errors import ConversionError
+from litert_torch.errors import ConversionError, InvalidArgumentError
 from litert_torch.structure import portable_spec_json
 from litert_torch.delegates.plan import PLAN_KEY, check_targets, plan_for, plans_json, with_before
 from litert_torch.flatbuffer.writer import needs_external, serialize, write_model
@@ -94,7 +94,7 @@ def _targets(target: str | tuple[str, ...]) -> tuple[str, ...]:
 
 def _check_quantize_options(quantize, calibration_data, quantized_io, keep_float) -> None:
     if quantize is None and (calibration_data is not None or quantized_io or keep_float):
-        raise ValueError("calibration_data, quantized_io and keep_float apply only with quantize=...")
+        raise InvalidArgumentError("calibration_data, quantized_io and keep_float apply only with quantize=...")
 
 
 def _maybe_quantize(edge: EdgeModel, quantize, calibration_data, quantized_io, keep_float, report) -> EdgeModel:
@@ -124,9 +124,9 @@ class SignatureSet:
     def signature(self, name: str, module: torch.nn.Module | torch.export.ExportedProgram, sample_args: Any = (),
                   sample_kwargs: dict[str, Any] | None = None) -> "SignatureSet":
         if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(f"a signature name is an identifier like 'encode'; got {name!r}")
+            raise InvalidArgumentError(f"a signature name is an identifier like 'encode'; got {name!r}")
         if any(name == entry[0] for entry in self._entries):
-            raise ValueError(f"signature {name!r} is given twice")
+            raise InvalidArgumentError(f"signature {name!r} is given twice")
         self._entries.append((name, module, sample_args, sample_kwargs))
         return self
 
@@ -139,7 +139,7 @@ class SignatureSet:
                 progress: Callable[[str], None] | None = None) -> EdgeModel:
         """One EdgeModel holding every signature (options as for `convert`, applied to each)."""
         if not self._entries:
-            raise ValueError("no signatures: add them with .signature(name, module, sample_args)")
+            raise InvalidArgumentError("no signatures: add them with .signature(name, module, sample_args)")
         targets = _targets(target)
         report = progress or (lambda stage: None)
         parts = []
@@ -239,7 +239,7 @@ def _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, buckets, c
     from litert_torch import buckets as bucketing
 
     if dynamic_shapes is None:
-        raise ValueError("buckets need dynamic_shapes naming the dimension, e.g. {'x': {0: Dim('batch', max=8)}}")
+        raise InvalidArgumentError("buckets need dynamic_shapes naming the dimension, e.g. {'x': {0: Dim('batch', max=8)}}")
     if not isinstance(sample_args, tuple):
         sample_args = (sample_args,)
     uses, dims = bucketing.dim_uses(module, sample_args, sample_kwargs or {}, dynamic_shapes)

@@ -87,3 +87,15 @@ class ModelFileError(LiteRTTorchError, ValueError):
 class InvalidArgumentError(LiteRTTorchError, ValueError):
     """An argument of a public call is out of its domain (a negative length, an unknown recipe name, an
     output folder that cannot be written): the message names the argument and what it accepts."""
+
+
+class UnknownSignatureError(InvalidArgumentError, KeyError):
+    """A signature key the model does not have; the message lists the ones it has."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class OnnxError(ConversionError):
+    """An ONNX file that cannot be read or converted: invalid, truncated, an unknown opset, missing external
+    data, symbolic input shapes without concrete ones."""

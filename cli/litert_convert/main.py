@@ -39,9 +39,8 @@ def handled(fn: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         from litert_torch.errors import (
             CalibrationError, ConversionError, InvalidArgumentError, LiteRTTorchError, ModelFileError,
-            ModelInputError,
+            ModelInputError, OnnxError,
         )
-        from litert_torch.frontend.onnx_frontend import OnnxError
 
         debug = kwargs.get("debug", False)
         try:

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from litert_torch import ir, metadata
 from litert_torch.delegates import cpu, gpu, npu
+from litert_torch.errors import InvalidArgumentError
 
 PLAN_KEY = "litert_torch.delegate_plan"
 FORMAT_VERSION = 1
@@ -191,7 +192,7 @@ def plan_target(graph: ir.Graph, target: str) -> TargetPlan:
 def check_targets(targets: tuple[str, ...]) -> None:
     unknown = [t for t in targets if t not in CHECKS]
     if unknown:
-        raise ValueError(f"unknown target(s) {unknown}; choose from {list(CHECKS)}")
+        raise InvalidArgumentError(f"unknown target(s) {unknown}; choose from {list(CHECKS)}")
 
 
 def plan_for(graph: ir.Graph, targets: tuple[str, ...] = TARGETS) -> DelegatePlan:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.errors import ConversionError, UnsupportedOp, UnsupportedOpsError
+from litert_torch.errors import ConversionError, OnnxError, UnsupportedOp, UnsupportedOpsError  # noqa: F401 (OnnxError: re-exported)
 
 MIN_OPSET = 13
 ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64, 9: np.bool_,
@@ -29,11 +29,6 @@ TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch
                 np.dtype(np.float64): torch.float32, np.dtype(np.int64): torch.int64,
                 np.dtype(np.int32): torch.int32, np.dtype(np.int16): torch.int16, np.dtype(np.int8): torch.int8,
                 np.dtype(np.uint8): torch.uint8, np.dtype(np.bool_): torch.bool}
-
-
-class OnnxError(ConversionError):
-    """An ONNX file that cannot be read or converted: invalid, truncated, an unknown opset, missing external
-    data, symbolic input shapes without concrete ones."""
 
 
 def _onnx():

@@ -129,7 +129,7 @@ class Attention(nn.Module):
         self.scale = cfg.attention_scale
         self.layer = layer
 
-    def forward(self, x, cos, sin, mask, k_cache, v_cache, input_pos):
+    def forward(self, x, cos, sin, mask, k_cache, v_cache, k_start, v_start):
         batch, length, _ = x.shape
         d, groups = self.head_dim, self.heads // self.kv_heads
         q = self.q(x).view(batch, length, self.heads, d)
@@ -138,13 +138,11 @@ class Attention(nn.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-        k_cache = update_cache(k_cache, k.transpose(1, 2), input_pos, 2)  # [1, KV, C, D]
-        v_cache = update_cache(v_cache, v.permute(0, 2, 3, 1), input_pos, 3)  # [1, KV, D, C]
+        k_cache = update_cache(k_cache, k.transpose(1, 2), k_start, 2)  # [1, KV, C, D]
+        v_cache = update_cache(v_cache, v.permute(0, 2, 3, 1), v_start, 3)  # [1, KV, D, C]
         # The query heads of one key/value head as the rows of one product: [1, KV, G*T, D] x [1, KV, C, D]^T.
         q = (q * self.scale).transpose(1, 2).reshape(batch, self.kv_heads, groups * length, d)
         scores = torch.matmul(q, k_cache.transpose(2, 3))
-        if groups > 1:
-            mask = mask.repeat(groups, 1)
         probs = torch.softmax(scores + mask, dim=-1)
         out = torch.matmul(probs, v_cache.transpose(2, 3))  # [1, KV, G*T, D]
         out = out.reshape(batch, self.heads, length, d).transpose(1, 2).reshape(batch, length, self.heads * d)
@@ -173,8 +171,8 @@ class Layer(nn.Module):
         self.pre_mlp_norm = norm(norms["pre_mlp"]) if "pre_mlp" in norms else None
         self.post_mlp_norm = norm(norms["post_mlp"]) if "post_mlp" in norms else None
 
-    def forward(self, x, cos, sin, mask, k_cache, v_cache, input_pos):
-        h, k_cache, v_cache = self.attention(self.input_norm(x), cos, sin, mask, k_cache, v_cache, input_pos)
+    def forward(self, x, cos, sin, mask, k_cache, v_cache, k_start, v_start):
+        h, k_cache, v_cache = self.attention(self.input_norm(x), cos, sin, mask, k_cache, v_cache, k_start, v_start)
         if self.pre_mlp_norm is not None:  # Gemma: normed after attention, then normed again before the MLP
             x = x + self.post_attention_norm(h)
             return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x))), k_cache, v_cache
@@ -183,8 +181,10 @@ class Layer(nn.Module):
 
 
 class Prologue(nn.Module):
-    """tokens [1, T], input_pos [T] -> the embedded tokens [1, T, H], then per layer type (sorted) its mask
-    [T, C] and its RoPE rows cos, sin [T, R]."""
+    """tokens [1, T], input_pos [T] -> the embedded tokens [1, T, H]; the index vectors at which every layer
+    writes its key and value caches ([0, 0, p, 0] and [0, 0, 0, p], p = input_pos[0]); then per layer type
+    (sorted) its mask [G*T, C] (the T rows repeated for each of the G query heads sharing a key/value head) and
+    its RoPE rows cos, sin [T, R]. What does not depend on the layer is computed here once."""
 
     def __init__(self, cfg: LlmConfig, embed: nn.Parameter, rope: dict[str, tuple[torch.Tensor, torch.Tensor]],
                  cache_length: int):
@@ -212,9 +212,13 @@ class Prologue(nn.Module):
         if self.cfg.embed_scale is not None:
             x = x * self.cfg.embed_scale
         masks = self.masks(input_pos)
-        out = [x]
+        groups = self.cfg.kv_groups
+        zero = torch.zeros_like(input_pos[:1])
+        first = input_pos[:1]
+        out = [x, torch.cat([zero, zero, first, zero]), torch.cat([zero, zero, zero, first])]
         for t in self.layer_types:
-            out += [masks[t], getattr(self, f"cos_{t}")[input_pos], getattr(self, f"sin_{t}")[input_pos]]
+            mask = torch.cat([masks[t]] * groups) if groups > 1 else masks[t]
+            out += [mask, getattr(self, f"cos_{t}")[input_pos], getattr(self, f"sin_{t}")[input_pos]]
         return tuple(out)
 
 
@@ -262,13 +266,13 @@ class DecoderLM(nn.Module):
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, caches: list[torch.Tensor],
                 logits: bool = True) -> dict[str, Any]:
         cfg = self.cfg
-        x, *per_type = self.prologue(tokens, input_pos)
+        x, k_start, v_start, *per_type = self.prologue(tokens, input_pos)
         tables = {t: per_type[3 * i: 3 * i + 3] for i, t in enumerate(self.prologue.layer_types)}
         out: dict[str, torch.Tensor] = {}
         names = kv_names(cfg.num_layers)
         for i, layer in enumerate(self.layers):
             mask, cos, sin = tables[cfg.layer_types[i]]
-            x, k_cache, v_cache = layer(x, cos, sin, mask, caches[2 * i], caches[2 * i + 1], input_pos)
+            x, k_cache, v_cache = layer(x, cos, sin, mask, caches[2 * i], caches[2 * i + 1], k_start, v_start)
             out[names[2 * i]], out[names[2 * i + 1]] = k_cache, v_cache
         if logits:
             out = {"logits": self.epilogue(x), **out}

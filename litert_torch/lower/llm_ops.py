@@ -4,7 +4,8 @@
 (unlike GATHER) LiteRT runs on an int8 table with float output, so weight quantization covers the embeddings.
 
 `litert_torch.update_cache(cache, update, start, axis)` writes `update` into a copy of `cache` starting at index
-`start[0]` of `axis` (0 elsewhere): a KV cache written at the input positions. torch.export keeps it as one node,
+`start[0]` of `axis` (0 elsewhere), or at the full index vector `start` when it has one entry per axis of `cache`
+(a model that writes several caches computes that vector once): a KV cache written at the input positions. torch.export keeps it as one node,
 and it lowers to one DYNAMIC_UPDATE_SLICE, which LiteRT can run in place. In eager PyTorch (the reference) a
 write past the end of `cache` is an error; TFLite's kernel would instead clamp the start index and overwrite
 earlier entries, so callers must keep `start + update.shape[axis] <= cache.shape[axis]` (the LLM runner checks
@@ -22,7 +23,8 @@ from litert_torch.lower.registry import lowers, normalize_dim
 @torch.library.custom_op("litert_torch::update_cache", mutates_args=())
 def update_cache(cache: torch.Tensor, update: torch.Tensor, start: torch.Tensor, axis: int) -> torch.Tensor:
     axis = axis % cache.dim()
-    begin = int(start.reshape(-1)[0])
+    flat = start.reshape(-1)
+    begin = int(flat[axis]) if flat.numel() == cache.dim() else int(flat[0])
     length = update.shape[axis]
     if begin < 0 or begin + length > cache.shape[axis]:
         raise IndexError(f"update of {length} entries at {begin} does not fit axis {axis} of size "
@@ -39,7 +41,8 @@ def _(cache, update, start, axis):
 
 @lowers(torch.ops.litert_torch.update_cache.default)
 def lower_update_cache(ctx, node, cache, update, start, axis):
-    """DYNAMIC_UPDATE_SLICE of the update into the cache at start indices [0, .., start[0], .., 0].
+    """DYNAMIC_UPDATE_SLICE of the update into the cache at start indices [0, .., start[0], .., 0] (or `start`
+    itself when it holds one index per axis).
 
     Limits: the update must fit at start[0] (TFLite clamps the start index instead of failing)."""
     axis = normalize_dim(axis, cache.rank)
@@ -49,6 +52,8 @@ def lower_update_cache(ctx, node, cache, update, start, axis):
                        f"axis but {axis}")
     if update.dtype != cache.dtype:
         update = ctx.cast(update, cache.dtype)
+    if start.rank == 1 and start.shape[0] == cache.rank:  # the full index vector, as computed by the model
+        return ctx.emit("DYNAMIC_UPDATE_SLICE", [cache, update, ctx.cast(start, np.int32)], like=cache)
     first = start if start.rank == 1 and start.shape[0] == 1 else None
     if first is None:
         flat = ctx.reshape(start, [start.size])

@@ -62,6 +62,22 @@ def _tensor_nodes(args: Any) -> list[torch.fx.Node]:
     return found
 
 
+def _check_static_shapes(program: torch.export.ExportedProgram) -> None:
+    """Raise a LoweringError at the first node whose output size depends on the values of its inputs (boolean
+    masking, nonzero, unique, ...): a TFLite tensor's size comes from shapes, never from data."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    for node in program.graph.nodes:
+        val = node.meta.get("val")
+        if node.op != "call_function" or not isinstance(val, torch.Tensor) or not free_unbacked_symbols(val):
+            continue
+        ref = source_ref(node)
+        raise LoweringError(f"the output shape {list(val.shape)} of node {node.name} depends on the input's values "
+                            "(a data-dependent size, as from boolean-mask indexing or nonzero); a LiteRT model's "
+                            "shapes cannot: compute on the whole tensor instead (torch.where with a mask)",
+                            target=ref.target, location=ref.location)
+
+
 def _check_supported(program: torch.export.ExportedProgram, constant_nodes: set[str]) -> None:
     """Raise one UnsupportedOpsError listing every op without a lowering, or return."""
     missing: dict[str, UnsupportedOp] = {}
@@ -162,6 +178,7 @@ def lower_program(program: torch.export.ExportedProgram,
     module of the same structure (the layers of a decoder)."""
     constants = _constant_values(program, weights)
     constant_nodes = _find_constant_nodes(program, constants)
+    _check_static_shapes(program)
     _check_supported(program, constant_nodes)
 
     graph = ir.Graph("main")

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from litert_torch.errors import LiteRTTorchError
+from litert_torch.errors import InvalidArgumentError, LiteRTTorchError
 
 ACCELERATORS = ("cpu", "gpu", "npu")
 
@@ -51,7 +51,7 @@ class CompiledRunner:
 def compile_for(flatbuffer: bytes, accelerator: str) -> Any:
     """A CompiledModel of `flatbuffer` on `accelerator` only (no silent CPU fallback)."""
     if accelerator not in ACCELERATORS:
-        raise ValueError(f"accelerator must be one of {ACCELERATORS}, got {accelerator!r}")
+        raise InvalidArgumentError(f"accelerator must be one of {ACCELERATORS}, got {accelerator!r}")
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
 

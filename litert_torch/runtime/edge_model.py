@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from litert_torch.errors import ModelInputError
+from litert_torch.errors import InvalidArgumentError, ModelInputError, UnknownSignatureError
 from litert_torch.files import atomic_file, write_atomic
 from litert_torch.flatbuffer.reader import read_metadata
 from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, decode_source_map, read_json
@@ -59,7 +59,7 @@ class EdgeModel:
         `accelerator` ("cpu", "gpu", "npu") runs through LiteRT's CompiledModel on that accelerator only; one
         this machine lacks raises AcceleratorUnavailable when the model is first run."""
         if kernels not in self.KERNELS:
-            raise ValueError(f"kernels must be one of {self.KERNELS}, got {kernels!r}")
+            raise InvalidArgumentError(f"kernels must be one of {self.KERNELS}, got {kernels!r}")
         self._kernels = kernels
         self._keep_intermediates = keep_intermediates
         self._quant_params: dict | None = None
@@ -189,7 +189,7 @@ class EdgeModel:
     def signature_runner(self, key: str) -> Callable[..., Any]:
         """A callable running signature `key` like the module it came from: `edge.signature_runner("decode")(z)`."""
         if key not in self._signature_keys():
-            raise KeyError(f"no signature {key!r}; the model has {self._signature_keys()}")
+            raise UnknownSignatureError(f"no signature {key!r}; the model has {self._signature_keys()}")
         return lambda *args, **kwargs: self.run(key, args, kwargs)
 
     @property
@@ -208,7 +208,7 @@ class EdgeModel:
     @num_threads.setter
     def num_threads(self, value: int | None) -> None:
         if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"num_threads must be a positive int or None, got {value!r}")
+            raise InvalidArgumentError(f"num_threads must be a positive int or None, got {value!r}")
         self._num_threads = value
         self._interpreter = None
         self._runners = {}
@@ -245,7 +245,7 @@ class EdgeModel:
         if key not in self._runners:
             keys = list(self._get_interpreter().get_signature_list())
             if key not in keys:
-                raise KeyError(f"no signature {key!r}; the model has {keys}")
+                raise UnknownSignatureError(f"no signature {key!r}; the model has {keys}")
             self._runners[key] = self._interpreter.get_signature_runner(key)
         return self._runners[key]
 

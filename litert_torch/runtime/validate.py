@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
+from litert_torch.errors import InvalidArgumentError
 from litert_torch.runtime.compare import ATOL, RTOL, compare_outputs
 from litert_torch.structure import plain
 
@@ -227,7 +228,7 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
                                                   names))
             continue
         if backend not in LITERT_BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+            raise InvalidArgumentError(f"unknown backend {backend!r}; choose from {BACKENDS}")
         runner = edge_model.with_kernels(backend)
         results: list[OutputResult] = []
         for (args, kwargs), reference in zip(input_sets, references):
@@ -449,7 +450,7 @@ class OnnxRuntimeReference:
         for i in self.inputs:
             shape = (input_shapes or {}).get(i.name) or i.shape
             if any(not isinstance(d, int) for d in shape):
-                raise ValueError(f"input {i.name} has dynamic dimensions {shape}: give input_shapes")
+                raise InvalidArgumentError(f"input {i.name} has dynamic dimensions {shape}: give input_shapes")
             dtype = types.get(i.type, torch.float32)
             out.append(torch.randn(shape, generator=generator).to(dtype) if dtype.is_floating_point
                        else torch.zeros(shape, dtype=dtype))

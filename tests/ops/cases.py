@@ -2,7 +2,8 @@
 
 Each row builds a small module and its sample inputs. The test converts it, runs it in LiteRT and compares
 with eager PyTorch under the numerics contract; `ops` pins op counts where structure matters (0 = must not
-appear); `raises` marks calls that must fail with a clear conversion error, with the reason.
+appear); `raises` marks calls that must fail with a clear conversion error, with the reason; `match` is what the
+error message must say (so that a crash inside a lowering does not pass for the expected refusal).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class OpCase:
     ops: dict[str, int] = field(default_factory=dict)
     raises: type[Exception] | None = None
     reason: str = ""
+    match: str = ""  # with `raises`: a regular expression the error message must contain (the reason given)
     rtol: float = 1e-4
     atol: float = 1e-5
     target: str | None = None  # convert for this delegate target only (the default: all of them)
@@ -117,7 +119,7 @@ CASES: list[OpCase] = [
            r(1, 3, 12, 12), {"TRANSPOSE": 2, "RELU": 0}),
     OpCase("conv_bn_relu_folded", conv_bn(3, 8, padding=1), r(1, 3, 12, 12), {"CONV_2D": 1, "MUL": 0, "ADD": 0}),
     OpCase("conv3d_unsupported", lambda: nn.Conv3d(2, 2, 3), r(1, 2, 5, 5, 5), raises=ConversionError,
-           reason="3-D convolution has no lowering yet"),
+           reason="3-D convolution has no lowering yet", match="3-D convolution has no lowering"),
     OpCase("conv_transpose2d_k2s2", lambda: nn.ConvTranspose2d(4, 6, 2, stride=2), r(1, 4, 5, 5),
            {"TRANSPOSE_CONV": 1, "SLICE": 0, "ADD": 0}),
     OpCase("conv_transpose2d_same", lambda: nn.ConvTranspose2d(4, 3, 4, stride=2, padding=1), r(1, 4, 5, 6),
@@ -131,7 +133,8 @@ CASES: list[OpCase] = [
            r(1, 3, 4, 4)),
     OpCase("conv_transpose1d", lambda: nn.ConvTranspose1d(4, 2, 4, stride=2, padding=1), r(2, 4, 9)),
     OpCase("conv_transpose_grouped_unsupported", lambda: nn.ConvTranspose2d(4, 4, 3, groups=2), r(1, 4, 5, 5),
-           raises=ConversionError, reason="grouped transposed convolution has no lowering yet"),
+           raises=ConversionError, reason="grouped transposed convolution has no lowering yet",
+           match="transposed convolution with groups"),
     # ---- dense ----------------------------------------------------------------------------------------------
     OpCase("linear", lambda: nn.Linear(16, 8), r(4, 16), {"FULLY_CONNECTED": 1}),
     OpCase("linear_rank3", lambda: nn.Linear(16, 8), r(2, 5, 16), {"FULLY_CONNECTED": 1, "RESHAPE": 0}),

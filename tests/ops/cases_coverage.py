@@ -101,7 +101,7 @@ COVERAGE_CASES: list[OpCase] = [
            lambda: (torch.randn(4, 3), torch.randint(0, 4, (2, 3)))),
     OpCase("select", fn(lambda x: x[:, -1]), r(2, 5, 3), {"SLICE": 1, "STRIDED_SLICE": 0}),
     OpCase("bool_mask_index_unsupported", fn(lambda x: x[x > 0]), r(6), raises=ConversionError,
-           reason="boolean-mask indexing has a data-dependent output shape"),
+           reason="boolean-mask indexing has a data-dependent output shape", match="depends on the input's values"),
     # ---- comparisons, logic, where --------------------------------------------------------------------------
     OpCase("compare_eq_scalar", fn(lambda x: x == 2), ints(5, 4, high=4), {"EQUAL": 1}),
     OpCase("compare_lt_tensor", fn(torch.lt), r2((3, 4), (4,)), {"LESS": 1}),
@@ -179,7 +179,8 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("interpolate_bilinear_down", fn(lambda x: F.interpolate(x, size=(3, 4), mode="bilinear")), r(1, 2, 7, 9)),
     OpCase("interpolate_bilinear_odd_scale_unsupported",
            fn(lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear")), r(1, 2, 5, 5), raises=ConversionError,
-           reason="PyTorch maps pixels with the given scale, TFLite with in/out; they differ here"),
+           reason="PyTorch maps pixels with the given scale, TFLite with in/out; they differ here",
+           match="does not map 5 pixels onto exactly 8"),
     # ---- attention ------------------------------------------------------------------------------------------
     OpCase("sdpa", attn(), qkv(), {"BATCH_MATMUL": 2, "SOFTMAX": 1}),
     OpCase("sdpa_causal", attn(is_causal=True), qkv(lq=6, lk=6)),
@@ -199,7 +200,8 @@ COVERAGE_CASES: list[OpCase] = [
            r(2, 7, 8), {"UNIDIRECTIONAL_SEQUENCE_LSTM": 4}, target="cpu"),
     OpCase("lstm_no_bias", lambda: Recurrent(nn.LSTM(8, 12, batch_first=True, bias=False)), r(1, 5, 8)),
     OpCase("lstm_cell_state_unsupported", lambda: Recurrent(nn.LSTM(8, 12), "c_n"), r(6, 3, 8),
-           raises=ConversionError, reason="the fused TFLite LSTM does not output its final cell state"),
+           raises=ConversionError, reason="the fused TFLite LSTM does not output its final cell state",
+           match="final cell state c_n is read"),
     OpCase("gru", lambda: Recurrent(nn.GRU(8, 12, batch_first=True), "h_n"), r(2, 5, 8)),
     OpCase("gru_bidirectional", lambda: Recurrent(nn.GRU(8, 12, bidirectional=True)), r(5, 2, 8)),
     OpCase("gru_2layer_bidirectional_h_n", lambda: Recurrent(nn.GRU(8, 12, 2, batch_first=True, bidirectional=True),

@@ -26,41 +26,56 @@ BUNDLE_NAME = "model.litertlm"
 TFLITE_NAME = "model.tflite"
 
 # Recipe names of our own; anything else is an ai-edge-quantizer recipe name (ai_edge_quantizer.recipe.<name>)
-# or a JSON recipe file.
-FLOAT_RECIPES = (None, "", "none", "float", "fp32")
+# or a JSON recipe file. None means the default, as for the official exporter.
+DEFAULT_RECIPE = "dynamic_wi8_afp32"
+FLOAT_RECIPES = ("", "none", "null", "false", "float", "fp32")
 
 
 def export(
     model: Any,
     output_dir: str | os.PathLike,
-    prefill_lengths: Sequence[int] = (256,),
-    cache_length: int = 4096,
-    quantization_recipe: str | None = "dynamic_wi8_afp32",
-    enable_dynamic_shape: bool = False,
-    auto_model_override: str | None = None,
-    trust_remote_code: bool = False,
-    use_jinja_template: bool = True,
-    bundle_litert_lm: bool = True,
+    task: str = "text_generation",
     keep_temporary_files: bool = False,
+    trust_remote_code: bool = False,
+    prefill_lengths: Sequence[int] | None = None,
+    cache_length: int | None = None,
+    quantization_recipe: str | None = None,
+    enable_dynamic_shape: bool | None = None,
+    auto_model_override: str | None = None,
+    use_jinja_template: bool | None = None,
+    bundle_litert_lm: bool | None = None,
     *,
     tokenizer: Any = None,
     progress: Callable[[str], None] | None = None,
+    **official_options: Any,
 ) -> str:
     """Convert `model` (a Hugging Face model directory, or a transformers *ForCausalLM with `tokenizer=`) and
-    write `output_dir/model.litertlm` (and `model.tflite` when `keep_temporary_files` or not
-    `bundle_litert_lm`). Returns the path of the bundle (or of the .tflite without a bundle).
+    write `output_dir/model.litertlm` (and `model.tflite` and `tokenizer.json` when `keep_temporary_files`, or
+    only `model.tflite` when `bundle_litert_lm` is False). Returns the path of the bundle (or of the .tflite).
 
-    `prefill_lengths`: one `prefill_<N>` signature per length; `cache_length`: the KV cache size (the longest
-    prompt + generated text). `quantization_recipe`: "none" (float), "fp16", "dynamic-int8", an ai-edge-quantizer
-    recipe name such as "dynamic_wi8_afp32" (int8 weights per channel, the default) or "dynamic_wi4b32_afp32"
-    (int4 weights in blocks of 32), or a JSON recipe file. Everything is checked before any work, and nothing is
-    written unless the whole export succeeds."""
+    The arguments are the official exporter's, in its order, with its defaults: `prefill_lengths` (256,), one
+    `prefill_<N>` signature per length; `cache_length` 4096, the KV cache size (the longest prompt + generated
+    text); `quantization_recipe` "dynamic_wi8_afp32" when None (int8 weights per channel, embeddings included);
+    "none" for float, "fp16", "dynamic-int8", any ai-edge-quantizer recipe name (e.g. "dynamic_wi4b32_afp32",
+    int4 weights in blocks of 32) or a JSON recipe file. The official exporter's other options are refused by
+    name when given a value (this exporter does not implement them). Everything is checked before any work,
+    and nothing is written unless the whole export succeeds."""
+    given = sorted(k for k, v in official_options.items() if v not in (None, False))
+    if given:
+        raise InvalidArgumentError(f"export option(s) {', '.join(given)} are not supported by this exporter")
+    if str(getattr(task, "value", task)).lower() != "text_generation":
+        raise InvalidArgumentError(f"task {task!r} is not supported: only text_generation")
     if enable_dynamic_shape:
         raise InvalidArgumentError("enable_dynamic_shape is not supported: the exporter writes one static "
                                    "prefill_<N> signature per length in prefill_lengths")
     if auto_model_override is not None:
         raise InvalidArgumentError("auto_model_override is not supported: the architecture is read from "
                                    "config.json")
+    prefill_lengths = (256,) if prefill_lengths is None else prefill_lengths
+    cache_length = 4096 if cache_length is None else cache_length
+    quantization_recipe = DEFAULT_RECIPE if quantization_recipe is None else quantization_recipe
+    use_jinja_template = True if use_jinja_template is None else use_jinja_template
+    bundle_litert_lm = True if bundle_litert_lm is None else bundle_litert_lm
     output_dir = os.fspath(output_dir)
     _check_output_dir(output_dir)
     bundle_path = os.path.join(output_dir, BUNDLE_NAME) if bundle_litert_lm else None
@@ -76,7 +91,7 @@ def export(
 
 def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None = None,
                  tokenizer_path: str | None = None, prefill_lengths: Sequence[int] = (256,), cache_length: int = 4096,
-                 quantization_recipe: Any = "dynamic_wi8_afp32", tokenizer: Any = None,
+                 quantization_recipe: Any = DEFAULT_RECIPE, tokenizer: Any = None,
                  trust_remote_code: bool = False, use_jinja_template: bool = True,
                  progress: Callable[[str], None] | None = None) -> None:
     """The work of `export`, writing the bundle, the .tflite and the tokenizer.json to the paths given (each
@@ -187,7 +202,9 @@ def _int8_model(model, path: str) -> None:
 
 def _check_recipe(recipe: Any) -> Any:
     """The quantization mode or recipe list to apply, or None for float."""
-    if recipe in FLOAT_RECIPES:
+    if recipe is None:
+        recipe = DEFAULT_RECIPE
+    if isinstance(recipe, str) and recipe.strip().lower() in FLOAT_RECIPES:
         return None
     if recipe in ("dynamic_wi8_afp32", "dynamic-int8"):
         return INT8_WEIGHTS
