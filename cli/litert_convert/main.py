@@ -365,12 +365,19 @@ def _read_file(path: str) -> bytes:
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False),
               help="Also write a self-contained HTML report with the per-layer error plot.")
+@click.option("--prompt", default="Once upon a time", show_default=True,
+              help="LLMs (MODEL a .litertlm bundle or the exporter's .tflite, SOURCE the Hugging Face model "
+                   "directory): the prompt both models continue.")
+@click.option("--tokens", "new_tokens", default=32, show_default=True, type=click.IntRange(1, 100000),
+              help="LLMs: how many greedy tokens to compare.")
 @common_options
 @handled
-def validate(model, source, input_specs, as_json, html_path, quiet, debug):
+def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens, quiet, debug):
     from litert_convert.check import inputs_for_model, open_edge_model
     from litert_convert.sources import load_source, sample_inputs
 
+    if os.path.isdir(source) and os.path.isfile(os.path.join(source, "config.json")):
+        return _validate_llm(model, source, prompt, new_tokens, as_json)
     edge = open_edge_model(_read_file(model), model)
     src = load_source(source)
     args, kwargs = sample_inputs(src, list(input_specs)) or (inputs_for_model(edge), {})
@@ -380,6 +387,33 @@ def validate(model, source, input_specs, as_json, html_path, quiet, debug):
         _write_text(html_path, report.to_html())
     if not report.passed:
         raise Failure(f"{model} departs from {source} beyond the tolerance")
+
+
+def _validate_llm(model: str, source: str, prompt: str, new_tokens: int, as_json: bool) -> None:
+    """A converted LLM against its Hugging Face model: greedy tokens, per-step logit error, top-1 agreement.
+    A float model must decode exactly like Hugging Face; a quantized one is reported (exit 0)."""
+    from litert_torch import generative
+    from litert_torch.generative.hf import load as load_hf
+    from litert_torch.quantization import QUANTIZATION_KEY
+
+    if not os.path.isfile(model):
+        raise BadInput(f"no such file: {model}")
+    llm = generative.load(model)
+    hf = load_hf(source, need_tokenizer=False).model
+    ids = llm.encode(prompt)
+    if len(ids) + new_tokens - 1 > llm.cache_length:
+        raise BadInput(f"the prompt ({len(ids)} tokens) and {new_tokens} new tokens do not fit the model's cache of "
+                       f"{llm.cache_length}", "use a shorter --prompt or fewer --tokens")
+    report = generative.validate_llm(llm, hf, ids, new_tokens)
+    quantized = QUANTIZATION_KEY in llm.metadata
+    if as_json:
+        click.echo(json.dumps({**report.__dict__, "first_divergence": report.first_divergence,
+                               "token_agreement": report.token_agreement, "quantized": quantized}, indent=1))
+    else:
+        click.echo(report.summary())
+    if not quantized and not report.identical:
+        raise Failure(f"{model} does not decode like {source}: the greedy tokens differ at step "
+                      f"{report.first_divergence}")
 
 
 # ---- bench -----------------------------------------------------------------------------------------------------

@@ -151,9 +151,8 @@ class Attention(nn.Module):
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Hugging Face's rotate-half RoPE on the first cos.shape[-1] features of each head (x: [B, T, heads, D];
-    cos, sin: [T, R])."""
+    cos, sin: [1, T, 1, R])."""
     rot = cos.shape[-1]
-    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
     xr = x[..., :rot] if rot < x.shape[-1] else x
     half = rot // 2
     rotated = torch.cat([-xr[..., half:], xr[..., :half]], dim=-1)
@@ -184,7 +183,7 @@ class Prologue(nn.Module):
     """tokens [1, T], input_pos [T] -> the embedded tokens [1, T, H]; the index vectors at which every layer
     writes its key and value caches ([0, 0, p, 0] and [0, 0, 0, p], p = input_pos[0]); then per layer type
     (sorted) its mask [G*T, C] (the T rows repeated for each of the G query heads sharing a key/value head) and
-    its RoPE rows cos, sin [T, R]. What does not depend on the layer is computed here once."""
+    its RoPE rows cos, sin [1, T, 1, R]. What does not depend on the layer is computed here once."""
 
     def __init__(self, cfg: LlmConfig, embed: nn.Parameter, rope: dict[str, tuple[torch.Tensor, torch.Tensor]],
                  cache_length: int):
@@ -218,7 +217,8 @@ class Prologue(nn.Module):
         out = [x, torch.cat([zero, zero, first, zero]), torch.cat([zero, zero, zero, first])]
         for t in self.layer_types:
             mask = torch.cat([masks[t]] * groups) if groups > 1 else masks[t]
-            out += [mask, getattr(self, f"cos_{t}")[input_pos], getattr(self, f"sin_{t}")[input_pos]]
+            cos, sin = getattr(self, f"cos_{t}")[input_pos], getattr(self, f"sin_{t}")[input_pos]
+            out += [mask, cos[None, :, None, :], sin[None, :, None, :]]
         return tuple(out)
 
 

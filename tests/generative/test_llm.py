@@ -207,3 +207,13 @@ def test_cli_export_hf(tmp_path, llama_dir):
     assert main(["export-hf", llama_dir, "-o", str(tmp_path / "y.litertlm"), "--prefill", "a,b"]) == 2
     assert main(["export-hf", llama_dir, "-o", str(tmp_path / "y.litertlm"), "--quantize", "nope"]) == 2
     assert sorted(os.listdir(tmp_path)) == ["m.litertlm"]
+
+
+def test_cli_validate_llm(tmp_path, llama_dir, capsys):
+    from litert_convert.main import main
+
+    bundle = export.export(model=llama_dir, output_dir=str(tmp_path), prefill_lengths=PREFILL, cache_length=CACHE,
+                           quantization_recipe="none")
+    assert main(["validate", bundle, llama_dir, "--prompt", PROMPT, "--tokens", "12", "--quiet"]) == 0
+    assert "identical to Hugging Face" in capsys.readouterr().out
+    assert main(["validate", bundle, llama_dir, "--tokens", str(CACHE + 1)]) == 2  # does not fit the cache
