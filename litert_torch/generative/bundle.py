@@ -13,7 +13,6 @@ import shutil
 import tempfile
 import zlib
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from litert_torch.errors import ConversionError
 from litert_torch.files import atomic_file
@@ -126,7 +125,3 @@ def unpack_bundle(path: str | os.PathLike) -> tuple[bytes, str | None]:
         return tflite, tokenizer
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def stop_tokens(eos_ids: Sequence[int]) -> list[int]:
-    return sorted({int(t) for t in eos_ids})

@@ -89,13 +89,6 @@ def lower_llm(lm: DecoderLM, prefill_lengths: Sequence[int], *, start_token_id: 
     return model, layout
 
 
-def convert_llm(lm: DecoderLM, prefill_lengths: Sequence[int], *, num_threads: int | None = None,
-                progress: Callable[[str], None] | None = None):
-    """The EdgeModel of `lm` (see `lower_llm`) and its layout."""
-    model, layout = lower_llm(lm, prefill_lengths, progress=progress)
-    return converter._write(model, num_threads), layout
-
-
 def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report: Callable[[str], None]):
     """One signature's subgraph. The prologue, each distinct layer structure and the epilogue are traced once
     (torch.export's cost grows with the graph it traces, and every layer has the same graph); each layer is
