@@ -33,6 +33,9 @@ ARCHITECTURES = {
 
 # RoPE types whose tables depend only on the config (not on the sequence length seen at run time).
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn", "proportional")
+# RoPE types whose tables change once the sequence grows past a length: static while the cache holds no more
+# (Hugging Face switches LongRoPE's short factors for its long ones, and rescales dynamic NTK, past that length).
+BOUNDED_ROPE_TYPES = ("longrope", "dynamic")
 
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 
@@ -69,6 +72,9 @@ class LlmConfig:
     moe_intermediate_size: int = 0
     norm_topk_prob: bool = False
     moe_layers: list[bool] = field(default_factory=list)
+    # The longest cache whose RoPE tables Hugging Face computes as for any shorter one (LongRoPE, dynamic NTK):
+    # (limit, the config field that sets it), or None when the tables never change.
+    rope_limit: tuple[int, str] | None = None
     bos_token_id: int | None = None
     eos_token_ids: list[int] = field(default_factory=list)
     pad_token_id: int | None = None
@@ -112,7 +118,7 @@ class LlmConfig:
             raise UnsupportedModelError(f"config.{act_key} {act!r} is not supported; supported: "
                                         f"{', '.join(_ACTIVATIONS)}")
         layers = int(need("num_hidden_layers"))
-        _check_rope(get, family)
+        rope_limit = _check_rope(get, family)
         for key in ("attn_logit_softcapping",):
             if get(key) is not None:
                 raise UnsupportedModelError(f"config.{key} = {get(key)!r}: attention logit soft-capping is not "
@@ -173,6 +179,7 @@ class LlmConfig:
             eos_token_ids=eos_ids,
             pad_token_id=get("pad_token_id"),
             max_position_embeddings=get("max_position_embeddings"),
+            rope_limit=rope_limit,
         )
         if family == "qwen3_moe":
             cfg.num_experts = int(need("num_experts"))
@@ -187,15 +194,27 @@ class LlmConfig:
         return cfg
 
 
-def _check_rope(get, family: str) -> None:
+def _check_rope(get, family: str) -> tuple[int, str] | None:
+    """Refuse RoPE types the exporter cannot reproduce; return the cache-length limit of a bounded one."""
     params = get("rope_parameters") or get("rope_scaling")
     if not params:
-        return
+        return None
     per_type = params if family == "gemma3" and all(isinstance(v, dict) for v in params.values()) else {"": params}
+    limit = None
     for layer_type, p in per_type.items():
         rope_type = p.get("rope_type", p.get("type", "default"))
-        if rope_type not in STATIC_ROPE_TYPES:
-            where = f"rope_parameters[{layer_type!r}]" if layer_type else "rope_parameters"
+        where = f"rope_parameters[{layer_type!r}]" if layer_type else "rope_parameters"
+        if rope_type in BOUNDED_ROPE_TYPES:
+            original = p.get("original_max_position_embeddings") or get("original_max_position_embeddings") \
+                or get("max_position_embeddings")
+            if not original:
+                raise UnsupportedModelError(f"config.{where}.rope_type = {rope_type!r} without "
+                                            "original_max_position_embeddings or max_position_embeddings")
+            if limit is None or int(original) < limit[0]:
+                limit = (int(original), f"{where}.rope_type = {rope_type!r} (original_max_position_embeddings "
+                                        f"{int(original)})")
+        elif rope_type not in STATIC_ROPE_TYPES:
             raise UnsupportedModelError(
                 f"config.{where}.rope_type = {rope_type!r} is not supported (its tables change with the sequence "
-                f"length at run time); supported: {', '.join(STATIC_ROPE_TYPES)}")
+                f"length at run time); supported: {', '.join(STATIC_ROPE_TYPES + BOUNDED_ROPE_TYPES)}")
+    return limit

@@ -64,14 +64,18 @@ def _has_weights(path: str) -> bool:
     return any(n.endswith((".safetensors", ".bin")) or n.endswith(".safetensors.index.json") for n in names)
 
 
-def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trust_remote_code: bool = False
-         ) -> HfSource:
+def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trust_remote_code: bool = False,
+         cache_length: int | None = None) -> HfSource:
     """Read `model` (a directory or a transformers PreTrainedModel) and its tokenizer, checking the config
-    first."""
+    first (and `cache_length` against it, when given)."""
+    from litert_torch.generative.model import check_cache_length
+
     transformers = _transformers()
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         config = read_config(path)
+        if cache_length is not None:
+            check_cache_length(config, cache_length)
         if not _has_weights(path):
             raise ModelSourceError(f"{path} has no weights (*.safetensors or *.bin)")
         if tokenizer is None:
@@ -83,6 +87,8 @@ def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trus
             raise ModelSourceError(f"could not load the model in {path}: {exc}") from exc
     elif isinstance(model, torch.nn.Module) and hasattr(model, "config"):
         config = LlmConfig.from_hf(model.config)
+        if cache_length is not None:
+            check_cache_length(config, cache_length)
         hf = model
         if tokenizer is None and need_tokenizer:
             raise ModelSourceError("a model given in memory needs its tokenizer: export(model=..., tokenizer=...)")

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from litert_torch.generative.config import LlmConfig
+from litert_torch.generative.config import LlmConfig, UnsupportedModelError
 from litert_torch.lower.llm_ops import embedding_lookup, update_cache
 
 log = logging.getLogger("litert_torch")
@@ -344,8 +344,14 @@ def rope_tables(hf_model: nn.Module, cfg: LlmConfig, length: int) -> dict[str, t
 
 
 def check_cache_length(cfg: LlmConfig, cache_length: int) -> None:
-    """Warn when the cache holds positions past those the model was trained for (its RoPE tables are still
+    """Refuse a cache longer than the positions a bounded RoPE (LongRoPE, dynamic NTK) computes with fixed
+    tables; warn when the cache holds positions past those the model was trained for (its RoPE tables are still
     exact there; what the model does with them is the model's affair)."""
+    if cfg.rope_limit is not None and cache_length > cfg.rope_limit[0]:
+        raise UnsupportedModelError(
+            f"config.{cfg.rope_limit[1]}: Hugging Face changes these RoPE tables once a sequence is longer than "
+            f"{cfg.rope_limit[0]} tokens, which a converted model cannot follow; use cache_length <= "
+            f"{cfg.rope_limit[0]} (asked for {cache_length})")
     if cfg.max_position_embeddings and cache_length > cfg.max_position_embeddings:
         log.warning("cache_length %d exceeds the model's max_position_embeddings (%d)", cache_length,
                     cfg.max_position_embeddings)

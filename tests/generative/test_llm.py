@@ -155,10 +155,10 @@ def test_bad_sources_and_options_leave_nothing(tmp_path, llama_dir):
     with pytest.raises(ModelSourceError, match="tokenizer.json"):
         export.export(model=str(no_tok), output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
 
-    dyn = tmp_path / "dyn"
+    dyn = tmp_path / "dyn"  # dynamic NTK: exact up to max_position_embeddings (512), not past it
     tiny_lm.save(str(dyn), "llama", rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})
-    with pytest.raises(UnsupportedModelError, match=r"rope_parameters.rope_type = 'dynamic'"):
-        export.export(model=str(dyn), output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
+    with pytest.raises(UnsupportedModelError, match=r"rope_type = 'dynamic'.*cache_length <= 512"):
+        export.export(model=str(dyn), output_dir=str(out), prefill_lengths=PREFILL, cache_length=600)
 
     with pytest.raises(InvalidArgumentError, match="exceeds cache_length"):
         export.export(model=llama_dir, output_dir=str(out), prefill_lengths=[128], cache_length=64)
@@ -175,7 +175,7 @@ def test_unsupported_configs_are_named():
     cfg = tiny_lm.config("llama", 100).to_dict()
     for key, value, pattern in [("model_type", "mamba", "model_type 'mamba'"),
                                 ("hidden_act", "relu2", "hidden_act 'relu2'"),
-                                ("rope_parameters", {"rope_type": "longrope", "rope_theta": 1e4}, "longrope"),
+                                ("rope_parameters", {"rope_type": "magic", "rope_theta": 1e4}, "'magic'"),
                                 ("num_key_value_heads", 3, "not a multiple")]:
         with pytest.raises(UnsupportedModelError, match=pattern):
             LlmConfig.from_hf({**cfg, key: value})
@@ -217,3 +217,23 @@ def test_cli_validate_llm(tmp_path, llama_dir, capsys):
     assert main(["validate", bundle, llama_dir, "--prompt", PROMPT, "--tokens", "12", "--quiet"]) == 0
     assert "identical to Hugging Face" in capsys.readouterr().out
     assert main(["validate", bundle, llama_dir, "--tokens", str(CACHE + 1)]) == 2  # does not fit the cache
+
+
+def test_longrope_within_its_original_length(tmp_path):
+    """Phi-3.5/Phi-4-mini's LongRoPE: exact while the cache stays within original_max_position_embeddings."""
+    import transformers
+
+    half = 8  # head_dim 16 / 2
+    rope = {"rope_type": "longrope", "rope_theta": 10000.0, "original_max_position_embeddings": CACHE,
+            "short_factor": [1.0 + 0.1 * i for i in range(half)], "long_factor": [2.0 + 0.5 * i for i in range(half)],
+            "partial_rotary_factor": 1.0}
+    src = tiny_lm.save(str(tmp_path / "src"), "phi3", rope_parameters=rope, max_position_embeddings=4 * CACHE,
+                       original_max_position_embeddings=CACHE)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
+    out = export.export(model=src, output_dir=str(tmp_path / "out"), prefill_lengths=PREFILL, cache_length=CACHE,
+                        quantization_recipe="none")
+    llm = generative.load(out)
+    ids = llm.encode(PROMPT)
+    assert list(llm.generate_ids(ids, 24, stop=False)) == hf_greedy(hf, ids, 24)
+    with pytest.raises(UnsupportedModelError, match="longrope"):
+        export.export(model=src, output_dir=str(tmp_path / "long"), prefill_lengths=PREFILL, cache_length=2 * CACHE)

@@ -19,7 +19,7 @@ from litert_torch.files import atomic_file
 from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
 from litert_torch.generative import bundle, hf
 from litert_torch.generative.convert import lower_llm
-from litert_torch.generative.model import build, check_cache_length
+from litert_torch.generative.model import build
 from litert_torch.runtime.edge_model import EdgeModel
 
 BUNDLE_NAME = "model.litertlm"
@@ -107,8 +107,7 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
             _check_output_dir(os.path.dirname(os.path.abspath(path)))
     report("read")
     source = hf.load(model, tokenizer, need_tokenizer=bundle_path is not None or tokenizer_path is not None,
-                     trust_remote_code=trust_remote_code)
-    check_cache_length(source.config, cache_length)
+                     trust_remote_code=trust_remote_code, cache_length=cache_length)
     info = hf.bundle_info(source, cache_length, use_jinja_template) if source.tokenizer is not None else None
 
     lm = build(source.model, source.config, cache_length)
