@@ -140,6 +140,8 @@ def convert(source, output, input_specs, dynamic_specs, channel_last_io, target,
     directory = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(directory):
         raise BadInput(f"no such directory: {directory}")
+    if not os.access(directory, os.W_OK):
+        raise BadInput(f"{directory} is not writable", "choose an output path in a folder you can write")
     console = _console()
     with _status(console, quiet, "loading the model") as status:
         src = load_source(source)
@@ -195,7 +197,10 @@ def convert(source, output, input_specs, dynamic_specs, channel_last_io, target,
             if samples:
                 validation_inputs = _as_pytorch_inputs(edge, samples[:8])
         seconds = time.perf_counter() - start
-        edge.export(output)
+        try:
+            edge.export(output)
+        except OSError as exc:  # a folder that refuses the file (read-only mount, full disk, ...)
+            raise BadInput(f"cannot write {output}: {exc.strerror or exc}") from None
     summary: dict[str, Any] = {"source": source, "output": output, "bytes": len(edge.flatbuffer),
                                "seconds": round(seconds, 3)}
     from litert_torch.flatbuffer.reader import read_model
@@ -241,10 +246,16 @@ def convert(source, output, input_specs, dynamic_specs, channel_last_io, target,
         failed = not report.passed
         if not as_json:
             click.echo(report.render())
+    if failed:  # a model that fails its validation is not left behind
+        for path in (output, summary.get("npu_output")):
+            if path and os.path.exists(path):
+                os.unlink(path)
+        summary["removed"] = [p for p in (output, summary.get("npu_output")) if p]
     if as_json:
         click.echo(json.dumps(summary, indent=1, sort_keys=True))
     if failed:
-        raise Failure("the converted model departs from PyTorch beyond the tolerance (see the table above)")
+        raise Failure(f"the converted model departs from PyTorch beyond the tolerance (see the table above); "
+                      f"{output} was removed")
 
 
 _DYNAMIC = re.compile(r"^(?P<name>[A-Za-z_]\w*):(?P<axis>\d+)=(?P<dim>[A-Za-z_]\w*):(?P<max>\d+)$")

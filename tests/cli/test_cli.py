@@ -242,3 +242,34 @@ def test_convert_with_a_dynamic_axis(tmp_path):
         assert edge(x).shape == (batch, 2)
     code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", out, "--force", "--dynamic", "x:0")
     assert code == 2 and "malformed --dynamic" in output
+
+
+def test_failed_validation_leaves_no_file(tmp_path, monkeypatch):
+    import litert_convert.main as cli_main
+
+    class Failing:
+        passed = False
+
+        def to_json(self):
+            return {"passed": False}
+
+        def render(self):
+            return "validation: FAIL"
+
+    monkeypatch.setattr(cli_main, "_validate", lambda *args, **kwargs: Failing())
+    out = tmp_path / "m.tflite"
+    code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", out, "--validate")
+    assert code == 1 and "was removed" in output
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
+def test_read_only_output_folder_exits_2_before_converting(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", folder / "m.tflite")
+    finally:
+        folder.chmod(0o700)
+    assert code == 2 and "not writable" in output
