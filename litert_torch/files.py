@@ -1,11 +1,40 @@
-"""Writing files atomically: readers see the old file or the whole new one, and a failure leaves nothing."""
+"""Writing files atomically: readers see the old file or the whole new one, and a failure leaves nothing.
+
+Temporary files and folders in use are listed in `PENDING`, so that a process stopped from outside (the CLI on
+Ctrl-C) can remove them before it exits (`remove_pending`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from typing import BinaryIO, Iterator
+
+PENDING: set[str] = set()
+
+
+def remove_pending() -> None:
+    """Remove every temporary file or folder still in use (for an exit that skips the usual cleanup)."""
+    for path in list(PENDING):
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.exists(path):
+            os.unlink(path)
+        PENDING.discard(path)
+
+
+@contextlib.contextmanager
+def scratch_folder(prefix: str) -> Iterator[str]:
+    """A temporary folder, removed when the block ends (or by `remove_pending`)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    PENDING.add(path)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        PENDING.discard(path)
 
 
 @contextlib.contextmanager
@@ -15,6 +44,7 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".litert_", suffix=".tmp", dir=directory)
+    PENDING.add(tmp)
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; give it a new file's usual mode
         with os.fdopen(fd, "wb") as f:
@@ -26,6 +56,8 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    finally:
+        PENDING.discard(tmp)
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> None:

@@ -557,12 +557,44 @@ def export_hf(model_dir, output, prefill, cache_length, quantize, keep_tflite, t
         console.print(f"wrote {output} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
 
 
+def _interrupted(signum, frame) -> None:
+    """Ctrl-C: remove the temporary files in use and exit 130 at once. An interrupt raised as an exception
+    instead could land inside an import and leave a half-imported module behind (then reported as some other
+    error), or inside a cleanup."""
+    files = sys.modules.get("litert_torch.files")
+    if files is not None:
+        files.remove_pending()
+    sys.stderr.write("interrupted\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code. Ctrl-C anywhere exits 130 and leaves no temporary file (click's own
+    handling would print "Aborted!" and exit 1)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, _interrupted)
     try:
-        cli.main(args=argv, prog_name="litert-convert", standalone_mode=True)
+        return _run(argv)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run(argv: list[str] | None) -> int:
+    try:
+        result = cli.main(args=argv, prog_name="litert-convert", standalone_mode=False)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("interrupted", err=True)
+        return 130
+    except click.exceptions.ClickException as exc:  # usage errors: bad option, missing argument
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return 0
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 
 from litert_torch.errors import ConversionError
-from litert_torch.files import atomic_file
+from litert_torch.files import atomic_file, scratch_folder
 from litert_torch.generative.convert import LlmLayout
 
 
@@ -74,8 +73,7 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
         state.sequence_axis = layout.sequence_axes[name]
         state.maximum_sequence_length = layout.cache_length
 
-    scratch = tempfile.mkdtemp(prefix="litert_bundle_")
-    try:
+    with scratch_folder("litert_bundle_") as scratch:
         files = {"llm_metadata.pb": meta.SerializeToString(), "executor_metadata.pb": executor.SerializeToString()}
         for name, data in files.items():
             with open(os.path.join(scratch, name), "wb") as f:
@@ -93,15 +91,12 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
                 builder.build(out)
         except (ValueError, RuntimeError, OSError) as exc:
             raise BundleError(f"litert-lm-builder could not write {os.fspath(path)}: {exc}") from exc
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def unpack_bundle(path: str | os.PathLike) -> tuple[bytes, str | None]:
     """The .tflite model inside a .litertlm bundle, and its tokenizer.json text (None when it has none)."""
     lb, *_ = _builder()
-    scratch = tempfile.mkdtemp(prefix="litert_bundle_")
-    try:
+    with scratch_folder("litert_bundle_") as scratch:
         try:
             lb.litertlm_builder.unpack(os.fspath(path), scratch)
         except Exception as exc:  # the reader raises what its parser meets on a damaged file
@@ -123,5 +118,3 @@ def unpack_bundle(path: str | os.PathLike) -> tuple[bytes, str | None]:
         if tflite is None:
             raise BundleError(f"{os.fspath(path)} holds no TFLite model")
         return tflite, tokenizer
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)

@@ -273,3 +273,20 @@ def test_read_only_output_folder_exits_2_before_converting(tmp_path):
     finally:
         folder.chmod(0o700)
     assert code == 2 and "not writable" in output
+
+
+def test_ctrl_c_exits_130_and_leaves_nothing(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "m.tflite"
+    proc = subprocess.Popen([SCRIPT, "convert", f"{FIXTURES}:with_inputs", "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3.0)  # inside the command: importing torch or converting
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("the conversion finished before the interrupt")
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Aborted" not in err
+    assert os.listdir(tmp_path) == []

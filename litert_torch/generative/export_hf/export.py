@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from typing import Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError
-from litert_torch.files import atomic_file
+from litert_torch.files import atomic_file, scratch_folder
 from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
 from litert_torch.generative import bundle, hf
 from litert_torch.generative.convert import lower_llm
@@ -114,53 +113,50 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
     model, layout = lower_llm(lm, lengths, start_token_id=info.start_token_id if info else None,
                               stop_token_ids=info.stop_token_ids if info else (), progress=report)
 
-    scratch = tempfile.mkdtemp(prefix="litert_export_")
     written: list[str] = []
     created: list[str] = []
-    try:
-        model_file = os.path.join(scratch, "model.tflite")
-        if recipe is None:
-            report("write")
-            write_model(model, model_file)  # constants streamed from the weights: no copy in memory
-        elif recipe == INT8_WEIGHTS and not any(source.config.moe_layers):
-            report("quantize")
-            _int8_model(model, model_file)
-        else:
-            report("quantize")
-            from litert_torch.quantization import quantize
+    with scratch_folder("litert_export_") as scratch:
+        try:
+            model_file = os.path.join(scratch, "model.tflite")
+            if recipe is None:
+                report("write")
+                write_model(model, model_file)  # constants streamed from the weights: no copy in memory
+            elif recipe == INT8_WEIGHTS and not any(source.config.moe_layers):
+                report("quantize")
+                _int8_model(model, model_file)
+            else:
+                report("quantize")
+                from litert_torch.quantization import quantize
 
-            data = quantize(EdgeModel(serialize(model)), "dynamic-int8" if recipe == INT8_WEIGHTS else recipe
-                            ).flatbuffer
-            with open(model_file, "wb") as f:
-                f.write(data)
-            del data
-        del model
-        report("bundle" if bundle_path is not None else "write")
-        for path in (bundle_path, tflite_path, tokenizer_path):
-            folder = os.path.dirname(os.path.abspath(path)) if path is not None else None
-            if folder is not None and not os.path.isdir(folder):
-                os.makedirs(folder)
-                created.append(folder)
-        scratch_tokenizer = hf.tokenizer_json(source.tokenizer, scratch) if source.tokenizer is not None else None
-        if bundle_path is not None:
-            bundle.write_bundle(bundle_path, model_file, scratch_tokenizer, layout, info)
-            written.append(bundle_path)
-        if tflite_path is not None:
-            _copy_atomic(model_file, tflite_path)
-            written.append(tflite_path)
-        if tokenizer_path is not None:
-            _copy_atomic(scratch_tokenizer, tokenizer_path)
-            written.append(tokenizer_path)
-    except BaseException:
-        for path in written:
-            if os.path.exists(path):
-                os.unlink(path)
-        for folder in reversed(created):
-            if os.path.isdir(folder) and not os.listdir(folder):
-                os.rmdir(folder)
-        raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+                data = quantize(EdgeModel(serialize(model)), "dynamic-int8" if recipe == INT8_WEIGHTS else recipe
+                                ).flatbuffer
+                with open(model_file, "wb") as f:
+                    f.write(data)
+                del data
+            report("bundle" if bundle_path is not None else "write")
+            for path in (bundle_path, tflite_path, tokenizer_path):
+                folder = os.path.dirname(os.path.abspath(path)) if path is not None else None
+                if folder is not None and not os.path.isdir(folder):
+                    os.makedirs(folder)
+                    created.append(folder)
+            scratch_tokenizer = hf.tokenizer_json(source.tokenizer, scratch) if source.tokenizer is not None else None
+            if bundle_path is not None:
+                bundle.write_bundle(bundle_path, model_file, scratch_tokenizer, layout, info)
+                written.append(bundle_path)
+            if tflite_path is not None:
+                _copy_atomic(model_file, tflite_path)
+                written.append(tflite_path)
+            if tokenizer_path is not None:
+                _copy_atomic(scratch_tokenizer, tokenizer_path)
+                written.append(tokenizer_path)
+        except BaseException:
+            for path in written:
+                if os.path.exists(path):
+                    os.unlink(path)
+            for folder in reversed(created):
+                if os.path.isdir(folder) and not os.listdir(folder):
+                    os.rmdir(folder)
+            raise
 
 
 def _copy_atomic(source: str, target: str) -> None:
