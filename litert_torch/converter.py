@@ -71,6 +71,7 @@ def convert(
     """
     targets = _targets(target)
     _check_quantize_options(quantize, calibration_data, quantized_io, keep_float)
+    _check_samples(sample_args, sample_kwargs)
     report = progress or (lambda stage: None)
     start = time.perf_counter()
     if buckets is not None:
@@ -90,6 +91,20 @@ def _targets(target: str | tuple[str, ...]) -> tuple[str, ...]:
     targets = (target,) if isinstance(target, str) else tuple(target)
     check_targets(targets)
     return targets
+
+
+def _check_samples(sample_args: Any, sample_kwargs: Any) -> None:
+    """sample_args is a tuple of forward's positional inputs (one tensor is taken as a 1-tuple); sample_kwargs a
+    dict of its keyword inputs."""
+    if isinstance(sample_args, dict):
+        raise InvalidArgumentError("sample_args is a dict; pass keyword inputs as sample_kwargs={...} and "
+                                   "positional ones as a tuple in sample_args")
+    if isinstance(sample_args, list):
+        raise InvalidArgumentError("sample_args is a list; pass a tuple of forward's positional inputs, e.g. (x,) "
+                                   "or (x, y) (an input that is itself a list goes inside the tuple: ([a, b],))")
+    if sample_kwargs is not None and not isinstance(sample_kwargs, dict):
+        raise InvalidArgumentError(f"sample_kwargs must be a dict of keyword inputs, got "
+                                   f"{type(sample_kwargs).__name__}")
 
 
 def _check_quantize_options(quantize, calibration_data, quantized_io, keep_float) -> None:

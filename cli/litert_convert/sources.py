@@ -48,6 +48,9 @@ class Source:
     description: str = ""
 
 
+MAX_SAMPLE_BYTES = 4 * 2**30  # one sample tensor built from --input
+
+
 def parse_input_spec(spec: str) -> tuple[str, torch.Tensor]:
     """'x=1x3x224x224:float32' -> ("x", a random tensor of that shape and dtype)."""
     match = _SPEC.match(spec.strip())
@@ -58,6 +61,14 @@ def parse_input_spec(spec: str) -> tuple[str, torch.Tensor]:
         raise BadInput(f"unknown dtype {dtype_name!r} in --input {spec!r}", f"use one of {', '.join(DTYPES)}")
     dims = [int(d) for d in match.group("dims").split("x")] if match.group("dims") else []
     dtype = DTYPES[dtype_name]
+    count = 1
+    for d in dims:
+        count *= d
+    size = count * torch.empty((), dtype=dtype).element_size()
+    if size > MAX_SAMPLE_BYTES:
+        raise BadInput(f"--input {spec!r} asks for a {size / 2**30:.0f} GiB sample tensor",
+                       f"sample inputs are limited to {MAX_SAMPLE_BYTES // 2**30} GiB; give the shape the model "
+                       "is called with")
     generator = torch.Generator().manual_seed(0)
     if dtype.is_floating_point:
         value = torch.randn(dims, generator=generator).to(dtype)

@@ -46,6 +46,10 @@ CASES = [
      "fast"),
     ("bad thread count", lambda: setattr(_edge(), "num_threads", -1), InvalidArgumentError, "-1"),
     ("unknown signature", lambda: _edge().signature_runner("decode"), UnknownSignatureError, "decode"),
+    ("sample_args as a list", lambda: litert_torch.convert(Net().eval(), [X[0]]), InvalidArgumentError,
+     "sample_args is a list"),
+    ("sample_args as a dict", lambda: litert_torch.convert(Net().eval(), {"x": X[0]}), InvalidArgumentError,
+     "sample_kwargs"),
 ]
 
 
@@ -67,4 +71,5 @@ def test_cli_usage_errors_exit_2(tmp_path):
     out = str(tmp_path / "m.tflite")
     assert main(["convert", f"{source}:build", "-o", out, "--dynamic", "nosuch:0=batch:8", "--quiet"]) == 2
     assert main(["convert", f"{source}:build", "-o", out, "--target", "tpu", "--quiet"]) == 2
+    assert main(["convert", f"{source}:build", "-o", out, "--input", "x=1x3x99999999x99999", "--quiet"]) == 2
     assert not (tmp_path / "m.tflite").exists()
