@@ -74,6 +74,18 @@ def handled(fn: Callable) -> Callable:
     return wrapper
 
 
+def _quiet_torch(debug: bool) -> None:
+    """Without --debug, torch's own log lines (warnings with stack traces from torch.export, ...) stay out of the
+    output: our error message says what went wrong."""
+    if debug:
+        return
+    import logging
+
+    import torch._logging
+
+    torch._logging.set_logs(all=logging.ERROR)
+
+
 def _report(exc: BaseException, debug: bool, label: str) -> None:
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
@@ -123,6 +135,7 @@ def convert(source, output, input_specs, dynamic_specs, channel_last_io, target,
             keep_float, validate_, as_json, force, quiet, debug):
     from litert_convert.sources import OnnxSource, load_source, sample_inputs
 
+    _quiet_torch(debug)
     targets = tuple(t.strip() for t in target.split(",") if t.strip())
     if not targets or any(t not in ("cpu", "gpu", "npu") for t in targets):
         raise BadInput(f"malformed --target {target!r}", "give a comma-separated list of cpu, gpu, npu")
@@ -387,6 +400,7 @@ def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens,
     from litert_convert.check import inputs_for_model, open_edge_model
     from litert_convert.sources import load_source, sample_inputs
 
+    _quiet_torch(debug)
     if os.path.isdir(source) and os.path.isfile(os.path.join(source, "config.json")):
         return _validate_llm(model, source, prompt, new_tokens, as_json)
     edge = open_edge_model(_read_file(model), model)
@@ -527,6 +541,7 @@ class _progress:
 def export_hf(model_dir, output, prefill, cache_length, quantize, keep_tflite, trust_remote_code, force, quiet, debug):
     from litert_torch.generative.export_hf.export import export_files
 
+    _quiet_torch(debug)
     if os.path.isdir(output):
         raise BadInput(f"{output} is a directory")
     if os.path.exists(output) and not force:

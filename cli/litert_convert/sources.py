@@ -143,7 +143,13 @@ def load_pt2(path: str) -> Source:
     except BadInput:
         raise
     except Exception as exc:
-        raise BadInput(f"cannot read {path} as a torch.export archive: {type(exc).__name__}: {exc}") from None
+        text = str(exc)
+        if "weights_only" in text or "Unpickl" in type(exc).__name__:
+            # torch's own message would suggest weights_only=False, which runs whatever the file holds
+            raise BadInput(f"{path} holds pickled Python objects besides tensors; refusing to unpickle them",
+                           "re-save the program with torch.export.save from a trusted environment") from None
+        first = text.strip().splitlines()[0][:300] if text.strip() else ""
+        raise BadInput(f"cannot read {path} as a torch.export archive: {type(exc).__name__}: {first}") from None
     args, kwargs = program.example_inputs if program.example_inputs is not None else (None, {})
     return Source(program, tuple(args) if args is not None else None, dict(kwargs or {}), path)
 

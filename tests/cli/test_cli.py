@@ -290,3 +290,18 @@ def test_ctrl_c_exits_130_and_leaves_nothing(tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "Aborted" not in err
     assert os.listdir(tmp_path) == []
+
+
+def test_unreadable_pt2_is_one_short_line_that_never_suggests_unpickling(tmp_path):
+    import pickle
+    import zipfile
+
+    bad = tmp_path / "bad.pt2"
+    with zipfile.ZipFile(bad, "w") as z:  # an archive whose payload is an arbitrary pickle
+        z.writestr("archive_format", "pt2")
+        z.writestr("data/payload.pkl", pickle.dumps({"not": "a program", "obj": complex(1, 2)}))
+    code, output = run("convert", bad, "-o", tmp_path / "m.tflite")
+    assert code == 2, output
+    assert "weights_only=False" not in output
+    assert len(output.strip().splitlines()) <= 3 and max(len(line) for line in output.splitlines()) <= 400
+    assert not (tmp_path / "m.tflite").exists()
