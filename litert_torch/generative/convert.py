@@ -16,12 +16,11 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
-from litert_torch import converter, ir
+from litert_torch import converter, ir, metadata
 from litert_torch.frontend.export import export_module
 from litert_torch.generative.model import DecoderLM, kv_names
-from litert_torch.lower import lower_program
+from litert_torch.lower import LoweredProgram, lower_program
 from litert_torch.passes import run_pipeline
-from litert_torch.structure import portable_spec_json
 
 DECODE = "decode"
 
@@ -85,7 +84,7 @@ def lower_llm(lm: DecoderLM, prefill_lengths: Sequence[int], *, start_token_id: 
                        stop_token_ids=[int(t) for t in stop_token_ids])
     report("assemble")
     model = converter._assemble(parts)
-    model.metadata[LAYOUT_KEY] = _json_bytes(layout.to_json())
+    model.metadata[LAYOUT_KEY] = metadata.encode(layout.to_json())
     return model, layout
 
 
@@ -143,17 +142,11 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
     run_pipeline(graph)
     plan = converter.delegate_aware(graph, ("cpu",))
     input_names = ["tokens", "input_pos", *names]
-    io = {
-        "inputs": input_names,
-        "outputs": output_names,
-        "in_spec": portable_spec_json(pytree.tree_flatten((tuple(range(len(input_names))), {}))[1]),
-        "out_spec": portable_spec_json(pytree.tree_flatten({n: 0 for n in output_names})[1]),
-        "tensor_input_positions": list(range(len(input_names))),
-        "input_dtypes": ["int32", "int32", *["float32"] * len(names)],
-        "output_dtypes": ["float32"] * len(output_names),
-        "channel_last_inputs": [],
-        "channel_last_outputs": [],
-    }
+    lowered = LoweredProgram(graph, input_names, output_names, list(range(len(input_names))),
+                             ["int32", "int32", *["float32"] * len(names)], ["float32"] * len(output_names))
+    in_spec = pytree.tree_flatten((tuple(range(len(input_names))), {}))[1]
+    out_spec = pytree.tree_flatten({n: 0 for n in output_names})[1]
+    io = converter._io(lowered, in_spec, out_spec, lowered.tensor_input_positions, [], [])
     return converter._Part(key, graph, input_names, output_names, io, plan)
 
 
@@ -181,9 +174,5 @@ def _splice(graph: ir.Graph, part: ir.Graph, feeds: dict[ir.Tensor, ir.Tensor], 
 LAYOUT_KEY = "litert_torch.llm"
 
 
-def _json_bytes(data: Any) -> bytes:
-    import json
-
-    return json.dumps(data, sort_keys=True).encode()
 
 

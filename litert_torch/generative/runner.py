@@ -8,7 +8,6 @@ and the logits cross into Python.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -16,6 +15,7 @@ import numpy as np
 
 from litert_torch.errors import LiteRTTorchError, ModelInputError
 from litert_torch.generative.convert import DECODE, LAYOUT_KEY, LlmLayout, prefill_signature
+from litert_torch.metadata import decode
 
 
 class CacheFullError(ModelInputError):
@@ -73,7 +73,7 @@ class LlmRunner:
         meta = read_metadata(flatbuffer)
         if LAYOUT_KEY not in meta:
             raise LiteRTTorchError("this model was not written by the LLM exporter (no litert_torch.llm metadata)")
-        self.layout = LlmLayout.from_json(json.loads(meta[LAYOUT_KEY]))
+        self.layout = LlmLayout.from_json(decode(meta[LAYOUT_KEY]))
         self.metadata = meta  # the model's metadata entries (name -> bytes)
         self.tokenizer = tokenizer
         stops = self.layout.stop_token_ids if stop_token_ids is None else stop_token_ids
@@ -155,7 +155,7 @@ class LlmRunner:
         sampling.check()
         rng = np.random.default_rng(sampling.seed)
         self.reset()
-        if self.position + len(prompt_ids) + max_new_tokens - 1 > self.cache_length:
+        if len(prompt_ids) + max_new_tokens - 1 > self.cache_length:
             raise CacheFullError(f"a prompt of {len(prompt_ids)} tokens and {max_new_tokens} new tokens need "
                                  f"{len(prompt_ids) + max_new_tokens - 1} cache entries; the cache holds "
                                  f"{self.cache_length}")
