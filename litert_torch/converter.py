@@ -14,7 +14,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from litert_torch import ir, metadata
-from litert_torch.errors import ConversionError, InvalidArgumentError
+from litert_torch.errors import InvalidArgumentError
 from litert_torch.structure import portable_spec_json
 from litert_torch.delegates.plan import PLAN_KEY, check_targets, plan_for, plans_json, with_before
 from litert_torch.flatbuffer.writer import needs_external, serialize, write_model
@@ -56,7 +56,8 @@ def convert(
     `keep_float` patterns keep matching ops (PyTorch node, module path or source line) in float. See
     `litert_torch.quantization`; the report is `EdgeModel.quantization`.
     `dynamic_shapes` (torch.export's format, with torch.export.Dim) makes those dimensions dynamic in the model
-    (-1 in the shape signatures; the runtime resizes on each call; `litert_torch.dynamic`), or with
+    (-1 in the shape signatures; the runtime resizes on each call; lowered once with the dimensions as
+    symbols, `litert_torch.symbolic`), or with
     `buckets={"batch": [1, 2, 4, 8]}` one static signature per size of that dimension, sharing weights
     (`litert_torch.buckets`); calls pick the signature matching their input shapes.
     `progress`, when given, is called with the name of each stage as it starts ("export", "lower",
@@ -134,15 +135,15 @@ class SignatureSet:
     plan); constants with identical bytes (a weight two modules share) get one buffer in the file."""
 
     def __init__(self):
-        self._entries: list[tuple[str, Any, Any, dict[str, Any] | None]] = []
+        self._entries: list[tuple[str, Any, Any, dict[str, Any] | None, Any]] = []
 
     def signature(self, name: str, module: torch.nn.Module | torch.export.ExportedProgram, sample_args: Any = (),
-                  sample_kwargs: dict[str, Any] | None = None) -> "SignatureSet":
+                  sample_kwargs: dict[str, Any] | None = None, dynamic_shapes: Any = None) -> "SignatureSet":
         if not isinstance(name, str) or not name.isidentifier():
             raise InvalidArgumentError(f"a signature name is an identifier like 'encode'; got {name!r}")
         if any(name == entry[0] for entry in self._entries):
             raise InvalidArgumentError(f"signature {name!r} is given twice")
-        self._entries.append((name, module, sample_args, sample_kwargs))
+        self._entries.append((name, module, sample_args, sample_kwargs, dynamic_shapes))
         return self
 
     @property
@@ -158,17 +159,18 @@ class SignatureSet:
         targets = _targets(target)
         report = progress or (lambda stage: None)
         parts = []
-        for name, module, args, kwargs in self._entries:
+        for name, module, args, kwargs, dynamic_shapes in self._entries:
             parts.append(_convert_signature(name, module, args, kwargs, channel_last_io, targets,
-                                            lambda stage, name=name: report(f"{stage} {name}")))
+                                            lambda stage, name=name: report(f"{stage} {name}"), dynamic_shapes))
         report("write")
         return _write(_assemble(parts), num_threads)
 
 
 def signature(name: str, module: torch.nn.Module | torch.export.ExportedProgram, sample_args: Any = (),
-              sample_kwargs: dict[str, Any] | None = None) -> SignatureSet:
-    """Start a multi-signature model: `signature("encode", enc, (x,)).signature("decode", dec, (z,)).convert()`."""
-    return SignatureSet().signature(name, module, sample_args, sample_kwargs)
+              sample_kwargs: dict[str, Any] | None = None, dynamic_shapes: Any = None) -> SignatureSet:
+    """Start a multi-signature model: `signature("encode", enc, (x,)).signature("decode", dec, (z,)).convert()`
+    (`dynamic_shapes` as for `convert`, per signature)."""
+    return SignatureSet().signature(name, module, sample_args, sample_kwargs, dynamic_shapes)
 
 
 @dataclass
@@ -188,35 +190,72 @@ def _convert_signature(key: str, module, sample_args, sample_kwargs, channel_las
     if not isinstance(sample_args, tuple):
         sample_args = (sample_args,)
     if dynamic_shapes is None:
-        return _convert_static(key, module, sample_args, sample_kwargs, channel_last_io, targets, report)
-    from litert_torch import buckets, dynamic
-
-    if isinstance(module, torch.export.ExportedProgram):
-        raise ConversionError("dynamic_shapes apply to an nn.Module; an ExportedProgram carries its own")
-    report("export")
-    uses, dims = buckets.dim_uses(module, sample_args, sample_kwargs or {}, dynamic_shapes)
-    # Traced once with the dynamic dimensions, so that torch.export rejects a model that specialises them (at a
-    # size of at least 2: torch.export takes a sample size of 0 or 1 for a constant).
-    traced_args, traced_kwargs = sample_args, sample_kwargs or {}
-    for use in uses:
-        value = traced_args[use.where] if isinstance(use.where, int) else traced_kwargs[use.where]
-        if value.shape[use.axis] < 2 and buckets.dim_bounds(dims[use.dim])[1] >= 2:
-            traced_args, traced_kwargs = buckets.resized(traced_args, traced_kwargs, uses, use.dim, 2)
-    export_module(module, traced_args, traced_kwargs, dynamic_shapes=dynamic_shapes)
-    part = dynamic.lower_twice(
-        lambda args, kwargs: _convert_static(key, module, args, kwargs, channel_last_io, targets, report),
-        sample_args, sample_kwargs or {}, uses, dims)
-    part.plan = _replanned(part.graph, targets, part.plan)
-    part.io["dynamic_dims"] = sorted(dims)
+        report("export")
+        program = export_module(module, sample_args, sample_kwargs)
+        return _lower_part(key, program, channel_last_io, targets, report)
+    traced = _trace_dynamic(module, sample_args, sample_kwargs, dynamic_shapes, report)
+    part = _lower_part(key, traced.program, channel_last_io, targets, report, dim_names=traced.dim_names)
+    part.io["dynamic_dims"] = sorted(traced.dims)
     return part
 
 
-def _convert_static(key: str, module, sample_args, sample_kwargs, channel_last_io: bool,
-                    targets: tuple[str, ...], report: Callable[[str], None]) -> _Part:
+@dataclass
+class _Traced:
+    """A module traced once with its dynamic dimensions."""
+
+    program: torch.export.ExportedProgram
+    dims: dict[str, Any]  # Dim name -> Dim
+    dim_names: dict[str, str]  # size symbol -> Dim name
+    sample_sizes: dict[str, int]  # Dim name -> its size in the user's sample
+
+
+def _trace_dynamic(module, sample_args: tuple, sample_kwargs, dynamic_shapes, report) -> _Traced:
+    """torch.export with the dynamic dimensions: one trace, which the lowering reads symbolically (torch.export
+    rejects a model that specialises a dimension)."""
+    from litert_torch import buckets
+    from litert_torch.lower.program import symbol_names
+
+    if isinstance(module, torch.export.ExportedProgram):
+        raise InvalidArgumentError("dynamic_shapes apply to an nn.Module; an ExportedProgram carries its own")
     report("export")
-    program = export_module(module, sample_args, sample_kwargs)
+    sample_kwargs = sample_kwargs or {}
+    uses, dims = buckets.dim_uses(module, sample_args, sample_kwargs, dynamic_shapes)
+    sample = {}
+    for use in uses:
+        value = sample_args[use.where] if isinstance(use.where, int) else sample_kwargs[use.where]
+        size = int(value.shape[use.axis])
+        if sample.setdefault(use.dim, size) != size:
+            raise InvalidArgumentError(f"the sample inputs give {use.dim} two sizes ({sample[use.dim]} and {size})")
+    for name, size in sample.items():
+        low, high = buckets.dim_bounds(dims[name])
+        if not low <= size <= high:
+            raise InvalidArgumentError(f"the sample inputs give {name} = {size}, outside its range [{low}, {high}]")
+    # torch.export takes a sample size of 0 or 1 for a constant: trace at 2 where the range allows.
+    traced_args, traced_kwargs = sample_args, sample_kwargs
+    for name, size in sample.items():
+        if size < 2 and buckets.dim_bounds(dims[name])[1] >= 2:
+            traced_args, traced_kwargs = buckets.resized(traced_args, traced_kwargs, uses, name, 2)
+    program = export_module(module, traced_args, traced_kwargs, dynamic_shapes=dynamic_shapes)
+    leaves = _leaf_positions(traced_args, traced_kwargs)
+    positions = {(leaves[use.where], use.axis): use.dim for use in uses if use.where in leaves}
+    return _Traced(program, dims, symbol_names(program, positions), sample)
+
+
+def _leaf_positions(args: tuple, kwargs: dict) -> dict[int | str, int]:
+    """The position among the flattened inputs of each positional or keyword argument that is one tensor."""
+    out, position = {}, 0
+    for key, value in [*enumerate(args), *kwargs.items()]:
+        if isinstance(value, torch.Tensor):
+            out[key] = position
+        position += len(pytree.tree_leaves(value))
+    return out
+
+
+def _lower_part(key: str, program, channel_last_io: bool, targets: tuple[str, ...],
+                report: Callable[[str], None], dim_names: dict[str, str] | None = None,
+                fixed: dict[str, int] | None = None) -> _Part:
     report("lower")
-    lowered = lower_program(program)
+    lowered = lower_program(program, dim_names=dim_names, fixed=fixed)
     report("optimize")
     nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if channel_last_io else ([], [])
     run_pipeline(lowered.graph)
@@ -242,8 +281,8 @@ def _io(lowered, in_spec, out_spec, positions: list[int], nhwc_inputs, nhwc_outp
 
 
 def _replanned(graph: ir.Graph, targets: tuple[str, ...], plan):
-    """The plan of `graph` after the two sizes of a dynamic model were merged (dynamic shapes change what NPUs
-    take), keeping what `plan` recorded of the delegate-aware rewrites."""
+    """The plan of an ONNX graph after its two sizes were merged (dynamic shapes change what NPUs take),
+    keeping what `plan` recorded of the delegate-aware rewrites."""
     replanned = plan_for(graph, targets)
     for name, target_plan in replanned.targets.items():
         target_plan.before, target_plan.rewrites = plan.targets[name].before, plan.targets[name].rewrites
@@ -257,14 +296,16 @@ def _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, buckets, c
         raise InvalidArgumentError("buckets need dynamic_shapes naming the dimension, e.g. {'x': {0: Dim('batch', max=8)}}")
     if not isinstance(sample_args, tuple):
         sample_args = (sample_args,)
-    uses, dims = bucketing.dim_uses(module, sample_args, sample_kwargs or {}, dynamic_shapes)
-    name, sizes = bucketing.bucket_sizes(buckets, dims)
+    traced = _trace_dynamic(module, sample_args, sample_kwargs, dynamic_shapes, report)
+    name, sizes = bucketing.bucket_sizes(buckets, traced.dims)
     parts = []
     for size in sizes:
-        args, kwargs = bucketing.resized(sample_args, sample_kwargs or {}, uses, name, size)
+        # One static signature per size, the other dynamic dimensions at their sample sizes; all lowered from
+        # the one traced program.
         key = f"{name}_{size}"
-        part = _convert_signature(key, module, args, kwargs, channel_last_io, targets,
-                                  lambda stage, key=key: report(f"{stage} {key}"))
+        part = _lower_part(key, traced.program, channel_last_io, targets,
+                           lambda stage, key=key: report(f"{stage} {key}"), dim_names=traced.dim_names,
+                           fixed={**traced.sample_sizes, name: size})
         part.io["bucket"] = {"dim": name, "size": size}
         parts.append(part)
     return parts, {"dim": name, "sizes": sizes, "signatures": [p.key for p in parts]}
@@ -332,8 +373,9 @@ def convert_onnx(
 ) -> EdgeModel:
     """Convert an ONNX model (a path or an onnx.ModelProto) to a LiteRT model: the same IR, passes, delegate
     plan, metadata and quantization as `convert`. Inputs with symbolic dimensions need `input_shapes`
-    ({name: shape}), or `dynamic_dims` ({name: {axis: max size}}) to keep them dynamic in the model, handled
-    as `convert` handles dynamic_shapes (`litert_torch.dynamic`; sizes 1 to max). The EdgeModel takes the graph's inputs positionally (or by name) and returns its
+    ({name: shape}), or `dynamic_dims` ({name: {axis: max size}}) to keep them dynamic in the model (sizes 1
+    to max; lowered at two sizes and merged, `litert_torch.dynamic`). The EdgeModel takes the graph's inputs
+    positionally (or by name) and returns its
     outputs (a tuple when there are several). Raises OnnxError for unreadable or unsupported files and
     UnsupportedOpsError listing every op without a lowering, with the node names."""
     from litert_torch.frontend import onnx_frontend

@@ -1,10 +1,12 @@
-"""Dynamic dimensions: `convert(..., dynamic_shapes={"x": {0: Dim("batch", max=64)}})`.
+"""Dynamic dimensions of ONNX models: `convert_onnx(..., dynamic_dims={"x": {0: 64}})`.
 
-The model is traced with the dynamic dimensions (torch.export checks that nothing specialises them), then
-lowered twice with static inputs of two different sizes: the dimensions' maxima and one less when they are
-bounded (at most MAX_LOWERING_EXTENT), else the sample's size and one more. The two graphs must have the same
-ops; where their tensors differ in size the dimension is dynamic (-1 in the shape signature), and where a
-constant operand differs it encodes a size, which is rewritten so that the runtime computes it:
+(PyTorch models need none of this: `convert(..., dynamic_shapes=...)` lowers the one traced program with its
+dimensions as symbols, `litert_torch.symbolic`. The ONNX frontend has no symbolic shapes yet.)
+
+The ONNX graph is lowered twice with static inputs of two different sizes: the dimensions' maxima and one
+less. The two graphs must have the same ops; where their tensors differ in size the dimension is dynamic (-1
+in the shape signature), and where a constant operand differs it encodes a size, which is rewritten so that
+the runtime computes it:
 
     RESHAPE new_shape   one dynamic entry -> -1; several -> a shape tensor built from SHAPE of the inputs
     SLICE size          an entry that spans the whole dynamic axis -> -1
@@ -19,27 +21,10 @@ dynamic axis).
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import numpy as np
 
 from litert_torch import ir
 from litert_torch.errors import ConversionError
-
-
-def second_sizes(dims: dict[str, Any], first: dict[str, int]) -> dict[str, int]:
-    """For each dynamic dim, a second size within its bounds that differs from `first`'s (itself in range)."""
-    from litert_torch.buckets import dim_bounds
-
-    out = {}
-    for name, dim in dims.items():
-        low, high = dim_bounds(dim)
-        size = first[name]
-        other = size + 1 if size + 1 <= high else size - 1
-        if other < max(low, 1) or other == size:
-            raise ConversionError(f"{name} has a single possible size ({size}); it needs no dynamic dimension")
-        out[name] = other
-    return out
 
 
 def _int_const(name: str, values: list[int]) -> ir.Tensor:
@@ -254,31 +239,3 @@ def merge(a: ir.Graph, b: ir.Graph, dims: list[str], a_at_max: bool = False) -> 
 # Dimensions bounded at most this large are lowered at their maximum, so that constants that grow with them
 # (position tables, masks) are built for the longest input and sliced at run time.
 MAX_LOWERING_EXTENT = 8192
-
-
-def lower_twice(lower: Callable[[tuple, dict], Any], args: tuple, kwargs: dict, uses, dims: dict) -> Any:
-    """Lower at two sizes of every dynamic dimension (their maxima when bounded, else the sample's) and merge;
-    returns the first lowering, made dynamic."""
-    from litert_torch.buckets import dim_bounds, resized
-
-    sample = {}
-    for use in uses:
-        value = args[use.where] if isinstance(use.where, int) else kwargs[use.where]
-        size = int(value.shape[use.axis])
-        if sample.setdefault(use.dim, size) != size:
-            raise ConversionError(f"the sample inputs give {use.dim} two sizes ({sample[use.dim]} and {size})")
-    for name, size in sample.items():
-        low, high = dim_bounds(dims[name])
-        if not low <= size <= high:
-            raise ConversionError(f"the sample inputs give {name} = {size}, outside its range [{low}, {high}]")
-    at_max = all(dim_bounds(d)[1] <= MAX_LOWERING_EXTENT for d in dims.values())
-    first_sizes = {name: dim_bounds(d)[1] for name, d in dims.items()} if at_max else sample
-    second_sizes_ = second_sizes(dims, first_sizes)
-    args_a, kwargs_a, args_b, kwargs_b = args, kwargs, args, kwargs
-    for name in dims:
-        args_a, kwargs_a = resized(args_a, kwargs_a, uses, name, first_sizes[name])
-        args_b, kwargs_b = resized(args_b, kwargs_b, uses, name, second_sizes_[name])
-    first = lower(args_a, kwargs_a)
-    second = lower(args_b, kwargs_b)
-    merge(first.graph, second.graph, sorted(dims), at_max)
-    return first

@@ -7,7 +7,8 @@ PyTorch node and source line it came from (`SourceRef`), which becomes the model
 
 Guarantees kept by the lowerings and passes:
 - a graph's ops are in topological order; every op input is a graph input, a constant or an earlier op's output;
-- a tensor's `shape` is static (`shape_signature` marks dynamic dimensions with -1 where they exist);
+- a tensor's `shape` holds ints, and `symbolic.Sym`s for the dimensions known only at run time; constants are
+  static; `shape_signature` is the TFLite form (-1 for a dynamic dimension);
 - op options are a plain dict keyed by the schema's option field names in snake_case, enum values as strings
   (`{"padding": "SAME", "fused_activation_function": "RELU"}`).
 """
@@ -15,9 +16,11 @@ Guarantees kept by the lowerings and passes:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
+
+from litert_torch.symbolic import Sym, all_static, dims_of, signature
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class Quantization:
 class Tensor:
     """A value in the graph: an activation, a graph input, or a constant (when `data` is set)."""
 
-    __slots__ = ("name", "shape", "dtype", "data", "shape_signature", "quantization", "is_variable")
+    __slots__ = ("name", "shape", "dtype", "data", "_signature", "quantization", "is_variable")
 
     def __init__(
         self,
@@ -59,14 +62,29 @@ class Tensor:
         is_variable: bool = False,
     ):
         self.name = name
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = dims_of(shape)
         self.dtype = np.dtype(dtype)
         if data is not None:
             data = np.ascontiguousarray(data, dtype=self.dtype).reshape(self.shape)
         self.data = data
-        self.shape_signature = tuple(shape_signature) if shape_signature is not None else None
+        self._signature = tuple(shape_signature) if shape_signature is not None else None
         self.quantization = quantization
         self.is_variable = is_variable  # state the runtime keeps between invocations (e.g. LSTM state)
+
+    @property
+    def shape_signature(self) -> tuple[int, ...] | None:
+        """The TFLite shape signature (-1 for a dynamic dimension), or None for a static tensor."""
+        if self._signature is not None:
+            return self._signature
+        return None if all_static(self.shape) else signature(self.shape)
+
+    @shape_signature.setter
+    def shape_signature(self, value: Iterable[int] | None) -> None:
+        self._signature = tuple(value) if value is not None else None
+
+    @property
+    def is_static(self) -> bool:
+        return all_static(self.shape)
 
     @property
     def is_constant(self) -> bool:
@@ -77,8 +95,14 @@ class Tensor:
         return len(self.shape)
 
     @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+    def size(self) -> "int | Sym":
+        """The element count (a Sym when the shape is dynamic)."""
+        if all_static(self.shape):
+            return int(np.prod(self.shape, dtype=np.int64))
+        n: Any = 1
+        for d in self.shape:
+            n = n * d
+        return n
 
     def __repr__(self) -> str:
         kind = "const " if self.is_constant else ""
@@ -142,6 +166,27 @@ class Graph:
         for op in self.ops:
             op.inputs = [new if t is old else t for t in op.inputs]
         self.outputs = [new if t is old else t for t in self.outputs]
+
+    @property
+    def is_dynamic(self) -> bool:
+        return any(not t.is_static for t in self.tensors())
+
+    def snapshot(self) -> "Callable[[], None]":
+        """A function that puts the graph back as it is now (its ops, their operands and options, and each
+        tensor's shape, data and quantization): a rewrite that gives up half-way is undone with it."""
+        ops = [(op, list(op.inputs), list(op.outputs), dict(op.options)) for op in self.ops]
+        inputs, outputs = list(self.inputs), list(self.outputs)
+        tensors = [(t, t.shape, t.dtype, t.data, t._signature, t.quantization) for t in self.tensors()]
+
+        def restore() -> None:
+            self.ops = [op for op, *_ in ops]
+            for op, ins, outs, options in ops:
+                op.inputs, op.outputs, op.options = ins, outs, options
+            self.inputs, self.outputs = inputs, outputs
+            for t, shape, dtype, data, sig, quant in tensors:
+                t.shape, t.dtype, t.data, t._signature, t.quantization = shape, dtype, data, sig, quant
+
+        return restore
 
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -195,8 +195,8 @@ def convert(source, output, input_specs, dynamic_specs, channel_last_io, target,
             import numpy as np
             import torch
 
-            args = tuple(torch.from_numpy(np.zeros(t.shape, t.dtype))
-                         for t in next(iter(edge.signatures.values())).inputs)
+            args = tuple(torch.from_numpy(np.zeros([d if d >= 0 else 1 for d in t.shape], t.dtype))
+                         for t in next(iter(edge.signatures.values())).inputs)  # -1: a dynamic size
         if quantize:
             status.update(stages["quantize"])
             samples = None

@@ -10,6 +10,7 @@ from typing import Any, Callable
 from litert_torch import ir, metadata
 from litert_torch.delegates import cpu, gpu, npu
 from litert_torch.errors import InvalidArgumentError
+from litert_torch.symbolic import estimate
 
 PLAN_KEY = "litert_torch.delegate_plan"
 FORMAT_VERSION = 1
@@ -22,7 +23,12 @@ TARGETS = tuple(CHECKS)
 
 
 def macs(op: ir.Op) -> int:
-    """Multiply-accumulates of one op (element count for ops that do no multiply-accumulate work)."""
+    """Multiply-accumulates of one op (element count for ops that do no multiply-accumulate work); dynamic
+    sizes count at the top of their range."""
+    return estimate(_macs(op))
+
+
+def _macs(op: ir.Op) -> Any:
     out = op.outputs[0] if op.outputs else None
     out_size = out.size if out is not None else 0
     ins = op.inputs

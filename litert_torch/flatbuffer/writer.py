@@ -16,6 +16,7 @@ from ai_edge_litert import schema_py_generated as schema
 from litert_torch import ir
 from litert_torch.files import atomic_file
 from litert_torch.flatbuffer import schema as tables
+from litert_torch.symbolic import concrete
 
 FILE_IDENTIFIER = b"TFL3"
 SCHEMA_VERSION = 3
@@ -124,7 +125,7 @@ def build_model(model: ir.Model, buffers: "_Buffers | None" = None) -> schema.Mo
         for t in tensors:
             tt = schema.TensorT()
             tt.name = names[t]
-            tt.shape = list(t.shape)
+            tt.shape = list(concrete(t.shape))
             if t.shape_signature is not None and any(d < 0 for d in t.shape_signature):
                 tt.shapeSignature = list(t.shape_signature)
             tt.type = tables.tensor_type(t.dtype)

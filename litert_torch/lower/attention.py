@@ -9,6 +9,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+from litert_torch.symbolic import all_static, broadcast_shapes
 
 aten = torch.ops.aten
 
@@ -33,18 +34,27 @@ def lower_sdpa(ctx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=Fals
     # Scaling q (L x E per head) costs less than scaling the L x S scores.
     q = ctx.emit("MUL", [q, ctx.scalar_like(scale, q)], like=q)
     q, k = _broadcast_batch(ctx, q, k)
-    scores_shape = [*np.broadcast_shapes(q.shape[:-2], k.shape[:-2]), length, source]
+    scores_shape = [*broadcast_shapes(q.shape[:-2], k.shape[:-2]), length, source]
     scores = ctx.emit("BATCH_MATMUL", [q, k], scores_shape, dtype, adj_x=False, adj_y=True,
                       asymmetric_quantize_inputs=False)
     keep_any = None
-    if is_causal:
+    runtime_causal = False
+    if is_causal and all_static([length, source]):
         causal = np.tril(np.ones([length, source], bool))
         attn_mask = ctx.const(causal, name="causal_mask")
+    elif is_causal:
+        # Built when the model runs: key j is visible from query i when j <= i.
+        rows = ctx.emit("RANGE", [ctx.reshape(ctx.size_tensor(n), []) for n in (0, length, 1)], [length], np.int32)
+        cols = ctx.emit("RANGE", [ctx.reshape(ctx.size_tensor(n), []) for n in (0, source, 1)], [source], np.int32)
+        attn_mask = ctx.emit("GREATER_EQUAL", [ctx.reshape(rows, [length, 1]), ctx.reshape(cols, [1, source])],
+                             [length, source], np.bool_)
+        runtime_causal = True
     if attn_mask is not None:
         if attn_mask.dtype == np.bool_:
             lowest = ctx.scalar_like(np.finfo(dtype).min, scores)
             scores = ctx.emit("SELECT_V2", [attn_mask, scores, lowest], scores_shape, dtype)
-            fully_masked = (not attn_mask.is_constant) or not attn_mask.data.any(axis=-1).all()
+            fully_masked = not runtime_causal and (
+                (not attn_mask.is_constant) or not attn_mask.data.any(axis=-1).all())
             if fully_masked:
                 keep_any = ctx.emit("REDUCE_ANY", [attn_mask, ctx.const(np.array([-1], np.int32), name="axis")],
                                     [*attn_mask.shape[:-1], 1], np.bool_, keep_dims=True)

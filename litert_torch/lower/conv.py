@@ -10,6 +10,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+from litert_torch.symbolic import DynamicSizeError, Sym, is_static, same_size, smax
 
 aten = torch.ops.aten
 
@@ -24,12 +25,20 @@ def pair(value, rank: int = 2) -> list[int]:
     return value * rank if len(value) == 1 else value
 
 
-def tflite_padding(size: int, out: int, kernel: int, stride: int, pad: int) -> str | None:
+def tflite_padding(size, out, kernel: int, stride: int, pad: int) -> str | None:
     """'VALID' or 'SAME' when TFLite's padding rule reproduces PyTorch's symmetric `pad` exactly, else None.
 
     `kernel` is the effective (dilated) kernel extent. SAME pads (total // 2) before and the rest after, where
-    total = (out - 1) * stride + kernel - size; PyTorch pads `pad` before and uses what it needs after.
+    total = (out - 1) * stride + kernel - size; PyTorch pads `pad` before and uses what it needs after. A
+    dynamic `size` (a Sym) takes a mode only when the rule holds at every size in its range.
     """
+    if not is_static(size) or not is_static(out):
+        if pad == 0 and same_size(out, (size - kernel) // stride + 1):
+            return "VALID"
+        total = smax((out - 1) * stride + kernel - size, 0)
+        if same_size(out, (size + stride - 1) // stride) and same_size(total // 2, pad):
+            return "SAME"
+        return None
     if pad == 0 and out == (size - kernel) // stride + 1:
         return "VALID"
     total = max((out - 1) * stride + kernel - size, 0)
@@ -38,8 +47,16 @@ def tflite_padding(size: int, out: int, kernel: int, stride: int, pad: int) -> s
     return None
 
 
-def explicit_padding(size: int, out: int, kernel: int, stride: int, pad: int) -> tuple[int, int]:
-    """(before, after) padding after which a VALID window of `kernel` gives exactly `out` positions."""
+def explicit_padding(size, out, kernel: int, stride: int, pad: int) -> tuple[int, int]:
+    """(before, after) padding after which a VALID window of `kernel` gives exactly `out` positions. For a
+    dynamic `size`, `pad` on both sides where that gives `out` at every size (PyTorch's own rule without
+    ceil_mode), else DynamicSizeError."""
+    if not is_static(size) or not is_static(out):
+        if same_size(out, (size + 2 * pad - kernel) // stride + 1):
+            return pad, pad
+        after = (out - 1) * stride + kernel - size - pad
+        raise after.needed("needed as the padding after the input") if isinstance(after, Sym) else \
+            DynamicSizeError(f"the output size {out} needs padding that changes with the input size")
     after = max((out - 1) * stride + kernel - size - pad, 0)
     return pad, after
 
@@ -135,21 +152,21 @@ def conv_transpose(ctx: LoweringContext, x, weight, bias, stride, padding, dilat
                for size, out, k, s, p in sizes)
     options = dict(stride_h=stride[0], stride_w=stride[1], fused_activation_function="NONE")
     if same:
-        y = ctx.emit("TRANSPOSE_CONV", [ctx.const(np.array([n, out_h, out_w, c_out], np.int32), name="output_shape"),
-                                        filt, xh, bias], [n, out_h, out_w, c_out], x.dtype, padding="SAME", **options)
+        y = ctx.emit("TRANSPOSE_CONV", [ctx.dims_tensor([n, out_h, out_w, c_out]), filt, xh, bias],
+                     [n, out_h, out_w, c_out], x.dtype, padding="SAME", **options)
         return ctx.transpose(y, TO_NCHW)
     full = [(size - 1) * s + k for size, out, k, s, p in sizes]
-    extra = [max(p + out - f, 0) for (size, out, k, s, p), f in zip(sizes, full)]
+    extra = [smax(p + out - f, 0) for (size, out, k, s, p), f in zip(sizes, full)]
     fused_bias = bias if not any(extra) else None
-    y = ctx.emit("TRANSPOSE_CONV", [ctx.const(np.array([n, *full, c_out], np.int32), name="output_shape"), filt, xh,
-                                    fused_bias], [n, *full, c_out], x.dtype, padding="VALID", **options)
+    y = ctx.emit("TRANSPOSE_CONV", [ctx.dims_tensor([n, *full, c_out]), filt, xh, fused_bias], [n, *full, c_out],
+                 x.dtype, padding="VALID", **options)
     if any(extra):
         y = ctx.emit("PAD", [y, ctx.const(np.array([[0, 0], [0, extra[0]], [0, extra[1]], [0, 0]], np.int32),
                                           name="paddings")],
                      [n, full[0] + extra[0], full[1] + extra[1], c_out], x.dtype)
     if (y.shape[1], y.shape[2]) != (out_h, out_w):
         y = ctx.emit("SLICE", [y, ctx.const(np.array([0, padding[0], padding[1], 0], np.int32), name="begin"),
-                               ctx.const(np.array([n, out_h, out_w, c_out], np.int32), name="size")],
+                               ctx.dims_tensor([n, out_h, out_w, c_out])],
                      [n, out_h, out_w, c_out], x.dtype)
     if bias is not None and fused_bias is None:
         y = ctx.emit("ADD", [y, bias], like=y)

@@ -7,6 +7,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
+from litert_torch.symbolic import broadcast_shapes
 
 aten = torch.ops.aten
 
@@ -51,7 +52,7 @@ def lower_matmul(ctx, node, a, b):
     out_shape, _ = out_meta(node)
     a2 = ctx.reshape(a, [1, a.shape[0]]) if a.rank == 1 else a
     b2 = ctx.reshape(b, [b.shape[0], 1]) if b.rank == 1 else b
-    full = list(np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])) + [a2.shape[-2], b2.shape[-1]]
+    full = list(broadcast_shapes(a2.shape[:-2], b2.shape[:-2])) + [a2.shape[-2], b2.shape[-1]]
     return ctx.reshape(batch_matmul(ctx, a2, b2, full), out_shape)
 
 

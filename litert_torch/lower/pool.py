@@ -7,12 +7,14 @@ import torch
 
 from litert_torch.lower.conv import TO_NCHW, TO_NHWC, explicit_padding, pair, tflite_padding
 from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+from litert_torch.symbolic import all_static
 
 aten = torch.ops.aten
 
 
 def _pool_padding(ctx, xh, in_hw, out_hw, kernel, stride, padding, pad_value, allow_same: bool):
-    """Pick SAME/VALID when exact, else pad explicitly (with `pad_value`) and use VALID."""
+    """Pick SAME/VALID when exact, else pad explicitly (with `pad_value`) and use VALID. A dynamic size takes
+    SAME/VALID only when exact at every size of its range."""
     modes = {tflite_padding(in_hw[i], out_hw[i], kernel[i], stride[i], padding[i]) for i in range(2)}
     if len(modes) == 1 and None not in modes and (allow_same or modes == {"VALID"}):
         return xh, modes.pop()
@@ -84,6 +86,9 @@ def lower_avg_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=
     x4 = x if x.rank == 4 else ctx.reshape(x, [1, *x.shape])
     shape4 = out_shape if x.rank == 4 else (1, *out_shape)
     in_hw, out_hw = x4.shape[2:], shape4[2:]
+    if not all_static([*in_hw, *out_hw]):
+        return ctx.reshape(ctx.transpose(_dynamic_avg_pool(ctx, x4, shape4, kernel, stride, padding, ceil_mode,
+                                                           count_include_pad, divisor_override), TO_NCHW), out_shape)
     divisors = avg_pool_divisors(in_hw, out_hw, kernel, stride, padding, count_include_pad, divisor_override)
     tfl_divisors = avg_pool_divisors(in_hw, out_hw, kernel, stride, padding, False, None)
     xh = ctx.transpose(x4, TO_NHWC)
@@ -99,6 +104,33 @@ def lower_avg_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=
             y = ctx.emit("MUL", [y, ctx.const(scale.reshape(1, out_hw[0], out_hw[1], 1).astype(x.dtype),
                                               name="divisor_fix")], like=y)
     return ctx.reshape(ctx.transpose(y, TO_NCHW), out_shape)
+
+
+def _dynamic_avg_pool(ctx, x4, shape4, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    """avg_pool2d over dynamic sizes, in NHWC. The window sums come from AVERAGE_POOL_2D over the zero-padded
+    input (every window full, so TFLite divides by kh * kw); PyTorch's divisor is kh * kw, the override, or
+    the count of real cells, which the same pooling of a padded mask of ones gives at run time."""
+    in_hw, out_hw = x4.shape[2:], shape4[2:]
+    pads = [explicit_padding(in_hw[i], out_hw[i], kernel[i], stride[i], padding[i]) for i in range(2)]
+    xh = ctx.transpose(x4, TO_NHWC)
+    n, h, w, c = xh.shape
+    padded = [n, h + sum(pads[0]), w + sum(pads[1]), c]
+    paddings = ctx.const(np.array([[0, 0], *pads, [0, 0]], np.int32), name="paddings")
+    if any(p for pair_ in pads for p in pair_):
+        xh = ctx.emit("PAD", [xh, paddings], padded, xh.dtype)
+    options = dict(padding="VALID", stride_h=stride[0], stride_w=stride[1], filter_height=kernel[0],
+                   filter_width=kernel[1], fused_activation_function="NONE")
+    y = ctx.emit("AVERAGE_POOL_2D", [xh], [shape4[0], out_hw[0], out_hw[1], shape4[1]], x4.dtype, **options)
+    full = kernel[0] * kernel[1]
+    if divisor_override:
+        scale = full / float(divisor_override)
+        return y if scale == 1.0 else ctx.emit("MUL", [y, ctx.scalar_like(scale, y)], like=y)
+    if count_include_pad or not any(p for pair_ in pads for p in pair_):
+        return y
+    ones = ctx.emit("FILL", [ctx.dims_tensor([1, h, w, 1]), ctx.scalar_like(1.0, y)], [1, h, w, 1], y.dtype)
+    mask = ctx.emit("PAD", [ones, paddings], [1, padded[1], padded[2], 1], y.dtype)
+    share = ctx.emit("AVERAGE_POOL_2D", [mask], [1, out_hw[0], out_hw[1], 1], y.dtype, **options)
+    return ctx.emit("DIV", [y, share], like=y, fused_activation_function="NONE")
 
 
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:

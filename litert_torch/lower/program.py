@@ -20,6 +20,7 @@ from litert_torch import ir
 from litert_torch.errors import ConversionError, LoweringError, UnsupportedOp, UnsupportedOpsError
 from litert_torch.frontend.export import source_ref, target_name
 from litert_torch.lower.registry import LoweringContext, lowering_for, narrow_int64, numpy_dtype
+from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, from_torch, same_size, space_of_program
 
 
 @dataclass
@@ -78,11 +79,17 @@ def _check_static_shapes(program: torch.export.ExportedProgram) -> None:
                             target=ref.target, location=ref.location)
 
 
+def _is_size(node: torch.fx.Node) -> bool:
+    """A node whose value is a size (sym_size, arithmetic on sizes), not a tensor."""
+    return isinstance(node.meta.get("val"), (torch.SymInt, int)) and not isinstance(node.meta.get("val"), bool)
+
+
 def _check_supported(program: torch.export.ExportedProgram, constant_nodes: set[str]) -> None:
     """Raise one UnsupportedOpsError listing every op without a lowering, or return."""
     missing: dict[str, UnsupportedOp] = {}
     for node in program.graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem or node.name in constant_nodes:
+        if (node.op != "call_function" or node.target is operator.getitem or node.name in constant_nodes
+                or _is_size(node)):
             continue
         if lowering_for(node.target) is not None:
             continue
@@ -105,15 +112,28 @@ SHAPE_ONLY = {
 }
 
 
-def _find_constant_nodes(program: torch.export.ExportedProgram, constants: dict[str, torch.Tensor]) -> set[str]:
-    const = set(constants)
+def _find_constant_nodes(program: torch.export.ExportedProgram, constants: dict[str, Any],
+                         sizes: dict[str, Any]) -> set[str]:
+    """Nodes computed from constants and static sizes alone (`sizes`: the value of each size node). A node whose
+    own shape is dynamic is never constant."""
+    const = set(constants) | {name for name, v in sizes.items() if not isinstance(v, Sym)}
     for node in program.graph.nodes:
-        if node.op != "call_function":
+        if node.op != "call_function" or node.name in sizes:
             continue
         inputs = _tensor_nodes((node.args[1:], node.kwargs) if node.target in SHAPE_ONLY else (node.args, node.kwargs))
-        if all(n.name in const for n in inputs) and _is_pure(node):
+        if all(n.name in const for n in inputs) and _is_pure(node) and not _dynamic_value(node):
             const.add(node.name)
     return const
+
+
+def _dynamic_value(node: torch.fx.Node) -> bool:
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+
+    val = node.meta.get("val")
+    try:
+        return bool(free_symbols(val))
+    except Exception:  # noqa: BLE001 - values torch cannot inspect (None, opaque objects) have no sizes
+        return False
 
 
 def _is_pure(node: torch.fx.Node) -> bool:
@@ -128,14 +148,37 @@ def _is_pure(node: torch.fx.Node) -> bool:
     return True
 
 
-def _static_shape(node: torch.fx.Node) -> tuple[int, ...]:
-    val = node.meta.get("val")
-    try:
-        return tuple(int(d) for d in val.shape)
-    except TypeError:
-        raise LoweringError(
-            f"input {node.name} has a dynamic shape {tuple(val.shape)}; dynamic dimensions are not supported yet"
-        ) from None
+def symbol_names(program: torch.export.ExportedProgram, dims: dict[tuple[int, int], str]) -> dict[str, str]:
+    """Size symbol -> the user's Dim name, from `dims` ((user input position, axis) -> Dim name)."""
+    user_inputs = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    placeholder_by_name = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    names = {}
+    for (pos, axis), name in dims.items():
+        if pos >= len(user_inputs):
+            continue
+        node = placeholder_by_name.get(getattr(user_inputs[pos].arg, "name", None))
+        val = node.meta.get("val") if node is not None else None
+        if isinstance(val, torch.Tensor) and axis < val.dim():
+            expr = getattr(getattr(val.shape[axis], "node", None), "expr", None)
+            if expr is not None and expr.is_Symbol:
+                names.setdefault(str(expr), name)
+    return names
+
+
+def _annotate_shapes(program: torch.export.ExportedProgram, space: SymSpace) -> dict[str, Any]:
+    """Store each tensor node's shape as ints and Syms in `node.meta["litert_shape"]` (read by `out_meta`);
+    return the value of each size node."""
+    sizes = {}
+    for node in program.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            node.meta["litert_shape"] = tuple(from_torch(d, space) for d in val.shape)
+        elif isinstance(val, (tuple, list)):
+            node.meta["litert_shape"] = tuple(
+                tuple(from_torch(d, space) for d in v.shape) if isinstance(v, torch.Tensor) else None for v in val)
+        elif node.op == "call_function" and _is_size(node):
+            sizes[node.name] = from_torch(val, space)
+    return sizes
 
 
 def output_names(out_spec: Any, count: int) -> list[str]:
@@ -172,19 +215,28 @@ def output_names(out_spec: Any, count: int) -> list[str]:
 
 
 def lower_program(program: torch.export.ExportedProgram,
-                  weights: dict[str, torch.Tensor] | None = None) -> LoweredProgram:
+                  weights: dict[str, torch.Tensor] | None = None, *,
+                  dim_names: dict[str, str] | None = None,
+                  fixed: dict[str, int] | None = None) -> LoweredProgram:
     """Lower every node of `program` into a new IR graph. `weights` (state_dict keys -> tensors of the same
     shapes and dtypes) replace the program's own parameters and buffers: one traced program then serves every
-    module of the same structure (the layers of a decoder)."""
+    module of the same structure (the layers of a decoder).
+
+    A program traced with dynamic dimensions is lowered once, with those dimensions as symbols
+    (`litert_torch.symbolic`); `dim_names` (size symbol -> Dim name) names them in messages, and `fixed`
+    (Dim name -> size) lowers the program at one static size of those dimensions instead (buckets)."""
+    space = space_of_program(program, dim_names, fixed)
     constants = _constant_values(program, weights)
-    constant_nodes = _find_constant_nodes(program, constants)
+    sizes = _annotate_shapes(program, space)
+    constant_nodes = _find_constant_nodes(program, constants, sizes)
     _check_static_shapes(program)
     _check_supported(program, constant_nodes)
 
     graph = ir.Graph("main")
-    ctx = LoweringContext(graph)
-    env: dict[str, Any] = {}  # node name -> IR tensor(s) or Python value
+    ctx = LoweringContext(graph, space)
+    env: dict[str, Any] = dict(sizes)  # node name -> IR tensor(s), a size (int or Sym) or a Python value
     torch_env: dict[str, Any] = dict(constants)  # node name -> torch value, for constant nodes
+    torch_env.update({name: v for name, v in sizes.items() if not isinstance(v, Sym)})
 
     user_inputs = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
     tensor_positions, input_names, input_dtypes, output_dtypes = [], [], [], []
@@ -193,9 +245,9 @@ def lower_program(program: torch.export.ExportedProgram,
         node = placeholder_by_name.get(getattr(spec.arg, "name", None))
         if node is None or not isinstance(node.meta.get("val"), torch.Tensor):
             continue
-        shape = _static_shape(node)
-        env[node.name] = ir.Tensor(node.name, shape, numpy_dtype(node.meta["val"].dtype))
+        env[node.name] = ir.Tensor(node.name, node.meta["litert_shape"], numpy_dtype(node.meta["val"].dtype))
         graph.inputs.append(env[node.name])
+        ctx.add_input(env[node.name])
         tensor_positions.append(pos)
         input_names.append(node.name)
         input_dtypes.append(_dtype_name(node.meta["val"].dtype))
@@ -214,6 +266,8 @@ def lower_program(program: torch.export.ExportedProgram,
             continue
         if node.op == "output":
             break
+        if node.name in sizes:
+            continue
         ref = source_ref(node)
         ctx.begin(node, ref)
         if node.name in constant_nodes:
@@ -229,6 +283,10 @@ def lower_program(program: torch.export.ExportedProgram,
         lowering = lowering_for(node.target)
         try:
             result = lowering.fn(ctx, node, *to_ir(node.args), **to_ir(node.kwargs))
+        except DynamicSizeError as exc:
+            raise LoweringError(f"{exc}; this lowering cannot follow that size at run time (make the dimension "
+                                "static, or give buckets= for one static signature per size)",
+                                target=ref.target, location=ref.location) from exc
         except LoweringError as exc:
             if exc.target is None:
                 raise LoweringError(str(exc), target=ref.target, location=ref.location) from exc
@@ -268,8 +326,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 def _stand_in(node: torch.fx.Node) -> torch.Tensor:
     """A real tensor with a node's shape and dtype, for ops that read only those (SHAPE_ONLY)."""
-    val = node.meta["val"]
-    return torch.zeros(tuple(int(d) for d in val.shape), dtype=val.dtype)
+    return torch.zeros(tuple(int(d) for d in node.meta["litert_shape"]), dtype=node.meta["val"].dtype)
 
 
 def _const_tensor(name: str, value: torch.Tensor) -> ir.Tensor:
@@ -290,21 +347,23 @@ def _wrap_constant(name: str, value: Any) -> Any:
 def _check_result(node: torch.fx.Node, result: Any, ref: ir.SourceRef) -> None:
     """A lowering's outputs must have the shapes PyTorch computed; a mismatch is a bug in the lowering."""
     vals = node.meta.get("val")
+    shapes = node.meta.get("litert_shape")
     if isinstance(vals, torch.Tensor):
-        pairs = [(vals, result)]
+        pairs = [(vals, shapes, result)]
     elif isinstance(vals, (tuple, list)) and isinstance(result, (tuple, list)):
-        pairs = list(zip(vals, result))
+        pairs = list(zip(vals, shapes, result))
     else:
         return
-    for val, got in pairs:
+    for val, want, got in pairs:
         if not isinstance(val, torch.Tensor) or not isinstance(got, ir.Tensor):
             continue
-        want = tuple(int(d) for d in val.shape)
-        if want != got.shape:
+        if len(want) != len(got.shape) or not all(same_size(a, b) for a, b in zip(want, got.shape)):
             raise ConversionError(
                 f"internal error: lowering of {ref.target} (node {node.name}) produced shape {list(got.shape)}, "
                 f"PyTorch computes {list(want)}"
             )
+        if got.shape != want and not got.is_constant:
+            got.shape = want  # torch.export's form of each dynamic size, so that later comparisons see it
         if np.dtype(numpy_dtype(val.dtype)) != got.dtype:
             raise ConversionError(
                 f"internal error: lowering of {ref.target} (node {node.name}) produced {got.dtype}, "

@@ -22,6 +22,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.errors import LoweringError
+from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, all_static, dims_of
 
 LoweringFn = Callable[..., Any]
 
@@ -84,14 +85,21 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
 class LoweringContext:
     """Emits IR ops for the node being lowered, naming tensors after it and tagging ops with its source."""
 
-    def __init__(self, graph: ir.Graph):
+    def __init__(self, graph: ir.Graph, space: SymSpace | None = None):
         self.graph = graph
+        self.space = space if space is not None else SymSpace()
         self.node: torch.fx.Node | None = None
         self.source: ir.SourceRef | None = None
         self._count = 0
+        self._inputs: list[ir.Tensor] = []  # graph inputs, where run-time sizes are read
+        self._sizes: dict[Any, ir.Tensor] = {}  # size expression -> its [1] int32 tensor
+        self._shape_of: dict[int, ir.Tensor] = {}  # id(tensor) -> its SHAPE
 
     def begin(self, node: torch.fx.Node, source: ir.SourceRef) -> None:
         self.node, self.source, self._count = node, source, 0
+
+    def add_input(self, t: ir.Tensor) -> None:
+        self._inputs.append(t)
 
     def _name(self, hint: str | None = None) -> str:
         base = self.node.name if self.node is not None else "t"
@@ -142,15 +150,106 @@ class LoweringContext:
         self.graph.ops.append(ir.Op(opcode, list(inputs), outs, options, self.source))
         return outs
 
+    # ---- sizes known at run time ----------------------------------------------------------------------------
+    def shape_of(self, x: ir.Tensor) -> ir.Tensor:
+        """SHAPE of `x` (int32), emitted once per tensor."""
+        if id(x) not in self._shape_of:
+            self._shape_of[id(x)] = self.emit("SHAPE", [x], (x.rank,), np.int32, out_type="INT32")
+        return self._shape_of[id(x)]
+
+    def size_tensor(self, d: Any) -> ir.Tensor:
+        """A [1] int32 tensor holding the size `d` (an int or a Sym) when the model runs: the static value as a
+        constant, a dynamic one read from the SHAPE of a graph input and computed with integer ops."""
+        if not isinstance(d, Sym):
+            return self.const(np.array([int(d)], np.int32), name="size")
+        return self._size_expr(d.expr)
+
+    def _size_expr(self, expr: Any) -> ir.Tensor:
+        import sympy
+
+        if expr in self._sizes:
+            return self._sizes[expr]
+        if expr.is_Integer:
+            return self.const(np.array([int(expr)], np.int32), name="size")
+        name = type(expr).__name__
+        if expr.is_Symbol:
+            found = next(((t, axis) for t in self._inputs for axis, d in enumerate(t.shape)
+                          if isinstance(d, Sym) and d.expr == expr), None)
+            if found is None:
+                raise DynamicSizeError(f"the dynamic size {self.space.text(expr)} is no dimension of the model's "
+                                       "inputs, so the model cannot read it when it runs")
+            t, axis = found
+            out = self.emit("SLICE", [self.shape_of(t), self.const(np.array([axis], np.int32), name="begin"),
+                                      self.const(np.array([1], np.int32), name="size")], (1,), np.int32)
+        else:
+            binary = {"Add": "ADD", "Mul": "MUL", "FloorDiv": "FLOOR_DIV", "CleanDiv": "FLOOR_DIV",
+                      "PythonMod": "FLOOR_MOD", "Mod": "FLOOR_MOD", "Max": "MAXIMUM", "Min": "MINIMUM"}
+            if name not in binary or (isinstance(expr, sympy.Mul) and not all(a.is_Integer or not a.is_number
+                                                                                 for a in expr.args)):
+                raise DynamicSizeError(f"the size {self.space.text(expr)} cannot be computed at run time here")
+            parts = [self._size_expr(a) for a in expr.args]
+            out = parts[0]
+            for part in parts[1:]:
+                opts = {"fused_activation_function": "NONE"} if binary[name] in ("ADD", "MUL") else {}
+                out = self.emit(binary[name], [out, part], (1,), np.int32, **opts)
+        self._sizes[expr] = out
+        return out
+
+    def dims_tensor(self, shape: Sequence[Any]) -> ir.Tensor:
+        """A 1-D int32 tensor holding `shape` at run time (a constant when it is static)."""
+        shape = dims_of(shape)
+        if all_static(shape):
+            return self.const(np.array(shape, np.int32), name="shape")
+        pieces, run = [], []
+        for d in shape:
+            if isinstance(d, Sym):
+                if run:
+                    pieces.append(self.const(np.array(run, np.int32), name="dims"))
+                    run = []
+                pieces.append(self.size_tensor(d))
+            else:
+                run.append(int(d))
+        if run:
+            pieces.append(self.const(np.array(run, np.int32), name="dims"))
+        return self.emit("CONCATENATION", pieces, (len(shape),), np.int32, axis=0, fused_activation_function="NONE")
+
+    def reshape_operand(self, shape: Sequence[Any]) -> ir.Tensor:
+        """RESHAPE's shape operand for `shape`: a constant, with -1 for its one dynamic entry where there is
+        one; else the shape computed at run time."""
+        shape = dims_of(shape)
+        dynamic = [i for i, d in enumerate(shape) if isinstance(d, Sym)]
+        if len(dynamic) <= 1:
+            return self.const(np.array([-1 if isinstance(d, Sym) else d for d in shape], np.int32), name="shape")
+        return self.dims_tensor(shape)
+
+    def slice(self, x: ir.Tensor, begins: Sequence[Any], sizes: Sequence[Any]) -> ir.Tensor:
+        """SLICE of `x`; a dynamic size that runs to the end of its axis is written -1, other dynamic begins
+        and sizes are computed at run time."""
+        begins, sizes = dims_of(begins), dims_of(sizes)
+        operand_sizes = [-1 if isinstance(n, Sym) and n == x.shape[a] - begins[a] else n
+                         for a, n in enumerate(sizes)]
+        return self.emit("SLICE", [x, self.dims_tensor(begins), self.dims_tensor(operand_sizes)], sizes, x.dtype)
+
     # ---- helpers shared by many lowerings ------------------------------------------------------------------
-    def reshape(self, x: ir.Tensor, shape: Sequence[int]) -> ir.Tensor:
-        shape = [int(d) for d in shape]
+    def reshape(self, x: ir.Tensor, shape: Sequence[Any]) -> ir.Tensor:
+        shape = list(dims_of(shape))
         if list(x.shape) == shape:
             return x
         if x.is_constant:
             return self.const(x.data.reshape(shape), x.dtype, "reshaped")
-        return self.emit("RESHAPE", [x, self.const(np.array(shape, np.int32), name="shape")], shape, x.dtype,
-                         new_shape=shape)
+        if sum(isinstance(d, Sym) for d in shape) > 1:
+            # Several dynamic sizes: a unit axis added or removed needs no shape operand at all.
+            old = list(x.shape)
+            for axis in range(len(shape)):
+                if len(shape) == len(old) + 1 and shape[axis] == 1 and shape[:axis] + shape[axis + 1:] == old:
+                    return self.emit("EXPAND_DIMS", [x, self.const(np.array(axis, np.int32), name="axis")], shape,
+                                     x.dtype)
+            for axis in range(len(old)):
+                if len(old) == len(shape) + 1 and old[axis] == 1 and old[:axis] + old[axis + 1:] == shape:
+                    return self.emit("SQUEEZE", [x], shape, x.dtype, squeeze_dims=[axis])
+        operand = self.reshape_operand(shape)
+        options = {"new_shape": [int(v) for v in operand.data]} if operand.is_constant else {}
+        return self.emit("RESHAPE", [x, operand], shape, x.dtype, **options)
 
     def transpose(self, x: ir.Tensor, perm: Sequence[int]) -> ir.Tensor:
         perm = [int(p) for p in perm]
@@ -189,10 +288,14 @@ def narrow_int64(arr: np.ndarray, what: str) -> np.ndarray:
     return arr.astype(np.int32)
 
 
-def out_meta(node: torch.fx.Node) -> tuple[tuple[int, ...], np.dtype]:
-    """Static shape and numpy dtype of a node's (single) value, from its FakeTensor."""
+def out_meta(node: torch.fx.Node) -> tuple[tuple[Any, ...], np.dtype]:
+    """Shape (ints, and Syms for dynamic sizes) and numpy dtype of a node's (single) value, from its
+    FakeTensor."""
     val = node.meta["val"]
-    return tuple(int(d) for d in val.shape), numpy_dtype(val.dtype)
+    shape = node.meta.get("litert_shape")
+    if shape is None:
+        shape = tuple(int(d) for d in val.shape)
+    return shape, numpy_dtype(val.dtype)
 
 
 def normalize_dim(dim: int, rank: int) -> int:

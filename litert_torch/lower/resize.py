@@ -7,6 +7,7 @@ import torch
 
 from litert_torch.lower.conv import TO_NCHW, TO_NHWC
 from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+from litert_torch.symbolic import all_static, is_static, same_size
 
 aten = torch.ops.aten
 
@@ -17,6 +18,11 @@ def _check_scales(ctx: LoweringContext, in_hw, out_hw, scales) -> None:
     if not scales:
         return
     for size, out, scale in zip(in_hw, out_hw, scales):
+        if not is_static(size) or not is_static(out):
+            if scale is None or float(scale) != int(scale) or not same_size(out, size * int(scale)):
+                raise ctx.fail(f"scale factor {scale} does not map every size {size} onto exactly {out} pixels; "
+                               "use an integer scale factor for a dynamic size")
+            continue
         if scale is not None and not np.isclose(1.0 / float(scale), size / out, rtol=0, atol=1e-12):
             raise ctx.fail(f"scale factor {scale} does not map {size} pixels onto exactly {out}; pass size= "
                            "instead of scale_factor= (or recompute_scale_factor=True)")
@@ -25,7 +31,8 @@ def _check_scales(ctx: LoweringContext, in_hw, out_hw, scales) -> None:
 def resize(ctx: LoweringContext, node, x, opcode: str, align_corners: bool, half_pixel: bool, scales):
     shape, _ = out_meta(node)
     _check_scales(ctx, x.shape[2:], shape[2:], scales)
-    y = ctx.emit(opcode, [ctx.transpose(x, TO_NHWC), ctx.const(np.array(shape[2:], np.int32), name="size")],
+    y = ctx.emit(opcode, [ctx.transpose(x, TO_NHWC), ctx.dims_tensor(shape[2:]) if not all_static(shape[2:])
+                          else ctx.const(np.array(shape[2:], np.int32), name="size")],
                  [shape[0], shape[2], shape[3], shape[1]], x.dtype, align_corners=bool(align_corners),
                  half_pixel_centers=bool(half_pixel))
     return ctx.transpose(y, TO_NCHW)

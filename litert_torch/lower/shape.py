@@ -8,6 +8,7 @@ import torch
 from litert_torch import ir
 from litert_torch.lower.conv import TO_NCHW, TO_NHWC
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
+from litert_torch.symbolic import all_static, broadcast_shapes, is_static, smax, smin
 
 aten = torch.ops.aten
 
@@ -90,9 +91,11 @@ def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1):
     shape, _ = out_meta(node)
     axis = normalize_dim(dim, x.rank)
     size = x.shape[axis]
-    begin, stop, _ = slice(start, end, step).indices(size)
     if shape == x.shape:
         return x
+    if not all_static([*x.shape, start or 0, end or 0]):
+        return _dynamic_slice(ctx, x, shape, axis, start, end, int(step))
+    begin, stop, _ = slice(start, end, step).indices(size)
     begins = [0] * x.rank
     begins[axis] = begin
     if step == 1:
@@ -108,6 +111,37 @@ def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1):
         [x, ctx.const(np.array(begins, np.int32), name="begin"), ctx.const(np.array(ends, np.int32), name="end"),
          ctx.const(np.array(strides, np.int32), name="strides")],
         shape, x.dtype, begin_mask=0, end_mask=0, shrink_axis_mask=0, ellipsis_mask=0, new_axis_mask=0, offset=False)
+
+
+def _bound(value, size, default):
+    """A slice bound as PyTorch takes it: None is `default`, negative counts from the end, then clamped."""
+    if value is None:
+        return default
+    if is_static(value) and value < 0:
+        value = value + size
+    return smin(smax(value, 0), size)
+
+
+def _dynamic_slice(ctx, x, shape, axis, start, end, step):
+    """A slice along an axis whose size or bounds are known only at run time."""
+    size = x.shape[axis]
+    begin = _bound(start, size, 0)
+    stop = _bound(end, size, size)
+    if step == 1:
+        begins = [0] * x.rank
+        begins[axis] = begin
+        return ctx.slice(x, begins, shape)
+    begins, ends, strides = [0] * x.rank, [0] * x.rank, [1] * x.rank
+    begins[axis], strides[axis] = begin, step
+    end_mask = sum(1 << a for a in range(x.rank) if a != axis)
+    if stop == size:
+        end_mask |= 1 << axis
+    else:
+        ends[axis] = stop
+    return ctx.emit("STRIDED_SLICE", [x, ctx.dims_tensor(begins), ctx.dims_tensor(ends),
+                                      ctx.const(np.array(strides, np.int32), name="strides")],
+                    shape, x.dtype, begin_mask=0, end_mask=end_mask, shrink_axis_mask=0, ellipsis_mask=0,
+                    new_axis_mask=0, offset=False)
 
 
 def pad_pairs(rank: int, pad: list[int]) -> list[list[int]]:
@@ -134,6 +168,8 @@ def lower_constant_pad(ctx, node, x, pad, value=0):
     if any(a < 0 or b < 0 for a, b in pairs):
         begins = [-min(a, 0) for a, _ in pairs]
         out_shape, _ = out_meta(node)
+        if not all_static(out_shape):
+            return ctx.slice(y, begins, out_shape)
         y = ctx.emit("SLICE", [y, ctx.const(np.array(begins, np.int32), name="begin"),
                                ctx.const(np.array(out_shape, np.int32), name="size")], out_shape, x.dtype)
     return y
@@ -158,7 +194,7 @@ def lower_expand(ctx, node, x, size, implicit=False):
     x = ctx.reshape(x, (1,) * (len(shape) - x.rank) + x.shape)
     if tuple(shape) == x.shape:
         return x
-    return ctx.emit("BROADCAST_TO", [x, ctx.const(np.array(shape, np.int32), name="shape")], shape, x.dtype)
+    return ctx.emit("BROADCAST_TO", [x, ctx.dims_tensor(shape)], shape, x.dtype)
 
 
 @lowers(aten.repeat.default)
@@ -174,9 +210,11 @@ def lower_repeat(ctx, node, x, repeats):
 def index_tensor(ctx: LoweringContext, index: ir.Tensor, size: int) -> ir.Tensor:
     """Indices as int32 with negative values wrapped: TFLite gathers reject negative indices."""
     index = ctx.cast(index, np.int32)
-    if index.is_constant:
+    if index.is_constant and (is_static(size) or not (index.data < 0).any()):
         return ctx.const(np.where(index.data < 0, index.data + size, index.data).astype(np.int32), name="index")
-    wrapped = ctx.emit("ADD", [index, ctx.const(np.array(size, np.int32), name="size")], like=index)
+    size_t = ctx.const(np.array(size, np.int32), name="size") if is_static(size) else \
+        ctx.reshape(ctx.size_tensor(size), [])
+    wrapped = ctx.emit("ADD", [index, size_t], like=index)
     negative = ctx.emit("LESS", [index, ctx.const(np.array(0, np.int32), name="zero")], index.shape, np.bool_)
     return ctx.emit("SELECT_V2", [negative, wrapped, index], like=index)
 
@@ -215,13 +253,13 @@ def lower_index(ctx, node, x, indices):
         raise ctx.fail("advanced indexing with index tensors on non-leading or non-adjacent axes has no lowering")
     if any(indices[i].dtype == np.bool_ for i in present):
         raise ctx.fail("boolean-mask indexing has a data-dependent output shape and cannot be converted")
-    batch = list(np.broadcast_shapes(*[indices[i].shape for i in present]))
+    batch = list(broadcast_shapes(*[indices[i].shape for i in present]))
     coords = []
     for i in present:
         idx = index_tensor(ctx, indices[i], x.shape[i])
         idx = ctx.reshape(idx, (1,) * (len(batch) - idx.rank) + idx.shape)
         if list(idx.shape) != batch:
-            idx = ctx.emit("BROADCAST_TO", [idx, ctx.const(np.array(batch, np.int32), name="shape")], batch, np.int32)
+            idx = ctx.emit("BROADCAST_TO", [idx, ctx.dims_tensor(batch)], batch, np.int32)
         coords.append(ctx.reshape(idx, [*batch, 1]))
     stacked = ctx.emit("CONCATENATION", coords, [*batch, len(present)], np.int32, axis=len(batch),
                        fused_activation_function="NONE")
@@ -234,6 +272,8 @@ def lower_gather(ctx, node, x, dim, index, sparse_grad=False):
     shape, _ = out_meta(node)
     axis = normalize_dim(dim, x.rank)
     idx = index_tensor(ctx, index, x.shape[axis])
+    if not index.is_static:
+        return _dynamic_gather(ctx, x, idx, axis, shape)
     grids = np.indices(index.shape, dtype=np.int32)
     coords = []
     for d in range(x.rank):
@@ -246,6 +286,24 @@ def lower_gather(ctx, node, x, dim, index, sparse_grad=False):
     else:
         stacked = ctx.emit("CONCATENATION", coords, [*index.shape, x.rank], np.int32, axis=index.rank,
                            fused_activation_function="NONE")
+    return ctx.emit("GATHER_ND", [x, stacked], shape, x.dtype)
+
+
+def _dynamic_gather(ctx, x, idx, axis, shape):
+    """torch.gather over an index of run-time shape: the position grids are RANGEs broadcast to that shape."""
+    coords = []
+    for d in range(x.rank):
+        if d == axis:
+            coords.append(ctx.reshape(idx, [*idx.shape, 1]))
+            continue
+        n = idx.shape[d]
+        steps = [ctx.reshape(ctx.size_tensor(v), []) for v in (0, n, 1)]
+        line = ctx.emit("RANGE", steps, [n], np.int32)
+        line = ctx.reshape(line, [n if a == d else 1 for a in range(idx.rank)])
+        grid = ctx.emit("BROADCAST_TO", [line, ctx.dims_tensor(idx.shape)], idx.shape, np.int32)
+        coords.append(ctx.reshape(grid, [*idx.shape, 1]))
+    stacked = ctx.emit("CONCATENATION", coords, [*idx.shape, x.rank], np.int32, axis=idx.rank,
+                       fused_activation_function="NONE")
     return ctx.emit("GATHER_ND", [x, stacked], shape, x.dtype)
 
 
@@ -281,6 +339,8 @@ def _slice_axis(ctx: LoweringContext, x: ir.Tensor, axis: int, begin: int, size:
     begins = [0] * x.rank
     sizes = list(x.shape)
     begins[axis], sizes[axis] = begin, size
+    if not all_static([*sizes, *begins]):
+        return ctx.slice(x, begins, sizes)
     return ctx.emit("SLICE", [x, ctx.const(np.array(begins, np.int32), name="begin"),
                               ctx.const(np.array(sizes, np.int32), name="size")], sizes, x.dtype)
 
@@ -354,3 +414,45 @@ def _widen(ctx: LoweringContext, edge: ir.Tensor, axis: int, width: int) -> ir.T
 def lower_assertion(ctx, node, *args, **kwargs):
     """Nothing: trace-time assertions about dtypes and shapes, already checked by torch.export."""
     return None
+
+
+def _scalar_size(ctx: LoweringContext, value) -> ir.Tensor:
+    """A rank-0 int32 tensor holding a size (an int or a Sym) at run time."""
+    return ctx.reshape(ctx.size_tensor(value), [])
+
+
+@lowers(aten.arange.start_step, aten.arange.default, aten.arange.start)
+def lower_arange(ctx, node, *args, dtype=None, layout=None, device=None, pin_memory=None):
+    """RANGE over int32 (then CAST), for a range whose bounds are sizes known only at run time (a range with
+    static bounds is a constant and never reaches this lowering).
+
+    Limits: integer start, end and step."""
+    shape, out_dtype = out_meta(node)
+    if node.target == aten.arange.default:
+        start, end, step = 0, args[0], 1
+    else:
+        start, end = args[0], args[1]
+        step = args[2] if len(args) > 2 else 1
+    for v in (start, end, step):
+        if isinstance(v, (float, ir.Tensor)) or isinstance(v, bool):
+            raise ctx.fail(f"arange with a dynamic size and a non-integer bound or step ({v!r}) has no lowering")
+    parts = [_scalar_size(ctx, v) for v in (start, end, step)]
+    y = ctx.emit("RANGE", parts, shape, np.int32)
+    return ctx.cast(y, out_dtype)
+
+
+@lowers(aten.full.default)
+def lower_full(ctx, node, size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
+    """FILL of a shape known only at run time (a static one is a constant)."""
+    shape, out_dtype = out_meta(node)
+    return ctx.emit("FILL", [ctx.dims_tensor(shape), ctx.const(np.array(fill_value, out_dtype), out_dtype)],
+                    shape, out_dtype)
+
+
+@lowers(aten.full_like.default)
+def lower_full_like(ctx, node, x, fill_value, dtype=None, layout=None, device=None, pin_memory=None,
+                    memory_format=None):
+    """FILL of the run-time shape of `x` (a static one is a constant)."""
+    shape, out_dtype = out_meta(node)
+    return ctx.emit("FILL", [ctx.dims_tensor(shape), ctx.const(np.array(fill_value, out_dtype), out_dtype)],
+                    shape, out_dtype)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from litert_torch import ir
+from litert_torch.symbolic import DynamicSizeError
 from litert_torch.passes import (
     broadcast, cleanup, fold_affine, fold_constants, fold_padding, fuse_activation, layout, matmul,
 )
@@ -29,5 +30,13 @@ PIPELINE: list[tuple[str, PassFn]] = [
 
 
 def run_pipeline(graph: ir.Graph, pipeline: list[tuple[str, PassFn]] | None = None) -> None:
+    dynamic = graph.is_dynamic
     for _, pass_fn in pipeline or PIPELINE:
-        pass_fn(graph)
+        if not dynamic:
+            pass_fn(graph)
+            continue
+        restore = graph.snapshot()
+        try:
+            pass_fn(graph)
+        except DynamicSizeError:
+            restore()  # a rewrite that needs a size the graph only knows at run time is not made

@@ -9,9 +9,9 @@ delegates reject BROADCAST_TO, and skipping it saves a copy.
 
 from __future__ import annotations
 
-import numpy as np
 
 from litert_torch import ir
+from litert_torch.symbolic import broadcast_shapes
 
 BROADCASTING = {
     "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE", "FLOOR_DIV", "FLOOR_MOD",
@@ -23,7 +23,7 @@ BROADCASTING = {
 def _still_same_shape(op: ir.Op, old: ir.Tensor, new: ir.Tensor) -> bool:
     shapes = [(new if t is old else t).shape for t in op.inputs if t is not None]
     try:
-        return tuple(np.broadcast_shapes(*shapes)) == op.outputs[0].shape
+        return tuple(broadcast_shapes(*shapes)) == op.outputs[0].shape
     except ValueError:
         return False
 

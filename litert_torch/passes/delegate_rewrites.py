@@ -31,6 +31,7 @@ import numpy as np
 
 from litert_torch import ir
 from litert_torch.passes.layout import perm_of, reshape_op, transpose_op
+from litert_torch.symbolic import DynamicSizeError
 
 
 @dataclass(frozen=True)
@@ -481,8 +482,16 @@ def rewrites_for(targets: tuple[str, ...]) -> list[Rewrite]:
 def run(graph: ir.Graph, targets: tuple[str, ...]) -> dict[str, int]:
     """Apply the rewrites serving `targets`; returns {rewrite name: sites rewritten} for those that fired."""
     done = {}
+    dynamic = graph.is_dynamic
     for rewrite in rewrites_for(targets):
-        n = rewrite.fn(graph)
+        restore = graph.snapshot() if dynamic else None
+        try:
+            n = rewrite.fn(graph)
+        except DynamicSizeError:
+            if restore is None:
+                raise
+            restore()  # the rewrite needs a size the graph only knows at run time
+            continue
         if n:
             done[rewrite.name] = n
     return done

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from litert_torch import ir
+from litert_torch.symbolic import DynamicSizeError, is_static
 
 ELEMENTWISE_UNARY = {
     "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH", "GELU", "LEAKY_RELU", "ELU",
@@ -64,7 +65,10 @@ class LayoutPass:
         changed = False
         new_ops: list[ir.Op] = []
         for op in self.graph.ops:
-            replacement = self._rewrite(op)
+            try:
+                replacement = self._rewrite(op)
+            except DynamicSizeError:
+                replacement = None  # the rewrite needs a size known only at run time
             if replacement is None:
                 new_ops.append(op)
                 continue
@@ -330,9 +334,13 @@ def reshape_groups(src: tuple[int, ...], dst: tuple[int, ...]) -> list[tuple[lis
 
 
 def reshape_op(x: ir.Tensor, out: ir.Tensor, source: ir.SourceRef | None) -> ir.Op:
-    shape = np.array(out.shape, np.int32)
+    """RESHAPE of `x` to `out`'s shape; one dynamic dimension is written -1 (more raise DynamicSizeError)."""
+    dynamic = [d for d in out.shape if not is_static(d)]
+    if len(dynamic) > 1:
+        raise dynamic[0].needed("needed in a reshape's constant shape")
+    shape = np.array([-1 if not is_static(d) else d for d in out.shape], np.int32)
     const = ir.Tensor(f"{out.name}/shape", shape.shape, np.int32, shape)
-    return ir.Op("RESHAPE", [x, const], [out], {"new_shape": list(out.shape)}, source)
+    return ir.Op("RESHAPE", [x, const], [out], {"new_shape": shape.tolist()}, source)
 
 
 def transpose_op(x: ir.Tensor, perm: list[int], out: ir.Tensor, source: ir.SourceRef | None) -> ir.Op:

@@ -32,7 +32,7 @@ DEFAULT_SIGNATURE = "serving_default"
 @dataclass(frozen=True)
 class TensorSpec:
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # -1 for a dynamic dimension
     dtype: np.dtype
     # (scale, zero_point) of a quantized tensor (real = scale * (q - zero_point)), None for float ones
     quantization: tuple[float, int] | None = None
@@ -388,7 +388,11 @@ class EdgeModel:
 
 def _spec(name: str, detail: dict) -> TensorSpec:
     scale, zero_point = detail.get("quantization", (0.0, 0))
-    return TensorSpec(name, tuple(int(d) for d in detail["shape"]), np.dtype(detail["dtype"]),
+    shape = tuple(int(d) for d in detail["shape"])
+    signature = tuple(int(d) for d in detail.get("shape_signature", shape))
+    if len(signature) == len(shape) and any(d < 0 for d in signature):
+        shape = signature  # -1 where the size is dynamic
+    return TensorSpec(name, shape, np.dtype(detail["dtype"]),
                       (float(scale), int(zero_point)) if scale else None)
 
 

@@ -57,21 +57,46 @@ def test_constants_that_grow_with_a_bounded_size_are_sliced_at_run_time():
         assert_matches(model(x), edge(x))
 
 
-def test_growing_constants_of_an_unbounded_size_name_the_op_and_line():
-    with pytest.raises(litert_torch.ConversionError,
-                       match=r"ADD.*test_dynamic.py:\d+.*grows with the input size; give the dynamic dimensions a "
-                             r"maximum"):
-        litert_torch.convert(WithPositions(), (torch.randn(2, 5),), dynamic_shapes={"x": {1: Dim("seq", min=2)}})
+def test_tables_of_an_unbounded_size_are_computed_at_run_time():
+    model = WithPositions()
+    edge = litert_torch.convert(model, (torch.randn(2, 5),), dynamic_shapes={"x": {1: Dim("seq", min=2)}})
+    for seq in (2, 9, 300):
+        x = torch.randn(2, seq)
+        assert_matches(model(x), edge(x))
 
 
-class Scrambled(nn.Module):
+class Resample(nn.Module):
     def forward(self, x):
-        return x + torch.arange(x.shape[1], dtype=x.dtype).flip(0)  # not a prefix of the longest table
+        return torch.nn.functional.interpolate(x, scale_factor=1.5, mode="nearest")
 
 
-def test_size_dependent_constants_that_are_no_prefix_are_refused():
-    with pytest.raises(litert_torch.ConversionError, match=r"changes with the input size.*depends on the size"):
-        litert_torch.convert(Scrambled(), (torch.randn(2, 5),), dynamic_shapes={"x": {1: Dim("seq", max=16)}})
+def test_a_lowering_that_cannot_follow_a_size_names_the_op_the_line_and_the_dimension():
+    with pytest.raises(litert_torch.LoweringError,
+                       match=r"aten.upsample_nearest2d.vec at .*test_dynamic.py:\d+ in forward: scale factor 1.5 does "
+                             r"not map every size H"):
+        litert_torch.convert(Resample(), (torch.randn(1, 2, 8, 8),), dynamic_shapes={"x": {2: Dim("H", min=2, max=9)}})
+
+
+def test_one_torch_export_per_signature(monkeypatch):
+    calls = []
+    real = torch.export.export
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.export, "export", counting)
+    batch = Dim("batch", min=1, max=8)
+    litert_torch.convert(ConvNet().eval(), (torch.randn(2, 3, 8, 8),), dynamic_shapes={"x": {0: batch}})
+    assert len(calls) == 1
+    calls.clear()
+    litert_torch.convert(ConvNet().eval(), (torch.randn(2, 3, 8, 8),), dynamic_shapes={"x": {0: batch}},
+                         buckets={batch: [1, 2, 4]})
+    assert len(calls) == 1  # the buckets are lowered from the one traced program
+    calls.clear()
+    (litert_torch.signature("a", ConvNet().eval(), (torch.randn(1, 3, 8, 8),))
+     .signature("b", ConvNet().eval(), (torch.randn(2, 3, 8, 8),), dynamic_shapes={"x": {0: batch}}).convert())
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2"])
@@ -93,6 +118,6 @@ def test_a_model_that_specialises_the_size_is_refused_by_export():
 
 
 def test_sample_outside_the_range_is_refused():
-    with pytest.raises((litert_torch.ConversionError, litert_torch.ExportError)):
+    with pytest.raises(litert_torch.InvalidArgumentError, match=r"batch = 4, outside its range \[1, 2\]"):
         litert_torch.convert(ConvNet().eval(), (torch.randn(4, 3, 8, 8),),
                              dynamic_shapes={"x": {0: Dim("batch", min=1, max=2)}})
