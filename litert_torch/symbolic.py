@@ -99,12 +99,6 @@ class SymSpace:
         return {s: g.reshape(-1) for s, g in zip(symbols, grids)}
 
 
-def _sym_functions() -> dict[str, Any]:
-    from torch.utils._sympy import functions as f
-
-    return f.__dict__
-
-
 def evaluate(expr: sympy.Expr, values: dict[sympy.Symbol, np.ndarray]) -> np.ndarray:
     """`expr` evaluated with integer arithmetic (floor division, Python modulo) at the given symbol values."""
     if expr.is_Integer:
@@ -284,9 +278,6 @@ def _mod(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
     from torch.utils._sympy.functions import PythonMod
 
     return PythonMod(a, b)
-
-
-Dim = "int | Sym"
 
 
 def is_static(d: Any) -> bool:

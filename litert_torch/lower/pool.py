@@ -116,7 +116,8 @@ def _dynamic_avg_pool(ctx, x4, shape4, kernel, stride, padding, ceil_mode, count
     n, h, w, c = xh.shape
     padded = [n, h + sum(pads[0]), w + sum(pads[1]), c]
     paddings = ctx.const(np.array([[0, 0], *pads, [0, 0]], np.int32), name="paddings")
-    if any(p for pair_ in pads for p in pair_):
+    is_padded = any(p for pair_ in pads for p in pair_)
+    if is_padded:
         xh = ctx.emit("PAD", [xh, paddings], padded, xh.dtype)
     options = dict(padding="VALID", stride_h=stride[0], stride_w=stride[1], filter_height=kernel[0],
                    filter_width=kernel[1], fused_activation_function="NONE")
@@ -125,7 +126,7 @@ def _dynamic_avg_pool(ctx, x4, shape4, kernel, stride, padding, ceil_mode, count
     if divisor_override:
         scale = full / float(divisor_override)
         return y if scale == 1.0 else ctx.emit("MUL", [y, ctx.scalar_like(scale, y)], like=y)
-    if count_include_pad or not any(p for pair_ in pads for p in pair_):
+    if count_include_pad or not is_padded:
         return y
     ones = ctx.emit("FILL", [ctx.dims_tensor([1, h, w, 1]), ctx.scalar_like(1.0, y)], [1, h, w, 1], y.dtype)
     mask = ctx.emit("PAD", [ones, paddings], [1, padded[1], padded[2], 1], y.dtype)
