@@ -4,10 +4,16 @@
     edge = litert_torch.convert(model.eval(), (sample_input,))
     edge(sample_input)           # runs in the LiteRT runtime
     edge.export("model.tflite")
+
+The names below load on first use: `from litert_torch.runtime import EdgeModel` runs converted models without
+importing the conversion stack (frontend, lowerings, passes).
 """
 
-from litert_torch.converter import SignatureSet, convert, convert_onnx, signature
-from litert_torch.delegates.aot import AotCompileError, aot_compile
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from litert_torch.errors import (
     CalibrationError,
     ConversionError,
@@ -22,10 +28,37 @@ from litert_torch.errors import (
     UnknownSignatureError,
     UnsupportedOpsError,
 )
-from litert_torch.quantization import QuantizationReport, quantize
-from litert_torch.runtime import EdgeModel
-from litert_torch.runtime.accelerated import AcceleratorUnavailable
-from litert_torch.runtime.validate import ValidationReport, validate, validate_onnx
+
+# public name -> the module that defines it
+_LAZY = {
+    "SignatureSet": "litert_torch.converter",
+    "convert": "litert_torch.converter",
+    "convert_onnx": "litert_torch.converter",
+    "signature": "litert_torch.converter",
+    "AotCompileError": "litert_torch.delegates.aot",
+    "aot_compile": "litert_torch.delegates.aot",
+    "QuantizationReport": "litert_torch.quantization_report",
+    "quantize": "litert_torch.quantization",
+    "EdgeModel": "litert_torch.runtime.edge_model",
+    "AcceleratorUnavailable": "litert_torch.runtime.accelerated",
+    "ValidationReport": "litert_torch.runtime.validate",
+    "validate": "litert_torch.runtime.validate",
+    "validate_onnx": "litert_torch.runtime.validate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'litert_torch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AcceleratorUnavailable",

@@ -596,6 +596,18 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, previous)
 
 
+def entry() -> None:
+    """The `litert-convert` command: main(), and once the command is done an interrupt can no longer change
+    its outcome (a Ctrl-C during interpreter shutdown would otherwise kill the process after its output was
+    complete and report a failure)."""
+    import signal
+
+    signal.signal(signal.SIGINT, _interrupted)
+    code = _run(None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
 def _run(argv: list[str] | None) -> int:
     try:
         result = cli.main(args=argv, prog_name="litert-convert", standalone_mode=False)
@@ -613,4 +625,4 @@ def _run(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -13,7 +13,7 @@ the code that lowers aten.convolution), so both paths share one implementation o
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,9 @@ import torch
 
 from litert_torch import ir
 from litert_torch.errors import ConversionError, OnnxError, UnsupportedOp, UnsupportedOpsError  # noqa: F401 (OnnxError: re-exported)
+from litert_torch.lower import onnx_ops
+from litert_torch.lower.registry import LoweringContext, narrow_int64
+from litert_torch.node import Node, Value
 
 MIN_OPSET = 13
 ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64, 9: np.bool_,
@@ -39,24 +42,9 @@ def _onnx():
     return onnx
 
 
-@dataclass
-class OnnxNode:
-    """What the ATen lowerings read from an fx node, for one ONNX node: its name and its outputs' meta values
-    (shape and dtype)."""
-
-    name: str
-    op_type: str
-    meta: dict[str, Any]
-    target: Any = None
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
-    users: dict = field(default_factory=dict)
-    op: str = "call_function"
-    used: set = field(default_factory=set)  # indices of the outputs something reads
-
-
-def meta_value(shape, dtype) -> torch.Tensor:
-    return torch.empty(tuple(int(d) for d in shape), dtype=TORCH_DTYPES[np.dtype(dtype)], device="meta")
+def _value(shape, dtype) -> Value:
+    """The contract's view of an ONNX tensor (float64 is computed in float32)."""
+    return Value(tuple(shape), TORCH_DTYPES[np.dtype(dtype)])
 
 
 def load(model: Any):
@@ -189,9 +177,6 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None) -> LoweredOn
     onnx = _onnx()
     from onnx import numpy_helper
 
-    from litert_torch.lower import onnx_ops
-    from litert_torch.lower.registry import LoweringContext, narrow_int64
-
     proto = _copy(onnx, proto)
     graph_inputs = _concrete_inputs(onnx, proto, input_shapes)
     try:
@@ -257,16 +242,18 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None) -> LoweredOn
                                   "only where its inputs are constants")
         if any(out and (out not in types or types[out][1] is None) for out in node.output):
             _infer_by_running(onnx, node, inputs, types, name)
-        outs = [meta_value(*types[out]) if out else None for out in node.output]
-        adapter = OnnxNode(name, node.op_type, {"val": outs[0] if len(outs) == 1 else tuple(outs)},
-                           args=tuple(_stand_in(v) for v in inputs),
-                           used={k for k, out in enumerate(node.output) if out in read})
-        ctx.begin(adapter, ir.SourceRef(name, f"onnx::{node.op_type}", None, None))
+        ref = ir.SourceRef(name, f"onnx::{node.op_type}", None, None)
+        contract = Node(name, f"onnx::{node.op_type}",
+                        inputs=tuple(_operand(v) for v in inputs),
+                        outputs=tuple(_value(*types[out]) if out else None for out in node.output),
+                        source=ref, used=frozenset(k for k, out in enumerate(node.output) if out in read),
+                        single=len(node.output) == 1)
+        ctx.begin(contract, ref)
         keep = onnx_ops.PARAMETER_INPUTS.get(node.op_type, set())
         inputs = [_as_tensor(ctx, v) if isinstance(v, np.ndarray) and k not in keep else v
                   for k, v in enumerate(inputs)]
         try:
-            result = onnx_ops.LOWERINGS[node.op_type](ctx, adapter, inputs, attrs)
+            result = onnx_ops.LOWERINGS[node.op_type](ctx, contract, inputs, attrs)
         except ConversionError as exc:
             raise ConversionError(f"onnx::{node.op_type} node {name}: {exc}") from exc
         except Exception as exc:
@@ -305,12 +292,10 @@ def _copy(onnx, proto):
     return copy
 
 
-def _stand_in(value: Any) -> Any:
-    """An operand as the ATen lowerings' type-promotion helpers read it (dtype and whether it is 0-d)."""
-    if isinstance(value, ir.Tensor):
-        return torch.empty((1,) * min(value.rank, 1), dtype=TORCH_DTYPES[np.dtype(value.dtype)])
-    if isinstance(value, np.ndarray):
-        return torch.empty((1,) * min(value.ndim, 1), dtype=TORCH_DTYPES[np.dtype(value.dtype)])
+def _operand(value: Any) -> Any:
+    """An input as the contract describes it: a Value for a tensor or a constant array."""
+    if isinstance(value, (ir.Tensor, np.ndarray)):
+        return _value(value.shape, value.dtype)
     return value
 
 
@@ -340,8 +325,6 @@ NUMPY_FOLDS = {"GatherElements": _gather_elements}
 def _infer_by_running(onnx, node, inputs: list, types: dict, name: str) -> None:
     """Output shapes and dtypes that shape inference left open: run the node once on zeros of its inputs'
     static shapes (constants as they are)."""
-    from litert_torch.lower import onnx_ops
-
     if node.op_type in onnx_ops.SAME_SHAPE and isinstance(inputs[0], ir.Tensor):
         types[node.output[0]] = (list(inputs[0].shape), inputs[0].dtype)
         return

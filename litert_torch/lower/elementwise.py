@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
+from litert_torch.node import Value
 from litert_torch.lower.registry import LoweringContext, lowers, numpy_dtype, out_meta
 
 aten = torch.ops.aten
@@ -310,13 +311,8 @@ COMPARISONS = {
 
 def common_dtype(node, positions=(0, 1)) -> np.dtype:
     """The dtype PyTorch computes in over the operands at `positions` (its type promotion rules)."""
-    def stand_in(arg):
-        if isinstance(arg, torch.fx.Node):
-            val = arg.meta["val"]
-            return torch.empty((1,) * min(val.dim(), 1), dtype=val.dtype)  # 0-dim tensors promote like scalars
-        return arg
-
-    a, b = (stand_in(node.args[i]) for i in positions)
+    a, b = (node.inputs[i].promotion_operand() if isinstance(node.inputs[i], Value) else node.inputs[i]
+            for i in positions)
     return numpy_dtype(torch.result_type(a, b))
 
 
@@ -340,7 +336,7 @@ def lower_logical_not(ctx, node, x):
     """LOGICAL_NOT (x != 0 first for non-bool inputs); bitwise_not only on bools.
 
     Limits: bitwise_not on integers."""
-    if node.target is aten.bitwise_not.default and x.dtype != np.bool_:
+    if node.op is aten.bitwise_not.default and x.dtype != np.bool_:
         raise ctx.fail("bitwise_not on integers has no lowering (only on bool tensors)")
     return ctx.emit("LOGICAL_NOT", [as_bool(ctx, x)], x.shape, np.bool_)
 

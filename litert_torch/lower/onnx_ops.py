@@ -1,6 +1,6 @@
 """ONNX op lowerings: each maps an ONNX node onto the ATen lowering that computes the same thing, so the two
 frontends share one implementation per op (`fn(ctx, node, inputs, attrs)`; `node` carries the output shapes
-from ONNX shape inference the way an fx node's meta does). Constant inputs arrive as numpy arrays.
+from ONNX shape inference, as `litert_torch.node` describes). Constant inputs arrive as numpy arrays.
 
 `LOWERINGS` is the registry; `FOLD_ONLY` ops are evaluated at conversion when their inputs are constants
 (shape arithmetic) and have no run-time lowering.
@@ -8,55 +8,28 @@ from ONNX shape inference the way an fx node's meta does). Constant inputs arriv
 
 from __future__ import annotations
 
-from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.lower.registry import LoweringContext, lowering_for
+from litert_torch.lower import onnx_rnn  # noqa: F401 (registers LSTM and GRU)
+from litert_torch.lower.onnx_registry import DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, onnx_op  # noqa: F401
+from litert_torch.lower.registry import lowering_for
+from litert_torch.node import Node
 
 aten = torch.ops.aten
-OnnxFn = Callable[[LoweringContext, Any, list, dict], Any]
-LOWERINGS: dict[str, OnnxFn] = {}
-DOCS: dict[str, str] = {}
-# Evaluated at conversion when every input is a constant; never lowered.
-FOLD_ONLY = {"Constant", "ConstantOfShape", "Shape", "Size", "Range", "NonZero"}
-# Constant inputs that are parameters in disguise (shapes, axes, bounds): they reach the lowering as numpy
-# arrays. Every other constant input is data and becomes a constant tensor.
-PARAMETER_INPUTS = {
-    "Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Expand": {1}, "Tile": {1}, "Split": {1},
-    "Slice": {1, 2, 3, 4}, "Clip": {1, 2}, "Pad": {1, 2, 3}, "Resize": {1, 2, 3}, "Upsample": {1},
-    "ReduceMean": {1}, "ReduceSum": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "Gather": {1},
-    "LSTM": {1, 2, 3, 4, 5, 6, 7}, "GRU": {1, 2, 3, 4, 5}, "GroupNormalization": {1, 2},
-}
-
-
-def onnx_op(*names: str, doc: str | None = None):
-    def register(fn: OnnxFn) -> OnnxFn:
-        for name in names:
-            LOWERINGS[name] = fn
-            if doc:
-                DOCS[name] = doc
-        return fn
-    return register
-
-
 def aten_fn(target):
     return lowering_for(target).fn
 
 
-def sub(node, shape, dtype=np.float32):
-    """An adapter like `node` whose value has `shape` (for the intermediate steps of one ONNX node)."""
-    from litert_torch.frontend.onnx_frontend import OnnxNode, meta_value
-
-    return OnnxNode(node.name, node.op_type, {"val": meta_value(shape, dtype)})
+def sub(node: Node, shape, dtype=np.float32) -> Node:
+    """`node` with one result of `shape` (for the intermediate steps of one ONNX node)."""
+    return node.with_value(shape, dtype)
 
 
-def out_shape(node) -> tuple[int, ...]:
-    val = node.meta["val"]
-    val = val[0] if isinstance(val, tuple) else val
-    return tuple(val.shape)
+def out_shape(node: Node) -> tuple[int, ...]:
+    return tuple(node.outputs[0].shape)
 
 
 def const_list(value, what: str, ctx) -> list:
@@ -183,7 +156,7 @@ onnx_op("Sum", doc="as aten.add, pairwise")(_binary(aten.add.Tensor))
 def div(ctx, node, inputs, attrs):
     """as aten.div; integer division truncates, as ONNX defines it."""
     a, b = inputs
-    if node.meta["val"].dtype.is_floating_point:
+    if node.value.dtype.is_floating_point:
         return aten_fn(aten.div.Tensor)(ctx, node, a, b)
     return aten_fn(aten.div.Tensor_mode)(ctx, node, a, b, rounding_mode="trunc")
 
@@ -206,7 +179,7 @@ def where(ctx, node, inputs, attrs):
 @onnx_op("Cast")
 def cast(ctx, node, inputs, attrs):
     """as aten._to_copy to the target type."""
-    return aten_fn(aten._to_copy.default)(ctx, node, inputs[0], dtype=node.meta["val"].dtype)
+    return aten_fn(aten._to_copy.default)(ctx, node, inputs[0], dtype=node.value.dtype)
 
 
 @onnx_op("IsNaN")
@@ -434,7 +407,7 @@ def layer_norm(ctx, node, inputs, attrs):
     scale = tensor(ctx, inputs[1]) if len(inputs) > 1 else None
     bias = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
     axis = attrs.get("axis", -1) % x.rank
-    if len(node.meta["val"] if isinstance(node.meta["val"], tuple) else [1]) > 1:
+    if not node.single:
         node = sub(node, out_shape(node), x.dtype)
     return aten_fn(aten.layer_norm.default)(ctx, node, x, list(x.shape[axis:]), scale, bias,
                                             attrs.get("epsilon", 1e-5))
@@ -496,8 +469,7 @@ def split(ctx, node, inputs, attrs):
 
 
 def out_shape_each(node, axis: int) -> list[int]:
-    vals = node.meta["val"] if isinstance(node.meta["val"], tuple) else (node.meta["val"],)
-    return [v.shape[axis] for v in vals]
+    return [v.shape[axis] for v in node.outputs]
 
 
 @onnx_op("Slice")
@@ -656,4 +628,3 @@ def arg_reduce(ctx, node, inputs, attrs):
 
 
 # The recurrent layers (LSTM, GRU) register themselves from their own module.
-from litert_torch.lower import onnx_rnn  # noqa: E402,F401

@@ -1,12 +1,12 @@
 """ONNX recurrent layers: LSTM onto the fused TFLite LSTM the ATen path writes, GRU unrolled over time.
-Registered in `onnx_ops.LOWERINGS` like every ONNX op."""
+Registered in `onnx_registry.LOWERINGS` like every ONNX op."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from litert_torch import ir
-from litert_torch.lower.onnx_ops import onnx_op
+from litert_torch.lower.onnx_registry import onnx_op
 from litert_torch.lower.rnn import _lstm_layer, _reverse_time, _time_step, unrolled_gru
 
 

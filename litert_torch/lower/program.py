@@ -19,6 +19,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from litert_torch import ir
 from litert_torch.errors import ConversionError, LoweringError, UnsupportedOp, UnsupportedOpsError
 from litert_torch.frontend.export import source_ref, target_name
+from litert_torch.node import Node, Value
 from litert_torch.lower.registry import LoweringContext, lowering_for, narrow_int64, numpy_dtype
 from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, from_torch, same_size, space_of_program
 
@@ -165,20 +166,36 @@ def symbol_names(program: torch.export.ExportedProgram, dims: dict[tuple[int, in
     return names
 
 
-def _annotate_shapes(program: torch.export.ExportedProgram, space: SymSpace) -> dict[str, Any]:
-    """Store each tensor node's shape as ints and Syms in `node.meta["litert_shape"]` (read by `out_meta`);
-    return the value of each size node."""
-    sizes = {}
+def _values(program: torch.export.ExportedProgram, space: SymSpace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The shape and dtype of each tensor node's result (a `Value`, or a tuple of them, None for non-tensors,
+    for an op with several results), with dynamic sizes as Syms; and the value of each size node."""
+    values, sizes = {}, {}
     for node in program.graph.nodes:
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
-            node.meta["litert_shape"] = tuple(from_torch(d, space) for d in val.shape)
+            values[node.name] = Value(tuple(from_torch(d, space) for d in val.shape), val.dtype)
         elif isinstance(val, (tuple, list)):
-            node.meta["litert_shape"] = tuple(
-                tuple(from_torch(d, space) for d in v.shape) if isinstance(v, torch.Tensor) else None for v in val)
+            values[node.name] = tuple(Value(tuple(from_torch(d, space) for d in v.shape), v.dtype)
+                                      if isinstance(v, torch.Tensor) else None for v in val)
         elif node.op == "call_function" and _is_size(node):
             sizes[node.name] = from_torch(val, space)
-    return sizes
+    return values, sizes
+
+
+def _contract(node: torch.fx.Node, values: dict[str, Any], sizes: dict[str, Any], ref: ir.SourceRef) -> Node:
+    """The `Node` the lowerings read for one fx node."""
+
+    def operand(n: torch.fx.Node) -> Any:
+        return values[n.name] if n.name in values else sizes.get(n.name)
+
+    result = values.get(node.name)
+    if isinstance(result, tuple):
+        outputs, single = result, False
+        used = frozenset(user.args[1] for user in node.users if user.target is operator.getitem and user.users)
+    else:
+        outputs, single = ((result,) if result is not None else ()), True
+        used = frozenset({0}) if node.users else frozenset()
+    return Node(node.name, node.target, tuple(torch.fx.node.map_arg(node.args, operand)), outputs, ref, used, single)
 
 
 def output_names(out_spec: Any, count: int) -> list[str]:
@@ -227,7 +244,7 @@ def lower_program(program: torch.export.ExportedProgram,
     (Dim name -> size) lowers the program at one static size of those dimensions instead (buckets)."""
     space = space_of_program(program, dim_names, fixed)
     constants = _constant_values(program, weights)
-    sizes = _annotate_shapes(program, space)
+    values, sizes = _values(program, space)
     constant_nodes = _find_constant_nodes(program, constants, sizes)
     _check_static_shapes(program)
     _check_supported(program, constant_nodes)
@@ -245,7 +262,7 @@ def lower_program(program: torch.export.ExportedProgram,
         node = placeholder_by_name.get(getattr(spec.arg, "name", None))
         if node is None or not isinstance(node.meta.get("val"), torch.Tensor):
             continue
-        env[node.name] = ir.Tensor(node.name, node.meta["litert_shape"], numpy_dtype(node.meta["val"].dtype))
+        env[node.name] = ir.Tensor(node.name, values[node.name].shape, numpy_dtype(values[node.name].dtype))
         graph.inputs.append(env[node.name])
         ctx.add_input(env[node.name])
         tensor_positions.append(pos)
@@ -256,12 +273,13 @@ def lower_program(program: torch.export.ExportedProgram,
         return torch.fx.node.map_arg(value, lambda n: env[n.name])
 
     def to_torch(value: Any) -> Any:
-        return torch.fx.node.map_arg(value, lambda n: torch_env[n.name] if n.name in torch_env else _stand_in(n))
+        return torch.fx.node.map_arg(value, lambda n: torch_env[n.name] if n.name in torch_env else _stand_in(values[n.name]))
 
     for node in program.graph.nodes:
         if node.op == "placeholder":
             if node.name in constants:
-                ctx.begin(node, ir.SourceRef(node.name, "placeholder"))
+                ref = ir.SourceRef(node.name, "placeholder")
+                ctx.begin(Node(node.name, "placeholder", source=ref), ref)
                 env[node.name] = _const_tensor(node.name, constants[node.name])
             continue
         if node.op == "output":
@@ -269,7 +287,8 @@ def lower_program(program: torch.export.ExportedProgram,
         if node.name in sizes:
             continue
         ref = source_ref(node)
-        ctx.begin(node, ref)
+        contract = _contract(node, values, sizes, ref)
+        ctx.begin(contract, ref)
         if node.name in constant_nodes:
             with torch.no_grad():
                 value = node.target(*to_torch(node.args), **to_torch(node.kwargs))
@@ -282,7 +301,7 @@ def lower_program(program: torch.export.ExportedProgram,
             continue
         lowering = lowering_for(node.target)
         try:
-            result = lowering.fn(ctx, node, *to_ir(node.args), **to_ir(node.kwargs))
+            result = lowering.fn(ctx, contract, *to_ir(node.args), **to_ir(node.kwargs))
         except DynamicSizeError as exc:
             raise LoweringError(f"{exc}; this lowering cannot follow that size at run time (make the dimension "
                                 "static, or give buckets= for one static signature per size)",
@@ -298,7 +317,7 @@ def lower_program(program: torch.export.ExportedProgram,
                 f"lowering {ref.target} (node {node.name}, at {ref.location or 'unknown source'}) failed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        _check_result(node, result, ref)
+        _check_result(contract, result)
         env[node.name] = result
 
     output_node = next(n for n in program.graph.nodes if n.op == "output")
@@ -324,9 +343,9 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _stand_in(node: torch.fx.Node) -> torch.Tensor:
-    """A real tensor with a node's shape and dtype, for ops that read only those (SHAPE_ONLY)."""
-    return torch.zeros(tuple(int(d) for d in node.meta["litert_shape"]), dtype=node.meta["val"].dtype)
+def _stand_in(value: Value) -> torch.Tensor:
+    """A real tensor with a value's shape and dtype, for ops that read only those (SHAPE_ONLY)."""
+    return torch.zeros(tuple(int(d) for d in value.shape), dtype=value.dtype)
 
 
 def _const_tensor(name: str, value: torch.Tensor) -> ir.Tensor:
@@ -344,19 +363,20 @@ def _wrap_constant(name: str, value: Any) -> Any:
     return value
 
 
-def _check_result(node: torch.fx.Node, result: Any, ref: ir.SourceRef) -> None:
-    """A lowering's outputs must have the shapes PyTorch computed; a mismatch is a bug in the lowering."""
-    vals = node.meta.get("val")
-    shapes = node.meta.get("litert_shape")
-    if isinstance(vals, torch.Tensor):
-        pairs = [(vals, shapes, result)]
-    elif isinstance(vals, (tuple, list)) and isinstance(result, (tuple, list)):
-        pairs = list(zip(vals, shapes, result))
+def _check_result(node: Node, result: Any) -> None:
+    """A lowering's outputs must have the shapes and dtypes the frontend computed; a mismatch is a bug in the
+    lowering."""
+    ref = node.source
+    if node.single:
+        pairs = [(node.outputs[0], result)] if node.outputs else []
+    elif isinstance(result, (tuple, list)):
+        pairs = list(zip(node.outputs, result))
     else:
         return
-    for val, want, got in pairs:
-        if not isinstance(val, torch.Tensor) or not isinstance(got, ir.Tensor):
+    for val, got in pairs:
+        if val is None or not isinstance(got, ir.Tensor):
             continue
+        want = val.shape
         if len(want) != len(got.shape) or not all(same_size(a, b) for a, b in zip(want, got.shape)):
             raise ConversionError(
                 f"internal error: lowering of {ref.target} (node {node.name}) produced shape {list(got.shape)}, "

@@ -13,8 +13,7 @@ aten = torch.ops.aten
 def reduce(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtype=None):
     """One reducer op over `dim` (all axes when None or empty), in the node's result dtype."""
     if dtype is None:
-        val = node.meta["val"]
-        dtype = numpy_dtype((val[0] if isinstance(val, (tuple, list)) else val).dtype)
+        dtype = numpy_dtype(node.outputs[0].dtype)
     if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
         axes = list(range(x.rank))
     else:
@@ -126,7 +125,7 @@ def lower_argmin(ctx, node, x, dim=None, keepdim=False):
 @lowers(aten.max.dim, aten.min.dim)
 def lower_max_dim(ctx, node, x, dim, keepdim=False):
     """(values, indices): REDUCE_MAX / REDUCE_MIN and ARG_MAX / ARG_MIN along `dim`."""
-    is_max = node.target is aten.max.dim
+    is_max = node.op is aten.max.dim
     values = reduce(ctx, node, "REDUCE_MAX" if is_max else "REDUCE_MIN", x, dim, keepdim, x.dtype)
     return values, arg_reduce(ctx, "ARG_MAX" if is_max else "ARG_MIN", x, dim, keepdim, values.shape)
 

@@ -5,10 +5,10 @@ A lowering is one function registered for one or more ATen overloads:
     @lowers(aten.relu.default)
     def lower_relu(ctx, node, x):
         "relu(Tensor self) -> Tensor"
-        return ctx.emit("RELU", [x], like=node)
+        return ctx.emit("RELU", [x], like=x)
 
-It receives the fx node and the node's arguments with every fx node replaced by its IR tensor, emits IR ops
-through `ctx`, and returns the IR tensor(s) of the node's value. It never edits ops it did not emit. When a
+It receives the node (`litert_torch.node.Node`: result shapes and dtypes, operand dtypes, source) and the
+node's arguments with every tensor replaced by its IR tensor, emits IR ops through `ctx`, and returns the IR tensor(s) of the node's value. It never edits ops it did not emit. When a
 lowering cannot express a call exactly it raises `LoweringError` with the reason; it never approximates.
 """
 
@@ -22,6 +22,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.errors import LoweringError
+from litert_torch.node import Node
 from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, all_static, dims_of
 
 LoweringFn = Callable[..., Any]
@@ -88,14 +89,14 @@ class LoweringContext:
     def __init__(self, graph: ir.Graph, space: SymSpace | None = None):
         self.graph = graph
         self.space = space if space is not None else SymSpace()
-        self.node: torch.fx.Node | None = None
+        self.node: Node | None = None
         self.source: ir.SourceRef | None = None
         self._count = 0
         self._inputs: list[ir.Tensor] = []  # graph inputs, where run-time sizes are read
         self._sizes: dict[Any, ir.Tensor] = {}  # size expression -> its [1] int32 tensor
         self._shape_of: dict[int, ir.Tensor] = {}  # id(tensor) -> its SHAPE
 
-    def begin(self, node: torch.fx.Node, source: ir.SourceRef) -> None:
+    def begin(self, node: Node, source: ir.SourceRef) -> None:
         self.node, self.source, self._count = node, source, 0
 
     def add_input(self, t: ir.Tensor) -> None:
@@ -288,14 +289,10 @@ def narrow_int64(arr: np.ndarray, what: str) -> np.ndarray:
     return arr.astype(np.int32)
 
 
-def out_meta(node: torch.fx.Node) -> tuple[tuple[Any, ...], np.dtype]:
-    """Shape (ints, and Syms for dynamic sizes) and numpy dtype of a node's (single) value, from its
-    FakeTensor."""
-    val = node.meta["val"]
-    shape = node.meta.get("litert_shape")
-    if shape is None:
-        shape = tuple(int(d) for d in val.shape)
-    return shape, numpy_dtype(val.dtype)
+def out_meta(node: Node) -> tuple[tuple[Any, ...], np.dtype]:
+    """Shape (ints, and Syms for dynamic sizes) and numpy dtype of a node's (single) result."""
+    value = node.value
+    return value.shape, numpy_dtype(value.dtype)
 
 
 def normalize_dim(dim: int, rank: int) -> int:

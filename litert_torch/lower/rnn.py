@@ -11,11 +11,6 @@ from litert_torch.lower.registry import LoweringContext, lowers
 aten = torch.ops.aten
 
 
-def _used_outputs(node) -> set[int]:
-    """Indices of the tuple outputs of `node` that something reads."""
-    return {user.args[1] for user in node.users if user.users}
-
-
 def _lstm_layer(ctx: LoweringContext, x: ir.Tensor, w_ih, w_hh, b_ih, b_hh, hidden: int, batch: int,
                 time_major: bool) -> ir.Tensor:
     """One direction of one layer: UNIDIRECTIONAL_SEQUENCE_LSTM with PyTorch's gate blocks (i, f, g, o) split
@@ -61,7 +56,7 @@ def lower_lstm(ctx, node, x, hx, params, has_biases, num_layers, dropout, train,
     for state in hx:
         if not state.is_constant or state.data.any():
             raise ctx.fail("LSTM with a non-zero initial state (h0, c0) has no fused lowering yet")
-    used = _used_outputs(node)
+    used = node.used
     if 2 in used:
         raise ctx.fail("the LSTM's final cell state c_n is read, but the fused TFLite LSTM does not output it")
     directions = 2 if bidirectional else 1
@@ -236,7 +231,7 @@ def lower_gru(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, 
             finals.append(direction[0] if d == 1 else direction[-1])
         layer_in = sequence_of(ctx, states, time_major)
     h_n = None
-    if 1 in _used_outputs(node):
+    if 1 in node.used:
         stacked = [ctx.reshape(f, [1, batch, hidden]) for f in finals]
         h_n = stacked[0] if len(stacked) == 1 else ctx.emit(
             "CONCATENATION", stacked, [len(stacked), batch, hidden], x.dtype, axis=0, fused_activation_function="NONE")

@@ -428,7 +428,7 @@ def lower_arange(ctx, node, *args, dtype=None, layout=None, device=None, pin_mem
 
     Limits: integer start, end and step."""
     shape, out_dtype = out_meta(node)
-    if node.target == aten.arange.default:
+    if node.op == aten.arange.default:
         start, end, step = 0, args[0], 1
     else:
         start, end = args[0], args[1]

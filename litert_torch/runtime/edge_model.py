@@ -195,7 +195,7 @@ class EdgeModel:
     @property
     def quantization(self):
         """The QuantizationReport of a model made by litert_torch.quantize / convert(quantize=...), else None."""
-        from litert_torch.quantization import QUANTIZATION_KEY, QuantizationReport
+        from litert_torch.quantization_report import QUANTIZATION_KEY, QuantizationReport
 
         data = read_json(self._metadata, QUANTIZATION_KEY)
         return QuantizationReport.from_json(data) if data is not None else None
@@ -374,12 +374,6 @@ class EdgeModel:
             shown = [d if d >= 0 else "?" for d in pattern]
             raise ModelInputError(f"input {name!r} expects shape {shown}, got {list(arr.shape)}")
         return np.ascontiguousarray(arr)
-
-    def validate(self, module: torch.nn.Module, sample_args: Any = (), **options: Any):
-        """litert_torch.validate(module, sample_args, self, **options): a ValidationReport."""
-        from litert_torch.runtime.validate import validate
-
-        return validate(module, sample_args, self, **options)
 
     def __repr__(self) -> str:
         where = f", file {self._path}" if self._path else ""

@@ -108,7 +108,7 @@ def test_broken_lowering_is_caught_at_its_layer(monkeypatch):
 
     monkeypatch.setattr(conv_lowering, "conv2d_nhwc", wrong_padding_on_b)
     edge = litert_torch.convert(model, (x,))
-    report = edge.validate(model, (x,))
+    report = litert_torch.validate(model, (x,), edge)
     assert not report.passed
     d = report.divergence
     assert d is not None, report.render()

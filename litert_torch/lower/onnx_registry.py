@@ -1,0 +1,32 @@
+"""The ONNX lowering registry: ONNX op type -> `fn(ctx, node, inputs, attrs)`, filled by `onnx_ops` and
+`onnx_rnn`; which ops are only folded, and which constant inputs reach the lowerings as parameters."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from litert_torch.lower.registry import LoweringContext
+
+OnnxFn = Callable[[LoweringContext, Any, list, dict], Any]
+LOWERINGS: dict[str, OnnxFn] = {}
+DOCS: dict[str, str] = {}
+# Evaluated at conversion when every input is a constant; never lowered.
+FOLD_ONLY = {"Constant", "ConstantOfShape", "Shape", "Size", "Range", "NonZero"}
+# Constant inputs that are parameters in disguise (shapes, axes, bounds): they reach the lowering as numpy
+# arrays. Every other constant input is data and becomes a constant tensor.
+PARAMETER_INPUTS = {
+    "Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Expand": {1}, "Tile": {1}, "Split": {1},
+    "Slice": {1, 2, 3, 4}, "Clip": {1, 2}, "Pad": {1, 2, 3}, "Resize": {1, 2, 3}, "Upsample": {1},
+    "ReduceMean": {1}, "ReduceSum": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "Gather": {1},
+    "LSTM": {1, 2, 3, 4, 5, 6, 7}, "GRU": {1, 2, 3, 4, 5}, "GroupNormalization": {1, 2},
+}
+
+
+def onnx_op(*names: str, doc: str | None = None):
+    def register(fn: OnnxFn) -> OnnxFn:
+        for name in names:
+            LOWERINGS[name] = fn
+            if doc:
+                DOCS[name] = doc
+        return fn
+    return register
