@@ -99,3 +99,8 @@ class UnknownSignatureError(InvalidArgumentError, KeyError):
 class OnnxError(ConversionError):
     """An ONNX file that cannot be read or converted: invalid, truncated, an unknown opset, missing external
     data, symbolic input shapes without concrete ones."""
+
+
+class QuantizationArgumentError(QuantizationError, InvalidArgumentError):
+    """A quantization asked for wrongly (an unknown mode, a malformed recipe, options that do not go together,
+    a model already quantized): both a QuantizationError and an InvalidArgumentError (exit code 2 in the CLI)."""

@@ -36,6 +36,7 @@ import zlib
 from typing import Any
 
 from litert_torch import ir
+from litert_torch.errors import ModelFileError
 
 SOURCE_MAP_KEY = "litert_torch.source_map"
 IO_KEY = "litert_torch.io"
@@ -106,11 +107,11 @@ def encode(value: Any) -> bytes:
 
 
 def decode(raw: bytes) -> Any:
-    """The value `encode` stored (plain JSON read as it is). Raises ValueError for anything else."""
+    """The value `encode` stored (plain JSON read as it is). Raises ModelFileError (a ValueError) for anything else."""
     try:
         if not raw.lstrip().startswith(b"{"):
             raw = zlib.decompress(raw)
         return json.loads(raw.decode("utf-8"))
     except (zlib.error, UnicodeDecodeError) as exc:
-        raise ValueError(f"not a litert_torch metadata entry: {exc}") from exc
+        raise ModelFileError(f"not a litert_torch metadata entry: {exc}") from exc
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from litert_torch import ir
 from litert_torch import metadata as md
-from litert_torch.errors import CalibrationError, ModelInputError, QuantizationError
+from litert_torch.errors import CalibrationError, ModelInputError, QuantizationArgumentError, QuantizationError
 from litert_torch.quantization_report import QUANTIZATION_KEY, FloatOp, QuantizationReport  # noqa: F401 (re-exported)
 
 MODES = ("fp16", "dynamic-int8", "int8")
@@ -180,7 +180,7 @@ def _load_recipe(recipe: Any) -> list[dict[str, Any]]:
         with open(recipe) as f:
             recipe = json.load(f)
     if not isinstance(recipe, list) or not all(isinstance(r, dict) for r in recipe):
-        raise QuantizationError("a quantization recipe is ai-edge-quantizer's JSON recipe: a list of "
+        raise QuantizationArgumentError("a quantization recipe is ai-edge-quantizer's JSON recipe: a list of "
                                 "{regex, operation, algorithm_key, op_config} dicts, or the path of a file holding "
                                 f"one; got {type(recipe).__name__}")
     return recipe
@@ -298,24 +298,24 @@ def quantize(edge, mode: str | list | os.PathLike = "int8", *, calibration_data:
     recipe_list = None
     if not isinstance(mode, str) or mode not in MODES:
         if isinstance(mode, str) and not os.path.exists(mode):
-            raise QuantizationError(f"unknown quantization mode {mode!r}; choose from {list(MODES)} or pass a "
+            raise QuantizationArgumentError(f"unknown quantization mode {mode!r}; choose from {list(MODES)} or pass a "
                                     "recipe")
         recipe_list, mode = _load_recipe(mode), "recipe"
     if quantized_io and mode not in ("int8", "recipe"):
-        raise QuantizationError("quantized_io (int8 inputs and outputs) needs full-integer quantization: "
+        raise QuantizationArgumentError("quantized_io (int8 inputs and outputs) needs full-integer quantization: "
                                 "mode='int8'")
     data = edge.flatbuffer
     calibrated = mode == "int8" or (mode == "recipe" and calibration_data is not None)
     if len(edge.signatures) > 1 and (calibrated or keep_float):
-        raise QuantizationError(f"the model has {len(edge.signatures)} signatures; calibration and keep_float "
+        raise QuantizationArgumentError(f"the model has {len(edge.signatures)} signatures; calibration and keep_float "
                                 "take models with one (weight-only modes take any number)")
     if QUANTIZATION_KEY in read_metadata(data):
-        raise QuantizationError("this model is already quantized; quantize the float model")
+        raise QuantizationArgumentError("this model is already quantized; quantize the float model")
     float_model = read_model(data)
     graph = float_model.subgraphs[0]
     kept_ops = matching_ops(graph, keep_float) if keep_float else []
     if keep_float and not kept_ops:
-        raise QuantizationError(f"keep_float patterns {list(keep_float)} match no op (they are matched against "
+        raise QuantizationArgumentError(f"keep_float patterns {list(keep_float)} match no op (they are matched against "
                                 "PyTorch node names, module paths and source lines: see EdgeModel.source_map)")
     kept_names = {t.name for op in kept_ops for t in op.outputs}
     plan_json = md.read_json(float_model.metadata, PLAN_KEY)

@@ -288,7 +288,8 @@ def build(hf_model: nn.Module, cfg: LlmConfig, cache_length: int) -> DecoderLM:
         try:
             return sd[prefix + name]
         except KeyError:
-            raise KeyError(f"the model has no weight {prefix + name}") from None
+            raise UnsupportedModelError(f"the model has no weight {prefix + name}, which its config's architecture "
+                                        "has") from None
 
     def opt(name: str) -> torch.Tensor | None:
         return sd.get(prefix + name)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from litert_torch.errors import LiteRTTorchError, ModelInputError
+from litert_torch.errors import InvalidArgumentError, LiteRTTorchError, ModelInputError
 from litert_torch.generative.convert import DECODE, LAYOUT_KEY, LlmLayout, prefill_signature
 from litert_torch.metadata import decode
 
@@ -33,11 +33,11 @@ class Sampling:
 
     def check(self) -> None:
         if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+            raise InvalidArgumentError(f"temperature must be >= 0, got {self.temperature}")
         if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+            raise InvalidArgumentError(f"top_k must be >= 1, got {self.top_k}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise InvalidArgumentError(f"top_p must be in (0, 1], got {self.top_p}")
 
     @property
     def greedy(self) -> bool:

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
+from litert_torch.errors import InvalidArgumentError
 from litert_torch.structure import plain
 
 RTOL = 1e-4
@@ -56,12 +57,12 @@ def compare_outputs(reference: Any, edge: Any, *, rtol: float = RTOL, atol: floa
     ref_leaves, ref_spec = pytree.tree_flatten(plain(reference))
     edge_leaves, edge_spec = pytree.tree_flatten(plain(edge))
     if ref_spec != edge_spec:
-        raise ValueError(f"output structures differ: reference {ref_spec}, edge {edge_spec}")
+        raise InvalidArgumentError(f"output structures differ: reference {ref_spec}, edge {edge_spec}")
     results = []
     for i, (r, e) in enumerate(zip(ref_leaves, edge_leaves)):
         r64, e64 = _as_numpy(r).astype(np.float64), _as_numpy(e).astype(np.float64)
         if r64.shape != e64.shape:
-            raise ValueError(f"output {i}: shape {list(e64.shape)} differs from the reference {list(r64.shape)}")
+            raise InvalidArgumentError(f"output {i}: shape {list(e64.shape)} differs from the reference {list(r64.shape)}")
         diff = np.abs(r64 - e64)
         ref_max = float(np.abs(r64).max()) if r64.size else 0.0
         denom = float(np.linalg.norm(r64) * np.linalg.norm(e64))

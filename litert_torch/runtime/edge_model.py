@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from litert_torch.errors import InvalidArgumentError, ModelInputError, UnknownSignatureError
+from litert_torch.errors import InvalidArgumentError, ModelFileError, ModelInputError, UnknownSignatureError
 from litert_torch.files import atomic_file, write_atomic
 from litert_torch.flatbuffer.reader import read_metadata
 from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, decode_source_map, read_json
@@ -80,12 +80,18 @@ class EdgeModel:
         """The model in the file at `path`. Files past FILE_BACKED_BYTES (models past 2 GB) stay on disk: they are
         memory-mapped and the runtime reads them from the file."""
         path = os.fspath(path)
-        if os.path.getsize(path) <= FILE_BACKED_BYTES:
+        try:
             with open(path, "rb") as f:
-                return cls(f.read(), num_threads=num_threads, kernels=kernels, keep_intermediates=keep_intermediates)
-        with open(path, "rb") as f:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        model = cls(mapped, num_threads=num_threads, kernels=kernels, keep_intermediates=keep_intermediates)
+                size = os.fstat(f.fileno()).st_size
+                data = f.read() if size <= FILE_BACKED_BYTES else mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as exc:
+            raise ModelFileError(f"cannot read the model file {path}: {exc.strerror or exc}") from None
+        try:
+            model = cls(data, num_threads=num_threads, kernels=kernels, keep_intermediates=keep_intermediates)
+        except ModelFileError as exc:
+            raise ModelFileError(f"{path}: {exc}") from None
+        if size <= FILE_BACKED_BYTES:
+            return model
         model._path = path
         return model
 

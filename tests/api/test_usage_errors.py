@@ -3,13 +3,19 @@ the CLI it exits with 2 and a short message, never an "internal error"."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 from torch.export import Dim
 
 import litert_torch
-from litert_torch.errors import InvalidArgumentError, LiteRTTorchError, UnknownSignatureError
+from litert_torch.errors import (
+    CalibrationError, InvalidArgumentError, LiteRTTorchError, ModelFileError, ModelInputError, OnnxError,
+    UnknownSignatureError,
+)
 
 
 class Net(nn.Module):
@@ -22,10 +28,19 @@ class Net(nn.Module):
 
 
 X = (torch.randn(2, 3),)
+_EDGE = []
 
 
 def _edge():
-    return litert_torch.convert(Net().eval(), X)
+    if not _EDGE:
+        _EDGE.append(litert_torch.convert(Net().eval(), X))
+    return _EDGE[0]
+
+
+def _write(tmp: Path, name: str, data: bytes) -> str:
+    path = tmp / name
+    path.write_bytes(data)
+    return str(path)
 
 
 CASES = [
@@ -50,7 +65,46 @@ CASES = [
      "sample_args is a list"),
     ("sample_args as a dict", lambda: litert_torch.convert(Net().eval(), {"x": X[0]}), InvalidArgumentError,
      "sample_kwargs"),
+    ("model file missing", lambda: litert_torch.EdgeModel.load("/nonexistent/model.tflite"), ModelFileError,
+     "/nonexistent/model.tflite"),
+    ("model file corrupt",
+     lambda: litert_torch.EdgeModel.load(_write(Path(tempfile.mkdtemp()), "bad.tflite", b"\x00" * 64)),
+     ModelFileError, "bad.tflite"),
+    ("input of the wrong shape", lambda: _edge()(torch.randn(5, 7)), ModelInputError, "[5, 7]"),
+    ("too many inputs", lambda: _edge()(*X, *X), ModelInputError, "got (T, T)"),
+    ("unknown quantization mode", lambda: litert_torch.quantize(_edge(), "int4"), InvalidArgumentError, "int4"),
+    ("too few calibration samples", lambda: litert_torch.quantize(_edge(), "int8", calibration_data=[X]),
+     CalibrationError, "8"),
+    ("ONNX file missing", lambda: litert_torch.convert_onnx("/nonexistent/m.onnx"), OnnxError,
+     "/nonexistent/m.onnx"),
+    ("ONNX file corrupt", lambda: litert_torch.convert_onnx(_write(Path(tempfile.mkdtemp()), "bad.onnx", b"\x07junk")),
+     OnnxError, "bad.onnx"),
+    ("sampling temperature", lambda: _sampling(temperature=-1.0), InvalidArgumentError, "temperature"),
+    ("sampling top_p", lambda: _sampling(top_p=1.5), InvalidArgumentError, "top_p"),
+    ("LLM export of a missing directory", lambda: _export_hf("/nonexistent/llm"), ModelFileError, "/nonexistent/llm"),
+    ("LLM export with an empty prefill", lambda: _export_hf("/nonexistent/llm", prefill_lengths=[0]),
+     InvalidArgumentError, "prefill_lengths"),
+    ("validate against another module's model",
+     lambda: litert_torch.validate(_TwoOutputs().eval(), X, _edge(), backends=("xnnpack",)), InvalidArgumentError,
+     "output"),
 ]
+
+
+class _TwoOutputs(nn.Module):
+    def forward(self, x):
+        return x + 1, x * 2
+
+
+def _export_hf(model, **options):
+    from litert_torch.generative.export_hf import export
+
+    export.export(model=model, output_dir=tempfile.mkdtemp(), **options)
+
+
+def _sampling(**options):
+    from litert_torch.generative import Sampling
+
+    Sampling(**options).check()
 
 
 @pytest.mark.parametrize("name,call,error,culprit", CASES, ids=[c[0] for c in CASES])
@@ -59,17 +113,46 @@ def test_bad_argument_is_typed_and_named(name, call, error, culprit):
         call()
     assert isinstance(info.value, LiteRTTorchError)
     assert culprit in str(info.value)
-    assert isinstance(info.value, ValueError)  # code written against the former ValueError still catches it
+    if not isinstance(info.value, (OnnxError, CalibrationError)):  # conversion errors by kind
+        assert isinstance(info.value, ValueError)  # code written against the former ValueError still catches it
 
 
-def test_cli_usage_errors_exit_2(tmp_path):
+FIXTURE = "import torch\nfrom torch import nn\n\ndef build():\n    return nn.Linear(3, 2).eval(), (torch.randn(2, 3),)\n"
+
+# (name, argv with {src} the fixture source and {tmp} the test's directory, what the message must name)
+CLI_CASES = [
+    ("dynamic dim naming no argument", ["convert", "{src}", "-o", "{tmp}/m.tflite", "--dynamic", "nosuch:0=batch:8"],
+     "nosuch"),
+    ("malformed dynamic spec", ["convert", "{src}", "-o", "{tmp}/m.tflite", "--dynamic", "x:zero=batch"], "x:zero=batch"),
+    ("unknown target", ["convert", "{src}", "-o", "{tmp}/m.tflite", "--target", "tpu"], "tpu"),
+    ("oversized input", ["convert", "{src}", "-o", "{tmp}/m.tflite", "--input", "x=1x3x99999999x99999"],
+     "4 GiB"),
+    ("missing source file", ["convert", "{tmp}/nosuch.py:build", "-o", "{tmp}/m.tflite"], "nosuch.py"),
+    ("missing builder", ["convert", "{tmp}/net.py:nosuch", "-o", "{tmp}/m.tflite"], "nosuch"),
+    ("existing output without --force", ["convert", "{src}", "-o", "{tmp}/exists.tflite"], "--force"),
+    ("corrupt model to inspect", ["inspect", "{tmp}/bad.tflite"], "bad.tflite"),
+    ("missing model to bench", ["bench", "{tmp}/none.tflite"], "none.tflite"),
+    ("malformed thread counts", ["bench", "{tmp}/bad.tflite", "--threads", "two"], "two"),
+    ("missing Hugging Face directory", ["export-hf", "{tmp}/no_model", "-o", "{tmp}/m.litertlm"], "no_model"),
+]
+
+
+@pytest.mark.parametrize("name,argv,culprit", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_cli_usage_error_exits_2_and_names_the_culprit(name, argv, culprit, tmp_path, capsys):
     from litert_convert.main import main
 
-    source = tmp_path / "net.py"
-    source.write_text("import torch\nfrom torch import nn\n\n"
-                      "def build():\n    return nn.Linear(3, 2).eval(), (torch.randn(2, 3),)\n")
-    out = str(tmp_path / "m.tflite")
-    assert main(["convert", f"{source}:build", "-o", out, "--dynamic", "nosuch:0=batch:8", "--quiet"]) == 2
-    assert main(["convert", f"{source}:build", "-o", out, "--target", "tpu", "--quiet"]) == 2
-    assert main(["convert", f"{source}:build", "-o", out, "--input", "x=1x3x99999999x99999", "--quiet"]) == 2
-    assert not (tmp_path / "m.tflite").exists()
+    (tmp_path / "net.py").write_text(FIXTURE)
+    (tmp_path / "bad.tflite").write_bytes(b"\x00" * 64)
+    (tmp_path / "exists.tflite").write_bytes(b"keep")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    args = [a.format(src=f"{tmp_path}/net.py:build", tmp=tmp_path) for a in argv]
+    code = main([*args, "--quiet"] if args[0] != "inspect" else args)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert culprit in err, err
+    assert "internal error" not in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) <= 6, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written, nothing removed
+    assert (tmp_path / "exists.tflite").read_bytes() == b"keep"
+
+
