@@ -77,18 +77,6 @@ def lower_clamp(ctx, node, x, min=None, max=None):
     return clamp(ctx, x, min, max)
 
 
-@lowers(aten.clamp_min.default)
-def lower_clamp_min(ctx, node, x, min):
-    """MAXIMUM with the bound (RELU for a bound of 0)."""
-    return clamp(ctx, x, min, None)
-
-
-@lowers(aten.clamp_max.default)
-def lower_clamp_max(ctx, node, x, max):
-    """MINIMUM with the bound."""
-    return clamp(ctx, x, None, max)
-
-
 # ---- composite activations ------------------------------------------------------------------------------------
 @lowers(aten.hardsigmoid.default)
 def lower_hardsigmoid(ctx, node, x):
@@ -166,13 +154,6 @@ def lower_sub(ctx, node, a, b, alpha=1):
     return binary(ctx, node, "SUB", a, _scaled(ctx, b, alpha, dtype))
 
 
-@lowers(aten.rsub.Tensor, aten.rsub.Scalar)
-def lower_rsub(ctx, node, a, b, alpha=1):
-    """b - alpha * a."""
-    _, dtype = out_meta(node)
-    return binary(ctx, node, "SUB", b, _scaled(ctx, a, alpha, dtype))
-
-
 @lowers(aten.mul.Tensor, aten.mul.Scalar)
 def lower_mul(ctx, node, a, b):
     """MUL, broadcasting, operands cast to the result type."""
@@ -231,12 +212,6 @@ def lower_erf(ctx, node, x):
     return ctx.emit("SELECT_V2", [is_zero, ctx.scalar_like(0.0, x), value], like=x)
 
 
-@lowers(aten.floor_divide.default)
-def lower_floor_divide(ctx, node, a, b):
-    """FLOOR_DIV (rounds towards -inf, as torch.floor_divide does)."""
-    return binary(ctx, node, "FLOOR_DIV", a, b)
-
-
 @lowers(aten.remainder.Tensor, aten.remainder.Scalar)
 def lower_remainder(ctx, node, a, b):
     """FLOOR_MOD: the result takes the divisor's sign, as in Python and torch.remainder."""
@@ -291,7 +266,7 @@ def lower_to_copy(ctx, node, x, dtype=None, **kwargs):
     return ctx.cast(x, out_dtype)
 
 
-@lowers(aten.prelu.default, aten._prelu_kernel.default)
+@lowers(aten.prelu.default)
 def lower_prelu(ctx, node, x, weight):
     """PRELU with the slope broadcast over the channel axis (dim 1)."""
     alpha = weight if weight.rank != 1 or x.rank < 2 else ctx.reshape(weight, [weight.shape[0]] + [1] * (x.rank - 2))
@@ -365,15 +340,10 @@ lowers(aten.bitwise_and.Tensor)(_logical("LOGICAL_AND", True))
 lowers(aten.bitwise_or.Tensor)(_logical("LOGICAL_OR", True))
 
 
-@lowers(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+@lowers(aten.where.self)
 def lower_where(ctx, node, cond, a, b):
     """SELECT_V2 (broadcasting) on operands promoted to the result type."""
     shape, dtype = out_meta(node)
     return ctx.emit("SELECT_V2", [as_bool(ctx, cond), operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, dtype)
 
 
-@lowers(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
-def lower_masked_fill(ctx, node, x, mask, value):
-    """SELECT_V2(mask, value, x)."""
-    shape, dtype = out_meta(node)
-    return ctx.emit("SELECT_V2", [as_bool(ctx, mask), operand(ctx, value, dtype), x], shape, dtype)

@@ -44,12 +44,6 @@ def lower_sum(ctx, node, x, dim=None, keepdim=False, dtype=None):
     return reduce(ctx, node, "SUM", x, dim, keepdim)
 
 
-@lowers(aten.sum.default)
-def lower_sum_all(ctx, node, x, dtype=None):
-    """SUM over all dims."""
-    return reduce(ctx, node, "SUM", x, None, False)
-
-
 @lowers(aten.amax.default)
 def lower_amax(ctx, node, x, dim=(), keepdim=False):
     """REDUCE_MAX over the given dims."""
@@ -74,14 +68,6 @@ def lower_any(ctx, node, x, dim=None, keepdim=False):
     from litert_torch.lower.elementwise import as_bool
 
     return reduce(ctx, node, "REDUCE_ANY", as_bool(ctx, x), dim, keepdim, np.bool_)
-
-
-@lowers(aten.all.dim, aten.all.dims, aten.all.default)
-def lower_all(ctx, node, x, dim=None, keepdim=False):
-    """REDUCE_ALL on the input as bool."""
-    from litert_torch.lower.elementwise import as_bool
-
-    return reduce(ctx, node, "REDUCE_ALL", as_bool(ctx, x), dim, keepdim, np.bool_)
 
 
 @lowers(aten.max.default)

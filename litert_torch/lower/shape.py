@@ -14,8 +14,7 @@ aten = torch.ops.aten
 
 
 @lowers(
-    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.squeeze.dims, aten.squeeze.dim,
-    aten.squeeze.default, aten.unsqueeze.default, aten.flatten.using_ints,
+    aten.view.default, aten.reshape.default, aten.squeeze.dims, aten.unsqueeze.default, aten.flatten.using_ints,
 )
 def lower_reshape(ctx: LoweringContext, node, x, *args):
     """view/reshape/squeeze/unsqueeze/flatten: one RESHAPE to the shape PyTorch computed."""
@@ -23,7 +22,7 @@ def lower_reshape(ctx: LoweringContext, node, x, *args):
     return ctx.reshape(x, shape)
 
 
-@lowers(aten.clone.default, aten.alias.default, aten.contiguous.default, aten.detach.default, aten.lift_fresh_copy.default)
+@lowers(aten.clone.default, aten.alias.default, aten.contiguous.default, aten.lift_fresh_copy.default)
 def lower_identity(ctx, node, x, **kwargs):
     """Memory-format and aliasing ops are nothing in TFLite: the value passes through."""
     return x
@@ -33,21 +32,6 @@ def lower_identity(ctx, node, x, **kwargs):
 def lower_permute(ctx, node, x, dims):
     """TRANSPOSE (folded away at conversion time for constants)."""
     return ctx.transpose(x, [normalize_dim(d, x.rank) for d in dims])
-
-
-@lowers(aten.transpose.int)
-def lower_transpose(ctx, node, x, dim0, dim1):
-    """TRANSPOSE swapping two axes; a swap of unit axes becomes a RESHAPE."""
-    perm = list(range(x.rank))
-    a, b = normalize_dim(dim0, x.rank), normalize_dim(dim1, x.rank)
-    perm[a], perm[b] = perm[b], perm[a]
-    return ctx.transpose(x, perm)
-
-
-@lowers(aten.t.default)
-def lower_t(ctx, node, x):
-    """TRANSPOSE of a matrix."""
-    return ctx.transpose(x, list(reversed(range(x.rank))))
 
 
 @lowers(aten.cat.default)
@@ -61,16 +45,11 @@ def lower_cat(ctx, node, tensors, dim=0):
     return ctx.emit("CONCATENATION", parts, shape, dtype, axis=axis)
 
 
-@lowers(aten.split_with_sizes.default, aten.split.Tensor)
+@lowers(aten.split_with_sizes.default)
 def lower_split(ctx, node, x, split, dim=0):
     """SPLIT for equal parts, SPLIT_V for given sizes."""
     axis = normalize_dim(dim, x.rank)
-    if isinstance(split, int):
-        sizes = [split] * (x.shape[axis] // split)
-        if x.shape[axis] % split:
-            sizes.append(x.shape[axis] % split)
-    else:
-        sizes = [int(s) for s in split]
+    sizes = [int(s) for s in split]
     shapes = []
     for size in sizes:
         shape = list(x.shape)
@@ -185,7 +164,7 @@ def lower_select(ctx, node, x, dim, index):
     return ctx.reshape(_slice_axis(ctx, x, axis, index, 1), shape)
 
 
-@lowers(aten.expand.default, aten.expand_copy.default)
+@lowers(aten.expand.default)
 def lower_expand(ctx, node, x, size, implicit=False):
     """BROADCAST_TO the expanded shape (after a RESHAPE adding leading unit dims)."""
     shape, _ = out_meta(node)
@@ -315,26 +294,6 @@ def lower_flip(ctx, node, x, dims):
     return x
 
 
-@lowers(aten.roll.default)
-def lower_roll(ctx, node, x, shifts, dims=()):
-    """Two SLICEs and a CONCATENATION per rolled axis (a flattened roll reshapes around it)."""
-    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
-    dims = [dims] if isinstance(dims, int) else list(dims)
-    original = x.shape
-    if not dims:
-        x, dims = ctx.reshape(x, [x.size]), [0]
-    for shift, dim in zip(shifts, dims):
-        axis = normalize_dim(dim, x.rank)
-        size = x.shape[axis]
-        k = shift % size if size else 0
-        if k == 0:
-            continue
-        tail = _slice_axis(ctx, x, axis, size - k, k)
-        head = _slice_axis(ctx, x, axis, 0, size - k)
-        x = ctx.emit("CONCATENATION", [tail, head], x.shape, x.dtype, axis=axis, fused_activation_function="NONE")
-    return ctx.reshape(x, original)
-
-
 def _slice_axis(ctx: LoweringContext, x: ir.Tensor, axis: int, begin: int, size: int) -> ir.Tensor:
     begins = [0] * x.rank
     sizes = list(x.shape)
@@ -373,7 +332,7 @@ def lower_pixel_unshuffle(ctx, node, x, downscale_factor):
     return ctx.transpose(y, TO_NCHW)
 
 
-@lowers(aten.reflection_pad1d.default, aten.reflection_pad2d.default, aten.reflection_pad3d.default)
+@lowers(aten.reflection_pad1d.default, aten.reflection_pad2d.default)
 def lower_reflection_pad(ctx, node, x, padding):
     """MIRROR_PAD in REFLECT mode (the edge value is not repeated)."""
     shape, _ = out_meta(node)
@@ -382,7 +341,7 @@ def lower_reflection_pad(ctx, node, x, padding):
                     mode="REFLECT")
 
 
-@lowers(aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default)
+@lowers(aten.replication_pad1d.default, aten.replication_pad2d.default)
 def lower_replication_pad(ctx, node, x, padding):
     """Edge padding: per padded axis, the edge slice BROADCAST_TO the pad width and concatenated."""
     for axis, (before, after) in enumerate(pad_pairs(x.rank, padding)):
@@ -421,18 +380,15 @@ def _scalar_size(ctx: LoweringContext, value) -> ir.Tensor:
     return ctx.reshape(ctx.size_tensor(value), [])
 
 
-@lowers(aten.arange.start_step, aten.arange.default, aten.arange.start)
+@lowers(aten.arange.start_step)
 def lower_arange(ctx, node, *args, dtype=None, layout=None, device=None, pin_memory=None):
     """RANGE over int32 (then CAST), for a range whose bounds are sizes known only at run time (a range with
     static bounds is a constant and never reaches this lowering).
 
     Limits: integer start, end and step."""
     shape, out_dtype = out_meta(node)
-    if node.op == aten.arange.default:
-        start, end, step = 0, args[0], 1
-    else:
-        start, end = args[0], args[1]
-        step = args[2] if len(args) > 2 else 1
+    start, end = args[0], args[1]
+    step = args[2] if len(args) > 2 else 1
     for v in (start, end, step):
         if isinstance(v, (float, ir.Tensor)) or isinstance(v, bool):
             raise ctx.fail(f"arange with a dynamic size and a non-integer bound or step ({v!r}) has no lowering")
