@@ -280,15 +280,6 @@ def _io(lowered, in_spec, out_spec, positions: list[int], nhwc_inputs, nhwc_outp
     }
 
 
-def _replanned(graph: ir.Graph, targets: tuple[str, ...], plan):
-    """The plan of an ONNX graph after its two sizes were merged (dynamic shapes change what NPUs take),
-    keeping what `plan` recorded of the delegate-aware rewrites."""
-    replanned = plan_for(graph, targets)
-    for name, target_plan in replanned.targets.items():
-        target_plan.before, target_plan.rewrites = plan.targets[name].before, plan.targets[name].rewrites
-    return replanned
-
-
 def _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, buckets, channel_last_io, targets, report):
     from litert_torch import buckets as bucketing
 
@@ -373,8 +364,9 @@ def convert_onnx(
 ) -> EdgeModel:
     """Convert an ONNX model (a path or an onnx.ModelProto) to a LiteRT model: the same IR, passes, delegate
     plan, metadata and quantization as `convert`. Inputs with symbolic dimensions need `input_shapes`
-    ({name: shape}), or `dynamic_dims` ({name: {axis: max size}}) to keep them dynamic in the model (sizes 1
-    to max; lowered at two sizes and merged, `litert_torch.dynamic`). The EdgeModel takes the graph's inputs
+    ({name: shape}), or `dynamic_dims` ({name: {axis: max}}, {axis: (min, max)} or {axis: torch.export.Dim}) to
+    keep them dynamic in the model: lowered once with those dimensions as symbols, named after the model's
+    dim_params (`litert_torch.frontend.onnx_shapes`). The EdgeModel takes the graph's inputs
     positionally (or by name) and returns its
     outputs (a tuple when there are several). Raises OnnxError for unreadable or unsupported files and
     UnsupportedOpsError listing every op without a lowering, with the node names."""
@@ -387,23 +379,10 @@ def convert_onnx(
     proto = onnx_frontend.load(model)
     report("lower")
 
-    def lower_and_optimize(shapes):
-        lowered = onnx_frontend.lower_onnx(proto, shapes)
-        nhwc = channel_last_io_pass.apply(lowered.graph) if channel_last_io else ([], [])
-        run_pipeline(lowered.graph)
-        return lowered, nhwc, delegate_aware(lowered.graph, targets)
-
-    if dynamic_dims:
-        from litert_torch import dynamic
-
-        at_max, one_less = onnx_frontend.dynamic_input_shapes(proto, input_shapes, dynamic_dims)
-        lowered, (nhwc_inputs, nhwc_outputs), plan = lower_and_optimize(at_max)
-        other, _, _ = lower_and_optimize(one_less)
-        dynamic.merge(lowered.graph, other.graph, [f"{n}[{a}]" for n, axes in dynamic_dims.items() for a in axes],
-                      a_at_max=True)
-        plan = _replanned(lowered.graph, targets, plan)
-    else:
-        lowered, (nhwc_inputs, nhwc_outputs), plan = lower_and_optimize(input_shapes)
+    lowered = onnx_frontend.lower_onnx(proto, input_shapes, dynamic_dims)
+    nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if channel_last_io else ([], [])
+    run_pipeline(lowered.graph)
+    plan = delegate_aware(lowered.graph, targets)
     report("optimize")
     graph = lowered.graph
     n_in, n_out = len(lowered.input_names), len(lowered.output_names)

@@ -119,7 +119,7 @@ def _onnx_section() -> list[str]:
              "both frontends share one implementation of each op. Nodes whose inputs are all constants are "
              "evaluated at conversion (by onnx's reference evaluator); "
              + ", ".join(f"`{n}`" for n in sorted(onnx_ops.FOLD_ONLY))
-             + " are supported only that way (shapes are static, so `Shape` of any tensor folds too).", "",
+             + " are supported only that way (`Shape` of any tensor folds too: to sizes that may be symbols, see docs/SIGNATURES.md).", "",
              "| ONNX op | How | Limits |", "|---|---|---|"]
     for name in sorted(onnx_ops.LOWERINGS):
         fn = onnx_ops.LOWERINGS[name]

@@ -176,8 +176,7 @@ def convert(source, output, input_specs, dynamic_specs, channel_last_io, target,
         dynamic = _parse_dynamic(dynamic_specs)
         if isinstance(src.model, OnnxSource):
             edge = litert_torch.convert_onnx(src.model.path, input_shapes=shapes or None,
-                                             dynamic_dims={name: {axis: high for axis, (_, high) in axes.items()}
-                                                           for name, axes in dynamic.items()} or None,
+                                             dynamic_dims=_dynamic_shapes(dynamic) or None,
                                              channel_last_io=channel_last_io, target=targets,
                                              progress=lambda stage: status.update(stages.get(stage, stage)))
         elif isinstance(src.model, litert_torch.SignatureSet):

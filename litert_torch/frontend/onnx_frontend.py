@@ -3,9 +3,13 @@
     edge = litert_torch.convert_onnx("model.onnx")                 # or an onnx.ModelProto
     edge = litert_torch.convert_onnx("model.onnx", input_shapes={"input": (1, 3, 224, 224)})
 
+    edge = litert_torch.convert_onnx("model.onnx", dynamic_dims={"input": {0: 16}})
+
 The graph is read with the `onnx` package (checker and shape inference first, opsets 13 and later), inputs with
-symbolic dimensions get the concrete shapes `input_shapes` gives, and every node whose inputs are all constants
-is evaluated by onnx's reference evaluator at conversion time. The remaining nodes are lowered through
+symbolic dimensions get the concrete shapes `input_shapes` gives or stay dynamic (`dynamic_dims`: symbols with
+their ranges, output shapes from `onnx_shapes`, shape arithmetic folded over symbols), and every node whose
+inputs are all constants is evaluated by onnx's reference evaluator at conversion time. Each remaining node
+becomes a `litert_torch.node.Node` and is lowered through
 `litert_torch.lower.onnx_ops`, whose lowerings call the ATen lowerings themselves (an ONNX Conv is lowered by
 the code that lowers aten.convolution), so both paths share one implementation of each op.
 """
@@ -17,13 +21,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import sympy
 import torch
 
 from litert_torch import ir
-from litert_torch.errors import ConversionError, OnnxError, UnsupportedOp, UnsupportedOpsError  # noqa: F401 (OnnxError: re-exported)
+from litert_torch.errors import ConversionError, LoweringError, OnnxError, UnsupportedOp, UnsupportedOpsError  # noqa: F401 (OnnxError: re-exported)
 from litert_torch.lower import onnx_ops
 from litert_torch.lower.registry import LoweringContext, narrow_int64
+from litert_torch.frontend import onnx_shapes
 from litert_torch.node import Node, Value
+from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, all_static, same_size
 
 MIN_OPSET = 13
 ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64, 9: np.bool_,
@@ -102,65 +109,83 @@ def _load_external(onnx, proto, base: str, path: str) -> None:
         raise OnnxError(f"could not read the external data of {path}: {exc}") from None
 
 
-def _concrete_inputs(onnx, proto, input_shapes: dict[str, tuple] | None):
+def _input_shapes(proto, input_shapes: dict[str, tuple] | None, dynamic_dims: dict | None,
+                  space: SymSpace) -> tuple[list, dict[str, tuple]]:
+    """The graph inputs and their shapes: dimensions from `input_shapes`, the model, or `dynamic_dims` (kept
+    dynamic: a Sym named after the model's dim_param or the Dim given, with its range). Each dimension is
+    written back into `proto` (a dynamic one as a dim_param naming its symbol) for ONNX's shape inference."""
     initializers = {t.name for t in proto.graph.initializer}
     graph_inputs = [i for i in proto.graph.input if i.name not in initializers]
+    names = [i.name for i in graph_inputs]
     given = dict(input_shapes or {})
-    unknown_names = sorted(set(given) - {i.name for i in graph_inputs})
-    if unknown_names:
-        raise OnnxError(f"input_shapes names {unknown_names}, which are not inputs of the model "
-                        f"({[i.name for i in graph_inputs]})")
+    dynamic = dict(dynamic_dims or {})
+    for what, table in (("input_shapes", given), ("dynamic_dims", dynamic)):
+        unknown = sorted(set(table) - set(names))
+        if unknown:
+            raise OnnxError(f"{what} names {unknown}, which are not inputs of the model ({names})")
+    symbols: dict[str, Sym] = {}
+    shapes: dict[str, tuple] = {}
     for inp in graph_inputs:
         dims = inp.type.tensor_type.shape.dim
-        if inp.name in given:
-            shape = [int(d) for d in given[inp.name]]
-            if len(shape) != len(dims):
-                raise OnnxError(f"input {inp.name} has rank {len(dims)}; input_shapes gives {shape}")
-            for d, value in zip(dims, shape):
-                if d.HasField("dim_value") and d.dim_value != value:
-                    raise OnnxError(f"input {inp.name} has a fixed dimension {d.dim_value}; input_shapes gives "
-                                    f"{value}")
-                d.Clear()
-                d.dim_value = value
-        symbolic = [d.dim_param or "?" for d in dims if not d.HasField("dim_value")]
-        if symbolic:
-            raise OnnxError(f"input {inp.name} has dynamic dimensions {symbolic}: give concrete shapes with "
-                            f"input_shapes={{'{inp.name}': (...)}} (CLI: --input {inp.name}=1x3x224x224), or keep "
-                            f"them dynamic with dynamic_dims={{'{inp.name}': {{axis: max}}}}")
-    return graph_inputs
-
-
-def dynamic_input_shapes(proto, input_shapes: dict | None, dynamic_dims: dict) -> tuple[dict, dict]:
-    """Two concrete input-shape sets for a model with dynamic dimensions: every dynamic axis at its maximum,
-    then at one less (the rest from `input_shapes` or the model's fixed dimensions)."""
-    initializers = {t.name for t in proto.graph.initializer}
-    inputs = {i.name: i for i in proto.graph.input if i.name not in initializers}
-    unknown = sorted(set(dynamic_dims) - set(inputs))
-    if unknown:
-        raise OnnxError(f"dynamic_dims names {unknown}, which are not inputs of the model ({sorted(inputs)})")
-    at_max, one_less = {}, {}
-    for name, inp in inputs.items():
-        dims = inp.type.tensor_type.shape.dim
-        given = list((input_shapes or {}).get(name, []))
-        axes = {int(a) % len(dims): int(m) for a, m in dynamic_dims.get(name, {}).items()}
-        if not axes and not given:
-            continue  # static, or reported by lower_onnx
-        shape = []
+        shape = [int(d) for d in given[inp.name]] if inp.name in given else None
+        if shape is not None and len(shape) != len(dims):
+            raise OnnxError(f"input {inp.name} has rank {len(dims)}; input_shapes gives {shape}")
+        axes = {}
+        for axis, spec in dynamic.get(inp.name, {}).items():
+            if not isinstance(axis, int) or not -len(dims) <= axis < len(dims):
+                raise OnnxError(f"dynamic_dims gives input {inp.name} axis {axis!r}; it has {len(dims)} axes")
+            axes[axis % len(dims)] = spec
+        out: list[Any] = []
         for axis, d in enumerate(dims):
             if axis in axes:
-                if axes[axis] < 2:
-                    raise OnnxError(f"dynamic dimension {name}[{axis}] needs a maximum of at least 2")
-                shape.append(axes[axis])
-            elif given:
-                shape.append(int(given[axis]))
-            elif d.HasField("dim_value"):
-                shape.append(d.dim_value)
-            else:
-                raise OnnxError(f"input {name} dimension {axis} ({d.dim_param or '?'}) is symbolic: give it in "
-                                "input_shapes or dynamic_dims")
-        at_max[name] = tuple(shape)
-        one_less[name] = tuple(s - 1 if axis in axes else s for axis, s in enumerate(shape))
-    return at_max, one_less
+                if d.HasField("dim_value"):
+                    raise OnnxError(f"input {inp.name} dimension {axis} is fixed at {d.dim_value} in the model; "
+                                    "dynamic_dims cannot make it dynamic")
+                name, low, high = _dim_spec(axes[axis], d.dim_param or f"{inp.name}_{axis}", f"{inp.name}[{axis}]")
+                if name not in symbols:
+                    symbol = sympy.Symbol(name, integer=True, positive=True)
+                    space.add(symbol, name, low, high)
+                    space.hints[symbol] = high
+                    symbols[name] = Sym(symbol, space)
+                elif space.ranges[symbols[name].expr] != (low, high):
+                    raise OnnxError(f"dynamic dimension {name} is given two ranges")
+                out.append(symbols[name])
+                d.Clear()
+                d.dim_param = name
+                continue
+            value = shape[axis] if shape is not None else (d.dim_value if d.HasField("dim_value") else None)
+            if value is None:
+                symbolic = [x.dim_param or "?" for x in dims if not x.HasField("dim_value")]
+                raise OnnxError(f"input {inp.name} has dynamic dimensions {symbolic}: give concrete shapes with "
+                                f"input_shapes={{'{inp.name}': (...)}} (CLI: --input {inp.name}=1x3x224x224), or "
+                                f"keep them dynamic with dynamic_dims={{'{inp.name}': {{axis: max}}}}")
+            if d.HasField("dim_value") and value != d.dim_value:
+                raise OnnxError(f"input {inp.name} has a fixed dimension {d.dim_value}; input_shapes gives {value}")
+            out.append(value)
+            d.Clear()
+            d.dim_value = value
+        shapes[inp.name] = tuple(out)
+    return graph_inputs, shapes
+
+
+def _dim_spec(spec: Any, default_name: str, where: str) -> tuple[str, int, int]:
+    """(name, min, max) of one dynamic dimension given as a max, a (min, max) pair or a torch.export.Dim."""
+    name = default_name
+    if isinstance(spec, (tuple, list)) and len(spec) == 2:
+        low, high = spec
+    elif hasattr(spec, "max") and hasattr(spec, "min") and hasattr(spec, "__name__"):
+        name, low, high = spec.__name__, spec.min, spec.max
+    else:
+        low, high = 1, spec
+    try:
+        low, high = int(low), int(high)
+    except (TypeError, ValueError, OverflowError):
+        raise OnnxError(f"dynamic_dims gives {where} {spec!r}; give a maximum size, a (min, max) pair or a "
+                        "torch.export.Dim") from None
+    if not 1 <= low <= high or high >= 2**31:
+        raise OnnxError(f"dynamic_dims gives {where} the range [{low}, {high}]; it must satisfy 1 <= min <= max "
+                        "< 2**31")
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name), low, high
 
 
 @dataclass
@@ -172,35 +197,40 @@ class LoweredOnnx:
     output_dtypes: list[str]
 
 
-def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None) -> LoweredOnnx:
-    """ONNX graph -> IR graph (constants folded, every other node lowered)."""
+def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
+               dynamic_dims: dict[str, dict] | None = None) -> LoweredOnnx:
+    """ONNX graph -> IR graph (constants folded, every other node lowered). Dimensions named in `dynamic_dims`
+    stay symbols (`litert_torch.symbolic`): the nodes that read them get their output shapes from
+    `onnx_shapes`, and a lowering that cannot follow a size raises an error naming the node."""
     onnx = _onnx()
     from onnx import numpy_helper
 
     proto = _copy(onnx, proto)
-    graph_inputs = _concrete_inputs(onnx, proto, input_shapes)
+    space = SymSpace()
+    graph_inputs, input_shape = _input_shapes(proto, input_shapes, dynamic_dims, space)
     try:
         proto = onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=True)
     except Exception as exc:
         raise OnnxError(f"ONNX shape inference failed: {exc}") from None
-    types = {}
+    types = {}  # value name -> (static shape or None, numpy dtype or None)
     for vi in [*proto.graph.input, *proto.graph.value_info, *proto.graph.output]:
         tt = vi.type.tensor_type
-        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
-            types[vi.name] = ([d.dim_value for d in tt.shape.dim], ONNX_DTYPES.get(tt.elem_type))
+        static = tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim)
+        types[vi.name] = ([d.dim_value for d in tt.shape.dim] if static else None, ONNX_DTYPES.get(tt.elem_type))
 
     graph = ir.Graph("main")
-    ctx = LoweringContext(graph)
+    ctx = LoweringContext(graph, space)
     env: dict[str, Any] = {}
     consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
     input_names, input_dtypes = [], []
     for inp in graph_inputs:
-        shape, dtype = types[inp.name]
+        dtype = types[inp.name][1]
         if dtype is None:
             raise OnnxError(f"input {inp.name} has an element type without a TFLite equivalent")
-        t = ir.Tensor(inp.name, shape, np.int32 if dtype == np.int64 else dtype)
+        t = ir.Tensor(inp.name, input_shape[inp.name], np.int32 if dtype == np.int64 else dtype)
         env[inp.name] = t
         graph.inputs.append(t)
+        ctx.add_input(t)
         input_names.append(inp.name)
         input_dtypes.append(np.dtype(dtype).name)
 
@@ -225,27 +255,44 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None) -> LoweredOn
         name = node.name or f"{node.op_type}_{i}"
         inputs = [value(n) for n in node.input]
         attrs = {a.name: _plain(onnx.helper.get_attribute_value(a)) for a in node.attribute}
+        ref = ir.SourceRef(name, f"onnx::{node.op_type}", None, None)
         if node.op_type in ("Shape", "Size") and isinstance(inputs[0], ir.Tensor):
-            # Shapes are static here: the shape of a run-time tensor is a constant.
-            dims = np.array(inputs[0].shape, np.int64)
+            # The shape of a run-time tensor is a constant, holding Syms for its dynamic sizes.
+            dims = inputs[0].shape
             if node.op_type == "Size":
-                consts[node.output[0]] = np.array(int(np.prod(dims)), np.int64)
+                total = int(np.prod([int(d) for d in dims])) if all_static(dims) else np.prod(list(dims), dtype=object)
+                consts[node.output[0]] = np.array(total, np.int64 if all_static(dims) else object)
+            elif all_static(dims):
+                consts[node.output[0]] = np.array(dims, np.int64)[slice(attrs.get("start", 0), attrs.get("end"))]
             else:
-                consts[node.output[0]] = dims[slice(attrs.get("start", 0), attrs.get("end"))]
+                consts[node.output[0]] = onnx_shapes.shape_value(dims, attrs.get("start", 0), attrs.get("end"))
             continue
+        sizes_in = any(isinstance(v, np.ndarray) and v.dtype == object for v in inputs)
         if all(not isinstance(v, ir.Tensor) for v in inputs):
-            for out, result in zip(node.output, _evaluate(onnx, node, inputs)):
-                consts[out] = result
-            continue
+            if not sizes_in:
+                for out, result in zip(node.output, _evaluate(onnx, node, inputs)):
+                    consts[out] = result
+                continue
+            try:
+                for out, result in zip(node.output, onnx_shapes.fold(node.op_type, inputs, attrs)):
+                    consts[out] = result
+                continue
+            except DynamicSizeError as exc:
+                if node.op_type not in onnx_ops.LOWERINGS:
+                    raise _dynamic_error(node.op_type, name, space, exc) from None
         if node.op_type in onnx_ops.FOLD_ONLY:
             raise ConversionError(f"onnx::{node.op_type} node {name} computes on run-time values; it is supported "
                                   "only where its inputs are constants")
-        if any(out and (out not in types or types[out][1] is None) for out in node.output):
-            _infer_by_running(onnx, node, inputs, types, name)
-        ref = ir.SourceRef(name, f"onnx::{node.op_type}", None, None)
+        dynamic = sizes_in or any(isinstance(v, ir.Tensor) and not all_static(v.shape) for v in inputs)
+        if dynamic:
+            shapes = _symbolic_types(node, inputs, attrs, types, space, name)
+        else:
+            if any(out and (types.get(out, (None, None))[0] is None or types[out][1] is None) for out in node.output):
+                _infer_by_running(onnx, node, inputs, types, name)
+            shapes = [types[out] if out else None for out in node.output]
         contract = Node(name, f"onnx::{node.op_type}",
                         inputs=tuple(_operand(v) for v in inputs),
-                        outputs=tuple(_value(*types[out]) if out else None for out in node.output),
+                        outputs=tuple(_value(*t) if t is not None else None for t in shapes),
                         source=ref, used=frozenset(k for k, out in enumerate(node.output) if out in read),
                         single=len(node.output) == 1)
         ctx.begin(contract, ref)
@@ -254,12 +301,16 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None) -> LoweredOn
                   for k, v in enumerate(inputs)]
         try:
             result = onnx_ops.LOWERINGS[node.op_type](ctx, contract, inputs, attrs)
+        except DynamicSizeError as exc:
+            raise _dynamic_error(node.op_type, name, space, exc) from exc
         except ConversionError as exc:
             raise ConversionError(f"onnx::{node.op_type} node {name}: {exc}") from exc
         except Exception as exc:
             raise ConversionError(f"lowering onnx::{node.op_type} node {name} failed: {type(exc).__name__}: "
                                   f"{exc}") from exc
         results = list(result) if isinstance(result, (list, tuple)) else [result]
+        if dynamic:
+            _check_shapes(contract, results)
         for out, r in zip(node.output, results):
             if out:
                 env[out] = r
@@ -269,9 +320,11 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None) -> LoweredOn
         if out.name in env:
             t = env[out.name]
         elif out.name in consts:
-            t = ir.Tensor(out.name, consts[out.name].shape, consts[out.name].dtype,
-                          narrow_int64(consts[out.name], out.name) if consts[out.name].dtype == np.int64
-                          else consts[out.name])
+            data = consts[out.name]
+            if data.dtype == object:
+                raise OnnxError(f"output {out.name} is a size known only at run time; make that dimension static")
+            t = ir.Tensor(out.name, data.shape, data.dtype,
+                          narrow_int64(data, out.name) if data.dtype == np.int64 else data)
         else:
             raise OnnxError(f"output {out.name} is not computed by the graph")
         if t in graph.inputs or t in graph.outputs or t.is_constant:
@@ -286,6 +339,47 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None) -> LoweredOn
     return LoweredOnnx(graph, input_names, output_names, input_dtypes, output_dtypes)
 
 
+def _symbolic_types(node, inputs: list, attrs: dict, types: dict, space: SymSpace, name: str) -> list:
+    """(shape, dtype) of each output of a node that reads a dynamic size: shapes from `onnx_shapes`, element
+    types from ONNX's inference (or the first input's)."""
+    described = [v.shape if isinstance(v, ir.Tensor) else v for v in inputs]
+    try:
+        shapes = onnx_shapes.infer(node.op_type, described, attrs, len(node.output))
+    except DynamicSizeError as exc:
+        raise _dynamic_error(node.op_type, name, space, exc) from None
+    first = next((v for v in inputs if isinstance(v, (ir.Tensor, np.ndarray))), None)
+    fallback = first.dtype if first is not None and first.dtype != object else np.int64
+    out = []
+    for k, o in enumerate(node.output):
+        if not o:
+            out.append(None)
+            continue
+        dtype = types.get(o, (None, None))[1] or fallback
+        types[o] = (None, dtype)
+        out.append((tuple(shapes[k]), dtype))
+    return out
+
+
+def _check_shapes(node: Node, results: list) -> None:
+    """The lowering's outputs must have the shapes the rules computed over the whole range; each takes the
+    rule's form of its dynamic sizes."""
+    for want, got in zip(node.outputs, results):
+        if want is None or not isinstance(got, ir.Tensor):
+            continue
+        if len(want.shape) != got.rank or not all(same_size(a, b) for a, b in zip(want.shape, got.shape)):
+            raise ConversionError(f"internal error: lowering of {node.op} (node {node.name}) produced shape "
+                                  f"{list(got.shape)}, the ONNX definition gives {list(want.shape)}")
+        if not got.is_constant:
+            got.shape = tuple(want.shape)
+
+
+def _dynamic_error(op_type: str, name: str, space: SymSpace, exc: DynamicSizeError) -> LoweringError:
+    dims = space.describe(space.ranges)
+    return LoweringError(f"node {name}: {exc}; it cannot follow the dynamic dimensions ({dims}) at run time "
+                         "(give that input a static shape with input_shapes)", target=f"onnx::{op_type}",
+                         location=f"node {name}")
+
+
 def _copy(onnx, proto):
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
@@ -295,7 +389,7 @@ def _copy(onnx, proto):
 def _operand(value: Any) -> Any:
     """An input as the contract describes it: a Value for a tensor or a constant array."""
     if isinstance(value, (ir.Tensor, np.ndarray)):
-        return _value(value.shape, value.dtype)
+        return _value(value.shape, np.int64 if value.dtype == object else value.dtype)
     return value
 
 
@@ -309,7 +403,12 @@ def _plain(value: Any) -> Any:
 
 
 def _as_tensor(ctx, value: np.ndarray) -> ir.Tensor:
-    return ctx.const(value)
+    """A constant input as a tensor; sizes known only at run time (an object array of Syms) are computed in
+    the model from the inputs' SHAPE."""
+    if value.dtype != object:
+        return ctx.const(value)
+    flat = ctx.dims_tensor(list(value.reshape(-1)))
+    return ctx.reshape(flat, list(value.shape)) if value.ndim != 1 else flat
 
 
 def _gather_elements(node, inputs, attrs):

@@ -17,6 +17,7 @@ from litert_torch.lower import onnx_rnn  # noqa: F401 (registers LSTM and GRU)
 from litert_torch.lower.onnx_registry import DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, onnx_op  # noqa: F401
 from litert_torch.lower.registry import lowering_for
 from litert_torch.node import Node
+from litert_torch.symbolic import Sym, all_static, smax, smin
 
 aten = torch.ops.aten
 def aten_fn(target):
@@ -37,8 +38,10 @@ def const_list(value, what: str, ctx) -> list:
         if not value.is_constant:
             raise ctx.fail(f"{what} computed at run time has no lowering (it must be a constant)")
         value = value.data
-    return [int(v) if np.issubdtype(np.asarray(value).dtype, np.integer) else float(v)
-            for v in np.asarray(value).reshape(-1)]
+    arr = np.asarray(value)
+    if arr.dtype == object:  # sizes known only at run time (Syms) among ints
+        return [v if isinstance(v, Sym) else int(v) for v in arr.reshape(-1)]
+    return [int(v) if np.issubdtype(arr.dtype, np.integer) else float(v) for v in arr.reshape(-1)]
 
 
 def scalar(value, ctx, what: str):
@@ -222,10 +225,15 @@ def gemm(ctx, node, inputs, attrs):
         weight = weight * alpha if alpha != 1.0 else weight
         bias = None
         if c is not None:
-            cv = np.broadcast_to(np.asarray(c.data) * beta, shape) if c.is_constant else None
-            if cv is not None and np.all(cv == cv[:1]):
-                bias = ctx.const(np.ascontiguousarray(cv[0]).astype(np.float32))
-            elif c is not None:
+            cv = np.asarray(c.data) * beta if c.is_constant else None
+            if cv is not None and cv.ndim == 2 and cv.shape[1] == 1:
+                cv = None  # one value per row: added after the product
+            if cv is not None and cv.ndim == 2 and not np.all(cv == cv[:1]):
+                cv = None
+            if cv is not None:
+                row = cv[0] if cv.ndim == 2 else cv
+                bias = ctx.const(np.ascontiguousarray(np.broadcast_to(row, (shape[1],))).astype(np.float32))
+            else:
                 y = aten_fn(aten.linear.default)(ctx, sub(node, shape), a, ctx.const(weight.astype(np.float32)))
                 scaled = c if beta == 1.0 else ctx.emit("MUL", [c, ctx.scalar_like(beta, c)], like=c)
                 return ctx.emit("ADD", [y, scaled], shape, y.dtype)
@@ -474,7 +482,8 @@ def out_shape_each(node, axis: int) -> list[int]:
 
 @onnx_op("Slice")
 def slice_op(ctx, node, inputs, attrs):
-    """STRIDED_SLICE with constant starts, ends, axes and steps (clamped as ONNX clamps them)."""
+    """STRIDED_SLICE with constant starts, ends, axes and steps (clamped as ONNX clamps them); over a dynamic
+    axis the clamped bounds are computed when the model runs."""
     x = inputs[0]
     starts = const_list(inputs[1], "Slice starts", ctx)
     ends = const_list(inputs[2], "Slice ends", ctx)
@@ -482,19 +491,38 @@ def slice_op(ctx, node, inputs, attrs):
         else list(range(len(starts)))
     steps = const_list(inputs[4], "Slice steps", ctx) if len(inputs) > 4 and inputs[4] is not None \
         else [1] * len(starts)
-    begin, end, stride = [0] * x.rank, list(x.shape), [1] * x.rank
-    for s, e, a, st in zip(starts, ends, axes, steps):
-        a %= x.rank
-        s, e, _ = slice(s, e, st).indices(x.shape[a])
-        begin[a], end[a], stride[a] = s, e, st
-    shape = out_shape(node)
-    mask = sum(1 << a for a in range(x.rank) if stride[a] < 0 and end[a] < 0)
-    end = [0 if (mask >> a) & 1 else v for a, v in enumerate(end)]
-    return ctx.emit("STRIDED_SLICE", [x, ctx.const(np.array(begin, np.int32), name="begin"),
-                                      ctx.const(np.array(end, np.int32), name="end"),
-                                      ctx.const(np.array(stride, np.int32), name="strides")],
-                    shape, x.dtype, begin_mask=0, end_mask=mask, shrink_axis_mask=0, ellipsis_mask=0,
+    if all_static(x.shape) and not any(isinstance(v, Sym) for v in starts + ends):
+        begin, end, stride = [0] * x.rank, list(x.shape), [1] * x.rank
+        for s, e, a, st in zip(starts, ends, axes, steps):
+            a %= x.rank
+            s, e, _ = slice(s, e, st).indices(x.shape[a])
+            begin[a], end[a], stride[a] = s, e, st
+        mask = sum(1 << a for a in range(x.rank) if stride[a] < 0 and end[a] < 0)
+        end = [0 if (mask >> a) & 1 else v for a, v in enumerate(end)]
+        begin_t = ctx.const(np.array(begin, np.int32), name="begin")
+        end_t = ctx.const(np.array(end, np.int32), name="end")
+    else:
+        begin, end, stride = [0] * x.rank, [0] * x.rank, [1] * x.rank
+        mask = (1 << x.rank) - 1  # untouched axes run to their end
+        for s, e, a, st in zip(starts, ends, axes, steps):
+            a %= x.rank
+            size = x.shape[a]
+            if st < 0:
+                raise ctx.fail("Slice with a negative step over a dynamic size has no lowering yet")
+            begin[a], stride[a] = smin(smax(s + size if s < 0 else s, 0), size), st
+            if not (isinstance(e, int) and e >= size_limit(size)):
+                end[a] = smin(smax(e + size if e < 0 else e, 0), size)
+                mask &= ~(1 << a)
+        begin_t, end_t = ctx.dims_tensor(begin), ctx.dims_tensor(end)
+    return ctx.emit("STRIDED_SLICE", [x, begin_t, end_t, ctx.const(np.array(stride, np.int32), name="strides")],
+                    out_shape(node), x.dtype, begin_mask=0, end_mask=mask, shrink_axis_mask=0, ellipsis_mask=0,
                     new_axis_mask=0, offset=False)
+
+
+def size_limit(size) -> int:
+    """An end at or past the largest value `size` takes means "to the end of the axis"."""
+    hi = size.space.bounds(size.expr)[1] if isinstance(size, Sym) else size
+    return int(min(hi, 2**62))
 
 
 @onnx_op("Gather")
@@ -573,16 +601,21 @@ def resize(ctx, node, inputs, attrs):
     coord = coord.decode() if isinstance(coord, bytes) else coord
     nearest = attrs.get("nearest_mode", b"round_prefer_floor")
     nearest = nearest.decode() if isinstance(nearest, bytes) else nearest
+    # The scale factors of a dynamic size (a static one maps in to out exactly by construction).
+    given = inputs[1 if node.op_type == "Upsample" else 2] if len(inputs) > (1 if node.op_type == "Upsample" else 2) \
+        else None
+    factors = list(np.asarray(given, np.float64).reshape(-1)) if isinstance(given, np.ndarray) and given.size else []
+    scales = [float(f) for f in factors[2:]] if len(factors) == 4 and not all_static(x.shape[2:]) else [None, None]
     if mode == "nearest":
         if coord != "asymmetric" or nearest != "floor":
             raise ctx.fail(f"nearest Resize with {coord} coordinates and {nearest} rounding has no lowering yet "
                            "(asymmetric + floor, PyTorch's 'nearest', does)")
-        return aten_fn(aten.upsample_nearest2d.default)(ctx, node, x, list(shape[2:]))
+        return aten_fn(aten.upsample_nearest2d.default)(ctx, node, x, list(shape[2:]), *scales)
     if mode == "linear":
         if coord == "align_corners":
-            return aten_fn(aten.upsample_bilinear2d.default)(ctx, node, x, list(shape[2:]), True)
-        if coord in ("half_pixel", "pytorch_half_pixel") and min(shape[2:]) > 1:
-            return aten_fn(aten.upsample_bilinear2d.default)(ctx, node, x, list(shape[2:]), False)
+            return aten_fn(aten.upsample_bilinear2d.default)(ctx, node, x, list(shape[2:]), True, *scales)
+        if coord in ("half_pixel", "pytorch_half_pixel") and all(d > 1 for d in shape[2:]):
+            return aten_fn(aten.upsample_bilinear2d.default)(ctx, node, x, list(shape[2:]), False, *scales)
         raise ctx.fail(f"linear Resize with {coord} coordinates has no lowering yet")
     raise ctx.fail(f"Resize mode {mode!r} has no lowering yet")
 
