@@ -57,6 +57,9 @@ def clamp(ctx: LoweringContext, x: ir.Tensor, lo: float | None, hi: float | None
             return ctx.emit(opcode, [x], like=x)
     if lo is not None and hi is None and float(lo) == 0.0 and x.dtype.kind == "f":
         return ctx.emit("RELU", [x], like=x)
+    if x.dtype.kind in "iu":  # integer bounds convert to the tensor's type as PyTorch converts them (wrapping)
+        lo = None if lo is None else int(np.array(int(lo)).astype(np.int64).astype(x.dtype))
+        hi = None if hi is None else int(np.array(int(hi)).astype(np.int64).astype(x.dtype))
     y = x
     if lo is not None:
         y = ctx.emit("MAXIMUM", [y, ctx.scalar_like(lo, x)], like=x)
@@ -127,9 +130,24 @@ def operand(ctx: LoweringContext, value, dtype: np.dtype) -> ir.Tensor:
     return ctx.const(np.array(value, dtype=dtype), dtype, "scalar")
 
 
+# TFLite's kernels read int8 / uint8 / int16 tensors as quantized values: on plain narrow integers, ADD, SUB,
+# MUL, DIV and the comparisons give wrong results or abort the process. Those run in int32 here, and the
+# result is cast back (which wraps on overflow, as PyTorch's and ONNX's narrow integer arithmetic does).
+NARROW_INTS = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
+WIDENED_OPS = {"ADD", "SUB", "MUL", "DIV", "FLOOR_DIV", "FLOOR_MOD", "POW", "SQUARED_DIFFERENCE", "EQUAL",
+               "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"}
+
+
+def compute_dtype(opcode: str, dtype: np.dtype) -> np.dtype:
+    """The element type `opcode` computes in for operands of `dtype` (int32 for narrow integers)."""
+    return np.dtype(np.int32) if np.dtype(dtype) in NARROW_INTS and opcode in WIDENED_OPS else np.dtype(dtype)
+
+
 def binary(ctx: LoweringContext, node, opcode: str, a, b) -> ir.Tensor:
     shape, dtype = out_meta(node)
-    return ctx.emit(opcode, [operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, dtype)
+    wide = compute_dtype(opcode, dtype)
+    y = ctx.emit(opcode, [operand(ctx, a, wide), operand(ctx, b, wide)], shape, wide)
+    return ctx.cast(y, dtype)
 
 
 def _scaled(ctx: LoweringContext, value, alpha, dtype):
@@ -293,7 +311,7 @@ def common_dtype(node, positions=(0, 1)) -> np.dtype:
 
 def _comparison(opcode: str):
     def lower_comparison(ctx, node, a, b):
-        dtype = common_dtype(node)
+        dtype = compute_dtype(opcode, common_dtype(node))
         shape, _ = out_meta(node)
         return ctx.emit(opcode, [operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, np.bool_)
 

@@ -10,7 +10,8 @@ from onnx import TensorProto, helper, numpy_helper
 import litert_torch
 
 OPSET = 18
-TYPES = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.bool_: TensorProto.BOOL}
+TYPES = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.bool_: TensorProto.BOOL,
+         np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8, np.int16: TensorProto.INT16}
 
 
 def graph_model(nodes, inputs: dict[str, tuple], outputs, initializers: dict[str, np.ndarray] | None = None,

@@ -207,3 +207,19 @@ def test_every_registered_onnx_op_has_a_row():
     # Upsample (deprecated since opset 10) is registered for old graphs upgraded past opset 13 by
     # onnx.version_converter; it shares Resize's lowering, which the Resize rows check.
     assert set(onnx_ops.LOWERINGS) - covered == {"Upsample"}
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Greater", "Equal"])
+def test_narrow_integer_elementwise_matches_onnxruntime(op, dtype):
+    """ONNX's integer arithmetic on int8 / uint8 / int16 (Div truncating, overflow wrapping) runs in int32 here:
+    TFLite's kernels would read those types as quantized."""
+    model = graph_model([helper.make_node(op, ["a", "b"], ["y"])], {"a": (3, 5), "b": (3, 5)}, ["y"],
+                        dtypes={"a": dtype, "b": dtype})
+    rng = np.random.default_rng(0)
+    low = 0 if dtype == np.uint8 else -120
+    a = rng.integers(low, 127, (3, 5)).astype(dtype)
+    b = rng.integers(1, 100, (3, 5)).astype(dtype)
+    if dtype != np.uint8:
+        b[0] = -b[0]  # negative divisors: Div truncates toward zero
+    assert_matches_ort(model, {"a": a, "b": b})
