@@ -355,24 +355,39 @@ def _pool_window(ctx, node, x, attrs):
     return kernel, strides, [b for b, _ in pads]
 
 
+def _pool(ctx, node, x, attrs, lower_2d):
+    """A 1-D or 2-D pooling node through the 2-D ATen lowering (a 1-D one over a unit height)."""
+    kernel, strides, pads = _pool_window(ctx, node, x, attrs)
+    dilations = list(attrs.get("dilations", [1] * len(kernel)))
+    if x.rank == 4:
+        return lower_2d(sub(node, out_shape(node), x.dtype), x, kernel, strides, pads, dilations)
+    if x.rank != 3:
+        raise ctx.fail(f"{node.op_type} over {x.rank - 2} spatial axes has no lowering yet (1-D and 2-D do)")
+    n, c, length = x.shape
+    out = out_shape(node)
+    y = lower_2d(sub(node, (n, c, 1, out[2]), x.dtype), ctx.reshape(x, [n, c, 1, length]), [1] + kernel,
+                 [1] + strides, [0] + pads, [1] + dilations)
+    return ctx.reshape(y, list(out))
+
+
 @onnx_op("MaxPool")
 def max_pool(ctx, node, inputs, attrs):
-    """as aten.max_pool2d (pads, ceil_mode; no dilation)."""
-    x = inputs[0]
-    kernel, strides, pads = _pool_window(ctx, node, x, attrs)
+    """as aten.max_pool2d (1-D and 2-D; pads, ceil_mode)."""
     if 1 in node.used:
         raise ctx.fail("MaxPool's indices output has no lowering")
-    return aten_fn(aten.max_pool2d.default)(ctx, sub(node, out_shape(node), x.dtype), x, kernel, strides, pads,
-                                            attrs.get("dilations", [1, 1]), bool(attrs.get("ceil_mode", 0)))
+    ceil_mode = bool(attrs.get("ceil_mode", 0))
+    return _pool(ctx, node, inputs[0], attrs, lambda n, x, k, s, p, d: aten_fn(aten.max_pool2d.default)(
+        ctx, n, x, k, s, p, d, ceil_mode))
 
 
 @onnx_op("AveragePool")
 def avg_pool(ctx, node, inputs, attrs):
-    """as aten.avg_pool2d (pads, ceil_mode, count_include_pad)."""
-    x = inputs[0]
-    kernel, strides, pads = _pool_window(ctx, node, x, attrs)
-    return aten_fn(aten.avg_pool2d.default)(ctx, node, x, kernel, strides, pads, bool(attrs.get("ceil_mode", 0)),
-                                            bool(attrs.get("count_include_pad", 0)))
+    """as aten.avg_pool2d (1-D and 2-D; pads, ceil_mode, count_include_pad)."""
+    if any(d != 1 for d in attrs.get("dilations", [])):
+        raise ctx.fail("AveragePool with dilations has no lowering yet")
+    ceil_mode, include = bool(attrs.get("ceil_mode", 0)), bool(attrs.get("count_include_pad", 0))
+    return _pool(ctx, node, inputs[0], attrs, lambda n, x, k, s, p, d: aten_fn(aten.avg_pool2d.default)(
+        ctx, n, x, k, s, p, ceil_mode, include))
 
 
 @onnx_op("GlobalAveragePool")
@@ -593,6 +608,8 @@ def resize(ctx, node, inputs, attrs):
     aten.upsample_nearest2d / upsample_bilinear2d."""
     x = inputs[0]
     shape = out_shape(node)
+    if attrs.get("antialias", 0) or attrs.get("axes") is not None:
+        raise ctx.fail("Resize with antialias or axes has no lowering yet")
     if x.rank != 4 or tuple(shape[:2]) != tuple(x.shape[:2]):
         raise ctx.fail("Resize other than over the two spatial axes of a 4-D tensor has no lowering yet")
     mode = attrs.get("mode", b"nearest")
@@ -605,7 +622,9 @@ def resize(ctx, node, inputs, attrs):
     given = inputs[1 if node.op_type == "Upsample" else 2] if len(inputs) > (1 if node.op_type == "Upsample" else 2) \
         else None
     factors = list(np.asarray(given, np.float64).reshape(-1)) if isinstance(given, np.ndarray) and given.size else []
-    scales = [float(f) for f in factors[2:]] if len(factors) == 4 and not all_static(x.shape[2:]) else [None, None]
+    # Given scale factors map output to input coordinates (except with align_corners); the ATen lowering checks
+    # that they are the in/out ratio TFLite uses.
+    scales = [float(f) for f in factors[2:]] if len(factors) == 4 and coord != "align_corners" else [None, None]
     if mode == "nearest":
         if coord != "asymmetric" or nearest != "floor":
             raise ctx.fail(f"nearest Resize with {coord} coordinates and {nearest} rounding has no lowering yet "

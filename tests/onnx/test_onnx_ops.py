@@ -223,3 +223,31 @@ def test_narrow_integer_elementwise_matches_onnxruntime(op, dtype):
     if dtype != np.uint8:
         b[0] = -b[0]  # negative divisors: Div truncates toward zero
     assert_matches_ort(model, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("MaxPool", dict(kernel_shape=[3], strides=[2])),
+    ("MaxPool", dict(kernel_shape=[2], strides=[2], pads=[1, 1])),
+    ("AveragePool", dict(kernel_shape=[3], strides=[1], pads=[1, 1])),
+    ("AveragePool", dict(kernel_shape=[3], strides=[2], pads=[1, 1], count_include_pad=1)),
+], ids=["max_k3s2", "max_k2s2p1", "avg_k3p1", "avg_k3s2_include_pad"])
+def test_one_dimensional_pooling_matches_onnxruntime(op, attrs):
+    model = graph_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": (2, 3, 11)}, ["y"])
+    assert_matches_ort(model, {"x": np.random.default_rng(0).standard_normal((2, 3, 11)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("coord", ["half_pixel", "pytorch_half_pixel"])
+def test_linear_resize_by_a_scale_that_is_not_the_size_ratio_is_refused(coord):
+    """ONNX maps output to input pixels with the given scale (1.5); TFLite with the size ratio (7/5): refused,
+    never approximated."""
+    import litert_torch
+
+    model = graph_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear",
+                                          coordinate_transformation_mode=coord)],
+                        {"x": (1, 2, 4, 5)}, ["y"], {"s": np.array([1, 1, 2, 1.5], np.float32)})
+    with pytest.raises(litert_torch.ConversionError, match="scale factor 1.5 does not map 5 pixels onto exactly 7"):
+        litert_torch.convert_onnx(model)
+    model = graph_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear", antialias=1)],
+                        {"x": (1, 2, 8, 8)}, ["y"], {"s": np.array([1, 1, 0.5, 0.5], np.float32)}, opset=18)
+    with pytest.raises(litert_torch.ConversionError, match="antialias"):
+        litert_torch.convert_onnx(model)
