@@ -173,3 +173,20 @@ def test_metadata_entries_are_compressed_when_smaller_and_plain_files_still_read
     assert metadata.decode(b' {"version":1}') == small
     with pytest.raises(ValueError, match="not a litert_torch metadata entry"):
         metadata.decode(b"\x00garbage")
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.relu(x), lambda x: x * 2 + 1, lambda x: torch.exp(x)],
+                         ids=["relu", "affine", "exp"])
+def test_zero_dimensional_values_keep_shape_unit_tuple(fn):
+    """An op on a 0-d tensor gives a 0-d result, as in PyTorch (the runtime's signature runner hands rank-0
+    outputs back as (1,))."""
+    class Scalar(torch.nn.Module):
+        def forward(self, x):
+            return fn(x)
+
+    x = torch.tensor(0.25)
+    edge = litert_torch.convert(Scalar(), (x,))
+    out = edge(x)
+    assert out.shape == ()
+    torch.testing.assert_close(out, fn(x))
+    assert np.asarray(edge(x.numpy())).shape == ()
