@@ -13,14 +13,17 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
+import json
 import os
 import sys
 import textwrap
+from collections import Counter
 from typing import Any, Callable
 
 from litert_torch.flatbuffer.schema import BUILTIN_CODES
 from litert_torch.frontend.export import KEEP_WHOLE, decomposition_table, target_name
 from litert_torch.lower import registered
+from litert_torch.suites import STATUSES
 
 DOC_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "COVERAGE.md")
 
@@ -106,7 +109,7 @@ def render() -> str:
             lines += ["", f"## {module}", "", "| ATen op | TFLite ops | How | Limits |", "|---|---|---|---|"]
             current = module
         lines.append(f"| `{name}` | {ops} | {_cell(summary)} | {_cell(limits)} |")
-    return "\n".join(lines + _onnx_section()) + "\n"
+    return "\n".join(lines + _onnx_section() + _suites_section()) + "\n"
 
 
 def _onnx_section() -> list[str]:
@@ -129,8 +132,117 @@ def _onnx_section() -> list[str]:
     return lines
 
 
+RESULTS_DIR = os.path.normpath(os.path.join(os.path.dirname(DOC_PATH), "..", "bench", "results"))
+SUITE_TITLES = {"opinfo": "PyTorch OpInfo", "onnx-node": "ONNX backend node tests"}
+
+
+def suite_results(suite: str, directory: str = RESULTS_DIR) -> dict | None:
+    path = os.path.join(directory, f"{suite}.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _suites_section() -> list[str]:
+    """Pass tables of the external suites, from their last recorded runs (bench/results/<suite>.json)."""
+    lines = ["", "## Measured with external suites", "",
+             "Cases of suites written elsewhere, run by `python -m litert_torch.coverage opinfo|onnx-node` "
+             "(each case in a worker process; `litert_torch/suites/`). wrong: ran and differs from the reference; "
+             "refused: a typed error before anything was written; crash: the process died; error: an untyped "
+             "exception (a bug). Rows list the ops with a case that is not a pass or a refusal first.", ""]
+    found = False
+    for suite, title in SUITE_TITLES.items():
+        data = suite_results(suite)
+        if data is None:
+            continue
+        found = True
+        results = data["cases"]
+        counts = Counter(r["status"] for r in results.values())
+        scored = sum(n for status, n in counts.items() if status not in ("skipped", "not-exported"))
+        lines += [f"### {title}", "", f"`{data['command']}` on {data['date']} ({data['versions']}): "
+                  f"{len(results)} cases; " + ", ".join(f"{status} {counts[status]}" for status in STATUSES
+                                                        if counts.get(status))
+                  + (f"; {counts['pass'] / scored:.1%} of the {scored} scored cases pass (skipped and "
+                     "not-exported cases are not scored)." if scored else "."), ""]
+        per_op: dict[str, Counter] = {}
+        notes: dict[str, str] = {}
+        for case, r in results.items():
+            per_op.setdefault(r["op"], Counter())[r["status"]] += 1
+            if r["status"] not in ("pass", "skipped", "not-exported") and r["op"] not in notes:
+                notes[r["op"]] = r.get("detail", "")
+        bad = {"wrong", "crash", "error", "timeout", "runtime-error"}
+        ordered = sorted(per_op, key=lambda op: (not (set(per_op[op]) & bad), op))
+        lines += ["| op | pass | refused | other | first reason |", "|---|---|---|---|---|"]
+        for op in ordered:
+            c = per_op[op]
+            if set(c) <= {"skipped", "not-exported"}:
+                continue
+            other = ", ".join(f"{k} {v}" for k, v in sorted(c.items()) if k not in ("pass", "refused", "skipped",
+                                                                                  "not-exported"))
+            lines.append(f"| `{op}` | {c.get('pass', 0)} | {c.get('refused', 0)} | {other} | "
+                         f"{_cell(notes.get(op, ''))[:160]} |")
+        lines.append("")
+    return lines if found else []
+
+
+def run_suite(suite: str, sample: float, jobs: int, timeout: float, out: str | None, limit: int | None,
+              argv: list[str]) -> int:
+    """Run a suite's cases (a seeded `sample` fraction of them), record the results, print a summary."""
+    import platform
+    import random
+    import time
+    from datetime import datetime, timezone
+
+    from litert_torch.suites import runner
+
+    module = runner.suite_module(suite)
+    cases = module.cases()
+    if sample < 1.0:
+        cases = sorted(random.Random(0).sample(cases, max(1, round(len(cases) * sample))))
+    if limit:
+        cases = cases[:limit]
+    start = time.monotonic()
+
+    def progress(done, total, case, result):
+        if result["status"] in ("wrong", "crash", "error", "timeout"):
+            print(f"  {result['status']}: {case}: {result.get('detail', '')}", file=sys.stderr, flush=True)
+        if done % 50 == 0 or done == total:
+            print(f"{suite}: {done}/{total} cases, {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+
+    results = runner.run_cases(suite, cases, jobs=jobs, timeout=timeout, progress=progress)
+    for case, r in results.items():
+        r["op"] = module.op_of(case)
+    counts = Counter(r["status"] for r in results.values())
+    print(f"{suite}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+    if out:
+        import torch
+
+        data = {"suite": suite, "command": "python -m litert_torch.coverage " + " ".join(argv),
+                "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "versions": f"torch {torch.__version__.split('+')[0]}, python {platform.python_version()}",
+                "cases": results}
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with open(out, "w") as f:
+            json.dump(data, f, indent=0, sort_keys=True)
+        print(f"wrote {out}; run python -m litert_torch.coverage to regenerate {DOC_PATH}")
+    return 1 if counts.get("wrong") or counts.get("crash") else 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Generate docs/COVERAGE.md from the lowering registry.")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUITE_TITLES:
+        parser = argparse.ArgumentParser(description=f"Run the {SUITE_TITLES[argv[0]]} suite.")
+        parser.add_argument("--sample", type=float, default=1.0, help="fraction of the cases (seeded)")
+        parser.add_argument("--limit", type=int, default=None, help="at most this many cases")
+        parser.add_argument("--jobs", type=int, default=2)
+        parser.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
+        parser.add_argument("--out", default=None, help=f"results file (default: bench/results/{argv[0]}.json)")
+        args = parser.parse_args(argv[1:])
+        out = args.out or os.path.join(RESULTS_DIR, f"{argv[0]}.json")
+        return run_suite(argv[0], args.sample, args.jobs, args.timeout, out, args.limit, argv)
+    parser = argparse.ArgumentParser(description="Generate docs/COVERAGE.md from the lowering registry, or run "
+                                                 "a suite: opinfo | onnx-node (see --help of each).")
     parser.add_argument("--check", action="store_true", help="exit 1 if the file differs from the registry")
     parser.add_argument("--path", default=DOC_PATH)
     args = parser.parse_args(argv)

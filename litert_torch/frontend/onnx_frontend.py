@@ -297,6 +297,13 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
                         single=len(node.output) == 1)
         ctx.begin(contract, ref)
         keep = onnx_ops.PARAMETER_INPUTS.get(node.op_type, set())
+        at_run_time = [k for k in sorted(keep) if k < len(inputs) and isinstance(inputs[k], ir.Tensor)
+                       and not inputs[k].is_constant and k not in onnx_ops.RUNTIME_PARAMETERS.get(node.op_type, ())]
+        if at_run_time:
+            k = at_run_time[0]
+            raise LoweringError(f"node {name}: input {k} ({node.input[k]}) is computed when the model runs; this "
+                                "lowering needs it to be a constant", target=f"onnx::{node.op_type}",
+                                location=f"node {name}")
         inputs = [_as_tensor(ctx, v) if isinstance(v, np.ndarray) and k not in keep else v
                   for k, v in enumerate(inputs)]
         try:
@@ -323,6 +330,9 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
             data = consts[out.name]
             if data.dtype == object:
                 raise OnnxError(f"output {out.name} is a size known only at run time; make that dimension static")
+            if data.size == 0:
+                raise OnnxError(f"output {out.name} is a constant with no elements, which a LiteRT model cannot "
+                                "return")
             t = ir.Tensor(out.name, data.shape, data.dtype,
                           narrow_int64(data, out.name) if data.dtype == np.int64 else data)
         else:

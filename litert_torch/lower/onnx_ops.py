@@ -14,7 +14,9 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower import onnx_rnn  # noqa: F401 (registers LSTM and GRU)
-from litert_torch.lower.onnx_registry import DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, onnx_op  # noqa: F401
+from litert_torch.lower.onnx_registry import (  # noqa: F401 (the registry, re-exported)
+    DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, RUNTIME_PARAMETERS, onnx_op,
+)
 from litert_torch.lower.registry import lowering_for
 from litert_torch.node import Node
 from litert_torch.symbolic import Sym, all_static, smax, smin
@@ -84,8 +86,20 @@ for _name, _target in _UNARY.items():
 
 @onnx_op("Identity", "Dropout")
 def identity(ctx, node, inputs, attrs):
-    """The input itself (Dropout in inference)."""
-    return (inputs[0], None) if node.op_type == "Dropout" else inputs[0]
+    """The input itself (Dropout in inference: its mask all true)."""
+    if node.op_type != "Dropout":
+        return inputs[0]
+    training = inputs[2] if len(inputs) > 2 else None
+    if training is not None and (not isinstance(training, ir.Tensor) or not training.is_constant
+                                 or np.asarray(training.data).any()):
+        raise ctx.fail("Dropout in training mode has no lowering (it is random)")
+    mask = None
+    if 1 in node.used:
+        shape = node.outputs[1].shape
+        if not all_static(shape):
+            raise ctx.fail("Dropout's mask of a dynamic shape has no lowering yet")
+        mask = ctx.const(np.ones(shape, np.bool_), name="mask")
+    return inputs[0], mask
 
 
 @onnx_op("LeakyRelu")
@@ -551,8 +565,11 @@ def gather(ctx, node, inputs, attrs):
     if isinstance(idx, np.ndarray):
         idx = np.where(idx < 0, idx + x.shape[axis], idx)
         idx_t = ctx.const(idx.astype(np.int32), name="indices")
-    else:
+    else:  # indices known at run time: negative ones wrap, as ONNX defines (TFLite's GATHER refuses them)
         idx_t = ctx.cast(idx, np.int32)
+        negative = ctx.emit("LESS", [idx_t, ctx.scalar_like(0, idx_t)], idx_t.shape, np.bool_)
+        size = ctx.reshape(ctx.size_tensor(x.shape[axis]), [])
+        idx_t = ctx.emit("SELECT_V2", [negative, ctx.emit("ADD", [idx_t, size], like=idx_t), idx_t], like=idx_t)
     shape = out_shape(node)
     return ctx.emit("GATHER", [x, idx_t], shape, x.dtype, axis=axis, batch_dims=0)
 
@@ -625,6 +642,12 @@ def resize(ctx, node, inputs, attrs):
     # Given scale factors map output to input coordinates (except with align_corners); the ATen lowering checks
     # that they are the in/out ratio TFLite uses.
     scales = [float(f) for f in factors[2:]] if len(factors) == 4 and coord != "align_corners" else [None, None]
+    if len(factors) == 4 and coord == "align_corners":
+        # ONNX spans the corners over in * scale (unrounded) output pixels, TFLite over the output size.
+        for size, out, f in zip(x.shape[2:], shape[2:], factors[2:]):
+            if (float(f) != int(f)) if isinstance(size, Sym) else (size * float(f) != out):
+                raise ctx.fail(f"align_corners Resize by the scale {float(f)}, which does not give a whole number "
+                               f"of pixels from {size}, has no exact lowering")
     if mode == "nearest":
         if coord != "asymmetric" or nearest != "floor":
             raise ctx.fail(f"nearest Resize with {coord} coordinates and {nearest} rounding has no lowering yet "

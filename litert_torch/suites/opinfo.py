@@ -1,0 +1,119 @@
+"""PyTorch's OpInfo database as a conversion suite: every OpInfo with float32 on the CPU, its first two sample
+inputs, each call wrapped in a module (tensor arguments as the module's inputs, the rest fixed), converted,
+run, and compared with eager PyTorch at rtol 1e-4 / atol 1e-5 (exact for integer and bool results).
+
+Needs torch's test helpers (`pip install expecttest`); case ids are `name[.variant]#index`."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+RTOL, ATOL = 1e-4, 1e-5
+SAMPLES = 2
+
+
+@functools.cache
+def _ops() -> dict[str, Any]:
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return {op.name + (f".{op.variant_test_name}" if op.variant_test_name else ""): op for op in op_db
+            if torch.float32 in op.supported_dtypes("cpu")}
+
+
+def cases() -> list[str]:
+    return [f"{name}#{i}" for name in sorted(_ops()) for i in range(SAMPLES)]
+
+
+def op_of(case: str) -> str:
+    return case.rsplit("#", 1)[0]
+
+
+def _sample(case: str):
+    import torch
+
+    name, index = case.rsplit("#", 1)
+    samples = _ops()[name].sample_inputs("cpu", torch.float32, requires_grad=False)
+    for i, sample in enumerate(samples):
+        if i == int(index):
+            return _ops()[name], sample
+    return _ops()[name], None
+
+
+def refusal(exc: Exception) -> str:
+    """A conversion error in a line: the ops without a lowering, or the first line of the message."""
+    ops = getattr(exc, "ops", None)
+    if ops:
+        return "no lowering: " + ", ".join(op.target for op in ops)
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+
+
+def run_case(case: str) -> dict:
+    import numpy as np
+    import torch
+    import torch.utils._pytree as pytree
+
+    import litert_torch
+    from litert_torch.errors import ConversionError, ExportError, LiteRTTorchError
+
+    torch.manual_seed(0)
+    op, sample = _sample(case)
+    if sample is None:
+        return {"status": "skipped", "detail": "the OpInfo has fewer samples"}
+    call = (sample.input, *sample.args)
+    leaves, spec = pytree.tree_flatten((call, dict(sample.kwargs)))
+    positions = [i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)]
+    inputs = tuple(leaves[i].detach().clone() for i in positions)
+    if any(t.dtype in (torch.complex64, torch.complex128, torch.bfloat16) for t in inputs):
+        return {"status": "skipped", "detail": "complex or bfloat16 input"}
+
+    class Call(torch.nn.Module):
+        def forward(self, *tensors):
+            values = list(leaves)
+            for i, t in zip(positions, tensors):
+                values[i] = t
+            args, kwargs = pytree.tree_unflatten(values, spec)
+            return op.op(*args, **kwargs)
+
+    module = Call().eval()
+    try:
+        with torch.no_grad():
+            expected = module(*(t.clone() for t in inputs))
+    except Exception as exc:  # noqa: BLE001 - the sample itself does not run eagerly
+        return {"status": "skipped", "detail": f"eager: {type(exc).__name__}"}
+    outs = expected if isinstance(expected, (tuple, list)) else (expected,)
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        return {"status": "skipped", "detail": "non-tensor output"}
+    if not inputs:
+        return {"status": "skipped", "detail": "no tensor input"}
+    try:
+        edge = litert_torch.convert(module, inputs)
+    except ExportError as exc:
+        return {"status": "not-exported", "detail": str(exc).splitlines()[-1][:200] if str(exc) else "ExportError"}
+    except ConversionError as exc:
+        return {"status": "refused", "detail": refusal(exc)}
+    except Exception as exc:  # noqa: BLE001 - an untyped failure inside the converter is what this records
+        return {"status": "error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    try:
+        got = edge(*inputs)
+    except LiteRTTorchError as exc:
+        return {"status": "runtime-error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    except Exception as exc:  # noqa: BLE001
+        return {"status": "runtime-error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    gots = got if isinstance(got, (tuple, list)) else (got,)
+    if len(gots) != len(outs):
+        return {"status": "wrong", "detail": f"{len(gots)} outputs, PyTorch gives {len(outs)}"}
+    for k, (g, e) in enumerate(zip(gots, outs)):
+        g = np.asarray(g.detach() if isinstance(g, torch.Tensor) else g)
+        e = e.detach().numpy()
+        if g.shape != e.shape:
+            return {"status": "wrong", "detail": f"output {k}: shape {list(g.shape)}, PyTorch {list(e.shape)}"}
+        if e.dtype.kind in "fc":
+            ok = np.allclose(g.astype(np.float64), e.astype(np.float64), rtol=RTOL, atol=ATOL, equal_nan=True)
+        else:
+            ok = np.array_equal(g.astype(e.dtype), e)
+        if not ok:
+            err = float(np.nanmax(np.abs(g.astype(np.float64) - e.astype(np.float64)))) if e.size else 0.0
+            return {"status": "wrong", "detail": f"output {k}: max|err| {err:.3g}"}
+    return {"status": "pass", "detail": ""}

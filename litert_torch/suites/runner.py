@@ -1,0 +1,147 @@
+"""Running suite cases in worker processes: each worker takes case ids on stdin and answers one JSON line per
+case; a worker that dies (a runtime abort, a segfault) costs the case in hand, which is recorded as a crash
+with its signal, and a fresh worker takes the next case; a case past its time limit is killed the same way.
+
+    python -m litert_torch.suites.runner worker opinfo     # what the parent starts, once per job
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable, Iterable
+
+MARK = "@@case "
+SUITES = {"opinfo": "litert_torch.suites.opinfo", "onnx-node": "litert_torch.suites.onnx_node"}
+
+
+def suite_module(name: str):
+    return importlib.import_module(SUITES[name])
+
+
+def _worker(suite: str) -> None:
+    module = suite_module(suite)
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # prints of the code under test stay off the answer channel
+    out.write(MARK + json.dumps({"ready": True}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        case = line.strip()
+        if not case:
+            continue
+        try:
+            result = module.run_case(case)
+        except Exception as exc:  # noqa: BLE001 - a failure of the harness itself, reported as such
+            result = {"status": "error", "detail": f"harness: {type(exc).__name__}: {exc}"[:300]}
+        out.write(MARK + json.dumps({"case": case, **result}) + "\n")
+        out.flush()
+
+
+class _Worker:
+    def __init__(self, suite: str):
+        env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3")
+        self.proc = subprocess.Popen([sys.executable, "-m", "litert_torch.suites.runner", "worker", suite],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, env=env)
+        self.buffer = ""
+        self.ready = self._read(600.0) is not None
+
+    def _read(self, timeout: float) -> dict | None:
+        """The next answer line, or None on EOF or timeout."""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while True:
+            while "\n" in self.buffer:
+                line, self.buffer = self.buffer.split("\n", 1)
+                if line.startswith(MARK):
+                    return json.loads(line[len(MARK):])
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self.buffer += chunk.decode("utf-8", "replace")
+
+    def run(self, case: str, timeout: float) -> dict:
+        try:
+            self.proc.stdin.write(case + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return self._died()
+        answer = self._read(timeout)
+        if answer is not None:
+            return {k: v for k, v in answer.items() if k != "case"}
+        if self.proc.poll() is None:
+            self.kill()
+            return {"status": "timeout", "detail": f"no answer in {timeout:.0f} s"}
+        return self._died()
+
+    def _died(self) -> dict:
+        code = self.proc.wait()
+        name = signal.Signals(-code).name if code < 0 and -code in signal.Signals._value2member_map_ else str(code)
+        return {"status": "crash", "detail": f"the process died ({name})"}
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+def run_cases(suite: str, cases: Iterable[str], jobs: int = 2, timeout: float = 120.0,
+              progress: Callable[[int, int, str, dict], None] | None = None) -> dict[str, dict]:
+    """Run `cases` of `suite` in `jobs` worker processes; {case: {"status", "detail", ...}}."""
+    cases = list(cases)
+    todo: queue.Queue = queue.Queue()
+    for case in cases:
+        todo.put(case)
+    results: dict[str, dict] = {}
+    lock = threading.Lock()
+
+    def work() -> None:
+        worker: _Worker | None = None
+        while True:
+            try:
+                case = todo.get_nowait()
+            except queue.Empty:
+                break
+            if worker is None or not worker.alive:
+                worker = _Worker(suite)
+            result = worker.run(case, timeout) if worker.ready else {"status": "error",
+                                                                     "detail": "the worker did not start"}
+            with lock:
+                results[case] = result
+                if progress is not None:
+                    progress(len(results), len(cases), case, result)
+        if worker is not None:
+            worker.proc.stdin.close()
+            worker.kill()
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(max(1, jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {case: results[case] for case in cases if case in results}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "worker":
+        _worker(sys.argv[2])
+    else:
+        sys.exit("usage: python -m litert_torch.suites.runner worker SUITE")
