@@ -94,7 +94,31 @@ def _cia_registry_walked_once() -> Iterator[None]:
 
 def decompose(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     with _cia_registry_walked_once():
-        return program.run_decompositions(decomposition_table())
+        decomposed = program.run_decompositions(decomposition_table())
+    _check_outputs_kept(program, decomposed)
+    return decomposed
+
+
+def _output_metas(program: torch.export.ExportedProgram) -> list:
+    """The meta value of each user output (buffer and input mutations excluded)."""
+    from torch.export.graph_signature import OutputKind
+
+    out = program.graph.output_node().args[0]
+    return [n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+            for n, spec in zip(out, program.graph_signature.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
+
+
+def _check_outputs_kept(before: torch.export.ExportedProgram, after: torch.export.ExportedProgram) -> None:
+    """torch's decompositions must keep each output's shape and dtype; one that does not (a bug in torch, as for
+    the logsumexp of _scaled_dot_product_flash_attention_for_cpu) would make the model return something else."""
+    for i, (a, b) in enumerate(zip(_output_metas(before), _output_metas(after))):
+        if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+            continue
+        if len(a.shape) != len(b.shape) or any(str(x) != str(y) for x, y in zip(a.shape, b.shape)) \
+                or a.dtype != b.dtype:
+            raise ExportError(f"torch's decomposition changes output {i} from {list(a.shape)} {a.dtype} to "
+                              f"{list(b.shape)} {b.dtype} (a bug in torch's decomposition of the op that "
+                              "computes it); nothing was converted")
 
 
 def export_module(

@@ -227,6 +227,9 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
         dtype = types[inp.name][1]
         if dtype is None:
             raise OnnxError(f"input {inp.name} has an element type without a TFLite equivalent")
+        if any(not isinstance(d, Sym) and d == 0 for d in input_shape[inp.name]):
+            raise OnnxError(f"input {inp.name} has no elements (shape {list(input_shape[inp.name])}); a LiteRT model "
+                            "cannot take an empty tensor")
         t = ir.Tensor(inp.name, input_shape[inp.name], np.int32 if dtype == np.int64 else dtype)
         env[inp.name] = t
         graph.inputs.append(t)

@@ -143,8 +143,16 @@ def compute_dtype(opcode: str, dtype: np.dtype) -> np.dtype:
     return np.dtype(np.int32) if np.dtype(dtype) in NARROW_INTS and opcode in WIDENED_OPS else np.dtype(dtype)
 
 
+# On bools, PyTorch's arithmetic is logic; TFLite's arithmetic kernels take no bools.
+BOOL_OPS = {"MUL": "LOGICAL_AND", "MINIMUM": "LOGICAL_AND", "ADD": "LOGICAL_OR", "MAXIMUM": "LOGICAL_OR"}
+
+
 def binary(ctx: LoweringContext, node, opcode: str, a, b) -> ir.Tensor:
     shape, dtype = out_meta(node)
+    if dtype == np.bool_:
+        if opcode not in BOOL_OPS:
+            raise ctx.fail(f"{opcode} on bool tensors has no lowering")
+        return ctx.emit(BOOL_OPS[opcode], [operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, dtype)
     wide = compute_dtype(opcode, dtype)
     y = ctx.emit(opcode, [operand(ctx, a, wide), operand(ctx, b, wide)], shape, wide)
     return ctx.cast(y, dtype)

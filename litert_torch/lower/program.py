@@ -262,7 +262,11 @@ def lower_program(program: torch.export.ExportedProgram,
         node = placeholder_by_name.get(getattr(spec.arg, "name", None))
         if node is None or not isinstance(node.meta.get("val"), torch.Tensor):
             continue
-        env[node.name] = ir.Tensor(node.name, values[node.name].shape, numpy_dtype(values[node.name].dtype))
+        shape = values[node.name].shape
+        if any(not isinstance(d, Sym) and d == 0 for d in shape):
+            raise LoweringError(f"input {node.name} has no elements (shape {list(shape)}); a LiteRT model cannot take "
+                                "an empty tensor", target="placeholder")
+        env[node.name] = ir.Tensor(node.name, shape, numpy_dtype(values[node.name].dtype))
         graph.inputs.append(env[node.name])
         ctx.add_input(env[node.name])
         tensor_positions.append(pos)

@@ -84,7 +84,7 @@ def lower_min_all(ctx, node, x):
 
 def arg_reduce(ctx: LoweringContext, opcode: str, x, dim, keepdim: bool, out_shape):
     """ARG_MAX / ARG_MIN (int32 indices) along one axis; dim=None reduces the flattened tensor."""
-    if dim is None:
+    if dim is None or x.rank == 0:  # TFLite's ARG_MAX / ARG_MIN take rank 1 and up
         x, axis = ctx.reshape(x, [x.size]), 0
     else:
         axis = normalize_dim(dim, x.rank)

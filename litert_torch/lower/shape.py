@@ -334,16 +334,24 @@ def lower_pixel_unshuffle(ctx, node, x, downscale_factor):
 
 @lowers(aten.reflection_pad1d.default, aten.reflection_pad2d.default)
 def lower_reflection_pad(ctx, node, x, padding):
-    """MIRROR_PAD in REFLECT mode (the edge value is not repeated)."""
+    """MIRROR_PAD in REFLECT mode (the edge value is not repeated).
+
+    Limits: no negative padding (cropping)."""
     shape, _ = out_meta(node)
     pairs = pad_pairs(x.rank, padding)
+    if any(p < 0 for pair in pairs for p in pair):
+        raise ctx.fail(f"reflection padding by negative amounts {list(padding)} (cropping) has no lowering yet")
     return ctx.emit("MIRROR_PAD", [x, ctx.const(np.array(pairs, np.int32), name="paddings")], shape, x.dtype,
                     mode="REFLECT")
 
 
 @lowers(aten.replication_pad1d.default, aten.replication_pad2d.default)
 def lower_replication_pad(ctx, node, x, padding):
-    """Edge padding: per padded axis, the edge slice BROADCAST_TO the pad width and concatenated."""
+    """Edge padding: per padded axis, the edge slice BROADCAST_TO the pad width and concatenated.
+
+    Limits: no negative padding (cropping)."""
+    if any(int(p) < 0 for p in padding):
+        raise ctx.fail(f"replication padding by negative amounts {list(padding)} (cropping) has no lowering yet")
     for axis, (before, after) in enumerate(pad_pairs(x.rank, padding)):
         if not before and not after:
             continue

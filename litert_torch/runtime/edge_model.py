@@ -73,10 +73,6 @@ class EdgeModel:
         self._num_threads = num_threads
         self._interpreter = None
         self._runners: dict[str, Any] = {}
-        # Rank-0 inputs and outputs per signature: the runtime's signature runner resizes a rank-0 input to (1,)
-        # on the first call and hands rank-0 outputs back with shape (1,).
-        self._scalar_outputs: dict[str, set[str]] = {}
-        self._scalar_inputs: dict[str, set[str]] = {}
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, num_threads: int | None = None, kernels: str = "xnnpack",
@@ -257,10 +253,6 @@ class EdgeModel:
             if key not in keys:
                 raise UnknownSignatureError(f"no signature {key!r}; the model has {keys}")
             self._runners[key] = self._interpreter.get_signature_runner(key)
-            self._scalar_outputs[key] = {name for name, d in self._runners[key].get_output_details().items()
-                                         if len(d.get("shape_signature", d["shape"])) == 0}
-            self._scalar_inputs[key] = {name for name, d in self._runners[key].get_input_details().items()
-                                        if len(d["shape"]) == 0}
         return self._runners[key]
 
     @property
@@ -321,11 +313,8 @@ class EdgeModel:
         order = io["outputs"] if io else list(runner.get_output_details())
         widen = [d == "int64" for d in io.get("output_dtypes", [])] if io else []
         outputs = []
-        scalars = self._scalar_outputs.get(signature, ())
         for i, name in enumerate(order):
             arr = np.array(results[name])
-            if name in scalars and arr.shape == (1,):
-                arr = arr.reshape(())
             if i < len(widen) and widen[i]:
                 arr = arr.astype(np.int64)
             outputs.append(torch.from_numpy(arr) if want_torch else arr)
@@ -343,9 +332,7 @@ class EdgeModel:
         io = self._io.get(signature)
         leaves, want_torch = self._flatten_inputs(io, details, args, kwargs)
         wide_inputs = {n for n, d in zip(io["inputs"], io.get("input_dtypes", [])) if d == "int64"} if io else set()
-        scalars = self._scalar_inputs.get(signature, ())
-        return {name: self._check_input(name, value, {**details[name], "shape": (), "shape_signature": ()}
-                                        if name in scalars else details[name], name in wide_inputs)
+        return {name: self._check_input(name, value, details[name], name in wide_inputs)
                 for name, value in leaves}, want_torch
 
     def _flatten_inputs(self, io, details, args, kwargs):
@@ -392,7 +379,7 @@ class EdgeModel:
         if len(arr.shape) != len(pattern) or any(w >= 0 and w != g for w, g in zip(pattern, arr.shape)):
             shown = [d if d >= 0 else "?" for d in pattern]
             raise ModelInputError(f"input {name!r} expects shape {shown}, got {list(arr.shape)}")
-        return np.ascontiguousarray(arr)
+        return np.require(arr, requirements="C")  # (np.ascontiguousarray would make a 0-d value 1-d)
 
     def __repr__(self) -> str:
         where = f", file {self._path}" if self._path else ""

@@ -24,10 +24,11 @@ SUITES = {"opinfo": "litert_torch.suites.opinfo", "onnx-node": "litert_torch.sui
 
 
 def suite_module(name: str):
-    return importlib.import_module(SUITES[name])
+    return importlib.import_module(SUITES.get(name, name))
 
 
 def _worker(suite: str) -> None:
+    _no_core_dumps()
     module = suite_module(suite)
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # prints of the code under test stay off the answer channel
@@ -45,6 +46,13 @@ def _worker(suite: str) -> None:
         out.flush()
 
 
+def _no_core_dumps() -> None:
+    """A crashing case dies at once instead of writing a core dump first."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 class _Worker:
     def __init__(self, suite: str):
         env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3")
@@ -52,10 +60,11 @@ class _Worker:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, env=env)
         self.buffer = ""
+        self.eof = False
         self.ready = self._read(600.0) is not None
 
     def _read(self, timeout: float) -> dict | None:
-        """The next answer line, or None on EOF or timeout."""
+        """The next answer line, or None on EOF (`self.eof` set) or timeout."""
         deadline = time.monotonic() + timeout
         fd = self.proc.stdout.fileno()
         while True:
@@ -71,6 +80,7 @@ class _Worker:
                 return None
             chunk = os.read(fd, 65536)
             if not chunk:
+                self.eof = True
                 return None
             self.buffer += chunk.decode("utf-8", "replace")
 
@@ -83,13 +93,17 @@ class _Worker:
         answer = self._read(timeout)
         if answer is not None:
             return {k: v for k, v in answer.items() if k != "case"}
-        if self.proc.poll() is None:
-            self.kill()
-            return {"status": "timeout", "detail": f"no answer in {timeout:.0f} s"}
-        return self._died()
+        if self.eof:
+            return self._died()
+        self.kill()
+        return {"status": "timeout", "detail": f"no answer in {timeout:.0f} s"}
 
     def _died(self) -> dict:
-        code = self.proc.wait()
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # the answer channel closed, the process lingers
+            self.kill()
+            code = self.proc.returncode
         name = signal.Signals(-code).name if code < 0 and -code in signal.Signals._value2member_map_ else str(code)
         return {"status": "crash", "detail": f"the process died ({name})"}
 
