@@ -20,7 +20,6 @@ UNARY_BUILTINS = {
     aten.hardswish.default: "HARD_SWISH",
     aten.neg.default: "NEG",
     aten.abs.default: "ABS",
-    aten.exp.default: "EXP",
     aten.log.default: "LOG",
     aten.sqrt.default: "SQRT",
     aten.rsqrt.default: "RSQRT",
@@ -43,6 +42,13 @@ def _unary(opcode: str):
 
 for _target, _opcode in UNARY_BUILTINS.items():
     lowers(_target)(_unary(_opcode))
+
+
+@lowers(aten.exp.default)
+def lower_exp(ctx, node, x):
+    """EXP, with NaN passed through where XNNPACK's kernel would return 0 for it."""
+    y = ctx.emit("EXP", [x], like=x)
+    return ctx.emit("SELECT_V2", [ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), x, y], like=y)
 
 
 # ---- clamps ---------------------------------------------------------------------------------------------------
