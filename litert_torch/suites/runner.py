@@ -15,6 +15,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Callable, Iterable
@@ -56,12 +57,18 @@ def _no_core_dumps() -> None:
 class _Worker:
     def __init__(self, suite: str):
         env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3")
+        self.log = tempfile.TemporaryFile()  # the worker's stderr: what it said when it failed to start
         self.proc = subprocess.Popen([sys.executable, "-m", "litert_torch.suites.runner", "worker", suite],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, env=env)
         self.buffer = ""
         self.eof = False
         self.ready = self._read(600.0) is not None
+
+    def startup_error(self) -> str:
+        self.log.seek(0)
+        lines = self.log.read().decode("utf-8", "replace").strip().splitlines()
+        return "the worker did not start: " + (lines[-1][:300] if lines else "no output")
 
     def _read(self, timeout: float) -> dict | None:
         """The next answer line, or None on EOF (`self.eof` set) or timeout."""
@@ -111,6 +118,7 @@ class _Worker:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        self.log.close()
 
     @property
     def alive(self) -> bool:
@@ -137,7 +145,7 @@ def run_cases(suite: str, cases: Iterable[str], jobs: int = 2, timeout: float = 
             if worker is None or not worker.alive:
                 worker = _Worker(suite)
             result = worker.run(case, timeout) if worker.ready else {"status": "error",
-                                                                     "detail": "the worker did not start"}
+                                                                     "detail": worker.startup_error()}
             with lock:
                 results[case] = result
                 if progress is not None:
