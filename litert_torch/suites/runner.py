@@ -56,7 +56,9 @@ def _no_core_dumps() -> None:
 
 class _Worker:
     def __init__(self, suite: str):
-        env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3")
+        # The worker imports what this process can (the suite module may live next to the caller, as tests do).
+        path = os.pathsep.join(p if p else os.getcwd() for p in sys.path)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=path)
         self.log = tempfile.TemporaryFile()  # the worker's stderr: what it said when it failed to start
         self.proc = subprocess.Popen([sys.executable, "-m", "litert_torch.suites.runner", "worker", suite],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
