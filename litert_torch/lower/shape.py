@@ -420,3 +420,25 @@ def lower_full_like(ctx, node, x, fill_value, dtype=None, layout=None, device=No
     shape, out_dtype = out_meta(node)
     return ctx.emit("FILL", [ctx.dims_tensor(shape), ctx.const(np.array(fill_value, out_dtype), out_dtype)],
                     shape, out_dtype)
+
+
+@lowers(aten.diagonal.default)
+def lower_diagonal(ctx, node, x, offset=0, dim1=0, dim2=1):
+    """The two axes moved last (TRANSPOSE) and merged (RESHAPE), then a GATHER of the diagonal's flat
+    positions along the merged axis: the diagonal becomes the last axis, as in PyTorch.
+
+    Limits: static sizes on the two axes."""
+    shape, _ = out_meta(node)
+    a, b = normalize_dim(dim1, x.rank), normalize_dim(dim2, x.rank)
+    rows, cols = x.shape[a], x.shape[b]
+    if not isinstance(rows, int) or not isinstance(cols, int):
+        raise ctx.fail("diagonal over axes with dynamic sizes has no lowering yet")
+    rest = [i for i in range(x.rank) if i not in (a, b)]
+    moved = ctx.transpose(x, rest + [a, b])
+    flat = ctx.reshape(moved, [x.shape[i] for i in rest] + [rows * cols])
+    length = shape[-1]
+    start = offset if offset >= 0 else -offset * cols
+    positions = np.array([start + i * (cols + 1) for i in range(length)], np.int32)
+    y = ctx.emit("GATHER", [flat, ctx.const(positions, name="diagonal")], shape, x.dtype, axis=len(rest),
+                 batch_dims=0)
+    return y

@@ -58,3 +58,14 @@ def test_var_mean_gives_both():
     edge = litert_torch.convert(fn, (x,))
     for got, want in zip(edge(x), fn(x)):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("offset,dim1,dim2", [(0, 0, 1), (1, 0, 1), (-1, 0, 1), (2, 1, 2), (-2, 2, 0), (0, -1, -2),
+                                              (5, 1, 2)])
+def test_diagonal_matches_for_every_offset_and_axis_pair(offset, dim1, dim2):
+    x = torch.randn(3, 4, 5)
+    fn = Fn(lambda v: torch.diagonal(v, offset, dim1, dim2))
+    edge = litert_torch.convert(fn, (x,))
+    got, want = np.asarray(edge(x)), fn(x).numpy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
