@@ -33,6 +33,7 @@ from litert_torch.node import Node, Value
 from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, all_static, same_size
 
 MIN_OPSET = 13
+OLDEST_UPGRADED = 7  # opsets 7 to 12 are upgraded to MIN_OPSET on load
 ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64, 9: np.bool_,
                10: np.float16, 11: np.float64}
 TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16,
@@ -73,9 +74,12 @@ def load(model: Any):
         raise OnnxError(f"convert_onnx takes a path or an onnx.ModelProto, got {type(model).__name__}")
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     newest = onnx.defs.onnx_opset_version()
+    if opset is not None and OLDEST_UPGRADED <= opset < MIN_OPSET:
+        proto = _upgraded(onnx, proto, opset)
+        opset = MIN_OPSET
     if opset is None or not MIN_OPSET <= opset <= newest:
-        raise OnnxError(f"the model uses ONNX opset {opset}; supported: {MIN_OPSET} to {newest} (re-export it, "
-                        "or upgrade it with onnx.version_converter)")
+        raise OnnxError(f"the model uses ONNX opset {opset}; supported: {OLDEST_UPGRADED} to {newest} (opsets "
+                        f"below {MIN_OPSET} are upgraded with onnx.version_converter; re-export it)")
     others = sorted({o.domain for o in proto.opset_import if o.domain not in ("", "ai.onnx")}
                     & {n.domain for n in proto.graph.node})
     if others:
@@ -89,6 +93,17 @@ def load(model: Any):
 
         proto = inliner.inline_local_functions(proto)
     return proto
+
+
+def _upgraded(onnx, proto, opset: int):
+    """An opset 7-12 model upgraded to MIN_OPSET by onnx's version converter (which checks what it rewrites)."""
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as exc:  # noqa: BLE001 - the converter raises many types; its message says what it refused
+        raise OnnxError(f"the model uses ONNX opset {opset}, and onnx.version_converter could not upgrade it to "
+                        f"{MIN_OPSET}: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}") from None
 
 
 def _load_external(onnx, proto, base: str, path: str) -> None:

@@ -69,12 +69,12 @@ def _shape(value: Any) -> Shape:
 @rule("Abs", "Ceil", "Cos", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish", "Identity",
       "LeakyRelu", "Log", "Neg", "Not", "Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin", "Sqrt", "Tanh",
       "Softmax", "LogSoftmax", "Cast", "Clip", "BatchNormalization", "InstanceNormalization", "IsInf", "IsNaN",
-      "Dropout", "GroupNormalization")
+      "Dropout", "GroupNormalization", "CastLike", "Trilu")
 def _same(inputs, attrs, n):
     return [_shape(inputs[0])] * n
 
 
-@rule("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual",
+@rule("Add", "Sub", "Mul", "Div", "Mod", "Pow", "And", "Or", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual",
       "Max", "Min", "Sum", "Where", "PRelu")
 def _broadcast(inputs, attrs, n):
     return [broadcast_shapes(*[_shape(v) for v in inputs if v is not None])]

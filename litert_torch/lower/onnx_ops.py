@@ -193,10 +193,43 @@ def where(ctx, node, inputs, attrs):
     return aten_fn(aten.where.self)(ctx, node, *inputs)
 
 
-@onnx_op("Cast")
+@onnx_op("Cast", "CastLike")
 def cast(ctx, node, inputs, attrs):
-    """as aten._to_copy to the target type."""
+    """as aten._to_copy to the target type (CastLike: the second input's type)."""
     return aten_fn(aten._to_copy.default)(ctx, node, inputs[0], dtype=node.value.dtype)
+
+
+@onnx_op("Mod")
+def mod(ctx, node, inputs, attrs):
+    """fmod=0 (integers): as aten.remainder, the sign of the divisor; fmod=1 on integers: a - trunc(a / b) * b,
+    the sign of the dividend, computed in int32.
+
+    Limits: fmod=1 on floats (no exact form from TFLite's ops)."""
+    a, b = (tensor(ctx, v) for v in inputs)
+    if not attrs.get("fmod", 0):
+        return aten_fn(aten.remainder.Tensor)(ctx, node, a, b)
+    shape, dtype = out_shape(node), np.dtype(a.dtype)
+    if dtype.kind not in "iu":
+        raise ctx.fail("Mod with fmod=1 on floating-point values has no exact lowering yet")
+    wa, wb = ctx.cast(a, np.int32), ctx.cast(b, np.int32)
+    quotient = ctx.emit("DIV", [wa, wb], shape, np.int32)  # integer DIV truncates
+    rest = ctx.emit("SUB", [wa, ctx.emit("MUL", [quotient, wb], shape, np.int32)], shape, np.int32)
+    return ctx.cast(rest, dtype)
+
+
+@onnx_op("Trilu")
+def trilu(ctx, node, inputs, attrs):
+    """SELECT_V2 of x and 0 by a constant mask of the kept triangle (j - i >= k above, <= k below).
+
+    Limits: static sizes on the last two axes."""
+    x = inputs[0]
+    k = scalar(inputs[1], ctx, "Trilu k") if len(inputs) > 1 and inputs[1] is not None else 0
+    rows, cols = x.shape[-2], x.shape[-1]
+    if not isinstance(rows, int) or not isinstance(cols, int):
+        raise ctx.fail("Trilu over dynamic sizes has no lowering yet")
+    i, j = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    keep = (j - i >= k) if attrs.get("upper", 1) else (j - i <= k)
+    return ctx.emit("SELECT_V2", [ctx.const(keep, name="triangle"), x, ctx.scalar_like(0, x)], like=x)
 
 
 @onnx_op("IsNaN")

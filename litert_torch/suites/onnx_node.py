@@ -1,7 +1,8 @@
 """ONNX's backend node tests as a conversion suite. The test data is not in the onnx wheel; onnx's own case
 generators (`onnx.backend.test.case.node`) make every case: a one-node model with its inputs and expected
 outputs. Each model is converted with `convert_onnx`, run on the case's inputs and compared with the expected
-outputs at the case's own tolerances (exact for integer and bool outputs). Case ids are the test names
+outputs at the case's own tolerances (widened to a few float16 rounding steps, rtol 2**-8, for float16 outputs;
+exact for integer and bool outputs). Case ids are the test names
 (`test_add_bcast`); cases of ops outside the ONNX domain or with non-tensor inputs are skipped."""
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ def run_case(case: str) -> dict:
         if g.shape != e.shape:
             return {"status": "wrong", "detail": f"output {k}: shape {list(g.shape)}, expected {list(e.shape)}"}
         if e.dtype.kind == "f":
-            ok = np.allclose(g.astype(np.float64), e.astype(np.float64), rtol=c.rtol, atol=c.atol, equal_nan=True)
+            # float16 results: a few float16 rounding steps (the reference rounds after every op of an expanded
+            # function, the runtime's kernels round differently or keep a wider intermediate)
+            rtol, atol = (max(c.rtol, 2.0**-8), max(c.atol, 2.0**-24)) if e.dtype == np.float16 else (c.rtol, c.atol)
+            ok = np.allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
         else:
             ok = np.array_equal(g.astype(e.dtype), e)
         if not ok:

@@ -27,9 +27,20 @@ def test_truncated_file(tmp_path):
 
 def test_unknown_opset():
     model = small_model()
-    model.opset_import[0].version = 7
-    with pytest.raises(OnnxError, match="opset 7; supported: 13 to"):
+    model.opset_import[0].version = 6
+    with pytest.raises(OnnxError, match="opset 6; supported: 7 to"):
         litert_torch.convert_onnx(model)
+
+
+def test_opsets_7_to_12_are_upgraded():
+    from tests.onnx.helpers import run_ort
+
+    model = graph_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Unsqueeze", ["r"], ["y"],
+                                                                                    axes=[0])],
+                        {"x": (2, 3)}, ["y"], opset=11)  # Unsqueeze's axes are an attribute before opset 13
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    edge = litert_torch.convert_onnx(model)
+    np.testing.assert_array_equal(np.asarray(edge(x)), run_ort(model, {"x": x})[0])
 
 
 def test_unsupported_ops_are_listed_at_once():

@@ -74,6 +74,10 @@ CASES = {
                         node("Where", ["m", "zero", "q"], ["y"])], {"x": (3, 4)},
                        {"zero": np.array(0.0, np.float32)}),
     "depth_to_space_crd": ([node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD")], {"x": (1, 8, 3, 3)}, {}),
+    "trilu_upper_k1": ([node("Trilu", ["x", "k"], ["y"], upper=1)], {"x": (2, 4, 5)}, {"k": np.array(1, np.int64)}),
+    "cast_like": ([node("CastLike", ["x", "half"], ["y"])], {"x": (3, 4)}, {"half": np.zeros(1, np.float16)}),
+    "mod_fmod0_float_to_int": ([node("Cast", ["x"], ["i"], to=7), node("Mod", ["i", "three"], ["y"])],
+                               {"x": (3, 4)}, {"three": np.array(3, np.int64)}),
 }
 
 
@@ -251,3 +255,31 @@ def test_linear_resize_by_a_scale_that_is_not_the_size_ratio_is_refused(coord):
                         {"x": (1, 2, 8, 8)}, ["y"], {"s": np.array([1, 1, 0.5, 0.5], np.float32)}, opset=18)
     with pytest.raises(litert_torch.ConversionError, match="antialias"):
         litert_torch.convert_onnx(model)
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_integer_mod_takes_the_sign_onnx_says(fmod):
+    model = graph_model([helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)], {"a": (2, 4), "b": (2, 4)}, ["y"],
+                        dtypes={"a": np.int64, "b": np.int64})
+    a = np.array([[7, -7, 7, -7], [0, 13, -13, 5]], np.int64)
+    b = np.array([[3, 3, -3, -3], [4, -5, 5, 5]], np.int64)
+    assert_matches_ort(model, {"a": a, "b": b})
+
+
+def test_float_fmod_is_refused():
+    import litert_torch
+
+    model = graph_model([helper.make_node("Mod", ["a", "b"], ["y"], fmod=1)], {"a": (3,), "b": (3,)}, ["y"])
+    with pytest.raises(litert_torch.ConversionError, match="fmod=1 on floating-point"):
+        litert_torch.convert_onnx(model)
+
+
+def test_cast_like_and_trilu():
+    x = np.random.default_rng(0).standard_normal((2, 4, 5)).astype(np.float32)
+    like = graph_model([helper.make_node("CastLike", ["x", "t"], ["y"])], {"x": (2, 4, 5), "t": (1,)}, ["y"],
+                       dtypes={"t": np.int64})
+    assert_matches_ort(like, {"x": x * 10, "t": np.zeros(1, np.int64)})
+    for upper, k in ((1, 0), (0, 0), (1, 2), (0, -1)):
+        model = graph_model([helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper)], {"x": (2, 4, 5)}, ["y"],
+                            {"k": np.array(k, np.int64)})
+        assert_matches_ort(model, {"x": x})
