@@ -69,7 +69,7 @@ def _shape(value: Any) -> Shape:
 @rule("Abs", "Ceil", "Cos", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish", "Identity",
       "LeakyRelu", "Log", "Neg", "Not", "Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin", "Sqrt", "Tanh",
       "Softmax", "LogSoftmax", "Cast", "Clip", "BatchNormalization", "InstanceNormalization", "IsInf", "IsNaN",
-      "Dropout", "GroupNormalization", "CastLike", "Trilu")
+      "Dropout", "GroupNormalization", "CastLike", "Trilu", "RMSNormalization")
 def _same(inputs, attrs, n):
     return [_shape(inputs[0])] * n
 

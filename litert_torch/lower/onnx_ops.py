@@ -133,9 +133,11 @@ def hard_sigmoid(ctx, node, inputs, attrs):
 
 @onnx_op("Clip")
 def clip(ctx, node, inputs, attrs):
-    """as aten.clamp with constant bounds (inputs since opset 11)."""
-    lo = scalar(inputs[1], ctx, "Clip min") if len(inputs) > 1 and inputs[1] is not None else None
-    hi = scalar(inputs[2], ctx, "Clip max") if len(inputs) > 2 and inputs[2] is not None else None
+    """as aten.clamp (bounds are inputs since opset 11; bounds known only at run time as aten.clamp.Tensor)."""
+    bounds = [inputs[k] if len(inputs) > k else None for k in (1, 2)]
+    if any(isinstance(b, ir.Tensor) and not b.is_constant for b in bounds):  # bounds known only at run time
+        return aten_fn(aten.clamp.Tensor)(ctx, node, inputs[0], *bounds)
+    lo, hi = (scalar(b, ctx, what) if b is not None else None for b, what in zip(bounds, ("Clip min", "Clip max")))
     return aten_fn(aten.clamp.default)(ctx, node, inputs[0], lo, hi)
 
 
@@ -477,10 +479,41 @@ def layer_norm(ctx, node, inputs, attrs):
     scale = tensor(ctx, inputs[1]) if len(inputs) > 1 else None
     bias = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
     axis = attrs.get("axis", -1) % x.rank
-    if not node.single:
-        node = sub(node, out_shape(node), x.dtype)
-    return aten_fn(aten.layer_norm.default)(ctx, node, x, list(x.shape[axis:]), scale, bias,
-                                            attrs.get("epsilon", 1e-5))
+    eps = attrs.get("epsilon", 1e-5)
+    if node.single:
+        return aten_fn(aten.layer_norm.default)(ctx, node, x, list(x.shape[axis:]), scale, bias, eps)
+    y = aten_fn(aten.layer_norm.default)(ctx, sub(node, out_shape(node), x.dtype), x, list(x.shape[axis:]), scale,
+                                         bias, eps)
+    if not node.used & {1, 2}:
+        return y
+    if x.dtype != np.float32:
+        raise ctx.fail("LayerNormalization's Mean and InvStdDev outputs of a non-float32 input have no lowering yet")
+    axes = ctx.const(np.arange(axis, x.rank, dtype=np.int32), name="axes")
+    stats = tuple(x.shape[:axis]) + (1,) * (x.rank - axis)
+    mean = ctx.emit("MEAN", [x, axes], stats, x.dtype, keep_dims=True)
+    dev = ctx.emit("SUB", [x, mean], like=x)
+    var = ctx.emit("MEAN", [ctx.emit("MUL", [dev, dev], like=x), axes], stats, x.dtype, keep_dims=True)
+    inv = ctx.emit("RSQRT", [ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var)], like=var)
+    return y, mean if 1 in node.used else None, inv if 2 in node.used else None
+
+
+@onnx_op("RMSNormalization")
+def rms_norm(ctx, node, inputs, attrs):
+    """x * RSQRT(MEAN(x * x over the axes from `axis` on) + epsilon) * scale."""
+    x = inputs[0]
+    if x.dtype != np.float32:
+        raise ctx.fail("RMSNormalization of a non-float32 input has no lowering yet")
+    axis = attrs.get("axis", -1) % x.rank
+    axes = ctx.const(np.arange(axis, x.rank, dtype=np.int32), name="axes")
+    stats = tuple(x.shape[:axis]) + (1,) * (x.rank - axis)
+    ms = ctx.emit("MEAN", [ctx.emit("MUL", [x, x], like=x), axes], stats, x.dtype, keep_dims=True)
+    inv = ctx.emit("RSQRT", [ctx.emit("ADD", [ms, ctx.scalar_like(attrs.get("epsilon", 1e-5), ms)], like=ms)],
+                   like=ms)
+    y = ctx.emit("MUL", [x, inv], like=x)
+    scale = tensor(ctx, inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
+    if scale is not None:
+        y = ctx.emit("MUL", [y, ctx.cast(scale, x.dtype)], out_shape(node), x.dtype)
+    return y
 
 
 @onnx_op("GroupNormalization")

@@ -51,6 +51,8 @@ def run_case(case: str) -> dict:
     if any(o.domain not in ("", "ai.onnx") for o in model.opset_import) or not c.data_sets:
         return {"status": "skipped", "detail": "custom domain or no data"}
     inputs, outputs = c.data_sets[0]
+    inputs = [np.asarray(x) if isinstance(x, np.generic) else x for x in inputs]
+    outputs = [np.asarray(x) if isinstance(x, np.generic) else x for x in outputs]
     if not all(isinstance(x, np.ndarray) for x in [*inputs, *outputs]):
         return {"status": "skipped", "detail": "sequence, optional or map values"}
     if any(x.dtype.kind in "cSUOV" for x in [*inputs, *outputs]):

@@ -207,7 +207,7 @@ def test_every_registered_onnx_op_has_a_row():
     covered = set(UNARY) | set(BINARY) | set(COMPARE) | {"And", "Or", "Not"} | set(SHAPE_ROWS)
     for nodes, *_ in CASES.values():
         covered |= {n.op_type for n in nodes}
-    covered |= {"LSTM", "GRU"}
+    covered |= {"LSTM", "GRU", "RMSNormalization"}  # the last in its own test (opset 23)
     # Upsample (deprecated since opset 10) is registered for old graphs upgraded past opset 13 by
     # onnx.version_converter; it shares Resize's lowering, which the Resize rows check.
     assert set(onnx_ops.LOWERINGS) - covered == {"Upsample"}
@@ -283,3 +283,20 @@ def test_cast_like_and_trilu():
         model = graph_model([helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper)], {"x": (2, 4, 5)}, ["y"],
                             {"k": np.array(k, np.int64)})
         assert_matches_ort(model, {"x": x})
+
+
+def test_layer_norm_statistics_rms_norm_and_run_time_clip_bounds():
+    import litert_torch
+
+    x = np.random.default_rng(1).standard_normal((2, 3, 8)).astype(np.float32)
+    scale = np.random.default_rng(2).standard_normal((8,)).astype(np.float32)
+    stats = graph_model([node("LayerNormalization", ["x", "s"], ["y", "mean", "inv"], axis=-1, epsilon=1e-3)],
+                        {"x": (2, 3, 8)}, ["y", "mean", "inv"], {"s": scale}, opset=18)
+    assert_matches_ort(stats, {"x": x})
+    rms = graph_model([node("RMSNormalization", ["x", "s"], ["y"], axis=-1, epsilon=1e-3)], {"x": (2, 3, 8)},
+                      ["y"], {"s": scale}, opset=23)
+    expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-3) * scale
+    edge = litert_torch.convert_onnx(rms)
+    np.testing.assert_allclose(np.asarray(edge(x)), expected, rtol=1e-5, atol=1e-6)
+    clip = graph_model([node("Clip", ["x", "lo", "hi"], ["y"])], {"x": (2, 3, 8), "lo": (), "hi": ()}, ["y"])
+    assert_matches_ort(clip, {"x": x, "lo": np.array(-0.5, np.float32), "hi": np.array(0.25, np.float32)})
