@@ -221,17 +221,25 @@ def mod(ctx, node, inputs, attrs):
 
 @onnx_op("Trilu")
 def trilu(ctx, node, inputs, attrs):
-    """SELECT_V2 of x and 0 by a constant mask of the kept triangle (j - i >= k above, <= k below).
+    """SELECT_V2 of x and 0 by a mask of the kept triangle (j - i >= k above, <= k below): a constant, or computed
+    when the model runs for a k known only then.
 
     Limits: static sizes on the last two axes."""
     x = inputs[0]
-    k = scalar(inputs[1], ctx, "Trilu k") if len(inputs) > 1 and inputs[1] is not None else 0
+    k = inputs[1] if len(inputs) > 1 and inputs[1] is not None else 0
     rows, cols = x.shape[-2], x.shape[-1]
     if not isinstance(rows, int) or not isinstance(cols, int):
         raise ctx.fail("Trilu over dynamic sizes has no lowering yet")
     i, j = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
-    keep = (j - i >= k) if attrs.get("upper", 1) else (j - i <= k)
-    return ctx.emit("SELECT_V2", [ctx.const(keep, name="triangle"), x, ctx.scalar_like(0, x)], like=x)
+    upper = attrs.get("upper", 1)
+    if isinstance(k, ir.Tensor) and not k.is_constant:  # k known only at run time: the mask is computed then
+        offsets = ctx.const((j - i).astype(np.int32), name="offsets")
+        keep = ctx.emit("GREATER_EQUAL" if upper else "LESS_EQUAL", [offsets, ctx.reshape(ctx.cast(k, np.int32), [])],
+                        (rows, cols), np.bool_)
+    else:
+        k = scalar(k, ctx, "Trilu k") if not isinstance(k, int) else k
+        keep = ctx.const((j - i >= k) if upper else (j - i <= k), name="triangle")
+    return ctx.emit("SELECT_V2", [keep, x, ctx.scalar_like(0, x)], like=x)
 
 
 @onnx_op("IsNaN")

@@ -300,3 +300,12 @@ def test_layer_norm_statistics_rms_norm_and_run_time_clip_bounds():
     np.testing.assert_allclose(np.asarray(edge(x)), expected, rtol=1e-5, atol=1e-6)
     clip = graph_model([node("Clip", ["x", "lo", "hi"], ["y"])], {"x": (2, 3, 8), "lo": (), "hi": ()}, ["y"])
     assert_matches_ort(clip, {"x": x, "lo": np.array(-0.5, np.float32), "hi": np.array(0.25, np.float32)})
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu_with_k_known_only_at_run_time(upper):
+    model = graph_model([node("Trilu", ["x", "k"], ["y"], upper=upper)], {"x": (3, 4, 5), "k": ()}, ["y"],
+                        dtypes={"k": np.int64})
+    x = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+    for k in (-2, 0, 3):
+        assert_matches_ort(model, {"x": x, "k": np.array(k, np.int64)})
