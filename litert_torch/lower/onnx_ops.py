@@ -769,11 +769,20 @@ for _name, _target in {"ReduceMean": aten.mean.dim, "ReduceSum": aten.sum.dim_In
 
 @onnx_op("ArgMax", "ArgMin")
 def arg_reduce(ctx, node, inputs, attrs):
-    """as aten.argmax / argmin (select_last_index 0)."""
-    if attrs.get("select_last_index", 0):
-        raise ctx.fail("select_last_index has no lowering yet")
+    """as aten.argmax / argmin; select_last_index: the first index along the reversed axis (REVERSE_V2),
+    counted from the end."""
+    x = inputs[0]
+    axis = attrs.get("axis", 0) % max(x.rank, 1)
     target = aten.argmax.default if node.op_type == "ArgMax" else aten.argmin.default
-    return aten_fn(target)(ctx, node, inputs[0], attrs.get("axis", 0), bool(attrs.get("keepdims", 1)))
+    keep = bool(attrs.get("keepdims", 1))
+    if not attrs.get("select_last_index", 0) or x.rank == 0:
+        return aten_fn(target)(ctx, node, x, axis, keep)
+    size = x.shape[axis]
+    if not isinstance(size, int):
+        raise ctx.fail("select_last_index over a dynamic axis has no lowering yet")
+    flipped = ctx.emit("REVERSE_V2", [x, ctx.const(np.array([axis], np.int32), name="axis")], like=x)
+    index = aten_fn(target)(ctx, node, flipped, axis, keep)
+    return ctx.emit("SUB", [ctx.scalar_like(size - 1, index), index], like=index)
 
 
 # The recurrent layers (LSTM, GRU) register themselves from their own module.

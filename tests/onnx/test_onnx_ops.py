@@ -309,3 +309,10 @@ def test_trilu_with_k_known_only_at_run_time(upper):
     x = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
     for k in (-2, 0, 3):
         assert_matches_ort(model, {"x": x, "k": np.array(k, np.int64)})
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+def test_arg_reduce_with_select_last_index_picks_the_last_tie(op):
+    model = graph_model([node(op, ["x"], ["y"], axis=1, keepdims=0, select_last_index=1)], {"x": (2, 6)}, ["y"])
+    x = np.array([[1, 3, 3, 0, 3, 0], [0, 0, 2, 2, -1, -1]], np.float32)  # ties at both ends
+    assert_matches_ort(model, {"x": x})
