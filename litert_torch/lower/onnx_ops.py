@@ -403,18 +403,22 @@ def conv_transpose(ctx, node, inputs, attrs):
 
 
 def _pool_window(ctx, node, x, attrs):
-    """(kernel, strides, symmetric pads) of a pooling node; asymmetric pads are refused."""
+    """(x, kernel, strides, symmetric pads) of a pooling node. Asymmetric pads (SAME_UPPER / SAME_LOWER) of a
+    MaxPool become an explicit PAD with -inf first; of an AveragePool they are refused."""
     kernel = list(attrs["kernel_shape"])
     strides = list(attrs.get("strides", [1] * len(kernel)))
-    pads = _pads(ctx, node, x, attrs, kernel, strides, [1] * len(kernel))
+    pads = _pads(ctx, node, x, attrs, kernel, strides, list(attrs.get("dilations", [1] * len(kernel))))
     if any(b != e for b, e in pads):
-        raise ctx.fail(f"{node.op_type} with asymmetric pads has no lowering yet")
-    return kernel, strides, [b for b, _ in pads]
+        if node.op_type != "MaxPool" or x.rank != 4:
+            raise ctx.fail(f"{node.op_type} with asymmetric pads has no lowering yet")
+        x, symmetric = _explicit_pad(ctx, node, x, pads, float("-inf"))
+        return x, kernel, strides, symmetric
+    return x, kernel, strides, [b for b, _ in pads]
 
 
 def _pool(ctx, node, x, attrs, lower_2d):
     """A 1-D or 2-D pooling node through the 2-D ATen lowering (a 1-D one over a unit height)."""
-    kernel, strides, pads = _pool_window(ctx, node, x, attrs)
+    x, kernel, strides, pads = _pool_window(ctx, node, x, attrs)
     dilations = list(attrs.get("dilations", [1] * len(kernel)))
     if x.rank == 4:
         return lower_2d(sub(node, out_shape(node), x.dtype), x, kernel, strides, pads, dilations)

@@ -316,3 +316,11 @@ def test_arg_reduce_with_select_last_index_picks_the_last_tie(op):
     model = graph_model([node(op, ["x"], ["y"], axis=1, keepdims=0, select_last_index=1)], {"x": (2, 6)}, ["y"])
     x = np.array([[1, 3, 3, 0, 3, 0], [0, 0, 2, 2, -1, -1]], np.float32)  # ties at both ends
     assert_matches_ort(model, {"x": x})
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_max_pool_with_asymmetric_same_padding(auto_pad):
+    model = graph_model([node("MaxPool", ["x"], ["y"], kernel_shape=[2, 3], strides=[1, 2], auto_pad=auto_pad)],
+                        {"x": (1, 3, 7, 8)}, ["y"])
+    x = -np.abs(np.random.default_rng(0).standard_normal((1, 3, 7, 8))).astype(np.float32)  # all below the pad's 0
+    assert_matches_ort(model, {"x": x})
