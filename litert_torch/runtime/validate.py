@@ -1,7 +1,7 @@
 """Numerics validation: the edge model against eager PyTorch, per output and per backend, and on failure the
 first PyTorch node where the edge model departs.
 
-    report = litert_torch.validate(model, (x,), edge)      # or edge.validate(model, (x,))
+    report = litert_torch.validate(model, (x,), edge)
     print(report.render()); report.passed; report.to_json()
 
 Backends: "xnnpack" (LiteRT's default CPU path), "reference" (LiteRT's reference kernels: when only XNNPACK
