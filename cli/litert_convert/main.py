@@ -86,13 +86,25 @@ def _quiet_torch(debug: bool) -> None:
     torch._logging.set_logs(all=logging.ERROR)
 
 
+MAX_LINES, MAX_LINE = 24, 400  # an error is a short paragraph; --debug prints all of it
+
+
+def _bounded(message: str) -> str:
+    """At most MAX_LINES lines of at most MAX_LINE characters (a torch error can quote a whole graph)."""
+    lines = [line if len(line) <= MAX_LINE else line[:MAX_LINE] + f" ... ({len(line) - MAX_LINE} more characters)"
+             for line in message.splitlines() or [""]]
+    if len(lines) > MAX_LINES:
+        lines = lines[:MAX_LINES - 1] + [f"... ({len(lines) - MAX_LINES + 1} more lines; --debug shows them)"]
+    return "\n".join(lines)
+
+
 def _report(exc: BaseException, debug: bool, label: str) -> None:
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
     message = str(exc) if str(exc) else type(exc).__name__
     if label == "internal error":
         message = f"{type(exc).__name__}: {message}"
-    click.echo(f"{label}: {message}", err=True)
+    click.echo(f"{label}: {message}" if debug else _bounded(f"{label}: {message}"), err=True)
 
 
 @click.group(help="Convert PyTorch models to LiteRT (.tflite), inspect, validate and time them.\n\n" + EXIT_CODES,

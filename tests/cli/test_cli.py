@@ -305,3 +305,18 @@ def test_unreadable_pt2_is_one_short_line_that_never_suggests_unpickling(tmp_pat
     assert "weights_only=False" not in output
     assert len(output.strip().splitlines()) <= 3 and max(len(line) for line in output.splitlines()) <= 400
     assert not (tmp_path / "m.tflite").exists()
+
+
+def test_a_huge_error_message_is_bounded(tmp_path):
+    """An error that quotes a whole graph (or one 200 KB line) prints as a short paragraph; --debug prints it all."""
+    source = tmp_path / "huge.py"
+    source.write_text("import torch\n\n"
+                      "class Huge(torch.nn.Module):\n"
+                      "    def forward(self, x):\n"
+                      "        raise ValueError('x' * 200_000 + '\\n' + '\\n'.join(f'line {i}' for i in range(500)))\n\n"
+                      "def build():\n    return Huge(), (torch.randn(2),)\n")
+    code, output = run("convert", f"{source}:build", "-o", tmp_path / "m.tflite")
+    assert code == 1, output
+    lines = output.strip().splitlines()
+    assert len(lines) <= 26 and max(len(line) for line in lines) <= 460, (len(lines), max(map(len, lines)))
+    assert "more characters" in output and "--debug shows them" in output
