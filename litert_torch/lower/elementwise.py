@@ -44,11 +44,16 @@ for _target, _opcode in UNARY_BUILTINS.items():
     lowers(_target)(_unary(_opcode))
 
 
-@lowers(aten.exp.default)
-def lower_exp(ctx, node, x):
+def exp_keeping_nan(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
     """EXP, with NaN passed through where XNNPACK's kernel would return 0 for it."""
     y = ctx.emit("EXP", [x], like=x)
     return ctx.emit("SELECT_V2", [ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), x, y], like=y)
+
+
+@lowers(aten.exp.default)
+def lower_exp(ctx, node, x):
+    """EXP, with NaN passed through where XNNPACK's kernel would return 0 for it."""
+    return exp_keeping_nan(ctx, x)
 
 
 # ---- clamps ---------------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.lower.elementwise import operand
+from litert_torch.lower.elementwise import exp_keeping_nan, operand
 from litert_torch.lower.reduce import lower_var, reduce
 from litert_torch.lower.registry import LoweringContext, lowers, out_meta
 from litert_torch.symbolic import broadcast_shapes
@@ -57,10 +57,8 @@ def lower_expm1(ctx, node, x):
     shape, dtype = out_meta(node)
     x = ctx.cast(x, dtype)
     near = _series(ctx, x, [1.0 / float(np.prod(np.arange(1, k + 2))) for k in range(SERIES_TERMS)])
-    far = ctx.emit("SUB", [ctx.emit("EXP", [x], like=x), ctx.scalar_like(1.0, x)], like=x)
-    y = _select(ctx, _small(ctx, x), near, far)
-    # XNNPACK's EXP turns NaN into 0: NaN stays NaN here, as in PyTorch.
-    return _select(ctx, ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), x, y)
+    far = ctx.emit("SUB", [exp_keeping_nan(ctx, x), ctx.scalar_like(1.0, x)], like=x)
+    return _select(ctx, _small(ctx, x), near, far)  # NaN is not small: it takes the far branch and stays NaN
 
 
 @lowers(aten.exp2.default)

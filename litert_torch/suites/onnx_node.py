@@ -43,8 +43,7 @@ def run_case(case: str) -> dict:
     import numpy as np
 
     import litert_torch
-    from litert_torch.errors import ConversionError, LiteRTTorchError
-    from litert_torch.suites.opinfo import refusal
+    from litert_torch.suites.common import convert_run_compare
 
     c = _cases()[case]
     model = c.model
@@ -57,33 +56,13 @@ def run_case(case: str) -> dict:
         return {"status": "skipped", "detail": "sequence, optional or map values"}
     if any(x.dtype.kind in "cSUOV" for x in [*inputs, *outputs]):
         return {"status": "skipped", "detail": "string, complex or object data"}
-    try:
-        edge = litert_torch.convert_onnx(model)
-    except ConversionError as exc:
-        return {"status": "refused", "detail": refusal(exc)}
-    except Exception as exc:  # noqa: BLE001 - an untyped failure inside the converter is what this records
-        return {"status": "error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    try:
-        got = edge(*inputs)
-    except LiteRTTorchError as exc:
-        return {"status": "runtime-error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    except Exception as exc:  # noqa: BLE001
-        return {"status": "runtime-error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    gots = list(got) if isinstance(got, (tuple, list)) else [got]
-    if len(gots) != len(outputs):
-        return {"status": "wrong", "detail": f"{len(gots)} outputs, ONNX expects {len(outputs)}"}
-    for k, (g, e) in enumerate(zip(gots, outputs)):
-        g = np.asarray(g)
-        if g.shape != e.shape:
-            return {"status": "wrong", "detail": f"output {k}: shape {list(g.shape)}, expected {list(e.shape)}"}
-        if e.dtype.kind == "f":
-            # float16 results: a few float16 rounding steps (the reference rounds after every op of an expanded
-            # function, the runtime's kernels round differently or keep a wider intermediate)
-            rtol, atol = (max(c.rtol, 2.0**-8), max(c.atol, 2.0**-24)) if e.dtype == np.float16 else (c.rtol, c.atol)
-            ok = np.allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
-        else:
-            ok = np.array_equal(g.astype(e.dtype), e)
-        if not ok:
-            err = float(np.nanmax(np.abs(g.astype(np.float64) - e.astype(np.float64)))) if e.size else 0.0
-            return {"status": "wrong", "detail": f"output {k}: max|err| {err:.3g}"}
-    return {"status": "pass", "detail": ""}
+
+    def tolerance(expected: np.ndarray) -> tuple[float, float]:
+        # float16 results: a few float16 rounding steps (the reference rounds after every op of an expanded
+        # function, the runtime's kernels round differently or keep a wider intermediate)
+        if expected.dtype == np.float16:
+            return max(c.rtol, 2.0**-8), max(c.atol, 2.0**-24)
+        return c.rtol, c.atol
+
+    return convert_run_compare(lambda: litert_torch.convert_onnx(model), tuple(inputs), lambda: list(outputs),
+                               tolerance, "ONNX")

@@ -41,21 +41,12 @@ def _sample(case: str):
     return _ops()[name], None
 
 
-def refusal(exc: Exception) -> str:
-    """A conversion error in a line: the ops without a lowering, or the first line of the message."""
-    ops = getattr(exc, "ops", None)
-    if ops:
-        return "no lowering: " + ", ".join(op.target for op in ops)
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-
-
 def run_case(case: str) -> dict:
-    import numpy as np
     import torch
     import torch.utils._pytree as pytree
 
     import litert_torch
-    from litert_torch.errors import ConversionError, ExportError, LiteRTTorchError
+    from litert_torch.suites.common import convert_run_compare
 
     torch.manual_seed(0)
     op, sample = _sample(case)
@@ -87,33 +78,5 @@ def run_case(case: str) -> dict:
         return {"status": "skipped", "detail": "non-tensor output"}
     if not inputs:
         return {"status": "skipped", "detail": "no tensor input"}
-    try:
-        edge = litert_torch.convert(module, inputs)
-    except ExportError as exc:
-        return {"status": "not-exported", "detail": str(exc).splitlines()[-1][:200] if str(exc) else "ExportError"}
-    except ConversionError as exc:
-        return {"status": "refused", "detail": refusal(exc)}
-    except Exception as exc:  # noqa: BLE001 - an untyped failure inside the converter is what this records
-        return {"status": "error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    try:
-        got = edge(*inputs)
-    except LiteRTTorchError as exc:
-        return {"status": "runtime-error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    except Exception as exc:  # noqa: BLE001
-        return {"status": "runtime-error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    gots = got if isinstance(got, (tuple, list)) else (got,)
-    if len(gots) != len(outs):
-        return {"status": "wrong", "detail": f"{len(gots)} outputs, PyTorch gives {len(outs)}"}
-    for k, (g, e) in enumerate(zip(gots, outs)):
-        g = np.asarray(g.detach() if isinstance(g, torch.Tensor) else g)
-        e = e.detach().numpy()
-        if g.shape != e.shape:
-            return {"status": "wrong", "detail": f"output {k}: shape {list(g.shape)}, PyTorch {list(e.shape)}"}
-        if e.dtype.kind in "fc":
-            ok = np.allclose(g.astype(np.float64), e.astype(np.float64), rtol=RTOL, atol=ATOL, equal_nan=True)
-        else:
-            ok = np.array_equal(g.astype(e.dtype), e)
-        if not ok:
-            err = float(np.nanmax(np.abs(g.astype(np.float64) - e.astype(np.float64)))) if e.size else 0.0
-            return {"status": "wrong", "detail": f"output {k}: max|err| {err:.3g}"}
-    return {"status": "pass", "detail": ""}
+    return convert_run_compare(lambda: litert_torch.convert(module, inputs), inputs,
+                               lambda: [o.detach().numpy() for o in outs], lambda e: (RTOL, ATOL), "PyTorch")
