@@ -78,7 +78,7 @@ def latency(edges: dict[str, "litert_torch.EdgeModel"], inputs: tuple, threads: 
 def quantized(edge, mode: str, calibration: list[tuple]):
     if mode == "float":
         return edge
-    return litert_torch.quantize(edge, mode, calibration_data=calibration if mode == "int8" else None)
+    return litert_torch.quantize_model(edge, mode, calibration_data=calibration if mode == "int8" else None)
 
 
 def zoo_rows(names: list[str], runs: int, evals: int) -> list[dict]:

@@ -5,7 +5,9 @@
     edge(sample_input)           # runs in the LiteRT runtime
     edge.export("model.tflite")
 
-The names below load on first use: `from litert_torch.runtime import EdgeModel` runs converted models without
+The API is the official litert-torch's (`convert`, `signature`, `Converter`, `load`, `to_channel_last_io`,
+`config`, `quantize.*`, `testing.*`), with additions of ours (see docs/MIGRATING.md). The names below load on
+first use: `from litert_torch.runtime import EdgeModel` runs converted models without
 importing the conversion stack (frontend, lowerings, passes).
 """
 
@@ -32,14 +34,20 @@ from litert_torch.errors import (
 
 # public name -> the module that defines it
 _LAZY = {
+    "Converter": "litert_torch.converter",
     "SignatureSet": "litert_torch.converter",
     "convert": "litert_torch.converter",
     "convert_onnx": "litert_torch.converter",
+    "experimental_add_compilation_backend": "litert_torch.converter",
     "signature": "litert_torch.converter",
+    "config": "litert_torch.settings",
+    "to_channel_last_io": "litert_torch.wrappers",
+    "load": "litert_torch.runtime.edge_model",
+    "Model": "litert_torch.runtime.edge_model",
     "AotCompileError": "litert_torch.delegates.aot",
     "aot_compile": "litert_torch.delegates.aot",
     "QuantizationReport": "litert_torch.quantization_report",
-    "quantize": "litert_torch.quantization",
+    "quantize_model": "litert_torch.quantization",
     "EdgeModel": "litert_torch.runtime.edge_model",
     "AcceleratorUnavailable": "litert_torch.runtime.accelerated",
     "ValidationReport": "litert_torch.runtime.validate",
@@ -48,7 +56,13 @@ _LAZY = {
 }
 
 
+# submodules the official litert-torch reaches as attributes (litert_torch.quantize.quant_config, ...)
+_SUBMODULES = ("converter_v2", "quantize", "testing", "generative")
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"litert_torch.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'litert_torch' has no attribute {name!r}")
@@ -58,7 +72,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
 
 
 __all__ = [
@@ -67,6 +81,8 @@ __all__ = [
     "aot_compile",
     "CalibrationError",
     "ConversionError",
+    "Converter",
+    "Model",
     "EdgeModel",
     "ExportError",
     "InvalidArgumentError",
@@ -82,10 +98,14 @@ __all__ = [
     "UnknownSignatureError",
     "UnsupportedOpsError",
     "ValidationReport",
+    "config",
     "convert",
     "convert_onnx",
-    "quantize",
+    "experimental_add_compilation_backend",
+    "load",
+    "quantize_model",
     "signature",
+    "to_channel_last_io",
     "validate",
     "validate_onnx",
 ]

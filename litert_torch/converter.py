@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
@@ -28,8 +29,8 @@ log = logging.getLogger("litert_torch")
 
 
 def convert(
-    module: torch.nn.Module | torch.export.ExportedProgram,
-    sample_args: Any = (),
+    module: torch.nn.Module | torch.export.ExportedProgram | None = None,
+    sample_args: Any = None,
     sample_kwargs: dict[str, Any] | None = None,
     *,
     num_threads: int | None = None,
@@ -42,6 +43,11 @@ def convert(
     dynamic_shapes: Any = None,
     buckets: dict | None = None,
     progress: Callable[[str], None] | None = None,
+    strict_export: bool | str = False,
+    enable_x64: bool = False,
+    quant_config: Any = None,
+    output_file_path: str | None = None,
+    **official: Any,
 ) -> EdgeModel:
     """Convert `module` to a LiteRT model traced with `sample_args` / `sample_kwargs`.
 
@@ -54,7 +60,7 @@ def convert(
     `quantize`: "fp16", "dynamic-int8", "int8" (with `calibration_data`, an iterable of input tuples as the
     model is called with; `quantized_io=True` for int8 inputs and outputs) or an ai-edge-quantizer recipe;
     `keep_float` patterns keep matching ops (PyTorch node, module path or source line) in float. See
-    `litert_torch.quantization`; the report is `EdgeModel.quantization`.
+    `litert_torch.quantize_model`; the report is `EdgeModel.quantization`.
     `dynamic_shapes` (torch.export's format, with torch.export.Dim) makes those dimensions dynamic in the model
     (-1 in the shape signatures; the runtime resizes on each call; lowered once with the dimensions as
     symbols, `litert_torch.symbolic`), or with
@@ -63,29 +69,155 @@ def convert(
     `progress`, when given, is called with the name of each stage as it starts ("export", "lower",
     "optimize", "write", and "quantize" when asked).
 
+    The official litert-torch keywords: `strict_export` (torch.export's strict mode: False, True, or "auto" for
+    non-strict and then strict if that fails); `enable_x64` (False: int64 inputs and outputs are int32 in the
+    model, with a warning naming them; True: they stay int64 in the signature, cast at the model's edges);
+    `quant_config` (a `litert_torch.quantize.quant_config.QuantConfig`: a PT2E-quantized module keeps its int8
+    form, a dynamic PT2E config quantizes the weights to int8); `output_file_path` (also write the model there);
+    `lightweight_conversion`, `runtime_constant_folding` (accepted: this converter always folds input-independent
+    subgraphs at conversion and writes constants from the module's own tensors); `use_v2=False`. The official's
+    MLIR and TensorFlow options (`export_dir`, `print_ir_before`, ...) are refused with an error saying so.
+
     Raises `ExportError` when torch.export cannot trace the model, `UnsupportedOpsError` (listing every
     unsupported op with its source line) when the graph has ops without lowerings, and `ConversionError` for
-    anything else that stops the conversion. Nothing is written to disk; call `EdgeModel.export(path)`.
+    anything else that stops the conversion. Nothing is written to disk unless `output_file_path` is given;
+    call `EdgeModel.export(path)`.
 
     `channel_last_io=True` makes rank-4 (image) inputs and outputs NHWC in the model and in EdgeModel calls
-    (the model then needs no TRANSPOSE at its edges); other inputs and outputs are unchanged.
+    (the model then needs no TRANSPOSE at its edges); other inputs and outputs are unchanged. (The official's
+    `litert_torch.to_channel_last_io(module, args=[...], outputs=[...])` wraps the module instead.)
     """
-    targets = _targets(target)
-    _check_quantize_options(quantize, calibration_data, quantized_io, keep_float)
+    if module is None:
+        raise InvalidArgumentError("convert() needs the module to convert (a torch.nn.Module or "
+                                   "torch.export.ExportedProgram)")
+    opts = _Options.of(dict(official, num_threads=num_threads, channel_last_io=channel_last_io, target=target,
+                            quantize=quantize, calibration_data=calibration_data, quantized_io=quantized_io,
+                            keep_float=keep_float, buckets=buckets, progress=progress, strict_export=strict_export,
+                            enable_x64=enable_x64, quant_config=quant_config, output_file_path=output_file_path))
+    if sample_args is None and sample_kwargs is None and not isinstance(module, torch.export.ExportedProgram):
+        raise InvalidArgumentError("convert() needs sample_args (a tuple of forward's positional inputs) or "
+                                   "sample_kwargs (a dict of its keyword inputs) to trace the module with")
+    sample_args = () if sample_args is None else sample_args
     _check_samples(sample_args, sample_kwargs)
-    report = progress or (lambda stage: None)
-    start = time.perf_counter()
-    if buckets is not None:
-        parts, bucket_info = _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, buckets,
-                                           channel_last_io, targets, report)
+    if opts.buckets is not None:
+        parts, bucket_info = _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, opts)
     else:
-        parts, bucket_info = [_convert_signature(DEFAULT_SIGNATURE, module, sample_args, sample_kwargs,
-                                                 channel_last_io, targets, report, dynamic_shapes)], None
-    report("write")
-    edge = _write(_assemble(parts, bucket_info), num_threads)
-    log.info("converted %s: %d signature(s), %d bytes in %.2fs", type(module).__name__, len(parts),
-             len(edge._bytes), time.perf_counter() - start)
-    return _maybe_quantize(edge, quantize, calibration_data, quantized_io, keep_float, report)
+        parts, bucket_info = [_convert_signature(DEFAULT_SIGNATURE, module, sample_args, sample_kwargs, opts,
+                                                 opts.report, dynamic_shapes)], None
+    return _finish(parts, bucket_info, opts, [], name=type(module).__name__)
+
+
+# The official litert-torch's convert() keywords that configure its MLIR / TensorFlow pipeline: accepted at
+# their defaults, refused otherwise (this converter has no such pipeline).
+_OFFICIAL_PIPELINE_OPTIONS = {
+    "export_dir": None, "delete_in_memory_params": False, "fold_fp16_resource_casts": True,
+    "allow_reuse_intermediates": False, "weights_loader": None, "enable_debug": False, "debug_dir": None,
+    "enable_timing": False, "print_ir_before": None, "print_ir_after": None, "elide_elementsattrs_if_larger": None,
+    "_litert_converter_flags": None,
+}
+
+
+@dataclass
+class _Options:
+    """convert()'s options, checked once, for every signature of a conversion."""
+
+    num_threads: int | None = None
+    channel_last_io: bool = False
+    targets: tuple[str, ...] = ("cpu", "gpu", "npu")
+    quantize: Any = None
+    calibration_data: Any = None
+    quantized_io: bool = False
+    keep_float: Any = ()
+    buckets: dict | None = None
+    report: Callable[[str], None] = lambda stage: None
+    strict_export: bool | str = False
+    enable_x64: bool = False
+    pt2e_dynamic: bool = False
+    output_file_path: str | None = None
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> "_Options":
+        options = dict(options)
+        for name, default in _OFFICIAL_PIPELINE_OPTIONS.items():
+            value = options.pop(name, default)
+            if value is not default and value != default:
+                raise InvalidArgumentError(
+                    f"{name}= configures the official litert-torch's MLIR/TensorFlow pipeline; this converter "
+                    "writes the .tflite directly and has no such stage (leave it at its default)")
+        if options.pop("use_v2", False):
+            raise InvalidArgumentError("use_v2=True selects the official litert-torch's TensorFlow converter bridge; "
+                                       "this converter has one path (litert_torch.converter_v2.is_supported() is "
+                                       "False), so leave use_v2 at False")
+        lightweight = options.pop("lightweight_conversion", False)
+        folding = options.pop("runtime_constant_folding", None)
+        for name, value in (("lightweight_conversion", lightweight), ("runtime_constant_folding", folding)):
+            if value is not None and not isinstance(value, bool):
+                raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
+        strict = options.pop("strict_export", False)
+        if strict not in (True, False, "auto"):
+            raise InvalidArgumentError(f"strict_export must be True, False or 'auto', got {strict!r}")
+        quant_config = options.pop("quant_config", None)
+        pt2e_dynamic = False
+        if quant_config is not None:
+            from litert_torch.quantize.quant_config import QuantConfig
+
+            if not isinstance(quant_config, QuantConfig):
+                raise InvalidArgumentError("quant_config must be a litert_torch.quantize.quant_config.QuantConfig, "
+                                           f"got {type(quant_config).__name__}")
+            pt2e_dynamic = quant_config.is_dynamic
+        known = {f for f in cls.__dataclass_fields__} | {"target", "progress"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise InvalidArgumentError(f"convert() got unexpected keyword argument(s) {', '.join(unknown)}")
+        _check_quantize_options(options.get("quantize"), options.get("calibration_data"),
+                                options.get("quantized_io", False), options.get("keep_float", ()))
+        if pt2e_dynamic and options.get("quantize") is not None:
+            raise InvalidArgumentError("give quantize= or a dynamic quant_config, not both")
+        progress = options.pop("progress", None)
+        targets = _targets(options.pop("target", ("cpu", "gpu", "npu")))
+        path = options.get("output_file_path")
+        if path is not None:
+            from litert_torch.files import check_writable
+
+            check_writable(path)
+        return cls(**options, targets=targets, report=_reporter(progress), strict_export=strict,
+                   pt2e_dynamic=pt2e_dynamic)
+
+
+def _reporter(progress: Callable[[str], None] | None) -> Callable[[str], None]:
+    """The stage callback: `progress`, and a log line per stage when litert_torch.config.show_progress is on."""
+    from litert_torch.settings import config
+
+    if not config.show_progress:
+        return progress or (lambda stage: None)
+
+    def report(stage: str) -> None:
+        log.info("conversion stage: %s", stage)
+        if progress is not None:
+            progress(stage)
+
+    return report
+
+
+def _finish(parts: list, bucket_info: dict | None, opts: _Options, compilation: list, name: str = "model"):
+    """Write the parts as one EdgeModel, quantize and AOT-compile as asked, and write output_file_path."""
+    start = time.perf_counter()
+    opts.report("write")
+    edge = _write(_assemble(parts, bucket_info), opts.num_threads)
+    log.info("converted %s: %d signature(s), %d bytes in %.2fs", name, len(parts), len(edge._bytes),
+             time.perf_counter() - start)
+    quantize = "dynamic-int8" if opts.pt2e_dynamic else opts.quantize
+    edge = _maybe_quantize(edge, quantize, opts.calibration_data, opts.quantized_io, opts.keep_float, opts.report)
+    if opts.output_file_path is not None:
+        import os
+
+        os.makedirs(os.path.dirname(os.path.abspath(opts.output_file_path)), exist_ok=True)
+        edge.export(opts.output_file_path)
+    if compilation:
+        from litert_torch.delegates.aot import compile_configs
+
+        return compile_configs(edge, compilation)
+    return edge
 
 
 def _targets(target: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -117,60 +249,94 @@ def _maybe_quantize(edge: EdgeModel, quantize, calibration_data, quantized_io, k
     if quantize is None:
         return edge
     report("quantize")
-    from litert_torch.quantization import quantize as quantize_model
+    from litert_torch.quantization import quantize_model
 
     return quantize_model(edge, quantize, calibration_data=calibration_data, quantized_io=quantized_io,
                           keep_float=keep_float)
 
 
-class SignatureSet:
-    """Several entry points in one model, their identical weights stored once:
+class Converter:
+    """Several entry points in one model, their identical weights stored once (the official litert-torch
+    `Converter`; `litert_torch.signature(...)` starts one):
 
         edge = (litert_torch.signature("encode", encoder, (x,))
                 .signature("decode", decoder, (z,))
                 .convert())
-        edge.run("decode", (z,))          # or edge.signature_runner("decode")(z)
+        edge(z, signature_name="decode")  # or edge.run("decode", (z,)), edge.signature_runner("decode")(z)
 
-    Each signature is traced and lowered on its own (its own subgraph, I/O metadata, source map and delegate
-    plan); constants with identical bytes (a weight two modules share) get one buffer in the file."""
+    `convert(module, sample_args)` adds that module as the default signature ("serving_default"). Each signature
+    is traced and lowered on its own (its own subgraph, I/O metadata, source map and delegate plan); constants
+    with identical bytes (a weight two modules share) get one buffer in the file."""
 
     def __init__(self):
         self._entries: list[tuple[str, Any, Any, dict[str, Any] | None, Any]] = []
+        self._compilation: list[Any] = []
 
-    def signature(self, name: str, module: torch.nn.Module | torch.export.ExportedProgram, sample_args: Any = (),
-                  sample_kwargs: dict[str, Any] | None = None, dynamic_shapes: Any = None) -> "SignatureSet":
+    def signature(self, name: str, module: torch.nn.Module | torch.export.ExportedProgram, sample_args: Any = None,
+                  sample_kwargs: dict[str, Any] | None = None, dynamic_shapes: Any = None) -> "Converter":
+        """Add signature `name`: `module` traced with `sample_args` / `sample_kwargs` (`dynamic_shapes` as for
+        `convert`)."""
         if not isinstance(name, str) or not name.isidentifier():
             raise InvalidArgumentError(f"a signature name is an identifier like 'encode'; got {name!r}")
         if any(name == entry[0] for entry in self._entries):
             raise InvalidArgumentError(f"signature {name!r} is given twice")
-        self._entries.append((name, module, sample_args, sample_kwargs, dynamic_shapes))
+        if sample_args is None and sample_kwargs is None:
+            raise InvalidArgumentError(f"signature {name!r} needs sample_args or sample_kwargs")
+        _check_samples(sample_args, sample_kwargs)
+        self._entries.append((name, module, () if sample_args is None else sample_args, sample_kwargs,
+                              dynamic_shapes))
         return self
+
+    add_signature = signature
 
     @property
     def names(self) -> list[str]:
         return [entry[0] for entry in self._entries]
 
-    def convert(self, *, num_threads: int | None = None, channel_last_io: bool = False,
-                target: str | tuple[str, ...] = ("cpu", "gpu", "npu"),
-                progress: Callable[[str], None] | None = None) -> EdgeModel:
-        """One EdgeModel holding every signature (options as for `convert`, applied to each)."""
+    def experimental_add_compilation_backend(self, target: Any = None, **config: Any) -> "Converter":
+        """Compile the converted model ahead of time for `target` (an ai_edge_litert.aot Target, or None for
+        every target ai_edge_litert has registered; `config` goes to its CompilationConfig): `convert` then
+        returns ai_edge_litert's CompilationResult. See also `litert_torch.aot_compile`."""
+        from litert_torch.delegates.aot import compilation_config
+
+        self._compilation.append(compilation_config(target, config))
+        return self
+
+    def convert(self, module: torch.nn.Module | torch.export.ExportedProgram | None = None, sample_args: Any = None,
+                sample_kwargs: dict[str, Any] | None = None, **options: Any) -> EdgeModel:
+        """One EdgeModel holding every signature; with `module`, that module (traced with `sample_args` /
+        `sample_kwargs`) is added as the default signature. `options` as for `litert_torch.convert`, applied to
+        every signature."""
+        if module is not None:
+            if sample_args is None and sample_kwargs is None:
+                raise InvalidArgumentError("convert(module, ...) needs sample_args or sample_kwargs")
+            self.signature(DEFAULT_SIGNATURE, module, sample_args, sample_kwargs, options.pop("dynamic_shapes", None))
         if not self._entries:
             raise InvalidArgumentError("no signatures: add them with .signature(name, module, sample_args)")
-        targets = _targets(target)
-        report = progress or (lambda stage: None)
+        opts = _Options.of(options)
+        if opts.buckets is not None:
+            raise InvalidArgumentError("buckets apply to litert_torch.convert of one module")
         parts = []
         for name, module, args, kwargs, dynamic_shapes in self._entries:
-            parts.append(_convert_signature(name, module, args, kwargs, channel_last_io, targets,
-                                            lambda stage, name=name: report(f"{stage} {name}"), dynamic_shapes))
-        report("write")
-        return _write(_assemble(parts), num_threads)
+            report = (lambda stage, name=name: opts.report(f"{stage} {name}")) if len(self._entries) > 1 else opts.report
+            parts.append(_convert_signature(name, module, args, kwargs, opts, report, dynamic_shapes))
+        return _finish(parts, None, opts, self._compilation)
 
 
-def signature(name: str, module: torch.nn.Module | torch.export.ExportedProgram, sample_args: Any = (),
-              sample_kwargs: dict[str, Any] | None = None, dynamic_shapes: Any = None) -> SignatureSet:
+SignatureSet = Converter  # the name this toolkit used before it took the official one
+
+
+def signature(name: str, module: torch.nn.Module | torch.export.ExportedProgram, sample_args: Any = None,
+              sample_kwargs: dict[str, Any] | None = None, dynamic_shapes: Any = None) -> Converter:
     """Start a multi-signature model: `signature("encode", enc, (x,)).signature("decode", dec, (z,)).convert()`
     (`dynamic_shapes` as for `convert`, per signature)."""
-    return SignatureSet().signature(name, module, sample_args, sample_kwargs, dynamic_shapes)
+    return Converter().signature(name, module, sample_args, sample_kwargs, dynamic_shapes)
+
+
+def experimental_add_compilation_backend(target: Any = None, **config: Any) -> Converter:
+    """A Converter that compiles ahead of time for `target` (see `Converter.experimental_add_compilation_backend`):
+    `litert_torch.experimental_add_compilation_backend(target).convert(module, sample_args)`."""
+    return Converter().experimental_add_compilation_backend(target, **config)
 
 
 @dataclass
@@ -185,16 +351,16 @@ class _Part:
     plan: Any
 
 
-def _convert_signature(key: str, module, sample_args, sample_kwargs, channel_last_io: bool,
-                       targets: tuple[str, ...], report: Callable[[str], None], dynamic_shapes: Any = None) -> _Part:
+def _convert_signature(key: str, module, sample_args, sample_kwargs, opts: _Options,
+                       report: Callable[[str], None], dynamic_shapes: Any = None) -> _Part:
     if not isinstance(sample_args, tuple):
         sample_args = (sample_args,)
     if dynamic_shapes is None:
         report("export")
-        program = export_module(module, sample_args, sample_kwargs)
-        return _lower_part(key, program, channel_last_io, targets, report)
-    traced = _trace_dynamic(module, sample_args, sample_kwargs, dynamic_shapes, report)
-    part = _lower_part(key, traced.program, channel_last_io, targets, report, dim_names=traced.dim_names)
+        program = export_module(module, sample_args, sample_kwargs, strict=opts.strict_export)
+        return _lower_part(key, program, opts, report)
+    traced = _trace_dynamic(module, sample_args, sample_kwargs, dynamic_shapes, report, opts.strict_export)
+    part = _lower_part(key, traced.program, opts, report, dim_names=traced.dim_names)
     part.io["dynamic_dims"] = sorted(traced.dims)
     return part
 
@@ -209,7 +375,8 @@ class _Traced:
     sample_sizes: dict[str, int]  # Dim name -> its size in the user's sample
 
 
-def _trace_dynamic(module, sample_args: tuple, sample_kwargs, dynamic_shapes, report) -> _Traced:
+def _trace_dynamic(module, sample_args: tuple, sample_kwargs, dynamic_shapes, report,
+                   strict: bool | str = False) -> _Traced:
     """torch.export with the dynamic dimensions: one trace, which the lowering reads symbolically (torch.export
     rejects a model that specialises a dimension)."""
     from litert_torch import buckets
@@ -235,7 +402,7 @@ def _trace_dynamic(module, sample_args: tuple, sample_kwargs, dynamic_shapes, re
     for name, size in sample.items():
         if size < 2 and buckets.dim_bounds(dims[name])[1] >= 2:
             traced_args, traced_kwargs = buckets.resized(traced_args, traced_kwargs, uses, name, 2)
-    program = export_module(module, traced_args, traced_kwargs, dynamic_shapes=dynamic_shapes)
+    program = export_module(module, traced_args, traced_kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     leaves = _leaf_positions(traced_args, traced_kwargs)
     positions = {(leaves[use.where], use.axis): use.dim for use in uses if use.where in leaves}
     return _Traced(program, dims, symbol_names(program, positions), sample)
@@ -251,24 +418,44 @@ def _leaf_positions(args: tuple, kwargs: dict) -> dict[int | str, int]:
     return out
 
 
-def _lower_part(key: str, program, channel_last_io: bool, targets: tuple[str, ...],
-                report: Callable[[str], None], dim_names: dict[str, str] | None = None,
-                fixed: dict[str, int] | None = None) -> _Part:
+def _lower_part(key: str, program, opts: _Options, report: Callable[[str], None],
+                dim_names: dict[str, str] | None = None, fixed: dict[str, int] | None = None) -> _Part:
     report("lower")
     lowered = lower_program(program, dim_names=dim_names, fixed=fixed)
     report("optimize")
-    nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if channel_last_io else ([], [])
+    nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if opts.channel_last_io else ([], [])
     run_pipeline(lowered.graph)
-    plan = delegate_aware(lowered.graph, targets)
+    wide_io(key, lowered, opts.enable_x64)
+    plan = delegate_aware(lowered.graph, opts.targets)
     io = _io(lowered, program.call_spec.in_spec, program.call_spec.out_spec, lowered.tensor_input_positions,
              nhwc_inputs, nhwc_outputs)
     return _Part(key, lowered.graph, lowered.input_names, lowered.output_names, io, plan)
+
+
+def wide_io(key: str, lowered, enable_x64: bool) -> None:
+    """int64 inputs and outputs, which the model computes in int32: with enable_x64 they are int64 in the
+    signature (a CAST at each edge), else int32 there, with the official litert-torch's warning naming them."""
+    wide_in = [i for i, d in enumerate(lowered.input_dtypes) if d == "int64"]
+    wide_out = [i for i, d in enumerate(lowered.output_dtypes) if d == "int64"]
+    if not wide_in and not wide_out:
+        return
+    if not enable_x64:
+        changed = [f"input {lowered.input_names[i]!r} (torch.int64)" for i in wide_in] + \
+                  [f"output {lowered.output_names[i]!r} (torch.int64)" for i in wide_out]
+        log.warning("signature %r: enable_x64=False downcasts 64-bit tensors to 32 bits, so %s %s int32 in the "
+                    "model (values must fit in int32; convert(..., enable_x64=True) keeps them int64)",
+                    key, ", ".join(changed), "is" if len(changed) == 1 else "are")
+        return
+    from litert_torch.passes.wide_io import cast_io
+
+    cast_io(lowered.graph, wide_in, wide_out, np.int64)
 
 
 def _io(lowered, in_spec, out_spec, positions: list[int], nhwc_inputs, nhwc_outputs) -> dict[str, Any]:
     """A signature's `litert_torch.io` entry (`litert_torch.metadata`)."""
     return {
         "inputs": lowered.input_names,
+        "parameters": getattr(lowered, "parameters", []),
         "outputs": lowered.output_names,
         "in_spec": portable_spec_json(in_spec),
         "out_spec": portable_spec_json(out_spec),
@@ -280,23 +467,22 @@ def _io(lowered, in_spec, out_spec, positions: list[int], nhwc_inputs, nhwc_outp
     }
 
 
-def _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, buckets, channel_last_io, targets, report):
+def _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, opts: _Options):
     from litert_torch import buckets as bucketing
 
     if dynamic_shapes is None:
         raise InvalidArgumentError("buckets need dynamic_shapes naming the dimension, e.g. {'x': {0: Dim('batch', max=8)}}")
     if not isinstance(sample_args, tuple):
         sample_args = (sample_args,)
-    traced = _trace_dynamic(module, sample_args, sample_kwargs, dynamic_shapes, report)
-    name, sizes = bucketing.bucket_sizes(buckets, traced.dims)
+    traced = _trace_dynamic(module, sample_args, sample_kwargs, dynamic_shapes, opts.report, opts.strict_export)
+    name, sizes = bucketing.bucket_sizes(opts.buckets, traced.dims)
     parts = []
     for size in sizes:
         # One static signature per size, the other dynamic dimensions at their sample sizes; all lowered from
         # the one traced program.
         key = f"{name}_{size}"
-        part = _lower_part(key, traced.program, channel_last_io, targets,
-                           lambda stage, key=key: report(f"{stage} {key}"), dim_names=traced.dim_names,
-                           fixed={**traced.sample_sizes, name: size})
+        part = _lower_part(key, traced.program, opts, lambda stage, key=key: opts.report(f"{stage} {key}"),
+                           dim_names=traced.dim_names, fixed={**traced.sample_sizes, name: size})
         part.io["bucket"] = {"dim": name, "size": size}
         parts.append(part)
     return parts, {"dim": name, "sizes": sizes, "signatures": [p.key for p in parts]}

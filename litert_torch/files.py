@@ -70,3 +70,18 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Raise InvalidArgumentError unless a file can be written at `path` (checked before long work starts):
+    not a directory, and its folder (or the nearest existing folder above it, which gets created) writable."""
+    from litert_torch.errors import InvalidArgumentError
+
+    path = os.path.abspath(os.fspath(path))
+    if os.path.isdir(path):
+        raise InvalidArgumentError(f"{path} is a directory; give a file path")
+    folder = os.path.dirname(path)
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise InvalidArgumentError(f"cannot write {path}: {folder} is not a writable folder")

@@ -15,13 +15,15 @@ zlib's header byte otherwise); `decode` reads both.
 
 `litert_torch.io` (JSON):
     {"version": 1, "signatures": {"serving_default": {
-        "inputs": ["x"], "outputs": ["output_0"],
+        "inputs": ["args_0"], "parameters": ["x"], "outputs": ["output_0"],
         "in_spec": <torch pytree spec of (args, kwargs), treespec_dumps format>,
         "out_spec": <torch pytree spec of the output>,
         "tensor_input_positions": [0],
         "input_dtypes": ["int64"], "output_dtypes": ["float32"],
         "channel_last_inputs": [], "channel_last_outputs": []}}}
-  `tensor_input_positions` are the positions, among the flattened (args, kwargs) leaves, that feed the
+  `inputs` are the signature's input names (args_<i> for positional inputs, keyword names for keyword ones, as
+  the official litert-torch names them); `parameters` the names forward gives the same inputs, which calls may
+  use instead. `tensor_input_positions` are the positions, among the flattened (args, kwargs) leaves, that feed the
   signature's inputs (the other leaves were constants baked into the model). `input_dtypes` and
   `output_dtypes` are the PyTorch dtypes; an "int64" there is an int32 tensor in the model (TFLite kernels take
   int32 indices), which EdgeModel range-checks on the way in and widens on the way out.

@@ -1,7 +1,7 @@
 """Quantization of converted models: float16 weights, dynamic-range int8, full-integer int8 with calibration.
 
     edge = litert_torch.convert(model, args, quantize="int8", calibration_data=samples)
-    edge = litert_torch.quantize(float_edge, "dynamic-int8")
+    edge = litert_torch.quantize_model(float_edge, "dynamic-int8")
 
 - `fp16`: every float32 constant of 16 or more elements is stored as float16 and widened by a DEQUANTIZE op
   (LiteRT does that once, when the model is prepared; XNNPACK computes in float32, GPU delegates may compute
@@ -36,6 +36,7 @@ from litert_torch import ir
 from litert_torch import metadata as md
 from litert_torch.errors import CalibrationError, ModelInputError, QuantizationArgumentError, QuantizationError
 from litert_torch.quantization_report import QUANTIZATION_KEY, FloatOp, QuantizationReport  # noqa: F401 (re-exported)
+from litert_torch.runtime.edge_model import DEFAULT_SIGNATURE
 
 MODES = ("fp16", "dynamic-int8", "int8")
 MIN_CALIBRATION_SAMPLES = 8
@@ -283,7 +284,7 @@ def _float_ops(graph: ir.Graph, mode: str, kept: set[str]) -> tuple[int, int, li
 
 
 # ---- the entry point ----------------------------------------------------------------------------------------
-def quantize(edge, mode: str | list | os.PathLike = "int8", *, calibration_data: Iterable[Any] | None = None,
+def quantize_model(edge, mode: str | list | os.PathLike = "int8", *, calibration_data: Iterable[Any] | None = None,
              quantized_io: bool = False, keep_float: Iterable[str] = (), signature: str | None = None):
     """A quantized copy of the float EdgeModel `edge` (see the module docstring for the modes).
 
@@ -320,7 +321,8 @@ def quantize(edge, mode: str | list | os.PathLike = "int8", *, calibration_data:
     kept_names = {t.name for op in kept_ops for t in op.outputs}
     plan_json = md.read_json(float_model.metadata, PLAN_KEY)
     targets = tuple(plan_json["targets"]) if plan_json and plan_json.get("targets") else TARGETS
-    key = signature or edge._default_key()
+    keys = edge._signature_keys()
+    key = signature or (DEFAULT_SIGNATURE if DEFAULT_SIGNATURE in keys else keys[0])
     samples = 0
 
     if mode == "fp16":

@@ -15,8 +15,10 @@ import numpy as np
 from litert_convert.errors import BadInput
 
 
-def load_calibration(path: str, args: tuple, kwargs: dict, input_names: list[str]) -> list[tuple]:
-    """Samples as positional tuples of numpy arrays, in the order of the model's inputs."""
+def load_calibration(path: str, args: tuple, kwargs: dict, input_names: list[str],
+                     parameters: list[str] | None = None) -> list[tuple]:
+    """Samples as positional tuples of numpy arrays, in the order of the model's inputs; an array is found by
+    the input's signature name (args_0) or forward's name for it (`parameters`)."""
     import torch
 
     if kwargs or not all(isinstance(a, torch.Tensor) for a in args) or len(args) != len(input_names):
@@ -27,8 +29,8 @@ def load_calibration(path: str, args: tuple, kwargs: dict, input_names: list[str
         if not files:
             raise BadInput(f"{path} holds no .npz files",
                            "one .npz per calibration sample, arrays named after the model's inputs")
-        return [tuple(_by_name(_open(f), input_names, f)) for f in files]
-    stacked = _by_name(_open(path), input_names, path)
+        return [tuple(_by_name(_open(f), input_names, parameters, f)) for f in files]
+    stacked = _by_name(_open(path), input_names, parameters, path)
     for a, x, name in zip(stacked, args, input_names):
         if a.ndim != x.dim() + 1:
             raise BadInput(f"{path}: array {name!r} of shape {list(a.shape)} for an input of shape {list(x.shape)}",
@@ -47,11 +49,14 @@ def _open(path: str) -> dict[str, np.ndarray]:
         raise BadInput(f"{path} is not a readable .npz file: {exc}") from None
 
 
-def _by_name(arrays: dict[str, np.ndarray], names: list[str], path: str) -> list[np.ndarray]:
+def _by_name(arrays: dict[str, np.ndarray], names: list[str], parameters: list[str] | None,
+             path: str) -> list[np.ndarray]:
     if len(names) == 1 and len(arrays) == 1:
         return list(arrays.values())
-    missing = [n for n in names if n not in arrays]
+    aliases = list(parameters or []) + [None] * (len(names) - len(parameters or []))
+    found = [n if n in arrays else a if a in arrays else None for n, a in zip(names, aliases)]
+    missing = [a or n for n, a, f in zip(names, aliases, found) if f is None]
     if missing:
         raise BadInput(f"{path} has no array for input(s) {', '.join(missing)} (it holds {', '.join(arrays)})",
-                       "name the arrays after the model's inputs")
-    return [arrays[n] for n in names]
+                       "name the arrays after the model's inputs (forward's parameter names, or args_0, ...)")
+    return [arrays[f] for f in found]

@@ -215,8 +215,8 @@ def convert(source, output, input_specs, dynamic_specs, channel_last_io, target,
                 from litert_convert.calibration import load_calibration
 
                 names = [t.name for t in next(iter(edge.signatures.values())).inputs]
-                samples = load_calibration(calibration, args, kwargs, names)
-            edge = litert_torch.quantize(edge, quantize, calibration_data=samples, quantized_io=quantized_io,
+                samples = load_calibration(calibration, args, kwargs, names, edge.io_spec.get("parameters"))
+            edge = litert_torch.quantize_model(edge, quantize, calibration_data=samples, quantized_io=quantized_io,
                                          keep_float=keep_float)
             if samples:
                 validation_inputs = _as_pytorch_inputs(edge, samples[:8])

@@ -69,3 +69,43 @@ def aot_compile(edge_model, target: str) -> bytes:
         failed = getattr(result, "failed_backends", None)
         raise AotCompileError(f"the {vendor} compiler produced no model for {target}" +
                               (f": {failed}" if failed else ""))
+
+
+def compilation_config(target, config: dict):
+    """An ai_edge_litert.aot CompilationConfig for `target` (an aot Target, a "VENDOR:SOC" string, a
+    CompilationConfig, or None for every target ai_edge_litert has registered) with `config`'s options."""
+    types = _aot_types()
+    if isinstance(target, types.CompilationConfig):
+        if config:
+            raise AotCompileError("options go into the CompilationConfig itself when one is given")
+        return target
+    if target is None:
+        from ai_edge_litert.aot.vendors import import_vendor
+
+        target = import_vendor.AllRegisteredTarget()
+    elif isinstance(target, str):
+        target = parse_target(target)[1]
+    if not isinstance(target, types.Target):
+        raise AotCompileError(f"a compilation target is an ai_edge_litert.aot Target or 'VENDOR:SOC', got "
+                              f"{type(target).__name__}")
+    return types.CompilationConfig(target=target, **config)
+
+
+def compile_configs(edge_model, configs: list):
+    """ai_edge_litert's CompilationResult of the model compiled for each CompilationConfig (what the official
+    litert-torch's `experimental_add_compilation_backend(...).convert(...)` returns)."""
+    from ai_edge_litert.aot import aot_compile as aot
+
+    model = _aot_types().Model.create_from_bytes(edge_model.flatbuffer)
+    try:
+        return aot.aot_compile(model, config=configs)
+    except Exception as exc:  # the vendor compiler's own error, kept whole
+        raise AotCompileError(f"ahead-of-time compilation failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _aot_types():
+    try:
+        from ai_edge_litert.aot.core import aot_types
+    except ImportError:  # older ai-edge-litert
+        from ai_edge_litert.aot.core import types as aot_types
+    return aot_types

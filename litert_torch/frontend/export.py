@@ -7,6 +7,7 @@ ops that map to one TFLite builtin (hardswish, gelu, silu, linear, ...) are kept
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 from typing import Any, Iterator
@@ -122,10 +123,12 @@ def _check_outputs_kept(before: torch.export.ExportedProgram, after: torch.expor
 
 
 def export_module(
-    module: torch.nn.Module, args: tuple, kwargs: dict | None = None, *, dynamic_shapes: Any = None
+    module: torch.nn.Module, args: tuple, kwargs: dict | None = None, *, dynamic_shapes: Any = None,
+    strict: bool | str = False,
 ) -> torch.export.ExportedProgram:
-    """Trace `module` with torch.export (non-strict) and decompose it with our table. An ExportedProgram (say,
-    from torch.export.load) is only decomposed."""
+    """Trace `module` with torch.export (non-strict; `strict=True` for its strict mode, "auto" for non-strict
+    and then strict when that fails) and decompose it with our table. An ExportedProgram (say, from
+    torch.export.load) is only decomposed."""
     if isinstance(module, torch.export.ExportedProgram):
         try:
             return decompose(module)
@@ -135,14 +138,39 @@ def export_module(
         raise ExportError(f"convert() needs a torch.nn.Module or torch.export.ExportedProgram, "
                           f"got {type(module).__name__}")
     try:
-        program = torch.export.export(module, tuple(args), kwargs or {}, strict=False, dynamic_shapes=dynamic_shapes)
-        return decompose(program)
+        with _quiet_torch():
+            try:
+                program = torch.export.export(module, tuple(args), kwargs or {}, strict=strict is True,
+                                              dynamic_shapes=dynamic_shapes)
+            except Exception:
+                if strict != "auto":
+                    raise
+                program = torch.export.export(module, tuple(args), kwargs or {}, strict=True,
+                                              dynamic_shapes=dynamic_shapes)
+            return decompose(program)
     except Exception as exc:  # torch.export raises many types; keep its explanation and add the user's line
         where = _user_line_from_traceback(exc)
         lead = f"torch.export could not trace {type(module).__name__}"
         if where:
             lead += f" (at {where})"
         raise ExportError(f"{lead}:\n{type(exc).__name__}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _quiet_torch() -> Iterator[None]:
+    """Log records up to WARNING are dropped while torch.export runs when litert_torch.config.silence_torch_logs
+    is on (the default): its warnings and graph dumps are not the user's concern; failures still raise."""
+    from litert_torch.settings import config
+
+    if not config.silence_torch_logs:
+        yield
+        return
+    previous = logging.root.manager.disable
+    logging.disable(max(previous, logging.WARNING))
+    try:
+        yield
+    finally:
+        logging.disable(previous)
 
 
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')

@@ -112,7 +112,7 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
     report(f"lower {key}")
     graph = ir.Graph(key)
     prologue = lower_program(prologue_program)
-    by_name = dict(zip(prologue.input_names, prologue.graph.inputs))
+    by_name = dict(zip(prologue.parameters, prologue.graph.inputs))
     graph.inputs = [by_name["tokens"], by_name["input_pos"]]
     graph.ops += prologue.graph.ops
     x_t, k_start_t, v_start_t, *rest = prologue.graph.outputs
@@ -123,7 +123,7 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
         lowered = lower_program(templates[_structure(cfg, i)], weights=step.state_dict())
         mask, cos, sin = tables[cfg.layer_types[i]]
         feeds = {"x": x_t, "cos": cos, "sin": sin, "mask": mask, "k_start": k_start_t, "v_start": v_start_t}
-        own = dict(zip(lowered.input_names, lowered.graph.inputs))
+        own = dict(zip(lowered.parameters, lowered.graph.inputs))
         k_in, v_in = own["k_cache"], own["v_cache"]
         k_in.name, v_in.name = names[2 * i], names[2 * i + 1]
         graph.inputs += [k_in, v_in]

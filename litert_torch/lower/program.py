@@ -9,7 +9,7 @@ no lowering is needed for them and the result is exact.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from litert_torch import ir
 from litert_torch.errors import ConversionError, LoweringError, UnsupportedOp, UnsupportedOpsError
 from litert_torch.frontend.export import source_ref, target_name
+from litert_torch.lower.quantized import RUN_TIME_ONLY
 from litert_torch.node import Node, Value
 from litert_torch.lower.registry import LoweringContext, lowering_for, narrow_int64, numpy_dtype
 from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, from_torch, same_size, space_of_program
@@ -32,6 +33,8 @@ class LoweredProgram:
     tensor_input_positions: list[int]  # positions, among the flattened user inputs, that are tensors
     input_dtypes: list[str]  # PyTorch dtype of each graph input ("int64" where the model computes in int32)
     output_dtypes: list[str]  # PyTorch dtype of each graph output
+    # forward's name for each graph input (the placeholder's), which calls may use instead of input_names
+    parameters: list[str] = field(default_factory=list)
 
 
 # Why some ops have no lowering, and what to do instead.
@@ -122,7 +125,8 @@ def _find_constant_nodes(program: torch.export.ExportedProgram, constants: dict[
         if node.op != "call_function" or node.name in sizes:
             continue
         inputs = _tensor_nodes((node.args[1:], node.kwargs) if node.target in SHAPE_ONLY else (node.args, node.kwargs))
-        if all(n.name in const for n in inputs) and _is_pure(node) and not _dynamic_value(node):
+        if (all(n.name in const for n in inputs) and _is_pure(node) and not _dynamic_value(node)
+                and node.target not in RUN_TIME_ONLY):
             const.add(node.name)
     return const
 
@@ -199,7 +203,8 @@ def _contract(node: torch.fx.Node, values: dict[str, Any], sizes: dict[str, Any]
 
 
 def output_names(out_spec: Any, count: int) -> list[str]:
-    """Signature output names from the output pytree: dict keys where the model returns a dict, else output_i."""
+    """Signature output names from the output pytree: dict keys (and field names) where the model returns a
+    dict or dataclass, joined with "_" down nested levels ("y_data_1"), else output_i."""
     import torch.utils._pytree as pytree
 
     if count == 1 and out_spec.is_leaf():
@@ -207,21 +212,48 @@ def output_names(out_spec: Any, count: int) -> list[str]:
     tree = pytree.tree_unflatten(list(range(count)), out_spec)
     names = []
     for path, _ in pytree.tree_flatten_with_path(tree)[0]:
-        parts = []
-        for key in path:
-            if isinstance(key, pytree.MappingKey):
-                parts.append(str(key.key))
-            elif isinstance(key, pytree.SequenceKey):
-                parts.append(str(key.idx))
-            elif isinstance(key, pytree.GetAttrKey):
-                parts.append(key.name)
-            else:
-                parts.append(str(key))
-        name = "_".join(parts) or "output"
-        name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
-        if not name[0].isalpha():
-            name = "output_" + name
-        names.append(name)
+        name = _path_name(path) or "output"
+        names.append(name if name[0].isalpha() else "output_" + name)
+    return _unique(names)
+
+
+def input_names(in_spec: Any, positions: list[int]) -> list[str]:
+    """Signature input names of the (args, kwargs) leaves at `positions`, as the official litert-torch names
+    them: args_<i> for positional input i, the keyword for a keyword input, nested levels joined with "_"
+    ("args_0_x", "z_data_2_0")."""
+    import torch.utils._pytree as pytree
+
+    tree = pytree.tree_unflatten(list(range(in_spec.num_leaves)), in_spec)
+    paths = [path for path, _ in pytree.tree_flatten_with_path(tree)[0]]
+    names = []
+    for pos in positions:
+        side, *rest = paths[pos]
+        if side.idx == 0:  # positional: ("args", i, ...)
+            index, *rest = rest
+            name = "_".join(["args", str(index.idx), *filter(None, [_path_name(rest)])])
+        else:
+            name = _path_name(rest)
+        names.append(name if name[:1].isalpha() or name[:1] == "_" else "input_" + name)
+    return _unique(names)
+
+
+def _path_name(path: Any) -> str:
+    import torch.utils._pytree as pytree
+
+    parts = []
+    for key in path:
+        if isinstance(key, pytree.MappingKey):
+            parts.append(str(key.key))
+        elif isinstance(key, pytree.SequenceKey):
+            parts.append(str(key.idx))
+        elif isinstance(key, pytree.GetAttrKey):
+            parts.append(key.name)
+        else:
+            parts.append(str(key))
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in "_".join(parts))
+
+
+def _unique(names: list[str]) -> list[str]:
     seen: dict[str, int] = {}
     unique = []
     for name in names:
@@ -256,7 +288,7 @@ def lower_program(program: torch.export.ExportedProgram,
     torch_env.update({name: v for name, v in sizes.items() if not isinstance(v, Sym)})
 
     user_inputs = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
-    tensor_positions, input_names, input_dtypes, output_dtypes = [], [], [], []
+    tensor_positions, parameters, input_dtypes, output_dtypes = [], [], [], []
     placeholder_by_name = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     for pos, spec in enumerate(user_inputs):
         node = placeholder_by_name.get(getattr(spec.arg, "name", None))
@@ -270,7 +302,7 @@ def lower_program(program: torch.export.ExportedProgram,
         graph.inputs.append(env[node.name])
         ctx.add_input(env[node.name])
         tensor_positions.append(pos)
-        input_names.append(node.name)
+        parameters.append(node.name)
         input_dtypes.append(_dtype_name(node.meta["val"].dtype))
 
     def to_ir(value: Any) -> Any:
@@ -340,7 +372,8 @@ def lower_program(program: torch.export.ExportedProgram,
         graph.outputs.append(value)
         output_dtypes.append(_dtype_name(arg.meta["val"].dtype))
     names = output_names(program.call_spec.out_spec, len(graph.outputs))
-    return LoweredProgram(graph, input_names, names, tensor_positions, input_dtypes, output_dtypes)
+    return LoweredProgram(graph, input_names(program.call_spec.in_spec, tensor_positions), names, tensor_positions,
+                          input_dtypes, output_dtypes, parameters)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

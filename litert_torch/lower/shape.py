@@ -347,11 +347,18 @@ def lower_reflection_pad(ctx, node, x, padding):
 
 @lowers(aten.replication_pad1d.default, aten.replication_pad2d.default)
 def lower_replication_pad(ctx, node, x, padding):
-    """Edge padding: per padded axis, the edge slice BROADCAST_TO the pad width and concatenated.
+    """Edge padding. Padding by at most 1 on every side is one MIRROR_PAD in SYMMETRIC mode (which repeats the
+    edge value once); wider padding is, per padded axis, the edge slice BROADCAST_TO the pad width and
+    concatenated.
 
     Limits: no negative padding (cropping)."""
     if any(int(p) < 0 for p in padding):
         raise ctx.fail(f"replication padding by negative amounts {list(padding)} (cropping) has no lowering yet")
+    pairs = pad_pairs(x.rank, padding)
+    if all(p <= 1 for pair in pairs for p in pair) and x.is_static:
+        shape, _ = out_meta(node)
+        return ctx.emit("MIRROR_PAD", [x, ctx.const(np.array(pairs, np.int32), name="paddings")], shape, x.dtype,
+                        mode="SYMMETRIC")
     for axis, (before, after) in enumerate(pad_pairs(x.rank, padding)):
         if not before and not after:
             continue

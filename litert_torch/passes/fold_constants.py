@@ -5,6 +5,11 @@ PyTorch); this pass catches what passes create. Guarantee afterwards: no op of t
 constants.
 
     CONST -> TRANSPOSE -> CONV_2D        CONST' -> CONV_2D
+
+A quantized constant (an int8 weight read through DEQUANTIZE) is transposed or reshaped at conversion instead:
+the DEQUANTIZE moves after the folded TRANSPOSE / RESHAPE, the int8 data and its per-channel axis permuted.
+
+    W_q -> DEQUANTIZE -> TRANSPOSE -> CONV_2D        W_q' -> DEQUANTIZE -> CONV_2D
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ FOLDERS: dict[str, Callable[[ir.Op, list[np.ndarray]], np.ndarray]] = {
 
 
 def run(graph: ir.Graph) -> bool:
-    changed = False
+    changed = _move_dequantize(graph)
     replacements: dict[ir.Tensor, ir.Tensor] = {}
     kept = []
     for op in graph.ops:
@@ -53,3 +58,43 @@ def run(graph: ir.Graph) -> bool:
     graph.ops = kept
     graph.outputs = [replacements.get(t, t) for t in graph.outputs]
     return changed
+
+
+def _move_dequantize(graph: ir.Graph) -> bool:
+    """TRANSPOSE / RESHAPE(DEQUANTIZE(int8 constant)) -> DEQUANTIZE(transposed / reshaped int8 constant)."""
+    producers, consumers = graph.producers(), graph.consumers()
+    changed = False
+    for op in graph.ops:
+        if op.opcode not in ("TRANSPOSE", "RESHAPE") or op.options.get("fused_activation_function", "NONE") != "NONE":
+            continue
+        source = op.inputs[0]
+        dequantize = producers.get(source)
+        if (dequantize is None or dequantize.opcode != "DEQUANTIZE" or not dequantize.inputs[0].is_constant
+                or len(consumers.get(source, [])) != 1 or source in graph.outputs
+                or not all(t is None or t.is_constant for t in op.inputs[1:])):
+            continue
+        q = dequantize.inputs[0]
+        params = q.quantization
+        out = op.outputs[0]
+        if op.opcode == "TRANSPOSE":
+            perm = [int(p) for p in op.inputs[1].data]
+            data = np.transpose(q.data, perm)
+            if params is not None and len(params.scale) > 1:
+                params = ir.Quantization(params.scale, params.zero_point, perm.index(params.axis))
+        else:
+            if params is not None and len(params.scale) > 1:
+                continue  # a per-channel axis has no clear place after a reshape
+            data = q.data.reshape(out.shape)
+        moved = ir.Tensor(f"{q.name}/{op.opcode.lower()}", data.shape, q.dtype, data, quantization=params)
+        op.opcode, op.inputs, op.options = "DEQUANTIZE", [moved], {}
+        dequantize.outputs = [ir.Tensor(f"{source.name}/unused", source.shape, source.dtype)]
+        changed = True
+    if changed:
+        cleanup_dead(graph)
+    return changed
+
+
+def cleanup_dead(graph: ir.Graph) -> None:
+    from litert_torch.passes.cleanup import remove_dead_ops
+
+    remove_dead_ops(graph)

@@ -22,6 +22,7 @@ from litert_torch.symbolic import DynamicSizeError, is_static
 ELEMENTWISE_UNARY = {
     "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH", "GELU", "LEAKY_RELU", "ELU",
     "NEG", "ABS", "EXP", "LOG", "SQRT", "RSQRT", "SIN", "COS", "FLOOR", "CEIL", "SIGN", "CAST", "SQUARE",
+    "QUANTIZE", "DEQUANTIZE",
 }
 ELEMENTWISE_BINARY = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE", "PRELU"}
 REDUCTIONS = {"MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"}

@@ -48,22 +48,31 @@ class CompiledRunner:
         return results
 
 
-def compile_for(flatbuffer: bytes, accelerator: str) -> Any:
-    """A CompiledModel of `flatbuffer` on `accelerator` only (no silent CPU fallback)."""
+def check_accelerator(accelerator: str) -> None:
     if accelerator not in ACCELERATORS:
         raise InvalidArgumentError(f"accelerator must be one of {ACCELERATORS}, got {accelerator!r}")
+
+
+def compile_for(flatbuffer: bytes, accelerator: str, hardware: tuple[Any, bool] | None = None) -> Any:
+    """A CompiledModel of `flatbuffer` on `accelerator` only (no silent CPU fallback), or, with `hardware`
+    ((LiteRT HardwareAccelerator flags or None, require_fully_accelerated), as EdgeModel.use_compiled_runtime
+    takes them), on those flags."""
+    check_accelerator(accelerator)
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
 
     kind = {"cpu": HardwareAccelerator.CPU, "gpu": HardwareAccelerator.GPU, "npu": HardwareAccelerator.NPU}
+    flags, require_full = (kind[accelerator], accelerator != "cpu") if hardware is None else hardware
+    where = accelerator.upper() if hardware is None else str(flags)
     try:
-        compiled = CompiledModel.from_buffer(flatbuffer, kind[accelerator])
+        compiled = (CompiledModel.from_buffer(flatbuffer) if flags is None
+                    else CompiledModel.from_buffer(flatbuffer, flags))
     except Exception as exc:  # LiteRT reports a missing device or an unsupported op as a RuntimeError
         detail = " ".join(str(exc).split())[:300]
         raise AcceleratorUnavailable(
-            f"LiteRT could not run this model on the {accelerator.upper()} here ({detail}); the delegate plan "
-            f"(EdgeModel.delegate_plan) shows which ops the {accelerator.upper()} takes, and accelerator='cpu' "
+            f"LiteRT could not run this model on the {where} here ({detail}); the delegate plan "
+            f"(EdgeModel.delegate_plan) shows which ops each accelerator takes, and accelerator='cpu' "
             "runs the model on this machine") from exc
-    if accelerator != "cpu" and not compiled.is_fully_accelerated():
-        raise AcceleratorUnavailable(f"the {accelerator.upper()} takes only part of this model")
+    if require_full and not compiled.is_fully_accelerated():
+        raise AcceleratorUnavailable(f"the {where} takes only part of this model")
     return compiled

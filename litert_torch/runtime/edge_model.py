@@ -1,17 +1,24 @@
 """EdgeModel: a converted model, run in the LiteRT runtime like the PyTorch module it came from.
 
     edge = litert_torch.convert(model, (x,))
-    y = edge(x)                 # same output structure as model(x); torch in -> torch out
+    y = edge(x)                  # numpy arrays, as the official litert-torch Model returns them
+    edge.output_style = "pytorch"
+    y = edge(x)                  # the module's own output structure; torch in -> torch out
     edge.export("model.tflite")  # atomic: a temp file, then a rename
 
-Inputs are checked against the signature before they reach the runtime: a wrong shape or dtype raises
-`ModelInputError` naming the input, what it expects and what it got.
+A call binds its inputs either like the module's forward (the structure of the sample inputs: tuples, dicts,
+dataclasses) or by the signature's flat input names (`args_0`, `args_1`, ... for positional inputs, the keyword
+name for keyword inputs, `z_data_1` for a field of a nested input; forward's parameter names are accepted too).
+`signature_name=` picks a signature (the default one is "serving_default"). Inputs are checked against the
+signature before they reach the runtime: a wrong shape or dtype raises `ModelInputError` (a ValueError) naming
+the input, what it expects and what it got.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import re
 import shutil
 import weakref
 from dataclasses import dataclass
@@ -27,6 +34,8 @@ from litert_torch.flatbuffer.reader import read_metadata
 from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, decode_source_map, read_json
 
 DEFAULT_SIGNATURE = "serving_default"
+# EdgeModel.output_style: "numpy" (the official litert-torch convention, the default) or "pytorch".
+OUTPUT_STYLES = ("numpy", "pytorch")
 
 
 @dataclass(frozen=True)
@@ -51,15 +60,19 @@ class EdgeModel:
     KERNELS = ("xnnpack", "builtin", "reference")
 
     def __init__(self, flatbuffer: bytes, *, num_threads: int | None = None, kernels: str = "xnnpack",
-                 keep_intermediates: bool = False, accelerator: str | None = None):
+                 keep_intermediates: bool = False, accelerator: str | None = None, output_style: str | None = None):
         """`kernels`: "xnnpack" (the default CPU path: XNNPACK where it applies, builtin kernels elsewhere),
         "builtin" (the optimised builtin kernels, no delegate) or "reference" (the plain reference kernels).
         `keep_intermediates` keeps every tensor readable after a call (for per-layer comparisons; only tensors
         outside a delegate exist, so combine it with "builtin" or "reference").
         `accelerator` ("cpu", "gpu", "npu") runs through LiteRT's CompiledModel on that accelerator only; one
-        this machine lacks raises AcceleratorUnavailable when the model is first run."""
+        this machine lacks raises AcceleratorUnavailable when the model is first run.
+        `output_style`: what a call returns (see `output_style`); None: "numpy", except "pytorch" for models
+        converted from ONNX (the official API has no ONNX path, and their calls keep returning a tuple)."""
         if kernels not in self.KERNELS:
             raise InvalidArgumentError(f"kernels must be one of {self.KERNELS}, got {kernels!r}")
+        # use_compiled_runtime's settings: (LiteRT HardwareAccelerator flags or None, require_fully_accelerated)
+        self._hardware: tuple[Any, bool] | None = None
         self._kernels = kernels
         self._keep_intermediates = keep_intermediates
         self._quant_params: dict | None = None
@@ -70,6 +83,10 @@ class EdgeModel:
         self._bytes = flatbuffer if isinstance(flatbuffer, mmap.mmap) else bytes(flatbuffer)
         self._metadata = read_metadata(self._bytes)
         self._io = (read_json(self._metadata, IO_KEY) or {}).get("signatures", {})
+        if output_style is None:
+            onnx = any(io.get("source") == "onnx" for io in self._io.values())
+            output_style = "pytorch" if onnx else "numpy"
+        self.output_style = output_style
         self._num_threads = num_threads
         self._interpreter = None
         self._runners: dict[str, Any] = {}
@@ -154,6 +171,48 @@ class EdgeModel:
             return
         with open(self._path, "rb") as src, atomic_file(path) as dst:
             shutil.copyfileobj(src, dst, 16 << 20)
+
+    def model_content(self) -> bytes:
+        """The .tflite bytes (the official litert-torch name for `flatbuffer`)."""
+        return self.flatbuffer
+
+    @property
+    def output_style(self) -> str:
+        """What a call returns. "numpy" (the default, as the official litert-torch Model): numpy arrays; the
+        array itself for a model with one output, a tuple for outputs named output_0, output_1, ..., else a
+        dict by output name (a dict or dataclass the module returns, flattened: "y_data_1"). "pytorch": the
+        module's own output structure (tuples, lists, dicts, dataclasses), torch tensors when the call passed
+        torch tensors and numpy arrays when it passed numpy arrays. `run` always returns the "pytorch" form."""
+        return self._output_style
+
+    @output_style.setter
+    def output_style(self, value: str) -> None:
+        if value not in OUTPUT_STYLES:
+            raise InvalidArgumentError(f"output_style must be one of {OUTPUT_STYLES}, got {value!r}")
+        self._output_style = value
+
+    def use_compiled_runtime(self, hardware_accel: Any = None, require_fully_accelerated: bool = False) -> "EdgeModel":
+        """Run calls through LiteRT's CompiledModel instead of the interpreter. `hardware_accel`: LiteRT
+        `HardwareAccelerator` flags (e.g. `HardwareAccelerator.GPU | HardwareAccelerator.CPU`), or "cpu", "gpu",
+        "npu"; None is LiteRT's default (CPU). With `require_fully_accelerated`, a model the accelerator takes
+        only part of raises AcceleratorUnavailable on the first call. Returns the model (for chaining)."""
+        if isinstance(hardware_accel, str):
+            self._accelerator, self._hardware = hardware_accel, None
+            from litert_torch.runtime.accelerated import check_accelerator
+
+            check_accelerator(hardware_accel)
+        else:
+            self._accelerator = "cpu"
+            self._hardware = (hardware_accel, bool(require_fully_accelerated))
+        self._compiled = None
+        self._runners = {}
+        return self
+
+    def use_interpreter_runtime(self) -> "EdgeModel":
+        """Run calls through the LiteRT interpreter (the default). Returns the model (for chaining)."""
+        self._accelerator, self._hardware, self._compiled = None, None, None
+        self._runners = {}
+        return self
 
     @property
     def metadata(self) -> dict[str, bytes]:
@@ -244,7 +303,7 @@ class EdgeModel:
             from litert_torch.runtime.accelerated import CompiledRunner, compile_for
 
             if self._compiled is None:
-                self._compiled = compile_for(self._bytes, self._accelerator)
+                self._compiled = compile_for(self._bytes, self._accelerator, self._hardware)
             if key not in self._runners:
                 self._runners[key] = CompiledRunner(self._compiled, key)
             return self._runners[key]
@@ -272,7 +331,7 @@ class EdgeModel:
             if self._compiled is None:
                 from litert_torch.runtime.accelerated import compile_for
 
-                self._compiled = compile_for(self._bytes, self._accelerator)
+                self._compiled = compile_for(self._bytes, self._accelerator, self._hardware)
             return list(self._compiled.get_signature_list())
         return list(self._get_interpreter().get_signature_list())
 
@@ -280,10 +339,30 @@ class EdgeModel:
         keys = self._signature_keys()
         if not keys:
             raise ModelInputError("the model has no signature to call")
-        return DEFAULT_SIGNATURE if DEFAULT_SIGNATURE in keys else keys[0]
+        if DEFAULT_SIGNATURE in keys or len(keys) == 1:
+            return DEFAULT_SIGNATURE if DEFAULT_SIGNATURE in keys else keys[0]
+        raise UnknownSignatureError(f"the model has no default signature ({DEFAULT_SIGNATURE!r}); name one with "
+                                    f"signature_name=, one of {keys}")
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.run(self._key_for(args, kwargs), args, kwargs)
+    def __call__(self, *args: Any, signature_name: str | None = None, **kwargs: Any) -> Any:
+        """Run a signature (`signature_name`, else the default one) on inputs bound as the module's forward takes
+        them or by the signature's input names; the result as `output_style` says."""
+        return self._call(args, kwargs, signature_name, self._output_style)
+
+    def call_like_module(self, *args: Any, signature_name: str | None = None, **kwargs: Any) -> Any:
+        """A call returning the module's own output structure (the "pytorch" output_style), whatever
+        `output_style` is set to."""
+        return self._call(args, kwargs, signature_name, "pytorch")
+
+    def _call(self, args: tuple, kwargs: dict, signature_name: str | None, style: str) -> Any:
+        key = signature_name if signature_name is not None else self._key_for(args, kwargs)
+        outputs, want_torch = self._invoke(key, args, kwargs)
+        if style == "pytorch":
+            return self._structured(key, outputs, want_torch)
+        names = list(outputs)
+        if all(re.fullmatch(r"output_\d+", n) for n in names):
+            return outputs[names[0]] if len(names) == 1 else tuple(outputs[n] for n in names)
+        return outputs
 
     def _key_for(self, args: tuple, kwargs: dict) -> str:
         """The default signature, or for a bucketed model the bucket whose input shapes the call matches."""
@@ -302,25 +381,37 @@ class EdgeModel:
                               f"{some['dim']} in {sizes} ({', '.join(buckets)})")
 
     def run(self, signature: str, args: tuple = (), kwargs: dict | None = None) -> Any:
-        """Run `signature` on PyTorch-style (args, kwargs) and return the PyTorch-style output structure."""
+        """Run `signature` on PyTorch-style (args, kwargs) and return the PyTorch-style output structure (torch
+        tensors when the inputs were torch tensors)."""
+        outputs, want_torch = self._invoke(signature, args, kwargs or {})
+        return self._structured(signature, outputs, want_torch)
+
+    def _invoke(self, signature: str, args: tuple, kwargs: dict) -> tuple[dict[str, np.ndarray], bool]:
+        """The signature's outputs as {name: numpy array} in output order, and whether the call passed torch
+        tensors."""
         runner = self._runner(signature)
         io = self._io.get(signature)
-        feeds, want_torch = self._feeds(signature, args, kwargs or {})
+        feeds, want_torch = self._feeds(signature, args, kwargs)
         # Variable tensors (recurrent state) persist between invocations; each call starts from the initial state.
         if self._accelerator is None:
             self._get_interpreter().reset_all_variables()
         results = runner(**feeds)
         order = io["outputs"] if io else list(runner.get_output_details())
         widen = [d == "int64" for d in io.get("output_dtypes", [])] if io else []
-        outputs = []
+        outputs = {}
         for i, name in enumerate(order):
             arr = np.array(results[name])
-            if i < len(widen) and widen[i]:
+            if i < len(widen) and widen[i] and arr.dtype == np.int32:
                 arr = arr.astype(np.int64)
-            outputs.append(torch.from_numpy(arr) if want_torch else arr)
+            outputs[name] = arr
+        return outputs, want_torch
+
+    def _structured(self, signature: str, outputs: dict[str, np.ndarray], want_torch: bool) -> Any:
+        values = [torch.from_numpy(a) if want_torch else a for a in outputs.values()]
+        io = self._io.get(signature)
         if io and io.get("out_spec"):
-            return pytree.tree_unflatten(outputs, pytree.treespec_loads(io["out_spec"]))
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+            return pytree.tree_unflatten(values, pytree.treespec_loads(io["out_spec"]))
+        return values[0] if len(values) == 1 else tuple(values)
 
     def feeds(self, *args: Any, signature: str | None = None, **kwargs: Any) -> dict[str, np.ndarray]:
         """The named, checked numpy arrays a call with these arguments gives the runtime (int64 narrowed to the
@@ -332,53 +423,79 @@ class EdgeModel:
         io = self._io.get(signature)
         leaves, want_torch = self._flatten_inputs(io, details, args, kwargs)
         wide_inputs = {n for n, d in zip(io["inputs"], io.get("input_dtypes", [])) if d == "int64"} if io else set()
-        return {name: self._check_input(name, value, details[name], name in wide_inputs)
+        params = dict(zip(io["inputs"], io.get("parameters", []))) if io else {}
+        return {name: self._check_input(name, value, details[name], name in wide_inputs, params.get(name))
                 for name, value in leaves}, want_torch
 
     def _flatten_inputs(self, io, details, args, kwargs):
         values = pytree.tree_leaves((args, kwargs))
         want_torch = any(isinstance(v, torch.Tensor) for v in values)
+        names = list(io["inputs"]) if io else list(details)
+        if io is not None:
+            spec = pytree.treespec_loads(io["in_spec"])
+            flat, given_spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
+            if given_spec == spec:
+                positions = io["tensor_input_positions"]
+                return [(name, flat[pos]) for name, pos in zip(names, positions)], want_torch
+        bound = self._bind_by_name(names, io, args, kwargs)
+        if bound is not None:
+            return bound, want_torch
         if io is None:
-            names = list(details)
-            if kwargs:
-                return [(n, kwargs[n]) for n in names if n in kwargs], want_torch
-            if len(args) != len(names):
-                raise ModelInputError(f"the model takes {len(names)} inputs ({', '.join(names)}), got {len(args)}")
-            return list(zip(names, args)), want_torch
-        spec = pytree.treespec_loads(io["in_spec"])
-        flat, given_spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
-        if given_spec != spec:
-            raise ModelInputError(
-                "inputs do not match the structure the model was converted with: expected "
-                f"{_describe(spec)}, got {_describe(given_spec)}"
-            )
-        positions = io["tensor_input_positions"]
-        return [(name, flat[pos]) for name, pos in zip(io["inputs"], positions)], want_torch
+            raise ModelInputError(f"the model takes {len(names)} inputs ({', '.join(names)}), got "
+                                  f"{len(args)} positional and {sorted(kwargs)} by name")
+        raise ModelInputError(
+            "inputs do not match the structure the model was converted with: expected "
+            f"{_describe(spec)}, got {_describe(given_spec)}; or pass the signature's inputs by name: "
+            f"{', '.join(names)}")
 
     @staticmethod
-    def _check_input(name: str, value: Any, detail: dict, accepts_int64: bool = False) -> np.ndarray:
+    def _bind_by_name(names: list[str], io: dict | None, args: tuple, kwargs: dict) -> list | None:
+        """Inputs given flat, as the official litert-torch binds them: positional values to the signature's
+        inputs in order, keyword values by input name (or forward's parameter name); None when the call does not
+        bind that way."""
+        aliases = dict(zip(io.get("parameters", []), names)) if io else {}
+        if len(args) > len(names) or any(not isinstance(a, (torch.Tensor, np.ndarray)) for a in args):
+            return None
+        bound = dict(zip(names, args))
+        for key, value in kwargs.items():
+            name = key if key in names else aliases.get(key)
+            if name is None or name in bound or not isinstance(value, (torch.Tensor, np.ndarray)):
+                return None
+            bound[name] = value
+        if len(bound) != len(names):
+            if len(args) + len(kwargs) == len(bound) and (args or kwargs):
+                missing = [n for n in names if n not in bound]
+                raise ModelInputError(f"the model takes {len(names)} inputs ({', '.join(names)}); missing "
+                                      f"{', '.join(missing)}")
+            return None
+        return [(name, bound[name]) for name in names]
+
+    @staticmethod
+    def _check_input(name: str, value: Any, detail: dict, accepts_int64: bool = False,
+                     parameter: str | None = None) -> np.ndarray:
+        who = f"input {name!r}" + (f" ({parameter})" if parameter and parameter != name else "")
         if isinstance(value, torch.Tensor):
             arr = value.detach().cpu().numpy()
         elif isinstance(value, np.ndarray):
             arr = value
         else:
-            raise ModelInputError(f"input {name!r} must be a torch.Tensor or numpy array, got {type(value).__name__}")
+            raise ModelInputError(f"{who} must be a torch.Tensor or numpy array, got {type(value).__name__}")
         want_shape = tuple(int(d) for d in detail["shape"])
         want_dtype = np.dtype(detail["dtype"])
         if accepts_int64 and arr.dtype == np.int64 and want_dtype == np.int32:
             if arr.size and (arr.min() < -(2**31) or arr.max() > 2**31 - 1):
-                raise ModelInputError(f"input {name!r} holds values outside the int32 range the model computes in "
+                raise ModelInputError(f"{who} holds values outside the int32 range the model computes in "
                                       f"(min {arr.min()}, max {arr.max()})")
             arr = arr.astype(np.int32)
         if arr.dtype != want_dtype:
             expected = "int64 (or int32)" if accepts_int64 else str(want_dtype)
-            raise ModelInputError(f"input {name!r} expects dtype {expected}, got {arr.dtype}")
+            raise ModelInputError(f"{who} expects dtype {expected}, got {arr.dtype}")
         signature = tuple(int(d) for d in detail.get("shape_signature", want_shape)) or want_shape
         dynamic = len(signature) == len(want_shape) and any(d < 0 for d in signature)
         pattern = signature if dynamic else want_shape
         if len(arr.shape) != len(pattern) or any(w >= 0 and w != g for w, g in zip(pattern, arr.shape)):
             shown = [d if d >= 0 else "?" for d in pattern]
-            raise ModelInputError(f"input {name!r} expects shape {shown}, got {list(arr.shape)}")
+            raise ModelInputError(f"{who} expects shape {shown}, got {list(arr.shape)}")
         return np.require(arr, requirements="C")  # (np.ascontiguousarray would make a 0-d value 1-d)
 
     def __repr__(self) -> str:
@@ -419,3 +536,11 @@ def _remove_quietly(path: str) -> None:
 class _Leaf:
     def __repr__(self) -> str:
         return "T"
+
+
+def load(path: str | os.PathLike) -> EdgeModel:
+    """The model in the .tflite file at `path` (the official litert-torch's `litert_torch.load`)."""
+    return EdgeModel.load(path)
+
+
+Model = EdgeModel  # the official litert-torch's name for a converted model

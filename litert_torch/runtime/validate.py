@@ -401,13 +401,13 @@ def call_like_pytorch(edge_model, args: tuple, kwargs: dict) -> Any:
     io = edge_model.io_spec
     nhwc_in, nhwc_out = set(io.get("channel_last_inputs", [])), set(io.get("channel_last_outputs", []))
     if not nhwc_in and not nhwc_out:
-        return edge_model(*args, **kwargs)
+        return edge_model.call_like_module(*args, **kwargs)
     leaves, spec = pytree.tree_flatten((args, kwargs))
     for name, position in zip(io.get("inputs", []), io.get("tensor_input_positions", [])):
         if name in nhwc_in:
             leaves[position] = leaves[position].permute(0, 2, 3, 1).contiguous()
     edge_args, edge_kwargs = pytree.tree_unflatten(leaves, spec)
-    got = edge_model(*edge_args, **edge_kwargs)
+    got = edge_model.call_like_module(*edge_args, **edge_kwargs)
     out_leaves, out_spec = pytree.tree_flatten(got)
     names = io.get("outputs", [])
     out_leaves = [t.permute(0, 3, 1, 2) if i < len(names) and names[i] in nhwc_out else t

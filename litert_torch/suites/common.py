@@ -31,7 +31,7 @@ def convert_run_compare(convert: Callable[[], Any], inputs: tuple, reference_out
     except Exception as exc:  # noqa: BLE001 - an untyped failure inside the converter is what this records
         return {"status": "error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
     try:
-        got = edge(*inputs)
+        got = edge.call_like_module(*inputs)
     except Exception as exc:  # noqa: BLE001 - typed or not, the runtime refused to run the converted model
         return {"status": "runtime-error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
     gots = list(got) if isinstance(got, (tuple, list)) else [got]

@@ -36,10 +36,19 @@ def test_output_structure_is_the_modules(kind):
     model = MultiOut(kind).eval()
     x, y = torch.randn(2, 6), torch.randn(5)
     edge = litert_torch.convert(model, (x, y))
-    got = edge(x, y)
     want = model(x, y)
+    flat = edge(x, y)  # the official convention: numpy arrays, a tuple, or a flat dict by output name
+    if kind == "dict":
+        assert set(flat) == {"logits", "aux_scaled"}
+        assert_matches([want["logits"], want["aux"]["scaled"]], [flat["logits"], flat["aux_scaled"]])
+    else:
+        assert type(flat) is tuple and all(isinstance(v, np.ndarray) for v in flat)
+        assert_matches(list(want), list(flat))
+    edge.output_style = "pytorch"
+    got = edge(x, y)
     assert type(got) is type(want)
     assert_matches(want, got)
+    assert_matches(want, edge.run("serving_default", (x, y)))
     if kind == "dict":
         assert set(got) == {"logits", "aux"} and set(got["aux"]) == {"scaled"}
 
@@ -47,9 +56,15 @@ def test_output_structure_is_the_modules(kind):
 def test_signature_names_follow_argument_and_output_names():
     edge = litert_torch.convert(MultiOut("dict").eval(), (torch.randn(2, 6), torch.randn(5)))
     sig = edge.signatures["serving_default"]
-    assert [s.name for s in sig.inputs] == ["x", "y"]
+    assert [s.name for s in sig.inputs] == ["args_0", "args_1"]
     assert [s.name for s in sig.outputs] == ["logits", "aux_scaled"]
     assert sig.inputs[0].shape == (2, 6) and sig.inputs[0].dtype == np.float32
+    x, y = torch.randn(2, 6), torch.randn(5)
+    by_position = edge(x, y)
+    for call in (edge(args_0=x, args_1=y), edge(x=x.numpy(), y=y.numpy()), edge(x, args_1=y)):
+        assert all(np.array_equal(by_position[k], call[k]) for k in by_position)
+    with pytest.raises(ModelInputError, match="missing args_1"):
+        edge(args_0=x)
 
 
 def test_kwargs_and_numpy_io():
@@ -59,15 +74,19 @@ def test_kwargs_and_numpy_io():
     got = edge(x.numpy(), y=y.numpy())
     assert isinstance(got[0], np.ndarray)
     assert_matches(model(x, y=y), got)
-    got_torch = edge(x, y=y)
-    assert isinstance(got_torch[0], torch.Tensor)
+    assert isinstance(edge(x, y=y)[0], np.ndarray)  # numpy out by default, as the official Model
+    edge.output_style = "pytorch"
+    assert isinstance(edge(x, y=y)[0], torch.Tensor)
+    assert isinstance(edge(x.numpy(), y=y.numpy())[0], np.ndarray)
+    with pytest.raises(ValueError, match="output_style"):
+        edge.output_style = "tensors"
 
 
 def test_wrong_shape_and_dtype_name_the_input():
     edge = litert_torch.convert(nn.Linear(4, 2).eval(), (torch.randn(3, 4),))
-    with pytest.raises(ModelInputError, match=r"input 'input' expects shape \[3, 4\], got \[3, 5\]"):
+    with pytest.raises(ModelInputError, match=r"input 'args_0' \(input\) expects shape \[3, 4\], got \[3, 5\]"):
         edge(torch.randn(3, 5))
-    with pytest.raises(ModelInputError, match=r"input 'input' expects dtype float32, got float64"):
+    with pytest.raises(ModelInputError, match=r"input 'args_0' \(input\) expects dtype float32, got float64"):
         edge(torch.randn(3, 4, dtype=torch.float64))
     with pytest.raises(ModelInputError, match=r"structure .*: expected \(T,\), got \(T, T\)"):
         edge(torch.randn(3, 4), torch.randn(3, 4))
@@ -83,7 +102,7 @@ def test_thread_count_is_configurable():
     first = edge(x)
     edge.num_threads = 1
     assert_matches(model(x), edge(x))
-    assert torch.equal(first, edge(x))
+    assert np.array_equal(first, edge(x))
     with pytest.raises(ValueError):
         edge.num_threads = 0
 
@@ -111,7 +130,8 @@ def test_export_and_load_round_trip(tmp_path):
     edge.export(path)
     loaded = EdgeModel.load(path)
     assert loaded.flatbuffer == edge.flatbuffer
-    assert_matches(model(x, y), loaded(x, y))
+    assert_matches(model(x, y), loaded.call_like_module(x, y))
+    assert litert_torch.load(path).flatbuffer == edge.flatbuffer
     mask = os.umask(0)
     os.umask(mask)
     assert os.stat(path).st_mode & 0o777 == 0o666 & ~mask  # a plain new file, not the temp file's 0600
@@ -146,7 +166,7 @@ def test_source_map_names_nodes_and_lines():
     assert logistic["location"].split(" ")[0].endswith("test_edge_model.py:%d" % _line_of("LINE_SIGMOID"))
     conv = next(e for e, op in zip(entries, ops) if op.opcode == "CONV_2D")
     assert conv["module"] == "conv (Conv2d)"
-    assert metadata.decode(edge.metadata["litert_torch.io"])["signatures"]["serving_default"]["inputs"] == ["x"]
+    assert metadata.decode(edge.metadata["litert_torch.io"])["signatures"]["serving_default"]["inputs"] == ["args_0"]
 
 
 def _line_of(marker):
@@ -186,7 +206,8 @@ def test_zero_dimensional_values_keep_shape_unit_tuple(fn):
 
     x = torch.tensor(0.25)
     edge = litert_torch.convert(Scalar(), (x,))
-    out = edge(x)
+    out = edge.call_like_module(x)
     assert out.shape == ()
     torch.testing.assert_close(out, fn(x))
+    assert edge(x).shape == ()
     assert np.asarray(edge(x.numpy())).shape == ()

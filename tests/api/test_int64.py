@@ -23,6 +23,7 @@ def test_int64_inputs_are_int32_in_the_signature_and_int64_for_the_user():
     model = Lookup().eval()
     ids = torch.randint(0, 100, (2, 5))
     edge = litert_torch.convert(model, (ids,))
+    edge.output_style = "pytorch"
     sig = edge.signatures["serving_default"]
     assert sig.inputs[0].dtype == np.int32
     vectors, best, doubled = edge(ids)

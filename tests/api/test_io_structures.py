@@ -22,6 +22,7 @@ def test_nested_inputs_and_outputs_round_trip():
     model = Nested()
     args = ((torch.randn(2, 3), torch.randn(2, 3)), {"w": torch.randn(3), "bias": torch.randn(2, 3)})
     edge = litert_torch.convert(model, args, {"scale": 0.5, "mask": torch.rand(2, 3) > 0.5})
+    edge.output_style = "pytorch"
     fresh = ((torch.randn(2, 3), torch.randn(2, 3)), {"w": torch.randn(3), "bias": torch.randn(2, 3)})
     mask = torch.rand(2, 3) > 0.5
     got = edge(*fresh, scale=0.5, mask=mask)
@@ -35,6 +36,7 @@ def test_python_scalars_and_none_are_constants_of_the_model():
     model = Nested()
     args = ((torch.randn(2, 3), torch.randn(2, 3)), {"w": torch.randn(3), "bias": torch.randn(2, 3)})
     edge = litert_torch.convert(model, args, {"scale": 3.0})  # mask=None: no masked output, no mask input
+    edge.output_style = "pytorch"
     names = [t.name for t in edge.signatures["serving_default"].inputs]
     assert len(names) == 4 and "masked" not in edge(*args, scale=3.0)
     assert_matches(model(*args, scale=3.0), edge(*args, scale=3.0))
@@ -50,6 +52,7 @@ def test_integer_and_bool_tensors():
     model = IntegerIndexing()
     table, ids, flags = torch.randn(10, 4), torch.tensor([1, 7, 3]), torch.tensor([True, False, True])
     edge = litert_torch.convert(model, (table, ids, flags))
+    edge.output_style = "pytorch"
     other_ids, other_flags = torch.tensor([0, 9, 9]), torch.tensor([False, True, True])
     got = edge(table, other_ids, other_flags)
     expected = model(table, other_ids, other_flags)

@@ -64,7 +64,7 @@ def test_each_mode_shrinks_and_stays_close(dense, mode, shrink):
     # int8 also stores a scale and an int64 zero point per output channel for each weight and bias (~8% here).
     model, float_edge = dense
     data = samples((1, 64), 32)
-    edge = litert_torch.quantize(float_edge, mode, calibration_data=data if mode == "int8" else None)
+    edge = litert_torch.quantize_model(float_edge, mode, calibration_data=data if mode == "int8" else None)
     assert len(float_edge.flatbuffer) / len(edge.flatbuffer) >= shrink
     for (x,) in samples((1, 64), 4, seed=1):
         within(mode, model(x), edge(x))
@@ -76,7 +76,7 @@ def test_each_mode_shrinks_and_stays_close(dense, mode, shrink):
 
 def test_fp16_keeps_weights_as_float16_behind_dequantize(dense):
     _, float_edge = dense
-    edge = litert_torch.quantize(float_edge, "fp16")
+    edge = litert_torch.quantize_model(float_edge, "fp16")
     assert op_counts(edge)["DEQUANTIZE"] == 5  # three weights, two biases (the 10-value one stays float32)
     # XNNPACK folds the widening at load time: the dense layers still count as having constant weights.
     assert edge.delegate_plan.targets["cpu"].fully_delegated
@@ -84,7 +84,7 @@ def test_fp16_keeps_weights_as_float16_behind_dequantize(dense):
 
 def test_int8_io_is_int8_with_its_scale(dense):
     model, float_edge = dense
-    edge = litert_torch.quantize(float_edge, "int8", calibration_data=samples((1, 64), 32), quantized_io=True)
+    edge = litert_torch.quantize_model(float_edge, "int8", calibration_data=samples((1, 64), 32), quantized_io=True)
     spec = edge.signatures["serving_default"]
     (x_spec,), (y_spec,) = spec.inputs, spec.outputs
     assert x_spec.dtype == np.int8 and y_spec.dtype == np.int8
@@ -100,7 +100,7 @@ def test_int8_io_is_int8_with_its_scale(dense):
 
 def test_float_io_by_default_and_metadata_survives(dense, tmp_path):
     model, float_edge = dense
-    edge = litert_torch.quantize(float_edge, "int8", calibration_data=samples((1, 64), 16))
+    edge = litert_torch.quantize_model(float_edge, "int8", calibration_data=samples((1, 64), 16))
     assert edge.signatures["serving_default"].inputs[0].dtype == np.float32
     path = tmp_path / "q.tflite"
     edge.export(path)
@@ -118,7 +118,7 @@ def test_ops_without_int8_kernels_stay_float_and_are_named():
     torch.manual_seed(0)
     model = Mixed().eval()
     float_edge = litert_torch.convert(model, (torch.randn(1, 3, 12, 12),))
-    edge = litert_torch.quantize(float_edge, "int8", calibration_data=samples((1, 3, 12, 12), 16))
+    edge = litert_torch.quantize_model(float_edge, "int8", calibration_data=samples((1, 3, 12, 12), 16))
     left = {f.opcode: f for f in edge.quantization.float_ops}
     assert set(left) == {"PRELU", "SIN"}
     assert all(f.reason == "no int8 kernel in ai-edge-quantizer" for f in left.values())
@@ -132,16 +132,16 @@ def test_keep_float_matches_pytorch_names():
     torch.manual_seed(0)
     model = Dense().eval()
     float_edge = litert_torch.convert(model, (torch.randn(1, 64),))
-    edge = litert_torch.quantize(float_edge, "dynamic-int8", keep_float=["head"])
+    edge = litert_torch.quantize_model(float_edge, "dynamic-int8", keep_float=["head"])
     (kept,) = edge.quantization.float_ops
     assert kept.opcode == "FULLY_CONNECTED" and kept.reason == "kept in float (keep_float)"
     assert kept.node == "linear_2"
 
 
 @pytest.mark.parametrize("data, message", [
-    (lambda: samples((1, 32), 16), "calibration sample 0: input 'x' expects shape"),
-    (lambda: [(torch.zeros(1, 64, dtype=torch.int32),)] * 16, "calibration sample 0: input 'x' expects dtype"),
-    (lambda: samples((1, 64), 8) + [(torch.full((1, 64), float("nan")),)], "calibration sample 8: input 'x' "
+    (lambda: samples((1, 32), 16), r"calibration sample 0: input 'args_0' \(x\) expects shape"),
+    (lambda: [(torch.zeros(1, 64, dtype=torch.int32),)] * 16, r"calibration sample 0: input 'args_0' \(x\) expects dtype"),
+    (lambda: samples((1, 64), 8) + [(torch.full((1, 64), float("nan")),)], "calibration sample 8: input 'args_0' "
                                                                             "holds 64 NaN or Inf"),
     (lambda: samples((1, 64), 3), f"3 calibration sample\\(s\\): int8 quantization needs at least "
                                   f"{MIN_CALIBRATION_SAMPLES}"),
@@ -150,19 +150,19 @@ def test_keep_float_matches_pytorch_names():
 ])
 def test_bad_calibration_data_is_refused(dense, data, message):
     with pytest.raises(CalibrationError, match=message):
-        litert_torch.quantize(dense[1], "int8", calibration_data=data())
+        litert_torch.quantize_model(dense[1], "int8", calibration_data=data())
 
 
 def test_bad_requests_are_refused(dense):
     edge = dense[1]
     with pytest.raises(QuantizationError, match="unknown quantization mode 'int4'"):
-        litert_torch.quantize(edge, "int4")
+        litert_torch.quantize_model(edge, "int4")
     with pytest.raises(QuantizationError, match="needs full-integer"):
-        litert_torch.quantize(edge, "fp16", quantized_io=True)
+        litert_torch.quantize_model(edge, "fp16", quantized_io=True)
     with pytest.raises(QuantizationError, match="match no op"):
-        litert_torch.quantize(edge, "fp16", keep_float=["no_such_layer"])
+        litert_torch.quantize_model(edge, "fp16", keep_float=["no_such_layer"])
     with pytest.raises(QuantizationError, match="already quantized"):
-        litert_torch.quantize(litert_torch.quantize(edge, "fp16"), "fp16")
+        litert_torch.quantize_model(litert_torch.quantize_model(edge, "fp16"), "fp16")
 
 
 def test_convert_takes_the_same_options():
@@ -184,7 +184,7 @@ def test_a_recipe_passes_through(dense, tmp_path):
     path = tmp_path / "recipe.json"
     path.write_text(json.dumps(recipe))
     model, float_edge = dense
-    edge = litert_torch.quantize(float_edge, str(path))
+    edge = litert_torch.quantize_model(float_edge, str(path))
     assert edge.quantization.mode == "recipe"
     assert len(float_edge.flatbuffer) / len(edge.flatbuffer) > 3
     x = torch.randn(1, 64)

@@ -54,7 +54,10 @@ def test_each_signature_runs_like_its_module(pair, tmp_path):
     path = tmp_path / "ae.tflite"
     edge.export(path)
     loaded = EdgeModel.load(path)
-    assert [t.name for t in loaded.signatures["decode"].inputs] == ["z", "x"]
+    assert [t.name for t in loaded.signatures["decode"].inputs] == ["args_0", "args_1"]
+    assert_matches(dec(z, x), loaded(z=z, x=x, signature_name="decode"))  # forward's names work too
+    with pytest.raises(KeyError, match="no default signature"):
+        loaded(x)  # two signatures, neither the default: the official API refuses too
     x2, z2 = torch.randn(2, 32), torch.randn(2, 8)
     assert_matches(dec(z2, x2), loaded.run("decode", (z2, x2)))
     with pytest.raises(KeyError, match="no signature 'predict'"):

@@ -34,4 +34,4 @@ def test_identical_constants_share_one_buffer_and_near_identical_ones_do_not():
     data = serialize(model)
     assert data_buffers(data) == 2
     x = rng.standard_normal(100_000).astype(np.float32)
-    np.testing.assert_allclose(EdgeModel(data)(x), x + a + a + b, rtol=1e-6)
+    np.testing.assert_allclose(EdgeModel(data)(x)["y"], x + a + a + b, rtol=1e-6)  # named outputs: a dict

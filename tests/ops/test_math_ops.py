@@ -56,7 +56,7 @@ def test_var_mean_gives_both():
     x = torch.randn(4, 6)
     fn = Fn(lambda v: torch.var_mean(v, dim=1, correction=0, keepdim=True))
     edge = litert_torch.convert(fn, (x,))
-    for got, want in zip(edge(x), fn(x)):
+    for got, want in zip(edge.call_like_module(x), fn(x)):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 

@@ -70,7 +70,7 @@ def test_layout_keeps_a_single_transpose_for_a_channel_shuffle():
     x = torch.randn(1, 8, 6, 6)
     edge = litert_torch.convert(model, (x,), channel_last_io=True)
     assert op_counts(edge).get("TRANSPOSE", 0) == 1
-    assert_matches(model(x), edge(x.permute(0, 2, 3, 1).contiguous()).permute(0, 3, 1, 2))
+    assert_matches(model(x), edge.call_like_module(x.permute(0, 2, 3, 1).contiguous()).permute(0, 3, 1, 2))
 
 
 def test_cleanup_collapses_reshapes_and_drops_noops():
