@@ -426,6 +426,7 @@ def _lower_part(key: str, program, opts: _Options, report: Callable[[str], None]
     nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if opts.channel_last_io else ([], [])
     run_pipeline(lowered.graph)
     wide_io(key, lowered, opts.enable_x64)
+    bfloat16_io(lowered)
     plan = delegate_aware(lowered.graph, opts.targets)
     io = _io(lowered, program.call_spec.in_spec, program.call_spec.out_spec, lowered.tensor_input_positions,
              nhwc_inputs, nhwc_outputs)
@@ -449,6 +450,19 @@ def wide_io(key: str, lowered, enable_x64: bool) -> None:
     from litert_torch.passes.wide_io import cast_io
 
     cast_io(lowered.graph, wide_in, wide_out, np.int64)
+
+
+def bfloat16_io(lowered) -> None:
+    """bfloat16 inputs and outputs stay bfloat16 in the signature, with a CAST to (from) the float32 the model
+    computes in right after the input (before the output)."""
+    ins = [i for i, d in enumerate(lowered.input_dtypes) if d == "bfloat16"]
+    outs = [i for i, d in enumerate(lowered.output_dtypes) if d == "bfloat16"]
+    if ins or outs:
+        import ml_dtypes
+
+        from litert_torch.passes.wide_io import cast_io
+
+        cast_io(lowered.graph, ins, outs, ml_dtypes.bfloat16)
 
 
 def _io(lowered, in_spec, out_spec, positions: list[int], nhwc_inputs, nhwc_outputs) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+import ml_dtypes  # numpy's bfloat16 (a dependency of ai-edge-litert)
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
@@ -117,6 +118,7 @@ _DTYPE_TO_TFL: dict[np.dtype, int] = {
     np.dtype(np.uint64): schema.TensorType.UINT64,
     np.dtype(np.bool_): schema.TensorType.BOOL,
     np.dtype(np.complex64): schema.TensorType.COMPLEX64,
+    np.dtype(ml_dtypes.bfloat16): schema.TensorType.BFLOAT16,
 }
 _TFL_TO_DTYPE = {v: k for k, v in _DTYPE_TO_TFL.items()}
 

@@ -105,7 +105,8 @@ def lower_convolution(ctx, node, x, weight, bias, stride, padding, dilation, tra
     """1-D and 2-D convolution (stride, padding, dilation, groups, depthwise) as CONV_2D / DEPTHWISE_CONV_2D;
     transposed convolution as TRANSPOSE_CONV. A 1-D convolution runs as a 2-D one over a height of 1.
 
-    Limits: no 3-D convolution; transposed convolution without groups or dilation.
+    Limits: no 3-D convolution; a transposed convolution with groups or dilation needs a constant weight (one
+    dense filter up to MAX_DENSE_FILTER elements).
     """
     out_shape, _ = out_meta(node)
     spatial = x.rank - 2
@@ -125,6 +126,33 @@ def lower_convolution(ctx, node, x, weight, bias, stride, padding, dilation, tra
     raise ctx.fail(f"{spatial}-D convolution has no lowering yet (1-D and 2-D are supported)")
 
 
+# The largest filter (elements) a grouped transposed convolution is expanded to (block diagonal).
+MAX_DENSE_FILTER = 1 << 22
+
+
+def _dense_transposed_filter(ctx: LoweringContext, weight: ir.Tensor, groups: int, dilation: list[int]) -> ir.Tensor:
+    """TRANSPOSE_CONV has neither groups nor dilation: the same result comes from one dense filter, dilated by
+    zeros between the taps (a transposed convolution with dilation d is one with that spread kernel) and, for
+    groups, block diagonal (input channels of group i reach only the output channels of group i)."""
+    if weight.data is None:
+        raise ctx.fail("transposed convolution with groups or dilation needs a constant weight (it is rewritten "
+                       "into one dense filter at conversion)")
+    c_in, c_out_group, kh, kw = weight.shape
+    dh, dw = dilation
+    c_out = c_out_group * groups
+    size = c_in * c_out * ((kh - 1) * dh + 1) * ((kw - 1) * dw + 1)
+    if size > MAX_DENSE_FILTER:
+        raise ctx.fail(f"transposed convolution with groups={groups}, dilation={dilation}: its dense filter would "
+                       f"hold {size} elements (the limit is {MAX_DENSE_FILTER})")
+    dense = np.zeros((c_in, c_out, (kh - 1) * dh + 1, (kw - 1) * dw + 1), weight.data.dtype)
+    per_group = c_in // groups
+    for g in range(groups):
+        rows = slice(g * per_group, (g + 1) * per_group)
+        cols = slice(g * c_out_group, (g + 1) * c_out_group)
+        dense[rows, cols, ::dh, ::dw] = weight.data[rows]
+    return ctx.const(dense, name="dense_filter")
+
+
 def conv_transpose(ctx: LoweringContext, x, weight, bias, stride, padding, dilation, output_padding, groups,
                    out_shape) -> ir.Tensor:
     """TRANSPOSE_CONV in NHWC. PyTorch's padding crops the full output (SAME when TFLite's rule crops the same
@@ -141,7 +169,7 @@ def conv_transpose(ctx: LoweringContext, x, weight, bias, stride, padding, dilat
         raise ctx.fail(f"{spatial}-D transposed convolution has no lowering yet")
     stride, padding, dilation = pair(stride), pair(padding), pair(dilation)
     if groups != 1 or dilation != [1, 1]:
-        raise ctx.fail("transposed convolution with groups or dilation has no lowering yet")
+        weight = _dense_transposed_filter(ctx, weight, groups, dilation)
     n, c_in, h, w = x.shape
     _, c_out, kh, kw = weight.shape
     out_h, out_w = out_shape[2], out_shape[3]

@@ -8,6 +8,7 @@ no lowering is needed for them and the result is exact.
 
 from __future__ import annotations
 
+import logging
 import operator
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +111,8 @@ def _check_supported(program: torch.export.ExportedProgram, constant_nodes: set[
 
 
 # Ops whose value depends only on the shape and dtype of their tensor input, known at conversion time.
+log = logging.getLogger("litert_torch")
+
 SHAPE_ONLY = {
     torch.ops.aten.full_like.default, torch.ops.aten.zeros_like.default, torch.ops.aten.ones_like.default,
     torch.ops.aten.new_zeros.default, torch.ops.aten.new_ones.default, torch.ops.aten.new_full.default,
@@ -359,10 +362,16 @@ def lower_program(program: torch.export.ExportedProgram,
     output_node = next(n for n in program.graph.nodes if n.op == "output")
     out_args = output_node.args[0]
     for spec, arg in zip(program.graph_signature.output_specs, out_args):
+        if spec.kind == OutputKind.USER_INPUT_MUTATION:
+            # A model writing to its own input (x /= s): its outputs are computed from the written value, as in
+            # PyTorch; the converted model does not write back into the caller's array.
+            log.warning("the model writes to its input %r in place; the converted model computes the same outputs "
+                        "but leaves the caller's input unchanged", spec.target)
+            continue
         if spec.kind != OutputKind.USER_OUTPUT:
             raise ConversionError(
                 f"the model writes to {spec.kind.name.lower().replace('_', ' ')} {spec.target!r} during forward; "
-                "models that mutate their buffers or inputs are not supported yet (keep state outside the model)"
+                "models that mutate their buffers are not supported yet (keep state outside the model)"
             )
         if not isinstance(arg, torch.fx.Node):
             raise ConversionError(f"output {arg!r} is not a tensor; only tensor outputs are supported")

@@ -22,11 +22,13 @@ from litert_torch import ir
 from litert_torch.lower.registry import lowers, out_meta
 
 try:
+    import torch.ao.quantization.fx._decomposed  # noqa: F401 (defines the quantized_decomposed ops PT2E emits)
+
     _qd = torch.ops.quantized_decomposed
     QUANTIZE_PER_TENSOR = [_qd.quantize_per_tensor.default, _qd.quantize_per_tensor.tensor]
     DEQUANTIZE_PER_TENSOR = [_qd.dequantize_per_tensor.default, _qd.dequantize_per_tensor.tensor]
     DEQUANTIZE_PER_CHANNEL = [_qd.dequantize_per_channel.default]
-except (AttributeError, RuntimeError):  # torch without the quantized_decomposed library loaded
+except (AttributeError, ImportError, RuntimeError):  # a torch without the quantized_decomposed library
     QUANTIZE_PER_TENSOR, DEQUANTIZE_PER_TENSOR, DEQUANTIZE_PER_CHANNEL = [], [], []
 
 # Dequantize nodes are never folded at conversion, so that quantized weights stay int8 in the file.

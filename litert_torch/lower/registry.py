@@ -67,6 +67,7 @@ TORCH_TO_NUMPY = {
     torch.float32: np.float32,
     torch.float16: np.float16,
     torch.float64: np.float64,
+    torch.bfloat16: np.float32,  # computed in float32; bfloat16 model inputs and outputs are cast at the edges
     torch.int64: np.int32,
     torch.int32: np.int32,
     torch.int16: np.int16,
@@ -281,11 +282,21 @@ class LoweringContext:
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 def narrow_int64(arr: np.ndarray, what: str) -> np.ndarray:
-    """int64 data as int32, or an error when a value does not fit (never a silent wrap-around)."""
-    if arr.size and (arr.min() < INT32_MIN or arr.max() > INT32_MAX):
-        raise LoweringError(f"{what} holds int64 values outside the int32 range the model computes in "
-                            f"(min {arr.min()}, max {arr.max()})")
+    """int64 data as int32. The int64 extremes, which code uses as sentinels (+-infinity for a min or argmax,
+    "to the end" for a slice), become the int32 extremes, keeping that meaning; any other value that does not fit
+    is an error (never a silent wrap-around)."""
+    if arr.size:
+        sentinel = (arr == INT64_MAX) | (arr == INT64_MIN)
+        rest = arr[~sentinel]
+        if rest.size and (rest.min() < INT32_MIN or rest.max() > INT32_MAX):
+            raise LoweringError(f"{what} holds int64 values outside the int32 range the model computes in "
+                                f"(min {rest.min()}, max {rest.max()})")
+        if sentinel.any():
+            arr = np.where(arr == INT64_MAX, INT32_MAX, np.where(arr == INT64_MIN, INT32_MIN, arr))
     return arr.astype(np.int32)
 
 

@@ -407,7 +407,7 @@ class EdgeModel:
         return outputs, want_torch
 
     def _structured(self, signature: str, outputs: dict[str, np.ndarray], want_torch: bool) -> Any:
-        values = [torch.from_numpy(a) if want_torch else a for a in outputs.values()]
+        values = [_to_torch(a) if want_torch else a for a in outputs.values()]
         io = self._io.get(signature)
         if io and io.get("out_spec"):
             return pytree.tree_unflatten(values, pytree.treespec_loads(io["out_spec"]))
@@ -475,7 +475,7 @@ class EdgeModel:
                      parameter: str | None = None) -> np.ndarray:
         who = f"input {name!r}" + (f" ({parameter})" if parameter and parameter != name else "")
         if isinstance(value, torch.Tensor):
-            arr = value.detach().cpu().numpy()
+            arr = _to_numpy(value)
         elif isinstance(value, np.ndarray):
             arr = value
         else:
@@ -501,6 +501,21 @@ class EdgeModel:
     def __repr__(self) -> str:
         where = f", file {self._path}" if self._path else ""
         return f"EdgeModel({len(self._bytes)} bytes{where}, signatures={list(self._io) or '?'})"
+
+
+def _to_numpy(value: torch.Tensor) -> np.ndarray:
+    value = value.detach().cpu()
+    if value.dtype == torch.bfloat16:  # numpy has no bfloat16; ml_dtypes' has the same bits
+        import ml_dtypes
+
+        return value.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return value.numpy()
+
+
+def _to_torch(arr: np.ndarray) -> torch.Tensor:
+    if arr.dtype.name == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(arr).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(arr)
 
 
 def _spec(name: str, detail: dict) -> TensorSpec:

@@ -11,7 +11,8 @@ V1_V2_PARAMETERS = [{"use_v2": False}, {"use_v2": True}]
 
 
 def parameterized_class(params: list[dict[str, Any]]) -> Callable[[type], type]:
-    """Decorator: for each dict in `params`, a subclass `<Name>_<i>_<values>` with those attributes, put in the
+    """Decorator: for each dict in `params`, a subclass `<Name>_<i>` (`<Name>_<i>_<value>` when the first value is a
+    string, as the `parameterized` package names them) with those attributes, put in the
     class's module; the decorated class keeps no test methods of its own, so runners collect only the copies."""
     if not isinstance(params, (list, tuple)) or not all(isinstance(p, dict) for p in params):
         raise TypeError("parameterized_class takes a list of dicts of class attributes")
@@ -20,8 +21,8 @@ def parameterized_class(params: list[dict[str, Any]]) -> Callable[[type], type]:
         module = sys.modules[cls.__module__]
         tests = {name: value for name, value in vars(cls).items() if name.startswith("test") and callable(value)}
         for i, values in enumerate(params):
-            suffix = "_".join(_label(v) for v in values.values())
-            name = f"{cls.__name__}_{i}" + (f"_{suffix}" if suffix else "")
+            first = next(iter(values.values()), None)
+            name = f"{cls.__name__}_{i}" + (f"_{_label(first)}" if isinstance(first, str) else "")
             copy = type(name, (cls,), {**tests, **values, "__module__": cls.__module__, "__qualname__": name})
             setattr(module, name, copy)
         for name in tests:
