@@ -7,7 +7,7 @@ from typing import Callable
 from litert_torch import ir
 from litert_torch.symbolic import DynamicSizeError
 from litert_torch.passes import (
-    broadcast, cleanup, fold_affine, fold_constants, fold_padding, fuse_activation, layout, matmul,
+    broadcast, cleanup, fold_affine, fold_constants, fold_padding, fuse_activation, int8_kernels, layout, matmul,
 )
 
 PassFn = Callable[[ir.Graph], bool]
@@ -25,6 +25,7 @@ PIPELINE: list[tuple[str, PassFn]] = [
     ("fold_affine", fold_affine.run),
     ("fuse_activation", fuse_activation.run),
     ("zero_pad_nonnegative", fold_padding.zero_pad_nonnegative),
+    ("int8_kernels", int8_kernels.run),
     ("cleanup", cleanup.run),
 ]
 

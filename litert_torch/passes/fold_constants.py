@@ -82,8 +82,9 @@ def _move_dequantize(graph: ir.Graph) -> bool:
             if params is not None and len(params.scale) > 1:
                 params = ir.Quantization(params.scale, params.zero_point, perm.index(params.axis))
         else:
-            if params is not None and len(params.scale) > 1:
-                continue  # a per-channel axis has no clear place after a reshape
+            if (params is not None and len(params.scale) > 1
+                    and tuple(out.shape[:params.axis + 1]) != tuple(q.shape[:params.axis + 1])):
+                continue  # the per-channel axis keeps its place only when the reshape leaves the dims up to it
             data = q.data.reshape(out.shape)
         moved = ir.Tensor(f"{q.name}/{op.opcode.lower()}", data.shape, q.dtype, data, quantization=params)
         op.opcode, op.inputs, op.options = "DEQUANTIZE", [moved], {}

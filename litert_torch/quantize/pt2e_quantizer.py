@@ -4,7 +4,7 @@ kernels want them (the official litert-torch's class and config function, writte
 Static configs quantize the inputs and outputs of convolutions, linear layers, additions, multiplications,
 pooling and means to int8 (per tensor, asymmetric), and the weights of convolutions and linear layers to
 int8 (symmetric, per tensor or per output channel); an activation function right after a convolution or linear
-layer shares its output quantization (the fused form). Dynamic configs (`is_dynamic=True`) place nothing in the
+layer or an addition shares its output quantization (the fused form). Dynamic configs (`is_dynamic=True`) place nothing in the
 graph: `convert(..., quant_config=QuantConfig(pt2e_quantizer=q))` then quantizes the weights to int8 per
 channel, activations staying float (LiteRT's dynamic-range kernels).
 """
@@ -21,7 +21,9 @@ try:
         FusedMovingAvgObsFakeQuantize, HistogramObserver, MinMaxObserver, MovingAverageMinMaxObserver,
         MovingAveragePerChannelMinMaxObserver, PerChannelMinMaxObserver,
     )
-    from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, QuantizationSpec, Quantizer
+    from torchao.quantization.pt2e.quantizer import (
+        QuantizationAnnotation, QuantizationSpec, Quantizer, SharedQuantizationSpec,
+    )
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("litert_torch.quantize.pt2e_quantizer needs torchao (pip install torchao, or the "
                       "litert-torch-direct[pt2e] extra)") from exc
@@ -71,8 +73,8 @@ _WEIGHTED = {aten.conv1d.default, aten.conv2d.default, aten.conv3d.default, aten
 _ACTIVATIONS = {aten.relu.default, aten.relu_.default, aten.hardtanh.default, aten.hardtanh_.default,
                 aten.relu6.default}
 _BINARY = {aten.add.Tensor, aten.add_.Tensor, aten.mul.Tensor, aten.mul_.Tensor}
-_UNARY = {aten.max_pool2d.default, aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim,
-          aten.mean.default}
+_SHARED = {aten.max_pool2d.default}
+_UNARY = {aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim, aten.mean.default}
 
 
 class PT2EQuantizer(Quantizer):
@@ -118,7 +120,10 @@ class PT2EQuantizer(Quantizer):
             if node.target in _WEIGHTED:
                 self._annotate_weighted(node, config)
             elif node.target in _BINARY and all(isinstance(a, torch.fx.Node) for a in node.args[:2]):
-                _annotate(node, {a: config.input_activation for a in node.args[:2]}, config.output_activation)
+                self._annotate_fusing(node, {a: config.input_activation for a in node.args[:2]}, config)
+            elif node.target in _SHARED and isinstance(node.args[0], torch.fx.Node):
+                # pooling keeps its input's quantization (LiteRT's int8 pools need the same scale in and out)
+                _annotate(node, {node.args[0]: config.input_activation}, SharedQuantizationSpec((node.args[0], node)))
             elif node.target in _UNARY and isinstance(node.args[0], torch.fx.Node):
                 _annotate(node, {node.args[0]: config.input_activation}, config.output_activation)
         return model
@@ -127,6 +132,10 @@ class PT2EQuantizer(Quantizer):
         inputs = {node.args[0]: config.input_activation}
         if isinstance(node.args[1], torch.fx.Node) and config.weight is not None:
             inputs[node.args[1]] = config.weight
+        self._annotate_fusing(node, inputs, config)
+
+    def _annotate_fusing(self, node: torch.fx.Node, inputs: dict, config: QuantizationConfig) -> None:
+        """Annotate `node`; an activation that is its only use takes the output quantization (the fused form)."""
         users = list(node.users)
         fused = users[0] if len(users) == 1 and users[0].target in _ACTIVATIONS else None
         _annotate(node, inputs, None if fused is not None else config.output_activation)
@@ -149,7 +158,7 @@ class PT2EQuantizer(Quantizer):
 
     @classmethod
     def get_supported_operators(cls) -> list:
-        return sorted({str(t) for t in _WEIGHTED | _BINARY | _UNARY | _ACTIVATIONS})
+        return sorted({str(t) for t in _WEIGHTED | _BINARY | _SHARED | _UNARY | _ACTIVATIONS})
 
 
 def _annotate(node: torch.fx.Node, inputs: dict, output: QuantizationSpec | None) -> None:

@@ -232,12 +232,48 @@ def test_pt2e_static_quantization_keeps_int8_weights_and_the_modules_numerics(pe
     weights = [t for t in graph.tensors() if t.is_constant and t.dtype == np.int8]
     assert len(weights) == 3  # both conv filters and the linear weight, stored as int8
     assert all((len(t.quantization.scale) > 1) == per_channel for t in weights)
-    assert "QUANTIZE" in _opcodes(edge) and "DEQUANTIZE" in _opcodes(edge)
+    # integer kernels throughout: one QUANTIZE at the input, one DEQUANTIZE at the output
+    assert _opcodes(edge).count("QUANTIZE") == 1 and _opcodes(edge).count("DEQUANTIZE") == 1
+    for op in graph.ops:
+        if op.opcode in ("CONV_2D", "FULLY_CONNECTED", "MEAN"):
+            assert op.inputs[0].dtype == np.int8 and op.outputs[0].dtype == np.int8, op
     for _ in range(3):
         sample = torch.randn(1, 3, 12, 12)
         want = quantized(sample).detach().numpy()
         step = float(np.abs(want).max()) / 64  # a few int8 steps of the output's range
         np.testing.assert_allclose(edge(sample), want, atol=step)
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                  nn.MaxPool2d(3, stride=2, padding=1))
+        self.a, self.b = nn.Conv2d(8, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+        self.down = nn.Conv2d(8, 16, 1, stride=2)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = torch.relu(self.b(torch.relu(self.a(x))) + x)
+        return self.head(self.down(x).mean((2, 3)))
+
+
+def test_pt2e_residual_network_runs_on_integer_kernels_within_a_few_steps():
+    from litert_torch.quantize import pt2e_quantizer
+
+    torch.manual_seed(1)
+    x = torch.randn(1, 3, 32, 32)
+    quantized, _ = _pt2e(Residual().eval(), (x,), pt2e_quantizer.get_symmetric_quantization_config(True))
+    edge = litert_torch.convert(quantized, (x,))
+    ops = _opcodes(edge)
+    assert ops.count("QUANTIZE") == 1 and ops.count("DEQUANTIZE") == 1, ops
+    graph = read_model(edge.flatbuffer).subgraphs[0]
+    step = next(op.inputs[0].quantization.scale[0] for op in graph.ops if op.opcode == "DEQUANTIZE")
+    for _ in range(3):
+        sample = torch.randn(1, 3, 32, 32)
+        err = np.abs(edge(sample) - quantized(sample).detach().numpy()).max()
+        assert err <= 4 * step, (err, step)
 
 
 def test_pt2e_dynamic_config_quantizes_the_weights_of_the_converted_model():
