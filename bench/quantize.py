@@ -32,7 +32,7 @@ import litert_torch  # noqa: E402
 from compare import machine, time_interleaved, tflite_latency, write_results  # noqa: E402
 from tests.models import zoo  # noqa: E402
 
-MODES = ["float", "fp16", "dynamic-int8", "int8"]
+MODES = ["float", "fp16", "dynamic-int8", "int8", "pt2e-int8"]
 CALIBRATION = 32
 
 
@@ -46,7 +46,7 @@ def accuracy(model, edge, inputs: list[tuple]) -> dict[str, float]:
     with torch.no_grad():
         for args in inputs:
             ref = model(*args)
-            got = edge(*args)
+            got = edge.call_like_module(*args)
             ref = ref[0] if isinstance(ref, (tuple, list)) else ref
             got = got[0] if isinstance(got, (tuple, list)) else got
             ref = getattr(ref, "logits", ref)
@@ -75,10 +75,26 @@ def latency(edges: dict[str, "litert_torch.EdgeModel"], inputs: tuple, threads: 
     return {mode: statistics.median(t) * 1000 for mode, t in times.items()}
 
 
-def quantized(edge, mode: str, calibration: list[tuple]):
+def quantized(edge, mode: str, calibration: list[tuple], model=None, sample: tuple = ()):
     if mode == "float":
         return edge
+    if mode == "pt2e-int8":  # the PyTorch module quantized with PT2E (litert_torch.quantize), then converted
+        return pt2e(model, sample, calibration)
     return litert_torch.quantize_model(edge, mode, calibration_data=calibration if mode == "int8" else None)
+
+
+def pt2e(model, sample: tuple, calibration: list[tuple], **options):
+    from torchao.quantization.pt2e import quantize_pt2e
+
+    from litert_torch.quantize import pt2e_quantizer
+
+    quantizer = pt2e_quantizer.PT2EQuantizer().set_global(
+        pt2e_quantizer.get_symmetric_quantization_config(is_per_channel=True))
+    prepared = quantize_pt2e.prepare_pt2e(torch.export.export(model, sample).module(), quantizer)
+    with torch.no_grad():
+        for args in calibration:
+            prepared(*args)
+    return litert_torch.convert(quantize_pt2e.convert_pt2e(prepared, fold_quantize=False), sample, **options)
 
 
 def zoo_rows(names: list[str], runs: int, evals: int) -> list[dict]:
@@ -96,8 +112,8 @@ def zoo_rows(names: list[str], runs: int, evals: int) -> list[dict]:
         for mode in MODES:
             start = time.perf_counter()
             try:
-                edges[mode] = quantized(edge, mode, calibration)
-            except litert_torch.QuantizationError as exc:
+                edges[mode] = quantized(edge, mode, calibration, model, sample)
+            except (litert_torch.QuantizationError, litert_torch.ConversionError) as exc:
                 print(f"{name} {mode}: {exc}", flush=True)
                 continue
             seconds[mode] = time.perf_counter() - start
@@ -125,7 +141,9 @@ def shapes_rows(runs: int) -> list[dict]:
     with torch.no_grad():
         ref = model(torch.from_numpy(images).permute(0, 3, 1, 2)).numpy().argmax(1)
     rows = []
-    edges = {mode: quantized(edge, mode, calibration) for mode in MODES}
+    edges = {mode: quantized(edge, mode, calibration) for mode in MODES if mode != "pt2e-int8"}
+    nchw = [(torch.from_numpy(images[i:i + 1]).permute(0, 3, 1, 2),) for i in range(CALIBRATION)]
+    edges["pt2e-int8"] = pt2e(model, (x,), nchw, channel_last_io=True)
     with tempfile.TemporaryDirectory() as work:
         lat = {t: latency(edges, (images[:1],), t, runs, work) for t in (1, 2)}
     for mode, e in edges.items():

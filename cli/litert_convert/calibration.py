@@ -1,7 +1,8 @@
 """Calibration inputs from files: `--calibration DIR_OR_NPZ`.
 
-An .npz file holds one array per model input, named after it (the `forward` argument names, as
-`litert-convert inspect` lists the signature's inputs; a model with a single input may use any one name), with
+An .npz file holds one array per model input, named after it (the `forward` argument name, or the signature's
+input name, args_0, ..., as `litert-convert inspect` lists them; a model with a single input may use any one
+name), with
 the samples stacked on a new leading axis: arr[i] is sample i's value, shaped as the input. A directory holds
 .npz files of one sample each (arrays shaped as the inputs).
 """
@@ -23,7 +24,7 @@ def load_calibration(path: str, args: tuple, kwargs: dict, input_names: list[str
 
     if kwargs or not all(isinstance(a, torch.Tensor) for a in args) or len(args) != len(input_names):
         raise BadInput("--calibration files work for models called with tensors only, positionally",
-                       "pass calibration_data to litert_torch.quantize from Python for other inputs")
+                       "pass calibration_data to litert_torch.quantize_model from Python for other inputs")
     if os.path.isdir(path):
         files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".npz"))
         if not files:
