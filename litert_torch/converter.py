@@ -506,7 +506,7 @@ def _write(model: ir.Model, num_threads: int | None) -> EdgeModel:
     """The EdgeModel of `model`: in memory, or past 2 GB of constants in a temporary file with the constants
     after the flatbuffer (streamed from the weights, not copied), which EdgeModel.export then copies."""
     if not needs_external(model):
-        return EdgeModel(serialize(model), num_threads=num_threads)
+        return EdgeModel(serialize(model), num_threads=num_threads, verify=False)
     import os
     import tempfile
 

@@ -84,6 +84,11 @@ class ModelFileError(LiteRTTorchError, ValueError):
     """A .tflite file is corrupt, truncated or not a TFLite model."""
 
 
+class ModelLoadError(ModelFileError):
+    """The LiteRT runtime could not load, prepare or run a model file: it refused it, or (in the child process
+    that tries files before they are loaded, see EdgeModel's `isolate`) crashed on it, with the signal named."""
+
+
 class InvalidArgumentError(LiteRTTorchError, ValueError):
     """An argument of a public call is out of its domain (a negative length, an unknown recipe name, an
     output folder that cannot be written): the message names the argument and what it accepts."""

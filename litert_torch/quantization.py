@@ -366,7 +366,7 @@ def quantize_model(edge, mode: str | list | os.PathLike = "int8", *, calibration
     # stored once again.
     final = rewrite_model(q_bytes, entries, share_buffers=len(quantized_model.subgraphs) > 1,
                           sized_entries=report_entry)
-    return EdgeModel(final, num_threads=edge.num_threads)
+    return EdgeModel(final, num_threads=edge.num_threads, verify=False)
 
 
 def _jsonable(value: Any) -> Any:

@@ -9,14 +9,17 @@ from litert_convert.errors import BadInput  # noqa: F401  (re-raised by open_edg
 
 
 def open_edge_model(data: bytes, path: str):
-    """An EdgeModel for `data`, after our reader has checked the file (so a corrupt one never reaches LiteRT)."""
+    """An EdgeModel for `data`, checked before LiteRT sees it (litert_torch.runtime.verify); a file we did not
+    write (no litert_torch metadata) is also tried once in a child process, so that a runtime crash on it is an
+    error message rather than the end of the command."""
     from litert_torch import EdgeModel
     from litert_torch.errors import ModelFileError
-    from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.flatbuffer.reader import read_metadata
+    from litert_torch.metadata import IO_KEY
 
     try:
-        read_model(data)
-        return EdgeModel(data)
+        ours = IO_KEY in read_metadata(data)
+        return EdgeModel(data, isolate=None if ours else True)
     except ModelFileError as exc:
         raise BadInput(f"{path}: {exc}") from None
     except Exception as exc:

@@ -42,7 +42,13 @@ def _options_dict(obj: Any) -> dict[str, Any]:
 
 
 def _as_str(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
+    """A name from the file; one that is not UTF-8 (the runtime would fail decoding it) is corrupt."""
+    if not isinstance(value, bytes):
+        return value or ""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelFileError(f"corrupt TFLite model: the name {value[:40]!r} is not UTF-8") from None
 
 
 def read_model(data: bytes) -> ir.Model:
@@ -70,6 +76,10 @@ def _index(value: int, size: int, what: str, optional: bool = False) -> int:
 
 def _build(m: Any, data: bytes) -> ir.Model:
     buffers = m.buffers or []
+    if not m.subgraphs:
+        raise ModelFileError("corrupt TFLite model: it has no subgraph")
+    if not buffers:
+        raise ModelFileError("corrupt TFLite model: it has no buffer table")
 
     view = memoryview(data)
     seen: dict[int, memoryview | None] = {}
@@ -144,10 +154,22 @@ def _build(m: Any, data: bytes) -> ir.Model:
     for sd in m.signatureDefs or []:
         index = _index(sd.subgraphIndex, len(subgraphs), "signature subgraph")
         graph, sg = subgraphs[index], m.subgraphs[index]
+        key = _as_str(sd.signatureKey)
+        if not key or any(key == s.key for s in signatures):
+            raise ModelFileError(f"corrupt TFLite model: signature key {key!r} is empty or repeated")
+        count = len(sg.tensors or [])
+        for t in [*(sd.inputs or []), *(sd.outputs or [])]:
+            _index(t.tensorIndex, count, "signature tensor index")
+            if not _as_str(t.name):
+                raise ModelFileError(f"corrupt TFLite model: signature {key!r} has an unnamed tensor")
+        if sorted(t.tensorIndex for t in sd.inputs or []) != sorted(sg.inputs if sg.inputs is not None else []) or \
+                sorted(t.tensorIndex for t in sd.outputs or []) != sorted(sg.outputs if sg.outputs is not None else []):
+            raise ModelFileError(f"corrupt TFLite model: signature {key!r} does not name its subgraph's inputs and "
+                                 "outputs")
         by_index_in = {t.tensorIndex: _as_str(t.name) for t in sd.inputs or []}
         by_index_out = {t.tensorIndex: _as_str(t.name) for t in sd.outputs or []}
         signatures.append(ir.Signature(
-            _as_str(sd.signatureKey), index,
+            key, index,
             [by_index_in.get(i, graph.inputs[k].name) for k, i in enumerate(sg.inputs if sg.inputs is not None else [])],
             [by_index_out.get(i, graph.outputs[k].name)
              for k, i in enumerate(sg.outputs if sg.outputs is not None else [])],

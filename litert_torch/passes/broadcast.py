@@ -36,7 +36,7 @@ def run(graph: ir.Graph) -> bool:
             continue
         src, out = op.inputs[0], op.outputs[0]
         readers = consumers.get(out, [])
-        if out in graph.outputs or not readers:
+        if not readers or out in graph.outputs:
             continue
         if all(r.opcode in BROADCASTING and _still_same_shape(r, out, src) for r in readers):
             for reader in readers:

@@ -73,7 +73,7 @@ def _fold_into_next_dense(graph: ir.Graph) -> bool:
             continue
         out = op.outputs[0]
         readers = consumers.get(out, [])
-        if out in graph.outputs or len(readers) != 1 or out.shape != x.shape:
+        if len(readers) != 1 or out.shape != x.shape or out in graph.outputs:
             continue
         dense = readers[0]
         if dense.opcode != "FULLY_CONNECTED" or dense.inputs[0] is not out or not dense.inputs[1].is_constant:

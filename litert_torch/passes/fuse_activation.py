@@ -27,7 +27,7 @@ def run(graph: ir.Graph) -> bool:
             continue
         x = op.inputs[0]
         prev = producers.get(x)
-        if prev is None or prev.opcode not in CAN_FUSE or x in graph.outputs or len(consumers.get(x, [])) != 1:
+        if prev is None or prev.opcode not in CAN_FUSE or len(consumers.get(x, [])) != 1 or x in graph.outputs:
             continue
         if x.dtype.kind != "f" or prev.options.get("fused_activation_function", "NONE") != "NONE":
             continue

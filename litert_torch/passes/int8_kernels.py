@@ -142,7 +142,7 @@ def _requantize(graph: ir.Graph) -> bool:
 def _only_quantize_use(op: ir.Op, consumers: dict, graph: ir.Graph) -> ir.Op | None:
     out = op.outputs[0]
     uses = consumers.get(out, [])
-    if len(op.outputs) != 1 or out in graph.outputs or len(uses) != 1 or uses[0].opcode != "QUANTIZE":
+    if len(op.outputs) != 1 or len(uses) != 1 or uses[0].opcode != "QUANTIZE" or out in graph.outputs:
         return None
     q = uses[0].outputs[0]
     if q.dtype != np.int8 or q.quantization is None or len(q.quantization.scale) != 1:

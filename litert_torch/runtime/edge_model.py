@@ -28,7 +28,9 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from litert_torch.errors import InvalidArgumentError, ModelFileError, ModelInputError, UnknownSignatureError
+from litert_torch.errors import (
+    InvalidArgumentError, ModelFileError, ModelInputError, ModelLoadError, UnknownSignatureError,
+)
 from litert_torch.files import atomic_file, write_atomic
 from litert_torch.flatbuffer.reader import read_metadata
 from litert_torch.metadata import IO_KEY, SOURCE_MAP_KEY, decode_source_map, read_json
@@ -60,7 +62,8 @@ class EdgeModel:
     KERNELS = ("xnnpack", "builtin", "reference")
 
     def __init__(self, flatbuffer: bytes, *, num_threads: int | None = None, kernels: str = "xnnpack",
-                 keep_intermediates: bool = False, accelerator: str | None = None, output_style: str | None = None):
+                 keep_intermediates: bool = False, accelerator: str | None = None, output_style: str | None = None,
+                 verify: bool = True, isolate: bool | None = None):
         """`kernels`: "xnnpack" (the default CPU path: XNNPACK where it applies, builtin kernels elsewhere),
         "builtin" (the optimised builtin kernels, no delegate) or "reference" (the plain reference kernels).
         `keep_intermediates` keeps every tensor readable after a call (for per-layer comparisons; only tensors
@@ -68,7 +71,12 @@ class EdgeModel:
         `accelerator` ("cpu", "gpu", "npu") runs through LiteRT's CompiledModel on that accelerator only; one
         this machine lacks raises AcceleratorUnavailable when the model is first run.
         `output_style`: what a call returns (see `output_style`); None: "numpy", except "pytorch" for models
-        converted from ONNX (the official API has no ONNX path, and their calls keep returning a tuple)."""
+        converted from ONNX (the official API has no ONNX path, and their calls keep returning a tuple).
+
+        The file is checked before the runtime sees it (`litert_torch.runtime.verify`): a corrupt or
+        inconsistent file raises ModelFileError. `isolate`: whether LiteRT first loads and runs the file once in
+        a child process, where a crash becomes a ModelLoadError naming the signal; None (the default) does so
+        for files with ops the checks do not cover. `verify=False` skips both, for files this process made."""
         if kernels not in self.KERNELS:
             raise InvalidArgumentError(f"kernels must be one of {self.KERNELS}, got {kernels!r}")
         # use_compiled_runtime's settings: (LiteRT HardwareAccelerator flags or None, require_fully_accelerated)
@@ -81,8 +89,14 @@ class EdgeModel:
         self._path: str | None = None
         # A memory map for file-backed models (past 2 GB, constants after the flatbuffer), else the bytes.
         self._bytes = flatbuffer if isinstance(flatbuffer, mmap.mmap) else bytes(flatbuffer)
+        model = _verify(self._bytes, isolate) if verify else None
         self._metadata = read_metadata(self._bytes)
-        self._io = (read_json(self._metadata, IO_KEY) or {}).get("signatures", {})
+        try:
+            self._io = (read_json(self._metadata, IO_KEY) or {}).get("signatures", {})
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise ModelFileError(f"corrupt litert_torch.io metadata: {exc}") from None
+        if model is not None:
+            _check_io(self._io, model)
         if output_style is None:
             onnx = any(io.get("source") == "onnx" for io in self._io.values())
             output_style = "pytorch" if onnx else "numpy"
@@ -93,9 +107,10 @@ class EdgeModel:
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, num_threads: int | None = None, kernels: str = "xnnpack",
-             keep_intermediates: bool = False) -> "EdgeModel":
-        """The model in the file at `path`. Files past FILE_BACKED_BYTES (models past 2 GB) stay on disk: they are
-        memory-mapped and the runtime reads them from the file."""
+             keep_intermediates: bool = False, isolate: bool | None = None) -> "EdgeModel":
+        """The model in the file at `path`, checked as the constructor checks it (`isolate` likewise). Files past
+        FILE_BACKED_BYTES (models past 2 GB) stay on disk: they are memory-mapped and the runtime reads them from
+        the file."""
         path = os.fspath(path)
         try:
             with open(path, "rb") as f:
@@ -104,7 +119,8 @@ class EdgeModel:
         except OSError as exc:
             raise ModelFileError(f"cannot read the model file {path}: {exc.strerror or exc}") from None
         try:
-            model = cls(data, num_threads=num_threads, kernels=kernels, keep_intermediates=keep_intermediates)
+            model = cls(data, num_threads=num_threads, kernels=kernels, keep_intermediates=keep_intermediates,
+                        isolate=isolate)
         except ModelFileError as exc:
             raise ModelFileError(f"{path}: {exc}") from None
         if size <= FILE_BACKED_BYTES:
@@ -117,7 +133,7 @@ class EdgeModel:
         """A file-backed model over a temporary file it owns (removed when the model is garbage-collected)."""
         with open(path, "rb") as f:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        model = cls(mapped, num_threads=num_threads)
+        model = cls(mapped, num_threads=num_threads, verify=False)
         model._path = path
         weakref.finalize(model, _remove_quietly, path)
         return model
@@ -128,7 +144,7 @@ class EdgeModel:
             return EdgeModel.load(self._path, num_threads=self._num_threads, kernels=kernels,
                                   keep_intermediates=keep_intermediates)
         return EdgeModel(self._bytes, num_threads=self._num_threads, kernels=kernels,
-                         keep_intermediates=keep_intermediates)
+                         keep_intermediates=keep_intermediates, verify=False)
 
     def intermediate(self, tensor_index: int, dequantize: bool = True) -> np.ndarray:
         """A tensor's value after the last call (models built with keep_intermediates=True); a quantized tensor
@@ -287,10 +303,14 @@ class EdgeModel:
             resolver = {"xnnpack": OpResolverType.AUTO, "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
                         "reference": OpResolverType.BUILTIN_REF}[self._kernels]
             source = {"model_path": self._path} if self._path is not None else {"model_content": self._bytes}
-            self._interpreter = Interpreter(**source, num_threads=self._num_threads,
-                                            experimental_op_resolver_type=resolver,
-                                            experimental_preserve_all_tensors=self._keep_intermediates)
-            self._interpreter.allocate_tensors()
+            try:
+                interpreter = Interpreter(**source, num_threads=self._num_threads,
+                                          experimental_op_resolver_type=resolver,
+                                          experimental_preserve_all_tensors=self._keep_intermediates)
+                interpreter.allocate_tensors()
+            except (ValueError, RuntimeError) as exc:
+                raise ModelLoadError(f"LiteRT could not load this model: {_first_lines(exc)}") from None
+            self._interpreter = interpreter
         return self._interpreter
 
     @property
@@ -395,8 +415,14 @@ class EdgeModel:
         # Variable tensors (recurrent state) persist between invocations; each call starts from the initial state.
         if self._accelerator is None:
             self._get_interpreter().reset_all_variables()
-        results = runner(**feeds)
+        try:
+            results = runner(**feeds)
+        except (ValueError, RuntimeError) as exc:
+            raise ModelLoadError(f"LiteRT could not run signature {signature!r}: {_first_lines(exc)}") from None
         order = io["outputs"] if io else list(runner.get_output_details())
+        if any(name not in results for name in order):
+            raise ModelFileError(f"the litert_torch.io metadata names outputs {order} that signature {signature!r} "
+                                 f"does not have ({sorted(results)})")
         widen = [d == "int64" for d in io.get("output_dtypes", [])] if io else []
         outputs = {}
         for i, name in enumerate(order):
@@ -501,6 +527,82 @@ class EdgeModel:
     def __repr__(self) -> str:
         where = f", file {self._path}" if self._path else ""
         return f"EdgeModel({len(self._bytes)} bytes{where}, signatures={list(self._io) or '?'})"
+
+
+def _verify(data: Any, isolate: bool | None):
+    """verify() the file (returning its IR model); try it in a child process when asked, or when it has ops the
+    checks do not cover."""
+    from litert_torch.runtime.verify import verify
+
+    verdict = verify(data)
+    if isolate or (isolate is None and verdict.unchecked):
+        try_in_child(data)
+    return verdict.model
+
+
+def _check_io(io: dict, model) -> None:
+    """Our I/O metadata must name the signatures' own inputs and outputs."""
+    signatures = {s.key: s for s in model.signatures}
+    for key, entry in io.items():
+        sig = signatures.get(key)
+        if not isinstance(entry, dict) or sig is None:
+            raise ModelFileError(f"the litert_torch.io metadata describes a signature {key!r} the model lacks")
+        try:
+            ok = (sorted(entry["inputs"]) == sorted(sig.input_names)
+                  and sorted(entry["outputs"]) == sorted(sig.output_names)
+                  and len(entry.get("tensor_input_positions", [])) == len(entry["inputs"]))
+        except (KeyError, TypeError):
+            ok = False
+        if not ok:
+            raise ModelFileError(f"the litert_torch.io metadata of signature {key!r} does not match its inputs and "
+                                 "outputs")
+
+
+_CHILD = """
+import sys
+import numpy as np
+from ai_edge_litert.interpreter import Interpreter
+interpreter = Interpreter(model_path=sys.argv[1])
+interpreter.allocate_tensors()
+for key in interpreter.get_signature_list():
+    runner = interpreter.get_signature_runner(key)
+    runner(**{n: np.zeros(d["shape"], d["dtype"]) for n, d in runner.get_input_details().items()})
+"""
+
+
+def try_in_child(data: Any, timeout: float = 300.0) -> None:
+    """Load, allocate and run every signature of the model (on zeros) in a child process; ModelLoadError when
+    the runtime refuses it or dies on it (naming the signal)."""
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    def no_core() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    with tempfile.NamedTemporaryFile(suffix=".tflite") as f:
+        f.write(data)
+        f.flush()
+        try:
+            proc = subprocess.run([sys.executable, "-c", _CHILD, f.name], capture_output=True, text=True,
+                                  timeout=timeout, preexec_fn=no_core)
+        except subprocess.TimeoutExpired:
+            raise ModelLoadError(f"LiteRT did not finish a first run of this model within {timeout:.0f} s") from None
+    if proc.returncode < 0:
+        name = signal.Signals(-proc.returncode).name
+        raise ModelLoadError(f"the LiteRT runtime crashed ({name}) loading or running this model in a child "
+                             "process; it is not loaded here")
+    if proc.returncode:
+        lines = [line for line in proc.stderr.strip().splitlines() if line.strip() and not line.startswith("INFO")]
+        detail = lines[-1] if lines else f"exit status {proc.returncode}"
+        raise ModelLoadError(f"LiteRT could not load or run this model: {detail[:300]}")
+
+
+def _first_lines(exc: BaseException, limit: int = 300) -> str:
+    return " ".join(str(exc).split())[:limit]
 
 
 def _to_numpy(value: torch.Tensor) -> np.ndarray:

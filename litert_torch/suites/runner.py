@@ -21,7 +21,8 @@ import time
 from typing import Callable, Iterable
 
 MARK = "@@case "
-SUITES = {"opinfo": "litert_torch.suites.opinfo", "onnx-node": "litert_torch.suites.onnx_node"}
+SUITES = {"opinfo": "litert_torch.suites.opinfo", "onnx-node": "litert_torch.suites.onnx_node",
+          "fuzz": "litert_torch.suites.fuzz"}
 
 
 def suite_module(name: str):

@@ -128,7 +128,7 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
                 report("quantize")
                 from litert_torch.quantization import quantize_model
 
-                data = quantize_model(EdgeModel(serialize(model)), "dynamic-int8" if recipe == INT8_WEIGHTS else recipe
+                data = quantize_model(EdgeModel(serialize(model), verify=False), "dynamic-int8" if recipe == INT8_WEIGHTS else recipe
                                 ).flatbuffer
                 with open(model_file, "wb") as f:
                     f.write(data)

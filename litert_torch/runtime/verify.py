@@ -1,0 +1,566 @@
+"""Checking a .tflite file before the LiteRT runtime sees it.
+
+The runtime trusts the file: a shape, an index or an option changed by one integer can make a kernel read past
+a buffer and take the process down. `verify(data)` runs our reader's structural checks (every index in range,
+every constant the size its shape needs) and then checks each op of the kinds this toolkit writes against what
+its kernel requires: operand counts, dtypes, and the output shape the op computes from its input shapes and
+options. A file that fails raises ModelFileError naming the subgraph, the op and the problem. Ops of other kinds
+are listed in the result: EdgeModel then runs the file once in a child process before loading it
+(`isolate`), so that a crash there is a typed ModelLoadError instead of the end of the caller's process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from litert_torch import ir
+from litert_torch.errors import ModelFileError
+from litert_torch.flatbuffer.reader import read_model
+
+FLOATS = {np.dtype(np.float32), np.dtype(np.float16)}
+INDEX = {np.dtype(np.int32), np.dtype(np.int64)}
+
+
+class OpProblem(Exception):
+    """What is wrong with one op (turned into a ModelFileError naming it)."""
+
+
+@dataclass
+class Verdict:
+    model: ir.Model
+    unchecked: set[str] = field(default_factory=set)  # op kinds present that have no check here
+
+
+def verify(data: bytes) -> Verdict:
+    model = read_model(data)
+    verdict = Verdict(model)
+    for g_index, graph in enumerate(model.subgraphs):
+        _check_graph(graph, g_index, len(model.subgraphs))
+        for i, op in enumerate(graph.ops):
+            check = CHECKS.get(op.opcode)
+            if check is None:
+                verdict.unchecked.add(op.opcode)
+                continue
+            try:
+                _count(op, *ARITY[op.opcode])
+                check(op)
+            except OpProblem as exc:
+                raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}): {exc}") from None
+    return verdict
+
+
+def _check_graph(graph: ir.Graph, g_index: int, subgraphs: int) -> None:
+    """Each tensor written once, by an op before its readers; graph inputs and constants never written."""
+    defined = {id(t) for t in graph.inputs}
+    written = set()
+    for t in graph.tensors():
+        if t.is_constant or t.is_variable:
+            defined.add(id(t))
+    for i, op in enumerate(graph.ops):
+        for t in op.inputs:
+            if t is not None and id(t) not in defined:
+                raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}) reads "
+                                     f"{t.name!r} before any op writes it")
+        for t in op.outputs:
+            if id(t) in written or t.is_constant or any(t is x for x in graph.inputs):
+                raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}) writes "
+                                     f"{t.name!r}, which is a constant, an input or written twice")
+            written.add(id(t))
+            defined.add(id(t))
+        for key in ("subgraph_index", "then_subgraph_index", "else_subgraph_index", "cond_subgraph_index",
+                    "body_subgraph_index", "init_subgraph_index"):
+            if key in op.options and not 0 <= int(op.options[key]) < subgraphs:
+                raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}) names "
+                                     f"subgraph {op.options[key]}")
+    for t in graph.outputs:
+        if id(t) not in defined:
+            raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} output {t.name!r} is never written")
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------------
+# ops whose optional inputs may be left out (-1): the bias of the weighted ops, the LSTM's optional tensors
+OMITTABLE = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV", "UNIDIRECTIONAL_SEQUENCE_LSTM"}
+
+
+def _count(op: ir.Op, min_in: int, max_in: int, outs: int | tuple[int, int] = 1) -> None:
+    n = len(op.inputs)
+    if not min_in <= n <= max_in:
+        raise OpProblem(f"{n} inputs (takes {min_in}..{max_in})")
+    if any(t is None for t in op.inputs[:min_in]) or (op.opcode not in OMITTABLE and None in op.inputs):
+        raise OpProblem("a required input is missing")
+    low, high = (outs, outs) if isinstance(outs, int) else outs
+    if not low <= len(op.outputs) <= high:
+        raise OpProblem(f"{len(op.outputs)} outputs")
+
+
+def _dynamic(*tensors: ir.Tensor | None) -> bool:
+    return any(t is not None and t.shape_signature is not None and any(d < 0 for d in t.shape_signature)
+               for t in tensors)
+
+
+def _shape(t: ir.Tensor) -> tuple[int, ...]:
+    return tuple(int(d) for d in t.shape)
+
+
+def _expect(op: ir.Op, shape: tuple[int, ...], out: int = 0) -> None:
+    if _dynamic(*op.inputs, *op.outputs):
+        return
+    got = _shape(op.outputs[out])
+    if got != tuple(shape):
+        raise OpProblem(f"output shape {list(got)}, but the inputs give {list(shape)}")
+
+
+def _same_dtype(*tensors: ir.Tensor | None) -> None:
+    dtypes = {t.dtype for t in tensors if t is not None}
+    if len(dtypes) > 1:
+        raise OpProblem(f"operands of different dtypes {sorted(d.name for d in dtypes)}")
+
+
+def _const(t: ir.Tensor | None, what: str) -> np.ndarray | None:
+    if t is None:
+        return None
+    if t.dtype not in INDEX:
+        raise OpProblem(f"{what} must be int32, got {t.dtype}")
+    return None if t.data is None else np.asarray(t.data).astype(np.int64)
+
+
+def _axis(axis: int, rank: int) -> int:
+    if not -max(rank, 1) <= axis < max(rank, 1):
+        raise OpProblem(f"axis {axis} out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(a, b))
+    except ValueError:
+        raise OpProblem(f"shapes {list(a)} and {list(b)} do not broadcast") from None
+
+
+# ---- checks per op ---------------------------------------------------------------------------------------------
+def unary(op: ir.Op) -> None:
+    x, y = op.inputs[0], op.outputs[0]
+    if op.opcode not in ("CAST", "QUANTIZE", "DEQUANTIZE"):
+        _same_dtype(x, y)
+    _expect(op, _shape(x))
+
+
+def binary(op: ir.Op) -> None:
+    a, b = op.inputs[:2]
+    if op.opcode not in ("LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"):
+        if a.dtype.kind == "f" or op.outputs[0].dtype.kind == "f":
+            _same_dtype(a, b, op.outputs[0])
+    else:
+        _same_dtype(a, b)
+    if len(_shape(a)) > 6 or len(_shape(b)) > 6:
+        raise OpProblem("operands of rank above 6")
+    _expect(op, _broadcast(_shape(a), _shape(b)))
+
+
+def select(op: ir.Op) -> None:
+    c, a, b = op.inputs
+    _same_dtype(a, b, op.outputs[0])
+    _expect(op, _broadcast(_broadcast(_shape(c), _shape(a)), _shape(b)))
+
+
+def conv2d(op: ir.Op) -> None:
+    x, w, b = (op.inputs + [None])[:3]
+    if x.rank != 4 or w.rank != 4:
+        raise OpProblem(f"input rank {x.rank} and filter rank {w.rank} (both must be 4)")
+    depthwise = op.opcode == "DEPTHWISE_CONV_2D"
+    out_c = w.shape[3] if depthwise else w.shape[0]
+    if depthwise:
+        if w.shape[0] != 1 or x.shape[3] == 0 or out_c % x.shape[3]:
+            raise OpProblem(f"depthwise filter {list(w.shape)} for an input of {x.shape[3]} channels")
+    elif w.shape[3] == 0 or x.shape[3] % w.shape[3]:
+        raise OpProblem(f"filter {list(w.shape)} for an input of {x.shape[3]} channels")
+    if b is not None and _shape(b) != (out_c,):
+        raise OpProblem(f"bias of shape {list(b.shape)} for {out_c} output channels")
+    sh, sw = int(op.options.get("stride_h", 1)), int(op.options.get("stride_w", 1))
+    dh = int(op.options.get("dilation_h_factor", 1))
+    dw = int(op.options.get("dilation_w_factor", 1))
+    if min(sh, sw, dh, dw) < 1:
+        raise OpProblem("stride and dilation must be positive")
+    kh, kw = w.shape[1], w.shape[2]
+    size = []
+    for n, k, s, d in ((x.shape[1], kh, sh, dh), (x.shape[2], kw, sw, dw)):
+        if op.options.get("padding") in ("SAME", 0):
+            size.append(-(-n // s))
+        else:
+            size.append((n - (k - 1) * d - 1) // s + 1)
+    if min(size) < 0:
+        raise OpProblem("the filter is larger than the input")
+    _weights(x, w, op.outputs[0])
+    _expect(op, (x.shape[0], size[0], size[1], out_c))
+
+
+def transpose_conv(op: ir.Op) -> None:
+    shape, w, x = op.inputs[:3]
+    b = op.inputs[3] if len(op.inputs) > 3 else None
+    want = _const(shape, "output shape")
+    if x.rank != 4 or w.rank != 4 or (want is not None and want.shape != (4,)):
+        raise OpProblem("input, filter and output shape must be rank 4")
+    if w.shape[3] != x.shape[3]:
+        raise OpProblem(f"filter {list(w.shape)} for an input of {x.shape[3]} channels")
+    if b is not None and _shape(b) != (w.shape[0],):
+        raise OpProblem(f"bias of shape {list(b.shape)} for {w.shape[0]} output channels")
+    if want is not None:
+        if want[3] != w.shape[0] or want[0] != x.shape[0] or (want < 1).any():
+            raise OpProblem(f"output shape {want.tolist()} does not fit the filter and input")
+        _expect(op, tuple(int(v) for v in want))
+
+
+def fully_connected(op: ir.Op) -> None:
+    x, w, b = (op.inputs + [None])[:3]
+    if w.rank != 2 or w.shape[1] == 0:
+        raise OpProblem(f"weights of shape {list(w.shape)} (must be [out, in])")
+    size = int(np.prod(_shape(x), dtype=np.int64))
+    if x.rank == 0 or size % w.shape[1]:
+        raise OpProblem(f"an input of shape {list(x.shape)} for weights {list(w.shape)}")
+    if b is not None and _shape(b) != (w.shape[0],):
+        raise OpProblem(f"bias of shape {list(b.shape)} for {w.shape[0]} outputs")
+    if op.options.get("keep_num_dims"):
+        if x.shape[-1] != w.shape[1]:
+            raise OpProblem(f"an input of shape {list(x.shape)} for weights {list(w.shape)}")
+        want = (*_shape(x)[:-1], w.shape[0])
+    else:
+        want = (size // w.shape[1], w.shape[0])
+    _weights(x, w, op.outputs[0])
+    _expect(op, want)
+
+
+def _weights(x: ir.Tensor, w: ir.Tensor, y: ir.Tensor) -> None:
+    """Float ops take float weights of their dtype, or int8 ones (dynamic-range "hybrid" kernels)."""
+    if x.dtype.kind == "f":
+        _same_dtype(x, y)
+        if w.dtype != x.dtype and w.dtype != np.int8:
+            raise OpProblem(f"weights of dtype {w.dtype} for a {x.dtype} input")
+
+
+def batch_matmul(op: ir.Op) -> None:
+    a, b = op.inputs[:2]
+    if a.rank < 2 or b.rank < 2:
+        raise OpProblem("operands of rank below 2")
+    adj_x, adj_y = bool(op.options.get("adj_x")), bool(op.options.get("adj_y"))
+    m, k = (a.shape[-1], a.shape[-2]) if adj_x else (a.shape[-2], a.shape[-1])
+    k2, n = (b.shape[-1], b.shape[-2]) if adj_y else (b.shape[-2], b.shape[-1])
+    if k != k2 and not _dynamic(a, b):
+        raise OpProblem(f"inner sizes {k} and {k2} differ")
+    _weights(a, b, op.outputs[0])
+    _expect(op, (*_broadcast(_shape(a)[:-2], _shape(b)[:-2]), m, n))
+
+
+def reshape(op: ir.Op) -> None:
+    x, y = op.inputs[0], op.outputs[0]
+    if len(op.inputs) > 1 and op.inputs[1] is not None:
+        _const(op.inputs[1], "shape")
+    _same_dtype(x, y)
+    if not _dynamic(x, y) and int(np.prod(_shape(x), dtype=np.int64)) != int(np.prod(_shape(y), dtype=np.int64)):
+        raise OpProblem(f"{list(x.shape)} has not the element count of {list(y.shape)}")
+
+
+def transpose(op: ir.Op) -> None:
+    x = op.inputs[0]
+    perm = _const(op.inputs[1], "permutation")
+    if perm is None:
+        raise OpProblem("the permutation must be a constant")
+    if sorted(perm.reshape(-1).tolist()) != list(range(x.rank)) or x.rank > 6:
+        raise OpProblem(f"permutation {perm.tolist()} for rank {x.rank}")
+    _same_dtype(x, op.outputs[0])
+    _expect(op, tuple(x.shape[int(p)] for p in perm.reshape(-1)))
+
+
+def concatenation(op: ir.Op) -> None:
+    first = op.inputs[0]
+    axis = _axis(int(op.options.get("axis", 0)), first.rank)
+    _same_dtype(*op.inputs, op.outputs[0])
+    total = 0
+    for t in op.inputs:
+        if t.rank != first.rank or any(t.shape[d] != first.shape[d] for d in range(first.rank) if d != axis):
+            if not _dynamic(t, first):
+                raise OpProblem(f"inputs of shapes {[list(t.shape) for t in op.inputs]} do not concatenate on {axis}")
+        total += t.shape[axis] if t.rank else 0
+    _expect(op, tuple(total if d == axis else first.shape[d] for d in range(first.rank)))
+
+
+def split(op: ir.Op) -> None:
+    axis_t, x = op.inputs
+    axis = _const(axis_t, "axis")
+    n = int(op.options.get("num_splits", 0))
+    if axis is None or n != len(op.outputs) or n < 1:
+        raise OpProblem(f"num_splits {n} with {len(op.outputs)} outputs")
+    a = _axis(int(axis.reshape(-1)[0]), x.rank)
+    if x.shape[a] % n:
+        raise OpProblem(f"{x.shape[a]} does not split in {n}")
+    for i in range(n):
+        _same_dtype(x, op.outputs[i])
+        _expect(op, tuple(x.shape[d] // n if d == a else x.shape[d] for d in range(x.rank)), out=i)
+
+
+def slice_(op: ir.Op) -> None:
+    x, begin_t, size_t = op.inputs
+    begin, size = _const(begin_t, "begin"), _const(size_t, "size")
+    if begin is None or size is None:
+        return
+    if begin.shape != (x.rank,) or size.shape != (x.rank,):
+        raise OpProblem(f"begin {begin.tolist()} and size {size.tolist()} for rank {x.rank}")
+    shape = _shape(x)
+    want = tuple(shape[d] - begin[d] if size[d] == -1 else size[d] for d in range(x.rank))
+    if (begin < 0).any() or any(begin[d] + want[d] > shape[d] or want[d] < 0 for d in range(x.rank)):
+        raise OpProblem(f"begin {begin.tolist()} and size {size.tolist()} outside {list(shape)}")
+    _same_dtype(x, op.outputs[0])
+    _expect(op, want)
+
+
+def strided_slice(op: ir.Op) -> None:
+    x = op.inputs[0]
+    for t, what in zip(op.inputs[1:4], ("begin", "end", "strides")):
+        v = _const(t, what)
+        if v is not None and v.shape != (x.rank,):
+            raise OpProblem(f"{what} {v.tolist()} for rank {x.rank}")
+        if what == "strides" and v is not None and (v == 0).any():
+            raise OpProblem("a stride of 0")
+    _same_dtype(x, op.outputs[0])
+    if not _dynamic(x, op.outputs[0]):
+        ref = np.empty(_shape(x), np.int8)
+        b, e, s = (np.asarray(t.data).reshape(-1) for t in op.inputs[1:4])
+        index = []
+        for d in range(x.rank):
+            lo = None if op.options.get("begin_mask", 0) >> d & 1 else int(b[d])
+            hi = None if op.options.get("end_mask", 0) >> d & 1 else int(e[d])
+            index.append(slice(lo, hi, int(s[d])))
+        want = ref[tuple(index)].shape
+        shrink = op.options.get("shrink_axis_mask", 0)
+        want = tuple(n for d, n in enumerate(want) if not shrink >> d & 1)
+        if op.options.get("ellipsis_mask", 0) or op.options.get("new_axis_mask", 0):
+            return
+        _expect(op, want)
+
+
+def gather(op: ir.Op) -> None:
+    x, idx = op.inputs
+    if idx.dtype not in INDEX:
+        raise OpProblem(f"indices of dtype {idx.dtype}")
+    axis = _axis(int(op.options.get("axis", 0)), x.rank)
+    batch = int(op.options.get("batch_dims", 0))
+    if batch != 0:
+        return
+    if idx.data is not None and idx.data.size and (idx.data.min() < 0 or idx.data.max() >= x.shape[axis]):
+        raise OpProblem("constant indices out of range")
+    _same_dtype(x, op.outputs[0])
+    _expect(op, (*_shape(x)[:axis], *_shape(idx), *_shape(x)[axis + 1:]))
+
+
+def reduce(op: ir.Op) -> None:
+    x, axes_t = op.inputs
+    axes = _const(axes_t, "axes")
+    if axes is None:
+        return
+    dims = sorted({_axis(int(a), x.rank) for a in axes.reshape(-1)})
+    keep = bool(op.options.get("keep_dims"))
+    want = tuple(1 if d in dims else x.shape[d] for d in range(x.rank)) if keep else \
+        tuple(x.shape[d] for d in range(x.rank) if d not in dims)
+    if x.dtype.kind == "f":
+        _same_dtype(x, op.outputs[0])
+    _expect(op, want)
+
+
+def arg(op: ir.Op) -> None:
+    x, axis_t = op.inputs
+    axis = _const(axis_t, "axis")
+    if op.outputs[0].dtype not in INDEX:
+        raise OpProblem(f"output dtype {op.outputs[0].dtype}")
+    if axis is None:
+        return
+    a = _axis(int(axis.reshape(-1)[0]), x.rank)
+    _expect(op, tuple(x.shape[d] for d in range(x.rank) if d != a))
+
+
+def softmax(op: ir.Op) -> None:
+    if op.inputs[0].rank < 1:
+        raise OpProblem("a rank-0 input")
+    unary(op)
+
+
+def pool(op: ir.Op) -> None:
+    x = op.inputs[0]
+    if x.rank != 4:
+        raise OpProblem(f"input rank {x.rank} (must be 4)")
+    fh, fw = int(op.options.get("filter_height", 1)), int(op.options.get("filter_width", 1))
+    sh, sw = int(op.options.get("stride_h", 1)), int(op.options.get("stride_w", 1))
+    if min(fh, fw, sh, sw) < 1:
+        raise OpProblem("filter and stride must be positive")
+    size = []
+    for n, k, s in ((x.shape[1], fh, sh), (x.shape[2], fw, sw)):
+        size.append(-(-n // s) if op.options.get("padding") in ("SAME", 0) else (n - k) // s + 1)
+    if min(size) < 1 and not _dynamic(x):
+        raise OpProblem("the window is larger than the input")
+    _same_dtype(x, op.outputs[0])
+    _expect(op, (x.shape[0], size[0], size[1], x.shape[3]))
+
+
+def pad(op: ir.Op) -> None:
+    x, pads_t = op.inputs[:2]
+    pads = _const(pads_t, "paddings")
+    if pads is None:
+        return
+    if pads.shape != (x.rank, 2) or (pads < 0).any() and op.opcode == "MIRROR_PAD":
+        raise OpProblem(f"paddings {pads.tolist()} for rank {x.rank}")
+    if op.opcode == "MIRROR_PAD":
+        limit = [d - (1 if op.options.get("mode") in ("REFLECT", 0) else 0) for d in _shape(x)]
+        if any(p > lim for row, lim in zip(pads.tolist(), limit) for p in row):
+            raise OpProblem(f"mirror paddings {pads.tolist()} wider than the input {list(x.shape)}")
+    if len(op.inputs) > 2 and op.inputs[2] is not None:
+        _same_dtype(x, op.inputs[2])
+    _same_dtype(x, op.outputs[0])
+    _expect(op, tuple(int(x.shape[d] + pads[d, 0] + pads[d, 1]) for d in range(x.rank)))
+
+
+def pack(op: ir.Op) -> None:
+    first = op.inputs[0]
+    if int(op.options.get("values_count", len(op.inputs))) != len(op.inputs):
+        raise OpProblem("values_count differs from the number of inputs")
+    axis = _axis(int(op.options.get("axis", 0)), first.rank + 1)
+    if any(_shape(t) != _shape(first) for t in op.inputs):
+        raise OpProblem("inputs of different shapes")
+    _same_dtype(*op.inputs, op.outputs[0])
+    shape = list(_shape(first))
+    shape.insert(axis, len(op.inputs))
+    _expect(op, tuple(shape))
+
+
+def unpack(op: ir.Op) -> None:
+    x = op.inputs[0]
+    axis = _axis(int(op.options.get("axis", 0)), x.rank)
+    if int(op.options.get("num", 0)) != len(op.outputs) or x.shape[axis] != len(op.outputs):
+        raise OpProblem(f"num {op.options.get('num')} with {len(op.outputs)} outputs for {x.shape[axis]} slices")
+    for i in range(len(op.outputs)):
+        _expect(op, tuple(x.shape[d] for d in range(x.rank) if d != axis), out=i)
+
+
+def broadcast_to(op: ir.Op) -> None:
+    shape = _const(op.inputs[1], "shape")
+    if shape is not None:
+        _expect(op, _broadcast(_shape(op.inputs[0]), tuple(int(v) for v in shape.reshape(-1))))
+
+
+def tile(op: ir.Op) -> None:
+    x = op.inputs[0]
+    reps = _const(op.inputs[1], "multiples")
+    if reps is None:
+        return
+    if reps.shape != (x.rank,) or (reps < 0).any():
+        raise OpProblem(f"multiples {reps.tolist()} for rank {x.rank}")
+    _expect(op, tuple(int(x.shape[d] * reps[d]) for d in range(x.rank)))
+
+
+def shape_of(op: ir.Op) -> None:
+    if op.outputs[0].dtype not in INDEX:
+        raise OpProblem(f"output dtype {op.outputs[0].dtype}")
+    _expect(op, (op.inputs[0].rank,))
+
+
+def expand_squeeze(op: ir.Op) -> None:
+    reshape(op)
+
+
+def resize(op: ir.Op) -> None:
+    x = op.inputs[0]
+    size = _const(op.inputs[1], "size")
+    if x.rank != 4 or (size is not None and (size.shape != (2,) or (size < 1).any())):
+        raise OpProblem(f"an input of rank {x.rank} or size {None if size is None else size.tolist()}")
+    if size is not None:
+        _expect(op, (x.shape[0], int(size[0]), int(size[1]), x.shape[3]))
+
+
+def lstm(op: ir.Op) -> None:
+    x = op.inputs[0]
+    if x.rank != 3:
+        raise OpProblem(f"an input of rank {x.rank}")
+    w = op.inputs[4]  # input-to-forget weights [units, features]
+    if w is None or w.rank != 2 or w.shape[1] != x.shape[2]:
+        raise OpProblem("input weights that do not fit the input")
+    units = w.shape[0]
+    for i in list(range(1, 9)):
+        t = op.inputs[i]
+        if t is not None and (t.rank != 2 or t.shape[0] != units):
+            raise OpProblem(f"weight {i} of shape {list(t.shape)} for {units} units")
+    for i in (12, 13, 14, 15):
+        t = op.inputs[i]
+        if t is not None and _shape(t) != (units,):
+            raise OpProblem(f"bias {i} of shape {list(t.shape)} for {units} units")
+    for i in (18, 19):
+        t = op.inputs[i]
+        if t is None or not t.is_variable or t.shape[-1] != units:
+            raise OpProblem("state tensors that do not fit the units")
+    major = bool(op.options.get("time_major"))
+    batch = x.shape[1] if major else x.shape[0]
+    if op.inputs[18].rank != 2 or op.inputs[18].shape[0] != batch or op.inputs[19].shape[0] != batch:
+        raise OpProblem("state tensors that do not fit the batch")
+    _expect(op, (*_shape(x)[:2], units))
+
+
+def depth_space(op: ir.Op) -> None:
+    x = op.inputs[0]
+    r = int(op.options.get("block_size", 0))
+    if x.rank != 4 or r < 1:
+        raise OpProblem(f"an input of rank {x.rank} or block size {r}")
+    n, h, w, c = _shape(x)
+    if op.opcode == "DEPTH_TO_SPACE":
+        if c % (r * r):
+            raise OpProblem(f"{c} channels for block size {r}")
+        want = (n, h * r, w * r, c // (r * r))
+    else:
+        if h % r or w % r:
+            raise OpProblem(f"a {h}x{w} input for block size {r}")
+        want = (n, h // r, w // r, c * r * r)
+    _same_dtype(x, op.outputs[0])
+    _expect(op, want)
+
+
+CHECKS: dict[str, Callable[[ir.Op], None]] = {}
+# opcode -> (min inputs, max inputs, outputs)
+ARITY: dict[str, tuple] = {}
+
+
+def _register(check: Callable[[ir.Op], None], arity: tuple, *opcodes: str) -> None:
+    for opcode in opcodes:
+        CHECKS[opcode] = check
+        ARITY[opcode] = arity
+
+
+_register(unary, (1, 1), "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "HARD_SWISH", "ELU",
+          "NEG", "ABS", "EXP", "LOG", "SQRT", "RSQRT", "SIN", "COS", "FLOOR", "CEIL", "SIGN", "SQUARE", "CAST",
+          "QUANTIZE", "DEQUANTIZE", "LOGICAL_NOT", "ROUND", "LEAKY_RELU", "GELU", "ZEROS_LIKE", "ONES_LIKE")
+_register(binary, (2, 2), "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE",
+          "FLOOR_DIV", "FLOOR_MOD", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL",
+          "LOGICAL_AND", "LOGICAL_OR", "PRELU")
+_register(select, (3, 3), "SELECT", "SELECT_V2")
+_register(conv2d, (2, 3), "CONV_2D", "DEPTHWISE_CONV_2D")
+_register(transpose_conv, (3, 4), "TRANSPOSE_CONV")
+_register(fully_connected, (2, 3), "FULLY_CONNECTED")
+_register(batch_matmul, (2, 2), "BATCH_MATMUL")
+_register(reshape, (1, 2), "RESHAPE")
+_register(expand_squeeze, (1, 2), "SQUEEZE", "EXPAND_DIMS")
+_register(transpose, (2, 2), "TRANSPOSE")
+_register(concatenation, (1, 1 << 16), "CONCATENATION")
+_register(split, (2, 2, (1, 1 << 16)), "SPLIT")
+_register(slice_, (3, 3), "SLICE")
+_register(strided_slice, (4, 4), "STRIDED_SLICE")
+_register(gather, (2, 2), "GATHER")
+_register(reduce, (2, 2), "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY")
+_register(arg, (2, 2), "ARG_MAX", "ARG_MIN")
+_register(softmax, (1, 1), "SOFTMAX", "LOG_SOFTMAX")
+_register(pool, (1, 1), "MAX_POOL_2D", "AVERAGE_POOL_2D", "L2_POOL_2D")
+_register(pad, (2, 3), "PAD", "PADV2", "MIRROR_PAD")
+_register(pack, (1, 1 << 16), "PACK")
+_register(unpack, (1, 1, (1, 1 << 16)), "UNPACK")
+_register(broadcast_to, (2, 2), "BROADCAST_TO")
+_register(tile, (2, 2), "TILE")
+_register(shape_of, (1, 1), "SHAPE")
+_register(resize, (2, 2), "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR")
+_register(lstm, (20, 24), "UNIDIRECTIONAL_SEQUENCE_LSTM")
+_register(depth_space, (1, 1), "DEPTH_TO_SPACE", "SPACE_TO_DEPTH")

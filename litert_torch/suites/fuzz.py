@@ -1,0 +1,127 @@
+"""Mutated .tflite files through `EdgeModel` + a call: every file must run or raise a typed error, never take
+the process down.
+
+A case is "SEED:N": mutation N (deterministic) of a small model this module converts (a conv net, an MLP, an
+LSTM, an embedding lookup, a model with two signatures). Mutations: flipped bytes, truncation, and 32-bit
+integers overwritten with the values that break readers (0, -1, 1, small counts, huge values) at positions
+outside the weight data. Run through `litert_torch.suites.runner`, each case in a worker process, so that a
+crash is recorded (with its signal) instead of ending the run:
+
+    python -m litert_torch.coverage fuzz --limit 20000     # bench/fuzz.py prints the summary
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import struct
+from typing import Any
+
+import numpy as np
+
+STATUSES = ("ok", "refused", "error")
+SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures")
+VALUES = (0, 1, 2, 3, 4, 7, 8, 16, 64, 255, 256, 65535, 2**31 - 1, -1, -2, -(2**31))
+
+
+def cases(count: int, seed: int = 0) -> list[str]:
+    """`count` case ids, spread over the seed models."""
+    return [f"{SEEDS[i % len(SEEDS)]}:{seed * 1_000_000 + i // len(SEEDS)}" for i in range(count)]
+
+
+@functools.lru_cache(maxsize=None)
+def seed_model(name: str) -> bytes:
+    import torch
+    from torch import nn
+
+    import litert_torch
+
+    torch.manual_seed(0)
+    if name == "cnn":
+        model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, groups=4),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3), nn.Softmax(-1))
+        return litert_torch.convert(model.eval(), (torch.randn(1, 3, 8, 8),)).flatbuffer
+    if name == "mlp":
+        model = nn.Sequential(nn.Linear(6, 5), nn.GELU(), nn.LayerNorm(5), nn.Linear(5, 2))
+        return litert_torch.convert(model.eval(), (torch.randn(2, 6),)).flatbuffer
+    if name == "lstm":
+        class Recurrent(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(3, 4, batch_first=True)
+
+            def forward(self, x):
+                return self.lstm(x)[0]
+
+        return litert_torch.convert(Recurrent().eval(), (torch.randn(1, 5, 3),)).flatbuffer
+    if name == "embedding":
+        class Lookup(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(10, 4)
+
+            def forward(self, ids):
+                v = self.emb(ids)
+                return v.sum(1), torch.argmax(v, -1), v.transpose(1, 2).reshape(ids.shape[0], -1)
+
+        return litert_torch.convert(Lookup().eval(), (torch.randint(0, 10, (2, 3)),)).flatbuffer
+    if name == "two_signatures":
+        a, b = nn.Linear(4, 3).eval(), nn.Conv1d(2, 2, 3, padding=1).eval()
+        return litert_torch.signature("a", a, (torch.randn(1, 4),)).signature("b", b, (torch.randn(1, 2, 6),)) \
+            .convert().flatbuffer
+    raise ValueError(f"unknown seed model {name!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _structure_positions(name: str) -> tuple[int, ...]:
+    """4-byte aligned offsets of the file that are not inside a buffer's data (where the tables, vectors of
+    indices and shapes live)."""
+    data = seed_model(name)
+    skip = np.zeros(len(data), bool)
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.Model.GetRootAsModel(data, 0)
+    for i in range(model.BuffersLength()):
+        buf = model.Buffers(i)
+        if buf.DataLength() > 16:
+            start = buf._tab.Vector(buf._tab.Offset(4))
+            skip[start:start + buf.DataLength()] = True
+    return tuple(p for p in range(0, len(data) - 4, 4) if not skip[p:p + 4].any())
+
+
+def mutate(name: str, n: int) -> bytes:
+    data = bytearray(seed_model(name))
+    rng = random.Random(f"{name}:{n}")
+    kind = n % 5
+    if kind == 0:  # flipped bytes anywhere in the structure
+        positions = _structure_positions(name)
+        for _ in range(rng.randint(1, 4)):
+            p = rng.choice(positions) + rng.randint(0, 3)
+            data[p] ^= 1 << rng.randint(0, 7)
+    elif kind == 1:  # truncation
+        return bytes(data[:rng.randint(0, len(data) - 1)])
+    else:  # an aligned int32 overwritten with a value that breaks readers
+        positions = _structure_positions(name)
+        for _ in range(1 if kind < 4 else rng.randint(2, 3)):
+            p = rng.choice(positions)
+            value = rng.choice(VALUES) if rng.random() < 0.8 else rng.randint(-40, 40)
+            struct.pack_into("<i", data, p, value)
+    return bytes(data)
+
+
+def run_case(case: str) -> dict[str, Any]:
+    from litert_torch.errors import LiteRTTorchError
+    from litert_torch.runtime.edge_model import EdgeModel
+
+    name, _, n = case.partition(":")
+    data = mutate(name, int(n))
+    try:
+        edge = EdgeModel(data)
+        for key, sig in edge.signatures.items():
+            feeds = [np.zeros([max(d, 1) for d in spec.shape], spec.dtype) for spec in sig.inputs]
+            edge.run(key, tuple(feeds))
+    except LiteRTTorchError as exc:
+        return {"status": "refused", "detail": f"{type(exc).__name__}: {str(exc)[:160]}"}
+    except Exception as exc:  # noqa: BLE001 - what this records: an untyped failure
+        return {"status": "error", "detail": f"{type(exc).__name__}: {str(exc)[:160]}"}
+    return {"status": "ok"}

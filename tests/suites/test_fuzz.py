@@ -1,0 +1,113 @@
+"""Corrupt and hostile .tflite files never take the process down: mutated models through EdgeModel + a call run
+or raise a typed error; a file the runtime dies on is caught in a child process as ModelLoadError."""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import litert_torch
+from litert_torch import ModelFileError, ModelLoadError
+from litert_torch.flatbuffer.reader import read_model
+from litert_torch.flatbuffer.writer import serialize
+from litert_torch.runtime import edge_model
+from litert_torch.suites import fuzz, runner
+
+
+def _fuzz(count: int, seed: int) -> dict:
+    results = runner.run_cases("fuzz", fuzz.cases(count, seed), jobs=2, timeout=120)
+    bad = {case: r for case, r in results.items() if r["status"] not in ("ok", "refused")}
+    assert not bad, bad
+    assert len(results) == count
+    statuses = {r["status"] for r in results.values()}
+    assert statuses == {"ok", "refused"}, statuses  # mutations both kept and broke files
+    return results
+
+
+def test_hundreds_of_mutated_models_run_or_raise_typed_errors():
+    _fuzz(400, seed=3)
+
+
+@pytest.mark.slow
+def test_twenty_thousand_mutated_models_run_or_raise_typed_errors():
+    _fuzz(20000, seed=4)
+
+
+def _crashing_file() -> bytes:
+    """A model the LiteRT runtime dies on: a RESHAPE whose shape input is marked omitted (-1)."""
+    for seed in fuzz.SEEDS:
+        model = read_model(fuzz.seed_model(seed))
+        reshapes = [o for g in model.subgraphs for o in g.ops if o.opcode == "RESHAPE" and len(o.inputs) == 2]
+        if reshapes:
+            reshapes[0].inputs[1] = None
+            return serialize(model)
+    raise AssertionError("no seed model has a RESHAPE with a shape input")
+
+
+def test_a_file_the_runtime_dies_on_is_refused_before_it_or_caught_in_a_child():
+    data = _crashing_file()
+    with pytest.raises(ModelFileError, match="RESHAPE.*required input is missing"):
+        litert_torch.EdgeModel(data)
+    # the same file handed to the runtime, but in a child process: the crash is a typed error here
+    with pytest.raises(ModelLoadError, match="crashed \\(SIGSEGV\\)|could not load"):
+        edge_model.try_in_child(data)
+
+
+def test_files_with_ops_the_checks_do_not_cover_are_tried_in_a_child_first(monkeypatch):
+    class Cumulative(nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, 1)
+
+    data = litert_torch.convert(Cumulative(), (torch.randn(2, 5),)).flatbuffer
+    from litert_torch.runtime.verify import verify
+
+    assert verify(data).unchecked  # an op kind without a check of its own
+    tried = []
+    monkeypatch.setattr(edge_model, "try_in_child", lambda d: tried.append(len(d)))
+    edge = litert_torch.EdgeModel(data)
+    assert tried == [len(data)]
+    x = torch.randn(2, 5)
+    np.testing.assert_allclose(edge(x), torch.cumsum(x, 1).numpy(), rtol=1e-5, atol=1e-6)
+    litert_torch.EdgeModel(data, isolate=False)
+    assert len(tried) == 1
+
+
+def test_isolated_load_of_a_good_file_and_a_foreign_one(tmp_path):
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU()).eval()
+    edge = litert_torch.convert(model, (torch.randn(1, 4),))
+    parsed = read_model(edge.flatbuffer)
+    parsed.metadata = {}  # a file some other tool wrote
+    path = tmp_path / "foreign.tflite"
+    path.write_bytes(serialize(parsed))
+    loaded = litert_torch.EdgeModel.load(path, isolate=True)
+    x = torch.randn(1, 4)
+    np.testing.assert_allclose(loaded(x)["output_0"] if isinstance(loaded(x), dict) else loaded(x),
+                               model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mutation", ["truncated", "bad_shape", "bad_index", "bad_metadata"])
+def test_typical_corruptions_name_what_is_wrong(mutation):
+    data = bytearray(fuzz.seed_model("cnn"))
+    if mutation == "truncated":
+        data = data[: len(data) // 3]
+    elif mutation == "bad_shape":
+        model = read_model(bytes(data))
+        conv = next(o for o in model.subgraphs[0].ops if o.opcode == "CONV_2D")
+        conv.outputs[0].shape = (1, 9, 9, 4)
+        data = serialize(model)
+    elif mutation == "bad_index":
+        model = read_model(bytes(data))
+        fc = next(o for o in model.subgraphs[0].ops if o.opcode == "FULLY_CONNECTED")
+        fc.inputs[2] = fc.inputs[1]  # the weights where the bias belongs
+        data = serialize(model)
+    else:
+        model = read_model(bytes(data))
+        model.metadata["litert_torch.io"] = b'{"version": 1, "signatures": {"serving_default": {"inputs": ["zz"]}}}'
+        data = serialize(model)
+    with pytest.raises(ModelFileError) as info:
+        litert_torch.EdgeModel(bytes(data))
+    assert len(str(info.value)) < 400
+
