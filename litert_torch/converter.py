@@ -362,7 +362,21 @@ def _convert_signature(key: str, module, sample_args, sample_kwargs, opts: _Opti
     traced = _trace_dynamic(module, sample_args, sample_kwargs, dynamic_shapes, report, opts.strict_export)
     part = _lower_part(key, traced.program, opts, report, dim_names=traced.dim_names)
     part.io["dynamic_dims"] = sorted(traced.dims)
+    part.io["dynamic_axes"] = _dynamic_axes(part, traced)
     return part
+
+
+def _dynamic_axes(part: "_Part", traced: "_Traced") -> dict[str, dict[str, list]]:
+    """{signature input: {axis: [Dim name, min, max]}}: what EdgeModel checks calls against and inspect shows."""
+    from litert_torch import buckets
+
+    out: dict[str, dict[str, list]] = {}
+    positions = part.io["tensor_input_positions"]
+    for (position, axis), name in traced.axes.items():
+        if position in positions:
+            low, high = buckets.dim_bounds(traced.dims[name])
+            out.setdefault(part.input_names[positions.index(position)], {})[str(axis)] = [name, low, high]
+    return out
 
 
 @dataclass
@@ -373,6 +387,7 @@ class _Traced:
     dims: dict[str, Any]  # Dim name -> Dim
     dim_names: dict[str, str]  # size symbol -> Dim name
     sample_sizes: dict[str, int]  # Dim name -> its size in the user's sample
+    axes: dict[tuple[int, int], str]  # (flat input position, axis) -> Dim name
 
 
 def _trace_dynamic(module, sample_args: tuple, sample_kwargs, dynamic_shapes, report,
@@ -405,7 +420,7 @@ def _trace_dynamic(module, sample_args: tuple, sample_kwargs, dynamic_shapes, re
     program = export_module(module, traced_args, traced_kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     leaves = _leaf_positions(traced_args, traced_kwargs)
     positions = {(leaves[use.where], use.axis): use.dim for use in uses if use.where in leaves}
-    return _Traced(program, dims, symbol_names(program, positions), sample)
+    return _Traced(program, dims, symbol_names(program, positions), sample, positions)
 
 
 def _leaf_positions(args: tuple, kwargs: dict) -> dict[int | str, int]:

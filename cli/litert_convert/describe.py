@@ -35,13 +35,15 @@ def describe(data: bytes, path: str) -> dict[str, Any]:
                 {"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype), "bytes": int(t.data.nbytes)}
                 for t in sorted((t for t in tensors if t.is_constant), key=lambda t: -t.data.nbytes)[:5]],
         })
+    io = _io_metadata(model)
     for sig in model.signatures:
         graph = model.subgraphs[sig.subgraph] if 0 <= sig.subgraph < len(model.subgraphs) else None
         if graph is None:
             continue
+        axes = (io.get(sig.key) or {}).get("dynamic_axes") or {}
         summary["signatures"].append({
             "key": sig.key, "subgraph": sig.subgraph,
-            "inputs": [_spec(n, t) for n, t in zip(sig.input_names, graph.inputs)],
+            "inputs": [_spec(n, t, axes.get(n)) for n, t in zip(sig.input_names, graph.inputs)],
             "outputs": [_spec(n, t) for n, t in zip(sig.output_names, graph.outputs)],
         })
     for key, raw in model.metadata.items():
@@ -57,9 +59,29 @@ def describe(data: bytes, path: str) -> dict[str, Any]:
     return summary
 
 
-def _spec(name: str, tensor) -> dict[str, Any]:
-    shape = list(tensor.shape_signature) if tensor.shape_signature is not None else list(tensor.shape)
-    return {"name": name, "shape": shape, "dtype": str(tensor.dtype)}
+def _io_metadata(model) -> dict[str, Any]:
+    from litert_torch.metadata import read_json
+
+    try:
+        return (read_json(model.metadata, IO_KEY) or {}).get("signatures", {}) or {}
+    except Exception:  # noqa: BLE001 - the metadata is only a display aid here; a bad entry shows as -1 dims
+        return {}
+
+
+def _spec(name: str, tensor, axes: dict | None = None) -> dict[str, Any]:
+    """A signature tensor: its shape (-1 where dynamic) and, for display, the dynamic axes as declared
+    ("batch<=8", "2<=seq<=512")."""
+    shape = [int(d) for d in (tensor.shape_signature if tensor.shape_signature is not None else tensor.shape)]
+    dims: list[Any] = list(shape)
+    for axis, entry in (axes or {}).items():
+        try:
+            dim, low, high = entry
+            axis = int(axis)
+        except (TypeError, ValueError):
+            continue
+        if 0 <= axis < len(dims) and dims[axis] < 0:
+            dims[axis] = f"{dim}<={high}" if low <= 1 else f"{low}<={dim}<={high}"
+    return {"name": name, "shape": shape, "dims": dims, "dtype": str(tensor.dtype)}
 
 
 def _mb(n: int) -> str:
@@ -73,7 +95,8 @@ def render(summary: dict[str, Any]) -> str:
         lines.append(f"signature {sig['key']!r} (subgraph {sig['subgraph']})")
         for kind in ("inputs", "outputs"):
             for t in sig[kind]:
-                lines.append(f"  {kind[:-1]:<7} {t['name']:<24} {str(t['shape']):<20} {t['dtype']}")
+                dims = "[" + ", ".join(str(d) for d in t.get("dims", t["shape"])) + "]"
+                lines.append(f"  {kind[:-1]:<7} {t['name']:<24} {dims:<20} {t['dtype']}")
     for i, graph in enumerate(summary["subgraphs"]):
         lines.append(f"subgraph {i} {graph['name']!r}: {graph['ops']} ops, {graph['tensors']} tensors, "
                      f"constants {_mb(graph['constant_bytes'])}, activations {_mb(graph['activation_bytes'])}")

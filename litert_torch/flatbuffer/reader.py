@@ -132,7 +132,7 @@ def _build(m: Any, data: bytes) -> ir.Model:
                 quant = ir.Quantization(tuple(float(s) for s in q.scale),
                                         tuple(int(z) for z in (q.zeroPoint if q.zeroPoint is not None else [])),
                                         int(q.quantizedDimension))
-            signature = list(t.shapeSignature) if t.shapeSignature is not None else None
+            signature = [int(d) for d in t.shapeSignature] if t.shapeSignature is not None else None
             tensors.append(ir.Tensor(_as_str(t.name) or f"t{i}", [max(d, 0) for d in shape],
                                      dtype if dtype is not None else np.uint8, value, shape_signature=signature,
                                      quantization=quant, is_variable=bool(t.isVariable)))

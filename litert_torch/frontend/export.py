@@ -153,7 +153,21 @@ def export_module(
         lead = f"torch.export could not trace {type(module).__name__}"
         if where:
             lead += f" (at {where})"
-        raise ExportError(f"{lead}:\n{type(exc).__name__}: {exc}") from exc
+        raise ExportError(f"{lead}:\n{type(exc).__name__}: {exc}{_hint(exc)}") from exc
+
+
+def _hint(exc: BaseException) -> str:
+    """What to do about the torch.export failures users meet most, as a last line."""
+    text = str(exc)
+    if "in output, which is not a known type" in text:
+        if "cache_utils" in text or "Cache" in text:
+            return ("\nThe model returns a key/value cache object (Hugging Face's use_cache=True). Pass "
+                    "sample_kwargs={'use_cache': False} (or set model.config.use_cache = False) to convert the "
+                    "forward pass alone; for on-device generation with a KV cache use "
+                    "litert_torch.generative.export_hf (docs/LLM.md).")
+        return ("\nforward returns an object torch.export cannot flatten: return tensors (or tuples, lists and "
+                "dicts of them), or register the type with torch.utils._pytree.register_pytree_node.")
+    return ""
 
 
 @contextlib.contextmanager

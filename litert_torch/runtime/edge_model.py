@@ -16,6 +16,7 @@ the input, what it expects and what it got.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import re
@@ -304,10 +305,11 @@ class EdgeModel:
                         "reference": OpResolverType.BUILTIN_REF}[self._kernels]
             source = {"model_path": self._path} if self._path is not None else {"model_content": self._bytes}
             try:
-                interpreter = Interpreter(**source, num_threads=self._num_threads,
-                                          experimental_op_resolver_type=resolver,
-                                          experimental_preserve_all_tensors=self._keep_intermediates)
-                interpreter.allocate_tensors()
+                with quiet_runtime():
+                    interpreter = Interpreter(**source, num_threads=self._num_threads,
+                                              experimental_op_resolver_type=resolver,
+                                              experimental_preserve_all_tensors=self._keep_intermediates)
+                    interpreter.allocate_tensors()
             except (ValueError, RuntimeError) as exc:
                 raise ModelLoadError(f"LiteRT could not load this model: {_first_lines(exc)}") from None
             self._interpreter = interpreter
@@ -450,8 +452,18 @@ class EdgeModel:
         leaves, want_torch = self._flatten_inputs(io, details, args, kwargs)
         wide_inputs = {n for n, d in zip(io["inputs"], io.get("input_dtypes", [])) if d == "int64"} if io else set()
         params = dict(zip(io["inputs"], io.get("parameters", []))) if io else {}
-        return {name: self._check_input(name, value, details[name], name in wide_inputs, params.get(name))
-                for name, value in leaves}, want_torch
+        axes = io.get("dynamic_axes", {}) if io else {}
+        feeds = {}
+        for name, value in leaves:
+            arr = self._check_input(name, value, details[name], name in wide_inputs, params.get(name))
+            for axis, (dim, low, high) in axes.get(name, {}).items():
+                size = arr.shape[int(axis)]
+                if not low <= size <= high:
+                    who = f"input {name!r}" + (f" ({params[name]})" if params.get(name, name) != name else "")
+                    raise ModelInputError(f"{who} has {dim} = {size} on axis {axis}; the model was converted for "
+                                          f"{dim} in [{low}, {high}]")
+            feeds[name] = arr
+        return feeds, want_torch
 
     def _flatten_inputs(self, io, details, args, kwargs):
         values = pytree.tree_leaves((args, kwargs))
@@ -527,6 +539,39 @@ class EdgeModel:
     def __repr__(self) -> str:
         where = f", file {self._path}" if self._path else ""
         return f"EdgeModel({len(self._bytes)} bytes{where}, signatures={list(self._io) or '?'})"
+
+
+# What the LiteRT runtime prints on every interpreter it makes; the rest of its output is passed on.
+_ROUTINE = (b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
+
+
+@contextlib.contextmanager
+def quiet_runtime():
+    """Drop the runtime's routine INFO lines from stderr while the block runs (LITERT_TORCH_RUNTIME_LOGS=1, or the
+    CLI's --debug, keeps them); every other line it prints is written out afterwards."""
+    if os.environ.get("LITERT_TORCH_RUNTIME_LOGS") == "1":
+        yield
+        return
+    import sys
+    import tempfile
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (an embedded interpreter): nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            kept = [line for line in capture.read().splitlines(keepends=True) if line.rstrip() not in _ROUTINE]
+            if kept:
+                os.write(2, b"".join(kept))
 
 
 def _verify(data: Any, isolate: bool | None):

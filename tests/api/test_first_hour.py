@@ -1,0 +1,55 @@
+"""What a new user meets first: dynamic axes shown and enforced as declared, a Hugging Face model's cache object
+explained, and no runtime chatter on stderr."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.export import Dim
+
+import litert_torch
+from litert_torch import ExportError, ModelInputError
+
+
+def test_calls_outside_a_declared_dynamic_range_are_refused_and_inspect_shows_the_range(tmp_path):
+    model = torch.nn.Linear(4, 2).eval()
+    edge = litert_torch.convert(model, (torch.randn(3, 4),),
+                                dynamic_shapes={"input": {0: Dim("batch", min=2, max=8)}})
+    for n in (2, 5, 8):
+        assert edge(torch.randn(n, 4)).shape == (n, 2)
+    for n in (1, 9):
+        with pytest.raises(ModelInputError, match=rf"batch = {n} on axis 0; the model was converted for batch in "
+                                                  r"\[2, 8\]"):
+            edge(torch.randn(n, 4))
+    path = tmp_path / "dyn.tflite"
+    edge.export(path)
+    out = subprocess.run([sys.executable, "-m", "litert_convert.main", "inspect", str(path)], capture_output=True,
+                         text=True, timeout=120)
+    assert "[2<=batch<=8, 4]" in out.stdout, out.stdout + out.stderr
+    assert "np.int32" not in out.stdout
+
+
+def test_a_hugging_face_cache_output_gets_the_fix_in_the_message():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=1)
+    model = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 64, (1, 6))
+    with pytest.raises(ExportError, match=r"use_cache': False.*export_hf"):
+        litert_torch.convert(model, (ids,))
+    edge = litert_torch.convert(model, (ids,), {"use_cache": False})
+    got = edge.call_like_module(ids, use_cache=False)["logits"]
+    torch.testing.assert_close(got, model(ids, use_cache=False).logits, rtol=1e-4, atol=1e-5)
+
+
+def test_the_runtime_prints_nothing_routine():
+    script = ("import torch, litert_torch\n"
+              "e = litert_torch.convert(torch.nn.Linear(4, 2).eval(), (torch.randn(1, 4),))\n"
+              "e(torch.randn(1, 4)); litert_torch.EdgeModel(e.flatbuffer)(torch.randn(1, 4))\n")
+    quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "Created TensorFlow Lite XNNPACK delegate" not in quiet.stderr
+    loud = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "LITERT_TORCH_RUNTIME_LOGS": "1"})
+    assert "Created TensorFlow Lite XNNPACK delegate" in loud.stderr
