@@ -212,12 +212,30 @@ def output_names(out_spec: Any, count: int) -> list[str]:
 
     if count == 1 and out_spec.is_leaf():
         return ["output_0"]
-    tree = pytree.tree_unflatten(list(range(count)), out_spec)
+    try:
+        tree = pytree.tree_unflatten(list(range(count)), out_spec)
+        paths = [_path_name(path) for path, _ in pytree.tree_flatten_with_path(tree)[0]]
+    except Exception:  # noqa: BLE001 - a registered type whose unflatten needs real tensors (a KV cache object)
+        paths = ["_".join(parts) for parts in _spec_paths(out_spec)]
     names = []
-    for path, _ in pytree.tree_flatten_with_path(tree)[0]:
-        name = _path_name(path) or "output"
+    for name in paths:
+        name = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "output"
         names.append(name if name[0].isalpha() else "output_" + name)
     return _unique(names)
+
+
+def _spec_paths(spec: Any) -> list[list[str]]:
+    """Each leaf's path through a TreeSpec, read from the spec alone: dict keys where the context lists them,
+    else child positions."""
+    if spec.is_leaf():
+        return [[]]
+    context = spec.context
+    keys: list[Any] = list(range(spec.num_children))
+    if isinstance(context, (list, tuple)) and len(context) == spec.num_children and \
+            all(isinstance(k, (str, int)) for k in context):
+        keys = list(context)
+    children = spec.children() if hasattr(spec, "children") else spec.children_specs
+    return [[str(key), *rest] for key, child in zip(keys, children) for rest in _spec_paths(child)]
 
 
 def input_names(in_spec: Any, positions: list[int]) -> list[str]:

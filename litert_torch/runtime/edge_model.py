@@ -438,7 +438,10 @@ class EdgeModel:
         values = [_to_torch(a) if want_torch else a for a in outputs.values()]
         io = self._io.get(signature)
         if io and io.get("out_spec"):
-            return pytree.tree_unflatten(values, pytree.treespec_loads(io["out_spec"]))
+            try:
+                return pytree.tree_unflatten(values, pytree.treespec_loads(io["out_spec"]))
+            except Exception:  # noqa: BLE001 - a type this process lacks or whose rebuild needs more than arrays
+                return dict(zip(outputs, values))
         return values[0] if len(values) == 1 else tuple(values)
 
     def feeds(self, *args: Any, signature: str | None = None, **kwargs: Any) -> dict[str, np.ndarray]:

@@ -53,3 +53,26 @@ def test_the_runtime_prints_nothing_routine():
     loud = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                           env={**__import__("os").environ, "LITERT_TORCH_RUNTIME_LOGS": "1"})
     assert "Created TensorFlow Lite XNNPACK delegate" in loud.stderr
+
+
+def test_a_registered_cache_type_in_the_output_converts_with_named_outputs():
+    """With transformers' cache export support registered (a pytree whose unflatten needs real tensors), the
+    cache tensors become named outputs. In a child process: the registration is process-wide."""
+    pytest.importorskip("transformers")
+    script = """
+import torch, transformers, litert_torch
+from transformers.integrations.executorch import register_dynamic_cache_export_support
+register_dynamic_cache_export_support()
+config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                  num_attention_heads=2, num_key_value_heads=1)
+model = transformers.LlamaForCausalLM(config).eval()
+ids = torch.randint(0, 64, (1, 6))
+edge = litert_torch.convert(model, (ids,))
+out = edge(ids)
+want = model(ids)
+torch.testing.assert_close(torch.from_numpy(out["logits"]), want.logits, rtol=1e-4, atol=1e-5)
+assert len(out) == 3, sorted(out)
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
