@@ -81,7 +81,10 @@ def _spec(name: str, tensor, axes: dict | None = None) -> dict[str, Any]:
             continue
         if 0 <= axis < len(dims) and dims[axis] < 0:
             dims[axis] = f"{dim}<={high}" if low <= 1 else f"{low}<={dim}<={high}"
-    return {"name": name, "shape": shape, "dims": dims, "dtype": str(tensor.dtype)}
+    spec = {"name": name, "shape": shape, "dtype": str(tensor.dtype)}
+    if dims != shape:
+        spec["dims"] = dims
+    return spec
 
 
 def _mb(n: int) -> str:

@@ -305,18 +305,67 @@ def _node_values(module, args, kwargs) -> dict[str, torch.Tensor]:
     return values
 
 
-def _aligned(edge_value: np.ndarray, torch_value: np.ndarray) -> np.ndarray | None:
-    """The edge tensor in the PyTorch value's layout: as it is, channels-last moved first, or with only unit
-    dims differing. None when it is some other arrangement."""
+TORCH, NHWC = "torch", "nhwc"
+# ops whose rank-4 output TFLite defines as NHWC
+_NHWC_OPS = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "MAX_POOL_2D", "AVERAGE_POOL_2D", "L2_POOL_2D",
+             "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH"}
+# ops the layout pass carries a layout through (it rewrites their axes, paddings and constants to match)
+_CARRY = {"PAD", "PADV2", "MIRROR_PAD", "CONCATENATION", "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "TILE",
+          "BROADCAST_TO", "QUANTIZE", "DEQUANTIZE", "CAST"}
+_TO_NHWC, _TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
+
+
+def tensor_layouts(graph, channel_last_inputs=()) -> dict[int, str | None]:
+    """id(tensor) -> how it holds its PyTorch value: "torch" (as PyTorch lays it out), "nhwc" (a rank-4 value
+    with channels last) or None (some other arrangement: not compared). Read from the graph's ops (what each
+    TFLite op defines, and the transposes the converter placed), never guessed from shapes."""
+    from litert_torch.passes.layout import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, REDUCTIONS
+
+    layout: dict[int, str | None] = {}
+    for x in graph.inputs:
+        layout[id(x)] = NHWC if x.name in channel_last_inputs and x.rank == 4 else TORCH
+    agnostic = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | _CARRY
+    for op in graph.ops:
+        ins = [layout.get(id(t), TORCH) for t in op.inputs if t is not None and not t.is_constant]
+        kinds = set(ins)
+        out = op.outputs[0] if op.outputs else None
+        if out is None:
+            continue
+        if op.opcode in _NHWC_OPS and out.rank == 4:
+            result = NHWC
+        elif op.opcode == "TRANSPOSE" and op.inputs[1] is not None and op.inputs[1].is_constant:
+            perm = [int(p) for p in op.inputs[1].data]
+            permute_node = op.source is not None and "permute" in (op.source.target or "") and op.value_node is None
+            if kinds == {TORCH} and perm == _TO_NHWC and not permute_node:
+                result = NHWC  # a layout transpose in front of an NHWC op
+            elif kinds == {NHWC} and perm == _TO_NCHW:
+                result = TORCH
+            elif kinds == {TORCH} and permute_node:
+                result = TORCH  # the PyTorch permute itself
+            else:
+                result = None
+        elif op.opcode in agnostic or (op.opcode in REDUCTIONS and op.options.get("keep_dims")):
+            result = kinds.pop() if len(kinds) == 1 else (TORCH if not kinds else None)
+            if result == NHWC and out.rank != 4:
+                result = None
+        else:
+            result = TORCH if kinds <= {TORCH} else None
+        for t in op.outputs:
+            layout[id(t)] = result
+    return layout
+
+
+def _aligned(edge_value: np.ndarray, torch_value: np.ndarray, layout: str | None) -> np.ndarray | None:
+    """The edge tensor in the PyTorch value's layout, given how the graph says it holds it; None when it holds
+    some other arrangement."""
+    if layout == NHWC and edge_value.ndim == 4:
+        edge_value = np.transpose(edge_value, _TO_NCHW)
+    elif layout != TORCH:
+        return None
     if edge_value.shape == torch_value.shape:
         return edge_value
-    rank = edge_value.ndim
-    if rank >= 3:
-        to_first = (0, rank - 1, *range(1, rank - 1))
-        if tuple(edge_value.shape[i] for i in to_first) == torch_value.shape:
-            return np.transpose(edge_value, to_first)
     if [d for d in edge_value.shape if d != 1] == [d for d in torch_value.shape if d != 1]:
-        return edge_value.reshape(torch_value.shape)
+        return edge_value.reshape(torch_value.shape)  # unit dimensions the lowering dropped or added
     return None
 
 
@@ -345,7 +394,9 @@ def layer_errors(module, edge_model, args, kwargs, atol: float = ATOL,
 
     from litert_torch.flatbuffer.reader import read_model
 
-    ops = read_model(edge_model.flatbuffer).subgraphs[0].ops
+    graph = read_model(edge_model.flatbuffer).subgraphs[0]
+    ops = graph.ops
+    layouts = tensor_layouts(graph, edge_model.io_spec.get("channel_last_inputs", []))
     if not any(op.source for op in ops):
         return [], "no source map in the model: cannot compare layer by layer"
     values = _node_values(module, args, kwargs)
@@ -368,7 +419,7 @@ def layer_errors(module, edge_model, args, kwargs, atol: float = ATOL,
         except (ValueError, RuntimeError):
             continue
         ref_np = ref.numpy().astype(np.float64)
-        got = _aligned(edge_value.astype(np.float64), ref_np)
+        got = _aligned(edge_value.astype(np.float64), ref_np, layouts.get(id(ops[i].outputs[0])))
         if got is None:
             continue
         scale = float(np.abs(ref_np).max()) if ref_np.size else 0.0

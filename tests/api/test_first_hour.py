@@ -76,3 +76,21 @@ print("ok")
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+def test_layer_comparison_reads_each_tensors_layout_from_the_graph():
+    """A conv net whose NHWC and NCHW shapes coincide ([1, 8, 8, 8]): every intermediate is compared in the layout
+    the graph gives it, so a correct model shows no divergence (it used to report one and then PASS)."""
+    from litert_torch.runtime.validate import layer_errors
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4)).eval()
+    x = torch.randn(1, 8, 8, 8)
+    edge = litert_torch.convert(model, (x,))
+    layers, note = layer_errors(model, edge, (x,), {})
+    assert note is None and len(layers) >= 3
+    assert all(layer.passed for layer in layers), [(layer.node, layer.relative_error) for layer in layers]
+    report = litert_torch.validate(model, (x,), edge)
+    assert report.passed and report.divergence is None
