@@ -406,7 +406,10 @@ def layer_errors(module, edge_model, args, kwargs, atol: float = ATOL,
     last_op_of_node = {}  # fx node -> the last op whose first output holds that node's value
     for i, op in enumerate(ops):
         weight = op.opcode == "DEQUANTIZE" and op.inputs[0] is not None and op.inputs[0].is_constant
-        if op.source is not None and not weight:  # a widened weight holds no node's value
+        # a transpose into NHWC in front of an op holds that op's input, not the value of the node it serves
+        into_nhwc = (op.opcode == "TRANSPOSE" and layouts.get(id(op.outputs[0])) == NHWC
+                     and layouts.get(id(op.inputs[0])) == TORCH)
+        if op.source is not None and not weight and not into_nhwc:  # a widened weight holds no node's value
             last_op_of_node[op.value_node or op.source.node] = i
     layers = []
     for node, i in sorted(last_op_of_node.items(), key=lambda item: item[1]):
