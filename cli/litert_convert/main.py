@@ -419,14 +419,38 @@ def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens,
     if os.path.isdir(source) and os.path.isfile(os.path.join(source, "config.json")):
         return _validate_llm(model, source, prompt, new_tokens, as_json)
     edge = open_edge_model(_read_file(model), model)
-    src = load_source(source)
-    args, kwargs = sample_inputs(src, list(input_specs)) or (inputs_for_model(edge), {})
-    report = _validate(src.model, edge, args, kwargs, per_layer=True if html_path else None)
+    console = _console()
+    with _status(console, quiet, "loading the source") as status:
+        src = load_source(source)
+        _check_deterministic(source, src, load_source)
+        args, kwargs = sample_inputs(src, list(input_specs)) or (inputs_for_model(edge), {})
+        report = _validate(src.model, edge, args, kwargs, per_layer=True if html_path else None,
+                           progress=lambda stage: status.update(f"validating: {stage}"))
     click.echo(json.dumps(report.to_json(), indent=1) if as_json else report.render())
     if html_path:
         _write_text(html_path, report.to_html())
     if not report.passed:
         raise Failure(f"{model} departs from {source} beyond the tolerance")
+
+
+def _check_deterministic(source: str, src, load_source) -> None:
+    """SOURCE must build the same weights each time: one that draws new random weights on every call cannot be
+    compared with a file converted from an earlier call (every output would differ, which looks like a converter
+    bug)."""
+    import torch
+
+    first = src.model.state_dict() if isinstance(src.model, torch.nn.Module) else None
+    if not first:
+        return
+    second = load_source(source).model.state_dict()
+    differing = [k for k, v in first.items()
+                 if k not in second or not isinstance(v, torch.Tensor) or v.shape != second[k].shape
+                 or not torch.equal(v, second[k])]
+    if differing:
+        raise BadInput(f"{source} builds different weights each time it is called ({len(differing)} of "
+                       f"{len(first)} tensors differ, e.g. {differing[0]!r}), so it cannot be compared with a model "
+                       "converted from an earlier call",
+                       "seed it (torch.manual_seed(0) before building) or load saved weights")
 
 
 def _validate_llm(model: str, source: str, prompt: str, new_tokens: int, as_json: bool) -> None:

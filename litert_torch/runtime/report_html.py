@@ -108,6 +108,7 @@ table{border-collapse:collapse;width:100%;font-size:13px} th,td{padding:4px 8px;
 text-align:left} th{background:#f6f8fa} td:nth-child(n+4){font-variant-numeric:tabular-nums}
 .pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.note{color:#57606a}
 .verdict.pass{background:#1a7f37;color:#fff}.verdict.fail{background:#cf222e;color:#fff}
+.verdict.inconclusive{background:#9a6700;color:#fff}
 .badrow td{background:#ffebe9} .src{word-break:break-all;font-size:12px} .num{white-space:nowrap} .callout{border-left:4px solid #cf222e;background:#fff5f5;padding:8px 12px;margin:12px 0}
 .plot .grid{stroke:#eaeef2}.plot .axis{font-size:11px;fill:#57606a}.plot .tolerance{stroke:#cf222e;stroke-dasharray:6 4}
 .plot .series{fill:none;stroke:#0969da;stroke-width:1.5}.plot .ok{fill:#0969da}.plot .bad{fill:#cf222e}
@@ -116,7 +117,9 @@ text-align:left} th{background:#f6f8fa} td:nth-child(n+4){font-variant-numeric:t
 
 
 def render_html(report: Any) -> str:
-    verdict = "pass" if report.passed else "fail"
+    verdict = getattr(report, "verdict", "PASS" if report.passed else "FAIL").lower()
+    warnings = "".join(f'<div class="callout"><b>Warning:</b> {escape(w)}</div>'
+                       for w in getattr(report, "warnings", []))
     callout = ""
     if report.divergence is not None:
         d = report.divergence
@@ -134,7 +137,7 @@ def render_html(report: Any) -> str:
         f"<h1>Edge model validation <span class='verdict {verdict}'>{verdict.upper()}</span></h1>"
         f"<p class='note'>Reference: {escape(report.reference)} on {report.inputs} input set(s); an output passes "
         f"when max|edge − ref| ≤ {report.rtol:g} · max|ref| + {report.atol:g}.</p>"
-        f"<h2>Outputs</h2>{_outputs_table(report)}{callout}"
+        f"{warnings}<h2>Outputs</h2>{_outputs_table(report)}{callout}"
         f"<h2>Relative error per layer (reference kernels)</h2>{layer_plot(report)}"
         f"{_layers_table(report)}</body></html>\n"
     )

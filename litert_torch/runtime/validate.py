@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch
@@ -80,6 +80,15 @@ class ValidationReport:
     divergence: Divergence | None = None
     divergence_note: str | None = None
     layers: list[LayerError] = field(default_factory=list)
+    # what makes a PASS say little: a reference output that is constant, all zero or not finite
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        """"PASS", "FAIL", or "INCONCLUSIVE" (it passed, but a warning says the comparison proves little)."""
+        if not self.passed:
+            return "FAIL"
+        return "INCONCLUSIVE" if self.warnings else "PASS"
 
     @property
     def passed(self) -> bool:
@@ -92,6 +101,8 @@ class ValidationReport:
         return {
             "schema_version": SCHEMA_VERSION,
             "passed": self.passed,
+            "verdict": self.verdict,
+            "warnings": list(self.warnings),
             "reference": self.reference,
             "inputs": self.inputs,
             "tolerance": {"rtol": self.rtol, "atol": self.atol,
@@ -132,7 +143,8 @@ class ValidationReport:
             lines.append(f"  at {d.location or 'unknown source line'}" + (f" in module {d.module}" if d.module else ""))
         elif self.divergence_note:
             lines.append(self.divergence_note)
-        lines.append(f"validation: {'PASS' if self.passed else 'FAIL'}")
+        lines += [f"warning: {w}" for w in self.warnings]
+        lines.append(f"validation: {self.verdict}")
         return "\n".join(lines)
 
 
@@ -189,7 +201,8 @@ def _as_numpy(value: Any) -> np.ndarray:
 def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = None, *,
              sample_kwargs: dict | None = None, inputs: Iterable | None = None, atol: float = ATOL,
              rtol: float = RTOL, backends: Iterable[str] = BACKENDS, draws: int = 3,
-             per_layer: bool | None = None, tpu_precision: bool = False) -> ValidationReport:
+             per_layer: bool | None = None, tpu_precision: bool = False,
+             progress: Callable[[str], None] | None = None) -> ValidationReport:
     """Compare `edge_model` (converted from `module` when not given) with eager PyTorch in float32.
 
     `inputs`: input tuples to use (each a tuple of positional args); by default the sample inputs plus `draws`
@@ -201,6 +214,9 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
     `tpu_precision=True` runs the cloud backend with a TPU's default float32 matmul precision (bfloat16
     multiplies, float32 accumulation), so the drift a TPU deployment would show appears on any machine. The
     cloud backend is a reference point: `report.passed` is decided by the LiteRT backends.
+
+    A reference output that is constant, all zero or not finite passes trivially: `report.warnings` says so and
+    the verdict is INCONCLUSIVE. `progress`, when given, is called with each stage as it starts.
     """
     from litert_torch.converter import convert
 
@@ -215,6 +231,8 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
         edge_model = convert(module, sample_args, sample_kwargs)
     input_sets = ([(tuple(i) if isinstance(i, (tuple, list)) else (i,), {}) for i in inputs] if inputs is not None
                   else _draw_inputs(sample_args, sample_kwargs, draws))
+    report_stage = progress or (lambda stage: None)
+    report_stage("PyTorch reference")
     references = []
     with torch.no_grad():
         for args, kwargs in input_sets:
@@ -223,6 +241,7 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
     names = _output_names(edge_model)
     report_backends = []
     for backend in backends:
+        report_stage(f"backend {backend}")
         if backend == "cloud":
             report_backends.append(_cloud_backend(module, input_sets, references, atol, rtol, tpu_precision,
                                                   names))
@@ -239,14 +258,43 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
             results = _merge(results, comparisons, ref_leaves, got_leaves)
         report_backends.append(BackendResult(f"litert-{backend}", "ran", None, results))
 
-    report = ValidationReport("pytorch-eager-cpu-float32", len(input_sets), rtol, atol, report_backends)
+    report = ValidationReport("pytorch-eager-cpu-float32", len(input_sets), rtol, atol, report_backends,
+                              warnings=degenerate(references, names))
     if per_layer or (per_layer is None and not report.passed):
+        report_stage("layer by layer")
         args, kwargs = input_sets[0]
         report.divergence, report.divergence_note, report.layers = locate(module, edge_model, args, kwargs, atol,
                                                                           rtol)
         if report.divergence is None and report.layers and not report.passed:
             report.divergence_note += ": the gap comes from the optimised (XNNPACK) kernels, not from the graph"
     return report
+
+
+def degenerate(references: list, names: list[str] | None = None) -> list[str]:
+    """Warnings for reference outputs a comparison says little about: constant (all zero included) over every
+    input set, or holding NaN or Inf."""
+    per_output: list[list[np.ndarray]] = []
+    for reference in references:
+        for i, leaf in enumerate(pytree.tree_leaves(plain(reference))):
+            arr = _as_numpy(leaf)
+            if arr.dtype.kind != "f":
+                continue
+            while len(per_output) <= i:
+                per_output.append([])
+            per_output[i].append(arr.astype(np.float64))
+    warnings = []
+    for i, arrays in enumerate(per_output):
+        name = names[i] if names and i < len(names) else f"output_{i}"
+        values = np.concatenate([a.reshape(-1) for a in arrays]) if arrays else np.zeros(0)
+        if not values.size:
+            continue
+        if not np.isfinite(values).all():
+            warnings.append(f"the PyTorch output {name} holds NaN or Inf: the comparison proves little")
+        elif np.all(values == values[0]):
+            what = "all zero" if values[0] == 0 else f"constant ({values[0]:g})"
+            warnings.append(f"the PyTorch output {name} is {what} on every input: the comparison proves little "
+                            "(an untrained or zero-initialised layer?)")
+    return warnings
 
 
 def _output_names(edge_model) -> list[str] | None:

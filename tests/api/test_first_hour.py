@@ -94,3 +94,28 @@ def test_layer_comparison_reads_each_tensors_layout_from_the_graph():
     assert all(layer.passed for layer in layers), [(layer.node, layer.relative_error) for layer in layers]
     report = litert_torch.validate(model, (x,), edge)
     assert report.passed and report.divergence is None
+
+
+def test_a_degenerate_reference_is_inconclusive_not_a_pass():
+    model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3)).eval()
+    torch.nn.init.zeros_(model[2].weight)
+    torch.nn.init.zeros_(model[2].bias)
+    report = litert_torch.validate(model, (torch.randn(2, 6),))
+    assert report.passed and report.verdict == "INCONCLUSIVE"
+    assert any("all zero" in w for w in report.warnings)
+    assert "validation: INCONCLUSIVE" in report.render() and report.to_json()["verdict"] == "INCONCLUSIVE"
+    healthy = litert_torch.validate(torch.nn.Linear(6, 3).eval(), (torch.randn(2, 6),))
+    assert healthy.verdict == "PASS" and not healthy.warnings
+
+
+def test_cli_validate_refuses_a_source_that_builds_new_weights_each_call(tmp_path):
+    source = tmp_path / "unseeded.py"
+    source.write_text("import torch\n\ndef build():\n    return torch.nn.Linear(4, 2).eval(), (torch.randn(1, 4),)\n")
+    model = tmp_path / "m.tflite"
+    made = subprocess.run([sys.executable, "-m", "litert_convert.main", "convert", f"{source}:build", "-o",
+                           str(model)], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    checked = subprocess.run([sys.executable, "-m", "litert_convert.main", "validate", str(model),
+                              f"{source}:build"], capture_output=True, text=True, timeout=300)
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert "builds different weights each time" in checked.stderr and "manual_seed" in checked.stderr

@@ -19,6 +19,12 @@ def with_inputs():
     return Small().eval(), (torch.randn(1, 3, 8, 8),)
 
 
+def other_weights():
+    """Small with other (but always the same) weights: a different model from with_inputs'."""
+    torch.manual_seed(1)
+    return Small().eval(), (torch.randn(1, 3, 8, 8),)
+
+
 small_instance = Small()
 not_a_module = 42
 
