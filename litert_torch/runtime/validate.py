@@ -552,7 +552,8 @@ class OnnxRuntimeReference:
         for i in self.inputs:
             shape = (input_shapes or {}).get(i.name) or i.shape
             if any(not isinstance(d, int) for d in shape):
-                raise InvalidArgumentError(f"input {i.name} has dynamic dimensions {shape}: give input_shapes")
+                raise InvalidArgumentError(f"input {i.name} has dynamic dimensions {shape}: give input_shapes="
+                                           f"{{{i.name!r}: (...)}} with a size for each")
             dtype = types.get(i.type, torch.float32)
             out.append(torch.randn(shape, generator=generator).to(dtype) if dtype.is_floating_point
                        else torch.zeros(shape, dtype=dtype))
@@ -570,6 +571,11 @@ def validate_onnx(model: Any, edge_model: Any = None, *, inputs: Iterable | None
     reference = OnnxRuntimeReference(model)
     if edge_model is None:
         edge_model = convert_onnx(model, input_shapes=input_shapes)
+    elif input_shapes is None:
+        # the converted model's own input shapes settle the ONNX file's symbolic dimensions (size 2 where the
+        # converted model keeps a dimension dynamic too)
+        signature = next(iter(edge_model.signatures.values()))
+        input_shapes = {spec.name: tuple(d if d >= 0 else 2 for d in spec.shape) for spec in signature.inputs}
     sample = reference.sample_inputs(input_shapes)
     report = validate(reference, sample, edge_model, inputs=inputs, atol=atol, rtol=rtol,
                       backends=[b for b in backends if b != "cloud"], draws=draws, per_layer=False)
