@@ -142,7 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--screenshot", help="save the window to this PNG after loading --image, then quit")
     args = parser.parse_args(argv)
     classifier = Classifier(args.model, args.labels)
-    root = tk.Tk()
+    try:
+        root = tk.Tk()
+    except tk.TclError as exc:  # no display: say what is missing instead of a Tk traceback
+        print(f"the desktop sample needs a display ({exc}); run it in a desktop session, or under a virtual "
+              "display: xvfb-run python samples/desktop/app.py", file=sys.stderr)
+        return 2
+    app = App(root, classifier)
     app = App(root, classifier)
     if args.image:
         app.load(args.image)

@@ -1,8 +1,9 @@
 """Train the sample classifier on generated shapes, then convert it with litert_torch.
 
-    python samples/shapes/train.py [--epochs 10] [--train 8000] [--out DIR]
+    python samples/shapes/train.py [--epochs 10] [--train 8000] [--out DIR] [--update]
 
-Writes, beside this file (or into --out): shapes_cnn.pt (weights), labels.json, shapes_cnn.tflite (NHWC float input
+Writes into --out (default: ./shapes_out; --update writes beside this file instead, replacing the committed
+files the apps use): shapes_cnn.pt (weights), labels.json, shapes_cnn.tflite (NHWC float input
 [1, 64, 64, 3] in [0, 1], class probabilities out) and images/<class>.png (held-out examples for the apps).
 Prints the held-out accuracy of the PyTorch model and of the converted model.
 """
@@ -31,8 +32,12 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--train", type=int, default=8000, help="training images")
     parser.add_argument("--test", type=int, default=600, help="held-out images")
-    parser.add_argument("--out", default=HERE, help="where to write the weights, labels, model and images")
+    parser.add_argument("--out", default="shapes_out", help="where to write the weights, labels, model and images")
+    parser.add_argument("--update", action="store_true",
+                        help="write beside this file, replacing the committed model the sample apps load")
     args = parser.parse_args()
+    if args.update:
+        args.out = HERE
     torch.manual_seed(0)
     start = time.perf_counter()
     x_train, y_train = data.dataset(args.train, seed=1)

@@ -78,3 +78,11 @@ def test_a_model_without_an_image_input_is_refused(tmp_path):
     app_module = load_app_module()
     with pytest.raises(SystemExit, match="expected one NHWC RGB image input"):
         app_module.Classifier(str(tmp_path / "linear.tflite"), app_module.DEFAULT_LABELS)
+
+
+def test_without_a_display_the_app_says_what_is_missing():
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "samples", "desktop", "app.py")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "needs a display" in done.stderr and "xvfb-run" in done.stderr and "Traceback" not in done.stderr

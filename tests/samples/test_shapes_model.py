@@ -47,3 +47,13 @@ def test_trained_model_is_right_on_held_out_shapes():
     predicted = np.array([int(np.argmax(edge(x[i:i + 1]))) for i in range(len(x))])
     assert (predicted == y).mean() >= 0.9
     assert labels() == data.CLASSES and len(example_images()) == len(data.CLASSES)
+
+
+def test_training_script_leaves_the_committed_files_alone_by_default(tmp_path):
+    """Without --out or --update the script writes into ./shapes_out, never over the files the apps load."""
+    before = os.path.getmtime(MODEL)
+    proc = subprocess.run([sys.executable, os.path.join(SHAPES, "train.py"), "--epochs", "1", "--train", "200",
+                           "--test", "40"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "shapes_out" / "shapes_cnn.tflite").exists()
+    assert os.path.getmtime(MODEL) == before
