@@ -481,6 +481,39 @@ def _validate_llm(model: str, source: str, prompt: str, new_tokens: int, as_json
 
 
 # ---- bench -----------------------------------------------------------------------------------------------------
+@cli.command(help="Convert (and validate) every model x variant of MANIFEST (TOML; see litert_torch/batch.py) as "
+                  "Ray tasks, into OUT_DIR: one .tflite, .json and validation .html per task, and results.json / "
+                  "results.html for all. A local Ray instance unless --address names a cluster; a rerun does only "
+                  "what is missing or changed. Exit 1 when any task failed.\n\n" + EXIT_CODES)
+@click.argument("manifest")
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--address", default=None, help="A Ray cluster to join (ray://host:10001 or host:6379).")
+@common_options
+@handled
+def batch(manifest, out_dir, address, quiet, debug):
+    from litert_torch import batch as fleet
+
+    _quiet_torch(debug)
+    plan = fleet.read_manifest(manifest)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise BadInput(f"{out_dir} exists and is not a folder")
+
+    def progress(done: int, total: int, result: dict) -> None:
+        if quiet:
+            return
+        detail = (f"{result.get('bytes', 0) / 1e6:.2f} MB, {result.get('seconds', 0):.1f} s"
+                  if result["status"] == "ok" else result.get("error", ""))
+        click.echo(f"[{done}/{total}] {result['model']}/{result['variant']}: {result['status']} ({detail})", err=True)
+
+    table = fleet.run(plan, out_dir, address, progress=progress)
+    s = table["summary"]
+    click.echo(f"{s['ok']} ok, {s['failed']} failed of {s['tasks']} ({s['ran']} run, {s['tasks'] - s['ran']} "
+               f"already done): {os.path.join(out_dir, 'results.html')}")
+    if s["failed"]:
+        raise Failure(f"{s['failed']} task(s) failed: " + ", ".join(
+            f"{r['model']}/{r['variant']}" for r in table["tasks"] if r["status"] != "ok"))
+
+
 @cli.command(help="Time MODEL (.tflite) in the LiteRT runtime (XNNPACK) on random inputs.\n\n" + EXIT_CODES)
 @click.argument("model")
 @click.option("--threads", default="1", show_default=True, help="Thread counts to time, comma-separated.")

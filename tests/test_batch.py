@@ -1,0 +1,102 @@
+"""A model fleet on a real multi-node Ray cluster (a head and two worker nodes on this machine): files identical
+to single-process conversion, a crashing model reported while the rest finish, reruns doing only what is
+missing."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from litert_torch import batch  # noqa: E402
+
+MODELS = ["mlp", "cnn", "depthwise", "gru", "attention", "norm"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def manifest(tmp_path, models, name="fleet.toml") -> str:
+    lines = ['[defaults]\ntarget = ["cpu"]\n', "[validation]\ndraws = 1\n"]
+    for m in models:
+        lines.append(f'[[model]]\nname = "{m}"\nsource = "{HERE}/fleet/models.py:{m}"\n')
+    lines.append('[[variant]]\nname = "float"\n')
+    lines.append('[[variant]]\nname = "fp16"\nquantize = "fp16"\n')
+    path = tmp_path / name
+    path.write_text("\n".join(lines))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    c.add_node(num_cpus=1)
+    c.add_node(num_cpus=1)
+    ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def test_a_fleet_converts_on_the_cluster_like_one_process_and_a_crash_costs_one_model(cluster, tmp_path):
+    import litert_torch
+    from tests.fleet import models
+
+    out = tmp_path / "out"
+    table = batch.run(manifest(tmp_path, MODELS + ["aborts"]), str(out))
+    by_label = {f"{r['model']}/{r['variant']}": r for r in table["tasks"]}
+    assert len(by_label) == 14
+    for label in ("aborts/float", "aborts/fp16"):
+        assert by_label[label]["status"] == "failed" and "SIGABRT" in by_label[label]["error"], by_label[label]
+    for m in MODELS:
+        module, args = getattr(models, m)()
+        single = litert_torch.convert(module, args, target=["cpu"])
+        assert (out / m / "float.tflite").read_bytes() == single.flatbuffer, m
+        fp16 = litert_torch.quantize_model(single, "fp16")
+        assert (out / m / "fp16.tflite").read_bytes() == fp16.flatbuffer, m
+        for variant in ("float", "fp16"):
+            r = by_label[f"{m}/{variant}"]
+            assert r["status"] == "ok" and r["validation"]["verdict"] in ("PASS", "INCONCLUSIVE"), r
+            assert (out / r["validation"]["report"]).exists()
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["summary"] == {"tasks": 14, "ran": 14, "ok": 12, "failed": 2}
+    assert "12 ok, 2 failed" in (out / "results.html").read_text()
+
+    # a rerun after an interruption: only what is missing (or failed) runs again
+    (out / "cnn" / "fp16.json").unlink()
+    (out / "mlp" / "float.tflite").unlink()
+    again = batch.run(manifest(tmp_path, MODELS + ["aborts"]), str(out))
+    assert again["summary"]["ran"] == 4  # cnn/fp16, mlp/float and the two failed ones
+    assert {f"{r['model']}/{r['variant']}" for r in again["tasks"] if not r.get("cached")} == \
+        {"cnn/fp16", "mlp/float", "aborts/float", "aborts/fp16"}
+
+
+def test_manifest_errors_are_clear(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[model]]\nname = 'x'\n")
+    with pytest.raises(batch.ManifestError, match="needs a name and a source"):
+        batch.read_manifest(str(bad))
+    bad.write_text("not toml [")
+    with pytest.raises(batch.ManifestError, match="not valid TOML"):
+        batch.read_manifest(str(bad))
+    with pytest.raises(batch.ManifestError, match="cannot read"):
+        batch.read_manifest(str(tmp_path / "missing.toml"))
+
+
+def test_cli_batch_joins_a_cluster_and_reports(cluster, tmp_path):
+    import subprocess
+    import sys
+
+    path = manifest(tmp_path, ["mlp"])
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "litert_convert.main", "batch", path, "-o", str(out), "--address",
+                           cluster.address], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "2 ok, 0 failed of 2" in done.stdout and "[2/2]" in done.stderr
+    assert (out / "mlp" / "fp16.tflite").exists()
+    again = subprocess.run([sys.executable, "-m", "litert_convert.main", "batch", path, "-o", str(out),
+                            "--address", cluster.address], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "(0 run, 2 already done)" in again.stdout, again.stdout + again.stderr
