@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -99,12 +100,28 @@ def convert(
                                    "sample_kwargs (a dict of its keyword inputs) to trace the module with")
     sample_args = () if sample_args is None else sample_args
     _check_samples(sample_args, sample_kwargs)
-    if opts.buckets is not None:
-        parts, bucket_info = _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, opts)
-    else:
-        parts, bucket_info = [_convert_signature(DEFAULT_SIGNATURE, module, sample_args, sample_kwargs, opts,
-                                                 opts.report, dynamic_shapes)], None
-    return _finish(parts, bucket_info, opts, [], name=type(module).__name__)
+    with _typed_errors(type(module).__name__):
+        if opts.buckets is not None:
+            parts, bucket_info = _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, opts)
+        else:
+            parts, bucket_info = [_convert_signature(DEFAULT_SIGNATURE, module, sample_args, sample_kwargs, opts,
+                                                     opts.report, dynamic_shapes)], None
+        return _finish(parts, bucket_info, opts, [], name=type(module).__name__)
+
+
+@contextlib.contextmanager
+def _typed_errors(what: str):
+    """Every failure inside a conversion reaches the caller as a LiteRTTorchError: an exception of another type
+    (a bug here, or a library misbehaving) becomes a ConversionError that names it, keeping it as the cause."""
+    from litert_torch.errors import ConversionError, LiteRTTorchError
+
+    try:
+        yield
+    except LiteRTTorchError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - turned into the typed error, the original kept as __cause__
+        raise ConversionError(f"converting {what} failed inside the converter: {type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:400]}") from exc
 
 
 # The official litert-torch's convert() keywords that configure its MLIR / TensorFlow pipeline: accepted at
@@ -316,11 +333,13 @@ class Converter:
         opts = _Options.of(options)
         if opts.buckets is not None:
             raise InvalidArgumentError("buckets apply to litert_torch.convert of one module")
-        parts = []
-        for name, module, args, kwargs, dynamic_shapes in self._entries:
-            report = (lambda stage, name=name: opts.report(f"{stage} {name}")) if len(self._entries) > 1 else opts.report
-            parts.append(_convert_signature(name, module, args, kwargs, opts, report, dynamic_shapes))
-        return _finish(parts, None, opts, self._compilation)
+        with _typed_errors(", ".join(self.names)):
+            parts = []
+            for name, module, args, kwargs, dynamic_shapes in self._entries:
+                report = ((lambda stage, name=name: opts.report(f"{stage} {name}")) if len(self._entries) > 1
+                          else opts.report)
+                parts.append(_convert_signature(name, module, args, kwargs, opts, report, dynamic_shapes))
+            return _finish(parts, None, opts, self._compilation)
 
 
 SignatureSet = Converter  # the name this toolkit used before it took the official one

@@ -119,3 +119,18 @@ def test_cli_validate_refuses_a_source_that_builds_new_weights_each_call(tmp_pat
                               f"{source}:build"], capture_output=True, text=True, timeout=300)
     assert checked.returncode == 2, checked.stdout + checked.stderr
     assert "builds different weights each time" in checked.stderr and "manual_seed" in checked.stderr
+
+
+@pytest.mark.parametrize("stage", ["lower_program", "run_pipeline", "delegate_aware", "_write"])
+def test_no_untyped_exception_escapes_convert(stage, monkeypatch):
+    """Whatever breaks inside the converter (here: each stage made to raise an arbitrary exception) reaches the
+    caller as a ConversionError naming it, with the original as its cause."""
+    from litert_torch import ConversionError, converter
+
+    def broken(*args, **kwargs):
+        raise AttributeError("'int' object has no attribute 'device'")
+
+    monkeypatch.setattr(converter, stage, broken)
+    with pytest.raises(ConversionError, match="AttributeError: 'int' object has no attribute 'device'") as info:
+        litert_torch.convert(torch.nn.Linear(3, 2).eval(), (torch.randn(1, 3),))
+    assert isinstance(info.value.__cause__, AttributeError)
