@@ -37,6 +37,11 @@ result) and .html (its validation report); OUT/results.json and OUT/results.html
 
 Without `address` a local Ray instance starts (and stops at the end); with one, the run joins that cluster
 (`ray` from PyPI: `pip install -e '.[fleet]'`).
+
+Dataset-scale validation: `validate_dataset(module, {"float": edge, "int8": edge8}, dataset)` runs every sample
+of a Ray Dataset (or a folder of .npz files, or a list of arrays) through PyTorch and each converted model on Ray
+Data actors, one interpreter per model per actor, and reports per variant the top-1 agreement, percentiles of the
+per-sample error and the worst samples by id.
 """
 
 from __future__ import annotations
@@ -367,3 +372,151 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "task":
         sys.exit(_child(sys.argv[2], sys.argv[3]))
     sys.exit("usage: python -m litert_torch.batch task TASK_JSON OUT_DIR")
+
+
+# ---- dataset-scale validation -----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class VariantStats:
+    samples: int
+    top1_agreement: float | None  # share of samples whose argmax matches PyTorch's (class-score outputs)
+    abs_error: dict[str, float]  # p50 / p90 / p99 / max of each sample's max |edge - torch|
+    rel_error: dict[str, float]  # the same, relative to the sample's max |torch|
+    worst: list[tuple[int, float]]  # (sample id, max |edge - torch|), worst first
+
+
+@dataclasses.dataclass
+class DatasetReport:
+    variants: dict[str, VariantStats]
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: dataclasses.asdict(v) for name, v in self.variants.items()}
+
+    def render(self) -> str:
+        lines = []
+        for name, v in self.variants.items():
+            top1 = f"top-1 {v.top1_agreement:.2%}" if v.top1_agreement is not None else "top-1 -"
+            lines.append(f"{name}: {v.samples} samples, {top1}, max|err| p50 {v.abs_error['p50']:.2e} "
+                         f"p90 {v.abs_error['p90']:.2e} p99 {v.abs_error['p99']:.2e} max {v.abs_error['max']:.2e}; "
+                         f"worst samples {[i for i, _ in v.worst[:5]]}")
+        return "\n".join(lines)
+
+
+class _Compare:
+    """A Ray Data actor: the PyTorch module and one EdgeModel (one interpreter) per variant, loaded once."""
+
+    def __init__(self, module_ref: Any, models: dict[str, bytes], column: str):
+        import ray
+
+        from litert_torch.runtime.edge_model import EdgeModel
+
+        self.module = ray.get(module_ref) if isinstance(module_ref, ray.ObjectRef) else module_ref
+        self.models = {name: EdgeModel(data) for name, data in models.items()}
+        self.column = column
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        import numpy as np
+        import torch
+
+        out: dict[str, list] = {"id": list(batch["id"])}
+        for name in self.models:
+            out[f"{name}/abs"], out[f"{name}/rel"], out[f"{name}/top1"] = [], [], []
+        for x in batch[self.column]:
+            sample = np.asarray(x)[None]
+            with torch.no_grad():
+                ref = self.module(torch.from_numpy(sample))
+            ref = (ref[0] if isinstance(ref, (tuple, list)) else ref).detach().numpy().astype(np.float64)
+            scale = float(np.abs(ref).max()) or 1.0
+            for name, edge in self.models.items():
+                got = edge.call_like_module(sample)
+                got = np.asarray(got[0] if isinstance(got, (tuple, list)) else got, np.float64).reshape(ref.shape)
+                err = float(np.abs(got - ref).max())
+                out[f"{name}/abs"].append(err)
+                out[f"{name}/rel"].append(err / scale)
+                out[f"{name}/top1"].append(float(np.argmax(got.reshape(-1)) == np.argmax(ref.reshape(-1)))
+                                           if ref.ndim == 2 and ref.shape[-1] > 1 else float("nan"))
+        return {k: np.asarray(v) for k, v in out.items()}
+
+
+def validate_dataset(module: Any, models: dict[str, Any], dataset: Any, *, column: str = "x",
+                     batch_size: int = 64, actors: int = 2, worst: int = 10) -> DatasetReport:
+    """Run every sample of `dataset` through PyTorch and through each converted model on Ray Data actors (one
+    interpreter per model per actor): per variant, the top-1 agreement, percentiles of the per-sample error and
+    the worst samples.
+
+    `models`: {variant name: EdgeModel, .tflite bytes or path}. `dataset`: a Ray Dataset with a `column` of
+    sample arrays (one sample each, without the batch axis), a folder of .npz files (one sample each, read as
+    one), or a sequence of arrays."""
+    import numpy as np
+    import ray
+
+    data = {}
+    for name, m in models.items():
+        if isinstance(m, (bytes, bytearray)):
+            data[name] = bytes(m)
+        elif isinstance(m, str):
+            with open(m, "rb") as f:
+                data[name] = f.read()
+        else:
+            data[name] = m.flatbuffer
+    if isinstance(dataset, str):
+        dataset = _npz_dataset(dataset, column)
+    elif not hasattr(dataset, "map_batches"):
+        dataset = ray.data.from_items([{column: np.asarray(a)} for a in dataset])
+    dataset = _with_ids(dataset)
+    module_ref = ray.put(module.eval())
+    metrics = dataset.map_batches(_Compare, fn_constructor_args=(module_ref, data, column), batch_size=batch_size,
+                                  concurrency=actors, batch_format="numpy").take_all()
+    ids = np.asarray([m["id"] for m in metrics])
+    report = {}
+    for name in models:
+        abs_err = np.asarray([m[f"{name}/abs"] for m in metrics])
+        rel_err = np.asarray([m[f"{name}/rel"] for m in metrics])
+        top1 = np.asarray([m[f"{name}/top1"] for m in metrics])
+        order = np.argsort(-abs_err)[:worst]
+        report[name] = VariantStats(
+            len(abs_err), None if np.isnan(top1).all() else float(np.nanmean(top1)), _percentiles(abs_err),
+            _percentiles(rel_err), [(int(ids[i]), float(abs_err[i])) for i in order])
+    return DatasetReport(report)
+
+
+def _percentiles(values: Any) -> dict[str, float]:
+    import numpy as np
+
+    return {"p50": float(np.percentile(values, 50)), "p90": float(np.percentile(values, 90)),
+            "p99": float(np.percentile(values, 99)), "max": float(np.max(values))}
+
+
+def _with_ids(dataset: Any) -> Any:
+    """The dataset with an "id" column (its row number) when it has none."""
+    if "id" in (dataset.schema().names or []):
+        return dataset
+    import numpy as np
+
+    counter = iter(range(1 << 62))
+
+    def number(batch):
+        n = len(next(iter(batch.values())))
+        return {**batch, "id": np.asarray([next(counter) for _ in range(n)])}
+
+    # one block at a time, in order, so that the numbers are row numbers
+    return dataset.repartition(1).map_batches(number, batch_format="numpy", concurrency=1)
+
+
+def _npz_dataset(folder: str, column: str) -> Any:
+    """A folder of .npz files (one sample each; the array named `column`, or the only array) as a Ray Dataset."""
+    import numpy as np
+    import ray
+
+    paths = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".npz"))
+    if not paths:
+        raise InvalidArgumentError(f"{folder} holds no .npz files")
+
+    def load(row):
+        with np.load(row["path"], allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+        value = arrays.get(column) if column in arrays else (next(iter(arrays.values())) if len(arrays) == 1 else None)
+        if value is None:
+            raise InvalidArgumentError(f"{row['path']} has no array {column!r} (it holds {sorted(arrays)})")
+        return {"id": row["id"], column: value}
+
+    return ray.data.from_items([{"id": i, "path": p} for i, p in enumerate(paths)]).map(load)

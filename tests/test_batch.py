@@ -100,3 +100,38 @@ def test_cli_batch_joins_a_cluster_and_reports(cluster, tmp_path):
     again = subprocess.run([sys.executable, "-m", "litert_convert.main", "batch", path, "-o", str(out),
                             "--address", cluster.address], capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "(0 run, 2 already done)" in again.stdout, again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("count", [300, pytest.param(2000, marks=pytest.mark.slow)])
+def test_dataset_validation_of_a_quantized_classifier_over_thousands_of_samples(cluster, tmp_path, count):
+    import numpy as np
+    import torch
+
+    import litert_torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).eval()
+    x = torch.randn(1, 32)
+    float_edge = litert_torch.convert(model, (x,))
+    int8 = litert_torch.quantize_model(float_edge, "dynamic-int8")
+    rng = np.random.default_rng(0)
+    samples = [rng.standard_normal(32).astype(np.float32) for _ in range(count)]
+    report = batch.validate_dataset(model, {"float": float_edge, "dynamic-int8": int8.flatbuffer}, samples,
+                                    batch_size=100, actors=2)
+    f, q = report.variants["float"], report.variants["dynamic-int8"]
+    assert f.samples == q.samples == count
+    assert f.top1_agreement == 1.0 and f.rel_error["max"] < 1e-5
+    assert 0.8 <= q.top1_agreement < 1.0 or q.top1_agreement == 1.0
+    assert q.abs_error["p50"] <= q.abs_error["p99"] <= q.abs_error["max"] and q.abs_error["max"] > f.abs_error["max"]
+    worst_id, worst_err = q.worst[0]
+    want = model(torch.from_numpy(samples[worst_id])[None]).detach().numpy()
+    got = int8.call_like_module(samples[worst_id][None])
+    assert abs(float(np.abs(np.asarray(got) - want).max()) - worst_err) < 1e-6  # the ids are the samples' own
+    assert f"dynamic-int8: {count} samples" in report.render()
+
+    folder = tmp_path / "npz"
+    folder.mkdir()
+    for i in range(40):
+        np.savez(folder / f"{i:03d}.npz", x=samples[i])
+    small = batch.validate_dataset(model, {"float": float_edge}, str(folder))
+    assert small.variants["float"].samples == 40 and small.variants["float"].top1_agreement == 1.0
