@@ -135,3 +135,6 @@ def test_dataset_validation_of_a_quantized_classifier_over_thousands_of_samples(
         np.savez(folder / f"{i:03d}.npz", x=samples[i])
     small = batch.validate_dataset(model, {"float": float_edge}, str(folder))
     assert small.variants["float"].samples == 40 and small.variants["float"].top1_agreement == 1.0
+    via_validate = litert_torch.validate(model, (x,), float_edge, dataset=str(folder))
+    assert via_validate.variants["model"].samples == 40
+
