@@ -183,14 +183,16 @@ def run_task(task: Task, out_dir: str) -> dict[str, Any]:
         import litert_torch
 
         from litert_torch.quantization import TOLERANCES
-        from litert_torch.runtime.validate import ATOL, RTOL
 
         draws = int(task.validation.get("draws", 2))
         mode = task.options.get("quantize")
-        rtol, atol = TOLERANCES.get(mode if isinstance(mode, str) else "recipe", (RTOL, ATOL)) if mode else \
-            (RTOL, ATOL)  # a quantized variant is held to its mode's tolerance (docs/QUANTIZATION.md)
+        # a quantized variant is held to its mode's tolerance (docs/QUANTIZATION.md), a float one to validate's
+        tolerance = {}
+        if mode:
+            rtol, atol = TOLERANCES[mode if isinstance(mode, str) and mode in TOLERANCES else "recipe"]
+            tolerance = {"rtol": rtol, "atol": atol}
         report = litert_torch.validate(module, tuple(args), edge, sample_kwargs=kwargs, draws=draws,
-                                       backends=("xnnpack",), per_layer=False, rtol=rtol, atol=atol)
+                                       backends=("xnnpack",), per_layer=False, **tolerance)
         write_atomic(os.path.join(folder, f"{task.variant}.html"), report.to_html().encode())
         worst = max((o.max_rel_error for b in report.backends for o in b.outputs), default=0.0)
         result["validation"] = {"verdict": report.verdict, "max_rel_error": worst,
