@@ -503,7 +503,7 @@ def _io(lowered, in_spec, out_spec, positions: list[int], nhwc_inputs, nhwc_outp
     """A signature's `litert_torch.io` entry (`litert_torch.metadata`)."""
     return {
         "inputs": lowered.input_names,
-        "parameters": getattr(lowered, "parameters", []),
+        "parameters": lowered.parameters,
         "outputs": lowered.output_names,
         "in_spec": portable_spec_json(in_spec),
         "out_spec": portable_spec_json(out_spec),

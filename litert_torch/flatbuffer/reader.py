@@ -7,6 +7,7 @@ where possible. Our metadata entries come back as raw bytes in `Model.metadata`.
 
 from __future__ import annotations
 
+import mmap
 from typing import Any
 
 import numpy as np
@@ -55,7 +56,7 @@ def read_model(data: bytes) -> ir.Model:
     """Parse `data` into an IR model. Raises ModelFileError on anything that is not a readable, consistent
     model: every index (buffer, tensor, opcode, subgraph) in range and every constant buffer the size its
     tensor needs, so that a file that passes can be handed to the LiteRT runtime."""
-    data = bytes(data)
+    data = data if isinstance(data, (bytes, mmap.mmap)) else bytes(data)  # a mapped file is read in place
     _check_header(data)
     try:
         m = schema.ModelT.InitFromPackedBuf(data, 0)

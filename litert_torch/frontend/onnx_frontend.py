@@ -17,7 +17,7 @@ the code that lowers aten.convolution), so both paths share one implementation o
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -210,6 +210,7 @@ class LoweredOnnx:
     output_names: list[str]
     input_dtypes: list[str]
     output_dtypes: list[str]
+    parameters: list[str] = field(default_factory=list)  # (an ONNX graph's inputs have only their own names)
 
 
 def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,

@@ -282,12 +282,17 @@ def lower_pow(ctx, node, a, b):
     return binary(ctx, node, "POW", a, b)
 
 
+def scalar_with(ctx, node, opcode: str, value: float, x):
+    """`opcode`(value, x) with x cast to the node's result dtype: 1 / x, 2 ** x."""
+    _, dtype = out_meta(node)
+    x = ctx.cast(x, dtype)
+    return ctx.emit(opcode, [ctx.scalar_like(value, x), x], like=x)
+
+
 @lowers(aten.reciprocal.default)
 def lower_reciprocal(ctx, node, x):
     """DIV of 1 by x."""
-    shape, dtype = out_meta(node)
-    x = ctx.cast(x, dtype)
-    return ctx.emit("DIV", [ctx.scalar_like(1.0, x), x], like=x)
+    return scalar_with(ctx, node, "DIV", 1.0, x)
 
 
 @lowers(aten.round.default)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.lower.elementwise import exp_keeping_nan, operand
+from litert_torch.lower.elementwise import exp_keeping_nan, operand, scalar_with
 from litert_torch.lower.reduce import lower_var, reduce
 from litert_torch.lower.registry import LoweringContext, lowers, out_meta
 from litert_torch.symbolic import broadcast_shapes
@@ -64,9 +64,7 @@ def lower_expm1(ctx, node, x):
 @lowers(aten.exp2.default)
 def lower_exp2(ctx, node, x):
     """POW(2, x)."""
-    shape, dtype = out_meta(node)
-    x = ctx.cast(x, dtype)
-    return ctx.emit("POW", [ctx.scalar_like(2.0, x), x], like=x)
+    return scalar_with(ctx, node, "POW", 2.0, x)
 
 
 @lowers(aten.atan2.default)

@@ -91,7 +91,7 @@ class EdgeModel:
         # A memory map for file-backed models (past 2 GB, constants after the flatbuffer), else the bytes.
         self._bytes = flatbuffer if isinstance(flatbuffer, mmap.mmap) else bytes(flatbuffer)
         model = _verify(self._bytes, isolate) if verify else None
-        self._metadata = read_metadata(self._bytes)
+        self._metadata = model.metadata if model is not None else read_metadata(self._bytes)
         try:
             self._io = (read_json(self._metadata, IO_KEY) or {}).get("signatures", {})
         except (ValueError, TypeError, AttributeError) as exc:
