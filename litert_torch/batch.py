@@ -16,6 +16,16 @@ The manifest (TOML):
     name = "tiny_cnn"
     source = "samples/models/tiny_cnn.py:build"   # file.py:name | package.module:name | .onnx | .pt2
     options = { }                                 # convert() options for this model
+    variants = ["float", "dynamic-int8"]          # which variants to make (optional: all of them)
+    memory_gb = 4                                 # this model's own resources (optional)
+
+    [[model]]
+    name = "smollm"
+    source = "models/smollm"                      # a Hugging Face model directory: the LLM exporter
+    options = { prefill_lengths = [32], cache_length = 512 }
+
+    [llm]                                         # export options for every Hugging Face directory (optional)
+    cache_length = 1024
 
     [[variant]]
     name = "float"
@@ -25,7 +35,9 @@ The manifest (TOML):
     quantize = "dynamic-int8"                     # any convert() option
 
     [validation]                                  # optional: validate each file against its source
-    draws = 2
+    draws = 2                                     # random inputs besides the sample (models)
+    prompt = "Once upon a time"                   # LLMs: greedy tokens against Hugging Face's generate
+    tokens = 16
 
 Each (model, variant) is a Ray task with the declared CPU and memory needs. Inside it the conversion runs in a
 child process (`python -m litert_torch.batch task ...`), so a segfault or abort in the runtime marks that task
@@ -34,6 +46,15 @@ node is lost (a transient failure), never a model that failed. Results are keyed
 bytes, the options and the toolkit version: a rerun (after Ctrl-C, a killed node, or an edited manifest) does
 only what is missing or changed. Files land atomically: OUT/<model>/<variant>.tflite, .json (the task's
 result) and .html (its validation report); OUT/results.json and OUT/results.html hold the table.
+
+A source that is a Hugging Face model directory (config.json, weights, tokenizer) is exported with the LLM
+exporter (`litert_torch.generative.export_hf`) to OUT/<model>/<variant>.litertlm. Its options are the
+exporter's: `prefill_lengths`, `cache_length`, `quantize` (or `quantization_recipe`: "fp16", "dynamic-int8", an
+ai-edge-quantizer recipe name), `use_jinja_template`, `trust_remote_code`; `[defaults]` hold convert() options
+and do not apply to it, `[llm]` holds its defaults. A variant that names no quantization (or `quantize =
+"none"`) is float for every source, LLMs included (the exporter's own default is int8). Its latency is the decode time per token in
+the LiteRT runtime, and its validation the greedy continuation of `prompt` against Hugging Face's `generate`
+(a float bundle must decode identically; a quantized one is reported with its token agreement).
 
 Without `address` a local Ray instance starts (and stops at the end); with one, the run joins that cluster
 (`ray` from PyPI: `pip install -e '.[fleet]'`).
@@ -74,6 +95,9 @@ class Task:
     options: dict[str, Any]
     validation: dict[str, Any] | None
     key: str  # hash of the source's bytes, the options and the toolkit version
+    kind: str = "model"  # "model" (convert) or "llm" (a Hugging Face directory, through the LLM exporter)
+    cpus: float | None = None  # this model's own [resources], when it gives them
+    memory_gb: float | None = None
 
     @property
     def label(self) -> str:
@@ -88,6 +112,14 @@ class Manifest:
     base: str = "."
 
 
+# "quantize" values that mean float (no quantization) for any source.
+FLOAT_MODES = ("", "none", "float", "fp32")
+
+# The LLM exporter's options a manifest may give (quantize is quantization_recipe's short name).
+LLM_OPTIONS = ("prefill_lengths", "cache_length", "quantize", "quantization_recipe", "use_jinja_template",
+               "trust_remote_code")
+
+
 def read_manifest(path: str) -> Manifest:
     try:
         with open(path, "rb") as f:
@@ -98,32 +130,77 @@ def read_manifest(path: str) -> Manifest:
         raise ManifestError(f"{path} is not valid TOML: {exc}") from None
     base = os.path.dirname(os.path.abspath(path))
     defaults = data.get("defaults", {})
+    llm_defaults = data.get("llm", {})
     models = data.get("model", [])
     variants = data.get("variant", [{"name": "float"}])
     if not isinstance(models, list) or not models:
         raise ManifestError(f"{path} lists no [[model]] entries")
+    for table, value in (("[defaults]", defaults), ("[llm]", llm_defaults)):
+        if not isinstance(value, dict):
+            raise ManifestError(f"{table} must be a table of options, got {value!r}")
+    for v in variants:
+        if not isinstance(v, dict) or not isinstance(v.get("name"), str):
+            raise ManifestError(f"each [[variant]] needs a name, got {v!r}")
+    by_name = {v["name"]: v for v in variants}
     resources = data.get("resources", {})
     validation = data.get("validation")
     tasks, seen = [], set()
     for m in models:
         if not isinstance(m, dict) or not isinstance(m.get("name"), str) or not isinstance(m.get("source"), str):
             raise ManifestError(f"each [[model]] needs a name and a source, got {m!r}")
-        for v in variants:
-            if not isinstance(v, dict) or not isinstance(v.get("name"), str):
-                raise ManifestError(f"each [[variant]] needs a name, got {v!r}")
+        chosen = m.get("variants", list(by_name))
+        if not isinstance(chosen, list) or not all(isinstance(n, str) for n in chosen):
+            raise ManifestError(f"{m['name']}: variants must be a list of variant names, got {chosen!r}")
+        unknown = [n for n in chosen if n not in by_name]
+        if unknown:
+            raise ManifestError(f"{m['name']}: no [[variant]] named {', '.join(map(repr, unknown))} "
+                                f"(the manifest has {', '.join(map(repr, by_name))})")
+        source = _resolve(m["source"], base)
+        kind = "llm" if is_hf_directory(source) else "model"
+        for v in (by_name[n] for n in chosen):
             label = f"{m['name']}/{v['name']}"
             if label in seen:
                 raise ManifestError(f"{label} appears twice in the manifest")
             seen.add(label)
-            options = {**defaults, **m.get("options", {}), **{k: val for k, val in v.items() if k != "name"}}
-            source = _resolve(m["source"], base)
+            own = {**m.get("options", {}), **{k: val for k, val in v.items() if k != "name"}}
+            if kind == "llm":
+                options = {**llm_defaults, **own}
+                wrong = sorted(set(options) - set(LLM_OPTIONS))
+                if wrong:
+                    raise ManifestError(f"{label}: {m['source']} is a Hugging Face model directory, exported by the "
+                                        f"LLM exporter, which takes {', '.join(LLM_OPTIONS)}; not "
+                                        f"{', '.join(wrong)} (give the model a `variants` list to leave a "
+                                        "variant out)")
+                # a variant that names no quantization is float for every kind of source
+                options.setdefault("quantize", options.pop("quantization_recipe", "none"))
+            else:
+                options = {**defaults, **own}
+                if str(options.get("quantize", "")).lower() in FLOAT_MODES:
+                    options.pop("quantize", None)
             key = _key(source, options, validation)
-            tasks.append(Task(m["name"], v["name"], source, options, validation, key))
+            tasks.append(Task(m["name"], v["name"], source, options, validation, key, kind,
+                              _number(m, "cpus", label), _number(m, "memory_gb", label)))
     return Manifest(tasks, float(resources.get("cpus", 1)), float(resources.get("memory_gb", 2)), base)
+
+
+def _number(entry: dict, key: str, label: str) -> float | None:
+    value = entry.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ManifestError(f"{label}: {key} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def is_hf_directory(source: str) -> bool:
+    """A folder saved with save_pretrained: a config.json beside the weights."""
+    return os.path.isdir(source) and os.path.isfile(os.path.join(source, "config.json"))
 
 
 def _resolve(source: str, base: str) -> str:
     """A file path in SOURCE relative to the manifest's folder."""
+    if not os.path.isabs(source) and os.path.isdir(os.path.join(base, source)):
+        return os.path.join(base, source)
     location, sep, name = source.rpartition(":")
     path = location if sep else source
     if path and not os.path.isabs(path) and (path.endswith((".py", ".onnx", ".pt2")) or "/" in path):
@@ -132,8 +209,11 @@ def _resolve(source: str, base: str) -> str:
     return source
 
 
-def _source_bytes(source: str) -> bytes:
-    """What the result depends on: the file the source names (for a module, its file), else the string."""
+def _source_files(source: str) -> list[str]:
+    """The files the result depends on: every file of a model directory, the file the source names (for a
+    module, its file), or none (then the source string alone)."""
+    if os.path.isdir(source):
+        return sorted(os.path.join(root, n) for root, _, names in os.walk(source) for n in names)
     location = source.rpartition(":")[0] if ":" in source and not source.lower().endswith((".onnx", ".pt2")) \
         else source
     candidates = [location]
@@ -145,21 +225,29 @@ def _source_bytes(source: str) -> bytes:
             candidates = [spec.origin] if spec and spec.origin else []
         except (ImportError, ValueError):
             candidates = []
-    for path in candidates:
-        if path and os.path.isfile(path):
-            with open(path, "rb") as f:
-                return f.read()
-    return source.encode()
+    return [p for p in candidates if p and os.path.isfile(p)][:1]
 
 
 def _key(source: str, options: dict, validation: dict | None) -> str:
     from litert_torch import __version__
 
     h = hashlib.sha256()
-    for part in (_source_bytes(source), json.dumps([source, options, validation], sort_keys=True).encode(),
-                 __version__.encode()):
-        h.update(len(part).to_bytes(8, "little"))
-        h.update(part)
+
+    def part(data: bytes) -> None:
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+
+    files = _source_files(source)
+    for path in files:
+        part(os.path.relpath(path, source).encode() if os.path.isdir(source) else b"")
+        h.update(os.path.getsize(path).to_bytes(8, "little"))
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+    if not files:
+        part(source.encode())
+    part(json.dumps([source, options, validation], sort_keys=True).encode())
+    part(__version__.encode())
     return h.hexdigest()[:24]
 
 
@@ -169,9 +257,12 @@ def run_task(task: Task, out_dir: str) -> dict[str, Any]:
     from litert_torch.files import write_atomic
 
     start = time.perf_counter()
-    result: dict[str, Any] = {"model": task.model, "variant": task.variant, "key": task.key, "source": task.source}
+    result: dict[str, Any] = {"model": task.model, "variant": task.variant, "key": task.key, "source": task.source,
+                              "kind": task.kind}
     folder = os.path.join(out_dir, task.model)
     os.makedirs(folder, exist_ok=True)
+    if task.kind == "llm":
+        return _run_llm_task(task, out_dir, folder, result, start)
     model_path = os.path.join(folder, f"{task.variant}.tflite")
     edge, module, args, kwargs = _convert(task)
     edge.export(model_path)
@@ -202,6 +293,84 @@ def run_task(task: Task, out_dir: str) -> dict[str, Any]:
             result["error"] = f"validation: the converted model departs from the source (rel {worst:.2e})"
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result
+
+
+def llm_export_options(options: dict[str, Any]) -> dict[str, Any]:
+    """A manifest's LLM options as `export_files` keywords (quantize is quantization_recipe's short name)."""
+    out = {k: v for k, v in options.items() if k not in ("quantize", "quantization_recipe")}
+    recipe = options.get("quantization_recipe", options.get("quantize"))
+    if recipe is not None:
+        out["quantization_recipe"] = recipe
+    return out
+
+
+def _run_llm_task(task: Task, out_dir: str, folder: str, result: dict[str, Any], start: float) -> dict[str, Any]:
+    """Export a Hugging Face directory to OUT/<model>/<variant>.litertlm; time decoding; validate its greedy
+    continuation against Hugging Face's."""
+    from litert_torch import generative
+    from litert_torch.files import write_atomic
+    from litert_torch.generative.export_hf.export import export_files
+    from litert_torch.quantization import QUANTIZATION_KEY
+
+    bundle = os.path.join(folder, f"{task.variant}.litertlm")
+    export_files(task.source, bundle_path=bundle, **llm_export_options(task.options))
+    result.update(status="ok", file=os.path.relpath(bundle, out_dir), bytes=os.path.getsize(bundle),
+                  convert_seconds=round(time.perf_counter() - start, 3))
+    runner = generative.load(bundle)
+    result["latency_ms"] = _decode_latency(runner)
+    if task.validation is not None:
+        from litert_torch.generative.hf import load as load_hf
+
+        prompt = str(task.validation.get("prompt", "Once upon a time"))
+        tokens = int(task.validation.get("tokens", 16))
+        ids = runner.encode(prompt)
+        tokens = max(1, min(tokens, runner.cache_length - len(ids)))
+        hf = load_hf(task.source, need_tokenizer=False,
+                     trust_remote_code=bool(task.options.get("trust_remote_code", False))).model
+        report = generative.validate_llm(runner, hf, ids, tokens)
+        quantized = QUANTIZATION_KEY in runner.metadata
+        verdict = "PASS" if report.identical else ("REPORTED" if quantized else "FAIL")
+        page = os.path.join(folder, f"{task.variant}.html")
+        write_atomic(page, _llm_report_html(task, report, verdict).encode())
+        result["validation"] = {"verdict": verdict, "max_rel_error": report.max_relative_error,
+                                "token_agreement": report.token_agreement, "tokens": len(report.tokens),
+                                "first_divergence": report.first_divergence,
+                                "report": os.path.relpath(page, out_dir)}
+        if verdict == "FAIL":
+            result["status"] = "failed"
+            result["error"] = (f"validation: the float bundle does not decode like the Hugging Face model (the greedy "
+                               f"tokens differ at step {report.first_divergence})")
+    result["seconds"] = round(time.perf_counter() - start, 3)
+    return result
+
+
+def _decode_latency(runner: Any, steps: int = 8) -> float:
+    """The median time of one decode step, in ms, after a short prefill."""
+    runner.reset()
+    runner.prefill([0] * min(4, runner.cache_length - steps - 1))
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        runner.decode(0)
+        times.append(time.perf_counter() - t)
+    runner.reset()
+    return round(sorted(times)[len(times) // 2] * 1000, 3)
+
+
+def _llm_report_html(task: Task, report: Any, verdict: str) -> str:
+    def at(values: list, i: int, fmt: Callable[[Any], str]) -> str:
+        return fmt(values[i]) if i < len(values) else ""
+
+    rows = "".join(f"<tr><td>{i}</td><td>{at(report.reference_tokens, i, str)}</td><td>{at(report.tokens, i, str)}"
+                   f"</td><td>{at(report.step_max_abs_error, i, lambda e: f'{e:.3g}')}</td>"
+                   f"<td>{at(report.step_top1_agrees, i, lambda a: 'yes' if a else 'no')}</td></tr>"
+                   for i in range(max(len(report.reference_tokens), len(report.tokens))))
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>"
+            f"{html.escape(task.label)}: {verdict}</title><style>body{{font-family:sans-serif}}"
+            "td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style></head><body>"
+            f"<h1>{html.escape(task.label)}: {verdict}</h1><pre>{html.escape(report.summary())}</pre>"
+            "<table><tr><th>step</th><th>Hugging Face token</th><th>our token</th><th>max |logit error|</th>"
+            "<th>top-1 agrees (teacher-forced)</th></tr>" + rows + "</table></body></html>\n")
 
 
 def _convert(task: Task):
@@ -303,7 +472,7 @@ def _previous(task: Task, out_dir: str) -> dict | None:
             result = json.load(f)
     except (OSError, ValueError):
         return None
-    model = os.path.join(out_dir, task.model, f"{task.variant}.tflite")
+    model = os.path.join(out_dir, str(result.get("file", "")))
     if result.get("key") == task.key and result.get("status") == "ok" and os.path.isfile(model):
         return result
     return None
@@ -324,7 +493,14 @@ def _run_on_ray(todo: list[Task], out_dir: str, address: str | None, plan: Manif
 
     remote = ray.remote(num_cpus=plan.cpus, memory=int(plan.memory_gb * 2**30), max_retries=2,
                         retry_exceptions=False)(_in_child)
-    pending = {remote.remote(task, out_dir, timeout): task for task in todo}
+    pending = {}
+    for task in todo:
+        call = remote
+        if task.cpus is not None or task.memory_gb is not None:
+            cpus = plan.cpus if task.cpus is None else task.cpus
+            memory = plan.memory_gb if task.memory_gb is None else task.memory_gb
+            call = remote.options(num_cpus=cpus, memory=int(memory * 2**30))
+        pending[call.remote(task, out_dir, timeout)] = task
     results: dict[str, dict] = {}
     try:
         while pending:
@@ -358,7 +534,8 @@ def results_html(table: dict) -> str:
         status = html.escape(r["status"]) + (" (cached)" if r.get("cached") else "")
         rows.append(f"<tr class='{html.escape(r['status'])}'><td>{html.escape(r['model'])}</td>"
                     f"<td>{html.escape(r['variant'])}</td><td>{status}</td>"
-                    f"<td>{r.get('bytes', 0) / 1e6:.2f}</td><td>{r.get('latency_ms', '')}</td>"
+                    f"<td>{r.get('bytes', 0) / 1e6:.2f}</td><td>{r.get('latency_ms', '')}"
+                    f"{' per token' if r.get('kind') == 'llm' and 'latency_ms' in r else ''}</td>"
                     f"<td>{v.get('max_rel_error', '') if v else ''}</td><td>{report}</td>"
                     f"<td>{html.escape(r.get('error', ''))}</td></tr>")
     s = table["summary"]
@@ -370,13 +547,11 @@ def results_html(table: dict) -> str:
             "<th>error</th></tr>" + "".join(rows) + "</table></body></html>\n")
 
 
-if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "task":
-        sys.exit(_child(sys.argv[2], sys.argv[3]))
-    sys.exit("usage: python -m litert_torch.batch task TASK_JSON OUT_DIR")
-
 
 # ---- dataset-scale validation -----------------------------------------------------------------------------------
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
+
+
 @dataclasses.dataclass
 class VariantStats:
     samples: int
@@ -384,22 +559,34 @@ class VariantStats:
     abs_error: dict[str, float]  # p50 / p90 / p99 / max of each sample's max |edge - torch|
     rel_error: dict[str, float]  # the same, relative to the sample's max |torch|
     worst: list[tuple[int, float]]  # (sample id, max |edge - torch|), worst first
+    accuracy: float | None = None  # share of samples whose argmax is their label (labelled datasets)
 
 
 @dataclasses.dataclass
 class DatasetReport:
     variants: dict[str, VariantStats]
+    reference_accuracy: float | None = None  # PyTorch's own accuracy on the labels, when the dataset has them
+    names: dict[int, str] = dataclasses.field(default_factory=dict)  # sample id -> file, for the worst samples
 
     def to_json(self) -> dict[str, Any]:
-        return {name: dataclasses.asdict(v) for name, v in self.variants.items()}
+        out: dict[str, Any] = {name: dataclasses.asdict(v) for name, v in self.variants.items()}
+        if self.reference_accuracy is not None:
+            out["pytorch"] = {"accuracy": self.reference_accuracy}
+        if self.names:
+            out["files"] = {str(k): v for k, v in self.names.items()}
+        return out
 
     def render(self) -> str:
         lines = []
+        if self.reference_accuracy is not None:
+            lines.append(f"pytorch: accuracy {self.reference_accuracy:.2%} on the labels")
         for name, v in self.variants.items():
             top1 = f"top-1 {v.top1_agreement:.2%}" if v.top1_agreement is not None else "top-1 -"
-            lines.append(f"{name}: {v.samples} samples, {top1}, max|err| p50 {v.abs_error['p50']:.2e} "
+            accuracy = f", accuracy {v.accuracy:.2%}" if v.accuracy is not None else ""
+            worst = [self.names.get(i, i) for i, _ in v.worst[:5]]
+            lines.append(f"{name}: {v.samples} samples, {top1}{accuracy}, max|err| p50 {v.abs_error['p50']:.2e} "
                          f"p90 {v.abs_error['p90']:.2e} p99 {v.abs_error['p99']:.2e} max {v.abs_error['max']:.2e}; "
-                         f"worst samples {[i for i, _ in v.worst[:5]]}")
+                         f"worst samples {worst}")
         return "\n".join(lines)
 
 
@@ -419,35 +606,49 @@ class _Compare:
         import numpy as np
         import torch
 
-        out: dict[str, list] = {"id": list(batch["id"])}
+        out: dict[str, list] = {"id": list(batch["id"]), "pytorch/pred": []}
+        if "label" in batch:
+            out["label"] = list(batch["label"])
         for name in self.models:
-            out[f"{name}/abs"], out[f"{name}/rel"], out[f"{name}/top1"] = [], [], []
+            out[f"{name}/abs"], out[f"{name}/rel"], out[f"{name}/top1"], out[f"{name}/pred"] = [], [], [], []
         for x in batch[self.column]:
             sample = np.asarray(x)[None]
             with torch.no_grad():
                 ref = self.module(torch.from_numpy(sample))
             ref = (ref[0] if isinstance(ref, (tuple, list)) else ref).detach().numpy().astype(np.float64)
             scale = float(np.abs(ref).max()) or 1.0
+            scores = ref.ndim == 2 and ref.shape[-1] > 1
+            out["pytorch/pred"].append(int(np.argmax(ref.reshape(-1))) if scores else -1)
             for name, edge in self.models.items():
                 got = edge.call_like_module(sample)
                 got = np.asarray(got[0] if isinstance(got, (tuple, list)) else got, np.float64).reshape(ref.shape)
                 err = float(np.abs(got - ref).max())
                 out[f"{name}/abs"].append(err)
                 out[f"{name}/rel"].append(err / scale)
-                out[f"{name}/top1"].append(float(np.argmax(got.reshape(-1)) == np.argmax(ref.reshape(-1)))
-                                           if ref.ndim == 2 and ref.shape[-1] > 1 else float("nan"))
+                pred = int(np.argmax(got.reshape(-1))) if scores else -1
+                out[f"{name}/pred"].append(pred)
+                out[f"{name}/top1"].append(float(pred == out["pytorch/pred"][-1]) if scores else float("nan"))
         return {k: np.asarray(v) for k, v in out.items()}
 
 
 def validate_dataset(module: Any, models: dict[str, Any], dataset: Any, *, column: str = "x",
-                     batch_size: int = 64, actors: int = 2, worst: int = 10) -> DatasetReport:
+                     batch_size: int = 64, actors: int = 2, worst: int = 10, labels: list[str] | None = None,
+                     image_size: tuple[int, int] | None = None, mean: Any = None, std: Any = None
+                     ) -> DatasetReport:
     """Run every sample of `dataset` through PyTorch and through each converted model on Ray Data actors (one
     interpreter per model per actor): per variant, the top-1 agreement, percentiles of the per-sample error and
     the worst samples.
 
     `models`: {variant name: EdgeModel, .tflite bytes or path}. `dataset`: a Ray Dataset with a `column` of
-    sample arrays (one sample each, without the batch axis), a folder of .npz files (one sample each, read as
-    one), or a sequence of arrays."""
+    sample arrays (one sample each, without the batch axis; a "label" column makes it a labelled dataset), a
+    folder of .npz files (one sample each, read as one), a folder of images, or a sequence of arrays.
+
+    A folder of images (.png, .jpg, ...; in class subfolders, `folder/<class>/<image>`, for a labelled dataset):
+    each image is read as RGB (or grayscale, for a one-channel model), resized to `image_size` (height, width;
+    by default the model's input size), scaled to [0, 1], then `(x - mean) / std` per channel when given, and laid
+    out as the model's input (channels first unless its input is channels-last). Labels are the subfolders'
+    positions in `labels` (the model's class names in output order) or, without it, in sorted order, as
+    torchvision's ImageFolder numbers them. With labels the report adds each variant's accuracy and PyTorch's."""
     import numpy as np
     import ray
 
@@ -460,8 +661,18 @@ def validate_dataset(module: Any, models: dict[str, Any], dataset: Any, *, colum
                 data[name] = f.read()
         else:
             data[name] = m.flatbuffer
-    if isinstance(dataset, str):
-        dataset = _npz_dataset(dataset, column)
+    if not data:
+        raise InvalidArgumentError("validate_dataset needs at least one converted model")
+    files: list[str] = []
+    if isinstance(dataset, (str, os.PathLike)):
+        folder = os.fspath(dataset)
+        if not os.path.isdir(folder):
+            raise InvalidArgumentError(f"dataset {folder} is not a folder")
+        if any(n.endswith(".npz") for n in os.listdir(folder)):
+            dataset = _npz_dataset(folder, column)
+        else:
+            dataset, files = _image_dataset(folder, column, next(iter(data.values())), labels, image_size, mean,
+                                            std)
     elif not hasattr(dataset, "map_batches"):
         dataset = ray.data.from_items([{column: np.asarray(a)} for a in dataset])
     dataset = _with_ids(dataset)
@@ -469,6 +680,14 @@ def validate_dataset(module: Any, models: dict[str, Any], dataset: Any, *, colum
     metrics = dataset.map_batches(_Compare, fn_constructor_args=(module_ref, data, column), batch_size=batch_size,
                                   concurrency=actors, batch_format="numpy").take_all()
     ids = np.asarray([m["id"] for m in metrics])
+    label = np.asarray([m["label"] for m in metrics]) if metrics and "label" in metrics[0] else None
+
+    def accuracy(key: str) -> float | None:
+        if label is None:
+            return None
+        pred = np.asarray([m[key] for m in metrics])
+        return None if (pred < 0).all() else float(np.mean(pred == label))
+
     report = {}
     for name in models:
         abs_err = np.asarray([m[f"{name}/abs"] for m in metrics])
@@ -477,8 +696,9 @@ def validate_dataset(module: Any, models: dict[str, Any], dataset: Any, *, colum
         order = np.argsort(-abs_err)[:worst]
         report[name] = VariantStats(
             len(abs_err), None if np.isnan(top1).all() else float(np.nanmean(top1)), _percentiles(abs_err),
-            _percentiles(rel_err), [(int(ids[i]), float(abs_err[i])) for i in order])
-    return DatasetReport(report)
+            _percentiles(rel_err), [(int(ids[i]), float(abs_err[i])) for i in order], accuracy(f"{name}/pred"))
+    names = {i: files[i] for v in report.values() for i, _ in v.worst} if files else {}
+    return DatasetReport(report, accuracy("pytorch/pred"), names)
 
 
 def _percentiles(values: Any) -> dict[str, float]:
@@ -522,3 +742,76 @@ def _npz_dataset(folder: str, column: str) -> Any:
         return {"id": row["id"], column: value}
 
     return ray.data.from_items([{"id": i, "path": p} for i, p in enumerate(paths)]).map(load)
+
+
+def _image_dataset(folder: str, column: str, model: bytes, labels: list[str] | None,
+                   image_size: tuple[int, int] | None, mean: Any, std: Any) -> tuple[Any, list[str]]:
+    """A folder of images (in class subfolders for labels) as a Ray Dataset of model inputs (see
+    validate_dataset), and the files in sample-id order."""
+    import numpy as np
+    import ray
+
+    try:
+        from PIL import Image
+    except ImportError:
+        raise LiteRTTorchError("reading a folder of images needs Pillow: pip install pillow") from None
+    paths = sorted(os.path.relpath(os.path.join(root, n), folder) for root, _, names in os.walk(folder)
+                   for n in names if n.lower().endswith(IMAGE_EXTENSIONS))
+    if not paths:
+        raise InvalidArgumentError(f"{folder} holds no .npz files and no images ({', '.join(IMAGE_EXTENSIONS)})")
+    classes = sorted({p.split(os.sep)[0] for p in paths if os.sep in p})
+    labelled = bool(classes) and all(os.sep in p for p in paths)
+    if labels is not None:
+        labels = [str(c) for c in labels]
+        missing = [c for c in classes if c not in labels]
+        if labelled and missing:
+            raise InvalidArgumentError(f"{folder}: subfolder(s) {', '.join(missing[:5])} are not among the labels "
+                                       f"({', '.join(labels[:10])}{', ...' if len(labels) > 10 else ''})")
+    index = {c: i for i, c in enumerate(labels if labels is not None else classes)}
+
+    shape = _image_input_shape(model)
+    channels_last = shape[-1] in (1, 3, 4) and shape[1] not in (1, 3, 4)
+    channels = shape[-1] if channels_last else shape[1]
+    if channels not in (1, 3):
+        raise InvalidArgumentError(f"the model's input {list(shape)} is not an image of 1 or 3 channels")
+    height, width = image_size or ((shape[1], shape[2]) if channels_last else (shape[2], shape[3]))
+    if not all(isinstance(d, (int, np.integer)) and d > 0 for d in (height, width)):
+        raise InvalidArgumentError(f"the model's input {list(shape)} has no fixed image size: give image_size")
+    shift = np.asarray(0.0 if mean is None else mean, np.float32).reshape(-1)
+    scale = np.asarray(1.0 if std is None else std, np.float32).reshape(-1)
+    if shift.size not in (1, channels) or scale.size not in (1, channels) or (scale == 0).any():
+        raise InvalidArgumentError(f"mean and std must give one value or one per channel ({channels}), std non-zero")
+
+    def load(row):
+        path = os.path.join(folder, row["path"])
+        try:
+            with Image.open(path) as image:
+                image = image.convert("RGB" if channels == 3 else "L").resize((int(width), int(height)),
+                                                                              Image.BILINEAR)
+                pixels = np.asarray(image, np.float32).reshape(int(height), int(width), channels) / 255.0
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot read the image {path}: {exc}") from None
+        pixels = (pixels - shift) / scale
+        sample = pixels if channels_last else pixels.transpose(2, 0, 1)
+        out = {"id": row["id"], column: np.ascontiguousarray(sample, np.float32)}
+        if labelled:
+            out["label"] = index[row["path"].split(os.sep)[0]]
+        return out
+
+    return ray.data.from_items([{"id": i, "path": p} for i, p in enumerate(paths)]).map(load), paths
+
+
+def _image_input_shape(model: bytes) -> tuple[int, ...]:
+    from litert_torch.flatbuffer.reader import read_model
+
+    graph = read_model(model).subgraphs[0]
+    if len(graph.inputs) != 1 or len(graph.inputs[0].shape) != 4:
+        raise InvalidArgumentError("a folder of images needs a model with one 4-D image input, got inputs "
+                                   f"{[list(t.shape) for t in graph.inputs]}")
+    return tuple(int(d) for d in graph.inputs[0].shape)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "task":
+        sys.exit(_child(sys.argv[2], sys.argv[3]))
+    sys.exit("usage: python -m litert_torch.batch task TASK_JSON OUT_DIR")

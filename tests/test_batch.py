@@ -138,3 +138,112 @@ def test_dataset_validation_of_a_quantized_classifier_over_thousands_of_samples(
     via_validate = litert_torch.validate(model, (x,), float_edge, dataset=str(folder))
     assert via_validate.variants["model"].samples == 40
 
+
+
+def test_a_fleet_exports_hugging_face_directories_with_the_llm_exporter(cluster, tmp_path):
+    """A manifest mixing a Hugging Face directory (LLM exporter: .litertlm bundles, decode latency, greedy
+    validation against Hugging Face) with a module that takes only some of the variants."""
+    from litert_torch import generative
+    from litert_torch.generative.bundle import unpack_bundle
+    from litert_torch.generative.export_hf.export import export_files
+    from tests.generative import tiny_lm
+
+    tiny_lm.save(str(tmp_path / "models" / "qwen"), "qwen2")
+    path = tmp_path / "llm.toml"
+    path.write_text(
+        '[defaults]\ntarget = ["cpu"]\n'              # convert() options: not applied to the LLM
+        "[llm]\ncache_length = 96\nprefill_lengths = [16]\n"
+        '[validation]\ndraws = 1\nprompt = "the quick brown fox"\ntokens = 12\n'
+        '[[model]]\nname = "qwen"\nsource = "models/qwen"\nmemory_gb = 3\n'
+        f'[[model]]\nname = "mlp"\nsource = "{HERE}/fleet/models.py:mlp"\nvariants = ["float"]\n'
+        '[[variant]]\nname = "float"\n'                 # float for both kinds of source
+        '[[variant]]\nname = "int8"\nquantize = "dynamic-int8"\n')
+    with pytest.raises(batch.ManifestError, match="takes prefill_lengths"):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(path.read_text().replace('variants = ["float"]\n', "") + "channel_last_io = true\n")
+        batch.read_manifest(str(bad))
+    with pytest.raises(batch.ManifestError, match="no \\[\\[variant\\]\\] named 'fp8'"):
+        bad.write_text(path.read_text().replace('variants = ["float"]', 'variants = ["fp8"]'))
+        batch.read_manifest(str(bad))
+    plan = batch.read_manifest(str(path))
+    assert [(t.label, t.kind) for t in plan.tasks] == [("qwen/float", "llm"), ("qwen/int8", "llm"),
+                                                       ("mlp/float", "model")]
+    assert plan.tasks[0].memory_gb == 3 and plan.tasks[2].memory_gb is None
+    assert plan.tasks[0].options == {"cache_length": 96, "prefill_lengths": [16], "quantize": "none"}
+    assert plan.tasks[2].options == {"target": ["cpu"]}
+
+    out = tmp_path / "out"
+    table = batch.run(str(path), str(out))
+    by_label = {f"{r['model']}/{r['variant']}": r for r in table["tasks"]}
+    assert table["summary"] == {"tasks": 3, "ran": 3, "ok": 3, "failed": 0}, [r.get("error") for r in table["tasks"]]
+    f, q = by_label["qwen/float"], by_label["qwen/int8"]
+    assert f["file"] == "qwen/float.litertlm" and f["latency_ms"] > 0
+    # float decodes exactly like Hugging Face; int8 is reported with its token agreement
+    assert f["validation"]["verdict"] == "PASS" and f["validation"]["first_divergence"] is None
+    assert f["validation"]["tokens"] == 12
+    assert q["validation"]["verdict"] in ("PASS", "REPORTED") and 0 <= q["validation"]["token_agreement"] <= 1
+    assert q["bytes"] < f["bytes"]
+    assert "greedy tokens" in (out / f["validation"]["report"]).read_text()
+    # the bundles hold what a single-process export writes (the builder stamps each file with its own uuid and
+    # creation time, so the sections are compared), and the bundle loads and decodes
+    single = tmp_path / "single.litertlm"
+    export_files(str(tmp_path / "models" / "qwen"), bundle_path=str(single), prefill_lengths=[16],
+                 cache_length=96, quantization_recipe="none")
+    assert unpack_bundle(str(out / "qwen" / "float.litertlm")) == unpack_bundle(str(single))
+    runner = generative.load(str(out / "qwen" / "int8.litertlm"))
+    assert len(list(runner.generate_ids(runner.encode("hello world"), 4, stop=False))) == 4
+    assert "per token" in (out / "results.html").read_text()
+
+    # a rerun does nothing; a changed weight file makes only that directory's tasks run again
+    assert batch.run(str(path), str(out))["summary"]["ran"] == 0
+    with open(tmp_path / "models" / "qwen" / "config.json", "a") as cfg:
+        cfg.write("\n")
+    again = batch.run(str(path), str(out))
+    assert again["summary"]["ran"] == 2
+    assert {f"{r['model']}/{r['variant']}" for r in again["tasks"] if not r.get("cached")} == {"qwen/float",
+                                                                                               "qwen/int8"}
+
+
+def test_dataset_validation_reads_a_folder_of_labelled_images(cluster, tmp_path):
+    """The trained shapes classifier on a folder of class subfolders of PNG images: accuracy of PyTorch and of
+    each variant on the labels, agreement, and the worst samples named by file."""
+    import numpy as np
+    import torch
+
+    import litert_torch
+    from samples.shapes import data, model as shapes
+
+    module, (x,) = shapes.build()
+    rng = np.random.default_rng(7)
+    for k, name in enumerate(data.CLASSES):
+        os.makedirs(tmp_path / "images" / name)
+        for i in range(8):
+            data.draw(k, rng).save(tmp_path / "images" / name / f"{i}.png")
+    float_edge = litert_torch.convert(module, (x,))
+    int8 = litert_torch.quantize_model(float_edge, "dynamic-int8")
+    report = batch.validate_dataset(module, {"float": float_edge, "dynamic-int8": int8}, str(tmp_path / "images"),
+                                    labels=shapes.labels(), batch_size=16)
+    f, q = report.variants["float"], report.variants["dynamic-int8"]
+    assert f.samples == q.samples == 8 * len(data.CLASSES)
+    assert report.reference_accuracy >= 0.9  # a trained model, on images it has not seen
+    assert f.top1_agreement == 1.0 and f.accuracy == report.reference_accuracy and f.rel_error["max"] < 1e-4
+    assert q.accuracy is not None and q.top1_agreement >= 0.8
+    worst_id, worst_err = f.worst[0]
+    name = report.names[worst_id]
+    assert name.endswith(".png") and name.split(os.sep)[0] in data.CLASSES
+    # the sample id's file, read the documented way, gives the error reported for it
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(tmp_path / "images" / name).convert("RGB"), np.float32) / 255.0
+    sample = pixels.transpose(2, 0, 1)[None].copy()
+    want = module(torch.from_numpy(sample)).detach().numpy()
+    assert abs(float(np.abs(np.asarray(float_edge.call_like_module(sample)) - want).max()) - worst_err) < 1e-6
+    assert "pytorch: accuracy" in report.render() and name in report.render()
+    # sorted subfolder names when no labels are given (ImageFolder's numbering), through litert_torch.validate
+    plain = litert_torch.validate(module, (x,), float_edge, dataset=str(tmp_path / "images"),
+                                  dataset_options={"batch_size": 16})
+    order = sorted(data.CLASSES)
+    assert plain.variants["model"].samples == 8 * len(data.CLASSES)
+    assert (plain.reference_accuracy >= 0.9) == (order == shapes.labels())
+    with pytest.raises(litert_torch.errors.InvalidArgumentError, match="not among the labels"):
+        batch.validate_dataset(module, {"float": float_edge}, str(tmp_path / "images"), labels=["circle"])

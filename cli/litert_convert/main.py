@@ -482,8 +482,8 @@ def _validate_llm(model: str, source: str, prompt: str, new_tokens: int, as_json
 
 # ---- bench -----------------------------------------------------------------------------------------------------
 @cli.command(help="Convert (and validate) every model x variant of MANIFEST (TOML; see litert_torch/batch.py) as "
-                  "Ray tasks, into OUT_DIR: one .tflite, .json and validation .html per task, and results.json / "
-                  "results.html for all. A local Ray instance unless --address names a cluster; a rerun does only "
+                  "Ray tasks, into OUT_DIR: one .tflite (a .litertlm bundle for a Hugging Face model directory), "
+                  ".json and validation .html per task, and results.json / results.html for all. A local Ray instance unless --address names a cluster; a rerun does only "
                   "what is missing or changed. Exit 1 when any task failed.\n\n" + EXIT_CODES)
 @click.argument("manifest")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")

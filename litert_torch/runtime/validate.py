@@ -202,7 +202,8 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
              sample_kwargs: dict | None = None, inputs: Iterable | None = None, atol: float = ATOL,
              rtol: float = RTOL, backends: Iterable[str] = BACKENDS, draws: int = 3,
              per_layer: bool | None = None, tpu_precision: bool = False,
-             progress: Callable[[str], None] | None = None, dataset: Any = None) -> Any:
+             progress: Callable[[str], None] | None = None, dataset: Any = None,
+             dataset_options: dict | None = None) -> Any:
     """Compare `edge_model` (converted from `module` when not given) with eager PyTorch in float32.
 
     `inputs`: input tuples to use (each a tuple of positional args); by default the sample inputs plus `draws`
@@ -218,10 +219,11 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
     A reference output that is constant, all zero or not finite passes trivially: `report.warnings` says so and
     the verdict is INCONCLUSIVE. `progress`, when given, is called with each stage as it starts.
 
-    `dataset` (a Ray Dataset with an "x" column of samples, a folder of .npz samples, or a list of arrays) runs
-    the comparison at dataset scale on Ray Data instead (`litert_torch.batch.validate_dataset`; `edge_model` may
-    then be a {variant: model} dict) and returns its DatasetReport: top-1 agreement, error percentiles and the
-    worst samples per variant.
+    `dataset` (a Ray Dataset with an "x" column of samples, a folder of .npz samples or of images, or a list of
+    arrays) runs the comparison at dataset scale on Ray Data instead (`litert_torch.batch.validate_dataset`, with
+    `dataset_options` as its keywords: labels, image_size, mean, std, ...; `edge_model` may then be a {variant:
+    model} dict) and returns its DatasetReport: top-1 agreement, error percentiles and the worst samples per
+    variant, and accuracy when the dataset is labelled.
     """
     if dataset is not None:
         from litert_torch.batch import validate_dataset
@@ -231,7 +233,7 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
             edge_model = _convert(module, sample_args if isinstance(sample_args, tuple) else (sample_args,),
                                   sample_kwargs)
         models = edge_model if isinstance(edge_model, dict) else {"model": edge_model}
-        return validate_dataset(module, models, dataset)
+        return validate_dataset(module, models, dataset, **(dataset_options or {}))
     from litert_torch.converter import convert
 
     if not isinstance(sample_args, tuple):
