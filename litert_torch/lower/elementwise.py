@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
+from litert_torch.lower import exact
 from litert_torch.node import Value
 from litert_torch.lower.registry import LoweringContext, lowers, numpy_dtype, out_meta
 
@@ -20,14 +21,10 @@ UNARY_BUILTINS = {
     aten.hardswish.default: "HARD_SWISH",
     aten.neg.default: "NEG",
     aten.abs.default: "ABS",
-    aten.log.default: "LOG",
-    aten.sqrt.default: "SQRT",
-    aten.rsqrt.default: "RSQRT",
     aten.sin.default: "SIN",
     aten.cos.default: "COS",
     aten.floor.default: "FLOOR",
     aten.ceil.default: "CEIL",
-    aten.sign.default: "SIGN",
 }
 
 
@@ -44,16 +41,42 @@ for _target, _opcode in UNARY_BUILTINS.items():
     lowers(_target)(_unary(_opcode))
 
 
-def exp_keeping_nan(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
-    """EXP, with NaN passed through where XNNPACK's kernel would return 0 for it."""
-    y = ctx.emit("EXP", [x], like=x)
-    return ctx.emit("SELECT_V2", [ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), x, y], like=y)
-
-
 @lowers(aten.exp.default)
 def lower_exp(ctx, node, x):
-    """EXP, with NaN passed through where XNNPACK's kernel would return 0 for it."""
-    return exp_keeping_nan(ctx, x)
+    """EXP(x / 2) squared, NaN passed through: right up to the top of the float32 range on every kernel set
+    (lower/exact.py)."""
+    return exact.exp(ctx, x)
+
+
+@lowers(aten.log.default)
+def lower_log(ctx, node, x):
+    """LOG, split at 2**100 so that no kernel sees an input it gets wrong; +inf and NaN passed through
+    (lower/exact.py)."""
+    return exact.log(ctx, x)
+
+
+@lowers(aten.sqrt.default)
+def lower_sqrt(ctx, node, x):
+    """SQRT, split at 2**100 so that no kernel sees an input it gets wrong (lower/exact.py); three ops when
+    the input is known to be positive."""
+    return exact.sqrt(ctx, x)
+
+
+@lowers(aten.rsqrt.default)
+def lower_rsqrt(ctx, node, x):
+    """RSQRT of x * 2**-8 when x is known to be positive (a variance plus epsilon), else 1 / sqrt(x)
+    (lower/exact.py): +-inf at +-0, right up to the top of the float32 range."""
+    return exact.rsqrt(ctx, x)
+
+
+@lowers(aten.sign.default)
+def lower_sign(ctx, node, x):
+    """SIGN, with 0 for NaN as PyTorch gives (SIGN returns NaN)."""
+    y = ctx.emit("SIGN", [x], like=x)
+    if x.dtype.kind != "f":
+        return y
+    return ctx.emit("SELECT_V2", [ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), ctx.scalar_like(0.0, x), y],
+                    like=y)
 
 
 # ---- clamps ---------------------------------------------------------------------------------------------------
@@ -237,16 +260,9 @@ def lower_minimum(ctx, node, a, b):
 
 @lowers(aten.erf.default)
 def lower_erf(ctx, node, x):
-    """erf(y) = 2 * gelu(sqrt(2) * y) / (sqrt(2) * y) - 1 through the exact GELU builtin (TFLite has no erf),
-    with erf(0) = 0 selected where y is 0: MUL, GELU, DIV, MUL, SUB, EQUAL, SELECT_V2.
-
-    Limits: absolute error near float32 epsilon for |y| close to 0 (the 1 + erf(y) - 1 cancellation)."""
-    scaled = ctx.emit("MUL", [x, ctx.scalar_like(np.sqrt(2.0), x)], like=x)
-    ratio = ctx.emit("DIV", [ctx.emit("GELU", [scaled], like=x, approximate=False), scaled], like=x)
-    value = ctx.emit("SUB", [ctx.emit("MUL", [ratio, ctx.scalar_like(2.0, x)], like=x), ctx.scalar_like(1.0, x)],
-                     like=x)
-    is_zero = ctx.emit("EQUAL", [x, ctx.scalar_like(0.0, x)], x.shape, np.bool_)
-    return ctx.emit("SELECT_V2", [is_zero, ctx.scalar_like(0.0, x), value], like=x)
+    """erf (TFLite has no builtin): its Maclaurin series below 0.5, 2 * GELU(sqrt(2) x) / (sqrt(2) x) - 1 on x
+    clamped to +-6 above, NaN passed through (lower/exact.py)."""
+    return exact.erf(ctx, x)
 
 
 @lowers(aten.remainder.Tensor, aten.remainder.Scalar)
@@ -268,9 +284,9 @@ def lower_pow_scalar(ctx, node, x, exponent):
     if exponent == 3:
         return ctx.emit("MUL", [ctx.emit("MUL", [x, x], like=x), x], like=x)
     if exponent == 0.5 and dtype.kind == "f":
-        return ctx.emit("SQRT", [x], like=x)
+        return exact.sqrt(ctx, x)
     if exponent == -0.5 and dtype.kind == "f":
-        return ctx.emit("RSQRT", [x], like=x)
+        return exact.rsqrt(ctx, x)
     if exponent == -1 and dtype.kind == "f":
         return ctx.emit("DIV", [ctx.scalar_like(1.0, x), x], like=x)
     return ctx.emit("POW", [x, ctx.scalar_like(exponent, x)], like=x)

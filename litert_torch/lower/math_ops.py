@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.lower.elementwise import exp_keeping_nan, operand, scalar_with
+from litert_torch.lower import exact
+from litert_torch.lower.elementwise import operand, scalar_with
 from litert_torch.lower.reduce import lower_var, reduce
 from litert_torch.lower.registry import LoweringContext, lowers, out_meta
 from litert_torch.symbolic import broadcast_shapes
@@ -46,7 +47,7 @@ def lower_log1p(ctx, node, x):
     shape, dtype = out_meta(node)
     x = ctx.cast(x, dtype)
     near = _series(ctx, x, [(-1.0) ** k / (k + 1) for k in range(SERIES_TERMS)])
-    far = ctx.emit("LOG", [ctx.emit("ADD", [x, ctx.scalar_like(1.0, x)], like=x)], like=x)
+    far = exact.log(ctx, ctx.emit("ADD", [x, ctx.scalar_like(1.0, x)], like=x))
     return _select(ctx, _small(ctx, x), near, far)
 
 
@@ -57,7 +58,7 @@ def lower_expm1(ctx, node, x):
     shape, dtype = out_meta(node)
     x = ctx.cast(x, dtype)
     near = _series(ctx, x, [1.0 / float(np.prod(np.arange(1, k + 2))) for k in range(SERIES_TERMS)])
-    far = ctx.emit("SUB", [exp_keeping_nan(ctx, x), ctx.scalar_like(1.0, x)], like=x)
+    far = ctx.emit("SUB", [exact.exp(ctx, x), ctx.scalar_like(1.0, x)], like=x)
     return _select(ctx, _small(ctx, x), near, far)  # NaN is not small: it takes the far branch and stays NaN
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
+from litert_torch.lower import exact
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
 from litert_torch.symbolic import broadcast_shapes
 
@@ -130,7 +131,7 @@ def normalize(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: 
     the rest on the reduced statistics. TFLite has no normalisation builtin."""
     mean = staged_mean(ctx, x, stages)
     var = staged_mean(ctx, ctx.emit("SQUARED_DIFFERENCE", [x, mean], like=x), stages)
-    rstd = ctx.emit("RSQRT", [ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var)], like=var)
+    rstd = exact.rsqrt(ctx, ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var))
     shift = ctx.emit("NEG", [ctx.emit("MUL", [mean, rstd], like=mean)], like=mean)
     return ctx.emit("ADD", [ctx.emit("MUL", [x, rstd], like=x), shift], like=x)
 
@@ -182,7 +183,7 @@ def channel_norm(ctx: LoweringContext, x: ir.Tensor, groups: int, weight, bias, 
 
     mean = per_group(staged_mean(ctx, x, [spatial]))
     var = per_group(staged_mean(ctx, ctx.emit("SQUARED_DIFFERENCE", [x, mean], like=x), [spatial]))
-    scale = ctx.emit("RSQRT", [ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var)], like=var)
+    scale = exact.rsqrt(ctx, ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var))
     if weight is not None:
         scale = ctx.emit("MUL", [scale, ctx.reshape(weight, [c, *unit])], like=scale)
     shift = ctx.emit("NEG", [ctx.emit("MUL", [mean, scale], like=mean)], like=mean)

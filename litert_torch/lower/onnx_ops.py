@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
+from litert_torch.lower import exact
 from litert_torch.lower import onnx_rnn  # noqa: F401 (registers LSTM and GRU)
 from litert_torch.lower.onnx_registry import (  # noqa: F401 (the registry, re-exported)
     DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, RUNTIME_PARAMETERS, onnx_op,
@@ -64,13 +65,13 @@ _UNARY = {
     "Relu": aten.relu.default, "Sigmoid": aten.sigmoid.default, "Tanh": aten.tanh.default, "Exp": aten.exp.default,
     "Log": aten.log.default, "Sqrt": aten.sqrt.default, "Neg": aten.neg.default, "Abs": aten.abs.default,
     "Floor": aten.floor.default, "Ceil": aten.ceil.default, "Sin": aten.sin.default, "Cos": aten.cos.default,
-    "Erf": aten.erf.default, "Reciprocal": aten.reciprocal.default, "Sign": aten.sign.default,
+    "Erf": aten.erf.default, "Reciprocal": aten.reciprocal.default,
     "HardSwish": aten.hardswish.default, "Not": aten.logical_not.default, "Round": aten.round.default,
 }
 
 
 # Ops whose output has the shape and type of their first input (shape inference's fallback).
-SAME_SHAPE = set(_UNARY) | {"Gelu", "LeakyRelu", "Elu", "HardSigmoid", "Clip", "Identity", "Softmax",
+SAME_SHAPE = set(_UNARY) | {"Sign", "Gelu", "LeakyRelu", "Elu", "HardSigmoid", "Clip", "Identity", "Softmax",
                               "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization"}
 
 
@@ -82,6 +83,12 @@ def _unary(target):
 
 for _name, _target in _UNARY.items():
     onnx_op(_name, doc=f"as {_target}")(_unary(_target))
+
+
+@onnx_op("Sign")
+def sign(ctx, node, inputs, attrs):
+    """SIGN (NaN stays NaN, as ONNX's reference gives; PyTorch's sign gives 0 there)."""
+    return ctx.emit("SIGN", [inputs[0]], like=inputs[0])
 
 
 @onnx_op("Identity", "Dropout")
@@ -505,7 +512,7 @@ def layer_norm(ctx, node, inputs, attrs):
     mean = ctx.emit("MEAN", [x, axes], stats, x.dtype, keep_dims=True)
     dev = ctx.emit("SUB", [x, mean], like=x)
     var = ctx.emit("MEAN", [ctx.emit("MUL", [dev, dev], like=x), axes], stats, x.dtype, keep_dims=True)
-    inv = ctx.emit("RSQRT", [ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var)], like=var)
+    inv = exact.rsqrt(ctx, ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var))
     return y, mean if 1 in node.used else None, inv if 2 in node.used else None
 
 
@@ -519,8 +526,7 @@ def rms_norm(ctx, node, inputs, attrs):
     axes = ctx.const(np.arange(axis, x.rank, dtype=np.int32), name="axes")
     stats = tuple(x.shape[:axis]) + (1,) * (x.rank - axis)
     ms = ctx.emit("MEAN", [ctx.emit("MUL", [x, x], like=x), axes], stats, x.dtype, keep_dims=True)
-    inv = ctx.emit("RSQRT", [ctx.emit("ADD", [ms, ctx.scalar_like(attrs.get("epsilon", 1e-5), ms)], like=ms)],
-                   like=ms)
+    inv = exact.rsqrt(ctx, ctx.emit("ADD", [ms, ctx.scalar_like(attrs.get("epsilon", 1e-5), ms)], like=ms))
     y = ctx.emit("MUL", [x, inv], like=x)
     scale = tensor(ctx, inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
     if scale is not None:

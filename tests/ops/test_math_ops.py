@@ -1,5 +1,6 @@
-"""Math lowerings with no single builtin stay accurate over the whole input range: log1p and expm1 near 0 and at
-the extremes, isnan on NaN and infinities, round with decimals, atan2 broadcasting."""
+"""Math lowerings stay accurate over the whole input range: log1p and expm1 near 0 and at the extremes, isnan on
+NaN and infinities, round with decimals, atan2 broadcasting; LOG, SQRT, RSQRT, EXP and erf also where some CPUs'
+XNNPACK kernels are wrong (the top of the float32 range, zeros, infinities, NaN: lower/exact.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 import litert_torch
+from litert_torch.flatbuffer.reader import read_model
 
 EDGE_VALUES = torch.tensor([0.0, 1e-30, -1e-30, 1e-7, -1e-7, 3e-4, -0.5, 1.0, 10.0, 80.0, 100.0, -100.0, -1.0,
                             float("inf"), float("-inf"), float("nan")])
@@ -40,6 +42,46 @@ def test_elementwise_math_is_accurate_everywhere(name, fn, x):
         np.testing.assert_array_equal(got, want)
     else:  # relative accuracy, also for values near 0 (where a plain LOG(1 + x) or EXP(x) - 1 has none)
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1.2e-38, equal_nan=True)  # denormals may flush to 0
+
+
+# The ends of the float32 range, where the kernels of some CPUs are wrong (lower/exact.py), and ordinary values.
+RANGE_VALUES = torch.tensor([0.0, -0.0, 1.5e-38, 3e-36, 1e-20, 1e-7, 0.5, 1.0, 1.001, 2.0, 7.5, 1e10, 1e30, 1.3e36,
+                             8e37, 8.6e37, 2e38, 2.5e38, 3.4e38, float(np.finfo(np.float32).max), float("inf"),
+                             float("-inf"), float("nan"), -1e-37, -2.0, -3e38])
+ALL_FLOATS = torch.from_numpy(np.random.default_rng(0).integers(0, 2**32, 50000, dtype=np.uint64)
+                              .astype(np.uint32).view(np.float32))
+
+
+@pytest.mark.parametrize("name,fn,x", [
+    ("log", torch.log, RANGE_VALUES), ("sqrt", torch.sqrt, RANGE_VALUES), ("rsqrt", torch.rsqrt, RANGE_VALUES),
+    ("sqrt_pow", lambda v: v ** 0.5, RANGE_VALUES), ("rsqrt_pow", lambda v: v ** -0.5, RANGE_VALUES),
+    ("exp", torch.exp, torch.tensor([88.0, 88.4, 88.5, 88.7, 88.73, 89.0, -87.0, -80.0, 0.0, 1.0])),
+    ("erf", torch.erf, torch.cat([RANGE_VALUES, -RANGE_VALUES, torch.linspace(-7, 7, 141)])),
+    ("sign", torch.sign, RANGE_VALUES),
+    ("log_bits", torch.log, ALL_FLOATS), ("sqrt_bits", torch.sqrt, ALL_FLOATS), ("rsqrt_bits", torch.rsqrt, ALL_FLOATS),
+    ("exp_bits", torch.exp, ALL_FLOATS), ("erf_bits", torch.erf, ALL_FLOATS),
+])
+def test_kernels_are_right_over_the_whole_float32_range(name, fn, x):
+    edge = litert_torch.convert(Fn(fn), (x,))
+    got, want = np.asarray(edge(x)).astype(np.float64), fn(x.double()).numpy()
+    tiny = (np.abs(x.numpy()) < np.finfo(np.float32).tiny) & (x.numpy() != 0)  # denormal inputs may read as zero
+    want32 = want.astype(np.float32).astype(np.float64)  # overflow to inf as float32 would
+    # absolute slack: LOG's kernel is good to 2 ulp of 1 near x = 1 (not relative to the tiny result there), erf's
+    # GELU-based branch to 1e-6; denormal results may flush to zero
+    atol = {"log": 3e-7, "erf": 1e-6}.get(name.split("_")[0], float(np.finfo(np.float32).tiny))
+    close = np.isclose(got, want32, rtol=4e-6, atol=atol, equal_nan=True)
+    bad = ~close & ~tiny
+    assert not bad.any(), f"{name}: x={x.numpy()[bad][:5]} got={got[bad][:5]} want={want32[bad][:5]}"
+
+
+def test_normalisation_rsqrt_is_the_short_form_inside_xnnpack():
+    """rsqrt(var + eps): the input is known positive, so three ops XNNPACK takes (no SELECT, no DIV)."""
+    edge = litert_torch.convert(torch.nn.LayerNorm(16).eval(), (torch.randn(2, 5, 16),))
+    ops = [op.opcode for op in read_model(edge.flatbuffer).subgraphs[0].ops]
+    assert ops.count("RSQRT") == 1 and "SELECT_V2" not in ops and "DIV" not in ops, ops
+    x = torch.randn(2, 5, 16) * 1e18  # a variance past 2**126
+    want = torch.nn.functional.layer_norm(x, (16,))
+    np.testing.assert_allclose(np.asarray(edge(x)), want.numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_atan2_and_tensor_clamp_broadcast():
