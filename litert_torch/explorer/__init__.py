@@ -10,7 +10,8 @@ error.
 
 `overlays.py` builds the overlays (no Model Explorer needed), `graph.py` gets Model Explorer's graph of the model
 and checks the overlays land on every op, `page.py` makes the pages and the shared folder, `server.py` serves.
-Model Explorer is imported only here, on first use: without it, ModelExplorerUnavailable names the extra.
+Model Explorer is imported on first use (graph.py): without it, ModelExplorerUnavailable names the extra, and
+the runtime and the overlays work as before.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def view(model: Any, *, module: Any = None, sample_args: Any = (), sample_kwargs
     from litert_torch.explorer.server import check_address, serve
 
     check_address(host, port)
-    data, layers, report = _prepare_inputs(model, module, sample_args, sample_kwargs, report)
-    running = serve(data, host=host, port=port, open_browser=open_browser)
+    prepared, report = _prepare_inputs(model, module, sample_args, sample_kwargs, report)
+    running = serve(prepared, host=host, port=port, open_browser=open_browser)
     running.report = report
     return running
 
@@ -54,12 +55,12 @@ def export_view(model: Any, folder: str | os.PathLike, *, module: Any = None, sa
 
     folder = os.fspath(folder)
     check_folder(folder, overwrite)
-    data, _, _ = _prepare_inputs(model, module, sample_args, sample_kwargs, report)
-    return export(data, folder, overwrite=overwrite)
+    prepared, _ = _prepare_inputs(model, module, sample_args, sample_kwargs, report)
+    return export(prepared, folder, overwrite=overwrite)
 
 
 def _prepare_inputs(model: Any, module: Any, sample_args: Any, sample_kwargs: dict | None, report: Any):
-    """(ViewData, layers, ValidationReport or None) for the public calls."""
+    """(ViewData, the ValidationReport or None) for the public calls."""
     from litert_torch.explorer.page import prepare
 
     if module is not None and report is not None:
@@ -71,9 +72,8 @@ def _prepare_inputs(model: Any, module: Any, sample_args: Any, sample_kwargs: di
 
         report = validate(module, sample_args, edge, sample_kwargs=sample_kwargs, per_layer=True,
                           backends=LITERT_BACKENDS)
-    layers = layers_of(report)
     name = os.path.basename(path) if path else None
-    return prepare(data, layers=layers, name=name, path=path), layers, report
+    return prepare(data, layers=layers_of(report), name=name, path=path), report
 
 
 def _model(model: Any, need_runtime: bool):

@@ -81,8 +81,12 @@ def _remote_fonts_removed(html: str) -> str:
 
 def served_index() -> str:
     """The web app's index.html as our server serves it."""
-    with open(os.path.join(web_app_folder(), "index.html"), encoding="utf-8") as f:
-        return _remote_fonts_removed(f.read())
+    return _remote_fonts_removed(_read_text(os.path.join(web_app_folder(), "index.html")))
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 def _data_url(path: str, mime: str) -> str:
@@ -112,8 +116,7 @@ def standalone_page(view: ViewData) -> str:
         return re.sub(r"url\(\"?/?static_files/([^)\"]+)\"?\)", inline, text)
 
     css = _need(re.search(r"<link rel=\"stylesheet\" href=\"([^\"]+\.css)\"[^>]*>", html), "stylesheet").group(1)
-    with open(os.path.join(web, css), encoding="utf-8") as f:
-        stylesheet = local_assets(f.read())
+    stylesheet = local_assets(_read_text(os.path.join(web, css)))
     html = re.sub(r"<noscript>.*?</noscript>", "", html, flags=re.S)
     html = re.sub(r"<link rel=\"stylesheet\"[^>]*>", "", html)
     html = re.sub(r"<link rel=\"shortcut icon\"[^>]*>", "", html)
@@ -122,30 +125,26 @@ def standalone_page(view: ViewData) -> str:
     if not scripts:
         _need(None, "module scripts")
     main = next((s for s in scripts if s.startswith("main")), scripts[-1])
-    with open(os.path.join(web, main), encoding="utf-8") as f:
-        worker = _need(re.search(r"new Worker\(new URL\(\"([^\"]+)\"", f.read()), "layout worker").group(1)
-    with open(os.path.join(web, worker), encoding="utf-8") as f:
-        worker_source = f.read()
+    worker = _need(re.search(r"new Worker\(new URL\(\"([^\"]+)\"", _read_text(os.path.join(web, main))),
+                   "layout worker").group(1)
     embedded = {
         "query": view.query(),
         "extensions": EXTENSIONS,
         "graphs": [view.graphs],
         "nodeData": [view.node_data(i) for i in range(len(view.overlays))],
-        "texts": {f"static_files/{n}": open(os.path.join(static, n), encoding="utf-8").read()
+        "texts": {f"static_files/{n}": _read_text(os.path.join(static, n))
                   for n in sorted(os.listdir(static)) if n.endswith(".json")},
         "images": {f"static_files/{n}": _data_url(os.path.join(static, n), "image/png")
                    for n in sorted(os.listdir(static)) if n.endswith(".png")},
-        "worker": worker_source,
+        "worker": _read_text(os.path.join(web, worker)),
         "workerName": worker,
     }
-    with open(os.path.join(os.path.dirname(__file__), "standalone.js"), encoding="utf-8") as f:
-        prelude = f.read()
+    prelude = _read_text(os.path.join(os.path.dirname(__file__), "standalone.js"))
     head = (f"<style>{stylesheet}</style>\n"
             f"<script type=\"application/json\" id=\"litert-torch-view\">{_json_text(embedded)}</script>\n"
             f"<script>{_script_text(prelude)}</script>\n")
     for name in scripts:
-        with open(os.path.join(web, name), encoding="utf-8") as f:
-            inline = f"<script type=\"module\">{_script_text(f.read())}</script>"
+        inline = f"<script type=\"module\">{_script_text(_read_text(os.path.join(web, name)))}</script>"
         html = html.replace(f"<script src=\"{name}\" type=\"module\"></script>", inline, 1)
     return html.replace("</head>", head + "</head>", 1)
 

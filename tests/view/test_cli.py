@@ -11,6 +11,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_export_writes_the_page_the_model_and_one_node_data_file_per_overlay(mod
     assert capsys.readouterr().out.strip() == str(out / "net.html")
     names = sorted(os.listdir(out))
     assert names == ["README.txt", "net.html", "net.tflite", "node_data"]
-    assert (out / "net.tflite").read_bytes() == open(model_file, "rb").read()
+    assert (out / "net.tflite").read_bytes() == Path(model_file).read_bytes()
     edge = converted[2]
     files = sorted(os.listdir(out / "node_data"))
     assert files == ["layer-error.json", "placement-cpu.json", "placement-gpu.json", "placement-npu.json",
@@ -66,29 +67,35 @@ def _report(converted):
 
 def test_serve_prints_the_url_answers_only_the_app_and_stops_on_ctrl_c(model_file, model_explorer):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "cli")])}
-    proc = subprocess.Popen([sys.executable, "-m", "litert_convert", "view", model_file, "--port", "0",
-                             "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:") and "?data=" in url, (url, proc.stderr.read())
-        base = url.split("?")[0]
-        page = urllib.request.urlopen(url, timeout=30).read().decode()
-        assert "<title>Model Explorer</title>" in page and "fonts.gstatic.com" not in page
-        graphs = json.load(urllib.request.urlopen(base + "api/v1/load_graphs_json?graph_index=0", timeout=30))
-        assert graphs["graphCollections"][0]["graphs"][0]["id"] == "main"
-        node_data = json.load(urllib.request.urlopen(base + "api/v1/load_node_data?node_data_index=4", timeout=30))
-        assert json.loads(node_data["content"])["main"]["results"]["2"]["value"].startswith("CPU: a rank-5")
-        for path in ("api/v1/read_text_file?path=/etc/hostname", "apipost/v1/upload", "../pyproject.toml"):
-            with pytest.raises(urllib.error.HTTPError) as info:
-                urllib.request.urlopen(base + path, timeout=30)
-            assert info.value.code == 404, path
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 0
-        assert "stopped" in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with subprocess.Popen([sys.executable, "-m", "litert_convert", "view", model_file, "--port", "0",
+                           "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as proc:
+        try:
+            url = proc.stdout.readline().strip()
+            assert url.startswith("http://127.0.0.1:") and "?data=" in url, (url, proc.stderr.read())
+            base = url.split("?")[0]
+            page = _get(url).decode()
+            assert "<title>Model Explorer</title>" in page and "fonts.gstatic.com" not in page
+            graphs = json.loads(_get(base + "api/v1/load_graphs_json?graph_index=0"))
+            assert graphs["graphCollections"][0]["graphs"][0]["id"] == "main"
+            node_data = json.loads(_get(base + "api/v1/load_node_data?node_data_index=4"))
+            assert json.loads(node_data["content"])["main"]["results"]["2"]["value"].startswith("CPU: a rank-5")
+            for path in ("api/v1/read_text_file?path=/etc/hostname", "apipost/v1/upload", "../pyproject.toml"):
+                with pytest.raises(urllib.error.HTTPError) as info:
+                    _get(base + path)
+                assert info.value.code == 404, path
+                info.value.close()
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=30) == 0
+            assert "stopped" in proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.read()
 
 
 def test_a_port_in_use_is_a_usage_error(model_file, model_explorer, capsys):
