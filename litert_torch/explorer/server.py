@@ -14,6 +14,7 @@ import errno
 import json
 import mimetypes
 import os
+import sys
 import threading
 import urllib.parse
 import webbrowser
@@ -111,6 +112,12 @@ def _handler(view: ViewData) -> type[BaseHTTPRequestHandler]:
             query = urllib.parse.parse_qs(url.query)
             path = url.path
             if path in ("/", "/index.html"):
+                if "data" not in query:  # the bare address opens the model too
+                    self.send_response(302)
+                    self.send_header("Location", f"/?{view.query()}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
                 return self._send(index, "text/html; charset=utf-8")
             if path in api:
                 return self._send(api[path])
@@ -164,8 +171,19 @@ def serve(view: ViewData, *, host: str = DEFAULT_HOST, port: int | None = None,
                                        "one)") from None
     model_view = ModelView(server, view)
     if open_browser:
-        webbrowser.open(model_view.url)
+        open_in_browser(model_view.url)
     return model_view
+
+
+def open_in_browser(url: str) -> bool:
+    """Open `url` in a graphical web browser where there is one (without a display, Python's webbrowser would
+    start a text browser in the terminal instead); whether one was asked to."""
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return False
+    try:
+        return webbrowser.open(url)
+    except webbrowser.Error:
+        return False
 
 
 class _Server(ThreadingHTTPServer):

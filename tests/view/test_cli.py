@@ -76,6 +76,8 @@ def test_serve_prints_the_url_answers_only_the_app_and_stops_on_ctrl_c(model_fil
             base = url.split("?")[0]
             page = _get(url).decode()
             assert "<title>Model Explorer</title>" in page and "fonts.gstatic.com" not in page
+            with urllib.request.urlopen(base, timeout=30) as response:  # the bare address: redirected to the model
+                assert response.url == url
             graphs = json.loads(_get(base + "api/v1/load_graphs_json?graph_index=0"))
             assert graphs["graphCollections"][0]["graphs"][0]["id"] == "main"
             node_data = json.loads(_get(base + "api/v1/load_node_data?node_data_index=4"))
