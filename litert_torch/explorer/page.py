@@ -193,7 +193,8 @@ def export(view: ViewData, folder: str, *, overwrite: bool = False) -> str:
         paths = []
         for overlay in view.overlays:
             path = os.path.join("node_data", f"{overlay.stem}.json")
-            write_atomic(os.path.join(tmp, path), json.dumps(overlay.to_json(), indent=1, allow_nan=False).encode("utf-8"))
+            content = json.dumps(overlay.to_json(), indent=1, allow_nan=False)
+            write_atomic(os.path.join(tmp, path), content.encode("utf-8"))
             paths.append(path)
         validated = any(o.stem == "layer-error" for o in view.overlays)
         text = README.format(model=f"{stem}.tflite", page=f"{stem}.html", paths=",".join(paths),

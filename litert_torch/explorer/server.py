@@ -72,7 +72,8 @@ class ModelView:
         self.stop()
 
     def __repr__(self) -> str:
-        return f"ModelView({self.view.name!r} at http://{self.host}:{self.port}/, {'running' if self.running else 'stopped'})"
+        state = "running" if self.running else "stopped"
+        return f"ModelView({self.view.name!r} at http://{self.host}:{self.port}/, {state})"
 
 
 def _handler(view: ViewData) -> type[BaseHTTPRequestHandler]:
