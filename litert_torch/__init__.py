@@ -54,6 +54,8 @@ _LAZY = {
     "ValidationReport": "litert_torch.runtime.validate",
     "validate": "litert_torch.runtime.validate",
     "validate_onnx": "litert_torch.runtime.validate",
+    "ModelExplorerUnavailable": "litert_torch.explorer.graph",
+    "view": "litert_torch.explorer",
 }
 
 
@@ -90,6 +92,7 @@ __all__ = [
     "LiteRTTorchError",
     "LoweringError",
     "ModelFileError",
+    "ModelExplorerUnavailable",
     "ModelInputError",
     "ModelLoadError",
     "OnnxError",
@@ -110,5 +113,6 @@ __all__ = [
     "to_channel_last_io",
     "validate",
     "validate_onnx",
+    "view",
 ]
 __version__ = "0.1.0"

@@ -60,6 +60,36 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
         PENDING.discard(tmp)
 
 
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike, *, overwrite: bool = False) -> Iterator[str]:
+    """A folder to fill in place of `path`: a temp folder beside it, renamed to `path` when the block ends
+    (replacing an empty folder there, or with `overwrite` any folder), removed if the block raises."""
+    from litert_torch.errors import InvalidArgumentError
+
+    path = os.path.abspath(os.fspath(path))
+    tmp = tempfile.mkdtemp(prefix=".litert_", suffix=".tmp", dir=os.path.dirname(path))
+    PENDING.add(tmp)
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        yield tmp
+        if os.path.isdir(path) and os.listdir(path):
+            if not overwrite:
+                raise InvalidArgumentError(f"{path} exists and is not empty")
+            old = tempfile.mkdtemp(prefix=".litert_", suffix=".old", dir=os.path.dirname(path))
+            PENDING.add(old)
+            os.replace(path, old)  # over the empty folder mkdtemp made
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+            PENDING.discard(old)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        PENDING.discard(tmp)
+
+
 def write_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` atomically."""
     with atomic_file(path) as f:

@@ -412,25 +412,32 @@ def _read_file(path: str) -> bytes:
 @common_options
 @handled
 def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens, quiet, debug):
-    from litert_convert.check import inputs_for_model, open_edge_model
-    from litert_convert.sources import load_source, sample_inputs
+    from litert_convert.check import open_edge_model
 
     _quiet_torch(debug)
     if os.path.isdir(source) and os.path.isfile(os.path.join(source, "config.json")):
         return _validate_llm(model, source, prompt, new_tokens, as_json)
     edge = open_edge_model(_read_file(model), model)
-    console = _console()
-    with _status(console, quiet, "loading the source") as status:
-        src = load_source(source)
-        _check_deterministic(source, src, load_source)
-        args, kwargs = sample_inputs(src, list(input_specs)) or (inputs_for_model(edge), {})
-        report = _validate(src.model, edge, args, kwargs, per_layer=True if html_path else None,
-                           progress=lambda stage: status.update(f"validating: {stage}"))
+    report = _validate_against_source(edge, source, input_specs, quiet, per_layer=True if html_path else None)
     click.echo(json.dumps(report.to_json(), indent=1) if as_json else report.render())
     if html_path:
         _write_text(html_path, report.to_html())
     if not report.passed:
         raise Failure(f"{model} departs from {source} beyond the tolerance")
+
+
+def _validate_against_source(edge, source: str, input_specs, quiet: bool, per_layer: bool | None):
+    """The ValidationReport of `edge` against the module SOURCE builds, on its sample inputs (or --input, or
+    inputs drawn to the model's signature)."""
+    from litert_convert.check import inputs_for_model
+    from litert_convert.sources import load_source, sample_inputs
+
+    with _status(_console(), quiet, "loading the source") as status:
+        src = load_source(source)
+        _check_deterministic(source, src, load_source)
+        args, kwargs = sample_inputs(src, list(input_specs)) or (inputs_for_model(edge), {})
+        return _validate(src.model, edge, args, kwargs, per_layer=per_layer,
+                         progress=lambda stage: status.update(f"validating: {stage}"))
 
 
 def _check_deterministic(source: str, src, load_source) -> None:
@@ -478,6 +485,76 @@ def _validate_llm(model: str, source: str, prompt: str, new_tokens: int, as_json
     if not quantized and not report.identical:
         raise Failure(f"{model} does not decode like {source}: the greedy tokens differ at step "
                       f"{report.first_divergence}")
+
+
+# ---- view ------------------------------------------------------------------------------------------------------
+@cli.command(help="Open MODEL (.tflite) in Google's Model Explorer with our overlays on every op: its placement "
+                  "on each delegate target (cpu = XNNPACK, gpu, npu) and why it falls back, its PyTorch source "
+                  "line and node, and with --validate SOURCE its per-layer error. Served on --host:--port until "
+                  "Ctrl-C (the URL is printed); --export DIR writes the view to share instead: one HTML page that "
+                  "opens from disk without a server, the model, the overlays as node-data JSON files and a "
+                  "README.txt. Needs the view extra: pip install 'litert-torch-direct[view]'.\n\n" + EXIT_CODES)
+@click.argument("model")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Port to serve on [default: the first free of 8080-8099; 0: any free port].")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to serve on (127.0.0.1: this machine only).")
+@click.option("--validate", "source", metavar="SOURCE",
+              help="Validate MODEL against its PyTorch SOURCE layer by layer first and show the per-layer error "
+                   "(SOURCE as for `validate`).")
+@click.option("--input", "input_specs", multiple=True, metavar="NAME=DIMS:DTYPE",
+              help="Sample inputs for --validate (repeatable).")
+@click.option("--export", "export_dir", type=click.Path(file_okay=False),
+              help="Write the view to share into this folder instead of serving it.")
+@click.option("--force", is_flag=True, help="With --export: replace an existing folder.")
+@click.option("--no-browser", is_flag=True, help="Do not open the view in a web browser.")
+@common_options
+@handled
+def view(model, port, host, source, input_specs, export_dir, force, no_browser, quiet, debug):
+    import signal
+
+    from litert_torch.errors import ModelFileError
+    from litert_torch.explorer.page import check_folder, export, prepare
+    from litert_torch.explorer.server import serve
+
+    if input_specs and not source:
+        raise BadInput("--input applies only with --validate SOURCE")
+    if force and not export_dir:
+        raise BadInput("--force applies only with --export DIR")
+    if export_dir:
+        check_folder(export_dir, force)
+    data = _read_file(model)
+    report = None
+    if source:
+        from litert_convert.check import open_edge_model
+
+        _quiet_torch(debug)
+        report = _validate_against_source(open_edge_model(data, model), source, input_specs, quiet, per_layer=True)
+        if not quiet:
+            click.echo(report.render(), err=True)
+    try:
+        prepared = prepare(data, layers=report.layers if report else None, path=os.path.abspath(model))
+    except ModelFileError as exc:
+        raise BadInput(f"{model}: {exc}") from None
+    if export_dir:
+        page = export(prepared, export_dir, overwrite=force)
+        click.echo(page)
+        if not quiet:
+            click.echo(f"wrote {export_dir}: open {os.path.basename(page)} in a web browser (no server needed); "
+                       "README.txt says how to load the files into any Model Explorer", err=True)
+        return
+    running = serve(prepared, host=host, port=port, open_browser=not no_browser)
+    click.echo(running.url)
+    sys.stdout.flush()
+    if not quiet:
+        click.echo(f"Model Explorer is showing {model} at http://{host}:{running.port}/ (Ctrl-C stops it)", err=True)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C stops the server, exit 0
+    try:
+        running.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if not quiet:
+        click.echo("stopped", err=True)
 
 
 # ---- bench -----------------------------------------------------------------------------------------------------

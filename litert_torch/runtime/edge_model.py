@@ -282,6 +282,34 @@ class EdgeModel:
         data = read_json(self._metadata, QUANTIZATION_KEY)
         return QuantizationReport.from_json(data) if data is not None else None
 
+    # ---- the graph view (Google's Model Explorer, the `view` extra) ---------------------------------------
+    def view(self, *, report: Any = None, host: str = "127.0.0.1", port: int | None = None,
+             open_browser: bool = True):
+        """Show the model in Model Explorer with our overlays on every op (placement per delegate target and
+        why an op falls back, PyTorch source line and node; with `report`, a ValidationReport made with
+        per_layer=True, the per-layer error), served on `host`:`port` in a background thread (port None: the
+        first free of 8080-8099; 0: any free port). Returns the running ModelView (`url`, `stop()`, `wait()`).
+        To validate and show in one call: litert_torch.view(edge, module=..., sample_args=...)."""
+        from litert_torch.explorer.overlays import layers_of
+        from litert_torch.explorer.page import prepare
+        from litert_torch.explorer.server import check_address, serve
+
+        check_address(host, port)
+        running = serve(prepare(self.flatbuffer, layers=layers_of(report)), host=host, port=port,
+                        open_browser=open_browser)
+        running.report = report
+        return running
+
+    def export_view(self, folder: str | os.PathLike, *, report: Any = None, overwrite: bool = False) -> str:
+        """Write the view to share without a server: `folder` gets one self-contained HTML page (opens from disk),
+        the .tflite file, the overlays as Model Explorer node-data JSON files and a README.txt; written atomically.
+        Returns the page's path. See litert_torch.explorer.export_view."""
+        from litert_torch.explorer.overlays import layers_of
+        from litert_torch.explorer.page import check_folder, export, prepare
+
+        check_folder(os.fspath(folder), overwrite)
+        return export(prepare(self.flatbuffer, layers=layers_of(report)), os.fspath(folder), overwrite=overwrite)
+
     # ---- the runtime ------------------------------------------------------------------------------------
     @property
     def num_threads(self) -> int | None:

@@ -87,6 +87,14 @@ CASES = [
     ("validate against another module's model",
      lambda: litert_torch.validate(_TwoOutputs().eval(), X, _edge(), backends=("xnnpack",)), InvalidArgumentError,
      "output"),
+    ("view on a port out of range", lambda: _edge().view(port=70000, open_browser=False), InvalidArgumentError,
+     "70000"),
+    ("view of something not a model", lambda: litert_torch.view(42, open_browser=False), InvalidArgumentError,
+     "int"),
+    ("view validating and given a report", lambda: litert_torch.view(_edge(), module=Net(), report=[]),
+     InvalidArgumentError, "report"),
+    ("view exported over a file", lambda: _edge().export_view(_write(Path(tempfile.mkdtemp()), "f", b"x")),
+     InvalidArgumentError, "not a folder"),
 ]
 
 
@@ -134,6 +142,10 @@ CLI_CASES = [
     ("missing model to bench", ["bench", "{tmp}/none.tflite"], "none.tflite"),
     ("malformed thread counts", ["bench", "{tmp}/bad.tflite", "--threads", "two"], "two"),
     ("missing Hugging Face directory", ["export-hf", "{tmp}/no_model", "-o", "{tmp}/m.litertlm"], "no_model"),
+    ("corrupt model to view", ["view", "{tmp}/bad.tflite", "--no-browser"], "bad.tflite"),
+    ("view --force without --export", ["view", "{tmp}/bad.tflite", "--force"], "--export"),
+    ("view --input without --validate", ["view", "{tmp}/bad.tflite", "--input", "x=1x3:float32"], "--validate"),
+    ("view exported into a full folder", ["view", "{tmp}/bad.tflite", "--export", "{tmp}"], "not empty"),
 ]
 
 

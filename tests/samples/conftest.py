@@ -7,6 +7,7 @@ is missing the test is skipped with the command that installs it — unless LITE
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -53,9 +54,11 @@ def x_display():
         proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    """A headless Chromium driven through chromedriver (selenium); closed after the module."""
+@contextlib.contextmanager
+def headless_chromium(window_size: str = "480,900", console_log: bool = False):
+    """A headless Chromium driven through chromedriver (selenium), quit when the block ends; skipped (or failed
+    under LITERT_SAMPLE_TESTS=require) when Chromium, its driver or selenium is missing. With `console_log`,
+    `driver.get_log("browser")` returns the page's console and network errors."""
     need(shutil.which("chromium") is not None and shutil.which("chromedriver") is not None,
          "chromium and chromedriver (apt-get install chromium chromium-driver)")
     try:
@@ -67,10 +70,19 @@ def chromium():
     options.binary_location = shutil.which("chromium")
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-quic", "--window-size=480,900"):
+                 "--disable-quic", f"--window-size={window_size}"):
         options.add_argument(flag)
+    if console_log:
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     try:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """A headless Chromium driven through chromedriver (selenium); closed after the module."""
+    with headless_chromium() as driver:
+        yield driver
