@@ -10,7 +10,7 @@ import contextlib
 import logging
 import re
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -93,11 +93,153 @@ def _cia_registry_walked_once() -> Iterator[None]:
             utils._materialize_cpp_cia_ops = walk
 
 
-def decompose(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+def decompose(program: torch.export.ExportedProgram, *, own: bool = False,
+              lowerable: Callable[[Any], bool] | None = None) -> torch.export.ExportedProgram:
+    """`program` with only the ATen ops our lowerings take. torch's run_decompositions traces the whole graph
+    again (as long as the export itself). For a program we traced ourselves (`own`) and given `lowerable` (the
+    lowering registry's "this op is lowered as it is"), the few non-core ops models use most (conv2d, conv1d,
+    conv_transpose2d, transpose, squeeze, dropout in eval mode) are first rewritten in place to the core ops
+    they stand for, and in-place ops whose effect no other node can see to their functional forms; when every
+    op is then lowerable as it is, that is the result, traced once. Everything else is decomposed by torch."""
+    if own and lowerable is not None and _rewrite_to_core(program, lowerable):
+        return program
     with _cia_registry_walked_once():
         decomposed = program.run_decompositions(decomposition_table())
     _check_outputs_kept(program, decomposed)
     return decomposed
+
+
+# ---- decomposing by rewriting ------------------------------------------------------------------------------
+def _pair(value: Any, n: int) -> list:
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    return values * n if len(values) == 1 else values
+
+
+def _convolution_args(node: torch.fx.Node, spatial: int, transposed: bool) -> tuple:
+    """aten.convolution's arguments for a conv{1,2}d / conv_transpose2d node (their defaults filled in)."""
+    names = (["input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"] if transposed
+             else ["input", "weight", "bias", "stride", "padding", "dilation", "groups"])
+    defaults = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1, "output_padding": 0}
+    given = dict(zip(names, node.args))
+    given.update(node.kwargs)
+    v = {**defaults, **given}
+    return (v["input"], v["weight"], v["bias"], _pair(v["stride"], spatial), _pair(v["padding"], spatial),
+            _pair(v["dilation"], spatial), transposed, _pair(v["output_padding"], spatial), v["groups"])
+
+
+def _rank(node: Any) -> int | None:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return val.dim() if isinstance(val, torch.Tensor) else None
+
+
+def _static_shape(node: torch.fx.Node) -> list[int] | None:
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor) and all(isinstance(d, int) for d in val.shape):
+        return list(val.shape)
+    return None
+
+
+def _part_sizes(node: torch.fx.Node) -> list[int] | None:
+    """The sizes along the split axis of a chunk / split node's parts, when they are all known numbers."""
+    vals = node.meta.get("val")
+    dim = node.args[2] if len(node.args) > 2 else 0
+    if not isinstance(vals, (list, tuple)) or not vals or not isinstance(dim, int):
+        return None
+    if not all(isinstance(v, torch.Tensor) and isinstance(v.shape[dim], int) for v in vals):
+        return None
+    return [int(v.shape[dim]) for v in vals]
+
+
+def _functional(op: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
+    """The functional op of an in-place one (aten.relu_.default -> aten.relu.default), when it has one."""
+    name = op._schema.name.split("::")[-1]
+    if not name.endswith("_") or name.startswith("_"):
+        return None
+    packet = getattr(torch.ops.aten, name[:-1], None)
+    overload = getattr(packet, op._overloadname, None) if packet is not None else None
+    if overload is None or overload._schema.is_mutable:
+        return None
+    return overload
+
+
+def _returns_alias(node: torch.fx.Node) -> bool:
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return node.op != "call_function" or getattr(target, "__module__", "") != "_operator"
+    return any(r.alias_info is not None for r in target._schema.returns)
+
+
+def _unseen_mutation(node: torch.fx.Node, order: dict) -> bool:
+    """An in-place op on its first argument that no other node can observe: that argument is a fresh tensor
+    (made by an op that returns no alias: not an input, parameter or view), and every other reader of it comes
+    before this node and is not a view (which would see the change later)."""
+    schema = node.target._schema
+    written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    if written != [0] or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    base = node.args[0]
+    if base.op != "call_function" or _returns_alias(base):
+        return False
+    return all(user is node or (order[user] < order[node] and not _returns_alias(user)) for user in base.users)
+
+
+def _rewrite_to_core(program: torch.export.ExportedProgram, lowerable: Callable[[Any], bool]) -> bool:
+    """Rewrite `program`'s graph in place as `decompose` describes; True when it then holds only ops that are
+    lowered as they are (else the caller decomposes the rewritten program as usual)."""
+    graph = program.graph_module.graph
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    changed = False
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if target is aten.conv2d.default or target is aten.conv1d.default:
+            node.args, node.kwargs = _convolution_args(node, 2 if target is aten.conv2d.default else 1, False), {}
+            node.target = aten.convolution.default
+        elif target is aten.conv_transpose2d.input:
+            node.args, node.kwargs = _convolution_args(node, 2, True), {}
+            node.target = aten.convolution.default
+        elif target is aten.transpose.int and _rank(node.args[0]) is not None and not node.kwargs:
+            rank = _rank(node.args[0])
+            perm = list(range(rank))
+            a, b = (int(d) % max(rank, 1) for d in node.args[1:3])
+            perm[a], perm[b] = perm[b], perm[a]
+            node.args, node.target = (node.args[0], perm), aten.permute.default
+        elif target is aten.squeeze.dim and not node.kwargs:
+            node.args, node.target = (node.args[0], [node.args[1]]), aten.squeeze.dims
+        elif target in (aten.squeeze.default, aten.unflatten.int) and _static_shape(node) is not None:
+            node.args, node.kwargs, node.target = (node.args[0], _static_shape(node)), {}, aten.view.default
+        elif target is aten.t.default and _rank(node.args[0]) == 2:
+            node.args, node.target = (node.args[0], [1, 0]), aten.permute.default
+        elif target in (aten.chunk.default, aten.split.Tensor) and not node.kwargs and _part_sizes(node):
+            dim = node.args[2] if len(node.args) > 2 else 0
+            node.args, node.target = (node.args[0], _part_sizes(node), dim), aten.split_with_sizes.default
+        elif target is aten.softmax.int and len(node.args) == 2 and not node.kwargs:
+            node.args, node.target = (*node.args, False), aten._softmax.default
+        elif target in (aten.dropout.default, aten.dropout_.default) and len(node.args) == 3 \
+                and node.args[2] is False and not node.kwargs:
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
+        elif isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable \
+                and _functional(target) is not None and _unseen_mutation(node, order):
+            node.target = _functional(target)
+        else:
+            continue
+        changed = True
+    final = all(n.op != "call_function" or _as_it_is(n, lowerable) for n in graph.nodes)
+    if changed:
+        graph.lint()
+        program.graph_module.recompile()
+    return final
+
+
+def _as_it_is(node: torch.fx.Node, lowerable: Callable[[Any], bool]) -> bool:
+    target = node.target
+    if target is aten.batch_norm.default:  # train mode goes through torch's decomposition and its error
+        return len(node.args) > 5 and node.args[5] is False and lowerable(target)
+    if isinstance(target, torch._ops.OpOverload):
+        return not target._schema.is_mutable and lowerable(target)
+    return getattr(target, "__module__", "") == "_operator"
 
 
 def _output_metas(program: torch.export.ExportedProgram) -> list:
@@ -124,11 +266,12 @@ def _check_outputs_kept(before: torch.export.ExportedProgram, after: torch.expor
 
 def export_module(
     module: torch.nn.Module, args: tuple, kwargs: dict | None = None, *, dynamic_shapes: Any = None,
-    strict: bool | str = False,
+    strict: bool | str = False, lowerable: Callable[[Any], bool] | None = None,
 ) -> torch.export.ExportedProgram:
     """Trace `module` with torch.export (non-strict; `strict=True` for its strict mode, "auto" for non-strict
-    and then strict when that fails) and decompose it with our table. An ExportedProgram (say, from
-    torch.export.load) is only decomposed."""
+    and then strict when that fails) and decompose it with our table (`decompose`; `lowerable`, by default the
+    lowering registry's, lets it skip torch's second trace when the rewritten program needs none). An
+    ExportedProgram (say, from torch.export.load) is only decomposed, never changed in place."""
     if isinstance(module, torch.export.ExportedProgram):
         try:
             return decompose(module)
@@ -147,7 +290,10 @@ def export_module(
                     raise
                 program = torch.export.export(module, tuple(args), kwargs or {}, strict=True,
                                               dynamic_shapes=dynamic_shapes)
-            return decompose(program)
+            if lowerable is None:
+                # importing the registry's module imports every lowering module (litert_torch.lower)
+                from litert_torch.lower.registry import lowered_as_is as lowerable
+            return decompose(program, own=True, lowerable=lowerable)
     except Exception as exc:  # torch.export raises many types; keep its explanation and add the user's line
         where = _user_line_from_traceback(exc)
         lead = f"torch.export could not trace {type(module).__name__}"

@@ -92,6 +92,15 @@ def lower_batch_norm(ctx, node, x, weight, bias, running_mean, running_var, mome
     return out, None, None
 
 
+@lowers(aten.batch_norm.default)
+def lower_batch_norm_eval(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps,
+                          cudnn_enabled=False):
+    """Eval-mode batch norm (training=False) as aten._native_batch_norm_legit_no_training: x * scale + shift."""
+    if training:
+        raise ctx.fail("batch norm in train mode cannot be converted; call model.eval() first")
+    return lower_batch_norm(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps)[0]
+
+
 def _on_last_axis(ctx: LoweringContext, x: ir.Tensor, dim: int, opcode: str, **options) -> ir.Tensor:
     """Apply a last-axis op along `dim` by moving `dim` last and back."""
     axis = normalize_dim(dim, x.rank)

@@ -56,6 +56,11 @@ def lowering_for(target: Any) -> Lowering | None:
     return _REGISTRY.get(target)
 
 
+def lowered_as_is(target: Any) -> bool:
+    """Whether `target` has a lowering of its own (with the lowering modules imported: `litert_torch.lower`)."""
+    return target in _REGISTRY
+
+
 def registered() -> dict[Any, Lowering]:
     """All registered lowerings, keyed by ATen overload."""
     return dict(_REGISTRY)

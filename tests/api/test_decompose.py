@@ -36,6 +36,79 @@ def test_registry_walk_is_restored_when_decomposition_fails(monkeypatch):
         raise RuntimeError("decomposition failed")
 
     monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", broken)
-    with pytest.raises(litert_torch.ExportError, match="decomposition failed"):
-        litert_torch.convert(nn.Linear(4, 3), (torch.randn(2, 4),))
+    with pytest.raises(litert_torch.ExportError, match="decomposition failed"):  # softplus needs decomposing
+        litert_torch.convert(nn.Sequential(nn.Linear(4, 3), nn.Softplus()), (torch.randn(2, 4),))
     assert torch._export.utils._materialize_cpp_cia_ops is walk
+
+
+class Everyday(nn.Module):
+    """The non-core ops models use most, in-place ones included: all rewritten, no second trace."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv1d = nn.Conv1d(8, 8, 3, padding=1)
+        self.up = nn.ConvTranspose2d(4, 4, 2, stride=2)
+        self.drop = nn.Dropout(0.5, inplace=True)
+
+    def forward(self, x):
+        y = self.bn(self.conv(x))
+        y = torch.relu_(y)
+        y += 1.0
+        a, b = y.chunk(2, dim=1)
+        a = self.up(a)
+        b = self.drop(b).flatten(2)                     # [1, 4, 64]
+        b = self.conv1d(torch.cat([b, b], 1)).transpose(1, 2)
+        b = b.unflatten(1, (8, 8)).squeeze(0).softmax(-1)
+        return a.sum(dim=(2, 3)).t(), b
+
+
+def test_everyday_ops_are_rewritten_without_a_second_trace(monkeypatch):
+    torch.manual_seed(0)
+    model = Everyday().eval()
+    x = torch.randn(1, 3, 8, 8)
+    want = model(x)
+
+    def no_second_trace(self, table):
+        raise AssertionError("run_decompositions was called")
+
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", no_second_trace)
+    edge = litert_torch.convert(model, (x,))
+    for got, ref in zip(edge.call_like_module(x), want):
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    report = litert_torch.validate(model, (x,), edge, per_layer=True, backends=("xnnpack",))
+    assert report.passed and report.layers  # the per-layer comparison reads the same rewritten graph
+
+
+class SeenMutation(nn.Module):
+    """An in-place op whose effect a view shows later: only torch's functionalization gets it right."""
+
+    def forward(self, x):
+        y = x * 2
+        flat = y.view(-1)
+        y.add_(1)
+        return flat * 3
+
+
+class InputMutation(nn.Module):
+    def forward(self, x):
+        x.mul_(2)
+        return x + 1
+
+
+@pytest.mark.parametrize("model", [SeenMutation(), InputMutation()], ids=["view", "input"])
+def test_mutations_others_can_see_go_through_torchs_decomposition(model, monkeypatch):
+    calls = []
+    real = torch.export.ExportedProgram.run_decompositions
+
+    def counting(self, *args, **kwargs):
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", counting)
+    x = torch.randn(2, 3)
+    want = model(x.clone())
+    edge = litert_torch.convert(model, (x.clone(),))
+    assert calls, "an observable mutation was rewritten as if it were not"
+    torch.testing.assert_close(torch.as_tensor(edge.call_like_module(x.clone())), want)

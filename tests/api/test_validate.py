@@ -102,7 +102,7 @@ def test_broken_lowering_is_caught_at_its_layer(monkeypatch):
     original = conv_lowering.conv2d_nhwc
 
     def wrong_padding_on_b(ctx, x, weight, bias, stride, padding, dilation, groups, out_nchw):
-        if ctx.node.name == "convolution_1":
+        if ctx.node.name == "conv2d_1":
             padding = [0, 0]  # same output size (pads 0 before, 2 after), values shifted by a pixel
         return original(ctx, x, weight, bias, stride, padding, dilation, groups, out_nchw)
 
@@ -112,12 +112,12 @@ def test_broken_lowering_is_caught_at_its_layer(monkeypatch):
     assert not report.passed
     d = report.divergence
     assert d is not None, report.render()
-    assert d.node == "convolution_1" and d.target == "aten.convolution.default"
+    assert d.node == "conv2d_1" and d.target == "aten.convolution.default"
     line = next(i for i, text in enumerate(open(__file__), 1) if "LINE_B" in text and "next(" not in text)
     assert d.location.split(" ")[0].endswith(f"{os.path.basename(__file__)}:{line}")
     assert d.opcode == "CONV_2D"
     assert d.previous_error < 1e-4  # the layers before it (conv a with its folded batch norm) match
-    assert "first divergent node: convolution_1" in report.render()
+    assert "first divergent node: conv2d_1" in report.render()
 
 
 def test_channel_last_models_validate_in_pytorch_layout():
@@ -165,7 +165,7 @@ def test_html_report_has_the_plot_and_the_tables(monkeypatch, tmp_path):
     original = conv_lowering.conv2d_nhwc
 
     def wrong_padding_on_b(ctx, x, weight, bias, stride, padding, dilation, groups, out_nchw):
-        if ctx.node.name == "convolution_1":
+        if ctx.node.name == "conv2d_1":
             padding = [0, 0]
         return original(ctx, x, weight, bias, stride, padding, dilation, groups, out_nchw)
 
@@ -174,7 +174,7 @@ def test_html_report_has_the_plot_and_the_tables(monkeypatch, tmp_path):
     tags, text = _parse_html(report.to_html())
     assert "svg" in tags and "polyline" in tags and tags.count("circle") >= len(report.layers)
     assert tags.count("table") == 2  # outputs and layers
-    assert "first divergent: convolution_1" in text and "FAIL" in text
+    assert "first divergent: conv2d_1" in text and "FAIL" in text
     assert len(report.layers) >= 3 and report.to_json()["layers"][0]["passed"] is True
 
 
