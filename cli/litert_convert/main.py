@@ -479,6 +479,7 @@ def _validate_llm(model: str, source: str, prompt: str, new_tokens: int, as_json
     quantized = QUANTIZATION_KEY in llm.metadata
     if as_json:
         click.echo(json.dumps({**report.__dict__, "first_divergence": report.first_divergence,
+                               "first_divergent_layer": report.first_divergent_layer,
                                "token_agreement": report.token_agreement, "quantized": quantized}, indent=1))
     else:
         click.echo(report.summary())

@@ -53,6 +53,9 @@ class LlmLayout:
     sequence_axes: dict[str, int]
     start_token_id: int | None = None  # prepended to a prompt by the runtime (the tokenizer's BOS), if any
     stop_token_ids: list[int] = field(default_factory=list)
+    # per signature, the name of each decoder layer's output tensor (the hidden state after its residual
+    # additions), None where the passes merged it away: what layer-by-layer validation compares
+    layer_outputs: dict[str, list[str | None]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -75,13 +78,15 @@ def lower_llm(lm: DecoderLM, prefill_lengths: Sequence[int], *, start_token_id: 
     """The IR model of `lm` (one prefill signature per length and a decode signature, with its metadata) and its
     layout. Its constants are the module's own tensors: writing it with `write_model` streams them to disk."""
     report = progress or (lambda stage: None)
-    parts = [_lower_signature(lm, key, length, key == DECODE, report)
-             for key, length in [*((prefill_signature(n), n) for n in prefill_lengths), (DECODE, 1)]]
+    keys = [*((prefill_signature(n), n) for n in prefill_lengths), (DECODE, 1)]
+    lowered = [_lower_signature(lm, key, length, key == DECODE, report) for key, length in keys]
+    parts = [part for part, _ in lowered]
     names = kv_names(lm.cfg.num_layers)
     layout = LlmLayout(sorted(prefill_lengths), lm.cache_length, lm.cfg.num_layers,
                        {n: list(s) for n, s in lm.cache_shapes().items()}, lm.cfg.vocab_size, names,
                        {n: lm.sequence_axis(n) for n in names}, start_token_id=start_token_id,
-                       stop_token_ids=[int(t) for t in stop_token_ids])
+                       stop_token_ids=[int(t) for t in stop_token_ids],
+                       layer_outputs={key: kept for (key, _), (_, kept) in zip(keys, lowered)})
     report("assemble")
     model = converter._assemble(parts)
     model.metadata[LAYOUT_KEY] = metadata.encode(layout.to_json())
@@ -118,6 +123,7 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
     x_t, k_start_t, v_start_t, *rest = prologue.graph.outputs
     tables = {t: rest[3 * i: 3 * i + 3] for i, t in enumerate(lm.prologue.layer_types)}
     cache_outputs: list[ir.Tensor] = []
+    layer_outputs: list[ir.Tensor] = []
     names = kv_names(cfg.num_layers)
     for i, step in enumerate(steps):
         lowered = lower_program(templates[_structure(cfg, i)], weights=step.state_dict())
@@ -129,6 +135,8 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
         graph.inputs += [k_in, v_in]
         x_t, k_out, v_out = _splice(graph, lowered.graph, {own[n]: t for n, t in feeds.items() if n in own},
                                     f"layers.{i}")
+        x_t.name = layer_output_name(i)
+        layer_outputs.append(x_t)
         cache_outputs += [k_out, v_out]
     graph.outputs = list(cache_outputs)
     output_names = list(names)
@@ -140,6 +148,9 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
 
     report(f"optimize {key}")
     run_pipeline(graph)
+    produced = {id(t) for op in graph.ops for t in op.outputs}
+    kept = [t.name if id(t) in produced and t.name == layer_output_name(i) else None
+            for i, t in enumerate(layer_outputs)]
     plan = converter.delegate_aware(graph, ("cpu",))
     input_names = ["tokens", "input_pos", *names]
     lowered = LoweredProgram(graph, input_names, output_names, list(range(len(input_names))),
@@ -147,7 +158,12 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
     in_spec = pytree.tree_flatten((tuple(range(len(input_names))), {}))[1]
     out_spec = pytree.tree_flatten({n: 0 for n in output_names})[1]
     io = converter._io(lowered, in_spec, out_spec, lowered.tensor_input_positions, [], [])
-    return converter._Part(key, graph, input_names, output_names, io, plan)
+    return converter._Part(key, graph, input_names, output_names, io, plan), kept
+
+
+def layer_output_name(layer: int) -> str:
+    """The name of decoder layer `layer`'s output tensor (the writer puts its signature's name before it)."""
+    return f"layers.{layer}/output"
 
 
 def _structure(cfg, layer: int) -> tuple:

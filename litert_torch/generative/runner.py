@@ -75,6 +75,7 @@ class LlmRunner:
             raise LiteRTTorchError("this model was not written by the LLM exporter (no litert_torch.llm metadata)")
         self.layout = LlmLayout.from_json(decode(meta[LAYOUT_KEY]))
         self.metadata = meta  # the model's metadata entries (name -> bytes)
+        self.flatbuffer = flatbuffer
         self.tokenizer = tokenizer
         stops = self.layout.stop_token_ids if stop_token_ids is None else stop_token_ids
         self.stop_token_ids = set(int(t) for t in stops)

@@ -98,6 +98,10 @@ def test_quantized_bundles_run_and_report(llama_dir, tmp_path):
             assert report.step_top1_agrees[0], report.summary()
             assert 0 < report.max_relative_error < 1.0, report.summary()
             assert len(report.step_max_abs_error) == 16 and "teacher-forced" in report.summary()
+            # layer by layer at one step: every decoder layer compared, each a little off, none far
+            assert len(report.layer_errors) == hf.config.num_hidden_layers, report.summary()
+            assert all(e is not None and 0 < e < 1 for e in report.layer_errors), report.summary()
+            assert f"layers at step {report.layer_step}" in report.summary()
         text = engine_greedy(out, str(tmp_path / "cache" / recipe), PROMPT, 8)
         assert isinstance(text, str)
     assert sizes["dynamic_wi8_afp32"] < 0.5 * sizes["none"]
@@ -108,6 +112,25 @@ def test_quantized_bundles_run_and_report(llama_dir, tmp_path):
     model = read_model(open(os.path.join(tmp_path / "dynamic_wi8_afp32", "model.tflite"), "rb").read())
     lookups = [op for g in model.subgraphs for op in g.ops if op.opcode == "EMBEDDING_LOOKUP"]
     assert lookups and all(op.inputs[1].dtype == np.int8 for op in lookups)  # the embedding table too
+
+
+def test_validation_names_the_layer_where_a_model_departs(llama_dir, tmp_path):
+    """A float bundle against its Hugging Face model with the second layer's MLP changed afterwards: the tokens
+    differ, and the layer comparison puts the departure at layer 1, not 0."""
+    import transformers
+
+    out = export.export(model=llama_dir, output_dir=str(tmp_path), prefill_lengths=PREFILL, cache_length=CACHE,
+                        quantization_recipe="none")
+    llm = generative.load(out)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(llama_dir, dtype=torch.float32).eval()
+    same = generative.validate_llm(llm, hf, llm.encode(PROMPT), 8, layers=True)
+    assert same.identical and same.first_divergent_layer is None
+    assert all(e < 1e-4 for e in same.layer_errors), same.summary()
+    with torch.no_grad():
+        hf.model.layers[1].mlp.down_proj.weight.mul_(3.0)
+    changed = generative.validate_llm(llm, hf, llm.encode(PROMPT), 8, layers=True)
+    assert changed.layer_errors[0] < 1e-4 and changed.first_divergent_layer == 1, changed.summary()
+    assert "first beyond" in changed.summary()
 
 
 def test_runner_streams_text_samples_and_keeps_state(llama_dir, tmp_path):
