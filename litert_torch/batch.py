@@ -335,6 +335,8 @@ def _run_llm_task(task: Task, out_dir: str, folder: str, result: dict[str, Any],
         result["validation"] = {"verdict": verdict, "max_rel_error": report.max_relative_error,
                                 "token_agreement": report.token_agreement, "tokens": len(report.tokens),
                                 "first_divergence": report.first_divergence,
+                                "first_divergent_layer": report.first_divergent_layer,
+                                "layer_errors": report.layer_errors,
                                 "report": os.path.relpath(page, out_dir)}
         if verdict == "FAIL":
             result["status"] = "failed"
