@@ -21,8 +21,6 @@ UNARY_BUILTINS = {
     aten.hardswish.default: "HARD_SWISH",
     aten.neg.default: "NEG",
     aten.abs.default: "ABS",
-    aten.sin.default: "SIN",
-    aten.cos.default: "COS",
     aten.floor.default: "FLOOR",
     aten.ceil.default: "CEIL",
 }
@@ -39,6 +37,21 @@ def _unary(opcode: str):
 
 for _target, _opcode in UNARY_BUILTINS.items():
     lowers(_target)(_unary(_opcode))
+
+
+def _trig(opcode: str):
+    def lower_trig(ctx: LoweringContext, node, x: ir.Tensor) -> ir.Tensor:
+        return ctx.emit(opcode, [x], like=x)
+
+    lower_trig.__name__ = f"lower_{opcode.lower()}"
+    lower_trig.__doc__ = f"""One {opcode} op.
+
+    Limits: XNNPACK's kernel is good to 2e-5 (absolute) for |x| < 1e7; past that it loses the argument."""
+    return lower_trig
+
+
+lowers(aten.sin.default)(_trig("SIN"))
+lowers(aten.cos.default)(_trig("COS"))
 
 
 @lowers(aten.exp.default)
@@ -248,13 +261,19 @@ def lower_div_mode(ctx, node, a, b, *, rounding_mode=None):
 
 @lowers(aten.maximum.default)
 def lower_maximum(ctx, node, a, b):
-    """MAXIMUM, broadcasting."""
+    """MAXIMUM, broadcasting.
+
+    Limits: NaN follows LiteRT's kernels, not PyTorch's propagation: where one operand is NaN the result may be
+    the other operand (XNNPACK on x86 returns the second one)."""
     return binary(ctx, node, "MAXIMUM", a, b)
 
 
 @lowers(aten.minimum.default)
 def lower_minimum(ctx, node, a, b):
-    """MINIMUM, broadcasting."""
+    """MINIMUM, broadcasting.
+
+    Limits: NaN follows LiteRT's kernels, not PyTorch's propagation: where one operand is NaN the result may be
+    the other operand (XNNPACK on x86 returns the second one)."""
     return binary(ctx, node, "MINIMUM", a, b)
 
 

@@ -46,13 +46,17 @@ def lower_sum(ctx, node, x, dim=None, keepdim=False, dtype=None):
 
 @lowers(aten.amax.default)
 def lower_amax(ctx, node, x, dim=(), keepdim=False):
-    """REDUCE_MAX over the given dims."""
+    """REDUCE_MAX over the given dims.
+
+    Limits: a NaN in the input is not propagated as PyTorch does (the kernels compare past it)."""
     return reduce(ctx, node, "REDUCE_MAX", x, dim, keepdim)
 
 
 @lowers(aten.amin.default)
 def lower_amin(ctx, node, x, dim=(), keepdim=False):
-    """REDUCE_MIN over the given dims."""
+    """REDUCE_MIN over the given dims.
+
+    Limits: a NaN in the input is not propagated as PyTorch does (the kernels compare past it)."""
     return reduce(ctx, node, "REDUCE_MIN", x, dim, keepdim)
 
 
@@ -110,7 +114,9 @@ def lower_argmin(ctx, node, x, dim=None, keepdim=False):
 
 @lowers(aten.max.dim, aten.min.dim)
 def lower_max_dim(ctx, node, x, dim, keepdim=False):
-    """(values, indices): REDUCE_MAX / REDUCE_MIN and ARG_MAX / ARG_MIN along `dim`."""
+    """(values, indices): REDUCE_MAX / REDUCE_MIN and ARG_MAX / ARG_MIN along `dim`.
+
+    Limits: a NaN in the input is not propagated as PyTorch does (the kernels compare past it)."""
     is_max = node.op is aten.max.dim
     values = reduce(ctx, node, "REDUCE_MAX" if is_max else "REDUCE_MIN", x, dim, keepdim, x.dtype)
     return values, arg_reduce(ctx, "ARG_MAX" if is_max else "ARG_MIN", x, dim, keepdim, values.shape)
