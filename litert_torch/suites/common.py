@@ -16,22 +16,32 @@ def refusal(exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
 
 
-def convert_run_compare(convert: Callable[[], Any], inputs: tuple, reference_outputs: Callable[[], list[np.ndarray]],
-                        tolerance: Callable[[np.ndarray], tuple[float, float]], reference: str) -> dict:
-    """Convert (`convert()`), run on `inputs`, compare with `reference_outputs()` (asked for once the model ran)
-    at `tolerance(expected_output)` = (rtol, atol) for floating-point outputs, exactly otherwise."""
+def classify(exc: Exception) -> dict:
+    """A conversion failure of ours as a result: not-exported (torch.export), refused (a typed conversion error)
+    or error (anything untyped, which must not happen)."""
     from litert_torch.errors import ConversionError, ExportError
 
+    if isinstance(exc, ExportError):
+        return {"status": "not-exported", "detail": str(exc).splitlines()[-1][:200] if str(exc) else "ExportError"}
+    if isinstance(exc, ConversionError):
+        return {"status": "refused", "detail": refusal(exc)}
+    return {"status": "error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
+
+
+def convert_run_compare(convert: Callable[[], Any], inputs: tuple, reference_outputs: Callable[[], list[np.ndarray]],
+                        tolerance: Callable[[np.ndarray], tuple[float, float]], reference: str, *,
+                        failed: Callable[[Exception], dict] = classify,
+                        run: Callable[[Any, tuple], Any] | None = None) -> dict:
+    """Convert (`convert()`), run on `inputs` (`run(model, inputs)`, by default our EdgeModel's
+    call_like_module), compare with `reference_outputs()` (asked for once the model ran) at
+    `tolerance(expected_output)` = (rtol, atol) for floating-point outputs, exactly otherwise. A conversion that
+    raises is recorded as `failed(exc)` says."""
     try:
         edge = convert()
-    except ExportError as exc:
-        return {"status": "not-exported", "detail": str(exc).splitlines()[-1][:200] if str(exc) else "ExportError"}
-    except ConversionError as exc:
-        return {"status": "refused", "detail": refusal(exc)}
-    except Exception as exc:  # noqa: BLE001 - an untyped failure inside the converter is what this records
-        return {"status": "error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    except Exception as exc:  # noqa: BLE001 - every conversion failure is a result of the case
+        return failed(exc)
     try:
-        got = edge.call_like_module(*inputs)
+        got = run(edge, inputs) if run is not None else edge.call_like_module(*inputs)
     except Exception as exc:  # noqa: BLE001 - typed or not, the runtime refused to run the converted model
         return {"status": "runtime-error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
     gots = list(got) if isinstance(got, (tuple, list)) else [got]

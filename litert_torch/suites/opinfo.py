@@ -41,12 +41,11 @@ def _sample(case: str):
     return _ops()[name], None
 
 
-def run_case(case: str) -> dict:
+def build(case: str):
+    """The case as (module, inputs, expected outputs), or a result dict when it is skipped. Needs torch only, so
+    that another converter's worker can run the same cases (bench/official_opinfo.py)."""
     import torch
     import torch.utils._pytree as pytree
-
-    import litert_torch
-    from litert_torch.suites.common import convert_run_compare
 
     torch.manual_seed(0)
     op, sample = _sample(case)
@@ -78,5 +77,16 @@ def run_case(case: str) -> dict:
         return {"status": "skipped", "detail": "non-tensor output"}
     if not inputs:
         return {"status": "skipped", "detail": "no tensor input"}
+    return module, inputs, outs
+
+
+def run_case(case: str) -> dict:
+    import litert_torch
+    from litert_torch.suites.common import convert_run_compare
+
+    built = build(case)
+    if isinstance(built, dict):
+        return built
+    module, inputs, outs = built
     return convert_run_compare(lambda: litert_torch.convert(module, inputs), inputs,
                                lambda: [o.detach().numpy() for o in outs], lambda e: (RTOL, ATOL), "PyTorch")

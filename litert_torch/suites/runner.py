@@ -56,13 +56,18 @@ def _no_core_dumps() -> None:
 
 
 class _Worker:
-    def __init__(self, suite: str):
+    def __init__(self, suite: str, command: list[str] | None = None):
         # The worker imports what this process can (the suite module may live next to the caller, as tests do).
-        path = os.pathsep.join(p if p else os.getcwd() for p in sys.path)
-        env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=path)
+        # `command`: another worker program speaking the same protocol (another converter, in its own venv).
+        if command is None:
+            path = os.pathsep.join(p if p else os.getcwd() for p in sys.path)
+            env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=path)
+            command = [sys.executable, "-m", "litert_torch.suites.runner", "worker", suite]
+        else:
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+            env.update(PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3")
         self.log = tempfile.TemporaryFile()  # the worker's stderr: what it said when it failed to start
-        self.proc = subprocess.Popen([sys.executable, "-m", "litert_torch.suites.runner", "worker", suite],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, env=env)
         self.buffer = ""
         self.eof = False
@@ -129,8 +134,10 @@ class _Worker:
 
 
 def run_cases(suite: str, cases: Iterable[str], jobs: int = 2, timeout: float = 120.0,
-              progress: Callable[[int, int, str, dict], None] | None = None) -> dict[str, dict]:
-    """Run `cases` of `suite` in `jobs` worker processes; {case: {"status", "detail", ...}}."""
+              progress: Callable[[int, int, str, dict], None] | None = None,
+              command: list[str] | None = None) -> dict[str, dict]:
+    """Run `cases` of `suite` in `jobs` worker processes (ours, or `command`'s); {case: {"status", "detail",
+    ...}}."""
     cases = list(cases)
     todo: queue.Queue = queue.Queue()
     for case in cases:
@@ -146,7 +153,7 @@ def run_cases(suite: str, cases: Iterable[str], jobs: int = 2, timeout: float = 
             except queue.Empty:
                 break
             if worker is None or not worker.alive:
-                worker = _Worker(suite)
+                worker = _Worker(suite, command)
             result = worker.run(case, timeout) if worker.ready else {"status": "error",
                                                                      "detail": worker.startup_error()}
             with lock:
