@@ -40,15 +40,18 @@ def _small(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
     return ctx.emit("LESS", [ctx.emit("ABS", [x], like=x), ctx.scalar_like(SERIES_LIMIT, x)], x.shape, np.bool_)
 
 
+def log1p(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    near = _series(ctx, x, [(-1.0) ** k / (k + 1) for k in range(SERIES_TERMS)])
+    far = exact.log(ctx, ctx.emit("ADD", [x, ctx.scalar_like(1.0, x)], like=x))
+    return _select(ctx, _small(ctx, x), near, far)
+
+
 @lowers(aten.log1p.default)
 def lower_log1p(ctx, node, x):
     """log(1 + x): its Taylor series for |x| < 0.1 (where LOG(1 + x) would lose the digits of x), LOG(1 + x)
     elsewhere."""
     shape, dtype = out_meta(node)
-    x = ctx.cast(x, dtype)
-    near = _series(ctx, x, [(-1.0) ** k / (k + 1) for k in range(SERIES_TERMS)])
-    far = exact.log(ctx, ctx.emit("ADD", [x, ctx.scalar_like(1.0, x)], like=x))
-    return _select(ctx, _small(ctx, x), near, far)
+    return log1p(ctx, ctx.cast(x, dtype))
 
 
 @lowers(aten.expm1.default)
@@ -124,3 +127,209 @@ def lower_var_mean(ctx, node, x, dim=None, *, correction=None, keepdim=False):
     var = lower_var(ctx, var_node, x, dim, correction=correction, keepdim=keepdim)
     mean = reduce(ctx, mean_node, "MEAN", x, dim, keepdim)
     return var, mean
+
+
+# ---- logarithms in other bases, inverse and hyperbolic trigonometry ------------------------------------------
+def _float_input(ctx: LoweringContext, node, x: ir.Tensor) -> ir.Tensor:
+    shape, dtype = out_meta(node)
+    if dtype.kind != "f":
+        raise ctx.fail(f"{node.op} with a {dtype} result has no lowering")
+    return ctx.cast(x, dtype)
+
+
+def _times(ctx: LoweringContext, x: ir.Tensor, c: float) -> ir.Tensor:
+    return ctx.emit("MUL", [x, ctx.scalar_like(c, x)], like=x)
+
+
+def _plus(ctx: LoweringContext, x: ir.Tensor, c: float) -> ir.Tensor:
+    return ctx.emit("ADD", [x, ctx.scalar_like(c, x)], like=x)
+
+
+def _op(ctx: LoweringContext, opcode: str, *inputs: ir.Tensor) -> ir.Tensor:
+    return ctx.emit(opcode, list(inputs), like=inputs[0])
+
+
+@lowers(aten.log2.default, aten.log10.default)
+def lower_log_base(ctx, node, x):
+    """log(x) (the whole-range form, lower/exact.py) times 1 / log(base)."""
+    x = _float_input(ctx, node, x)
+    base = 2.0 if node.op is aten.log2.default else 10.0
+    return _times(ctx, exact.log(ctx, x), 1.0 / float(np.log(base)))
+
+
+@lowers(aten.trunc.default)
+def lower_trunc(ctx, node, x):
+    """FLOOR(max(0, x)) + CEIL(min(0, x)): rounding toward zero in ops XNNPACK takes (x second in the MAXIMUM /
+    MINIMUM, so that NaN passes through)."""
+    shape, dtype = out_meta(node)
+    if dtype.kind != "f":
+        return x
+    zero = ctx.scalar_like(0.0, x)
+    up = ctx.emit("FLOOR", [ctx.emit("MAXIMUM", [zero, x], like=x)], like=x)
+    down = ctx.emit("CEIL", [ctx.emit("MINIMUM", [zero, x], like=x)], like=x)
+    return _op(ctx, "ADD", up, down)
+
+
+def _ones_like(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    return ctx.emit("FILL", [ctx.dims_tensor(x.shape), ctx.const(np.array(1.0, x.dtype))], like=x)
+
+
+def _one_minus_square(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    """(1 - x)(1 + x): 1 - x**2 without the cancellation near |x| = 1."""
+    one = ctx.scalar_like(1.0, x)
+    return _op(ctx, "MUL", ctx.emit("SUB", [one, x], like=x), _plus(ctx, x, 1.0))
+
+
+@lowers(aten.atan.default)
+def lower_atan(ctx, node, x):
+    """ATAN2(x, 1)."""
+    x = _float_input(ctx, node, x)
+    return ctx.emit("ATAN2", [x, _ones_like(ctx, x)], like=x)
+
+
+@lowers(aten.asin.default, aten.acos.default)
+def lower_asin_acos(ctx, node, x):
+    """asin(x) = ATAN2(x, sqrt((1 - x)(1 + x))), acos(x) = ATAN2(sqrt((1 - x)(1 + x)), x): accurate up to |x| = 1,
+    NaN beyond (the root of a negative number). The root's input is at most 1, inside SQRT's good range."""
+    x = _float_input(ctx, node, x)
+    root = ctx.emit("SQRT", [_one_minus_square(ctx, x)], like=x)
+    pair = [x, root] if node.op is aten.asin.default else [root, x]
+    return ctx.emit("ATAN2", pair, like=x)
+
+
+@lowers(aten.tan.default)
+def lower_tan(ctx, node, x):
+    """SIN(x) / COS(x).
+
+    Limits: as SIN and COS, good to 2e-5 (absolute, before the division) for |x| < 1e7."""
+    x = _float_input(ctx, node, x)
+    return ctx.emit("DIV", [_op(ctx, "SIN", x), _op(ctx, "COS", x)], like=x)
+
+
+_LN2 = float(np.log(2.0))
+# Past this magnitude sqrt(x**2 + 1) is |x| in float32 (and x**2 would overflow past 1.8e19): asinh and acosh
+# are log(2|x|) there.
+_HUGE = 2.0 ** 28
+
+
+def _cosh_parts(ctx: LoweringContext, a: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
+    """(e**a / 2, e**-a / 2) for a = |x|, the first without overflowing before cosh does."""
+    half = exact.exp(ctx, _plus(ctx, a, -_LN2))
+    return half, ctx.emit("DIV", [ctx.scalar_like(0.25, a), half], like=a)
+
+
+@lowers(aten.cosh.default)
+def lower_cosh(ctx, node, x):
+    """e**(|x| - log 2) + 0.25 / e**(|x| - log 2): (e**x + e**-x) / 2 with no early overflow."""
+    x = _float_input(ctx, node, x)
+    up, down = _cosh_parts(ctx, _op(ctx, "ABS", x))
+    return _op(ctx, "ADD", up, down)
+
+
+@lowers(aten.sinh.default)
+def lower_sinh(ctx, node, x):
+    """sign(x) * sinh(|x|): its Maclaurin series below 1 (where e**a - e**-a cancels), e**(a - log 2) -
+    0.25 / e**(a - log 2) above."""
+    x = _float_input(ctx, node, x)
+    a = _op(ctx, "ABS", x)
+    a2 = _op(ctx, "MUL", a, a)
+    acc = ctx.scalar_like(1.0 / float(np.prod(np.arange(1, 2 * SERIES_TERMS))), a)
+    for k in range(SERIES_TERMS - 2, -1, -1):
+        acc = _plus(ctx, _op(ctx, "MUL", acc, a2), 1.0 / float(np.prod(np.arange(1, 2 * k + 2))))
+    near = _op(ctx, "MUL", acc, a)
+    up, down = _cosh_parts(ctx, a)
+    far = ctx.emit("SUB", [up, down], like=a)
+    small = ctx.emit("LESS", [a, ctx.scalar_like(1.0, a)], a.shape, np.bool_)
+    magnitude = _select(ctx, small, near, far)
+    return _op(ctx, "MUL", magnitude, ctx.emit("SIGN", [x], like=x))
+
+
+@lowers(aten.asinh.default)
+def lower_asinh(ctx, node, x):
+    """sign(x) * asinh(|x|): log1p(a + a**2 / (1 + sqrt(1 + a**2))) (no cancellation near 0), log(a) + log 2
+    past 2**28."""
+    x = _float_input(ctx, node, x)
+    a = _op(ctx, "ABS", x)
+    capped = ctx.emit("MINIMUM", [ctx.scalar_like(_HUGE, a), a], like=a)
+    sq = _op(ctx, "MUL", capped, capped)
+    root = ctx.emit("SQRT", [_plus(ctx, sq, 1.0)], like=a)
+    near = log1p(ctx, _op(ctx, "ADD", capped, ctx.emit("DIV", [sq, _plus(ctx, root, 1.0)], like=a)))
+    far = _plus(ctx, exact.log(ctx, a), _LN2)
+    huge = ctx.emit("GREATER", [a, ctx.scalar_like(_HUGE, a)], a.shape, np.bool_)
+    return _op(ctx, "MUL", _select(ctx, huge, far, near), ctx.emit("SIGN", [x], like=x))
+
+
+@lowers(aten.acosh.default)
+def lower_acosh(ctx, node, x):
+    """log1p((x - 1) + sqrt((x - 1)(x + 1))) (no cancellation near 1; NaN below 1), log(x) + log 2 past
+    2**28."""
+    x = _float_input(ctx, node, x)
+    # kept within [-2, 2**28]: below 1 the result is NaN either way, and (x - 1)(x + 1) must not overflow
+    capped = ctx.emit("MAXIMUM", [ctx.scalar_like(-2.0, x), ctx.emit("MINIMUM", [ctx.scalar_like(_HUGE, x), x],
+                                                                      like=x)], like=x)
+    t = _plus(ctx, capped, -1.0)
+    root = ctx.emit("SQRT", [_op(ctx, "MUL", t, _plus(ctx, capped, 1.0))], like=x)
+    near = log1p(ctx, _op(ctx, "ADD", t, root))
+    far = _plus(ctx, exact.log(ctx, x), _LN2)
+    huge = ctx.emit("GREATER", [x, ctx.scalar_like(_HUGE, x)], x.shape, np.bool_)
+    return _select(ctx, huge, far, near)
+
+
+@lowers(aten.atanh.default)
+def lower_atanh(ctx, node, x):
+    """sign(x) * 0.5 * log1p(2a / (1 - a)) for a = |x|: accurate near 0 and near +-1, +-inf at +-1, NaN
+    beyond."""
+    x = _float_input(ctx, node, x)
+    a = _op(ctx, "ABS", x)
+    ratio = ctx.emit("DIV", [_times(ctx, a, 2.0), ctx.emit("SUB", [ctx.scalar_like(1.0, a), a], like=a)], like=a)
+    return _op(ctx, "MUL", _times(ctx, log1p(ctx, ratio), 0.5), ctx.emit("SIGN", [x], like=x))
+
+
+@lowers(aten.erfc.default)
+def lower_erfc(ctx, node, x):
+    """1 - erf(x) (lower/exact.py).
+
+    Limits: absolute error a few 1e-7; where erfc(x) is below 1e-3 (x > 2.3) its relative accuracy is lost."""
+    x = _float_input(ctx, node, x)
+    return ctx.emit("SUB", [ctx.scalar_like(1.0, x), exact.erf(ctx, x)], like=x)
+
+
+def _sign_bit(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    """True where x is negative, -0.0 included (1 / -0.0 is -inf)."""
+    zero = ctx.scalar_like(0.0, x)
+    below = ctx.emit("LESS", [x, zero], x.shape, np.bool_)
+    negative_zero = ctx.emit("LESS", [ctx.emit("DIV", [ctx.scalar_like(1.0, x), x], like=x), zero], x.shape,
+                             np.bool_)
+    return ctx.emit("LOGICAL_OR", [below, negative_zero], x.shape, np.bool_)
+
+
+@lowers(aten.signbit.default)
+def lower_signbit(ctx, node, x):
+    """x < 0 or 1 / x < 0 (-0.0 has its sign bit set); integers: x < 0.
+
+    Limits: a NaN's sign bit is not read (False)."""
+    if x.dtype.kind != "f":
+        shape, _ = out_meta(node)
+        return ctx.emit("LESS", [ctx.cast(x, np.int32), ctx.const(np.zeros((), np.int32))], shape, np.bool_)
+    return _sign_bit(ctx, x)
+
+
+@lowers(aten.copysign.Tensor)
+def lower_copysign(ctx, node, a, b):
+    """|a| with the sign of b (-0.0's included): SELECT_V2(signbit(b), -|a|, |a|), operands broadcast.
+
+    Limits: a NaN b gives |a| whatever its sign bit."""
+    shape, dtype = out_meta(node)
+    a, b = operand(ctx, a, dtype), operand(ctx, b, dtype)
+    magnitude = ctx.emit("ABS", [a], like=a)
+    negative = _sign_bit(ctx, b)
+    return ctx.emit("SELECT_V2", [negative, ctx.emit("NEG", [magnitude], like=magnitude), magnitude], shape, dtype)
+
+
+@lowers(aten.isinf.default)
+def lower_isinf(ctx, node, x):
+    """|x| == inf (integers are never infinite)."""
+    shape, _ = out_meta(node)
+    if x.dtype.kind != "f":
+        return ctx.const(np.zeros(shape, np.bool_))
+    return ctx.emit("EQUAL", [ctx.emit("ABS", [x], like=x), ctx.scalar_like(np.inf, x)], shape, np.bool_)

@@ -63,12 +63,38 @@ def lower_addmm(ctx, node, bias, a, b, beta=1, alpha=1):
     out_shape, dtype = out_meta(node)
     if b.is_constant and beta == 1 and alpha == 1 and bias.rank == 1 and bias.shape[0] == out_shape[-1]:
         return fully_connected(ctx, a, ctx.transpose(b, (1, 0)), ctx.cast(bias, dtype), out_shape)
-    prod = batch_matmul(ctx, a, b, out_shape)
+    return _scaled_sum(ctx, batch_matmul(ctx, a, b, out_shape), bias, alpha, beta, out_shape, dtype)
+
+
+def _scaled_sum(ctx: LoweringContext, prod: ir.Tensor, bias: ir.Tensor, alpha, beta, out_shape, dtype) -> ir.Tensor:
+    """beta * bias + alpha * prod, broadcasting; with beta = 0 the bias is not read (NaN in it included), as in
+    PyTorch."""
     if alpha != 1:
         prod = ctx.emit("MUL", [prod, ctx.scalar_like(alpha, prod)], like=prod)
+    if beta == 0:
+        return ctx.reshape(prod, out_shape) if tuple(prod.shape) != tuple(out_shape) else prod
+    bias = ctx.cast(bias, dtype)
     if beta != 1:
         bias = ctx.emit("MUL", [bias, ctx.scalar_like(beta, bias)], like=bias)
     return ctx.emit("ADD", [prod, bias], out_shape, dtype)
+
+
+@lowers(aten.addbmm.default)
+def lower_addbmm(ctx, node, bias, b1, b2, beta=1, alpha=1):
+    """beta * bias + alpha * sum over the batch of b1 @ b2: BATCH_MATMUL, SUM over axis 0, MUL, ADD."""
+    out_shape, dtype = out_meta(node)
+    batched = batch_matmul(ctx, b1, b2, (b1.shape[0], b1.shape[1], b2.shape[2]))
+    total = ctx.emit("SUM", [batched, ctx.const(np.array([0], np.int32), name="axes")], tuple(batched.shape[1:]),
+                     batched.dtype, keep_dims=False)
+    return _scaled_sum(ctx, total, bias, alpha, beta, out_shape, dtype)
+
+
+@lowers(aten.addmv.default)
+def lower_addmv(ctx, node, bias, mat, vec, beta=1, alpha=1):
+    """beta * bias + alpha * (mat @ vec): the vector as a one-column matrix through the matmul lowering."""
+    out_shape, dtype = out_meta(node)
+    column = batch_matmul(ctx, mat, ctx.reshape(vec, (vec.shape[0], 1)), (mat.shape[0], 1))
+    return _scaled_sum(ctx, ctx.reshape(column, (mat.shape[0],)), bias, alpha, beta, out_shape, dtype)
 
 
 @lowers(aten._native_batch_norm_legit_no_training.default)

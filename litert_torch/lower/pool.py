@@ -50,6 +50,17 @@ def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1
     return ctx.reshape(ctx.transpose(y, TO_NCHW), out_shape)
 
 
+@lowers(aten.max_pool2d_with_indices.default)
+def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """(values, indices) of max pooling: the values as aten.max_pool2d when nothing reads the indices.
+
+    Limits: the indices have no lowering."""
+    if 1 in node.used:
+        raise ctx.fail("max pooling's indices have no lowering (TFLite's MAX_POOL_2D gives the values only)")
+    values = node.with_value(node.outputs[0].shape, node.outputs[0].dtype)
+    return lower_max_pool2d(ctx, values, x, kernel_size, stride, padding, dilation, ceil_mode), None
+
+
 def avg_pool_divisors(in_hw, out_hw, kernel, stride, padding, count_include_pad, divisor_override) -> np.ndarray:
     """The divisor PyTorch uses for each output position of avg_pool2d, shape [out_h, out_w]."""
     def extents(size, out, k, s, p):

@@ -131,7 +131,31 @@ def _find_constant_nodes(program: torch.export.ExportedProgram, constants: dict[
         if (all(n.name in const for n in inputs) and _is_pure(node) and not _dynamic_value(node)
                 and node.target not in RUN_TIME_ONLY):
             const.add(node.name)
+        elif _empty_result(node, inputs):
+            const.add(node.name)
     return const
+
+
+def _empty_result(node: torch.fx.Node, inputs: list[torch.fx.Node]) -> bool:
+    """An op whose results all have no elements: their value is known whatever the inputs (there is none), so
+    it is computed at conversion time, on stand-ins for its non-constant inputs (their static shapes)."""
+    val = node.meta.get("val")
+    results = val if isinstance(val, (tuple, list)) else [val]
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or schema.is_mutable or not results:
+        return False
+    if not all(isinstance(r, torch.Tensor) and not _dynamic_value_of(r) and r.numel() == 0 for r in results):
+        return False
+    return all(not _dynamic_value(n) for n in inputs)
+
+
+def _dynamic_value_of(val: Any) -> bool:
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+
+    try:
+        return bool(free_symbols(val))
+    except Exception:  # noqa: BLE001 - values torch cannot inspect have no sizes
+        return False
 
 
 def _dynamic_value(node: torch.fx.Node) -> bool:
@@ -298,14 +322,19 @@ def lower_program(program: torch.export.ExportedProgram,
     space = space_of_program(program, dim_names, fixed)
     constants = _constant_values(program, weights)
     values, sizes = _values(program, space)
-    constant_nodes = _find_constant_nodes(program, constants, sizes)
+    # An input with no elements carries no data: what is computed from it alone is known at conversion time.
+    empty_inputs = {n.name: _stand_in(values[n.name]) for n in program.graph.nodes
+                    if n.op == "placeholder" and n.name not in constants and isinstance(values.get(n.name), Value)
+                    and all(not isinstance(d, Sym) for d in values[n.name].shape)
+                    and 0 in tuple(values[n.name].shape)}
+    constant_nodes = _find_constant_nodes(program, {**constants, **empty_inputs}, sizes)
     _check_static_shapes(program)
     _check_supported(program, constant_nodes)
 
     graph = ir.Graph("main")
     ctx = LoweringContext(graph, space)
     env: dict[str, Any] = dict(sizes)  # node name -> IR tensor(s), a size (int or Sym) or a Python value
-    torch_env: dict[str, Any] = dict(constants)  # node name -> torch value, for constant nodes
+    torch_env: dict[str, Any] = {**constants, **empty_inputs}  # node name -> torch value, for constant nodes
     torch_env.update({name: v for name, v in sizes.items() if not isinstance(v, Sym)})
 
     user_inputs = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
@@ -316,9 +345,6 @@ def lower_program(program: torch.export.ExportedProgram,
         if node is None or not isinstance(node.meta.get("val"), torch.Tensor):
             continue
         shape = values[node.name].shape
-        if any(not isinstance(d, Sym) and d == 0 for d in shape):
-            raise LoweringError(f"input {node.name} has no elements (shape {list(shape)}); a LiteRT model cannot take "
-                                "an empty tensor", target="placeholder")
         env[node.name] = ir.Tensor(node.name, shape, numpy_dtype(values[node.name].dtype))
         graph.inputs.append(env[node.name])
         ctx.add_input(env[node.name])
@@ -396,11 +422,28 @@ def lower_program(program: torch.export.ExportedProgram,
         value = env[arg.name]
         if not isinstance(value, ir.Tensor):
             raise ConversionError(f"output {arg.name} is not a tensor")
+        if value.is_constant and all(not isinstance(d, Sym) for d in value.shape) and 0 in tuple(value.shape):
+            value = _empty_output(ctx, graph, arg.name, value)
         graph.outputs.append(value)
         output_dtypes.append(_dtype_name(arg.meta["val"].dtype))
     names = output_names(program.call_spec.out_spec, len(graph.outputs))
     return LoweredProgram(graph, input_names(program.call_spec.in_spec, tensor_positions), names, tensor_positions,
                           input_dtypes, output_dtypes, parameters)
+
+
+def _empty_output(ctx: LoweringContext, graph: ir.Graph, name: str, value: ir.Tensor) -> ir.Tensor:
+    """An output with no elements, made by an op when the model runs (a constant with no data has no buffer
+    LiteRT can hand out): a SLICE of size 0 from an input, reshaped (and cast) to the output's shape."""
+    if not graph.inputs:
+        raise ConversionError(f"output {name} has no elements and the model has no input to make it from")
+    source = graph.inputs[0]
+    ref = ir.SourceRef(name, "output")
+    ctx.begin(Node(name, "output", source=ref), ref)
+    rank = max(source.rank, 1)
+    if source.rank == 0:
+        source = ctx.reshape(source, (1,))
+    piece = ctx.slice(source, [0] * rank, [0] * rank)
+    return ctx.cast(ctx.reshape(piece, tuple(value.shape)), value.dtype)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

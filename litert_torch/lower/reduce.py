@@ -66,6 +66,12 @@ def lower_prod(ctx, node, x, dim, keepdim=False, dtype=None):
     return reduce(ctx, node, "REDUCE_PROD", x, dim, keepdim)
 
 
+@lowers(aten.prod.default)
+def lower_prod_all(ctx, node, x, dtype=None):
+    """REDUCE_PROD over every axis."""
+    return reduce(ctx, node, "REDUCE_PROD", x, None, False)
+
+
 @lowers(aten.any.dim, aten.any.dims, aten.any.default)
 def lower_any(ctx, node, x, dim=None, keepdim=False):
     """REDUCE_ANY on the input as bool."""

@@ -64,6 +64,37 @@ def lower_split(ctx, node, x, split, dim=0):
     return ctx.emit_multi("SPLIT_V", [x, sizes_t, axis_t], shapes, num_splits=len(sizes))
 
 
+@lowers(aten.slice_scatter.default)
+def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
+    """`x` with `src` written over x[start:end] along `dim`: CONCATENATION of the slice before, `src` and the
+    slice after (unit steps, static sizes).
+
+    Limits: steps other than 1 have no lowering."""
+    shape, dtype = out_meta(node)
+    axis = normalize_dim(dim, x.rank)
+    if not all_static([*x.shape, start or 0, end or 0]):
+        raise ctx.fail("slice_scatter over a size known only at run time has no lowering")
+    if int(step) != 1:
+        raise ctx.fail(f"slice_scatter with step {step} has no lowering")
+    begin, stop, _ = slice(start, end, 1).indices(int(x.shape[axis]))
+    stop = max(stop, begin)
+    parts = []
+    for lo, hi in ((0, begin), (stop, int(x.shape[axis]))):
+        if hi > lo:
+            begins = [0] * x.rank
+            begins[axis] = lo
+            sizes = list(x.shape)
+            sizes[axis] = hi - lo
+            parts.append(ctx.slice(x, begins, sizes))
+    src = ctx.cast(src, x.dtype)
+    if src.size:
+        parts.insert(1 if begin > 0 else 0, src)
+    parts = [ctx.cast(p, dtype) for p in parts]
+    if len(parts) == 1:
+        return parts[0]
+    return ctx.emit("CONCATENATION", parts, shape, dtype, axis=axis)
+
+
 @lowers(aten.slice.Tensor)
 def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1):
     """SLICE for unit steps, STRIDED_SLICE otherwise; bounds are clamped the way PyTorch clamps them."""

@@ -74,6 +74,32 @@ def test_kernels_are_right_over_the_whole_float32_range(name, fn, x):
     assert not bad.any(), f"{name}: x={x.numpy()[bad][:5]} got={got[bad][:5]} want={want32[bad][:5]}"
 
 
+WIDE = torch.cat([RANGE_VALUES, -RANGE_VALUES, torch.linspace(-20, 20, 401), torch.tensor([0.999, -0.999, 1.0001])])
+
+
+@pytest.mark.parametrize("name,fn,atol", [
+    ("log2", torch.log2, 3e-7), ("log10", torch.log10, 3e-7), ("trunc", torch.trunc, 0.0),
+    ("atan", torch.atan, 2e-7), ("asin", torch.asin, 2e-7), ("acos", torch.acos, 4e-7),
+    ("sinh", torch.sinh, 0.0), ("cosh", torch.cosh, 0.0), ("asinh", torch.asinh, 2e-7),
+    ("acosh", torch.acosh, 3e-7), ("atanh", torch.atanh, 2e-7), ("erfc", torch.erfc, 5e-7),
+    ("signbit", torch.signbit, 0.0), ("isinf", torch.isinf, 0.0),
+])
+def test_new_math_is_right_over_the_whole_float32_range(name, fn, atol):
+    """Zeros, infinities, NaN, the top of the range, and a sweep of ordinary values, against float64."""
+    x = WIDE[~torch.isnan(WIDE)] if name == "signbit" else WIDE  # a NaN's sign bit is not read (documented)
+    edge = litert_torch.convert(Fn(fn), (x,))
+    got, want = np.asarray(edge(x)), fn(x.double()).numpy()
+    if want.dtype == np.bool_:
+        np.testing.assert_array_equal(got, want)
+        return
+    want32 = want.astype(np.float32).astype(np.float64)
+    tiny = (np.abs(x.numpy()) < np.finfo(np.float32).tiny) & (x.numpy() != 0)
+    close = np.isclose(got.astype(np.float64), want32, rtol=4e-6, atol=max(atol, float(np.finfo(np.float32).tiny)),
+                       equal_nan=True)
+    bad = ~close & ~tiny
+    assert not bad.any(), f"{name}: x={x.numpy()[bad][:5]} got={got[bad][:5]} want={want32[bad][:5]}"
+
+
 def test_normalisation_rsqrt_is_the_short_form_inside_xnnpack():
     """rsqrt(var + eps): the input is known positive, so three ops XNNPACK takes (no SELECT, no DIV)."""
     edge = litert_torch.convert(torch.nn.LayerNorm(16).eval(), (torch.randn(2, 5, 16),))
