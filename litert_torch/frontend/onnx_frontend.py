@@ -243,9 +243,9 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
         dtype = types[inp.name][1]
         if dtype is None:
             raise OnnxError(f"input {inp.name} has an element type without a TFLite equivalent")
-        if any(not isinstance(d, Sym) and d == 0 for d in input_shape[inp.name]):
-            raise OnnxError(f"input {inp.name} has no elements (shape {list(input_shape[inp.name])}); a LiteRT model "
-                            "cannot take an empty tensor")
+        if all_static(input_shape[inp.name]) and 0 in input_shape[inp.name]:
+            # no elements, no data: what the input determines is known now (the model still takes it)
+            consts[inp.name] = np.zeros([int(d) for d in input_shape[inp.name]], dtype)
         t = ir.Tensor(inp.name, input_shape[inp.name], np.int32 if dtype == np.int64 else dtype)
         env[inp.name] = t
         graph.inputs.append(t)
@@ -287,6 +287,13 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
                 consts[node.output[0]] = onnx_shapes.shape_value(dims, attrs.get("start", 0), attrs.get("end"))
             continue
         sizes_in = any(isinstance(v, np.ndarray) and v.dtype == object for v in inputs)
+        if not sizes_in and _empty_results(node, inputs, types):
+            # results with no elements are known whatever the inputs: evaluated on stand-ins of their shapes
+            stand_ins = [np.zeros([int(d) for d in v.shape], v.dtype) if isinstance(v, ir.Tensor) else v
+                         for v in inputs]
+            for out, result in zip(node.output, _evaluate(onnx, node, stand_ins)):
+                consts[out] = result
+            continue
         if all(not isinstance(v, ir.Tensor) for v in inputs):
             if not sizes_in:
                 for out, result in zip(node.output, _evaluate(onnx, node, inputs)):
@@ -350,8 +357,13 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
             if data.dtype == object:
                 raise OnnxError(f"output {out.name} is a size known only at run time; make that dimension static")
             if data.size == 0:
-                raise OnnxError(f"output {out.name} is a constant with no elements, which a LiteRT model cannot "
-                                "return")
+                ref = ir.SourceRef(out.name, "output", None, None)
+                ctx.begin(Node(out.name, "output", source=ref), ref)
+                t = ctx.empty(data.shape, np.int32 if data.dtype == np.int64 else data.dtype)
+                graph.outputs.append(t)
+                output_names.append(out.name)
+                output_dtypes.append(np.dtype(types.get(out.name, (None, data.dtype))[1] or data.dtype).name)
+                continue
             t = ir.Tensor(out.name, data.shape, data.dtype,
                           narrow_int64(data, out.name) if data.dtype == np.int64 else data)
         else:
@@ -366,6 +378,19 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
         output_names.append(out.name)
         output_dtypes.append(np.dtype(types.get(out.name, (None, t.dtype))[1] or t.dtype).name)
     return LoweredOnnx(graph, input_names, output_names, input_dtypes, output_dtypes)
+
+
+def _empty_results(node, inputs: list, types: dict) -> bool:
+    """Every result of `node` has a static shape with no elements, and its run-time inputs static shapes."""
+    outs = [o for o in node.output if o]
+    if not outs or node.op_type in ("Shape", "Size"):
+        return False
+    for o in outs:
+        shape, dtype = types.get(o, (None, None))
+        if shape is None or dtype is None or 0 not in shape:
+            return False
+    return all(all_static(v.shape) for v in inputs if isinstance(v, ir.Tensor)) and any(
+        isinstance(v, ir.Tensor) for v in inputs)
 
 
 def _symbolic_types(node, inputs: list, attrs: dict, types: dict, space: SymSpace, name: str) -> list:

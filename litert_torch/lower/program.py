@@ -432,18 +432,10 @@ def lower_program(program: torch.export.ExportedProgram,
 
 
 def _empty_output(ctx: LoweringContext, graph: ir.Graph, name: str, value: ir.Tensor) -> ir.Tensor:
-    """An output with no elements, made by an op when the model runs (a constant with no data has no buffer
-    LiteRT can hand out): a SLICE of size 0 from an input, reshaped (and cast) to the output's shape."""
-    if not graph.inputs:
-        raise ConversionError(f"output {name} has no elements and the model has no input to make it from")
-    source = graph.inputs[0]
+    """An output with no elements, made when the model runs (`LoweringContext.empty`)."""
     ref = ir.SourceRef(name, "output")
     ctx.begin(Node(name, "output", source=ref), ref)
-    rank = max(source.rank, 1)
-    if source.rank == 0:
-        source = ctx.reshape(source, (1,))
-    piece = ctx.slice(source, [0] * rank, [0] * rank)
-    return ctx.cast(ctx.reshape(piece, tuple(value.shape)), value.dtype)
+    return ctx.empty(value.shape, value.dtype)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -237,6 +237,17 @@ class LoweringContext:
                          for a, n in enumerate(sizes)]
         return self.emit("SLICE", [x, self.dims_tensor(begins), self.dims_tensor(operand_sizes)], sizes, x.dtype)
 
+    def empty(self, shape: Sequence[int], dtype: Any) -> ir.Tensor:
+        """A tensor with no elements made when the model runs (a constant without data has no buffer LiteRT can
+        hand out as an output): a SLICE of size 0 from a graph input, reshaped and cast."""
+        if not self._inputs:
+            raise LoweringError("a result with no elements needs a model input to be made from")
+        source = self._inputs[0]
+        if source.rank == 0:
+            source = self.reshape(source, (1,))
+        piece = self.slice(source, [0] * source.rank, [0] * source.rank)
+        return self.cast(self.reshape(piece, tuple(shape)), dtype)
+
     # ---- helpers shared by many lowerings ------------------------------------------------------------------
     def reshape(self, x: ir.Tensor, shape: Sequence[Any]) -> ir.Tensor:
         shape = list(dims_of(shape))

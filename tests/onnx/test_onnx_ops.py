@@ -324,3 +324,14 @@ def test_max_pool_with_asymmetric_same_padding(auto_pad):
                         {"x": (1, 3, 7, 8)}, ["y"])
     x = -np.abs(np.random.default_rng(0).standard_normal((1, 3, 7, 8))).astype(np.float32)  # all below the pad's 0
     assert_matches_ort(model, {"x": x})
+
+
+def test_tensors_with_no_elements_are_known_at_conversion():
+    """An empty input carries no data: a ReduceSum given an empty axes input reduces every axis, and an op on an
+    empty tensor returns an empty result (made when the model runs), as ONNX Runtime computes them."""
+    reduce = graph_model([helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)],
+                         {"x": (3, 2, 2), "axes": (0,)}, {"y": (1, 1, 1)}, dtypes={"axes": np.int64})
+    assert_matches_ort(reduce, {"x": np.random.randn(3, 2, 2).astype(np.float32), "axes": np.zeros(0, np.int64)})
+    relu = graph_model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Add", ["x", "x"], ["z"])],
+                       {"x": (2, 0, 4)}, {"y": (2, 0, 4), "z": (2, 0, 4)})
+    assert_matches_ort(relu, {"x": np.zeros((2, 0, 4), np.float32)})
