@@ -47,6 +47,7 @@ class Value:
 
     shape: tuple[Any, ...]
     dtype: torch.dtype
+    contiguous: bool = True  # its elements in storage order (as_strided reads the storage)
 
     @property
     def rank(self) -> int:

@@ -61,6 +61,24 @@ def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=
     return lower_max_pool2d(ctx, values, x, kernel_size, stride, padding, dilation, ceil_mode), None
 
 
+@lowers(aten.adaptive_max_pool2d.default)
+def lower_adaptive_max_pool2d(ctx, node, x, output_size):
+    """(values, indices): the values as MAX_POOL_2D where the windows are equal (the input size a multiple of
+    the output size) and nothing reads the indices.
+
+    Limits: uneven windows and the indices have no lowering."""
+    out_shape = node.outputs[0].shape
+    oh, ow = out_shape[-2:]
+    h, w = x.shape[-2:]
+    if 1 in node.used:
+        raise ctx.fail("adaptive max pooling's indices have no lowering")
+    if not all_static([h, w]) or h % oh or w % ow:
+        raise ctx.fail(f"adaptive max pooling from {h}x{w} to {oh}x{ow} (uneven windows) has no lowering")
+    values = node.with_value(out_shape, node.outputs[0].dtype)
+    kernel = [h // oh, w // ow]
+    return lower_max_pool2d(ctx, values, x, kernel, kernel, 0, 1, False), None
+
+
 def avg_pool_divisors(in_hw, out_hw, kernel, stride, padding, count_include_pad, divisor_override) -> np.ndarray:
     """The divisor PyTorch uses for each output position of avg_pool2d, shape [out_h, out_w]."""
     def extents(size, out, k, s, p):

@@ -204,13 +204,21 @@ def _values(program: torch.export.ExportedProgram, space: SymSpace) -> tuple[dic
     for node in program.graph.nodes:
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
-            values[node.name] = Value(tuple(from_torch(d, space) for d in val.shape), val.dtype)
+            values[node.name] = Value(tuple(from_torch(d, space) for d in val.shape), val.dtype,
+                                      _contiguous(val))
         elif isinstance(val, (tuple, list)):
             values[node.name] = tuple(Value(tuple(from_torch(d, space) for d in v.shape), v.dtype)
                                       if isinstance(v, torch.Tensor) else None for v in val)
         elif node.op == "call_function" and _is_size(node):
             sizes[node.name] = from_torch(val, space)
     return values, sizes
+
+
+def _contiguous(val: torch.Tensor) -> bool:
+    try:
+        return bool(val.is_contiguous()) and int(val.storage_offset()) == 0
+    except Exception:  # noqa: BLE001 - sizes known only at run time: a contiguity torch cannot decide
+        return False
 
 
 def _contract(node: torch.fx.Node, values: dict[str, Any], sizes: dict[str, Any], ref: ir.SourceRef) -> Node:

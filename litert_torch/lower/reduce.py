@@ -158,6 +158,19 @@ def lower_topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
     return ctx.transpose(values, perm), ctx.transpose(indices, perm)
 
 
+@lowers(aten.sort.default)
+def lower_sort(ctx, node, x, dim=-1, descending=False):
+    """(values, indices) as top-k of the whole axis (TOPK_V2, sorted), of -x for ascending order.
+
+    Limits: ascending order only for floating-point inputs; among equal values the order of indices may
+    differ from PyTorch's; NaN is not placed as PyTorch places it."""
+    axis = normalize_dim(dim, x.rank)
+    if x.rank == 0:
+        return x, ctx.const(np.zeros((), np.int32))
+    values, indices = lower_topk(ctx, node, x, int(x.shape[axis]), axis, bool(descending), True)
+    return values, indices
+
+
 @lowers(aten.var.correction)
 def lower_var(ctx, node, x, dim=None, *, correction=None, keepdim=False):
     """MEAN, SUB, MUL, SUM: the sum of squared deviations over (n - correction)."""

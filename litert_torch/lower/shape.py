@@ -64,6 +64,61 @@ def lower_split(ctx, node, x, split, dim=0):
     return ctx.emit_multi("SPLIT_V", [x, sizes_t, axis_t], shapes, num_splits=len(sizes))
 
 
+@lowers(aten.unfold.default)
+def lower_unfold(ctx, node, x, dim, size, step):
+    """Tensor.unfold: windows of `size` every `step` along `dim`, as one GATHER of constant indices [n, size]
+    along `dim`, the window axis then moved last."""
+    shape, _ = out_meta(node)
+    axis = normalize_dim(dim, max(x.rank, 1))
+    if not all_static(x.shape):
+        raise ctx.fail("unfold over a size known only at run time has no lowering")
+    if x.rank == 0:
+        return ctx.reshape(x, shape)
+    count = (int(x.shape[axis]) - int(size)) // int(step) + 1
+    index = (np.arange(count)[:, None] * int(step) + np.arange(int(size))[None, :]).astype(np.int32)
+    gathered = ctx.emit("GATHER", [x, ctx.const(index, name="windows")],
+                        [*x.shape[:axis], count, int(size), *x.shape[axis + 1:]], x.dtype, axis=axis, batch_dims=0)
+    perm = [*range(axis + 1), *range(axis + 2, x.rank + 1), axis + 1]
+    return ctx.transpose(gathered, perm)
+
+
+@lowers(aten.as_strided.default)
+def lower_as_strided(ctx, node, x, size, stride, storage_offset=None):
+    """A view of a contiguous input's elements at `storage_offset` + sum(i_k * stride_k): one GATHER of those
+    constant positions from the flattened input.
+
+    Limits: the input must be contiguous in PyTorch (its storage order is then its element order)."""
+    shape, _ = out_meta(node)
+    if not all_static([*x.shape, *size, *stride]):
+        raise ctx.fail("as_strided with sizes known only at run time has no lowering")
+    if not node.inputs[0].contiguous:
+        raise ctx.fail("as_strided of a non-contiguous tensor reads its storage, which has no lowering")
+    positions = np.full([int(d) for d in size], int(storage_offset or 0), np.int64)
+    for k, (n, st) in enumerate(zip(size, stride)):
+        along = np.arange(int(n), dtype=np.int64) * int(st)
+        positions = positions + along.reshape([-1 if i == k else 1 for i in range(len(size))])
+    total = int(np.prod([int(d) for d in x.shape]))
+    if positions.size and (positions.min() < 0 or positions.max() >= total):
+        raise ctx.fail("as_strided reads past the input's elements")
+    flat = ctx.reshape(x, (total,))
+    if positions.size == 0:
+        return ctx.empty(shape, x.dtype)
+    return ctx.emit("GATHER", [flat, ctx.const(positions.astype(np.int32), name="positions")], shape, x.dtype,
+                    axis=0, batch_dims=0)
+
+
+@lowers(aten.copy.default)
+def lower_copy(ctx, node, x, src, non_blocking=False):
+    """`src` in `x`'s shape and dtype (BROADCAST_TO where it is smaller, CAST where the type differs)."""
+    shape, dtype = out_meta(node)
+    y = ctx.cast(src, dtype)
+    if tuple(y.shape) != tuple(shape):
+        if y.rank < len(shape):
+            y = ctx.reshape(y, (1,) * (len(shape) - y.rank) + tuple(y.shape))
+        y = ctx.emit("BROADCAST_TO", [y, ctx.dims_tensor(shape)], shape, dtype)
+    return y
+
+
 @lowers(aten.slice_scatter.default)
 def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
     """`x` with `src` written over x[start:end] along `dim`: CONCATENATION of the slice before, `src` and the
