@@ -164,11 +164,16 @@ def normalize(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: 
     """(x - mean) * rsqrt(var + eps) over the axes of `stages` (biased variance), computed as
     x * rstd + (-mean * rstd): two passes over x (SQUARED_DIFFERENCE for the variance, then MUL and ADD) and
     the rest on the reduced statistics. TFLite has no normalisation builtin."""
+    return normalize_with_stats(ctx, x, stages, eps)[0]
+
+
+def normalize_with_stats(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: float):
+    """`normalize`'s result, and the mean and rstd it used (reduced axes kept)."""
     mean = staged_mean(ctx, x, stages)
     var = staged_mean(ctx, ctx.emit("SQUARED_DIFFERENCE", [x, mean], like=x), stages)
     rstd = exact.rsqrt(ctx, ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var))
     shift = ctx.emit("NEG", [ctx.emit("MUL", [mean, rstd], like=mean)], like=mean)
-    return ctx.emit("ADD", [ctx.emit("MUL", [x, rstd], like=x), shift], like=x)
+    return ctx.emit("ADD", [ctx.emit("MUL", [x, rstd], like=x), shift], like=x), mean, rstd
 
 
 def affine(ctx: LoweringContext, y: ir.Tensor, weight, bias, shape) -> ir.Tensor:
@@ -190,8 +195,10 @@ def lower_layer_norm(ctx, node, x, normalized_shape, weight=None, bias=None, eps
 
 @lowers(aten.native_layer_norm.default)
 def lower_native_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps):
-    """As layer_norm; the saved mean and rstd outputs (used only for gradients) are not produced."""
-    return lower_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps), None, None
+    """(layer_norm, mean, rstd): the statistics over the trailing `normalized_shape` dims, kept as size-1 axes."""
+    k = len(normalized_shape)
+    y, mean, rstd = normalize_with_stats(ctx, x, [list(range(x.rank - k, x.rank))], eps)
+    return affine(ctx, y, weight, bias, list(normalized_shape)), mean, rstd
 
 
 def channel_norm(ctx: LoweringContext, x: ir.Tensor, groups: int, weight, bias, eps: float) -> ir.Tensor:

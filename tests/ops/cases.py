@@ -276,6 +276,8 @@ CASES: list[OpCase] = [
     OpCase("adaptive_max_pool2d", fn(lambda x: F.adaptive_max_pool2d(x, (2, 3))), r(1, 3, 8, 9), {"MAX_POOL_2D": 1}),
     OpCase("adaptive_max_pool2d_uneven", fn(lambda x: F.adaptive_max_pool2d(x, 3)), r(1, 3, 8, 8),
            raises=ConversionError, reason="uneven windows", match="uneven windows"),
+    OpCase("native_layer_norm_stats", fn(lambda x, w: torch.native_layer_norm(x, [4, 5], w, None, 1e-5)),
+           r2((2, 3, 4, 5), (4, 5))),
     OpCase("sort_ascending", fn(lambda x: torch.sort(x, dim=1)), r(3, 7), {"TOPK_V2": 1}),
     OpCase("sort_descending_dim0", fn(lambda x: torch.sort(x, dim=0, descending=True)), r(5, 4)),
     OpCase("unfold", fn(lambda x: x.unfold(1, 3, 2)), r(2, 9, 4), {"GATHER": 1}),
