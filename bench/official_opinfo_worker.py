@@ -7,13 +7,10 @@ with the official `litert_torch.convert`.
 """
 
 import importlib.util
-import json
 import os
-import sys
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARK = "@@case "
 
 
 def load(name, relative):
@@ -44,29 +41,19 @@ def main():
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     opinfo = load("suite_opinfo", "litert_torch/suites/opinfo.py")
     common = load("suite_common", "litert_torch/suites/common.py")
+    runner = load("suite_runner", "litert_torch/suites/runner.py")
     import litert_torch  # the official converter: this process runs in its environment only
 
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    out.write(MARK + json.dumps({"ready": True}) + "\n")
-    out.flush()
-    for line in sys.stdin:
-        case = line.strip()
-        if not case:
-            continue
-        try:
-            built = opinfo.build(case)
-            if isinstance(built, dict):
-                result = built
-            else:
-                module, inputs, outs = built
-                result = common.convert_run_compare(
-                    lambda: litert_torch.convert(module, inputs), inputs, lambda: [o.detach().numpy() for o in outs],
-                    lambda e: (opinfo.RTOL, opinfo.ATOL), "PyTorch", failed=failed, run=run)
-        except Exception as exc:  # a failure of the harness itself
-            result = {"status": "error", "detail": f"harness: {type(exc).__name__}: {exc}"[:300]}
-        out.write(MARK + json.dumps({"case": case, **result}) + "\n")
-        out.flush()
+    def run_case(case):
+        built = opinfo.build(case)
+        if isinstance(built, dict):
+            return built
+        module, inputs, outs = built
+        return common.convert_run_compare(
+            lambda: litert_torch.convert(module, inputs), inputs, lambda: [o.detach().numpy() for o in outs],
+            lambda e: (opinfo.RTOL, opinfo.ATOL), "PyTorch", failed=failed, run=run)
+
+    runner.serve(run_case)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,12 @@ def suite_module(name: str):
 
 def _worker(suite: str) -> None:
     _no_core_dumps()
-    module = suite_module(suite)
+    serve(suite_module(suite).run_case)
+
+
+def serve(run_case: Callable[[str], dict]) -> None:
+    """The worker side of the protocol: case ids on stdin, one answer line each on stdout (this module needs
+    only the standard library, so another converter's worker can load it by file and serve its own cases)."""
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # prints of the code under test stay off the answer channel
     out.write(MARK + json.dumps({"ready": True}) + "\n")
@@ -41,7 +46,7 @@ def _worker(suite: str) -> None:
         if not case:
             continue
         try:
-            result = module.run_case(case)
+            result = run_case(case)
         except Exception as exc:  # noqa: BLE001 - a failure of the harness itself, reported as such
             result = {"status": "error", "detail": f"harness: {type(exc).__name__}: {exc}"[:300]}
         out.write(MARK + json.dumps({"case": case, **result}) + "\n")
