@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
+import litert_torch
 from tests.helpers import op_counts
 from tests.onnx.helpers import assert_matches_ort, graph_model
 
@@ -207,7 +208,7 @@ def test_every_registered_onnx_op_has_a_row():
     covered = set(UNARY) | set(BINARY) | set(COMPARE) | {"And", "Or", "Not"} | set(SHAPE_ROWS)
     for nodes, *_ in CASES.values():
         covered |= {n.op_type for n in nodes}
-    covered |= {"LSTM", "GRU", "RMSNormalization"}  # the last in its own test (opset 23)
+    covered |= {"LSTM", "GRU", "RMSNormalization", "Attention"}  # the last two in their own tests (opset 23)
     # Upsample (deprecated since opset 10) is registered for old graphs upgraded past opset 13 by
     # onnx.version_converter; it shares Resize's lowering, which the Resize rows check.
     assert set(onnx_ops.LOWERINGS) - covered == {"Upsample"}
@@ -335,3 +336,39 @@ def test_tensors_with_no_elements_are_known_at_conversion():
     relu = graph_model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Add", ["x", "x"], ["z"])],
                        {"x": (2, 0, 4)}, {"y": (2, 0, 4), "z": (2, 0, 4)})
     assert_matches_ort(relu, {"x": np.zeros((2, 0, 4), np.float32)})
+
+
+@pytest.mark.parametrize("kind", ["gqa_3d_past_causal_mask", "4d_softcap_window_probs", "external_cache"])
+def test_attention_matches_the_onnx_reference(kind):
+    """ONNX's Attention (opset 23/24) against onnx's own reference implementation, every output compared:
+    heads split from 3-D inputs, grouped-query heads, a past cache and the present outputs, a boolean mask shorter
+    than the keys, causal masking after the past, softcap, a sliding window, the probabilities as
+    qk_matmul_output, and per-batch key counts of an external cache."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(0)
+    f = lambda *shape: rng.standard_normal(shape).astype(np.float32)  # noqa: E731
+    if kind == "gqa_3d_past_causal_mask":
+        attrs = dict(q_num_heads=4, kv_num_heads=2, is_causal=1)
+        feeds = {"q": f(2, 3, 32), "k": f(2, 3, 16), "v": f(2, 3, 24), "mask": rng.random((3, 5)) > 0.2,
+                 "past_k": f(2, 2, 4, 8), "past_v": f(2, 2, 4, 12)}
+        names, outs, opset = ["q", "k", "v", "mask", "past_k", "past_v"], ["y", "present_k", "present_v"], 23
+    elif kind == "4d_softcap_window_probs":
+        attrs = dict(softcap=2.0, scale=0.3, qk_matmul_output_mode=3, left_window_size=2, right_window_size=1)
+        feeds = {"q": f(1, 2, 5, 8), "k": f(1, 2, 6, 8), "v": f(1, 2, 6, 4), "mask": f(5, 6)}
+        names, outs, opset = ["q", "k", "v", "mask"], ["y", "", "", "probs"], 25
+    else:
+        attrs = dict(is_causal=1)
+        feeds = {"q": f(3, 2, 2, 8), "k": f(3, 2, 6, 8), "v": f(3, 2, 6, 8),
+                 "nonpad": np.array([6, 3, 2], np.int64)}
+        names, outs, opset = ["q", "k", "v", "", "", "", "nonpad"], ["y"], 24
+    dtypes = {n: (np.bool_ if a.dtype == np.bool_ else a.dtype.type) for n, a in feeds.items()}
+    model = graph_model([node("Attention", names, outs, **attrs)], {n: a.shape for n, a in feeds.items()},
+                        [o for o in outs if o], opset=opset, dtypes=dtypes)
+    want = ReferenceEvaluator(model).run(None, feeds)
+    edge = litert_torch.convert_onnx(model)
+    got = edge(*feeds.values())
+    got = list(got) if isinstance(got, (list, tuple)) else [got]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
