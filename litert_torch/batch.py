@@ -595,11 +595,13 @@ class DatasetReport:
 class _Compare:
     """A Ray Data actor: the PyTorch module and one EdgeModel (one interpreter) per variant, loaded once."""
 
-    def __init__(self, module_ref: Any, models: dict[str, bytes], column: str):
+    def __init__(self, module_ref: Any, models: dict[str, bytes], column: str, paths: list[str] = ()):
         import ray
 
         from litert_torch.runtime.edge_model import EdgeModel
 
+        # the module's class is pickled by reference: its code must import here as it did in the driver
+        sys.path.extend(p for p in paths if p not in sys.path and os.path.isdir(p))
         self.module = ray.get(module_ref) if isinstance(module_ref, ray.ObjectRef) else module_ref
         self.models = {name: EdgeModel(data) for name, data in models.items()}
         self.column = column
@@ -679,7 +681,8 @@ def validate_dataset(module: Any, models: dict[str, Any], dataset: Any, *, colum
         dataset = ray.data.from_items([{column: np.asarray(a)} for a in dataset])
     dataset = _with_ids(dataset)
     module_ref = ray.put(module.eval())
-    metrics = dataset.map_batches(_Compare, fn_constructor_args=(module_ref, data, column), batch_size=batch_size,
+    metrics = dataset.map_batches(_Compare, fn_constructor_args=(module_ref, data, column, [p or os.getcwd() for p in sys.path]),
+                                  batch_size=batch_size,
                                   concurrency=actors, batch_format="numpy").take_all()
     ids = np.asarray([m["id"] for m in metrics])
     label = np.asarray([m["label"] for m in metrics]) if metrics and "label" in metrics[0] else None

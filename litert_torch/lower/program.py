@@ -215,9 +215,20 @@ def _values(program: torch.export.ExportedProgram, space: SymSpace) -> tuple[dic
 
 
 def _contiguous(val: torch.Tensor) -> bool:
+    """Whether `val`'s elements lie in storage order from offset 0, decided without adding a guard to the
+    program's shape environment (asking torch's `is_contiguous` of a symbolic tensor specialises its sizes)."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
     try:
-        return bool(val.is_contiguous()) and int(val.storage_offset()) == 0
-    except Exception:  # noqa: BLE001 - sizes known only at run time: a contiguity torch cannot decide
+        if not statically_known_true(val.storage_offset() == 0):
+            return False
+        expected = 1
+        for size, stride in reversed(list(zip(val.shape, val.stride()))):
+            if not (statically_known_true(size == 1) or statically_known_true(stride == expected)):
+                return False
+            expected = expected * size
+        return True
+    except Exception:  # noqa: BLE001 - a layout torch cannot reason about: treated as not contiguous
         return False
 
 
