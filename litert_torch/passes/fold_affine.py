@@ -4,11 +4,14 @@ Guarantee afterwards: no MUL or ADD/SUB by a constant that varies only along the
 follows a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED whose output it alone reads; its effect is in the
 layer's filter and bias instead, unless the layer shares its weights with other ops (folding would then store
 a second copy). Likewise no such MUL/ADD/SUB (varying along the feature axis) feeds a single
-FULLY_CONNECTED as its only reader — the layer-norm affine before a dense layer, say. Shared weights are never
-edited in place: folded layers get new constants.
+FULLY_CONNECTED as its only reader — the layer-norm affine before a dense layer, say. A RESHAPE alone between
+the layer and the MUL/ADD/SUB does not stop the fold when the constant, broadcast over the reshaped output and
+read in the layer's shape, still varies along the output channel only (attention's 1/sqrt(d) on the query
+heads). Shared weights are never edited in place: folded layers get new constants.
 
     CONV_2D(x, W, b) -> MUL(s) -> ADD(t, RELU6)        CONV_2D(x, W * s, b * s + t, RELU6)
     MUL(x, g) -> ADD(beta) -> FULLY_CONNECTED(W, b)    FULLY_CONNECTED(x, W * g, b + W @ beta)
+    FULLY_CONNECTED(x, W, b) -> RESHAPE -> MUL(s)      FULLY_CONNECTED(x, W * s, b * s) -> RESHAPE
 """
 
 from __future__ import annotations
@@ -37,6 +40,20 @@ def _channel_vector(const: ir.Tensor, out: ir.Tensor) -> np.ndarray | None:
     if vec.size == 1:
         return np.full(channels, vec[0])
     return vec if vec.size == channels else None
+
+
+def _channel_vector_through(const: ir.Tensor, out: ir.Tensor, layer_out: ir.Tensor) -> np.ndarray | None:
+    """The constant, broadcast over `out` (a reshape of `layer_out`), as a vector over `layer_out`'s last axis,
+    if it varies along that axis only."""
+    if not (out.is_static and layer_out.is_static) or const.rank > out.rank:
+        return None
+    try:
+        full = np.broadcast_to(const.data, out.shape)
+    except ValueError:
+        return None
+    rows = full.reshape(-1, layer_out.shape[-1])  # row-major: RESHAPE keeps the element order
+    vec = rows[0].astype(np.float64)
+    return vec if np.all(rows == rows[0]) else None
 
 
 def _memory(t: ir.Tensor) -> tuple[int, int]:
@@ -121,19 +138,29 @@ def run(graph: ir.Graph) -> bool:
                 continue
             if op.opcode == "SUB" and op.inputs[1] is not const:
                 continue
+            if op.outputs[0].shape != layer_out.shape or layer_out.dtype.kind != "f":
+                continue
             layer = producers.get(layer_out)
+            reshape = None
+            if layer is not None and layer.opcode == "RESHAPE" and layer_out not in graph.outputs \
+                    and len(consumers.get(layer_out, [])) == 1:
+                reshape, layer_out = layer, layer.inputs[0]
+                layer = producers.get(layer_out)
             if layer is None or layer.opcode not in LAYERS or layer_out in graph.outputs:
                 continue
             if len(consumers.get(layer_out, [])) != 1 or layer.options.get("fused_activation_function") != "NONE":
-                continue
-            if op.outputs[0].shape != layer_out.shape or layer_out.dtype.kind != "f":
                 continue
             weights, bias = layer.inputs[1], layer.inputs[2] if len(layer.inputs) > 2 else None
             if not weights.is_constant or (bias is not None and not bias.is_constant):
                 continue
             if _shared(weights, consumers, holders):
                 continue  # shared weights: folding would store a second copy
-            vec = _channel_vector(const, layer_out)
+            if reshape is None:
+                vec = _channel_vector(const, layer_out)
+            else:
+                vec = _channel_vector_through(const, op.outputs[0], layer_out)
+                if vec is not None and op.options.get("fused_activation_function", "NONE") != "NONE":
+                    continue  # the activation would have to move before the RESHAPE: leave it to the other passes
             if vec is None:
                 continue
             axis = LAYERS[layer.opcode]
@@ -152,9 +179,16 @@ def run(graph: ir.Graph) -> bool:
             layer.inputs = [layer.inputs[0], new_w, new_b, *layer.inputs[3:]]
             # The affine op's own fused activation applies after it, so the layer takes it over.
             layer.options["fused_activation_function"] = op.options.get("fused_activation_function", "NONE")
-            # The layer now writes the affine op's output tensor (and so computes its node's value).
+            # The layer (or the RESHAPE after it) now writes the affine op's output tensor, and so computes its
+            # node's value; neither holds its own node's (unscaled) value any longer.
             layer.outputs = [op.outputs[0]]
             layer.value_node = value_node(op)
+            if reshape is not None:
+                scaled = ir.Tensor(layer_out.name + "/folded", layer_out.shape, layer_out.dtype)
+                layer.outputs = [scaled]
+                reshape.inputs = [scaled, *reshape.inputs[1:]]
+                reshape.outputs = [op.outputs[0]]
+                reshape.value_node = value_node(op)
             graph.ops.remove(op)
             folded = changed = True
             break
