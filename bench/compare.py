@@ -36,7 +36,7 @@ from litert_torch.flatbuffer.reader import read_model  # noqa: E402
 from tests.models import zoo  # noqa: E402
 
 OFFICIAL_VERSION = "0.10.0"
-OFFICIAL_REQUIREMENTS = [f"litert-torch=={OFFICIAL_VERSION}", "torch==2.14.1", "torchvision==0.29.1", "transformers"]
+OFFICIAL_REQUIREMENTS = [f"litert-torch=={OFFICIAL_VERSION}", "torch==2.14.1", "torchvision==0.29.1", "transformers", "timm"]
 # Targets from the optimisation issue: produced-model latency ratio (ours / official) per model, else 1.0.
 LATENCY_TARGETS = {"shufflenet_v2_x1_0": 0.7, "vit_b_16": 0.7, "lstm_2layer": 0.5}
 CONVERSION_TARGET = 0.3
@@ -63,6 +63,16 @@ NOTES = {
                 "remove a third of the transposes and reshapes, which is not where the time is. The line below "
                 "gives the share of XNNPACK's dense peak that 0.7x would need.",
     "mlp": "Four ops over microseconds: the ratio is invocation overhead and timer noise.",
+    "swin_t": "The official file has fewer TRANSPOSE ops but moves more data: per block it transposes q, k and v "
+              "together (one rank-5 TRANSPOSE) and then k once more for its product, where ours transposes q, k "
+              "and v apart (rank 4, each a third of the data) and k once; rank 5 would also keep every block's "
+              "attention off a GPU delegate.",
+    "inception_v3": "The official file joins each InceptionE block's six branches in one CONCATENATION, which "
+                    "XNNPACK does not take (it takes at most five inputs): that file runs in three partitions, "
+                    "ours (one join of two, then five) in one.",
+    "densenet121": "Each dense layer concatenates every feature map before it: the official file lists them all "
+                   "again each time (up to 25 inputs, beyond XNNPACK's five: 44 partitions); ours joins each "
+                   "layer's new features to the previous layer's concatenation (two inputs, one partition).",
 }
 
 
@@ -210,6 +220,8 @@ def main() -> int:
     parser.add_argument("--skip-official", action="store_true")
     parser.add_argument("--skip-onnx", action="store_true")
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "compare.md"))
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the rows of the models this run does not measure from the existing --out file")
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     cases = {c.name: c for c in zoo.MODELS}
@@ -252,8 +264,11 @@ def run(args, threads, cases, work) -> int:
         jobs_path, results_path = os.path.join(work, "jobs.json"), os.path.join(work, "official.json")
         with open(jobs_path, "w") as f:
             json.dump({"zoo": zoo.__file__, "models": jobs}, f)
+        # Without PYTHONPATH: a path to this checkout there would make the worker import our litert_torch
+        # (the two share the import name) and measure it twice.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         subprocess.run([python, os.path.join(ROOT, "bench", "official_worker.py"), jobs_path, results_path],
-                       cwd=work, check=True)
+                       cwd=work, check=True, env=env)
         with open(results_path) as f:
             official = json.load(f)
         official_version = official.pop("_version", "?")
@@ -311,11 +326,70 @@ def run(args, threads, cases, work) -> int:
         print(f"timed: {name}", flush=True)
 
     report = render(rows, threads, args, official_version, peaks)
+    if args.merge and os.path.exists(args.out):
+        with open(args.out) as f:
+            report = merge_reports(f.read(), report, set(rows), [c.name for c in zoo.MODELS])
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(report)
     print(report)
     return 0
+
+
+def _row_key(line: str) -> tuple[str, str] | None:
+    """(kind, model) of a results line about one model: a table row ("| name | ..."), a note ("- **name**: ...")
+    or a target's need ("- **name** at ..."); None for any other line."""
+    if line.startswith("| ") and not line.startswith("| model ") and not line.startswith("|---"):
+        return "row", line.split("|")[1].strip()
+    if line.startswith("- **"):
+        name, rest = line[4:].split("**", 1)
+        return ("note" if rest.startswith(":") else "need"), name
+    return None
+
+
+def merge_reports(old: str, new: str, measured: set[str], order: list[str]) -> str:
+    """`new` with the lines (table rows, notes) about models it did not measure taken from `old`, each group of
+    such lines in zoo order where `new` has that group. The header says which run the kept lines come from."""
+    def sections(text: str) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {"": []}
+        title = ""
+        for line in text.splitlines():
+            if line.startswith("## "):
+                title = line
+                found[title] = []
+            else:
+                found[title].append(line)
+        return found
+
+    rank = {name: i for i, name in enumerate(order)}
+    before = sections(old)
+    earlier = [ln[2:] for ln in before[""] if ln.startswith(("- command:", "- date:", "- machine:"))]
+    out: list[str] = []
+    for title, lines in sections(new).items():
+        if title:
+            out.append(title)
+        else:
+            lines = lines[:]
+            at = next(i for i, ln in enumerate(lines) if ln.startswith("- latency:")) + 1
+            lines.insert(at, "- lines about the models this run did not measure are kept from the earlier run ("
+                         + "; ".join(earlier) + "); their compute share is against that run's dense peak")
+        ours = {_row_key(ln) for ln in lines} - {None}
+        kept = [ln for ln in before.get(title, []) if _row_key(ln) is not None and _row_key(ln)[1] not in measured
+                and _row_key(ln) not in ours]
+        placed = set()
+        for line in lines:
+            key = _row_key(line)
+            if key is None:
+                out.append(line)
+            elif key[0] not in placed:
+                placed.add(key[0])
+                group = [ln for ln in lines + kept if _row_key(ln) is not None and _row_key(ln)[0] == key[0]]
+                out.extend(sorted(group, key=lambda ln: rank.get(_row_key(ln)[1], len(rank))))
+        leftover = [ln for ln in kept if _row_key(ln)[0] not in placed]
+        if leftover:  # a group only the earlier run had: before the section's trailing blank line
+            end = len(out) - (1 if out and not out[-1] else 0)
+            out[end:end] = leftover
+    return "\n".join(out) + "\n"
 
 
 def _ms(pair) -> str:

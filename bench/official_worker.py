@@ -30,6 +30,11 @@ def main():
 
     import litert_torch  # the official converter: this process runs in its environment only
 
+    ours = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "litert_torch")
+    if os.path.dirname(os.path.abspath(litert_torch.__file__)) == ours:
+        sys.exit(f"official_worker: imported this checkout's litert_torch ({litert_torch.__file__}), not the "
+                 "official package; run it without this checkout on PYTHONPATH")
+
     zoo = load_zoo(jobs["zoo"])
     cases = {c.name: c for c in zoo.MODELS}
     results = {}

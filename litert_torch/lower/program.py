@@ -395,7 +395,11 @@ def lower_program(program: torch.export.ExportedProgram,
             with torch.no_grad():
                 value = node.target(*to_torch(node.args), **to_torch(node.kwargs))
             torch_env[node.name] = value
-            env[node.name] = _wrap_constant(node.name, value)
+            # Only values that something outside the constant part of the graph reads become IR constants: an
+            # intermediate that only feeds other constants (T5's log(0) cast to int64 before a where discards
+            # it) never has to fit the model's int32.
+            if any(user.name not in constant_nodes for user in node.users):
+                env[node.name] = _wrap_constant(node.name, value)
             continue
         if node.target is operator.getitem:
             seq, index = node.args

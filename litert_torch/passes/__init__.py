@@ -7,7 +7,8 @@ from typing import Callable
 from litert_torch import ir
 from litert_torch.symbolic import DynamicSizeError
 from litert_torch.passes import (
-    broadcast, cleanup, fold_affine, fold_constants, fold_padding, fuse_activation, int8_kernels, layout, matmul,
+    broadcast, cleanup, concat, fold_affine, fold_constants, fold_padding, fuse_activation, fuse_gelu, int8_kernels, layout,
+    matmul, merge_transposes,
 )
 
 PassFn = Callable[[ir.Graph], bool]
@@ -17,8 +18,11 @@ PassFn = Callable[[ir.Graph], bool]
 PIPELINE: list[tuple[str, PassFn]] = [
     ("cleanup", cleanup.run),
     ("broadcast", broadcast.run),
+    ("fuse_gelu", fuse_gelu.run),
     ("layout", layout.run),
+    ("merge_transposes", merge_transposes.run),
     ("fold_constants", fold_constants.run),
+    ("concat", concat.run),
     ("matmul", matmul.run),
     ("cleanup", cleanup.run),
     ("fold_padding", fold_padding.run),

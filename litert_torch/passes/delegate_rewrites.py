@@ -274,13 +274,23 @@ def _split_tree(x: ir.Tensor, axis: int, outs: list[ir.Tensor], source) -> list[
 
 def _concat_tree(ins: list[ir.Tensor], axis: int, out: ir.Tensor, options: dict, source) -> list[ir.Op]:
     """CONCATENATION of many inputs as a tree of at most MAX_CONCAT inputs each (consecutive runs first, the
-    fused activation on the last)."""
-    if len(ins) <= MAX_CONCAT:
+    fused activation on the last). Up to MAX_CONCAT**2 inputs, as few ops as can be (each takes MAX_CONCAT
+    inputs but the last): runs of MAX_CONCAT inputs joined first, the rest read directly by the top one (copied
+    once); above that, MAX_CONCAT balanced runs, each a tree of its own."""
+    n = len(ins)
+    if n <= MAX_CONCAT:
         return [ir.Op("CONCATENATION", ins, [out], dict(options), source)]
-    per = -(-len(ins) // MAX_CONCAT)
-    ops, joined = [], []
-    for g in range(0, len(ins), per):
-        run = ins[g:g + per]
+    runs = -(-(n - MAX_CONCAT) // (MAX_CONCAT - 1))  # joined runs that leave the top op MAX_CONCAT inputs
+    if runs <= MAX_CONCAT:
+        joined_inputs = n - (MAX_CONCAT - runs)
+        sizes = [min(MAX_CONCAT, joined_inputs - MAX_CONCAT * r) for r in range(runs)] + [1] * (MAX_CONCAT - runs)
+    else:
+        per = -(-n // MAX_CONCAT)
+        sizes = [min(per, n - g) for g in range(0, n, per)]
+    ops, joined, g = [], [], 0
+    for size in sizes:
+        run = ins[g:g + size]
+        g += size
         if len(run) == 1:
             joined.append(run[0])
             continue

@@ -4,11 +4,14 @@ Guarantee afterwards: no MUL or ADD/SUB by a constant that varies only along the
 follows a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED whose output it alone reads; its effect is in the
 layer's filter and bias instead, unless the layer shares its weights with other ops (folding would then store
 a second copy). Likewise no such MUL/ADD/SUB (varying along the feature axis) feeds a single
-FULLY_CONNECTED as its only reader — the layer-norm affine before a dense layer, say. Shared weights are never
-edited in place: folded layers get new constants.
+FULLY_CONNECTED as its only reader — the layer-norm affine before a dense layer, say. A RESHAPE alone between
+the layer and the MUL/ADD/SUB does not stop the fold when the constant, broadcast over the reshaped output and
+read in the layer's shape, still varies along the output channel only (attention's 1/sqrt(d) on the query
+heads). Shared weights are never edited in place: folded layers get new constants.
 
     CONV_2D(x, W, b) -> MUL(s) -> ADD(t, RELU6)        CONV_2D(x, W * s, b * s + t, RELU6)
     MUL(x, g) -> ADD(beta) -> FULLY_CONNECTED(W, b)    FULLY_CONNECTED(x, W * g, b + W @ beta)
+    FULLY_CONNECTED(x, W, b) -> RESHAPE -> MUL(s)      FULLY_CONNECTED(x, W * s, b * s) -> RESHAPE
 """
 
 from __future__ import annotations
@@ -39,6 +42,20 @@ def _channel_vector(const: ir.Tensor, out: ir.Tensor) -> np.ndarray | None:
     return vec if vec.size == channels else None
 
 
+def _channel_vector_through(const: ir.Tensor, out: ir.Tensor, layer_out: ir.Tensor) -> np.ndarray | None:
+    """The constant, broadcast over `out` (a reshape of `layer_out`), as a vector over `layer_out`'s last axis,
+    if it varies along that axis only."""
+    if not (out.is_static and layer_out.is_static) or const.rank > out.rank:
+        return None
+    try:
+        full = np.broadcast_to(const.data, out.shape)
+    except ValueError:
+        return None
+    rows = full.reshape(-1, layer_out.shape[-1])  # row-major: RESHAPE keeps the element order
+    vec = rows[0].astype(np.float64)
+    return vec if np.all(rows == rows[0]) else None
+
+
 def _memory(t: ir.Tensor) -> tuple[int, int]:
     return t.data.ctypes.data, t.data.nbytes
 
@@ -60,10 +77,12 @@ def _shared(weights: ir.Tensor, consumers: dict, holders: dict[tuple[int, int], 
 
 
 def _fold_into_next_dense(graph: ir.Graph) -> bool:
-    """One MUL/ADD/SUB by a per-feature constant folded into the FULLY_CONNECTED that alone reads it."""
+    """Each MUL/ADD/SUB by a per-feature constant folded into the FULLY_CONNECTED that alone reads it; walked
+    from the outputs up, so that a chain (MUL, ADD, FULLY_CONNECTED) folds in one walk."""
     consumers = graph.consumers()
     holders = _holders(graph)
-    for op in graph.ops:
+    removed: set[int] = set()
+    for op in reversed(graph.ops):
         if op.opcode not in ("MUL", "ADD", "SUB") or op.options.get("fused_activation_function", "NONE") != "NONE":
             continue
         x, const = op.inputs
@@ -97,66 +116,91 @@ def _fold_into_next_dense(graph: ir.Graph) -> bool:
         new_b = ir.Tensor((bias.name if bias is not None else out.name + "/bias") + "/folded", b.shape,
                           dense.outputs[0].dtype, b.astype(dense.outputs[0].dtype))
         dense.inputs = [x, new_w, new_b, *dense.inputs[3:]]
-        graph.ops.remove(op)
-        return True
-    return False
+        consumers[x] = [dense if reader is op else reader for reader in consumers.get(x, [])]
+        consumers[new_w] = [dense]
+        removed.add(id(op))
+    if removed:
+        graph.ops = [op for op in graph.ops if id(op) not in removed]
+    return bool(removed)
+
+
+def _fold_into_layers(graph: ir.Graph) -> bool:
+    """Each MUL/ADD/SUB by a per-channel constant folded into the layer before it, in one walk down the graph
+    (the layer then writes the op's output, so the next op of a chain finds it as its producer)."""
+    consumers = graph.consumers()
+    producers = graph.producers()
+    holders = _holders(graph)
+    removed: set[int] = set()
+    for op in graph.ops:
+        if op.opcode not in ("MUL", "ADD", "SUB"):
+            continue
+        layer_out, const = op.inputs
+        if const is None or not const.is_constant:
+            layer_out, const = const, layer_out
+        if layer_out is None or const is None or not const.is_constant or layer_out.is_constant:
+            continue
+        if op.opcode == "SUB" and op.inputs[1] is not const:
+            continue
+        if op.outputs[0].shape != layer_out.shape or layer_out.dtype.kind != "f":
+            continue
+        layer = producers.get(layer_out)
+        reshape = None
+        if layer is not None and layer.opcode == "RESHAPE" and layer_out not in graph.outputs \
+                and len(consumers.get(layer_out, [])) == 1:
+            reshape, layer_out = layer, layer.inputs[0]
+            layer = producers.get(layer_out)
+        if layer is None or layer.opcode not in LAYERS or layer_out in graph.outputs:
+            continue
+        if len(consumers.get(layer_out, [])) != 1 or layer.options.get("fused_activation_function") != "NONE":
+            continue
+        weights, bias = layer.inputs[1], layer.inputs[2] if len(layer.inputs) > 2 else None
+        if not weights.is_constant or (bias is not None and not bias.is_constant):
+            continue
+        if _shared(weights, consumers, holders):
+            continue  # shared weights: folding would store a second copy
+        if reshape is None:
+            vec = _channel_vector(const, layer_out)
+        else:
+            vec = _channel_vector_through(const, op.outputs[0], layer_out)
+            if vec is not None and op.options.get("fused_activation_function", "NONE") != "NONE":
+                continue  # the activation would have to move before the RESHAPE: leave it to the other passes
+        if vec is None:
+            continue
+        axis = LAYERS[layer.opcode]
+        w = weights.data.astype(np.float64)
+        b = bias.data.astype(np.float64) if bias is not None else np.zeros(layer_out.shape[-1])
+        if op.opcode == "MUL":
+            shape = [1] * w.ndim
+            shape[axis] = -1
+            w = w * vec.reshape(shape)
+            b = b * vec
+        else:
+            b = b + vec if op.opcode == "ADD" else b - vec
+        new_w = ir.Tensor(weights.name + "/folded", w.shape, weights.dtype, w.astype(weights.dtype))
+        new_b = ir.Tensor((bias.name if bias is not None else layer_out.name + "/bias") + "/folded", b.shape,
+                          layer_out.dtype, b.astype(layer_out.dtype))
+        layer.inputs = [layer.inputs[0], new_w, new_b, *layer.inputs[3:]]
+        # The affine op's own fused activation applies after it, so the layer takes it over.
+        layer.options["fused_activation_function"] = op.options.get("fused_activation_function", "NONE")
+        # The layer (or the RESHAPE after it) now writes the affine op's output tensor, and so computes its
+        # node's value; neither holds its own node's (unscaled) value any longer.
+        layer.outputs = [op.outputs[0]]
+        layer.value_node = value_node(op)
+        if reshape is not None:
+            scaled = ir.Tensor(layer_out.name + "/folded", layer_out.shape, layer_out.dtype)
+            layer.outputs = [scaled]
+            reshape.inputs = [scaled, *reshape.inputs[1:]]
+            reshape.outputs = [op.outputs[0]]
+            reshape.value_node = value_node(op)
+            producers[scaled], consumers[scaled] = layer, [reshape]
+        producers[op.outputs[0]] = reshape or layer
+        consumers[new_w] = [layer]
+        removed.add(id(op))
+    if removed:
+        graph.ops = [op for op in graph.ops if id(op) not in removed]
+    return bool(removed)
 
 
 def run(graph: ir.Graph) -> bool:
-    changed = False
-    while _fold_into_next_dense(graph):
-        changed = True
-    while True:
-        consumers = graph.consumers()
-        producers = graph.producers()
-        holders = _holders(graph)
-        folded = False
-        for op in graph.ops:
-            if op.opcode not in ("MUL", "ADD", "SUB"):
-                continue
-            layer_out, const = op.inputs
-            if const is None or not const.is_constant:
-                layer_out, const = const, layer_out
-            if layer_out is None or const is None or not const.is_constant or layer_out.is_constant:
-                continue
-            if op.opcode == "SUB" and op.inputs[1] is not const:
-                continue
-            layer = producers.get(layer_out)
-            if layer is None or layer.opcode not in LAYERS or layer_out in graph.outputs:
-                continue
-            if len(consumers.get(layer_out, [])) != 1 or layer.options.get("fused_activation_function") != "NONE":
-                continue
-            if op.outputs[0].shape != layer_out.shape or layer_out.dtype.kind != "f":
-                continue
-            weights, bias = layer.inputs[1], layer.inputs[2] if len(layer.inputs) > 2 else None
-            if not weights.is_constant or (bias is not None and not bias.is_constant):
-                continue
-            if _shared(weights, consumers, holders):
-                continue  # shared weights: folding would store a second copy
-            vec = _channel_vector(const, layer_out)
-            if vec is None:
-                continue
-            axis = LAYERS[layer.opcode]
-            w = weights.data.astype(np.float64)
-            b = bias.data.astype(np.float64) if bias is not None else np.zeros(layer_out.shape[-1])
-            if op.opcode == "MUL":
-                shape = [1] * w.ndim
-                shape[axis] = -1
-                w = w * vec.reshape(shape)
-                b = b * vec
-            else:
-                b = b + vec if op.opcode == "ADD" else b - vec
-            new_w = ir.Tensor(weights.name + "/folded", w.shape, weights.dtype, w.astype(weights.dtype))
-            new_b = ir.Tensor((bias.name if bias is not None else layer_out.name + "/bias") + "/folded", b.shape,
-                              layer_out.dtype, b.astype(layer_out.dtype))
-            layer.inputs = [layer.inputs[0], new_w, new_b, *layer.inputs[3:]]
-            # The affine op's own fused activation applies after it, so the layer takes it over.
-            layer.options["fused_activation_function"] = op.options.get("fused_activation_function", "NONE")
-            # The layer now writes the affine op's output tensor (and so computes its node's value).
-            layer.outputs = [op.outputs[0]]
-            layer.value_node = value_node(op)
-            graph.ops.remove(op)
-            folded = changed = True
-            break
-        if not folded:
-            return changed
+    changed = _fold_into_next_dense(graph)
+    return _fold_into_layers(graph) or changed

@@ -52,3 +52,20 @@ class BigConstant(nn.Module):
 def test_int64_constants_outside_int32_fail_conversion():
     with pytest.raises(ConversionError, match="outside the int32 range"):
         litert_torch.convert(BigConstant(), (torch.ones(1, dtype=torch.int64),))
+
+
+class RelativeBuckets(nn.Module):
+    """T5's relative-position buckets: log(0) becomes the int64 minimum on the way, which a where discards; only
+    the buckets, all small, reach the model."""
+
+    def forward(self, x):
+        distance = torch.arange(8)[None, :] - torch.arange(8)[:, None]
+        large = 4 + (torch.log(distance.abs().float() / 4) * 2).to(torch.long)
+        return x + torch.where(distance.abs() < 4, distance.abs(), torch.clamp(large, max=7))
+
+
+def test_int64_intermediates_between_constants_need_not_fit_int32():
+    model = RelativeBuckets()
+    x = torch.randint(0, 5, (8, 8))
+    edge = litert_torch.convert(model, (x,))
+    np.testing.assert_array_equal(np.asarray(edge(x)), model(x).numpy())

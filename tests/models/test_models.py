@@ -50,14 +50,17 @@ def unfused_activations(edge):
 
 def unfolded_affine_ops(edge):
     """MUL/ADD ops applying a constant right after a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED that has no
-    activation of its own between them."""
+    activation of its own between them and no other reader (CLIP's quick GELU, x * sigmoid(1.702 * x), reads
+    the layer's output twice: nothing folds there)."""
     graph = read_model(edge.flatbuffer).subgraphs[0]
-    producers = graph.producers()
+    producers, consumers = graph.producers(), graph.consumers()
     found = []
     for op in graph.ops:
         if op.opcode in ("MUL", "ADD") and any(t.is_constant for t in op.inputs):
-            layer = next((producers.get(t) for t in op.inputs if not t.is_constant), None)
+            x = next((t for t in op.inputs if not t.is_constant), None)
+            layer = producers.get(x) if x is not None else None
             if (layer is not None and layer.opcode in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
-                    and layer.options.get("fused_activation_function") == "NONE"):
+                    and layer.options.get("fused_activation_function") == "NONE" and len(consumers[x]) == 1
+                    and x not in graph.outputs):
                 found.append(op)
     return found

@@ -2,7 +2,8 @@
 
 Random init makes some nets degenerate (activations shrinking towards 0, zero-initialised layers), which
 would make any comparison pass. `calibrate` re-estimates BatchNorm statistics on random batches in train mode
-and gives all-zero weights small random values, before switching to eval.
+and gives all-zero weights small random values (zero-initialised heads, the last batch norm of a residual
+branch, ConvNeXt V2's global response normalisation), before switching to eval.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from torch import nn
 
 def calibrate(model: nn.Module, batch: Callable[[], torch.Tensor], passes: int = 2) -> nn.Module:
     with torch.no_grad():
-        for module in model.modules():
-            weight = getattr(module, "weight", None)
-            if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)) and weight is not None and not weight.any():
+        for name, weight in model.named_parameters():
+            if name.rsplit(".", 1)[-1] == "weight" and weight.is_floating_point() and not weight.any():
                 weight.normal_(0, 0.01)
         norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         for norm in norms:
@@ -157,6 +157,31 @@ class HFLogits(nn.Module):
         return values if len(values) > 1 else values[0]
 
 
+class HFFeatures(HFLogits):
+    """The same for models that take pixels, audio samples or spectrogram features."""
+
+    def forward(self, values):
+        return super().forward(values)
+
+
+def hf(config: str, model: str, fields: tuple[str, ...], wrapper: type = HFLogits, part: str | None = None,
+       **settings) -> Callable[[], nn.Module]:
+    """A transformers model built from a small config (random weights, nothing downloaded); `part` takes one
+    submodule (the encoder of an encoder-decoder)."""
+    def build():
+        import transformers
+
+        module = getattr(transformers, model)(getattr(transformers, config)(**settings))
+        return wrapper(getattr(module, part) if part else module, fields)
+    return build
+
+
+# Small configs: two layers, width 128 (as bert and gpt2 above), the families' own structure otherwise.
+SMALL = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 512}
+DECODER = {"vocab_size": 1024, "hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "use_cache": False}
+
+
 def bert():
     from transformers import BertConfig, BertModel
 
@@ -188,11 +213,27 @@ class ModelCase:
     max_transposes: int | None = None  # bound on TRANSPOSE ops where one is known (conv nets: the input one)
 
 
-def torchvision_model(name: str) -> Callable[[], nn.Module]:
+def torchvision_model(name: str, **kwargs) -> Callable[[], nn.Module]:
     def build():
         import torchvision
 
-        return getattr(torchvision.models, name)(weights=None)
+        return getattr(torchvision.models, name)(weights=None, **kwargs)
+    return build
+
+
+def segmentation(name: str) -> Callable[[], nn.Module]:
+    def build():
+        import torchvision
+
+        return SegmentationOut(getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None))
+    return build
+
+
+def timm_model(name: str) -> Callable[[], nn.Module]:
+    def build():
+        import timm
+
+        return timm.create_model(name, pretrained=False)
     return build
 
 
@@ -202,6 +243,10 @@ def image(size=224, channels=3):
 
 def tokens(vocab=30522, length=64):
     return lambda batch: (torch.randint(0, vocab, (batch, length)),)
+
+
+def signal(*shape):
+    return lambda batch: (torch.randn(batch, *shape),)
 
 
 MODELS: list[ModelCase] = [
@@ -228,6 +273,60 @@ MODELS: list[ModelCase] = [
     ModelCase("unet", UNet, image(64), max_transposes=2),
     ModelCase("super_resolution", SuperResolution, image(32, channels=1)),
     ModelCase("audio_groupnorm_prelu", AudioNet, lambda b: (torch.randn(b, 1, 4000),), max_transposes=0),
+    # ---- torchvision ------------------------------------------------------------------------------------------
+    ModelCase("googlenet", torchvision_model("googlenet", aux_logits=False, init_weights=True), image(),
+              max_transposes=1),
+    ModelCase("mnasnet1_0", torchvision_model("mnasnet1_0"), image(), max_transposes=1),
+    ModelCase("lraspp_mobilenet_v3_large", segmentation("lraspp_mobilenet_v3_large"), image(), max_transposes=2),
+    ModelCase("densenet121", torchvision_model("densenet121"), image(), slow=True, max_transposes=1),
+    ModelCase("inception_v3", torchvision_model("inception_v3", aux_logits=False, init_weights=True), image(299),
+              slow=True, max_transposes=1),
+    ModelCase("resnext50_32x4d", torchvision_model("resnext50_32x4d"), image(), slow=True, max_transposes=1),
+    ModelCase("efficientnet_v2_s", torchvision_model("efficientnet_v2_s"), image(), slow=True, max_transposes=1),
+    # Per block: q, k and v to heads-first (k also transposed for its product), the heads merged, and the
+    # window partition and its reverse; rank 4 throughout (one rank-5 transpose of q, k and v together would
+    # move as much data and keep no GPU delegate).
+    ModelCase("swin_t", torchvision_model("swin_t"), image(), slow=True, max_transposes=69),
+    ModelCase("maxvit_t", torchvision_model("maxvit_t"), image(), slow=True, max_transposes=152),
+    # ---- Hugging Face transformers, built from small configs ---------------------------------------------------
+    ModelCase("distilbert", hf("DistilBertConfig", "DistilBertModel", ("last_hidden_state",), dim=128, n_layers=2,
+                               n_heads=2, hidden_dim=512), tokens(), max_transposes=8),
+    ModelCase("albert", hf("AlbertConfig", "AlbertModel", ("last_hidden_state", "pooler_output"), embedding_size=64,
+                           **SMALL), tokens(30000), max_transposes=8),
+    ModelCase("t5_encoder", hf("T5Config", "T5EncoderModel", ("last_hidden_state",), d_model=128, d_kv=32, d_ff=512,
+                               num_layers=2, num_heads=4), tokens(32128), max_transposes=8),
+    ModelCase("whisper_encoder", hf("WhisperConfig", "WhisperModel", ("last_hidden_state",), HFFeatures, "encoder",
+                                    d_model=128, encoder_layers=2, encoder_attention_heads=2, decoder_layers=1,
+                                    decoder_attention_heads=2, encoder_ffn_dim=512, max_source_positions=100),
+              signal(80, 200), max_transposes=9),
+    ModelCase("wav2vec2", hf("Wav2Vec2Config", "Wav2Vec2Model", ("last_hidden_state",), HFFeatures, conv_dim=(64,) * 7,
+                             num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, **SMALL),
+              signal(16000), max_transposes=8),
+    ModelCase("clip_text", hf("CLIPTextConfig", "CLIPTextModel", ("last_hidden_state", "pooler_output"), **SMALL),
+              tokens(49408, 77), max_transposes=8),
+    ModelCase("clip_vision", hf("CLIPVisionConfig", "CLIPVisionModel", ("last_hidden_state", "pooler_output"),
+                                HFFeatures, patch_size=32, **SMALL), image(), max_transposes=9),
+    ModelCase("mobilevit", hf("MobileViTConfig", "MobileViTForImageClassification", ("logits",), HFFeatures,
+                              num_labels=10), image(256), max_transposes=55),
+    ModelCase("convnextv2", hf("ConvNextV2Config", "ConvNextV2ForImageClassification", ("logits",), HFFeatures,
+                               hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 2, 1], num_labels=10), image(),
+              max_transposes=1),
+    ModelCase("segformer", hf("SegformerConfig", "SegformerForSemanticSegmentation", ("logits",), HFFeatures,
+                              num_labels=10, hidden_sizes=[32, 64, 160, 256], decoder_hidden_size=128), image(256),
+              max_transposes=26),
+    ModelCase("llama", hf("LlamaConfig", "LlamaForCausalLM", ("logits",), num_key_value_heads=2, **DECODER),
+              tokens(1024), max_transposes=8),
+    ModelCase("phi", hf("PhiConfig", "PhiForCausalLM", ("logits",), **DECODER), tokens(1024), max_transposes=8),
+    # ---- timm ---------------------------------------------------------------------------------------------------
+    ModelCase("ghostnet_100", timm_model("ghostnet_100"), image(), max_transposes=1),
+    ModelCase("mobilenetv4_conv_small", timm_model("mobilenetv4_conv_small"), image(), max_transposes=1),
+    ModelCase("efficientformer_l1", timm_model("efficientformer_l1"), image(), max_transposes=5),
+    ModelCase("levit_128s", timm_model("levit_128s"), image(), max_transposes=45),
+    ModelCase("fastvit_t8", timm_model("fastvit_t8"), image(256), slow=True, max_transposes=1),
+    ModelCase("mobileone_s0", timm_model("mobileone_s0"), image(), slow=True, max_transposes=1),
+    ModelCase("repvit_m1", timm_model("repvit_m1"), image(), slow=True, max_transposes=1),
+    ModelCase("efficientvit_b0", timm_model("efficientvit_b0"), image(), slow=True, max_transposes=21),
+    ModelCase("edgenext_xx_small", timm_model("edgenext_xx_small"), image(256), max_transposes=13),
 ]
 
 

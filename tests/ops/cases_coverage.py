@@ -90,6 +90,9 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("instance_norm_tracked_eval", lambda: nn.InstanceNorm1d(3, track_running_stats=True), r(2, 3, 8)),
     # ---- embedding, gather, indexing ------------------------------------------------------------------------
     OpCase("embedding_int64_ids", Embed, ints(2, 6, high=50), {"GATHER": 1}),
+    # log(0) -> -inf -> the int64 minimum (+ 2), discarded by the where: a value between constants, never in the model
+    OpCase("constant_int64_intermediate_out_of_int32",
+           fn(lambda x: x + torch.where(torch.arange(4) > 0, torch.log(torch.arange(4.0)).long() + 2, 0)), ints(3, 4)),
     OpCase("index_select", fn(lambda x, i: x.index_select(1, i)),
            lambda: (torch.randn(3, 6, 2), torch.tensor([5, 0, 2, 2]))),
     OpCase("index_tensor_one_axis", fn(lambda x, i: x[:, i]), lambda: (torch.randn(3, 6, 2), torch.tensor([[1, -2]]))),

@@ -1,5 +1,7 @@
 """Each pass on small graphs: the structure it promises afterwards, with numerics unchanged."""
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -242,3 +244,150 @@ def test_attention_over_a_runtime_cache_has_no_transpose():
     edge = litert_torch.convert(Scores().eval(), args)
     assert_matches(Scores()(*args), edge(*args))
     assert "TRANSPOSE" not in op_counts(edge)
+
+
+def test_cleanup_drops_identity_arithmetic_and_unit_pools():
+    def build():
+        x = ir.Tensor("x", [1, 4, 4, 3], np.float32)
+        a, b, c, d, e = (ir.Tensor(n, [1, 4, 4, 3], np.float32) for n in "abcde")
+        ones, zeros = const("ones", np.ones(3, np.float32)), const("zeros", np.zeros([1, 1, 3], np.float32))
+        window = {"padding": "VALID", "stride_h": 1, "stride_w": 1, "filter_height": 1, "filter_width": 1,
+                  "fused_activation_function": "NONE"}
+        return ir.Graph("main", [x], [e], [
+            ir.Op("MUL", [ones, x], [a], {"fused_activation_function": "NONE"}),
+            ir.Op("ADD", [a, zeros], [b], {"fused_activation_function": "NONE"}),
+            ir.Op("AVERAGE_POOL_2D", [b], [c], window),
+            ir.Op("SUB", [c, zeros], [d], {"fused_activation_function": "RELU"}),  # clamps: not a no-op
+            ir.Op("DIV", [d, ones], [e], {"fused_activation_function": "NONE"}),
+        ])
+
+    graph = check_pass(build, cleanup.run, (np.random.randn(1, 4, 4, 3).astype(np.float32),))
+    assert [op.opcode for op in graph.ops] == ["SUB"]
+
+    def broadcasting():  # x + 0 where the zeros make the result larger than x: the ADD broadcasts, it stays
+        x = ir.Tensor("x", [3], np.float32)
+        y = ir.Tensor("y", [2, 3], np.float32)
+        return ir.Graph("main", [x], [y], [ir.Op("ADD", [x, const("zeros", np.zeros([2, 3], np.float32))], [y],
+                                                  {"fused_activation_function": "NONE"})])
+
+    graph = broadcasting()
+    cleanup.run(graph)
+    assert [op.opcode for op in graph.ops] == ["ADD"]
+
+
+def test_scale_after_a_head_reshape_folds_into_the_dense_layer():
+    class Query(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(16, 16)
+
+        def forward(self, x):
+            return self.q(x).view(1, 5, 2, 8) / 8.0 * torch.arange(1.0, 9.0)
+
+    model = Query().eval()
+    x = torch.randn(1, 5, 16)
+    edge = litert_torch.convert(model, (x,))
+    assert op_counts(edge) == {"FULLY_CONNECTED": 1, "RESHAPE": 1}
+    assert_matches(model(x), edge(x))
+
+    class PerHead(Query):  # one scale per head is one per output channel of the layer: it folds too
+        def forward(self, x):
+            return self.q(x).view(1, 5, 2, 8) * torch.tensor([[1.0], [2.0]])
+
+    class PerPosition(Query):  # one per position is not: the MUL stays
+        def forward(self, x):
+            return self.q(x).view(1, 5, 2, 8) * torch.arange(1.0, 6.0).view(5, 1, 1)
+
+    for module, muls in ((PerHead, 0), (PerPosition, 1)):
+        model = module().eval()
+        edge = litert_torch.convert(model, (x,))
+        assert op_counts(edge).get("MUL", 0) == muls
+        assert_matches(model(x), edge(x))
+
+
+def test_written_out_tanh_gelu_becomes_one_gelu():
+    class NewGelu(nn.Module):  # Hugging Face's gelu_new
+        def __init__(self, cubic=0.044715):
+            super().__init__()
+            self.cubic = cubic
+
+        def forward(self, x):
+            return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + self.cubic * torch.pow(x, 3.0))))
+
+    x = torch.randn(2, 64) * 3
+    edge = litert_torch.convert(NewGelu().eval(), (x,))
+    assert op_counts(edge) == {"GELU": 1}
+    assert_matches(NewGelu()(x), edge(x))
+    other = NewGelu(cubic=0.05).eval()  # a different function: left as written
+    edge = litert_torch.convert(other, (x,))
+    assert "GELU" not in op_counts(edge)
+    assert_matches(other(x), edge(x))
+
+
+def test_a_transpose_stuck_after_a_norm_merges_with_the_one_already_there():
+    from litert_torch.passes import merge_transposes
+
+    def build():
+        x = ir.Tensor("a_x", [4, 6], np.float32)
+        other = ir.Tensor("b_other", [6, 4], np.float32)
+        t1, xt = transpose(x, [1, 0], "xt")
+        residual = ir.Tensor("residual", [6, 4], np.float32)
+        mean = ir.Tensor("mean", [1, 6], np.float32)
+        centred = ir.Tensor("centred", [4, 6], np.float32)
+        scaled = ir.Tensor("scaled", [4, 6], np.float32)
+        ops = [
+            t1,
+            ir.Op("ADD", [xt, other], [residual], {"fused_activation_function": "NONE"}),
+            ir.Op("MEAN", [x, const("axes", np.array([0], np.int32))], [mean], {"keep_dims": True}),
+            ir.Op("SUB", [x, mean], [centred], {"fused_activation_function": "NONE"}),
+            ir.Op("MUL", [centred, const("gamma", np.arange(6, dtype=np.float32).reshape(1, 6))], [scaled],
+                  {"fused_activation_function": "NONE"}),
+        ]
+        t2, normed = transpose(scaled, [1, 0], "normed")
+        return ir.Graph("main", [x, other], [residual, normed], ops + [t2])
+
+    inputs = (np.random.randn(4, 6).astype(np.float32), np.random.randn(6, 4).astype(np.float32))
+    graph = check_pass(build, merge_transposes.run, inputs)
+    assert graph.op_counts()["TRANSPOSE"] == 1
+    mean = next(op for op in graph.ops if op.opcode == "MEAN")
+    assert mean.inputs[0].shape == (6, 4) and mean.inputs[1].data.tolist() == [1]
+
+
+def test_dense_block_concatenations_build_on_each_other():
+    class DenseBlock(nn.Module):
+        def __init__(self, layers=7):
+            super().__init__()
+            self.convs = nn.ModuleList(nn.Conv2d(4 * (i + 1), 4, 3, padding=1) for i in range(layers))
+
+        def forward(self, x):
+            features = [x]
+            for conv in self.convs:
+                features.append(torch.relu(conv(torch.cat(features, 1))))
+            return torch.cat(features, 1)
+
+    model = DenseBlock().eval()
+    x = torch.randn(1, 4, 8, 8)
+    edge = litert_torch.convert(model, (x,))
+    assert_matches(model(x), edge(x))
+    concats = [op for op in read_model(edge.flatbuffer).subgraphs[0].ops if op.opcode == "CONCATENATION"]
+    assert len(concats) == 7 and all(len(op.inputs) == 2 for op in concats)  # no tree of copies for XNNPACK
+
+
+def test_nested_concatenations_flatten_and_wide_ones_take_few_ops():
+    class Inception(nn.Module):  # torchvision's InceptionE joins two inner concatenations with two branches
+        def forward(self, a, b, c, d, e, f):
+            return torch.cat([a, torch.cat([b, c], 1), torch.cat([d, e], 1), f], 1)
+
+    args = tuple(torch.randn(1, 2 + i, 3, 3) for i in range(6))
+    edge = litert_torch.convert(Inception().eval(), args)
+    assert_matches(Inception()(*args), edge(*args))
+    assert op_counts(edge).get("CONCATENATION") == 2  # six inputs: one join of two, then five (XNNPACK's limit)
+
+    class Wide(nn.Module):
+        def forward(self, x):
+            return torch.cat([x * i for i in range(1, 14)], -1)
+
+    x = torch.randn(2, 3)
+    edge = litert_torch.convert(Wide().eval(), (x,))
+    assert_matches(Wide()(x), edge(x))
+    assert op_counts(edge)["CONCATENATION"] == 3  # 13 inputs: two joins of five, and the top one of five
