@@ -292,6 +292,9 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
             stand_ins = [np.zeros([int(d) for d in v.shape], v.dtype) if isinstance(v, ir.Tensor) else v
                          for v in inputs]
             for out, result in zip(node.output, _evaluate(onnx, node, stand_ins)):
+                if list(result.shape) != list(types[out][0]):
+                    raise OnnxError(f"node {name}: output {out} is declared {types[out][0]} but computes to "
+                                    f"{list(result.shape)}")
                 consts[out] = result
             continue
         if all(not isinstance(v, ir.Tensor) for v in inputs):
@@ -389,8 +392,15 @@ def _empty_results(node, inputs: list, types: dict) -> bool:
         shape, dtype = types.get(o, (None, None))
         if shape is None or dtype is None or 0 not in shape:
             return False
-    return all(all_static(v.shape) for v in inputs if isinstance(v, ir.Tensor)) and any(
-        isinstance(v, ir.Tensor) for v in inputs)
+    runtime = [(k, v) for k, v in enumerate(inputs) if isinstance(v, ir.Tensor)]
+    if not runtime or not all(all_static(v.shape) for _, v in runtime):
+        return False
+    # A run-time integer input may be a parameter (axes, a shape, pads) that decides the results' shape:
+    # only inputs whose values cannot matter (no elements, non-integer data, or parameters that leave the shape
+    # alone, as Gather's indices) let the stand-ins stand for every input.
+    shape_free = onnx_ops.RUNTIME_PARAMETERS.get(node.op_type, set())
+    return all(0 in [int(d) for d in v.shape] or np.dtype(v.dtype).kind not in "iu" or k in shape_free
+               for k, v in runtime)
 
 
 def _symbolic_types(node, inputs: list, attrs: dict, types: dict, space: SymSpace, name: str) -> list:

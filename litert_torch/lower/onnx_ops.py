@@ -536,14 +536,22 @@ def rms_norm(ctx, node, inputs, attrs):
 
 @onnx_op("GroupNormalization")
 def group_norm(ctx, node, inputs, attrs):
-    """as aten.group_norm (per-channel scale and bias, opset 21; per-group ones are expanded)."""
+    """as aten.group_norm (per-channel scale and bias, opset 21; per-group ones, opset 18, are expanded to their
+    channels: at conversion for constants, by a GATHER for values computed at run time)."""
     x, scale, bias = inputs
     groups = attrs["num_groups"]
     c = x.shape[1]
-    s, b = np.asarray(scale.data), np.asarray(bias.data)
-    if s.size == groups and c != groups:
-        s, b = np.repeat(s, c // groups), np.repeat(b, c // groups)
-    return aten_fn(aten.group_norm.default)(ctx, node, x, groups, ctx.const(s), ctx.const(b),
+
+    def per_channel(t):
+        if t.is_constant:
+            v = np.asarray(t.data)
+            return ctx.const(np.repeat(v, c // groups) if v.size == groups and c != groups else v)
+        if int(t.shape[0]) == groups and c != groups:
+            index = ctx.const(np.repeat(np.arange(groups, dtype=np.int32), c // groups), name="channel_group")
+            return ctx.emit("GATHER", [t, index], (c,), t.dtype, axis=0, batch_dims=0)
+        return t
+
+    return aten_fn(aten.group_norm.default)(ctx, node, x, groups, per_channel(scale), per_channel(bias),
                                             attrs.get("epsilon", 1e-5))
 
 

@@ -18,7 +18,7 @@ PARAMETER_INPUTS = {
     "Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Expand": {1}, "Tile": {1}, "Split": {1},
     "Slice": {1, 2, 3, 4}, "Clip": {1, 2}, "Pad": {1, 2, 3}, "Resize": {1, 2, 3}, "Upsample": {1},
     "ReduceMean": {1}, "ReduceSum": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "Gather": {1},
-    "LSTM": {1, 2, 3, 4, 5, 6, 7}, "GRU": {1, 2, 3, 4, 5}, "GroupNormalization": {1, 2}, "Trilu": {1},
+    "LSTM": {1, 2, 3, 4, 5, 6, 7}, "GRU": {1, 2, 3, 4, 5}, "Trilu": {1},
 }
 
 
