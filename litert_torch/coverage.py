@@ -98,6 +98,12 @@ def render() -> str:
         "lowering. TFLite ops: the builtins the lowering can emit (the layout pass",
         "removes most of the TRANSPOSEs that layout-sensitive lowerings wrap themselves in).",
         "",
+        "Float types: float32 throughout. float64 models compute in float32 (LiteRT's kernels have almost no",
+        "float64), with float64 kept at the signature's edges by a CAST. float16 models compute in float16 where",
+        "LiteRT has a float16 kernel; ops without one, reductions that would accumulate in float16, and every",
+        "lowering of more than one rounding step (a norm, GELU, a loss) compute in float32 between CASTs and round",
+        "once at their output, as PyTorch's float16 ops do (`litert_torch.passes.kernel_types`).",
+        "",
         f"{len(rows)} ATen overloads.",
         "",
         "Composite ops kept whole instead of decomposed (each maps to a builtin or a short exact sequence): "

@@ -8,6 +8,7 @@ no lowering is needed for them and the result is exact.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import operator
 from dataclasses import dataclass, field
@@ -407,7 +408,7 @@ def lower_program(program: torch.export.ExportedProgram,
             continue
         lowering = lowering_for(node.target)
         try:
-            result = lowering.fn(ctx, contract, *to_ir(node.args), **to_ir(node.kwargs))
+            result = _lower_node(ctx, lowering.fn, contract, to_ir(node.args), to_ir(node.kwargs))
         except DynamicSizeError as exc:
             raise LoweringError(f"{exc}; this lowering cannot follow that size at run time (make the dimension "
                                 "static, or give buckets= for one static signature per size)",
@@ -452,6 +453,67 @@ def lower_program(program: torch.export.ExportedProgram,
     names = output_names(program.call_spec.out_spec, len(graph.outputs))
     return LoweredProgram(graph, input_names(program.call_spec.in_spec, tensor_positions), names, tensor_positions,
                           input_dtypes, output_dtypes, parameters)
+
+
+# Ops whose result is exact in any float type (they move, select or compare values): a lowering made of these
+# and at most one other op rounds once, at its output, in float16 as in float32.
+EXACT_OPS = frozenset({
+    "RESHAPE", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "CONCATENATION", "GATHER", "GATHER_ND", "PACK", "UNPACK",
+    "SPLIT", "SPLIT_V", "SQUEEZE", "EXPAND_DIMS", "BROADCAST_TO", "TILE", "PAD", "PADV2", "MIRROR_PAD",
+    "REVERSE_V2", "SHAPE", "CAST", "SELECT", "SELECT_V2", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "MAXIMUM", "MINIMUM",
+    "MAX_POOL_2D", "RELU", "RELU6", "RELU_N1_TO_1", "NEG", "ABS", "REDUCE_MAX", "REDUCE_MIN", "ARG_MAX", "ARG_MIN",
+    "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "LOGICAL_AND", "LOGICAL_OR",
+    "LOGICAL_NOT", "ZEROS_LIKE", "FILL", "TOPK_V2", "FLOOR", "CEIL", "ROUND",
+})
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def _lower_node(ctx: LoweringContext, fn, contract: Node, args: tuple, kwargs: dict) -> Any:
+    """`fn`'s lowering of one node. A float16 node whose lowering computes in more than one rounding step
+    (a decomposition: GELU, a norm, a loss) is lowered again in float32 between CASTs, so that it rounds once, at
+    its output, as PyTorch's float16 ops do (they compute in float32 internally)."""
+    if not _has_half(contract):
+        return fn(ctx, contract, *args, **kwargs)
+    mark = (len(ctx.graph.ops), dict(ctx._sizes), dict(ctx._shape_of), ctx._count)
+    result = fn(ctx, contract, *args, **kwargs)
+    if sum(op.opcode not in EXACT_OPS for op in ctx.graph.ops[mark[0]:]) <= 1:
+        return result
+    del ctx.graph.ops[mark[0]:]
+    ctx._sizes, ctx._shape_of, ctx._count = mark[1], mark[2], mark[3]
+
+    def widen(value: Any) -> Any:
+        if isinstance(value, ir.Tensor) and value.dtype == F16 and value.quantization is None:
+            return ctx.cast(value, F32)
+        if isinstance(value, (list, tuple)):
+            return type(value)(widen(v) for v in value)
+        return value
+
+    def wide_value(v: Any) -> Any:
+        return Value(v.shape, torch.float32, v.contiguous) if isinstance(v, Value) and v.dtype == torch.float16 \
+            else v
+
+    wide = dataclasses.replace(contract, inputs=tuple(wide_value(v) if not isinstance(v, (list, tuple)) else
+                                                      type(v)(wide_value(u) for u in v) for v in contract.inputs),
+                               outputs=tuple(wide_value(v) for v in contract.outputs))
+    ctx.begin(wide, contract.source)
+    result = fn(ctx, wide, *widen(args), **{k: widen(v) for k, v in kwargs.items()})
+    ctx.node = contract
+
+    def narrow(value: Any, want: Any) -> Any:
+        if isinstance(value, ir.Tensor) and isinstance(want, Value) and want.dtype == torch.float16:
+            return ctx.cast(value, F16)
+        return value
+
+    if isinstance(result, (list, tuple)):
+        return type(result)(narrow(r, w) for r, w in zip(result, contract.outputs))
+    return narrow(result, contract.outputs[0] if contract.outputs else None)
+
+
+def _has_half(contract: Node) -> bool:
+    values = [*contract.outputs]
+    for v in contract.inputs:
+        values.extend(v if isinstance(v, (list, tuple)) else [v])
+    return any(isinstance(v, Value) and v.dtype == torch.float16 for v in values)
 
 
 def _empty_output(ctx: LoweringContext, graph: ir.Graph, name: str, value: ir.Tensor) -> ir.Tensor:

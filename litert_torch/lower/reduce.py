@@ -173,16 +173,19 @@ def lower_sort(ctx, node, x, dim=-1, descending=False):
 
 @lowers(aten.var.correction)
 def lower_var(ctx, node, x, dim=None, *, correction=None, keepdim=False):
-    """MEAN, SUB, MUL, SUM: the sum of squared deviations over (n - correction)."""
+    """MEAN, SUB, MUL, MEAN: the mean squared deviation times n / (n - correction). A float16 input is computed
+    in float32 and the result rounded once, as PyTorch does (the squares of float16 values overflow it)."""
     correction = 1 if correction is None else correction
     shape, dtype = out_meta(node)
     axes = list(range(x.rank)) if dim is None else sorted({normalize_dim(d, x.rank) for d in
                                                            ([dim] if isinstance(dim, int) else dim)})
     count = int(np.prod([x.shape[a] for a in axes]))
+    wide = np.dtype(np.float32) if dtype == np.float16 else dtype
+    x = ctx.cast(x, wide)
     axes_t = ctx.const(np.array(axes, np.int32), name="axes")
-    mean = ctx.emit("MEAN", [x, axes_t], [1 if i in axes else d for i, d in enumerate(x.shape)], dtype, keep_dims=True)
+    mean = ctx.emit("MEAN", [x, axes_t], [1 if i in axes else d for i, d in enumerate(x.shape)], wide, keep_dims=True)
     dev = ctx.emit("SUB", [x, mean], like=x)
     sq = ctx.emit("MUL", [dev, dev], like=x)
-    total = ctx.emit("SUM", [sq, axes_t], shape, dtype, keep_dims=bool(keepdim))
-    return ctx.emit("MUL", [total, ctx.scalar_like(1.0 / max(count - correction, 0) if count > correction
-                                                   else float("inf"), total)], like=total)
+    msd = ctx.emit("MEAN", [sq, axes_t], shape, wide, keep_dims=bool(keepdim))
+    scale = count / (count - correction) if count > correction else float("inf")
+    return ctx.cast(ctx.emit("MUL", [msd, ctx.scalar_like(scale, msd)], like=msd), dtype)

@@ -7,7 +7,8 @@ from typing import Callable
 from litert_torch import ir
 from litert_torch.symbolic import DynamicSizeError
 from litert_torch.passes import (
-    broadcast, cleanup, concat, fold_affine, fold_constants, fold_padding, fuse_activation, fuse_gelu, int8_kernels, layout,
+    broadcast, cleanup, concat, fold_affine, fold_constants, fold_padding, fuse_activation, fuse_gelu, int8_kernels,
+    kernel_types, layout,
     matmul, merge_transposes,
 )
 
@@ -31,6 +32,7 @@ PIPELINE: list[tuple[str, PassFn]] = [
     ("zero_pad_nonnegative", fold_padding.zero_pad_nonnegative),
     ("int8_kernels", int8_kernels.run),
     ("cleanup", cleanup.run),
+    ("kernel_types", kernel_types.run),
 ]
 
 
