@@ -193,10 +193,12 @@ def _rewrite_to_core(program: torch.export.ExportedProgram, lowerable: Callable[
         if node.op != "call_function":
             continue
         target = node.target
-        if target is aten.conv2d.default or target is aten.conv1d.default:
+        # aten.convolution takes batched inputs only: an unbatched conv (C, H, W) is left to torch's decomposition
+        if (target is aten.conv2d.default or target is aten.conv1d.default) and _rank(node.args[0]) == (
+                4 if target is aten.conv2d.default else 3):
             node.args, node.kwargs = _convolution_args(node, 2 if target is aten.conv2d.default else 1, False), {}
             node.target = aten.convolution.default
-        elif target is aten.conv_transpose2d.input:
+        elif target is aten.conv_transpose2d.input and _rank(node.args[0]) == 4:
             node.args, node.kwargs = _convolution_args(node, 2, True), {}
             node.target = aten.convolution.default
         elif target is aten.transpose.int and _rank(node.args[0]) is not None and not node.kwargs:

@@ -110,6 +110,9 @@ def lower_convolution(ctx, node, x, weight, bias, stride, padding, dilation, tra
     """
     out_shape, _ = out_meta(node)
     spatial = x.rank - 2
+    if x.rank != weight.rank or len(out_shape) != x.rank:
+        raise ctx.fail(f"convolution of a rank-{x.rank} input with a rank-{weight.rank} weight (an unbatched "
+                       "input) has no lowering")
     if transposed:
         return conv_transpose(ctx, x, weight, bias, stride, padding, dilation, output_padding, groups, out_shape)
     if isinstance(padding, str):

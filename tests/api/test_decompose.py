@@ -112,3 +112,25 @@ def test_mutations_others_can_see_go_through_torchs_decomposition(model, monkeyp
     edge = litert_torch.convert(model, (x.clone(),))
     assert calls, "an observable mutation was rewritten as if it were not"
     torch.testing.assert_close(torch.as_tensor(edge.call_like_module(x.clone())), want)
+
+
+def test_unbatched_convolutions_convert():
+    """conv2d / conv1d / conv_transpose2d of an input without its batch axis (which aten.convolution does not
+    take) go through torch's decomposition, with the weight a module parameter or a run-time input."""
+    from tests.helpers import assert_matches
+
+    class Convs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+            self.up = nn.ConvTranspose2d(4, 2, 2, stride=2)
+            self.line = nn.Conv1d(3, 5, 3)
+
+        def forward(self, x, w, s):
+            return self.up(self.conv(x)), nn.functional.conv2d(x, w, stride=(1, 2)), self.line(s)
+
+    torch.manual_seed(0)
+    model = Convs().eval()
+    args = (torch.randn(3, 6, 6), torch.randn(3, 3, 3, 3), torch.randn(3, 10))
+    edge = litert_torch.convert(model, args)
+    assert_matches(model(*args), edge(*args))
