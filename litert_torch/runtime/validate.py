@@ -220,13 +220,13 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
     the verdict is INCONCLUSIVE. `progress`, when given, is called with each stage as it starts.
 
     `dataset` (a Ray Dataset with an "x" column of samples, a folder of .npz samples or of images, or a list of
-    arrays) runs the comparison at dataset scale on Ray Data instead (`litert_torch.batch.validate_dataset`, with
+    arrays) runs the comparison at dataset scale on Ray Data instead (`litert_torch.dataset.validate_dataset`, with
     `dataset_options` as its keywords: labels, image_size, mean, std, ...; `edge_model` may then be a {variant:
     model} dict) and returns its DatasetReport: top-1 agreement, error percentiles and the worst samples per
     variant, and accuracy when the dataset is labelled.
     """
     if dataset is not None:
-        from litert_torch.batch import validate_dataset
+        from litert_torch.dataset import validate_dataset
         from litert_torch.converter import convert as _convert
 
         if edge_model is None:
