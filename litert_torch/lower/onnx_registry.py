@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
+from litert_torch import ir
 from litert_torch.lower.registry import LoweringContext
 
 OnnxFn = Callable[[LoweringContext, Any, list, dict], Any]
@@ -34,3 +37,10 @@ def onnx_op(*names: str, doc: str | None = None):
 # Parameter inputs whose lowering also takes a value known only at run time (any other parameter input must be
 # a constant: the frontend refuses the node otherwise).
 RUNTIME_PARAMETERS: dict[str, set[int]] = {"Gather": {1}, "Clip": {1, 2}, "Trilu": {1}}
+
+
+def tensor(ctx: LoweringContext, value: Any) -> ir.Tensor | None:
+    """An input as a tensor: a constant one for a numpy array (a parameter input given as data), None for none."""
+    if value is None or isinstance(value, ir.Tensor):
+        return value
+    return ctx.const(np.asarray(value))
