@@ -24,6 +24,7 @@ from litert_torch.frontend.export import source_ref, target_name
 from litert_torch.lower.quantized import RUN_TIME_ONLY
 from litert_torch.node import Node, Value
 from litert_torch.lower.registry import LoweringContext, lowering_for, narrow_int64, numpy_dtype
+from litert_torch.passes.kernel_types import F16, F32
 from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, from_torch, same_size, space_of_program
 
 
@@ -465,7 +466,6 @@ EXACT_OPS = frozenset({
     "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "LOGICAL_AND", "LOGICAL_OR",
     "LOGICAL_NOT", "ZEROS_LIKE", "FILL", "TOPK_V2", "FLOOR", "CEIL", "ROUND",
 })
-F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 
 
 def _lower_node(ctx: LoweringContext, fn, contract: Node, args: tuple, kwargs: dict) -> Any:
@@ -474,12 +474,11 @@ def _lower_node(ctx: LoweringContext, fn, contract: Node, args: tuple, kwargs: d
     its output, as PyTorch's float16 ops do (they compute in float32 internally)."""
     if not _has_half(contract):
         return fn(ctx, contract, *args, **kwargs)
-    mark = (len(ctx.graph.ops), dict(ctx._sizes), dict(ctx._shape_of), ctx._count)
+    state = ctx.checkpoint()
     result = fn(ctx, contract, *args, **kwargs)
-    if sum(op.opcode not in EXACT_OPS for op in ctx.graph.ops[mark[0]:]) <= 1:
+    if sum(op.opcode not in EXACT_OPS for op in ctx.emitted_since(state)) <= 1:
         return result
-    del ctx.graph.ops[mark[0]:]
-    ctx._sizes, ctx._shape_of, ctx._count = mark[1], mark[2], mark[3]
+    ctx.rollback(state)
 
     def widen(value: Any) -> Any:
         if isinstance(value, ir.Tensor) and value.dtype == F16 and value.quantization is None:
@@ -489,12 +488,13 @@ def _lower_node(ctx: LoweringContext, fn, contract: Node, args: tuple, kwargs: d
         return value
 
     def wide_value(v: Any) -> Any:
-        return Value(v.shape, torch.float32, v.contiguous) if isinstance(v, Value) and v.dtype == torch.float16 \
-            else v
+        if isinstance(v, Value) and v.dtype == torch.float16:
+            return Value(v.shape, torch.float32, v.contiguous)
+        if isinstance(v, (list, tuple)):
+            return type(v)(wide_value(u) for u in v)
+        return v
 
-    wide = dataclasses.replace(contract, inputs=tuple(wide_value(v) if not isinstance(v, (list, tuple)) else
-                                                      type(v)(wide_value(u) for u in v) for v in contract.inputs),
-                               outputs=tuple(wide_value(v) for v in contract.outputs))
+    wide = dataclasses.replace(contract, inputs=wide_value(contract.inputs), outputs=wide_value(contract.outputs))
     ctx.begin(wide, contract.source)
     result = fn(ctx, wide, *widen(args), **{k: widen(v) for k, v in kwargs.items()})
     ctx.node = contract

@@ -105,6 +105,18 @@ class LoweringContext:
     def begin(self, node: Node, source: ir.SourceRef) -> None:
         self.node, self.source, self._count = node, source, 0
 
+    def checkpoint(self) -> Any:
+        """The context's state now, for `rollback`: a lowering tried and then redone another way."""
+        return len(self.graph.ops), dict(self._sizes), dict(self._shape_of), self._count
+
+    def rollback(self, state: Any) -> None:
+        """Drop every op emitted since `checkpoint` returned `state`, and the size tensors they made."""
+        ops, self._sizes, self._shape_of, self._count = state
+        del self.graph.ops[ops:]
+
+    def emitted_since(self, state: Any) -> list[ir.Op]:
+        return self.graph.ops[state[0]:]
+
     def add_input(self, t: ir.Tensor) -> None:
         self._inputs.append(t)
 

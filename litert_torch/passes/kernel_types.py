@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from litert_torch import ir
+from litert_torch.passes.wide_io import cast_io
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
@@ -31,7 +32,8 @@ F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 FLOAT32_ONLY = frozenset({
     "ARG_MAX", "ARG_MIN", "BATCH_MATMUL", "CONV_2D", "CUMSUM", "DEPTH_TO_SPACE", "DEPTHWISE_CONV_2D", "FLOOR_DIV",
     "FLOOR_MOD", "FULLY_CONNECTED", "GELU", "LOG_SOFTMAX", "MAX_POOL_2D", "POW", "PRELU", "REDUCE_PROD",
-    "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SIGN", "SOFTMAX", "SPACE_TO_DEPTH", "TOPK_V2", "TRANSPOSE_CONV", "UNIDIRECTIONAL_SEQUENCE_LSTM",
+    "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SIGN", "SOFTMAX", "SPACE_TO_DEPTH", "TOPK_V2", "TRANSPOSE_CONV",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM",
 })
 # float16 kernels that exist but accumulate in float16
 ACCUMULATE_IN_FLOAT32 = frozenset({"SUM", "MEAN", "AVERAGE_POOL_2D", "L2_NORMALIZATION"})
@@ -52,8 +54,6 @@ def _narrow_float64(graph: ir.Graph) -> bool:
         t.dtype = F32
         if t.data is not None:
             t.data = np.asarray(t.data, F32)
-    from litert_torch.passes.wide_io import cast_io
-
     cast_io(graph, edges_in, edges_out, F64)
     return True
 
