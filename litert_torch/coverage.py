@@ -122,19 +122,24 @@ def render() -> str:
 def _onnx_section() -> list[str]:
     """The ONNX ops `convert_onnx` lowers, from litert_torch.lower.onnx_ops (each through the ATen lowering it
     names, or directly)."""
-    from litert_torch.lower import onnx_ops
+    from litert_torch.lower import onnx_dynamic, onnx_ops
 
     lines = ["", "## ONNX (`convert_onnx`)", "",
              f"{len(onnx_ops.LOWERINGS)} ONNX ops lower to TFLite, most through the ATen lowering named here, so "
              "both frontends share one implementation of each op. Nodes whose inputs are all constants are "
              "evaluated at conversion (by onnx's reference evaluator); "
              + ", ".join(f"`{n}`" for n in sorted(onnx_ops.FOLD_ONLY))
-             + " are supported only that way (`Shape` of any tensor folds too: to sizes that may be symbols, see docs/SIGNATURES.md).", "",
+             + " are supported only that way (`Shape` of any tensor folds too: to sizes that may be symbols, see docs/SIGNATURES.md). "
+             "Shape parameters fed when the model runs (" + ", ".join(f"`{n}`" for n in sorted(onnx_dynamic.RUNTIME_SHAPED))
+             + ") lower too: the output's sizes are then decided by the values, and the \"How\" column says how the "
+             "kernel takes them.", "",
              "| ONNX op | How | Limits |", "|---|---|---|"]
     for name in sorted(onnx_ops.LOWERINGS):
         fn = onnx_ops.LOWERINGS[name]
         summary, limits = _doc_parts(fn)
         doc = onnx_ops.DOCS.get(name) or summary
+        if name in onnx_dynamic.DOCS:
+            doc += f" Parameters computed at run time: {onnx_dynamic.DOCS[name]}"
         lines.append(f"| `{name}` | {_cell(doc)} | {_cell(limits)} |")
     return lines
 

@@ -47,6 +47,19 @@ class SymSpace:
     ranges: dict[sympy.Symbol, tuple[int, int | None]] = field(default_factory=dict)
     fixed: dict[sympy.Symbol, int] = field(default_factory=dict)  # symbols lowered at one static size
     hints: dict[sympy.Symbol, int] = field(default_factory=dict)  # each symbol's size in the traced sample
+    # Sizes that depend on values, not on input sizes (a Reshape to a shape computed when the model runs): each
+    # is read when the model runs from the SHAPE of the tensor it first sizes (`LoweringContext.anchor`).
+    unbacked: set[sympy.Symbol] = field(default_factory=set)
+
+    def fresh(self, what: str, low: int = 0, high: int | None = None) -> "int | Sym":
+        """A new size known only when the model runs, decided by values rather than by the input sizes, in the
+        inclusive range [low, high] (a plain int when the range holds one size); `what` names it in messages."""
+        if high is not None and int(high) == int(low):
+            return int(low)
+        symbol = sympy.Symbol(f"u{len(self.unbacked)}", integer=True, nonnegative=True)
+        self.add(symbol, f"{what}#{len(self.unbacked)}", low, high)
+        self.unbacked.add(symbol)
+        return Sym(symbol, self)
 
     def add(self, symbol: sympy.Symbol, name: str, low: int, high: int | None) -> None:
         self.names.setdefault(symbol, name)
@@ -345,6 +358,12 @@ def broadcast_shapes(*shapes: Sequence[Any]) -> tuple:
         chosen: Any = 1
         for d in sizes:
             if isinstance(d, Sym):
+                if isinstance(chosen, Sym) and chosen != d and (d.symbols | chosen.symbols) & d.space.unbacked:
+                    # a size decided by values may be 1 at run time: which of the two is the result is not known
+                    raise DynamicSizeError(f"sizes {chosen} and {d} meet in a broadcast, and one of them is "
+                                           "decided by values when the model runs", d)
+                if not isinstance(chosen, Sym) and chosen != 1 and d.symbols & d.space.unbacked:
+                    continue  # a size decided by values meets a static one: it is 1 or that size
                 chosen = d if not isinstance(chosen, Sym) or chosen == d else chosen
             elif d != 1:
                 if isinstance(chosen, Sym) or chosen == 1:

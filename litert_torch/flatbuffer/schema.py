@@ -84,6 +84,7 @@ OPTIONS_TABLE: dict[str, str] = {
     "SQUARE": "SquareOptions",
     "SQUARED_DIFFERENCE": "SquaredDifferenceOptions",
     "PACK": "PackOptions",
+    "UNPACK": "UnpackOptions",
     "ABS": "AbsOptions",
     "NEG": "NegOptions",
     "EXP": "ExpOptions",

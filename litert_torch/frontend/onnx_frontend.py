@@ -26,7 +26,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.errors import ConversionError, LoweringError, OnnxError, UnsupportedOp, UnsupportedOpsError  # noqa: F401 (OnnxError: re-exported)
-from litert_torch.lower import onnx_ops
+from litert_torch.lower import onnx_dynamic, onnx_ops
 from litert_torch.lower.registry import LoweringContext, narrow_int64
 from litert_torch.frontend import onnx_shapes
 from litert_torch.node import Node, Value
@@ -34,12 +34,24 @@ from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, all_static, s
 
 MIN_OPSET = 13
 OLDEST_UPGRADED = 7  # opsets 7 to 12 are upgraded to MIN_OPSET on load
-ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64, 9: np.bool_,
-               10: np.float16, 11: np.float64}
+ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
+               9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32}
 TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16,
                 np.dtype(np.float64): torch.float32, np.dtype(np.int64): torch.int64,
                 np.dtype(np.int32): torch.int32, np.dtype(np.int16): torch.int16, np.dtype(np.int8): torch.int8,
-                np.dtype(np.uint8): torch.uint8, np.dtype(np.bool_): torch.bool}
+                np.dtype(np.uint8): torch.uint8, np.dtype(np.bool_): torch.bool,
+                np.dtype(np.uint16): torch.int32, np.dtype(np.uint32): torch.int32}
+# uint16 and uint32 have almost no LiteRT kernels: they compute in int32 between CASTs at the model's inputs and
+# outputs. A uint16 value fits int32, and every result an op can leave out of the uint16 range (a sum, a
+# difference, a product) is wrapped back into it (`UINT16_IN_RANGE` lists the ops that cannot). A uint32 value is
+# held as its int32 bit pattern, on which addition, subtraction, multiplication and equality agree; ops that read
+# the sign (division, order comparisons, max/min) are refused for uint32.
+WIDE_UNSIGNED = (np.dtype(np.uint16), np.dtype(np.uint32))
+UINT16_IN_RANGE = {"Max", "Min", "Div", "Mod", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                   "Transpose", "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Where", "ReduceMax",
+                   "ReduceMin", "Relu", "Abs", "Pad"}
+UINT32_BITWISE = {"Add", "Sub", "Mul", "Equal", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+                  "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Where"}
 
 
 def _onnx():
@@ -247,9 +259,13 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
             # no elements, no data: what the input determines is known now (the model still takes it)
             consts[inp.name] = np.zeros([int(d) for d in input_shape[inp.name]], dtype)
         t = ir.Tensor(inp.name, input_shape[inp.name], np.int32 if dtype == np.int64 else dtype)
-        env[inp.name] = t
         graph.inputs.append(t)
         ctx.add_input(t)
+        if np.dtype(dtype) in WIDE_UNSIGNED:
+            ref = ir.SourceRef(inp.name, "input", None, None)
+            ctx.begin(Node(inp.name, "input", source=ref), ref)
+            t = ctx.cast(t, np.int32)
+        env[inp.name] = t
         input_names.append(inp.name)
         input_dtypes.append(np.dtype(dtype).name)
 
@@ -270,6 +286,7 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
         return env[name]
 
     read = {n for node in proto.graph.node for n in node.input} | {o.name for o in proto.graph.output}
+    runtime_shapes: dict = {}  # output shapes of nodes with run-time shape parameters (_runtime_shaped_types)
     for i, node in enumerate(proto.graph.node):
         name = node.name or f"{node.op_type}_{i}"
         inputs = [value(n) for n in node.input]
@@ -312,8 +329,14 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
         if node.op_type in onnx_ops.FOLD_ONLY:
             raise ConversionError(f"onnx::{node.op_type} node {name} computes on run-time values; it is supported "
                                   "only where its inputs are constants")
-        dynamic = sizes_in or any(isinstance(v, ir.Tensor) and not all_static(v.shape) for v in inputs)
-        if dynamic:
+        entry = onnx_dynamic.RUNTIME_SHAPED.get(node.op_type)
+        runtime_shaped = entry is not None and any(k < len(inputs) and onnx_dynamic.at_run_time(inputs[k])
+                                                   for k in entry.inputs)
+        dynamic = runtime_shaped or sizes_in or any(isinstance(v, ir.Tensor) and not all_static(v.shape)
+                                                    for v in inputs)
+        if runtime_shaped:
+            shapes = _runtime_shaped_types(node, entry, inputs, attrs, types, space, name, runtime_shapes)
+        elif dynamic:
             shapes = _symbolic_types(node, inputs, attrs, types, space, name)
         else:
             if any(out and (types.get(out, (None, None))[0] is None or types[out][1] is None) for out in node.output):
@@ -326,8 +349,9 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
                         single=len(node.output) == 1)
         ctx.begin(contract, ref)
         keep = onnx_ops.PARAMETER_INPUTS.get(node.op_type, set())
+        allowed = set(onnx_ops.RUNTIME_PARAMETERS.get(node.op_type, ())) | (entry.inputs if runtime_shaped else set())
         at_run_time = [k for k in sorted(keep) if k < len(inputs) and isinstance(inputs[k], ir.Tensor)
-                       and not inputs[k].is_constant and k not in onnx_ops.RUNTIME_PARAMETERS.get(node.op_type, ())]
+                       and not inputs[k].is_constant and k not in allowed]
         if at_run_time:
             k = at_run_time[0]
             raise LoweringError(f"node {name}: input {k} ({node.input[k]}) is computed when the model runs; this "
@@ -335,8 +359,16 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
                                 location=f"node {name}")
         inputs = [_as_tensor(ctx, v) if isinstance(v, np.ndarray) and k not in keep else v
                   for k, v in enumerate(inputs)]
+        unsigned = {np.dtype(d) for d in (_onnx_dtype(n, consts, types) for n in [*node.input, *node.output])
+                    if d is not None} & set(WIDE_UNSIGNED)
+        if np.dtype(np.uint32) in unsigned and node.op_type not in UINT32_BITWISE:
+            raise LoweringError(f"node {name}: onnx::{node.op_type} on uint32 values has no lowering (uint32 is "
+                                "computed as int32 bits, which only addition, subtraction, multiplication, "
+                                "equality and data movement read as uint32)", target=f"onnx::{node.op_type}",
+                                location=f"node {name}")
+        lower = entry.lower if runtime_shaped else onnx_ops.LOWERINGS[node.op_type]
         try:
-            result = onnx_ops.LOWERINGS[node.op_type](ctx, contract, inputs, attrs)
+            result = lower(ctx, contract, inputs, attrs)
         except DynamicSizeError as exc:
             raise _dynamic_error(node.op_type, name, space, exc) from exc
         except ConversionError as exc:
@@ -347,8 +379,14 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         if dynamic:
             _check_shapes(contract, results)
+            for r in results:
+                if isinstance(r, ir.Tensor):
+                    ctx.anchor(r)
         for out, r in zip(node.output, results):
             if out:
+                if (isinstance(r, ir.Tensor) and _onnx_dtype(out, consts, types) == np.uint16
+                        and node.op_type not in UINT16_IN_RANGE):
+                    r = ctx.cast(ctx.cast(r, np.uint16), np.int32)  # wrapped into the uint16 range
                 env[out] = r
 
     output_names, output_dtypes = [], []
@@ -371,6 +409,11 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
                           narrow_int64(data, out.name) if data.dtype == np.int64 else data)
         else:
             raise OnnxError(f"output {out.name} is not computed by the graph")
+        declared = _onnx_dtype(out.name, consts, types)
+        if declared is not None and np.dtype(declared) in WIDE_UNSIGNED and t.dtype != declared:
+            ref = ir.SourceRef(out.name, "output", None, None)
+            ctx.begin(Node(out.name, "output", source=ref), ref)
+            t = ctx.cast(t, declared)
         if t in graph.inputs or t in graph.outputs or t.is_constant:
             copy = ir.Tensor(f"{out.name}_out", t.shape, t.dtype)
             graph.ops.append(ir.Op("RESHAPE", [t, ir.Tensor(f"{out.name}/shape", (t.rank,), np.int32,
@@ -381,6 +424,15 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
         output_names.append(out.name)
         output_dtypes.append(np.dtype(types.get(out.name, (None, t.dtype))[1] or t.dtype).name)
     return LoweredOnnx(graph, input_names, output_names, input_dtypes, output_dtypes)
+
+
+def _onnx_dtype(name: str, consts: dict, types: dict):
+    """The ONNX element type of a value, as numpy's (None when unknown)."""
+    if not name:
+        return None
+    if name in consts:
+        return consts[name].dtype
+    return types.get(name, (None, None))[1]
 
 
 def _empty_results(node, inputs: list, types: dict) -> bool:
@@ -419,6 +471,39 @@ def _symbolic_types(node, inputs: list, attrs: dict, types: dict, space: SymSpac
             out.append(None)
             continue
         dtype = types.get(o, (None, None))[1] or fallback
+        types[o] = (None, dtype)
+        out.append((tuple(shapes[k]), dtype))
+    return out
+
+
+def _runtime_shaped_types(node, entry, inputs: list, attrs: dict, types: dict, space: SymSpace, name: str,
+                          memo: dict) -> list:
+    """(shape, dtype) of each output of a node whose shape parameters are computed at run time: the shapes
+    from the op's rule in `onnx_dynamic`, over new sizes decided by values (`SymSpace.fresh`)."""
+    described = [v.shape if isinstance(v, ir.Tensor) else v for v in inputs]
+    runtime = {k for k, v in enumerate(inputs) if onnx_dynamic.at_run_time(v)}
+
+    def fresh(what: str, low: int = 0, high: int | None = None):
+        return space.fresh(f"{name}.{what.replace(' ', '_')}", low, high)
+
+    # Nodes of one rule over the same run-time parameter tensors, inputs of the same shapes and the same
+    # attributes have outputs of the same shapes (two reductions over one axes input): one set of sizes.
+    key = (entry.shapes, tuple(id(inputs[k]) for k in sorted(runtime & entry.inputs)),
+           tuple(repr(d) if isinstance(d, tuple) else d.tobytes() + str(d.dtype).encode() + repr(d.shape).encode()
+                 if isinstance(d, np.ndarray) else repr(d) for d in described), repr(sorted(attrs.items())),
+           len(node.output))
+    try:
+        shapes = memo[key] if key in memo else entry.shapes(described, attrs, len(node.output), runtime, fresh)
+    except DynamicSizeError as exc:
+        raise LoweringError(f"node {name}: {exc}", target=f"onnx::{node.op_type}", location=f"node {name}") from None
+    memo[key] = shapes
+    first = inputs[0]
+    out = []
+    for k, o in enumerate(node.output):
+        if not o:
+            out.append(None)
+            continue
+        dtype = types.get(o, (None, None))[1] or first.dtype
         types[o] = (None, dtype)
         out.append((tuple(shapes[k]), dtype))
     return out

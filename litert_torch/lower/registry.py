@@ -99,6 +99,7 @@ class LoweringContext:
         self.source: ir.SourceRef | None = None
         self._count = 0
         self._inputs: list[ir.Tensor] = []  # graph inputs, where run-time sizes are read
+        self._anchors: list[ir.Tensor] = []  # tensors whose shapes hold sizes decided by values (`anchor`)
         self._sizes: dict[Any, ir.Tensor] = {}  # size expression -> its [1] int32 tensor
         self._shape_of: dict[int, ir.Tensor] = {}  # id(tensor) -> its SHAPE
 
@@ -107,18 +108,27 @@ class LoweringContext:
 
     def checkpoint(self) -> Any:
         """The context's state now, for `rollback`: a lowering tried and then redone another way."""
-        return len(self.graph.ops), dict(self._sizes), dict(self._shape_of), self._count
+        return len(self.graph.ops), dict(self._sizes), dict(self._shape_of), self._count, len(self._anchors)
 
     def rollback(self, state: Any) -> None:
         """Drop every op emitted since `checkpoint` returned `state`, and the size tensors they made."""
-        ops, self._sizes, self._shape_of, self._count = state
+        ops, self._sizes, self._shape_of, self._count, anchors = state
         del self.graph.ops[ops:]
+        del self._anchors[anchors:]
 
     def emitted_since(self, state: Any) -> list[ir.Op]:
         return self.graph.ops[state[0]:]
 
     def add_input(self, t: ir.Tensor) -> None:
         self._inputs.append(t)
+
+    def anchor(self, t: ir.Tensor) -> None:
+        """Make the sizes decided by values (`SymSpace.fresh`) that first appear in `t`'s shape readable when
+        the model runs, from `t`'s SHAPE."""
+        new = {s for d in t.shape if isinstance(d, Sym) for s in d.symbols} & self.space.unbacked
+        known = {s for a in self._anchors for d in a.shape if isinstance(d, Sym) for s in d.symbols}
+        if new - known:
+            self._anchors.append(t)
 
     def _name(self, hint: str | None = None) -> str:
         base = self.node.name if self.node is not None else "t"
@@ -135,6 +145,8 @@ class LoweringContext:
             arr = arr.astype(np.float32)
         if arr.dtype == np.int64:
             arr = narrow_int64(arr, self.node.name if self.node is not None else "constant")
+        elif arr.dtype in (np.uint16, np.uint32) and dtype is None:
+            arr = arr.astype(np.uint32).view(np.int32)  # computed in int32 (uint32 as its bit pattern)
         return ir.Tensor(self._name(name or "const"), arr.shape, arr.dtype, arr)
 
     def tensor(self, shape: Sequence[int], dtype: Any, name: str | None = None, *, variable: bool = False) -> ir.Tensor:
@@ -192,7 +204,7 @@ class LoweringContext:
             return self.const(np.array([int(expr)], np.int32), name="size")
         name = type(expr).__name__
         if expr.is_Symbol:
-            found = next(((t, axis) for t in self._inputs for axis, d in enumerate(t.shape)
+            found = next(((t, axis) for t in (*self._inputs, *self._anchors) for axis, d in enumerate(t.shape)
                           if isinstance(d, Sym) and d.expr == expr), None)
             if found is None:
                 raise DynamicSizeError(f"the dynamic size {self.space.text(expr)} is no dimension of the model's "

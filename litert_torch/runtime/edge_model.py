@@ -447,7 +447,11 @@ class EdgeModel:
             self._get_interpreter().reset_all_variables()
         try:
             results = runner(**feeds)
-        except (ValueError, RuntimeError) as exc:
+        except ValueError as exc:
+            results = self._empty_outputs(runner, exc) if "Invalid tensor size" in str(exc) else None
+            if results is None:
+                raise ModelLoadError(f"LiteRT could not run signature {signature!r}: {_first_lines(exc)}") from None
+        except RuntimeError as exc:
             raise ModelLoadError(f"LiteRT could not run signature {signature!r}: {_first_lines(exc)}") from None
         order = io["outputs"] if io else list(runner.get_output_details())
         if any(name not in results for name in order):
@@ -461,6 +465,24 @@ class EdgeModel:
                 arr = arr.astype(np.int64)
             outputs[name] = arr
         return outputs, want_torch
+
+    def _empty_outputs(self, runner, exc: Exception) -> dict[str, np.ndarray] | None:
+        """The outputs of an invocation whose reading failed because an output sized when the model ran (a
+        Reshape to a run-time shape) has no elements, which the interpreter cannot hand out: those as empty
+        arrays of their run-time shape, the others read as usual. None when no output is empty."""
+        if self._accelerator is not None:
+            return None
+        details = runner.get_output_details()
+        if not any(0 in list(d["shape"]) for d in details.values()):
+            return None
+        subgraph = getattr(runner, "_subgraph_index", 0)
+        out = {}
+        for name, d in details.items():
+            if 0 in list(d["shape"]):
+                out[name] = np.zeros([int(s) for s in d["shape"]], d["dtype"])
+            else:
+                out[name] = self._interpreter.get_tensor(d["index"], subgraph)
+        return out
 
     def _structured(self, signature: str, outputs: dict[str, np.ndarray], want_torch: bool) -> Any:
         values = [_to_torch(a) if want_torch else a for a in outputs.values()]
