@@ -44,14 +44,16 @@ TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch
 # uint16 and uint32 have almost no LiteRT kernels: they compute in int32 between CASTs at the model's inputs and
 # outputs. A uint16 value fits int32, and every result an op can leave out of the uint16 range (a sum, a
 # difference, a product) is wrapped back into it (`UINT16_IN_RANGE` lists the ops that cannot). A uint32 value is
-# held as its int32 bit pattern, on which addition, subtraction, multiplication and equality agree; ops that read
-# the sign (division, order comparisons, max/min) are refused for uint32.
+# held as its int32 bit pattern, on which addition, subtraction, multiplication and equality agree; order
+# comparisons and max/min compare the patterns with the top bit flipped; division and the rest are refused.
 WIDE_UNSIGNED = (np.dtype(np.uint16), np.dtype(np.uint32))
 UINT16_IN_RANGE = {"Max", "Min", "Div", "Mod", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
                    "Transpose", "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Where", "ReduceMax",
                    "ReduceMin", "Relu", "Abs", "Pad"}
 UINT32_BITWISE = {"Add", "Sub", "Mul", "Equal", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
                   "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Where"}
+# Orderings of uint32 bit patterns: the same as the int32 ordering of the patterns with the top bit flipped.
+UINT32_ORDERED = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min"}
 
 
 def _onnx():
@@ -361,12 +363,15 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
                   for k, v in enumerate(inputs)]
         unsigned = {np.dtype(d) for d in (_onnx_dtype(n, consts, types) for n in [*node.input, *node.output])
                     if d is not None} & set(WIDE_UNSIGNED)
-        if np.dtype(np.uint32) in unsigned and node.op_type not in UINT32_BITWISE:
+        flip = np.dtype(np.uint32) in unsigned and node.op_type in UINT32_ORDERED
+        if np.dtype(np.uint32) in unsigned and node.op_type not in UINT32_BITWISE and not flip:
             raise LoweringError(f"node {name}: onnx::{node.op_type} on uint32 values has no lowering (uint32 is "
                                 "computed as int32 bits, which only addition, subtraction, multiplication, "
-                                "equality and data movement read as uint32)", target=f"onnx::{node.op_type}",
+                                "comparisons and data movement read as uint32)", target=f"onnx::{node.op_type}",
                                 location=f"node {name}")
         lower = entry.lower if runtime_shaped else onnx_ops.LOWERINGS[node.op_type]
+        if flip:
+            inputs = [_flip_sign(ctx, v) if isinstance(v, ir.Tensor) else v for v in inputs]
         try:
             result = lower(ctx, contract, inputs, attrs)
         except DynamicSizeError as exc:
@@ -377,6 +382,8 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
             raise ConversionError(f"lowering onnx::{node.op_type} node {name} failed: {type(exc).__name__}: "
                                   f"{exc}") from exc
         results = list(result) if isinstance(result, (list, tuple)) else [result]
+        if flip and node.op_type in ("Max", "Min"):
+            results = [_flip_sign(ctx, r) if isinstance(r, ir.Tensor) else r for r in results]
         if dynamic:
             _check_shapes(contract, results)
             for r in results:
@@ -424,6 +431,14 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
         output_names.append(out.name)
         output_dtypes.append(np.dtype(types.get(out.name, (None, t.dtype))[1] or t.dtype).name)
     return LoweredOnnx(graph, input_names, output_names, input_dtypes, output_dtypes)
+
+
+def _flip_sign(ctx, t: ir.Tensor) -> ir.Tensor:
+    """The int32 bits of a uint32 value with the top bit flipped: their int32 order is the uint32 order."""
+    top = np.array(-2**31, np.int32)
+    if t.is_constant:
+        return ctx.const(np.bitwise_xor(t.data, top), np.int32)
+    return ctx.emit("BITWISE_XOR", [t, ctx.const(top, np.int32, name="top_bit")], like=t)
 
 
 def _onnx_dtype(name: str, consts: dict, types: dict):

@@ -162,12 +162,29 @@ def test_uint16_arithmetic_wraps_before_it_is_compared():
         np.testing.assert_array_equal(np.asarray(g), e)
 
 
-def test_uint32_order_comparisons_are_refused():
-    u32 = TensorProto.UINT32
-    graph = helper.make_graph([helper.make_node("Less", ["a", "b"], ["y"])], "g",
-                              [helper.make_tensor_value_info(n, u32, [3]) for n in "ab"],
-                              [helper.make_tensor_value_info("y", TensorProto.BOOL, [3])])
+def _binary_model(op: str, elem, out_elem, n: int):
+    graph = helper.make_graph([helper.make_node(op, ["a", "b"], ["y"])], "g",
+                              [helper.make_tensor_value_info(v, elem, [n]) for v in "ab"],
+                              [helper.make_tensor_value_info("y", out_elem, [n])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 9
+    return model
+
+
+@pytest.mark.parametrize("op", ["Less", "GreaterOrEqual", "Max", "Min", "Add", "Mul", "Equal"])
+def test_uint32_above_the_int32_range_orders_and_wraps_as_uint32(op):
+    """uint32 is held as int32 bits: values of 2**31 and more (negative as int32) still compare as uint32."""
+    from onnx.reference import ReferenceEvaluator
+
+    out = TensorProto.BOOL if op in ("Less", "GreaterOrEqual", "Equal") else TensorProto.UINT32
+    model = _binary_model(op, TensorProto.UINT32, out, 6)
+    a = np.array([2**32 - 1, 2**31, 5, 0, 2**31 - 1, 3_000_000_000], np.uint32)
+    b = np.array([1, 2**31 - 1, 2**31 + 5, 0, 2**31, 7], np.uint32)
+    got = np.asarray(litert_torch.convert_onnx(model)(a, b))
+    np.testing.assert_array_equal(got, ReferenceEvaluator(model).run(None, {"a": a, "b": b})[0])
+
+
+def test_uint32_division_is_refused():
+    model = _binary_model("Div", TensorProto.UINT32, TensorProto.UINT32, 3)
     with pytest.raises(litert_torch.ConversionError, match="uint32"):
         litert_torch.convert_onnx(model)
