@@ -309,25 +309,38 @@ def gemm(ctx, node, inputs, attrs):
 
 @onnx_op("Einsum")
 def einsum(ctx, node, inputs, attrs):
-    """Two-operand einsum as one BATCH_MATMUL between transposes and reshapes: indices in both operands and the
-    output batch, in both but not the output contract, in one operand and the output stay.
+    """Einsum of one or two operands: indices only one operand has and the output lacks are summed out of it
+    first (SUM); one operand is then a transpose; two are one BATCH_MATMUL between transposes and reshapes
+    (indices in both operands and the output batch, in both but not the output contract, in one operand and
+    the output stay). Without "->" the output is the indices that appear once, in alphabetical order.
 
-    Limits: two operands, no repeated index within an operand, no index summed out of a single operand."""
+    Limits: at most two operands, no ellipsis, no repeated index within an operand (diagonals)."""
     equation = attrs["equation"].decode() if isinstance(attrs["equation"], bytes) else attrs["equation"]
-    lhs, _, out = equation.replace(" ", "").partition("->")
+    equation = equation.replace(" ", "")
+    lhs, arrow, out = equation.partition("->")
     terms = lhs.split(",")
-    if len(terms) != 2 or "." in equation or not out:
-        raise ctx.fail(f"einsum {equation!r}: only two operands with an explicit output (no ellipsis) are supported")
-    (ta, tb), (a, b) = terms, inputs[:2]
-    a, b = tensor(ctx, a), tensor(ctx, b)
-    if len(set(ta)) != len(ta) or len(set(tb)) != len(tb) or any(c not in ta + tb for c in out):
+    if len(terms) > 2 or "." in equation:
+        raise ctx.fail(f"einsum {equation!r}: only one or two operands without an ellipsis are supported")
+    if not arrow:
+        out = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
+    operands = [tensor(ctx, v) for v in inputs[:len(terms)]]
+    if any(len(set(t)) != len(t) for t in terms) or any(c not in lhs for c in out) or len(set(out)) != len(out):
         raise ctx.fail(f"einsum {equation!r}: repeated or unknown indices have no lowering")
+    for k, term in enumerate(terms):
+        others = "".join(terms[:k] + terms[k + 1:]) + out
+        lone = [i for i, c in enumerate(term) if c not in others]
+        if lone:
+            kept = [d for i, d in enumerate(operands[k].shape) if i not in lone]
+            operands[k] = ctx.emit("SUM", [operands[k], ctx.const(np.array(lone, np.int32), name="axes")], kept,
+                                   operands[k].dtype, keep_dims=False)
+            terms[k] = "".join(c for i, c in enumerate(term) if i not in lone)
+    if len(terms) == 1:
+        return ctx.transpose(operands[0], [terms[0].index(c) for c in out])
+    (ta, tb), (a, b) = terms, operands
     batch = [c for c in ta if c in tb and c in out]
     contract = [c for c in ta if c in tb and c not in out]
     left = [c for c in ta if c not in tb]
     right = [c for c in tb if c not in ta]
-    if any(c not in out for c in left + right):
-        raise ctx.fail(f"einsum {equation!r}: summing an index out of one operand has no lowering")
     size = {**dict(zip(ta, a.shape)), **dict(zip(tb, b.shape))}
     prod = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))  # noqa: E731
     a3 = ctx.reshape(ctx.transpose(a, [ta.index(c) for c in batch + left + contract]),
