@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from litert_torch import ir
+from litert_torch.lower.onnx_registry import tensor
 from litert_torch.lower.registry import LoweringContext
 from litert_torch.symbolic import DynamicSizeError, Sym
 
@@ -378,13 +379,10 @@ def slice_op(ctx, node, inputs, attrs):
     r = x.rank
     if r > 5:
         raise ctx.fail("Slice of a rank above 5 with bounds computed at run time has no lowering")
-    starts, ends = ctx.const(inputs[1]) if isinstance(inputs[1], np.ndarray) else inputs[1], \
-        ctx.const(inputs[2]) if isinstance(inputs[2], np.ndarray) else inputs[2]
+    starts, ends = tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
     m = starts.shape[0] if starts.rank else 1
     axes_in = inputs[3] if len(inputs) > 3 else None
-    steps_in = inputs[4] if len(inputs) > 4 else None
-    if isinstance(steps_in, np.ndarray):
-        steps_in = ctx.const(steps_in)
+    steps_in = tensor(ctx, inputs[4]) if len(inputs) > 4 else None
     axes, axes_t = None, None
     if axes_in is None:
         axes = list(range(m))
@@ -432,7 +430,7 @@ def pad(ctx, node, inputs, attrs):
         raise ctx.fail(f"Pad mode {mode!r} with pads computed at run time has no lowering (constant and reflect do)")
     if r > 5:
         raise ctx.fail("Pad of a rank above 5 with pads computed at run time has no lowering")
-    pads = inputs[1] if isinstance(inputs[1], ir.Tensor) else ctx.const(inputs[1])
+    pads = tensor(ctx, inputs[1])
     axes_in = inputs[3] if len(inputs) > 3 else None
     m = (pads.shape[0] if pads.rank else 1) // 2
     pairs = ctx.transpose(ctx.reshape(_flat(ctx, pads, 2 * m), [2, m]), [1, 0])  # [m, 2]: (begin, end) per axis
