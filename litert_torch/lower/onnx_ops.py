@@ -14,7 +14,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower import exact
-from litert_torch.lower import onnx_attention, onnx_rnn  # noqa: F401 (register Attention, LSTM and GRU)
+from litert_torch.lower import onnx_attention, onnx_resize, onnx_rnn  # noqa: F401 (they register their ops)
 from litert_torch.lower.onnx_registry import (  # noqa: F401 (the registry, re-exported)
     DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, RUNTIME_PARAMETERS, onnx_op, tensor,
 )
@@ -718,57 +718,22 @@ def pad(ctx, node, inputs, attrs):
     return aten_fn(target)(ctx, node, x, torch_pad)
 
 
-@onnx_op("Resize", "Upsample")
-def resize(ctx, node, inputs, attrs):
-    """nearest (asymmetric, floor) and linear (align_corners, half_pixel / pytorch_half_pixel) 2-D resizes as
-    aten.upsample_nearest2d / upsample_bilinear2d."""
-    x = inputs[0]
-    shape = out_shape(node)
-    if attrs.get("antialias", 0) or attrs.get("axes") is not None:
-        raise ctx.fail("Resize with antialias or axes has no lowering yet")
-    if x.rank != 4 or tuple(shape[:2]) != tuple(x.shape[:2]):
-        raise ctx.fail("Resize other than over the two spatial axes of a 4-D tensor has no lowering yet")
-    mode = attrs.get("mode", b"nearest")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
-    coord = attrs.get("coordinate_transformation_mode", b"half_pixel")
-    coord = coord.decode() if isinstance(coord, bytes) else coord
-    nearest = attrs.get("nearest_mode", b"round_prefer_floor")
-    nearest = nearest.decode() if isinstance(nearest, bytes) else nearest
-    # The scale factors of a dynamic size (a static one maps in to out exactly by construction).
-    given = inputs[1 if node.op_type == "Upsample" else 2] if len(inputs) > (1 if node.op_type == "Upsample" else 2) \
-        else None
-    factors = list(np.asarray(given, np.float64).reshape(-1)) if isinstance(given, np.ndarray) and given.size else []
-    # Given scale factors map output to input coordinates (except with align_corners); the ATen lowering checks
-    # that they are the in/out ratio TFLite uses.
-    scales = [float(f) for f in factors[2:]] if len(factors) == 4 and coord != "align_corners" else [None, None]
-    if len(factors) == 4 and coord == "align_corners":
-        # ONNX spans the corners over in * scale (unrounded) output pixels, TFLite over the output size.
-        for size, out, f in zip(x.shape[2:], shape[2:], factors[2:]):
-            if (float(f) != int(f)) if isinstance(size, Sym) else (size * float(f) != out):
-                raise ctx.fail(f"align_corners Resize by the scale {float(f)}, which does not give a whole number "
-                               f"of pixels from {size}, has no exact lowering")
-    if mode == "nearest":
-        if coord != "asymmetric" or nearest != "floor":
-            raise ctx.fail(f"nearest Resize with {coord} coordinates and {nearest} rounding has no lowering yet "
-                           "(asymmetric + floor, PyTorch's 'nearest', does)")
-        return aten_fn(aten.upsample_nearest2d.default)(ctx, node, x, list(shape[2:]), *scales)
-    if mode == "linear":
-        if coord == "align_corners":
-            return aten_fn(aten.upsample_bilinear2d.default)(ctx, node, x, list(shape[2:]), True, *scales)
-        if coord in ("half_pixel", "pytorch_half_pixel") and all(d > 1 for d in shape[2:]):
-            return aten_fn(aten.upsample_bilinear2d.default)(ctx, node, x, list(shape[2:]), False, *scales)
-        raise ctx.fail(f"linear Resize with {coord} coordinates has no lowering yet")
-    raise ctx.fail(f"Resize mode {mode!r} has no lowering yet")
-
-
 @onnx_op("DepthToSpace")
 def depth_to_space(ctx, node, inputs, attrs):
-    """CRD mode as aten.pixel_shuffle."""
+    """CRD mode as aten.pixel_shuffle; DCR mode, whose channel order (r1, r2, c) is TFLite's, as DEPTH_TO_SPACE
+    between NHWC transposes."""
     mode = attrs.get("mode", b"DCR")
     mode = mode.decode() if isinstance(mode, bytes) else mode
-    if mode != "CRD":
-        raise ctx.fail("DepthToSpace in DCR mode has no lowering yet (CRD, PyTorch's pixel_shuffle, does)")
-    return aten_fn(aten.pixel_shuffle.default)(ctx, node, inputs[0], attrs["blocksize"])
+    x, r = inputs[0], int(attrs["blocksize"])
+    if mode == "CRD":
+        return aten_fn(aten.pixel_shuffle.default)(ctx, node, x, r)
+    if mode != "DCR":
+        raise ctx.fail(f"DepthToSpace mode {mode!r} is not one ONNX defines")
+    if x.rank != 4:
+        raise ctx.fail("DepthToSpace of a tensor that is not 4-D is not defined")
+    n, c, h, w = out_shape(node)
+    y = ctx.emit("DEPTH_TO_SPACE", [ctx.transpose(x, (0, 2, 3, 1))], (n, h, w, c), x.dtype, block_size=r)
+    return ctx.transpose(y, (0, 3, 1, 2))
 
 
 # ---- reductions ---------------------------------------------------------------------------------------------

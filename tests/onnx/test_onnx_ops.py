@@ -81,6 +81,7 @@ CASES = {
                         node("Where", ["m", "zero", "q"], ["y"])], {"x": (3, 4)},
                        {"zero": np.array(0.0, np.float32)}),
     "depth_to_space_crd": ([node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD")], {"x": (1, 8, 3, 3)}, {}),
+    "depth_to_space_dcr": ([node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="DCR")], {"x": (2, 12, 3, 4)}, {}),
     "trilu_upper_k1": ([node("Trilu", ["x", "k"], ["y"], upper=1)], {"x": (2, 4, 5)}, {"k": np.array(1, np.int64)}),
     "cast_like": ([node("CastLike", ["x", "half"], ["y"])], {"x": (3, 4)}, {"half": np.zeros(1, np.float16)}),
     "mod_fmod0_float_to_int": ([node("Cast", ["x"], ["i"], to=7), node("Mod", ["i", "three"], ["y"])],
@@ -248,20 +249,17 @@ def test_one_dimensional_pooling_matches_onnxruntime(op, attrs):
 
 
 @pytest.mark.parametrize("coord", ["half_pixel", "pytorch_half_pixel"])
-def test_linear_resize_by_a_scale_that_is_not_the_size_ratio_is_refused(coord):
-    """ONNX maps output to input pixels with the given scale (1.5); TFLite with the size ratio (7/5): refused,
-    never approximated."""
-    import litert_torch
-
+def test_linear_resize_by_a_scale_that_is_not_the_size_ratio_matches_onnxruntime(coord):
+    """ONNX maps output to input pixels with the given scale (1.5), TFLite's RESIZE_BILINEAR with the size
+    ratio (7/5): the general gather-and-weigh form computes ONNX's."""
+    x = np.random.default_rng(3).standard_normal((1, 2, 4, 5)).astype(np.float32)
     model = graph_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear",
                                           coordinate_transformation_mode=coord)],
                         {"x": (1, 2, 4, 5)}, ["y"], {"s": np.array([1, 1, 2, 1.5], np.float32)})
-    with pytest.raises(litert_torch.ConversionError, match="scale factor 1.5 does not map 5 pixels onto exactly 7"):
-        litert_torch.convert_onnx(model)
+    assert_matches_ort(model, {"x": x})
     model = graph_model([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear", antialias=1)],
                         {"x": (1, 2, 8, 8)}, ["y"], {"s": np.array([1, 1, 0.5, 0.5], np.float32)}, opset=18)
-    with pytest.raises(litert_torch.ConversionError, match="antialias"):
-        litert_torch.convert_onnx(model)
+    assert_matches_ort(model, {"x": np.random.default_rng(4).standard_normal((1, 2, 8, 8)).astype(np.float32)})
 
 
 @pytest.mark.parametrize("fmod", [0, 1])
