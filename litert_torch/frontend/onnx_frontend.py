@@ -33,7 +33,7 @@ from litert_torch.node import Node, Value
 from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, all_static, same_size
 
 MIN_OPSET = 13
-OLDEST_UPGRADED = 7  # opsets 7 to 12 are upgraded to MIN_OPSET on load
+OLDEST_UPGRADED = 1  # opsets 1 to 12 are upgraded to MIN_OPSET on load
 ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
                9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32}
 TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch.float16,
@@ -110,7 +110,8 @@ def load(model: Any):
 
 
 def _upgraded(onnx, proto, opset: int):
-    """An opset 7-12 model upgraded to MIN_OPSET by onnx's version converter (which checks what it rewrites)."""
+    """An opset 1-12 model upgraded to MIN_OPSET by onnx's version converter (which checks what it rewrites and
+    refuses what it has no adapter for)."""
     from onnx import version_converter
 
     try:

@@ -27,9 +27,17 @@ def test_truncated_file(tmp_path):
 
 def test_unknown_opset():
     model = small_model()
-    model.opset_import[0].version = 6
-    with pytest.raises(OnnxError, match="opset 6; supported: 7 to"):
+    model.opset_import[0].version = 99
+    with pytest.raises(OnnxError, match="opset 99; supported: 1 to"):
         litert_torch.convert_onnx(model)
+
+
+def test_opsets_before_7_are_upgraded_too():
+    """Opset 6 Add broadcasts only with its `broadcast` attribute; the upgrade turns it into numpy broadcasting."""
+    model = graph_model([helper.make_node("Add", ["a", "b"], ["y"], broadcast=1)], {"a": (2, 3), "b": (3,)},
+                        {"y": (2, 3)}, opset=6)
+    feeds = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([10, 20, 30], np.float32)}
+    np.testing.assert_array_equal(np.asarray(litert_torch.convert_onnx(model)(*feeds.values())), feeds["a"] + feeds["b"])
 
 
 def test_opsets_7_to_12_are_upgraded():
