@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.lower import exact
+from litert_torch.lower import exact, pool
 from litert_torch.lower import onnx_attention, onnx_resize, onnx_rnn  # noqa: F401 (they register their ops)
 from litert_torch.lower.onnx_registry import (  # noqa: F401 (the registry, re-exported)
     DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, RUNTIME_PARAMETERS, onnx_op, tensor,
@@ -445,24 +445,96 @@ def _pool(ctx, node, x, attrs, lower_2d):
     return ctx.reshape(y, list(out))
 
 
+def _check_window_count(ctx, node, x, attrs):
+    """ceil_mode: a window that would start in the right padding is dropped (ONNX's definition, as its reference
+    and ONNX Runtime compute); onnx's shape inference keeps it. Refused where the two disagree."""
+    if not attrs.get("ceil_mode", 0):
+        return
+    kernel = list(attrs["kernel_shape"])
+    strides = list(attrs.get("strides", [1] * len(kernel)))
+    dilations = list(attrs.get("dilations", [1] * len(kernel)))
+    pads = _pads(ctx, node, x, attrs, kernel, strides, dilations)
+    for axis, (size, k, s, d, (b, e), declared) in enumerate(
+            zip(x.shape[2:], kernel, strides, dilations, pads, out_shape(node)[2:])):
+        if not isinstance(size, int) or not isinstance(declared, int):
+            continue
+        count = -(-(size + b + e - d * (k - 1) - 1) // s) + 1
+        if (count - 1) * s >= size + b:
+            count -= 1
+        if count != declared:
+            raise ctx.fail(f"{node.op_type} with ceil_mode: the output is declared with {declared} windows along "
+                           f"spatial axis {axis}, but its last window starts in the padding and ONNX drops it "
+                           f"({count}); give the model an output shape of {count}")
+
+
+def _by_taps(ctx, node, x, attrs, kind, **options):
+    """A pooling node through `pool.pool_by_taps` (any rank, dilations, asymmetric pads, indices)."""
+    kernel = list(attrs["kernel_shape"])
+    strides = list(attrs.get("strides", [1] * len(kernel)))
+    dilations = list(attrs.get("dilations", [1] * len(kernel)))
+    pads = _pads(ctx, node, x, attrs, kernel, strides, dilations)
+    return pool.pool_by_taps(ctx, x, list(out_shape(node)[2:]), kernel, strides, dilations, pads, kind, **options)
+
+
+def _needs_taps(node, x, attrs) -> bool:
+    """Pooling the 2-D TFLite kernels cannot do: not 1-D or 2-D, dilated, or (averaging) asymmetrically padded."""
+    kernel = list(attrs["kernel_shape"])
+    if x.rank not in (3, 4) or any(d != 1 for d in attrs.get("dilations", [])):
+        return True
+    if node.op_type == "AveragePool":
+        strides = list(attrs.get("strides", [1] * len(kernel)))
+        return any(b != e for b, e in _pads(None, node, x, attrs, kernel, strides, [1] * len(kernel)))
+    return False
+
+
 @onnx_op("MaxPool")
 def max_pool(ctx, node, inputs, attrs):
-    """as aten.max_pool2d (1-D and 2-D; pads, ceil_mode)."""
+    """as aten.max_pool2d (1-D and 2-D; pads, ceil_mode); other ranks, dilations and the indices output as
+    the MAXIMUM of one strided slice per kernel tap."""
+    x = inputs[0]
+    _check_window_count(ctx, node, x, attrs)
     if 1 in node.used:
-        raise ctx.fail("MaxPool's indices output has no lowering")
+        order = "F" if attrs.get("storage_order", 0) else "C"
+        return _by_taps(ctx, node, x, attrs, "max", indices="flat", order=order)
+    if _needs_taps(node, x, attrs):
+        return _by_taps(ctx, node, x, attrs, "max")
     ceil_mode = bool(attrs.get("ceil_mode", 0))
-    return _pool(ctx, node, inputs[0], attrs, lambda n, x, k, s, p, d: aten_fn(aten.max_pool2d.default)(
+    return _pool(ctx, node, x, attrs, lambda n, x, k, s, p, d: aten_fn(aten.max_pool2d.default)(
         ctx, n, x, k, s, p, d, ceil_mode))
 
 
 @onnx_op("AveragePool")
 def avg_pool(ctx, node, inputs, attrs):
-    """as aten.avg_pool2d (1-D and 2-D; pads, ceil_mode, count_include_pad)."""
-    if any(d != 1 for d in attrs.get("dilations", [])):
-        raise ctx.fail("AveragePool with dilations has no lowering yet")
-    ceil_mode, include = bool(attrs.get("ceil_mode", 0)), bool(attrs.get("count_include_pad", 0))
-    return _pool(ctx, node, inputs[0], attrs, lambda n, x, k, s, p, d: aten_fn(aten.avg_pool2d.default)(
+    """as aten.avg_pool2d (1-D and 2-D; pads, ceil_mode, count_include_pad); other ranks, dilations and
+    asymmetric pads as the sum of one strided slice per kernel tap over the count ONNX divides by."""
+    x = inputs[0]
+    _check_window_count(ctx, node, x, attrs)
+    include = bool(attrs.get("count_include_pad", 0))
+    if _needs_taps(node, x, attrs):
+        return _by_taps(ctx, node, x, attrs, "avg", count_include_pad=include)
+    ceil_mode = bool(attrs.get("ceil_mode", 0))
+    return _pool(ctx, node, x, attrs, lambda n, x, k, s, p, d: aten_fn(aten.avg_pool2d.default)(
         ctx, n, x, k, s, p, ceil_mode, include))
+
+
+@onnx_op("LpPool")
+def lp_pool(ctx, node, inputs, attrs):
+    """(sum of |x|^p over each window)^(1/p): |x|^p (MUL for p = 2, else POW), the window sums as one strided
+    slice per kernel tap, then SQRT or POW 1/p."""
+    x = inputs[0]
+    if x.dtype.kind != "f":
+        raise ctx.fail("LpPool of integers is not defined")
+    _check_window_count(ctx, node, x, attrs)
+    p = float(attrs.get("p", 2))
+    if p <= 0:
+        raise ctx.fail(f"LpPool with p = {p} has no lowering (p must be positive)")
+    magnitude = ctx.emit("ABS", [x], like=x)
+    powered = (ctx.emit("MUL", [magnitude, magnitude], like=x, fused_activation_function="NONE") if p == 2
+               else ctx.emit("POW", [magnitude, ctx.scalar_like(p, x)], like=x))
+    total = _by_taps(ctx, node, powered, attrs, "sum")
+    if p == 2:
+        return ctx.emit("SQRT", [total], like=total)
+    return ctx.emit("POW", [total, ctx.scalar_like(1.0 / p, total)], like=total)
 
 
 @onnx_op("GlobalAveragePool")

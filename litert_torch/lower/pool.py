@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import torch
 
@@ -199,3 +201,106 @@ def lower_adaptive_avg_pool2d(ctx: LoweringContext, node, x, output_size):
     by_h = ctx.emit("FULLY_CONNECTED", [ctx.transpose(by_w, perm), ctx.const(matrix(h, oh), name="pool_h"), None],
                     [*lead, ow, oh], x.dtype, keep_num_dims=True, fused_activation_function="NONE")
     return ctx.transpose(by_h, perm)
+
+
+# ---- pooling of any rank, dilation and padding, tap by tap -------------------------------------------------------
+def _tap_positions(size_out: int, stride: int, dilation: int, kernel: int, begin: int) -> np.ndarray:
+    """[out, kernel] input positions each window reads along one axis (may fall in the padding)."""
+    return (np.arange(size_out)[:, None] * stride - begin) + np.arange(kernel)[None, :] * dilation
+
+
+def pool_by_taps(ctx: LoweringContext, x, out_spatial, kernel, strides, dilations, pads, kind: str, *,
+                 count_include_pad: bool = False, divisor_override=None, indices: str | None = None,
+                 order: str = "C"):
+    """Max, average or sum (`kind`) pooling of an [N, C, *spatial] input with any number of spatial axes, strides, dilations
+    and (begin, end) pads per axis, as the elementwise MAXIMUM (or sum) of one strided slice per kernel tap of
+    the padded input. The windows start at o * stride - begin; taps outside the input never win a max, and an
+    average divides by the taps inside the input (`count_include_pad`: inside the input and its pads, not the
+    ceil-mode overhang; `divisor_override`: that number). `indices` "flat" also returns the argmax as ONNX's
+    index over the whole [N, C, *spatial] input, "plane" as PyTorch's index within each spatial plane; the
+    first of equal maxima wins; `order` "F" numbers the spatial positions column-major (ONNX's storage_order 1).
+
+    The spatial sizes must be static (the slices and divisors are computed at conversion)."""
+    spatial = list(x.shape[2:])
+    rank = x.rank
+    if not all(isinstance(d, int) for d in [*spatial, *out_spatial]):
+        raise ctx.fail("pooling of dynamic spatial sizes with these options has no lowering")
+    positions = [_tap_positions(o, s, d, k, b) for o, s, d, k, (b, _) in
+                 zip(out_spatial, strides, dilations, kernel, pads)]
+    # pad so that every tap of every window lies inside the padded input
+    before = [max(0, -int(p.min())) for p in positions]
+    after = [max(0, int(p.max()) - (size - 1)) for p, size in zip(positions, spatial)]
+    if kind == "max":
+        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    else:
+        fill = 0.0
+    xp = x
+    if any(before) or any(after):
+        padded = list(x.shape[:2]) + [s + b + a for s, b, a in zip(spatial, before, after)]
+        paddings = ctx.const(np.array([[0, 0], [0, 0], *zip(before, after)], np.int32), name="paddings")
+        xp = ctx.emit("PADV2", [x, paddings, ctx.const(np.array(fill, x.dtype), name="fill")], padded, x.dtype)
+    out_shape = tuple(x.shape[:2]) + tuple(out_spatial)
+    taps = list(itertools.product(*[range(k) for k in kernel]))
+    best = best_index = seen = None
+    total = None
+    for tap in taps:
+        begin = [0, 0] + [int(positions[i][0, t]) + before[i] for i, t in enumerate(tap)]
+        end = [0, 0] + [begin[2 + i] + (out_spatial[i] - 1) * strides[i] + 1 for i in range(rank - 2)]
+        piece = ctx.emit("STRIDED_SLICE", [xp, ctx.const(np.array(begin, np.int32), name="begin"),
+                                           ctx.const(np.array(end, np.int32), name="end"),
+                                           ctx.const(np.array([1, 1, *strides], np.int32), name="strides")],
+                         out_shape, x.dtype, begin_mask=3, end_mask=3, shrink_axis_mask=0, ellipsis_mask=0,
+                         new_axis_mask=0, offset=False)
+        if kind != "max":
+            total = piece if total is None else ctx.emit("ADD", [total, piece], like=piece,
+                                                         fused_activation_function="NONE")
+            continue
+        if indices is None:
+            best = piece if best is None else ctx.emit("MAXIMUM", [best, piece], like=piece)
+            continue
+        # the tap's input position per output, and whether it lies in the input
+        grids = np.meshgrid(*[positions[i][:, t] for i, t in enumerate(tap)], indexing="ij")
+        inside = np.all([(g >= 0) & (g < size) for g, size in zip(grids, spatial)], axis=0)
+        flat = np.ravel_multi_index([np.clip(g, 0, size - 1) for g, size in zip(grids, spatial)], spatial,
+                                    order=order)
+        where = ctx.const(flat.astype(np.int32).reshape((1, 1, *out_spatial)), name="tap_index")
+        if best is None:
+            best, best_index, seen = piece, where, inside
+            continue
+        better = ctx.emit("GREATER", [piece, best], out_shape, np.bool_)
+        # a tap in the padding never wins; the first tap inside the input wins over padding
+        take = better if np.all(seen) else ctx.emit(
+            "LOGICAL_OR", [better, ctx.const((~seen).reshape((1, 1, *out_spatial)), name="unseen")],
+            out_shape, np.bool_)
+        if not np.all(inside):
+            take = ctx.emit("LOGICAL_AND", [take, ctx.const(inside.reshape((1, 1, *out_spatial)), name="inside")],
+                            out_shape, np.bool_)
+        best = ctx.emit("SELECT_V2", [take, piece, best], out_shape, x.dtype)
+        best_index = ctx.emit("SELECT_V2", [take, where, best_index], out_shape, np.int32)
+        seen = seen | inside
+    if kind == "sum":
+        return total
+    if kind != "max":
+        if divisor_override:
+            count = np.full(out_spatial, float(divisor_override))
+        else:
+            count = np.ones(out_spatial)
+            for i, (p, size, (b, e)) in enumerate(zip(positions, spatial, pads)):
+                low, high = (-b, size + e) if count_include_pad else (0, size)
+                per = ((p >= low) & (p < high)).sum(axis=1).astype(np.float64)
+                count = count * per.reshape([-1 if j == i else 1 for j in range(len(spatial))])
+        divisor = ctx.const(count.reshape((1, 1, *out_spatial)).astype(x.dtype), name="divisor")
+        return ctx.emit("DIV", [total, divisor], like=total, fused_activation_function="NONE")
+    if indices is None:
+        return best
+    if indices == "flat":
+        n, c = x.shape[:2]
+        if not all(isinstance(d, int) for d in (n, c)):
+            raise ctx.fail("max pooling indices of a dynamic batch or channel count have no lowering")
+        plane = int(np.prod(spatial))
+        base = (np.arange(n * c).reshape(n, c) * plane).astype(np.int32).reshape((n, c) + (1,) * len(spatial))
+        best_index = ctx.emit("ADD", [best_index, ctx.const(base, name="plane_start")], out_shape, np.int32,
+                              fused_activation_function="NONE")
+    elif best_index.shape != out_shape:
+        best_index = ctx.emit("BROADCAST_TO", [best_index, ctx.dims_tensor(out_shape)], out_shape, np.int32)
+    return best, best_index
