@@ -192,6 +192,7 @@ SHAPE_ROWS = {
                 {"x": (1, 3, 8, 8)}, {}),
     "AveragePool": ([node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])], {"x": (1, 3, 8, 8)},
                     {}),
+    "LpPool": ([node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], p=2)], {"x": (1, 3, 8, 8)}, {}),
     "GlobalAveragePool": ([node("GlobalAveragePool", ["x"], ["y"])], {"x": (1, 3, 5, 5)}, {}),
     "GlobalMaxPool": ([node("GlobalMaxPool", ["x"], ["y"])], {"x": (1, 3, 5, 5)}, {}),
     "PRelu": ([node("PRelu", ["x", "s"], ["y"])], {"x": (1, 3, 4, 4)}, {"s": r(3, 1, 1)}),
