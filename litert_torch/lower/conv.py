@@ -105,8 +105,8 @@ def lower_convolution(ctx, node, x, weight, bias, stride, padding, dilation, tra
     """1-D and 2-D convolution (stride, padding, dilation, groups, depthwise) as CONV_2D / DEPTHWISE_CONV_2D;
     transposed convolution as TRANSPOSE_CONV. A 1-D convolution runs as a 2-D one over a height of 1.
 
-    Limits: no 3-D convolution; a transposed convolution with groups or dilation needs a constant weight (one
-    dense filter up to MAX_DENSE_FILTER elements).
+    Limits: no 3-D convolution; a transposed convolution with groups or dilation runs as one dense filter of
+    up to MAX_DENSE_FILTER elements.
     """
     out_shape, _ = out_meta(node)
     spatial = x.rank - 2
@@ -136,24 +136,40 @@ MAX_DENSE_FILTER = 1 << 22
 def _dense_transposed_filter(ctx: LoweringContext, weight: ir.Tensor, groups: int, dilation: list[int]) -> ir.Tensor:
     """TRANSPOSE_CONV has neither groups nor dilation: the same result comes from one dense filter, dilated by
     zeros between the taps (a transposed convolution with dilation d is one with that spread kernel) and, for
-    groups, block diagonal (input channels of group i reach only the output channels of group i)."""
-    if weight.data is None:
-        raise ctx.fail("transposed convolution with groups or dilation needs a constant weight (it is rewritten "
-                       "into one dense filter at conversion)")
+    groups, block diagonal (input channels of group i reach only the output channels of group i). A constant
+    weight is rewritten at conversion; a run-time one in the model (zeros padded between the taps, the weight
+    tiled across the groups and multiplied by the block-diagonal mask)."""
     c_in, c_out_group, kh, kw = weight.shape
     dh, dw = dilation
     c_out = c_out_group * groups
-    size = c_in * c_out * ((kh - 1) * dh + 1) * ((kw - 1) * dw + 1)
+    spread = ((kh - 1) * dh + 1, (kw - 1) * dw + 1)
+    size = c_in * c_out * spread[0] * spread[1]
     if size > MAX_DENSE_FILTER:
         raise ctx.fail(f"transposed convolution with groups={groups}, dilation={dilation}: its dense filter would "
                        f"hold {size} elements (the limit is {MAX_DENSE_FILTER})")
-    dense = np.zeros((c_in, c_out, (kh - 1) * dh + 1, (kw - 1) * dw + 1), weight.data.dtype)
     per_group = c_in // groups
-    for g in range(groups):
-        rows = slice(g * per_group, (g + 1) * per_group)
-        cols = slice(g * c_out_group, (g + 1) * c_out_group)
-        dense[rows, cols, ::dh, ::dw] = weight.data[rows]
-    return ctx.const(dense, name="dense_filter")
+    if weight.data is not None:
+        dense = np.zeros((c_in, c_out, *spread), weight.data.dtype)
+        for g in range(groups):
+            rows = slice(g * per_group, (g + 1) * per_group)
+            cols = slice(g * c_out_group, (g + 1) * c_out_group)
+            dense[rows, cols, ::dh, ::dw] = weight.data[rows]
+        return ctx.const(dense, name="dense_filter")
+    w = weight
+    if (dh, dw) != (1, 1):
+        # [c_in, c_out_g, kh, 1, kw, 1], zeros after each tap, then the trailing zeros cut off
+        w = ctx.reshape(w, (c_in, c_out_group, kh, 1, kw, 1))
+        paddings = np.array([[0, 0], [0, 0], [0, 0], [0, dh - 1], [0, 0], [0, dw - 1]], np.int32)
+        w = ctx.emit("PAD", [w, ctx.const(paddings, name="paddings")], (c_in, c_out_group, kh, dh, kw, dw), w.dtype)
+        w = ctx.reshape(w, (c_in, c_out_group, kh * dh, kw * dw))
+        w = ctx.slice(w, [0, 0, 0, 0], [c_in, c_out_group, *spread])
+    if groups > 1:
+        w = ctx.emit("TILE", [w, ctx.const(np.array([1, groups, 1, 1], np.int32), name="multiples")],
+                     (c_in, c_out, *spread), w.dtype)
+        mask = (np.arange(c_in)[:, None] // per_group == np.arange(c_out)[None, :] // c_out_group)
+        w = ctx.emit("MUL", [w, ctx.const(mask.astype(w.dtype).reshape(c_in, c_out, 1, 1), name="groups")],
+                     like=w, fused_activation_function="NONE")
+    return w
 
 
 def conv_transpose(ctx: LoweringContext, x, weight, bias, stride, padding, dilation, output_padding, groups,

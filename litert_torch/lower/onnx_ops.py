@@ -401,19 +401,69 @@ def conv(ctx, node, inputs, attrs):
                                              [0] * spatial, attrs.get("group", 1))
 
 
+def _transposed_pads(ctx, x, attrs, kernel, strides, dilations, output_padding) -> list[tuple[int, int]]:
+    """(begin, end) crop of the full transposed-convolution output per spatial axis, as ONNX defines it: the
+    `pads`, or from `output_shape` / SAME auto padding the total split with the larger half at the start
+    (at the end for SAME_UPPER)."""
+    spatial = x.rank - 2
+    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    target = list(attrs.get("output_shape", []))[-spatial:] if attrs.get("output_shape") else None
+    if target is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+        target = [size * s for size, s in zip(x.shape[2:], strides)]
+    if target is None:
+        if auto == "VALID":
+            return [(0, 0)] * spatial
+        flat = list(attrs.get("pads", [0] * (2 * spatial)))
+        return [(flat[i], flat[i + spatial]) for i in range(spatial)]
+    pads = []
+    for size, k, s, d, extra, want in zip(x.shape[2:], kernel, strides, dilations, output_padding, target):
+        # an output larger than the full one (by less than a stride) is zero-extended at the end, as ONNX
+        # Runtime computes; by more, no input of this size gives it
+        total = s * (size - 1) + extra + (k - 1) * d + 1 - want
+        if total <= -s:
+            raise ctx.fail(f"ConvTranspose output_shape {target} does not follow from an input of spatial "
+                                f"size {list(x.shape[2:])} with strides {strides}")
+        total = max(total, 0)
+        half = total // 2
+        pads.append((half, total - half) if auto == "SAME_UPPER" else (total - half, half))
+    return pads
+
+
 @onnx_op("ConvTranspose")
 def conv_transpose(ctx, node, inputs, attrs):
-    """as aten.convolution transposed (pads, output_padding)."""
+    """as aten.convolution transposed (pads, output_padding); asymmetric pads, `output_shape` and SAME auto
+    padding as the full transposed convolution cropped (or zero-extended) to the output, then the bias."""
     x, w = inputs[0], inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
     spatial = x.rank - 2
+    kernel = list(w.shape[2:])
     strides = list(attrs.get("strides", [1] * spatial))
     dilations = list(attrs.get("dilations", [1] * spatial))
-    flat = list(attrs.get("pads", [0] * (2 * spatial)))
-    if flat[:spatial] != flat[spatial:] or attrs.get("output_shape"):
-        raise ctx.fail("ConvTranspose with asymmetric pads or output_shape has no lowering yet")
-    return aten_fn(aten.convolution.default)(ctx, node, x, w, b, strides, flat[:spatial], dilations, True,
-                                             list(attrs.get("output_padding", [0] * spatial)), attrs.get("group", 1))
+    output_padding = list(attrs.get("output_padding", [0] * spatial))
+    groups = attrs.get("group", 1)
+    pads = _transposed_pads(ctx, x, attrs, kernel, strides, dilations, output_padding)
+    if any(p < 0 or e < 0 for p, e in pads):
+        raise ctx.fail(f"ConvTranspose pads {pads} must not be negative")
+    if all(p == e for p, e in pads):
+        return aten_fn(aten.convolution.default)(ctx, node, x, w, b, strides, [p for p, _ in pads], dilations, True,
+                                                 output_padding, groups)
+    out = out_shape(node)
+    if not all_static([*x.shape[2:], *out[2:]]):
+        raise ctx.fail("ConvTranspose with asymmetric pads over dynamic sizes has no lowering")
+    full = [s * (size - 1) + (k - 1) * d + 1 for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations)]
+    y = aten_fn(aten.convolution.default)(ctx, sub(node, (*out[:2], *full), x.dtype), x, w, None, strides,
+                                          [0] * spatial, dilations, True, [0] * spatial, groups)
+    after = [max(0, p + o - f) for (p, _), o, f in zip(pads, out[2:], full)]
+    if any(after):  # output_padding, or an output_shape past the full output: zeros at the end
+        padded = (*out[:2], *[f + a for f, a in zip(full, after)])
+        paddings = np.array([[0, 0], [0, 0], *[(0, a) for a in after]], np.int32)
+        y = ctx.emit("PAD", [y, ctx.const(paddings, name="paddings")], padded, y.dtype)
+    y = ctx.slice(y, [0, 0] + [p for p, _ in pads], list(out))
+    if b is not None:
+        y = ctx.emit("ADD", [y, ctx.reshape(b, (1, b.shape[0]) + (1,) * spatial)], like=y,
+                     fused_activation_function="NONE")
+    return y
 
 
 def _pool_window(ctx, node, x, attrs):
