@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from litert_torch.errors import LoweringError
+from litert_torch.lower import interpolate as ip
 from litert_torch.lower.conv import TO_NCHW, TO_NHWC
 from litert_torch.lower.registry import LoweringContext, lowers, out_meta
 from litert_torch.symbolic import all_static, is_static, same_size
@@ -12,7 +14,7 @@ from litert_torch.symbolic import all_static, is_static, same_size
 aten = torch.ops.aten
 
 
-def _check_scales(ctx: LoweringContext, in_hw, out_hw, scales) -> None:
+def check_scales(ctx: LoweringContext, in_hw, out_hw, scales) -> None:
     """PyTorch maps output to input coordinates with the given scale factor when there is one; TFLite always
     uses in/out. They agree only when scale == out/in."""
     if not scales:
@@ -30,7 +32,14 @@ def _check_scales(ctx: LoweringContext, in_hw, out_hw, scales) -> None:
 
 def resize(ctx: LoweringContext, node, x, opcode: str, align_corners: bool, half_pixel: bool, scales):
     shape, _ = out_meta(node)
-    _check_scales(ctx, x.shape[2:], shape[2:], scales)
+    try:
+        check_scales(ctx, x.shape[2:], shape[2:], scales)
+    except LoweringError:
+        if not all_static([*x.shape[2:], *shape[2:]]):
+            raise
+        # a scale factor that is not TFLite's in/out ratio: the general form computes PyTorch's
+        mode = ("nearest-exact" if half_pixel else "nearest") if opcode == "RESIZE_NEAREST_NEIGHBOR" else "linear"
+        return separable(ctx, node, x, mode, align_corners, scales)
     y = ctx.emit(opcode, [ctx.transpose(x, TO_NHWC), ctx.dims_tensor(shape[2:]) if not all_static(shape[2:])
                           else ctx.const(np.array(shape[2:], np.int32), name="size")],
                  [shape[0], shape[2], shape[3], shape[1]], x.dtype, align_corners=bool(align_corners),
@@ -70,6 +79,109 @@ def lower_upsample_nearest(ctx, node, x, output_size, scales_h=None, scales_w=No
 def lower_upsample_nearest_exact_vec(ctx, node, x, output_size, scale_factors):
     """RESIZE_NEAREST_NEIGHBOR with half-pixel centres, as PyTorch's 'nearest-exact'."""
     return resize(ctx, node, x, "RESIZE_NEAREST_NEIGHBOR", False, True, scale_factors)
+
+
+# ---- interpolation of any rank and mode, one axis at a time ------------------------------------------------------
+def _torch_nearest_table(in_size: int, out_size: int, scale, exact: bool) -> ip.AxisTable:
+    """PyTorch's nearest source pixels, computed in float32 as its kernels do: floor(dst * s), or
+    floor((dst + 0.5) * s) for nearest-exact, with s = 1 / scale_factor or in / out."""
+    s = np.float32(1.0 / scale) if scale else np.float32(in_size) / np.float32(out_size)
+    dst = np.arange(out_size, dtype=np.float32) + (np.float32(0.5) if exact else np.float32(0))
+    index = np.minimum(np.floor(dst * s).astype(np.int64), in_size - 1)
+    return ip.AxisTable(index, None, None)
+
+
+def separable(ctx: LoweringContext, node, x, mode: str, align_corners: bool, scales):
+    """F.interpolate over every spatial axis as the gather-and-weigh resize of `interpolate`: "nearest" and
+    "nearest-exact" with PyTorch's source pixels, "linear" (linear / bilinear / trilinear) and "cubic" (bicubic,
+    A = -0.75, taps clamped to the edge) with half-pixel or align-corners coordinates. Source coordinates of a
+    given scale factor use 1 / scale_factor, as PyTorch does."""
+    shape, _ = out_meta(node)
+    spatial = list(range(2, x.rank))
+    scales = list(scales) if scales else [None] * len(spatial)
+    if not all_static([*x.shape[2:], *shape[2:]]):
+        raise ctx.fail(f"{mode} interpolation of dynamic spatial sizes has no lowering")
+    y = x
+    if mode in ("linear", "cubic"):
+        if x.dtype.kind != "f":
+            raise ctx.fail(f"{mode} interpolation of {x.dtype} values has no lowering")
+        y = ip.to_float(ctx, x)
+    kernel = ip.Kernel(mode, "align_corners" if align_corners else "half_pixel") if mode in ("linear", "cubic") \
+        else None
+    for axis, scale in zip(spatial, scales):
+        size, out = int(x.shape[axis]), int(shape[axis])
+        if size == out and (scale is None or float(scale) == 1.0):
+            continue
+        if kernel is None:
+            table = _torch_nearest_table(size, out, scale, mode == "nearest-exact")
+        else:
+            ratio = out / size if align_corners or not scale else float(scale)
+            table = ip.axis_table(ctx, kernel, size, out, out, ratio)
+        y = ip.resample_axis(ctx, y, axis, table, out)
+    if y is x:
+        return x
+    return ip.from_float(ctx, y, x.dtype) if kernel is not None else y
+
+
+def _vec(scale_factors, n):
+    return list(scale_factors) if scale_factors else [None] * n
+
+
+@lowers(aten.upsample_bicubic2d.default)
+def lower_upsample_bicubic(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None):
+    """Bicubic (A = -0.75) as four clamped taps per output pixel along H, then W: GATHER, MUL, SUM."""
+    return separable(ctx, node, x, "cubic", align_corners, [scales_h, scales_w])
+
+
+@lowers(aten.upsample_bicubic2d.vec)
+def lower_upsample_bicubic_vec(ctx, node, x, output_size, align_corners, scale_factors):
+    """Bicubic (A = -0.75) as four clamped taps per output pixel along H, then W: GATHER, MUL, SUM."""
+    return separable(ctx, node, x, "cubic", align_corners, _vec(scale_factors, 2))
+
+
+@lowers(aten.upsample_linear1d.default)
+def lower_upsample_linear1d(ctx, node, x, output_size, align_corners, scales=None):
+    """Linear interpolation of [N, C, L] as two taps per output position: GATHER, MUL, SUM."""
+    return separable(ctx, node, x, "linear", align_corners, [scales])
+
+
+@lowers(aten.upsample_linear1d.vec)
+def lower_upsample_linear1d_vec(ctx, node, x, output_size, align_corners, scale_factors):
+    """Linear interpolation of [N, C, L] as two taps per output position: GATHER, MUL, SUM."""
+    return separable(ctx, node, x, "linear", align_corners, _vec(scale_factors, 1))
+
+
+@lowers(aten.upsample_trilinear3d.default)
+def lower_upsample_trilinear(ctx, node, x, output_size, align_corners, scales_d=None, scales_h=None,
+                             scales_w=None):
+    """Trilinear interpolation as two taps per output position along D, H and W in turn."""
+    return separable(ctx, node, x, "linear", align_corners, [scales_d, scales_h, scales_w])
+
+
+@lowers(aten.upsample_trilinear3d.vec)
+def lower_upsample_trilinear_vec(ctx, node, x, output_size, align_corners, scale_factors):
+    """Trilinear interpolation as two taps per output position along D, H and W in turn."""
+    return separable(ctx, node, x, "linear", align_corners, _vec(scale_factors, 3))
+
+
+def _nearest(exact: bool, n: int, vec: bool):
+    mode = "nearest-exact" if exact else "nearest"
+
+    def lower(ctx, node, x, output_size, *scales):
+        factors = _vec(scales[0], n) if vec else list(scales) + [None] * (n - len(scales))
+        return separable(ctx, node, x, mode, False, factors)
+    lower.__doc__ = (f"PyTorch's '{mode}' over {n} spatial axes as one GATHER of the source pixels per axis "
+                     "(computed in float32 as PyTorch computes them).")
+    return lower
+
+
+for _target, _exact, _n, _vec_form in [
+        (aten.upsample_nearest1d.default, False, 1, False), (aten.upsample_nearest1d.vec, False, 1, True),
+        (aten.upsample_nearest3d.default, False, 3, False), (aten.upsample_nearest3d.vec, False, 3, True),
+        (aten._upsample_nearest_exact1d.default, True, 1, False), (aten._upsample_nearest_exact1d.vec, True, 1, True),
+        (aten._upsample_nearest_exact2d.default, True, 2, False),
+        (aten._upsample_nearest_exact3d.default, True, 3, False), (aten._upsample_nearest_exact3d.vec, True, 3, True)]:
+    lowers(_target)(_nearest(_exact, _n, _vec_form))
 
 
 # ---- grid sampling ------------------------------------------------------------------------------------------
