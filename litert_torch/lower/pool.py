@@ -33,15 +33,14 @@ def _pool_padding(ctx, xh, in_hw, out_hw, kernel, stride, padding, pad_value, al
 
 @lowers(aten.max_pool2d.default)
 def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2.
-
-    Limits: no dilation."""
+    """MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2. Dilated windows
+    as the MAXIMUM of one strided slice per kernel tap (`pool_by_taps`)."""
     kernel = pair(kernel_size)
     stride = pair(stride) if stride else kernel
     padding, dilation = pair(padding), pair(dilation)
-    if dilation != [1, 1]:
-        raise ctx.fail("dilated max pooling has no lowering yet")
     out_shape, _ = out_meta(node)
+    if dilation != [1, 1]:
+        return _torch_by_taps(ctx, x, out_shape, kernel, stride, padding, dilation, "max")
     x4 = x if x.rank == 4 else ctx.reshape(x, [1, *x.shape])
     shape4 = out_shape if x.rank == 4 else (1, *out_shape)
     xh = ctx.transpose(x4, TO_NHWC)
@@ -54,11 +53,12 @@ def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1
 
 @lowers(aten.max_pool2d_with_indices.default)
 def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """(values, indices) of max pooling: the values as aten.max_pool2d when nothing reads the indices.
-
-    Limits: the indices have no lowering."""
+    """(values, indices) of max pooling: the values as aten.max_pool2d when nothing reads the indices; else
+    both tap by tap (`pool_by_taps`, the index within each H x W plane, the first of equal maxima)."""
     if 1 in node.used:
-        raise ctx.fail("max pooling's indices have no lowering (TFLite's MAX_POOL_2D gives the values only)")
+        kernel = pair(kernel_size)
+        return _torch_by_taps(ctx, x, node.outputs[0].shape, kernel, pair(stride) if stride else kernel,
+                              pair(padding), pair(dilation), "max", indices="plane")
     values = node.with_value(node.outputs[0].shape, node.outputs[0].dtype)
     return lower_max_pool2d(ctx, values, x, kernel_size, stride, padding, dilation, ceil_mode), None
 
@@ -304,3 +304,46 @@ def pool_by_taps(ctx: LoweringContext, x, out_spatial, kernel, strides, dilation
     elif best_index.shape != out_shape:
         best_index = ctx.emit("BROADCAST_TO", [best_index, ctx.dims_tensor(out_shape)], out_shape, np.int32)
     return best, best_index
+
+
+def _torch_by_taps(ctx, x, out_shape, kernel, stride, padding, dilation, kind, **options):
+    """`pool_by_taps` for a PyTorch pooling op (symmetric padding; an unbatched input gets a batch of one)."""
+    spatial = len(kernel)
+    unbatched = x.rank == spatial + 1
+    xb = ctx.reshape(x, [1, *x.shape]) if unbatched else x
+    result = pool_by_taps(ctx, xb, list(out_shape[-spatial:]), kernel, stride, dilation,
+                          [(p, p) for p in padding], kind, **options)
+    if not unbatched:
+        return result
+    if isinstance(result, tuple):
+        return tuple(ctx.reshape(r, list(out_shape)) for r in result)
+    return ctx.reshape(result, list(out_shape))
+
+
+def _triple(v, n=3) -> list[int]:
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return [int(a) for a in (v * n if len(v) == 1 else v)]
+
+
+@lowers(aten.max_pool3d_with_indices.default)
+def lower_max_pool3d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """(values, indices) of 3-D max pooling as the MAXIMUM of one strided slice per kernel tap; the indices (when
+    read) within each D x H x W volume, the first of equal maxima."""
+    kernel = _triple(kernel_size)
+    stride = _triple(stride) if stride else kernel
+    want = "plane" if 1 in node.used else None
+    result = _torch_by_taps(ctx, x, node.outputs[0].shape, kernel, stride, _triple(padding), _triple(dilation),
+                            "max", indices=want)
+    return result if want else (result, None)
+
+
+@lowers(aten.avg_pool3d.default)
+def lower_avg_pool3d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                     divisor_override=None):
+    """3-D average pooling as the sum of one strided slice per kernel tap over PyTorch's divisor (the taps in
+    the input, or with `count_include_pad` in the input and its padding, or `divisor_override`)."""
+    kernel = _triple(kernel_size)
+    stride = _triple(stride) if stride else kernel
+    shape, _ = out_meta(node)
+    return _torch_by_taps(ctx, x, shape, kernel, stride, _triple(padding), [1, 1, 1], "avg",
+                          count_include_pad=bool(count_include_pad), divisor_override=divisor_override)

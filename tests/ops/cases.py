@@ -203,6 +203,15 @@ CASES: list[OpCase] = [
     OpCase("avg_pool2d_ceil_exclude", lambda: nn.AvgPool2d(3, 2, 0, ceil_mode=True, count_include_pad=False),
            r(1, 3, 10, 10)),
     OpCase("avg_pool2d_divisor_override", lambda: nn.AvgPool2d(2, divisor_override=3), r(1, 3, 8, 8)),
+    # windows the 2-D TFLite pools cannot take: one strided slice per kernel tap (pool_by_taps)
+    OpCase("max_pool2d_dilated", lambda: nn.MaxPool2d(3, 2, 1, dilation=2), r(1, 3, 11, 11), {"MAX_POOL_2D": 0}),
+    OpCase("max_pool2d_indices", lambda: nn.MaxPool2d(3, 2, 1, return_indices=True), r(2, 3, 9, 9)),
+    OpCase("max_pool3d", lambda: nn.MaxPool3d(2), r(1, 2, 4, 6, 6)),
+    OpCase("max_pool3d_indices_ceil", lambda: nn.MaxPool3d(3, 2, 1, ceil_mode=True, return_indices=True),
+           r(1, 2, 5, 6, 7)),
+    OpCase("avg_pool3d", lambda: nn.AvgPool3d(3, 2, 1), r(1, 2, 5, 6, 7)),
+    OpCase("avg_pool3d_exclude_ceil", lambda: nn.AvgPool3d(3, 2, 1, ceil_mode=True, count_include_pad=False),
+           r(1, 2, 5, 6, 7)),
     OpCase("adaptive_avg_pool_global", lambda: nn.AdaptiveAvgPool2d(1), r(2, 8, 7, 7), {"MEAN": 1}),
     OpCase("adaptive_avg_pool_even", lambda: nn.AdaptiveAvgPool2d((2, 3)), r(1, 4, 8, 9), {"AVERAGE_POOL_2D": 1}),
     OpCase("adaptive_avg_pool_uneven", lambda: nn.AdaptiveAvgPool2d((3, 5)), r(1, 4, 7, 10)),
@@ -294,6 +303,5 @@ CASES: list[OpCase] = [
     OpCase("as_strided", fn(lambda x: torch.as_strided(x, (3, 3), (4, 1), 1)), r(4, 4), {"GATHER": 1}),
     OpCase("as_strided_overlapping", fn(lambda x: torch.as_strided(x + 1, (5, 3), (1, 2))), r(12,)),
     OpCase("copy_broadcast", fn(lambda x, y: x.copy_(y) * 2), r2((3, 4), (4,))),
-    OpCase("max_pool2d_indices", fn(lambda x: F.max_pool2d(x, 2, return_indices=True)), r(1, 3, 8, 8),
-           raises=ConversionError, reason="indices", match="indices have no lowering"),
+    OpCase("max_pool2d_indices_functional", fn(lambda x: F.max_pool2d(x, 2, return_indices=True)), r(1, 3, 8, 8)),
 ]
