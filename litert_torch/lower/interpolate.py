@@ -42,7 +42,7 @@ class Traced:
     def lift(self, v: Any) -> "Traced":
         if isinstance(v, Traced):
             return v
-        return Traced(self.ctx, self.ctx.const(np.asarray(v, self.t.dtype), name="k"))
+        return Traced(self.ctx, self.ctx.const(np.asarray(v, self.t.dtype).reshape(np.shape(v) or (1,)), name="k"))
 
     def _binary(self, opcode: str, other: Any, swap: bool = False, dtype: Any = None) -> "Traced":
         a, b = self, self.lift(other)
@@ -111,7 +111,7 @@ def where(cond, a, b):
         return a if cond else b
     like = _traced(a, b) or t
     a, b = like.lift(a), like.lift(b)
-    cond = cond if isinstance(cond, Traced) else Traced(t.ctx, t.ctx.const(np.asarray(cond, np.bool_), name="k"))
+    cond = cond if isinstance(cond, Traced) else Traced(t.ctx, t.ctx.const(np.asarray(cond, np.bool_).reshape(np.shape(cond) or (1,)), name="k"))
     shape = broadcast_shapes(cond.shape, a.shape, b.shape)
     return Traced(t.ctx, t.ctx.emit("SELECT_V2", [cond.t, a.t, b.t], shape, a.t.dtype))
 

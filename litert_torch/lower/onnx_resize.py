@@ -20,6 +20,7 @@ from litert_torch.lower import interpolate as ip
 from litert_torch.lower.onnx_dynamic import _length, _shape, runtime_shaped
 from litert_torch.lower.onnx_registry import onnx_op
 from litert_torch.lower.registry import lowering_for
+from litert_torch.lower.resize import check_scales
 from litert_torch.symbolic import DynamicSizeError, Sym
 
 aten = torch.ops.aten
@@ -135,16 +136,15 @@ def _resize_shapes(inputs, attrs, n, runtime, fresh):
 
 # ---- lowering ---------------------------------------------------------------------------------------------------
 def _element(ctx, t: ir.Tensor, j: int, dtype) -> ip.Traced:
-    """Element `j` of a run-time 1-D parameter as a scalar in `dtype`."""
+    """Element `j` of a run-time 1-D parameter as a [1] tensor in `dtype` (the scalars of the tables' formulas
+    are [1] tensors: XNNPACK computes rank-0 chains wrongly)."""
     flat = ctx.reshape(t, (int(np.prod([int(d) for d in t.shape])),))
-    picked = ctx.emit("GATHER", [flat, ctx.const(np.array(j, np.int32), name="index")], (), t.dtype, axis=0,
-                      batch_dims=0)
-    return ip.Traced(ctx, ctx.cast(picked, dtype))
+    return ip.Traced(ctx, ctx.cast(ctx.slice(flat, [j], [1]), dtype))
 
 
 def _traced_plan(ctx, x, axes, out_dims, scales, sizes, policy):
     """The (scale, output size) of each resized axis as scalars computed in the model where they must be."""
-    in_sizes = [d if isinstance(d, int) else ip.Traced(ctx, ctx.reshape(ctx.size_tensor(d), ()))
+    in_sizes = [d if isinstance(d, int) else ip.Traced(ctx, ctx.size_tensor(d))
                 for d in (x.shape[a] for a in axes)]
     fin = [ip.as_float(d) for d in in_sizes]
     if sizes is not None:
@@ -209,12 +209,11 @@ def _tflite_kernel(ctx, node, x, kernel: ip.Kernel, attrs, scales, sizes):
         call = (aten.upsample_bilinear2d.default, x, list(shape[2:]), False, *given)
     else:
         return None
-    state = ctx.checkpoint()
     try:
-        return lowering_for(call[0]).fn(ctx, node, *call[1:])
+        check_scales(ctx, x.shape[2:], shape[2:], given)
     except LoweringError:  # scale factors that are not TFLite's in/out ratio: the general form
-        ctx.rollback(state)
         return None
+    return lowering_for(call[0]).fn(ctx, node, *call[1:])
 
 
 def resize(ctx, node, inputs, attrs):

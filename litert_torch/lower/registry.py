@@ -289,6 +289,9 @@ class LoweringContext:
             for axis in range(len(old)):
                 if len(old) == len(shape) + 1 and old[axis] == 1 and old[:axis] + old[axis + 1:] == shape:
                     return self.emit("SQUEEZE", [x], shape, x.dtype, squeeze_dims=[axis])
+        if not shape:
+            # to a scalar: the option alone (a shape tensor of no elements has no data a file can hold)
+            return self.emit("RESHAPE", [x], shape, x.dtype, new_shape=[])
         operand = self.reshape_operand(shape)
         options = {"new_shape": [int(v) for v in operand.data]} if operand.is_constant else {}
         return self.emit("RESHAPE", [x, operand], shape, x.dtype, **options)

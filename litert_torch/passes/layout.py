@@ -340,6 +340,10 @@ def reshape_op(x: ir.Tensor, out: ir.Tensor, source: ir.SourceRef | None) -> ir.
     if len(dynamic) > 1:
         raise dynamic[0].needed("needed in a reshape's constant shape")
     shape = np.array([-1 if not is_static(d) else d for d in out.shape], np.int32)
+    if not shape.size:
+        # to a scalar: the option alone (a shape tensor of no elements has no data a file can hold, and the
+        # runtime would read it as an unwritten tensor)
+        return ir.Op("RESHAPE", [x], [out], {"new_shape": []}, source)
     const = ir.Tensor(f"{out.name}/shape", shape.shape, np.int32, shape)
     return ir.Op("RESHAPE", [x, const], [out], {"new_shape": shape.tolist()}, source)
 
