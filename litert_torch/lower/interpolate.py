@@ -133,6 +133,15 @@ def as_float(v):
     return v if np.ndim(v) == 0 else np.asarray(v, np.float64)
 
 
+def as_count(v):
+    """A float size as an int32 count: NaN and negatives count 0, and values past int32 are held at its largest
+    (the cast of such a float has no defined result)."""
+    if not isinstance(v, Traced):
+        return as_index(v)
+    v = where(equal(v, v), v, 0.0)
+    return as_index(minimum(maximum(floor(v), 0.0), 2147483520.0))
+
+
 def as_index(v):
     """Whole-valued floats as int32 indices."""
     if isinstance(v, Traced):
@@ -227,21 +236,23 @@ def _kernel_weight(kernel: Kernel, d):
     return where(d <= 1.0, near, where(d < 2.0, far, 0.0 * d))
 
 
-def tap_offsets(ctx: LoweringContext, kernel: Kernel, scale, what: str):
+def tap_offsets(ctx: LoweringContext, kernel: Kernel, scale, in_size, what: str):
     """The tap offsets from floor(x) as a float row [1, taps] and the stretch of the kernel: the kernel's
     support (1 linear, 2 cubic) in input pixels, widened by 1 / scale when antialiasing a downscale (a run-time
-    scale gives a run-time number of taps)."""
+    scale gives a run-time number of taps). The stretch is held at 1 / (2 * in_size) or more, which changes no
+    output (a smaller scale leaves no output position) and bounds the taps by the input size whatever scale the
+    model is given."""
     support = 1.0 if kernel.mode == "linear" else 2.0
     if not kernel.antialias:
         stretch = 1.0
         start = 1 - int(support)
         return np.arange(start, start + 2 * int(support), dtype=np.float64)[None, :], stretch
-    stretch = minimum(scale, 1.0)
+    stretch = maximum(minimum(scale, 1.0), 0.5 / in_size)
     start = floor(-support / stretch) + 1
     if not isinstance(start, Traced):
         start = int(start)
         return np.arange(start, 2 - start, dtype=np.float64)[None, :], float(stretch)
-    count = as_index(2.0 - 2.0 * start)
+    count = as_count(2.0 - 2.0 * start)
     taps = ctx.space.fresh(f"{what}.taps", 2, None)
     k = arange(ctx, count, taps)  # [taps, 1]
     row = Traced(ctx, ctx.reshape(k.t, (1, taps)))
@@ -277,7 +288,7 @@ def _axis_table(ctx, kernel, in_size, out_size, out_dim, scale, roi, what) -> Ax
         return AxisTable(as_index(index), None, outside)
     base = floor(x)
     ratio = x - base
-    offsets, stretch = tap_offsets(ctx, kernel, scale, what)
+    offsets, stretch = tap_offsets(ctx, kernel, scale, fin, what)
     weight = _kernel_weight(kernel, (offsets - ratio) * stretch)  # [out, taps]
     taps = base + offsets
     if kernel.exclude_outside:

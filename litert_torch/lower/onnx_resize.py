@@ -158,11 +158,13 @@ def _traced_plan(ctx, x, axes, out_dims, scales, sizes, policy):
             scale = ratios[0]
             for r in ratios[1:]:
                 scale = pick(scale, r)
-            plan = [(scale, ip.as_index(ip.floor(scale * f + 0.5))) for f in fin]
+            plan = [(scale, ip.as_count(scale * f + 0.5)) for f in fin]
     else:
         factors = [_element(ctx, scales, j, np.float32) if isinstance(scales, ir.Tensor)
                    else float(np.asarray(scales, np.float32).reshape(-1)[j]) for j in range(len(axes))]
-        plan = [(s, ip.as_index(ip.floor(s * f))) for s, f in zip(factors, fin)]
+        # a NaN scale leaves nothing (and no NaN reaches the tables' formulas)
+        factors = [ip.where(ip.equal(s, s), s, 0.0) if isinstance(s, ip.Traced) else s for s in factors]
+        plan = [(s, ip.as_count(s * f)) for s, f in zip(factors, fin)]
     # a size the IR knows statically is used as such
     return in_sizes, [(s, d if isinstance(d, int) else n) for (s, n), d in zip(plan, out_dims)]
 

@@ -677,9 +677,17 @@ def try_in_child(data: Any, timeout: float = 300.0) -> None:
     import tempfile
 
     def no_core() -> None:
+        import os
         import resource
 
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        # a model that asks for more memory than the machine has fails in the child instead of bringing the
+        # out-of-memory killer to this process
+        try:
+            physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            resource.setrlimit(resource.RLIMIT_AS, (max(physical * 3 // 4, 4 << 30),) * 2)
+        except (ValueError, OSError):
+            pass
 
     with tempfile.NamedTemporaryFile(suffix=".tflite") as f:
         f.write(data)

@@ -172,3 +172,22 @@ def test_nearest_with_exclude_outside_is_refused():
 
 def test_the_model_is_valid_onnx():
     onnx.checker.check_model(_model((1, 1, 4, 4), dict(mode="cubic"), scales=[1, 1, 2, 2], runtime={"scales"}))
+
+
+@pytest.mark.parametrize("kernel", [dict(mode="linear", antialias=1), dict(mode="cubic", antialias=1),
+                                    dict(mode="nearest")], ids=_id)
+def test_degenerate_run_time_scales_never_take_the_process_down(kernel):
+    """Scales of 0 or tiny give ONNX's empty axes; negative and NaN scales (which ONNX leaves undefined) an
+    empty axis too, never a crash or an allocation the size of the address space (the antialiasing taps are
+    bounded by the input size, a NaN size counts 0)."""
+    x = RNG.standard_normal((1, 2, 5, 7)).astype(np.float32)
+    model = _model(x.shape, dict(kernel), scales=SCALES[0], runtime={"scales"})
+    edge = litert_torch.convert_onnx(model)
+    litert_torch.EdgeModel(edge.flatbuffer)  # the load-time check runs it once in a child process, on zeros
+    for scales in ([1, 1, 0, 0], [1, 1, 1e-30, 0.5], [1, 1, 0.1, 1]):
+        got = np.asarray(edge(x, np.asarray(scales, np.float32)))
+        (expected,) = ReferenceEvaluator(model).run(None, _feeds(model, x, {"scales": scales}))
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    for scales in ([1, 1, -2, 1], [1, 1, np.nan, 1]):
+        assert np.asarray(edge(x, np.asarray(scales, np.float32))).shape == (1, 2, 0, 7)
