@@ -604,12 +604,66 @@ def global_max_pool(ctx, node, inputs, attrs):
 # ---- normalisation ------------------------------------------------------------------------------------------
 @onnx_op("BatchNormalization")
 def batch_norm(ctx, node, inputs, attrs):
-    """as aten._native_batch_norm_legit_no_training (inference statistics)."""
+    """as aten._native_batch_norm_legit_no_training (constant statistics, folded into x * scale + shift);
+    statistics fed at run time as (x - mean) * rsqrt(var + epsilon) * scale + B; training_mode normalizes by the
+    batch's own mean and (population) variance and outputs the running statistics momentum updates."""
     x, scale, bias, mean, var = inputs[:5]
+    params = [scale, bias, mean, var]
+    if attrs.get("training_mode", 0) or any(isinstance(v, ir.Tensor) and not v.is_constant for v in params):
+        return _batch_norm_computed(ctx, node, x, [tensor(ctx, v) for v in params], attrs)
     fn = lowering_for(aten._native_batch_norm_legit_no_training.default)
     y = fn.fn(ctx, sub(node, out_shape(node), x.dtype), x, tensor(ctx, scale), tensor(ctx, bias), tensor(ctx, mean),
               tensor(ctx, var), 0.1, attrs.get("epsilon", 1e-5))
     return y[0] if isinstance(y, (tuple, list)) else y
+
+
+def _batch_norm_computed(ctx, node, x, params, attrs):
+    scale, bias, mean, var = params
+    if x.dtype.kind != "f":
+        raise ctx.fail("BatchNormalization of integers is not defined")
+    channels = x.shape[1]
+    per_channel = (1, channels) + (1,) * (x.rank - 2)
+
+    def binary(opcode, a, b, shape=None):
+        opts = {"fused_activation_function": "NONE"} if opcode in ("ADD", "SUB", "MUL") else {}
+        return ctx.emit(opcode, [a, b], x.shape if shape is None else shape, x.dtype, **opts)
+
+    def channel(v):
+        return ctx.reshape(ctx.cast(v, x.dtype), per_channel)
+
+    eps = ctx.const(np.array(attrs.get("epsilon", 1e-5), x.dtype), name="epsilon")
+    training = bool(attrs.get("training_mode", 0))
+    if training:
+        axes = ctx.const(np.array([0, *range(2, x.rank)], np.int32), name="axes")
+        batch_mean = ctx.emit("MEAN", [x, axes], per_channel, x.dtype, keep_dims=True)
+        centered = binary("SUB", x, batch_mean)
+        batch_var = ctx.emit("MEAN", [binary("MUL", centered, centered), axes], per_channel, x.dtype, keep_dims=True)
+        inv_std = ctx.emit("RSQRT", [binary("ADD", batch_var, eps, per_channel)], per_channel, x.dtype)
+    else:
+        centered = binary("SUB", x, channel(mean))
+        inv_std = ctx.emit("RSQRT", [binary("ADD", channel(var), eps, per_channel)], per_channel, x.dtype)
+    y = binary("ADD", binary("MUL", binary("MUL", centered, inv_std), channel(scale)), channel(bias))
+    if not training:
+        return y
+    momentum = float(attrs.get("momentum", 0.9))
+
+    def running(old, batch):
+        old = ctx.cast(old, x.dtype)
+        keep = binary("MUL", old, ctx.const(np.array(momentum, x.dtype), name="momentum"), (channels,))
+        new = binary("MUL", ctx.reshape(batch, (channels,)), ctx.const(np.array(1 - momentum, x.dtype),
+                                                                         name="complement"), (channels,))
+        return binary("ADD", keep, new, (channels,))
+
+    outs = [y]
+    if 1 in node.used:
+        outs.append(running(mean, batch_mean))
+    else:
+        outs.append(None)
+    if 2 in node.used:
+        outs.append(running(var, batch_var))
+    else:
+        outs.append(None)
+    return tuple(outs)
 
 
 @onnx_op("InstanceNormalization")

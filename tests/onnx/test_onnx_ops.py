@@ -377,3 +377,32 @@ def test_attention_matches_the_onnx_reference(kind):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_with_statistics_fed_at_run_time_matches_onnxruntime():
+    rng = np.random.default_rng(12)
+    model = graph_model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], epsilon=1e-3)],
+                        {"x": (2, 3, 4, 5), "s": (3,), "b": (3,), "m": (3,), "v": (3,)}, ["y"])
+    feeds = {k: rng.standard_normal(shape).astype(np.float32) for k, shape in
+             {"x": (2, 3, 4, 5), "s": (3,), "b": (3,), "m": (3,)}.items()}
+    feeds["v"] = np.abs(rng.standard_normal(3)).astype(np.float32) + 0.1
+    assert_matches_ort(model, feeds)
+
+
+def test_batch_norm_in_training_mode_matches_the_reference():
+    """The batch's own statistics normalize it; the running statistics are updated by the momentum."""
+    from onnx.reference import ReferenceEvaluator
+
+    import litert_torch
+
+    rng = np.random.default_rng(13)
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1,
+                            momentum=0.8)
+    model = graph_model([node], {"x": (4, 3, 2, 5)}, ["y", "rm", "rv"],
+                        {"s": rng.standard_normal(3).astype(np.float32), "b": rng.standard_normal(3).astype(np.float32),
+                         "m": rng.standard_normal(3).astype(np.float32),
+                         "v": np.abs(rng.standard_normal(3)).astype(np.float32)})
+    x = rng.standard_normal((4, 3, 2, 5)).astype(np.float32)
+    got = litert_torch.convert_onnx(model)(x)
+    for g, e in zip(got, ReferenceEvaluator(model).run(None, {"x": x})):
+        np.testing.assert_allclose(np.asarray(g), e, rtol=1e-4, atol=1e-5)
