@@ -36,7 +36,8 @@ def onnx_op(*names: str, doc: str | None = None):
 
 # Parameter inputs whose lowering also takes a value known only at run time (any other parameter input must be
 # a constant: the frontend refuses the node otherwise).
-RUNTIME_PARAMETERS: dict[str, set[int]] = {"Gather": {1}, "Clip": {1, 2}, "Trilu": {1}}
+RUNTIME_PARAMETERS: dict[str, set[int]] = {"Gather": {1}, "Clip": {1, 2}, "Trilu": {1}, "GRU": {1, 2, 3, 4, 5},
+                                          "LSTM": {1, 2, 3, 4, 5, 6, 7}}
 
 
 def tensor(ctx: LoweringContext, value: Any) -> ir.Tensor | None:

@@ -6,29 +6,30 @@ from __future__ import annotations
 import numpy as np
 
 from litert_torch import ir
-from litert_torch.lower.onnx_registry import onnx_op
-from litert_torch.lower.rnn import _lstm_layer, _reverse_time, _time_step, unrolled_gru
+from litert_torch.lower.onnx_registry import onnx_op, tensor
+from litert_torch.lower.rnn import Weights, _lstm_layer, _reverse_time, _time_step, unrolled_gru
 
 
 @onnx_op("LSTM")
 def lstm(ctx, node, inputs, attrs):
     """One UNIDIRECTIONAL_SEQUENCE_LSTM per direction (ONNX gates i, o, f, c reordered to i, f, g, o), the
-    reverse direction on the time-reversed sequence; Y, and Y_h sliced from it.
+    reverse direction on the time-reversed sequence; Y, and Y_h sliced from it. Weights computed at run time,
+    peepholes, initial states, sequence_lens (forward) or a read Y_c: unrolled over time (`_unrolled_lstm`).
 
-    Limits: zero initial state, no peepholes, default activations, no Y_c."""
+    Limits: default activations, no clip, no input_forget."""
     x, w, r = inputs[0], inputs[1], inputs[2]
     b = inputs[3] if len(inputs) > 3 else None
-    for extra, what in ((4, "sequence_lens"), (5, "initial_h"), (6, "initial_c"), (7, "P (peepholes)")):
-        if len(inputs) > extra and inputs[extra] is not None:
-            v = inputs[extra]
-            data = v.data if isinstance(v, ir.Tensor) and v.is_constant else v
-            if extra in (5, 6) and isinstance(data, np.ndarray) and not data.any():
-                continue
-            raise ctx.fail(f"LSTM with {what} has no lowering yet")
     if attrs.get("activations") or attrs.get("clip") or attrs.get("input_forget"):
         raise ctx.fail("LSTM with custom activations, clip or input_forget has no lowering yet")
-    if 2 in node.used:
-        raise ctx.fail("the LSTM's Y_c output is read, but the fused TFLite LSTM does not output it")
+
+    def given(k):
+        v = inputs[k] if len(inputs) > k else None
+        data = v.data if isinstance(v, ir.Tensor) and v.is_constant else v
+        return None if v is None or (isinstance(data, np.ndarray) and k != 4 and not data.any()) else v
+
+    runtime = any(isinstance(v, ir.Tensor) and not v.is_constant for v in (w, r, b))
+    if runtime or any(given(k) is not None for k in (4, 5, 6, 7)) or 2 in node.used:
+        return _unrolled_lstm(ctx, node, x, w, r, b, given(4), given(5), given(6), given(7), attrs)
     direction = attrs.get("direction", b"forward")
     direction = direction.decode() if isinstance(direction, bytes) else direction
     hidden = attrs["hidden_size"]
@@ -80,30 +81,28 @@ def lstm(ctx, node, inputs, attrs):
 def gru(ctx, node, inputs, attrs):
     """Unrolled over time (`rnn.unrolled_gru`): one FULLY_CONNECTED for the input projection of all steps, then
     per step a recurrent FULLY_CONNECTED, SPLIT into the update, reset and candidate gates, LOGISTIC/TANH, and
-    h = (1 - z) * n + z * h_prev; both linear_before_reset forms, all directions.
+    h = (1 - z) * n + z * h_prev; both linear_before_reset forms, all directions; weights, biases and the
+    initial state constant or computed at run time.
 
-    Limits: zero initial state, default activations, no sequence_lens."""
+    Limits: default activations, no clip, no sequence_lens."""
     x, w, r = inputs[0], inputs[1], inputs[2]
     b = inputs[3] if len(inputs) > 3 else None
-    for extra, what in ((4, "sequence_lens"), (5, "initial_h")):
-        if len(inputs) > extra and inputs[extra] is not None:
-            v = inputs[extra]
-            data = v.data if isinstance(v, ir.Tensor) and v.is_constant else v
-            if extra == 5 and isinstance(data, np.ndarray) and not data.any():
-                continue
-            raise ctx.fail(f"GRU with {what} has no lowering yet")
+    if len(inputs) > 4 and inputs[4] is not None:
+        raise ctx.fail("GRU with sequence_lens has no lowering yet")
     if attrs.get("activations") or attrs.get("clip"):
         raise ctx.fail("GRU with custom activations or clip has no lowering yet")
     hidden = attrs["hidden_size"]
     direction = attrs.get("direction", "forward")
-    data = lambda v: np.asarray(v.data if isinstance(v, ir.Tensor) else v)  # noqa: E731
-    wd, rd = data(w), data(r)
-    bd = data(b) if b is not None else np.zeros((wd.shape[0], 6 * hidden), x.dtype)
+    direction = direction.decode() if isinstance(direction, bytes) else direction
     names = [direction] if direction != "bidirectional" else ["forward", "reverse"]
     reverse = [name == "reverse" for name in names]
     time_major = attrs.get("layout", 0) == 0
-    states = unrolled_gru(ctx, x, wd, rd, bd, hidden, reverse, time_major=time_major,
-                          linear_before_reset=bool(attrs.get("linear_before_reset", 0)))
+    bd = Weights(b) if b is not None else Weights(np.zeros((len(names), 6 * hidden), x.dtype))
+    batch = x.shape[1] if time_major else x.shape[0]
+    initial = _initial_states(ctx, inputs[5] if len(inputs) > 5 else None, len(names), batch, hidden, time_major,
+                              x.dtype)
+    states = unrolled_gru(ctx, x, Weights(w), Weights(r), bd, hidden, reverse, time_major=time_major,
+                          linear_before_reset=bool(attrs.get("linear_before_reset", 0)), initial=initial)
     # Y is [seq, D, batch, H] (layout 0) or [batch, seq, D, H] (layout 1); Y_h [D, batch, H] or [batch, D, H].
     dir_axis, time_axis = (1, 0) if time_major else (2, 1)
     seq, batch = len(states[0]), states[0][0].shape[1 if time_major else 0]
@@ -126,3 +125,123 @@ def gru(ctx, node, inputs, attrs):
     y_h = finals[0] if len(finals) == 1 else ctx.emit("CONCATENATION", finals, h_shape, x.dtype, axis=h_axis,
                                                       fused_activation_function="NONE")
     return y, y_h
+
+
+def _initial_states(ctx, value, directions: int, batch: int, hidden: int, time_major: bool, dtype):
+    """Per direction, the starting state (given [D, batch, H], or [batch, D, H] in layout 1; returned as a step
+    of the unrolled layers holds it, [1, batch, H] or [batch, 1, H]), or None for zeros."""
+    if value is None:
+        return None
+    data = value.data if isinstance(value, ir.Tensor) and value.is_constant else value
+    if isinstance(data, np.ndarray) and not data.any():
+        return None
+    unit = [1, batch] if time_major else [batch, 1]
+    if not time_major:  # [batch, D, H] -> [D, batch, H]
+        value = np.transpose(data, (1, 0, 2)) if isinstance(data, np.ndarray) else ctx.transpose(value, (1, 0, 2))
+    state = Weights(value)
+    return [ctx.reshape(state.block(ctx, d, 0, batch, dtype, "initial"), [*unit, hidden]) for d in range(directions)]
+
+
+def _unrolled_lstm(ctx, node, x, w, r, b, lengths, h0, c0, peep, attrs):
+    """An LSTM unrolled over time, in ONNX's terms: per direction one FULLY_CONNECTED projects every step's
+    input (gates i, o, f, c; both biases), then per step the recurrent FULLY_CONNECTED, SPLIT, the peepholes on
+    the cell state (i and f on the previous one, o on the new one), LOGISTIC/TANH, c = f * c + i * g and
+    h = o * tanh(c). With sequence_lens a batch entry stops at its length: its state is kept and its outputs
+    are zero after it. Returns Y, Y_h and Y_c."""
+    hidden = attrs["hidden_size"]
+    direction = attrs.get("direction", b"forward")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    names = [direction] if direction != "bidirectional" else ["forward", "reverse"]
+    time_major = attrs.get("layout", 0) == 0
+    dtype = x.dtype
+    seq, batch, features = (x.shape[0], x.shape[1], x.shape[2]) if time_major else (x.shape[1], x.shape[0], x.shape[2])
+    if not all(isinstance(v, int) for v in (seq, batch, features)):
+        raise ctx.fail("an unrolled LSTM needs static sequence, batch and feature sizes")
+    if lengths is not None and "reverse" in names:
+        raise ctx.fail("LSTM with sequence_lens running backwards has no lowering yet")
+    W, R = Weights(w), Weights(r)
+    B = Weights(b) if b is not None else Weights(np.zeros((len(names), 8 * hidden), dtype))
+    unit = [1, batch] if time_major else [batch, 1]
+    shape = [*unit, hidden]
+    gates_shape = [*unit, 4 * hidden]
+    fc = dict(fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=True,
+              asymmetric_quantize_inputs=False)
+
+    def op(opcode, *args, out=None):
+        opts = {"fused_activation_function": "NONE"} if opcode in ("ADD", "SUB", "MUL") else {}
+        return ctx.emit(opcode, list(args), shape if out is None else out, dtype, **opts)
+
+    time_axis = 0 if time_major else 1
+    flat = ctx.reshape(x, [seq * batch if time_major else batch * seq, features])
+    hs = _initial_states(ctx, h0, len(names), batch, hidden, time_major, dtype)
+    cs = _initial_states(ctx, c0, len(names), batch, hidden, time_major, dtype)
+    zeros = ctx.const(np.zeros(shape, dtype), name="zeros")
+    masks = None
+    if lengths is not None:
+        steps = ctx.const(np.arange(seq, dtype=np.int32).reshape(seq, 1), name="steps")
+        lens = ctx.reshape(ctx.cast(tensor(ctx, lengths), np.int32), (1, batch))
+        live = ctx.emit("LESS", [steps, lens], (seq, batch), np.bool_)  # [seq, batch]: step t is inside entry b
+        masks = [ctx.reshape(ctx.slice(live, [t, 0], [1, batch]), [*unit, 1]) for t in range(seq)]
+    ys, finals_h, finals_c = [], [], []
+    for d, name in enumerate(names):
+        bias = B.block(ctx, d, 0, 4 * hidden, dtype, "bias")
+        rec_bias = B.block(ctx, d, 4 * hidden, 8 * hidden, dtype, "r_bias")
+        bias = ctx.const(bias.data + rec_bias.data, name="bias") if bias.is_constant and rec_bias.is_constant \
+            else op("ADD", bias, rec_bias, out=[4 * hidden])
+        proj = ctx.emit("FULLY_CONNECTED", [flat, W.block(ctx, d, 0, 4 * hidden, dtype), bias],
+                        [flat.shape[0], 4 * hidden], dtype, **{**fc, "keep_num_dims": False})
+        proj = ctx.reshape(proj, [seq, batch, 4 * hidden] if time_major else [batch, seq, 4 * hidden])
+        per_step = ctx.emit_multi("SPLIT", [ctx.const(np.array(time_axis, np.int32), name="time_axis"), proj],
+                                  [(gates_shape, dtype)] * seq, num_splits=seq) if seq > 1 else [proj]
+        rec = R.block(ctx, d, 0, 4 * hidden, dtype, "r_w")
+        if peep is not None:
+            p_i, p_o, p_f = (ctx.reshape(Weights(peep).block(ctx, d, g * hidden, (g + 1) * hidden, dtype, "peephole"),
+                                         [hidden]) for g in range(3))
+        h = hs[d] if hs is not None else zeros
+        c = cs[d] if cs is not None else zeros
+        outs: dict[int, ir.Tensor] = {}
+        for t in (range(seq - 1, -1, -1) if name == "reverse" else range(seq)):
+            g_all = op("ADD", per_step[t], ctx.emit("FULLY_CONNECTED", [h, rec, None], gates_shape, dtype, **fc),
+                       out=gates_shape)
+            gi, go, gf, gc = ctx.emit_multi("SPLIT", [ctx.const(np.array(2, np.int32), name="gate_axis"), g_all],
+                                            [(shape, dtype)] * 4, num_splits=4)
+            if peep is not None:
+                gi = op("ADD", gi, op("MUL", c, p_i))
+                gf = op("ADD", gf, op("MUL", c, p_f))
+            i_gate, f_gate = op("LOGISTIC", gi), op("LOGISTIC", gf)
+            c_new = op("ADD", op("MUL", f_gate, c), op("MUL", i_gate, op("TANH", gc)))
+            if peep is not None:
+                go = op("ADD", go, op("MUL", c_new, p_o))
+            h_new = op("MUL", op("LOGISTIC", go), op("TANH", c_new))
+            if masks is not None:
+                outs[t] = ctx.emit("SELECT_V2", [masks[t], h_new, zeros], shape, dtype)
+                h = ctx.emit("SELECT_V2", [masks[t], h_new, h], shape, dtype)
+                c = ctx.emit("SELECT_V2", [masks[t], c_new, c], shape, dtype)
+            else:
+                outs[t], h, c = h_new, h_new, c_new
+        ys.append([outs[t] for t in range(seq)])
+        finals_h.append(h)
+        finals_c.append(c)
+    # Y: [seq, D, batch, H] (layout 0) or [batch, seq, D, H] (layout 1); Y_h, Y_c: [D, batch, H] or [batch, D, H]
+    dir_axis = 1 if time_major else 2
+    step_shape = [1, 1, batch, hidden] if time_major else [batch, 1, 1, hidden]
+    steps_out = []
+    for t in range(seq):
+        parts = [ctx.reshape(ys[d][t], step_shape) for d in range(len(names))]
+        joined = list(step_shape)
+        joined[dir_axis] = len(parts)
+        steps_out.append(parts[0] if len(parts) == 1 else ctx.emit(
+            "CONCATENATION", parts, joined, dtype, axis=dir_axis, fused_activation_function="NONE"))
+    y_shape = list(steps_out[0].shape)
+    y_shape[time_axis] = seq
+    y = steps_out[0] if seq == 1 else ctx.emit("CONCATENATION", steps_out, y_shape, dtype, axis=time_axis,
+                                               fused_activation_function="NONE")
+    state_axis = 0 if time_major else 1
+
+    def joined_states(finals):
+        if len(finals) == 1:
+            return finals[0]
+        out = list(finals[0].shape)
+        out[state_axis] = len(finals)
+        return ctx.emit("CONCATENATION", finals, out, dtype, axis=state_axis, fused_activation_function="NONE")
+    return y, joined_states(finals_h), joined_states(finals_c)

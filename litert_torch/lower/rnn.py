@@ -99,12 +99,37 @@ def lower_lstm(ctx, node, x, hx, params, has_biases, num_layers, dropout, train,
 
 
 
-def unrolled_gru(ctx: LoweringContext, x: ir.Tensor, wd: np.ndarray, rd: np.ndarray, bd: np.ndarray, hidden: int,
+class Weights:
+    """A recurrent layer's parameter with a leading direction axis ([D, rows, cols] or [D, n]): a constant
+    (its blocks become constants) or a tensor computed at run time (its blocks are SLICEs of it)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    @property
+    def constant(self) -> bool:
+        return not isinstance(self.value, ir.Tensor) or self.value.is_constant
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self.value.data if isinstance(self.value, ir.Tensor) else self.value)
+
+    def block(self, ctx: LoweringContext, d: int, start: int, stop: int, dtype, name: str = "w") -> ir.Tensor:
+        """Rows start:stop of direction d."""
+        if self.constant:
+            return ctx.const(self.array()[d][start:stop].astype(dtype), name=name)
+        t = self.value
+        rest = [int(n) for n in t.shape[2:]]
+        piece = ctx.slice(t, [d, start] + [0] * len(rest), [1, stop - start] + rest)
+        return ctx.cast(ctx.reshape(piece, [stop - start] + rest), dtype)
+
+
+def unrolled_gru(ctx: LoweringContext, x: ir.Tensor, wd, rd, bd, hidden: int,
                  reverse: list[bool], *, time_major: bool, linear_before_reset: bool,
                  initial: list[ir.Tensor] | None = None) -> list[list[ir.Tensor]]:
     """A GRU layer, every direction, unrolled over time, in ONNX's terms: per direction d, `wd[d]` [3H, F] and
     `rd[d]` [3H, H] hold the update, reset and candidate gates (z, r, h) and `bd[d]` [6H] the input then the
-    recurrent biases; `reverse[d]` runs it backwards. One FULLY_CONNECTED projects every step's input, then
+    recurrent biases (numpy arrays or `Weights`, constant or computed at run time); `reverse[d]` runs it
+    backwards. One FULLY_CONNECTED projects every step's input, then
     per step the recurrent FULLY_CONNECTEDs (one per gate with linear_before_reset), LOGISTIC/TANH and
     h = n + z * (h_prev - n)
     (= (1 - z) * n + z * h_prev). `initial[d]` is the starting state, shaped like a step's state (zero when
@@ -112,6 +137,7 @@ def unrolled_gru(ctx: LoweringContext, x: ir.Tensor, wd: np.ndarray, rd: np.ndar
     time-major and [batch, 1, H] otherwise (no reshape per step)."""
     seq, batch, features = (x.shape[0], x.shape[1], x.shape[2]) if time_major else (x.shape[1], x.shape[0], x.shape[2])
     dtype = x.dtype
+    wd, rd, bd = (v if isinstance(v, Weights) else Weights(v) for v in (wd, rd, bd))
     fc = dict(fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=True,
               asymmetric_quantize_inputs=False)
     unit = [1, batch] if time_major else [batch, 1]
@@ -128,14 +154,19 @@ def unrolled_gru(ctx: LoweringContext, x: ir.Tensor, wd: np.ndarray, rd: np.ndar
         return ctx.emit("MUL", [a, b], shape, dtype, fused_activation_function="NONE")
 
     for d, backwards in enumerate(reverse):
-        proj = ctx.emit("FULLY_CONNECTED", [flat, ctx.const(wd[d].astype(dtype)),
-                                            ctx.const(bd[d][:3 * hidden].astype(dtype))],
+        proj = ctx.emit("FULLY_CONNECTED", [flat, wd.block(ctx, d, 0, 3 * hidden, dtype),
+                                            bd.block(ctx, d, 0, 3 * hidden, dtype, "bias")],
                         [flat.shape[0], 3 * hidden], dtype, **{**fc, "keep_num_dims": False})
         proj = ctx.reshape(proj, [seq, batch, 3 * hidden] if time_major else [batch, seq, 3 * hidden])
         step_shape = [*unit, 3 * hidden]
         steps = ctx.emit_multi("SPLIT", [ctx.const(np.array(time_axis, np.int32), name="time_axis"), proj],
                                [(step_shape, dtype)] * seq, num_splits=seq) if seq > 1 else [proj]
-        r_b = bd[d][3 * hidden:]
+        def r_b(start: int, stop: int) -> ir.Tensor:  # the recurrent bias of gates start:stop (in units of H)
+            return bd.block(ctx, d, 3 * hidden + start * hidden, 3 * hidden + stop * hidden, dtype, "r_b")
+
+        def r_w(start: int, stop: int) -> ir.Tensor:
+            return rd.block(ctx, d, start * hidden, stop * hidden, dtype, "r_w")
+
         h = initial[d] if initial is not None else ctx.const(np.zeros(shape, dtype), name="h0")
         states: dict[int, ir.Tensor] = {}
         for t in (range(seq - 1, -1, -1) if backwards else range(seq)):
@@ -143,27 +174,22 @@ def unrolled_gru(ctx: LoweringContext, x: ir.Tensor, wd: np.ndarray, rd: np.ndar
             if linear_before_reset:
                 # One FULLY_CONNECTED per gate: a 3H-wide product is split across threads, each H-wide one is
                 # not, and the SPLIT of its output goes away.
-                if h.is_constant and not h.data.any():  # the zero start: the recurrent product is its bias
-                    hz, hr, hh = (ctx.const(np.broadcast_to(r_b[g * hidden:(g + 1) * hidden].astype(dtype),
-                                                            shape).copy(), name="r_b") for g in range(3))
+                if h.is_constant and not h.data.any() and bd.constant:  # the zero start: the product is its bias
+                    bias = bd.array()[d][3 * hidden:].astype(dtype)
+                    hz, hr, hh = (ctx.const(np.broadcast_to(bias[g * hidden:(g + 1) * hidden], shape).copy(),
+                                            name="r_b") for g in range(3))
                 else:
-                    hz, hr, hh = (ctx.emit("FULLY_CONNECTED", [
-                        h, ctx.const(rd[d][g * hidden:(g + 1) * hidden].astype(dtype), name="r_w"),
-                        ctx.const(r_b[g * hidden:(g + 1) * hidden].astype(dtype), name="r_b")], shape, dtype, **fc)
-                        for g in range(3))
+                    hz, hr, hh = (ctx.emit("FULLY_CONNECTED", [h, r_w(g, g + 1), r_b(g, g + 1)], shape, dtype, **fc)
+                                  for g in range(3))
             else:
-                rz_rr = ctx.emit("FULLY_CONNECTED", [h, ctx.const(rd[d][:2 * hidden].astype(dtype), name="r_w"),
-                                                     ctx.const(r_b[:2 * hidden].astype(dtype), name="r_b")],
-                                 [*unit, 2 * hidden], dtype, **fc)
+                rz_rr = ctx.emit("FULLY_CONNECTED", [h, r_w(0, 2), r_b(0, 2)], [*unit, 2 * hidden], dtype, **fc)
                 hz, hr = ctx.emit_multi("SPLIT", [gate_axis, rz_rr], [(shape, dtype)] * 2, num_splits=2)
             z = ctx.emit("LOGISTIC", [add(xz, hz)], shape, dtype)
             rg = ctx.emit("LOGISTIC", [add(xr, hr)], shape, dtype)
             if linear_before_reset:
                 cand = mul(rg, hh)
             else:
-                cand = ctx.emit("FULLY_CONNECTED", [mul(rg, h), ctx.const(rd[d][2 * hidden:].astype(dtype), name="r_w"),
-                                                    ctx.const(r_b[2 * hidden:].astype(dtype), name="r_b")],
-                                shape, dtype, **fc)
+                cand = ctx.emit("FULLY_CONNECTED", [mul(rg, h), r_w(2, 3), r_b(2, 3)], shape, dtype, **fc)
             n = ctx.emit("TANH", [add(xh, cand)], shape, dtype)
             h = add(n, mul(z, ctx.emit("SUB", [h, n], shape, dtype, fused_activation_function="NONE")))
             states[t] = h
