@@ -15,6 +15,7 @@ aten = torch.ops.aten
 
 @lowers(
     aten.view.default, aten.reshape.default, aten.squeeze.dims, aten.unsqueeze.default, aten.flatten.using_ints,
+    aten.view_copy.default,
 )
 def lower_reshape(ctx: LoweringContext, node, x, *args):
     """view/reshape/squeeze/unsqueeze/flatten: one RESHAPE to the shape PyTorch computed."""
@@ -28,7 +29,7 @@ def lower_identity(ctx, node, x, **kwargs):
     return x
 
 
-@lowers(aten.permute.default)
+@lowers(aten.permute.default, aten.permute_copy.default)
 def lower_permute(ctx, node, x, dims):
     """TRANSPOSE (folded away at conversion time for constants)."""
     return ctx.transpose(x, [normalize_dim(d, x.rank) for d in dims])
@@ -64,6 +65,19 @@ def lower_split(ctx, node, x, split, dim=0):
     return ctx.emit_multi("SPLIT_V", [x, sizes_t, axis_t], shapes, num_splits=len(sizes))
 
 
+@lowers(aten.unbind_copy.int)
+def lower_unbind(ctx, node, x, dim=0):
+    """UNPACK along `dim`: one tensor per index (the input itself, reshaped, for a size of one)."""
+    axis = normalize_dim(dim, x.rank)
+    count = x.shape[axis]
+    if not isinstance(count, int):
+        raise ctx.fail("unbind of an axis whose size is known only at run time has no lowering")
+    shape = [d for i, d in enumerate(x.shape) if i != axis]
+    if count == 1:
+        return [ctx.reshape(x, shape)]
+    return ctx.emit_multi("UNPACK", [x], [(shape, x.dtype)] * count, num=count, axis=axis)
+
+
 @lowers(aten.unfold.default)
 def lower_unfold(ctx, node, x, dim, size, step):
     """Tensor.unfold: windows of `size` every `step` along `dim`, as one GATHER of constant indices [n, size]
@@ -82,7 +96,7 @@ def lower_unfold(ctx, node, x, dim, size, step):
     return ctx.transpose(gathered, perm)
 
 
-@lowers(aten.as_strided.default)
+@lowers(aten.as_strided.default, aten.as_strided_copy.default)
 def lower_as_strided(ctx, node, x, size, stride, storage_offset=None):
     """A view of a contiguous input's elements at `storage_offset` + sum(i_k * stride_k): one GATHER of those
     constant positions from the flattened input.
