@@ -103,21 +103,7 @@ def gru(ctx, node, inputs, attrs):
                               x.dtype)
     states = unrolled_gru(ctx, x, Weights(w), Weights(r), bd, hidden, reverse, time_major=time_major,
                           linear_before_reset=bool(attrs.get("linear_before_reset", 0)), initial=initial)
-    # Y is [seq, D, batch, H] (layout 0) or [batch, seq, D, H] (layout 1); Y_h [D, batch, H] or [batch, D, H].
-    dir_axis, time_axis = (1, 0) if time_major else (2, 1)
-    seq, batch = len(states[0]), states[0][0].shape[1 if time_major else 0]
-    step_shape = [1, 1, batch, hidden] if time_major else [batch, 1, 1, hidden]
-    per_step = []
-    for t in range(seq):
-        parts = [ctx.reshape(states[d][t], step_shape) for d in range(len(states))]
-        shape = list(step_shape)
-        shape[dir_axis] = len(parts)
-        per_step.append(parts[0] if len(parts) == 1 else ctx.emit(
-            "CONCATENATION", parts, shape, x.dtype, axis=dir_axis, fused_activation_function="NONE"))
-    y_shape = list(per_step[0].shape)
-    y_shape[time_axis] = seq
-    y = per_step[0] if seq == 1 else ctx.emit("CONCATENATION", per_step, y_shape, x.dtype, axis=time_axis,
-                                              fused_activation_function="NONE")
+    y = _sequence_output(ctx, states, batch, hidden, time_major, x.dtype)
     finals = [states[d][0] if backwards else states[d][-1] for d, backwards in enumerate(reverse)]
     h_axis = 0 if time_major else 1
     h_shape = list(finals[0].shape)
@@ -222,20 +208,7 @@ def _unrolled_lstm(ctx, node, x, w, r, b, lengths, h0, c0, peep, attrs):
         ys.append([outs[t] for t in range(seq)])
         finals_h.append(h)
         finals_c.append(c)
-    # Y: [seq, D, batch, H] (layout 0) or [batch, seq, D, H] (layout 1); Y_h, Y_c: [D, batch, H] or [batch, D, H]
-    dir_axis = 1 if time_major else 2
-    step_shape = [1, 1, batch, hidden] if time_major else [batch, 1, 1, hidden]
-    steps_out = []
-    for t in range(seq):
-        parts = [ctx.reshape(ys[d][t], step_shape) for d in range(len(names))]
-        joined = list(step_shape)
-        joined[dir_axis] = len(parts)
-        steps_out.append(parts[0] if len(parts) == 1 else ctx.emit(
-            "CONCATENATION", parts, joined, dtype, axis=dir_axis, fused_activation_function="NONE"))
-    y_shape = list(steps_out[0].shape)
-    y_shape[time_axis] = seq
-    y = steps_out[0] if seq == 1 else ctx.emit("CONCATENATION", steps_out, y_shape, dtype, axis=time_axis,
-                                               fused_activation_function="NONE")
+    y = _sequence_output(ctx, ys, batch, hidden, time_major, dtype)
     state_axis = 0 if time_major else 1
 
     def joined_states(finals):
@@ -245,3 +218,22 @@ def _unrolled_lstm(ctx, node, x, w, r, b, lengths, h0, c0, peep, attrs):
         out[state_axis] = len(finals)
         return ctx.emit("CONCATENATION", finals, out, dtype, axis=state_axis, fused_activation_function="NONE")
     return y, joined_states(finals_h), joined_states(finals_c)
+
+
+def _sequence_output(ctx, states: list[list[ir.Tensor]], batch: int, hidden: int, time_major: bool, dtype):
+    """Y of an unrolled recurrent layer from each direction's per-step states: [seq, D, batch, H] (layout 0) or
+    [batch, seq, D, H] (layout 1)."""
+    dir_axis, time_axis = (1, 0) if time_major else (2, 1)
+    seq = len(states[0])
+    step_shape = [1, 1, batch, hidden] if time_major else [batch, 1, 1, hidden]
+    per_step = []
+    for t in range(seq):
+        parts = [ctx.reshape(states[d][t], step_shape) for d in range(len(states))]
+        shape = list(step_shape)
+        shape[dir_axis] = len(parts)
+        per_step.append(parts[0] if len(parts) == 1 else ctx.emit(
+            "CONCATENATION", parts, shape, dtype, axis=dir_axis, fused_activation_function="NONE"))
+    y_shape = list(per_step[0].shape)
+    y_shape[time_axis] = seq
+    return per_step[0] if seq == 1 else ctx.emit("CONCATENATION", per_step, y_shape, dtype, axis=time_axis,
+                                                 fused_activation_function="NONE")
