@@ -157,16 +157,22 @@ def lower_leaky_relu(ctx, node, x, negative_slope=0.01):
 
 @lowers(aten.elu.default)
 def lower_elu(ctx, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
-    """ELU for alpha = 1; relu(x) + alpha * elu(min(x, 0)) for other alphas (the builtin fixes alpha = 1).
+    """ELU for alpha = 1; relu(x) + alpha * elu(min(x, 0)) for other alphas (the builtin fixes alpha = 1);
+    scale * (relu(x) + alpha * elu(input_scale * min(x, 0))) for the selu / celu forms.
 
-    Limits: scale and input_scale other than 1 (selu/celu forms)."""
-    if scale != 1.0 or input_scale != 1.0:
-        raise ctx.fail("elu with scale or input_scale other than 1 (selu/celu forms) has no lowering yet")
-    if alpha == 1.0:
+    Limits: input_scale must be positive."""
+    if input_scale <= 0:
+        raise ctx.fail(f"elu with input_scale {input_scale} (not positive) has no lowering")
+    if alpha == 1.0 and scale == 1.0 and input_scale == 1.0:
         return ctx.emit("ELU", [x], like=x)
-    negative = ctx.emit("ELU", [ctx.emit("MINIMUM", [x, ctx.scalar_like(0.0, x)], like=x)], like=x)
-    scaled = ctx.emit("MUL", [negative, ctx.scalar_like(alpha, x)], like=x)
-    return ctx.emit("ADD", [ctx.emit("RELU", [x], like=x), scaled], like=x)
+    negative = ctx.emit("MINIMUM", [x, ctx.scalar_like(0.0, x)], like=x)
+    if input_scale != 1.0:
+        negative = ctx.emit("MUL", [negative, ctx.scalar_like(input_scale, x)], like=x)
+    negative = ctx.emit("ELU", [negative], like=x)
+    if alpha != 1.0:
+        negative = ctx.emit("MUL", [negative, ctx.scalar_like(alpha, x)], like=x)
+    out = ctx.emit("ADD", [ctx.emit("RELU", [x], like=x), negative], like=x)
+    return out if scale == 1.0 else ctx.emit("MUL", [out, ctx.scalar_like(scale, x)], like=x)
 
 
 # ---- binary arithmetic ----------------------------------------------------------------------------------------

@@ -174,6 +174,8 @@ CASES: list[OpCase] = [
     OpCase("leaky_relu", lambda: nn.LeakyReLU(0.2), r(64), {"LEAKY_RELU": 1}),
     OpCase("elu", lambda: nn.ELU(), r(64), {"ELU": 1}),
     OpCase("elu_alpha", lambda: nn.ELU(alpha=0.5), r(64)),
+    OpCase("selu", lambda: nn.SELU(), r(64)),
+    OpCase("celu", lambda: nn.CELU(alpha=0.7), r(64)),
     # ---- binary arithmetic ----------------------------------------------------------------------------------
     OpCase("add_broadcast", fn(torch.add), r2((2, 3, 4), (3, 1))),
     OpCase("add_scalar", fn(lambda x: x + 2.5), r(5)),
