@@ -449,17 +449,29 @@ def lower_reflection_pad(ctx, node, x, padding):
 def lower_replication_pad(ctx, node, x, padding):
     """Edge padding. Padding by at most 1 on every side is one MIRROR_PAD in SYMMETRIC mode (which repeats the
     edge value once); wider padding is, per padded axis, the edge slice BROADCAST_TO the pad width and
-    concatenated.
-
-    Limits: no negative padding (cropping)."""
-    if any(int(p) < 0 for p in padding):
-        raise ctx.fail(f"replication padding by negative amounts {list(padding)} (cropping) has no lowering yet")
+    concatenated. With a negative amount (cropping), each padded axis is one GATHER of PyTorch's clamped source
+    indices, clamp(i - before, 0, size - 1), which holds even where a crop is wider than the axis."""
     pairs = pad_pairs(x.rank, padding)
+    if any(int(p) < 0 for pair in pairs for p in pair):
+        for axis, (before, after) in enumerate(pairs):
+            size = x.shape[axis]
+            if not before and not after:
+                continue
+            if not isinstance(size, int):
+                raise ctx.fail("replication padding by negative amounts over a dynamic size has no lowering")
+            out = size + int(before) + int(after)
+            if out < 0:
+                raise ctx.fail(f"replication padding {list(padding)} leaves a negative size along axis {axis}")
+            index = np.clip(np.arange(out) - int(before), 0, size - 1).astype(np.int32)
+            shape = list(x.shape)
+            shape[axis] = out
+            x = ctx.emit("GATHER", [x, ctx.const(index, name="source")], shape, x.dtype, axis=axis, batch_dims=0)
+        return x
     if all(p <= 1 for pair in pairs for p in pair) and x.is_static:
         shape, _ = out_meta(node)
         return ctx.emit("MIRROR_PAD", [x, ctx.const(np.array(pairs, np.int32), name="paddings")], shape, x.dtype,
                         mode="SYMMETRIC")
-    for axis, (before, after) in enumerate(pad_pairs(x.rank, padding)):
+    for axis, (before, after) in enumerate(pairs):
         if not before and not after:
             continue
         parts = []

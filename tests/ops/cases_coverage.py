@@ -168,6 +168,9 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("reflection_pad1d", lambda: nn.ReflectionPad1d(3), r(2, 3, 6)),
     OpCase("replication_pad2d", lambda: nn.ReplicationPad2d((2, 1, 0, 3)), r(1, 2, 4, 5)),
     OpCase("replication_pad1d", lambda: nn.ReplicationPad1d((1, 4)), r(2, 3, 6)),
+    OpCase("replication_pad2d_negative", lambda: nn.ReplicationPad2d((-1, 2, 3, -2)), r(1, 2, 5, 6), {"GATHER": 2}),
+    # a crop wider than the axis: every output reads the clamped edge, as PyTorch computes it
+    OpCase("replication_pad1d_crop_past_the_axis", fn(lambda x: F.pad(x, (-4, 5), mode="replicate")), r(1, 2, 3)),
     # ---- resize -------------------------------------------------------------------------------------------
     # An integer factor on both axes leaves as DEPTH_TO_SPACE of copies (nearest_upsample_to_depth_to_space).
     OpCase("upsample_nearest_2x", lambda: nn.Upsample(scale_factor=2, mode="nearest"), r(1, 3, 4, 5),
