@@ -8,7 +8,8 @@ from typing import Any, Callable
 import numpy as np
 
 from litert_torch import ir
-from litert_torch.lower.registry import LoweringContext
+from litert_torch.lower.registry import LoweringContext, lowering_for
+from litert_torch.node import Node
 
 OnnxFn = Callable[[LoweringContext, Any, list, dict], Any]
 LOWERINGS: dict[str, OnnxFn] = {}
@@ -45,3 +46,17 @@ def tensor(ctx: LoweringContext, value: Any) -> ir.Tensor | None:
     if value is None or isinstance(value, ir.Tensor):
         return value
     return ctx.const(np.asarray(value))
+
+
+def aten_fn(target):
+    """The ATen lowering of `target`, which most ONNX lowerings call."""
+    return lowering_for(target).fn
+
+
+def sub(node: Node, shape, dtype=np.float32) -> Node:
+    """`node` with one result of `shape` (for the intermediate steps of one ONNX node)."""
+    return node.with_value(shape, dtype)
+
+
+def out_shape(node: Node) -> tuple[int, ...]:
+    return tuple(node.outputs[0].shape)
