@@ -10,7 +10,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower.registry import LoweringContext, lowers, out_meta
-from litert_torch.symbolic import DynamicSizeError, Sym, is_static, same_size, smax
+from litert_torch.symbolic import DynamicSizeError, Sym, all_static, is_static, same_size, smax
 
 aten = torch.ops.aten
 
@@ -66,10 +66,19 @@ def conv2d_nhwc(
     groups: int, out_nchw: tuple[int, ...],
 ) -> ir.Tensor:
     """CONV_2D or DEPTHWISE_CONV_2D on an NCHW input, returning NCHW."""
-    n, c_in, h, w = x.shape
+    y = conv2d_channels_last(ctx, ctx.transpose(x, TO_NHWC), weight, bias, stride, padding, dilation, groups,
+                             out_nchw[2], out_nchw[3])
+    return ctx.transpose(y, TO_NCHW)
+
+
+def conv2d_channels_last(
+    ctx: LoweringContext, xh: ir.Tensor, weight: ir.Tensor, bias: ir.Tensor | None, stride, padding, dilation,
+    groups: int, out_h, out_w,
+) -> ir.Tensor:
+    """CONV_2D or DEPTHWISE_CONV_2D on an NHWC input with a PyTorch [c_out, c_in / groups, kh, kw] weight,
+    returning NHWC."""
+    n, h, w, c_in = xh.shape
     c_out, _, kh, kw = weight.shape
-    out_h, out_w = out_nchw[2], out_nchw[3]
-    xh = ctx.transpose(x, TO_NHWC)
     keff = [dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1]
     modes = {tflite_padding(h, out_h, keff[0], stride[0], padding[0]),
              tflite_padding(w, out_w, keff[1], stride[1], padding[1])}
@@ -80,10 +89,10 @@ def conv2d_nhwc(
                 explicit_padding(w, out_w, keff[1], stride[1], padding[1])]
         shape = [n, h + sum(pads[0]), w + sum(pads[1]), c_in]
         xh = ctx.emit("PAD", [xh, ctx.const(np.array([[0, 0], *pads, [0, 0]], np.int32), name="paddings")],
-                      shape, x.dtype)
+                      shape, xh.dtype)
         mode = "VALID"
     if bias is None:
-        bias = ctx.const(np.zeros([c_out], x.dtype), name="bias")
+        bias = ctx.const(np.zeros([c_out], xh.dtype), name="bias")
     out_shape = [n, out_h, out_w, c_out]
     common = dict(padding=mode, stride_h=stride[0], stride_w=stride[1], dilation_h_factor=dilation[0],
                   dilation_w_factor=dilation[1], fused_activation_function="NONE")
@@ -92,21 +101,64 @@ def conv2d_nhwc(
     if groups == c_in and c_out % c_in == 0 and (groups > 1 or c_in == 1):
         # Depthwise filters are [1, kh, kw, c_out], channel c_out = c_in * multiplier + m.
         filt = ctx.reshape(ctx.transpose(weight, (1, 2, 3, 0)), [1, kh, kw, c_out])
-        y = ctx.emit("DEPTHWISE_CONV_2D", [xh, filt, bias], out_shape, x.dtype, depth_multiplier=c_out // c_in,
-                     **common)
-    else:
-        filt = ctx.transpose(weight, (0, 2, 3, 1))
-        y = ctx.emit("CONV_2D", [xh, filt, bias], out_shape, x.dtype, **common)
-    return ctx.transpose(y, TO_NCHW)
+        return ctx.emit("DEPTHWISE_CONV_2D", [xh, filt, bias], out_shape, xh.dtype, depth_multiplier=c_out // c_in,
+                        **common)
+    filt = ctx.transpose(weight, (0, 2, 3, 1))
+    return ctx.emit("CONV_2D", [xh, filt, bias], out_shape, xh.dtype, **common)
+
+
+def _depth_tap(ctx: LoweringContext, weight: ir.Tensor, i: int) -> ir.Tensor:
+    """weight[:, :, i] of a 3-D convolution's [a, b, kd, kh, kw] weight, as [a, b, kh, kw]."""
+    a, b, _, kh, kw = weight.shape
+    if weight.data is not None:
+        return ctx.const(np.ascontiguousarray(np.asarray(weight.data)[:, :, i]), weight.dtype, "depth_tap")
+    return ctx.reshape(ctx.slice(weight, [0, 0, i, 0, 0], [a, b, 1, kh, kw]), [a, b, kh, kw])
+
+
+def conv3d_by_depth_taps(ctx: LoweringContext, x, weight, bias, stride, padding, dilation, groups,
+                         out_shape) -> ir.Tensor:
+    """A 3-D convolution as one 2-D convolution per depth tap of the kernel, summed. Tap i reads the input
+    depths i * dilation + o * stride (o = 0 .. out_depth - 1) of the depth-padded input: one strided slice,
+    whose depths become images of the 2-D convolution. Groups, depthwise filters, strides, padding and
+    dilation in height and width are the 2-D convolution's own, so every case runs on the kernels XNNPACK
+    accelerates (LiteRT's CONV_3D takes neither groups nor anything but float32)."""
+    n, c_in, d, h, w = x.shape
+    c_out, _, kd, _, _ = weight.shape
+    od, oh, ow = out_shape[2:]
+    sd, dd, pd = stride[0], dilation[0], padding[0]
+    if not all_static([d, od]):
+        raise ctx.fail("3-D convolution over a dynamic depth has no lowering")
+    xt = ctx.transpose(x, (0, 2, 3, 4, 1))  # NDHWC
+    after = max((od - 1) * sd + (kd - 1) * dd + 1 - d - pd, 0)
+    if pd or after:
+        paddings = np.array([[0, 0], [pd, after], [0, 0], [0, 0], [0, 0]], np.int32)
+        xt = ctx.emit("PAD", [xt, ctx.const(paddings, name="paddings")], [n, d + pd + after, h, w, c_in], x.dtype)
+    total = None
+    for i in range(kd):
+        start = i * dd
+        if sd == 1:
+            piece = ctx.slice(xt, [0, start, 0, 0, 0], [n, od, h, w, c_in])
+        else:
+            piece = ctx.emit("STRIDED_SLICE", [xt, ctx.const(np.array([0, start, 0, 0, 0], np.int32), name="begin"),
+                                               ctx.const(np.array([0, start + (od - 1) * sd + 1, 0, 0, 0], np.int32),
+                                                         name="end"),
+                                               ctx.const(np.array([1, sd, 1, 1, 1], np.int32), name="strides")],
+                             [n, od, h, w, c_in], x.dtype, begin_mask=0b11101, end_mask=0b11101,
+                             shrink_axis_mask=0, ellipsis_mask=0, new_axis_mask=0, offset=False)
+        y = conv2d_channels_last(ctx, ctx.reshape(piece, [n * od, h, w, c_in]), _depth_tap(ctx, weight, i),
+                                 bias if i == 0 else None, stride[1:], padding[1:], dilation[1:], groups, oh, ow)
+        total = y if total is None else ctx.emit("ADD", [total, y], like=y, fused_activation_function="NONE")
+    return ctx.transpose(ctx.reshape(total, [n, od, oh, ow, c_out]), (0, 4, 1, 2, 3))
 
 
 @lowers(aten.convolution.default)
 def lower_convolution(ctx, node, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    """1-D and 2-D convolution (stride, padding, dilation, groups, depthwise) as CONV_2D / DEPTHWISE_CONV_2D;
-    transposed convolution as TRANSPOSE_CONV. A 1-D convolution runs as a 2-D one over a height of 1.
+    """1-D, 2-D and 3-D convolution (stride, padding, dilation, groups, depthwise) as CONV_2D /
+    DEPTHWISE_CONV_2D; transposed convolution as TRANSPOSE_CONV. A 1-D convolution runs as a 2-D one over a
+    height of 1, a 3-D one as one 2-D convolution per depth tap of its kernel.
 
-    Limits: no 3-D convolution; a transposed convolution with groups or dilation runs as one dense filter of
-    up to MAX_DENSE_FILTER elements.
+    Limits: a 3-D convolution's depth must be static; a transposed convolution with groups or dilation runs as
+    one dense filter of up to MAX_DENSE_FILTER elements.
     """
     out_shape, _ = out_meta(node)
     spatial = x.rank - 2
@@ -126,7 +178,10 @@ def lower_convolution(ctx, node, x, weight, bias, stride, padding, dilation, tra
         y4 = conv2d_nhwc(ctx, x4, w4, bias, [1, pair(stride, 1)[0]], [0, pair(padding, 1)[0]],
                          [1, pair(dilation, 1)[0]], groups, (out_shape[0], out_shape[1], 1, out_shape[2]))
         return ctx.reshape(y4, out_shape)
-    raise ctx.fail(f"{spatial}-D convolution has no lowering yet (1-D and 2-D are supported)")
+    if spatial == 3:
+        return conv3d_by_depth_taps(ctx, x, weight, bias, pair(stride, 3), pair(padding, 3), pair(dilation, 3),
+                                    groups, out_shape)
+    raise ctx.fail(f"{spatial}-D convolution has no lowering (1-D, 2-D and 3-D are supported)")
 
 
 # The largest filter (elements) a grouped transposed convolution is expanded to (block diagonal).
@@ -184,8 +239,11 @@ def conv_transpose(ctx: LoweringContext, x, weight, bias, stride, padding, dilat
                             [1, pair(stride, 1)[0]], [0, pair(padding, 1)[0]], [1, pair(dilation, 1)[0]],
                             [0, pair(output_padding, 1)[0]], groups, (out_shape[0], out_shape[1], 1, out_shape[2]))
         return ctx.reshape(y4, out_shape)
+    if spatial == 3:
+        return conv_transpose3d_by_depth_taps(ctx, x, weight, bias, pair(stride, 3), pair(padding, 3),
+                                              pair(dilation, 3), pair(output_padding, 3), groups, out_shape)
     if spatial != 2:
-        raise ctx.fail(f"{spatial}-D transposed convolution has no lowering yet")
+        raise ctx.fail(f"{spatial}-D transposed convolution has no lowering (1-D, 2-D and 3-D are supported)")
     stride, padding, dilation = pair(stride), pair(padding), pair(dilation)
     if groups != 1 or dilation != [1, 1]:
         weight = _dense_transposed_filter(ctx, weight, groups, dilation)
@@ -218,3 +276,45 @@ def conv_transpose(ctx: LoweringContext, x, weight, bias, stride, padding, dilat
     if bias is not None and fused_bias is None:
         y = ctx.emit("ADD", [y, bias], like=y)
     return ctx.transpose(y, TO_NCHW)
+
+
+def conv_transpose3d_by_depth_taps(ctx: LoweringContext, x, weight, bias, stride, padding, dilation, output_padding,
+                                   groups, out_shape) -> ir.Tensor:
+    """A 3-D transposed convolution as one 2-D transposed convolution per depth tap of the kernel. Tap i
+    spreads input depth j to output depth j * stride + i * dilation - padding: its 2-D result over all input
+    depths is interleaved with stride - 1 zero depths (a PAD and a RESHAPE), shifted into place (a SLICE and a
+    PAD) and summed with the other taps'. Depths no tap reaches (output_padding) stay zero before the bias."""
+    n, c_in, d, h, w = x.shape
+    _, c_out_group, kd, _, _ = weight.shape
+    c_out = c_out_group * groups
+    od, oh, ow = out_shape[2:]
+    sd, dd, pd = stride[0], dilation[0], padding[0]
+    if not all_static([d, od, oh, ow]):
+        raise ctx.fail("3-D transposed convolution over dynamic sizes has no lowering")
+    images = ctx.reshape(ctx.transpose(x, (0, 2, 1, 3, 4)), [n * d, c_in, h, w])
+    plane = c_out * oh * ow
+    total = None
+    for i in range(kd):
+        z = conv_transpose(ctx, images, _depth_tap(ctx, weight, i), None, stride[1:], padding[1:], dilation[1:],
+                           output_padding[1:], groups, (n * d, c_out, oh, ow))
+        z = ctx.reshape(z, [n, d, 1, plane])
+        if sd > 1:
+            z = ctx.emit("PAD", [z, ctx.const(np.array([[0, 0], [0, 0], [0, sd - 1], [0, 0]], np.int32),
+                                              name="paddings")], [n, d, sd, plane], z.dtype)
+        z = ctx.reshape(z, [n, d * sd, plane])
+        shift = i * dd - pd  # output depth = position in z + shift
+        front, skip = max(shift, 0), max(-shift, 0)
+        take = min(d * sd - skip, od - front)
+        if take <= 0:
+            continue
+        z = ctx.slice(z, [0, skip, 0], [n, take, plane])
+        if front or od - front - take:
+            z = ctx.emit("PAD", [z, ctx.const(np.array([[0, 0], [front, od - front - take], [0, 0]], np.int32),
+                                              name="paddings")], [n, od, plane], z.dtype)
+        total = z if total is None else ctx.emit("ADD", [total, z], like=z, fused_activation_function="NONE")
+    if total is None:
+        raise ctx.fail(f"3-D transposed convolution whose padding {pd} crops every depth the kernel reaches")
+    y = ctx.reshape(total, [n, od, c_out, oh, ow])
+    if bias is not None:
+        y = ctx.emit("ADD", [y, ctx.reshape(bias, [1, 1, c_out, 1, 1])], like=y, fused_activation_function="NONE")
+    return ctx.transpose(y, (0, 2, 1, 3, 4))

@@ -49,7 +49,7 @@ def _explicit_pad(ctx, node, x, pads, value=0.0):
 
 @onnx_op("Conv")
 def conv(ctx, node, inputs, attrs):
-    """as aten.convolution (1-D, 2-D; groups; pads, SAME auto-padding; an asymmetric pad is an explicit PAD)."""
+    """as aten.convolution (1-D, 2-D, 3-D; groups; pads, SAME auto-padding; an asymmetric pad is an explicit PAD)."""
     x, w = inputs[0], inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
     spatial = x.rank - 2
