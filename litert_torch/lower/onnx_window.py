@@ -1,7 +1,7 @@
 """ONNX convolution and pooling: Conv and ConvTranspose through aten.convolution (explicit pads, SAME auto
 padding, asymmetric and output_shape crops), MaxPool / AveragePool through the 2-D ATen pools where TFLite's
 kernels take them and `pool.pool_by_taps` elsewhere (other ranks, dilations, asymmetric average pads, indices),
-LpPool, and the global pools."""
+LpPool, the global pools, and CausalConvWithState."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from litert_torch.lower import pool
-from litert_torch.lower.onnx_registry import aten_fn, onnx_op, out_shape, sub
+from litert_torch.lower.onnx_registry import aten_fn, onnx_op, out_shape, sub, tensor
 from litert_torch.symbolic import Sym, all_static
 
 aten = torch.ops.aten
@@ -259,3 +259,40 @@ def global_max_pool(ctx, node, inputs, attrs):
     """as aten.amax over the spatial axes, keeping them."""
     x = inputs[0]
     return aten_fn(aten.amax.default)(ctx, node, x, list(range(2, x.rank)), True)
+
+
+@onnx_op("CausalConvWithState")
+def causal_conv_with_state(ctx, node, inputs, attrs):
+    """The past state (zeros when absent) and the input joined along the length, a depthwise 1-D convolution
+    over them without padding (aten.convolution), an optional SiLU; present_state is the joined sequence's last
+    k - 1 positions."""
+    x, w = inputs[0], tensor(ctx, inputs[1])
+    b = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
+    past = tensor(ctx, inputs[3]) if len(inputs) > 3 else None
+    activation = attrs.get("activation", b"none")
+    activation = activation.decode() if isinstance(activation, bytes) else activation
+    if activation not in ("none", "silu", "swish"):
+        raise ctx.fail(f"CausalConvWithState activation {activation!r} is not one of 'none', 'silu', 'swish'")
+    if x.rank != 3 or w.rank != 3 or w.shape[0] != x.shape[1] or w.shape[1] != 1:
+        raise ctx.fail(f"CausalConvWithState of an input {list(x.shape)} with a weight {list(w.shape)} (it takes "
+                       "[batch, channels, length] and [channels, 1, k])")
+    n, c, length = x.shape
+    k = int(w.shape[2])
+    if not all_static([length]) and k > 1:
+        raise ctx.fail("CausalConvWithState over a dynamic length has no lowering")
+    if past is None:
+        joined = ctx.emit("PAD", [x, ctx.const(np.array([[0, 0], [0, 0], [k - 1, 0]], np.int32), name="paddings")],
+                          (n, c, length + k - 1), x.dtype) if k > 1 else x
+    else:
+        if tuple(past.shape[1:]) != (c, k - 1):
+            raise ctx.fail(f"CausalConvWithState past_state {list(past.shape)} for {c} channels and a kernel of {k}")
+        joined = ctx.emit("CONCATENATION", [past, x], (n, c, length + k - 1), x.dtype, axis=2,
+                          fused_activation_function="NONE") if k > 1 else x
+    y = aten_fn(aten.convolution.default)(ctx, sub(node, (n, c, length), x.dtype), joined, w, b, [1], [0], [1],
+                                          False, [0], c)
+    if activation != "none":
+        y = ctx.emit("MUL", [y, ctx.emit("LOGISTIC", [y], like=y)], like=y)
+    if 1 not in node.used:
+        return y, None
+    present = ctx.slice(joined, [0, 0, length], [n, c, k - 1]) if k > 1 else ctx.empty((n, c, 0), x.dtype)
+    return y, present

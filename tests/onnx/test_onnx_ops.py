@@ -3,7 +3,7 @@ compared with ONNX Runtime."""
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import litert_torch
 from tests.helpers import op_counts
@@ -406,3 +406,32 @@ def test_batch_norm_in_training_mode_matches_the_reference():
     got = litert_torch.convert_onnx(model)(x)
     for g, e in zip(got, ReferenceEvaluator(model).run(None, {"x": x})):
         np.testing.assert_allclose(np.asarray(g), e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("k, past, activation", [(4, True, "silu"), (3, False, "none"), (1, True, "none")],
+                         ids=["past-silu", "no-past", "kernel-one"])
+def test_causal_conv_with_state_carries_its_state(k, past, activation):
+    """CausalConvWithState (opset 27): output and present_state against onnx's reference; the present state fed
+    back as the next call's past state gives the two calls' sequence convolved at once."""
+    from onnx.reference import ReferenceEvaluator  # ONNX Runtime has no CausalConvWithState yet
+
+    inputs = {"x": (2, 3, 5)} | ({"past": (2, 3, k - 1)} if past else {})
+    model = graph_model([node("CausalConvWithState", ["x", "w", "b", "past" if past else ""], ["y", "state"],
+                              activation=activation)], inputs, {"y": (2, 3, 5), "state": (2, 3, k - 1)},
+                        {"w": r(3, 1, k), "b": r(3)}, opset=27)
+    edge = litert_torch.convert_onnx(model)
+    feeds = {name: r(*shape) for name, shape in inputs.items()}
+    for got, want in zip(edge(*feeds.values()), ReferenceEvaluator(model).run(None, feeds)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    if past and k > 1:
+        a, b = r(2, 3, 5), r(2, 3, 5)
+        y1, state = edge(a, feeds["past"])
+        y2, _ = edge(b, state)
+        # the same two steps as one depthwise causal convolution over the joined sequence
+        w, bias = (numpy_helper.to_array(t) for t in model.graph.initializer)
+        joined = np.concatenate([feeds["past"], a, b], 2)
+        whole = np.stack([sum(joined[:, :, t + j] * w[None, :, 0, j] for j in range(k)) + bias
+                          for t in range(10)], axis=2)
+        np.testing.assert_allclose(np.concatenate([y1, y2], 2), whole * (1 / (1 + np.exp(-whole))),
+                                   rtol=1e-5, atol=1e-5)
