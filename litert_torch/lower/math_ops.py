@@ -149,12 +149,21 @@ def _op(ctx: LoweringContext, opcode: str, *inputs: ir.Tensor) -> ir.Tensor:
     return ctx.emit(opcode, list(inputs), like=inputs[0])
 
 
-@lowers(aten.log2.default, aten.log10.default)
-def lower_log_base(ctx, node, x):
-    """log(x) (the whole-range form, lower/exact.py) times 1 / log(base)."""
+def _log_base(ctx, node, x, base: float):
     x = _float_input(ctx, node, x)
-    base = 2.0 if node.op is aten.log2.default else 10.0
     return _times(ctx, exact.log(ctx, x), 1.0 / float(np.log(base)))
+
+
+@lowers(aten.log2.default)
+def lower_log2(ctx, node, x):
+    """log(x) (the whole-range form, lower/exact.py) times 1 / log(2)."""
+    return _log_base(ctx, node, x, 2.0)
+
+
+@lowers(aten.log10.default)
+def lower_log10(ctx, node, x):
+    """log(x) (the whole-range form, lower/exact.py) times 1 / log(10)."""
+    return _log_base(ctx, node, x, 10.0)
 
 
 @lowers(aten.trunc.default)
@@ -187,14 +196,23 @@ def lower_atan(ctx, node, x):
     return ctx.emit("ATAN2", [x, _ones_like(ctx, x)], like=x)
 
 
-@lowers(aten.asin.default, aten.acos.default)
-def lower_asin_acos(ctx, node, x):
-    """asin(x) = ATAN2(x, sqrt((1 - x)(1 + x))), acos(x) = ATAN2(sqrt((1 - x)(1 + x)), x): accurate up to |x| = 1,
-    NaN beyond (the root of a negative number). The root's input is at most 1, inside SQRT's good range."""
+def _asin_acos(ctx, node, x, asin: bool):
     x = _float_input(ctx, node, x)
     root = ctx.emit("SQRT", [_one_minus_square(ctx, x)], like=x)
-    pair = [x, root] if node.op is aten.asin.default else [root, x]
-    return ctx.emit("ATAN2", pair, like=x)
+    return ctx.emit("ATAN2", [x, root] if asin else [root, x], like=x)
+
+
+@lowers(aten.asin.default)
+def lower_asin(ctx, node, x):
+    """asin(x) = ATAN2(x, sqrt((1 - x)(1 + x))): accurate up to |x| = 1, NaN beyond (the root of a negative
+    number). The root's input is at most 1, inside SQRT's good range."""
+    return _asin_acos(ctx, node, x, True)
+
+
+@lowers(aten.acos.default)
+def lower_acos(ctx, node, x):
+    """acos(x) = ATAN2(sqrt((1 - x)(1 + x)), x), as asin."""
+    return _asin_acos(ctx, node, x, False)
 
 
 def _cody_waite(value: float, parts: int = 3) -> list[float]:

@@ -163,8 +163,17 @@ def _reduce_shapes(inputs, attrs, n, runtime, fresh):
 def reduce(ctx, node, inputs, attrs):
     """SUM / MEAN / REDUCE_MAX / REDUCE_MIN with the axes tensor as the kernel's axis operand (empty axes,
     a static length, reduce every axis or none as `noop_with_empty_axes` says)."""
-    x, axes = inputs[0], inputs[1]
-    keep = bool(attrs.get("keepdims", 1))
+    if node.op_type == "ReduceMean" and inputs[0].dtype.kind != "f":
+        raise ctx.fail("ReduceMean of integers over axes computed at run time has no lowering")
+    return reduce_over(ctx, node, inputs[0], inputs[1], attrs, _REDUCERS[node.op_type])
+
+
+def reduce_over(ctx: LoweringContext, node, x: ir.Tensor, axes: ir.Tensor, attrs, opcode: str, *,
+                keep: bool | None = None, shape=None) -> ir.Tensor:
+    """`opcode` over the axes in the run-time tensor `axes`, to the node's output shape (ONNX's rules for
+    empty axes); `keep` and `shape` override the node's keepdims and output shape."""
+    keep = bool(attrs.get("keepdims", 1)) if keep is None else keep
+    shape = node.outputs[0].shape if shape is None else shape
     m = axes.shape[0] if axes.rank else 1
     if m == 0:
         if attrs.get("noop_with_empty_axes", 0):
@@ -172,20 +181,17 @@ def reduce(ctx, node, inputs, attrs):
         axes_t = _const_i32(ctx, np.arange(x.rank), "axes")
     else:
         axes_t = _flat(ctx, axes, m)
-    if node.op_type == "ReduceMean" and x.dtype.kind != "f":
-        raise ctx.fail("ReduceMean of integers over axes computed at run time has no lowering")
-    opcode = _REDUCERS[node.op_type]
     if x.dtype == np.bool_:  # the largest of bools is any, the smallest all
         opcode = {"REDUCE_MAX": "REDUCE_ANY", "REDUCE_MIN": "REDUCE_ALL"}.get(opcode)
         if opcode is None:
             raise ctx.fail(f"{node.op_type} of bool values has no lowering")
-    out = ctx.emit(opcode, [x, axes_t], node.outputs[0].shape, x.dtype, keep_dims=keep)
+    out = ctx.emit(opcode, [x, axes_t], shape, x.dtype, keep_dims=keep)
     if opcode in ("REDUCE_MAX", "REDUCE_MIN") and x.dtype.kind == "f" and _numel(tuple(x.shape)) == 0:
         # no elements: every result is a reduction of none, -inf for max and +inf for min as ONNX defines
         # (the kernels start from the type's lowest or highest finite value)
         value = -np.inf if opcode == "REDUCE_MAX" else np.inf
         out = ctx.emit("FILL", [ctx.shape_of(out), ctx.const(np.array(value, x.dtype), name="value")],
-                       node.outputs[0].shape, x.dtype)
+                       shape, x.dtype)
     return out
 
 

@@ -14,32 +14,15 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower import exact
-from litert_torch.lower import onnx_attention, onnx_resize, onnx_rnn, onnx_window  # noqa: F401 (register their ops)
+from litert_torch.lower import onnx_attention, onnx_math, onnx_resize, onnx_rnn, onnx_window  # noqa: F401 (register their ops)
 from litert_torch.lower.onnx_registry import (  # noqa: F401 (the registry and its helpers, re-exported)
-    DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, RUNTIME_PARAMETERS, aten_fn, onnx_op, out_shape, sub, tensor,
+    DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, RUNTIME_PARAMETERS, aten_fn, const_list, onnx_op, out_shape,
+    scalar, sub, tensor,
 )
 from litert_torch.lower.registry import lowering_for
 from litert_torch.symbolic import Sym, all_static, smax, smin
 
 aten = torch.ops.aten
-
-
-def const_list(value, what: str, ctx) -> list:
-    if isinstance(value, ir.Tensor):
-        if not value.is_constant:
-            raise ctx.fail(f"{what} computed at run time has no lowering (it must be a constant)")
-        value = value.data
-    arr = np.asarray(value)
-    if arr.dtype == object:  # sizes known only at run time (Syms) among ints
-        return [v if isinstance(v, Sym) else int(v) for v in arr.reshape(-1)]
-    return [int(v) if np.issubdtype(arr.dtype, np.integer) else float(v) for v in arr.reshape(-1)]
-
-
-def scalar(value, ctx, what: str):
-    values = const_list(value, what, ctx)
-    if len(values) != 1:
-        raise ctx.fail(f"{what} must be a single value")
-    return values[0]
 
 
 # ---- element-wise ------------------------------------------------------------------------------------------

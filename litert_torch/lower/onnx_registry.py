@@ -10,6 +10,7 @@ import numpy as np
 from litert_torch import ir
 from litert_torch.lower.registry import LoweringContext, lowering_for
 from litert_torch.node import Node
+from litert_torch.symbolic import Sym
 
 OnnxFn = Callable[[LoweringContext, Any, list, dict], Any]
 LOWERINGS: dict[str, OnnxFn] = {}
@@ -60,3 +61,21 @@ def sub(node: Node, shape, dtype=np.float32) -> Node:
 
 def out_shape(node: Node) -> tuple[int, ...]:
     return tuple(node.outputs[0].shape)
+
+
+def const_list(value, what: str, ctx) -> list:
+    if isinstance(value, ir.Tensor):
+        if not value.is_constant:
+            raise ctx.fail(f"{what} computed at run time has no lowering (it must be a constant)")
+        value = value.data
+    arr = np.asarray(value)
+    if arr.dtype == object:  # sizes known only at run time (Syms) among ints
+        return [v if isinstance(v, Sym) else int(v) for v in arr.reshape(-1)]
+    return [int(v) if np.issubdtype(arr.dtype, np.integer) else float(v) for v in arr.reshape(-1)]
+
+
+def scalar(value, ctx, what: str):
+    values = const_list(value, what, ctx)
+    if len(values) != 1:
+        raise ctx.fail(f"{what} must be a single value")
+    return values[0]

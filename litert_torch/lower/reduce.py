@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from litert_torch import ir
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, numpy_dtype, out_meta
 
 aten = torch.ops.aten
@@ -118,14 +119,22 @@ def lower_argmin(ctx, node, x, dim=None, keepdim=False):
     return arg_reduce(ctx, "ARG_MIN", x, dim, keepdim, shape)
 
 
-@lowers(aten.max.dim, aten.min.dim)
+@lowers(aten.max.dim)
 def lower_max_dim(ctx, node, x, dim, keepdim=False):
-    """(values, indices): REDUCE_MAX / REDUCE_MIN and ARG_MAX / ARG_MIN along `dim`.
+    """(values, indices): REDUCE_MAX and ARG_MAX along `dim`.
 
     Limits: a NaN in the input is not propagated as PyTorch does (the kernels compare past it)."""
-    is_max = node.op is aten.max.dim
-    values = reduce(ctx, node, "REDUCE_MAX" if is_max else "REDUCE_MIN", x, dim, keepdim, x.dtype)
-    return values, arg_reduce(ctx, "ARG_MAX" if is_max else "ARG_MIN", x, dim, keepdim, values.shape)
+    values = reduce(ctx, node, "REDUCE_MAX", x, dim, keepdim, x.dtype)
+    return values, arg_reduce(ctx, "ARG_MAX", x, dim, keepdim, values.shape)
+
+
+@lowers(aten.min.dim)
+def lower_min_dim(ctx, node, x, dim, keepdim=False):
+    """(values, indices): REDUCE_MIN and ARG_MIN along `dim`.
+
+    Limits: a NaN in the input is not propagated as PyTorch does (the kernels compare past it)."""
+    values = reduce(ctx, node, "REDUCE_MIN", x, dim, keepdim, x.dtype)
+    return values, arg_reduce(ctx, "ARG_MIN", x, dim, keepdim, values.shape)
 
 
 @lowers(aten.cumsum.default)
@@ -139,22 +148,33 @@ def lower_cumsum(ctx, node, x, dim, dtype=None):
 
 @lowers(aten.topk.default)
 def lower_topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
-    """TOPK_V2 on the last axis (other axes are moved last and back); smallest-k is top-k of -x, negated.
+    """TOPK_V2 on the last axis (other axes are moved last and back); smallest-k is top-k of an order-reversed
+    input (-x for floats, -1 - x for integers, which never overflows), mapped back. Equal values come in index
+    order."""
+    return topk_last_axis(ctx, x, normalize_dim(dim, x.rank), int(k), int(k), largest)
 
-    Limits: largest=False only for floating-point inputs."""
-    axis = normalize_dim(dim, x.rank)
+
+def topk_last_axis(ctx: LoweringContext, x, axis: int, k, size, largest: bool):
+    """(values, int32 indices) of the k largest (or smallest) along `axis`; `k` an int or an int32 [] tensor
+    read at run time, `size` the result's length along the axis (k, or its symbol)."""
     perm = list(range(x.rank))
     perm[axis], perm[-1] = perm[-1], perm[axis]
     xt = ctx.transpose(x, perm)
+
+    def flip(t):  # an order-reversing map that is its own inverse
+        if t.dtype.kind == "f":
+            return ctx.emit("NEG", [t], like=t)
+        if t.dtype == np.bool_ or t.dtype.kind == "u":
+            raise ctx.fail(f"the smallest k of {t.dtype} values has no lowering")
+        return ctx.emit("SUB", [ctx.scalar_like(-1, t), t], like=t, fused_activation_function="NONE")
+
     if not largest:
-        if x.dtype.kind != "f":
-            raise ctx.fail("topk(largest=False) on integers has no lowering")
-        xt = ctx.emit("NEG", [xt], like=xt)
-    shape = [*xt.shape[:-1], int(k)]
-    values, indices = ctx.emit_multi("TOPK_V2", [xt, ctx.const(np.array(k, np.int32), name="k")],
-                                     [(shape, x.dtype), (shape, np.int32)])
+        xt = flip(xt)
+    shape = [*xt.shape[:-1], size]
+    k_t = k if isinstance(k, ir.Tensor) else ctx.const(np.array(k, np.int32), name="k")
+    values, indices = ctx.emit_multi("TOPK_V2", [xt, k_t], [(shape, x.dtype), (shape, np.int32)])
     if not largest:
-        values = ctx.emit("NEG", [values], like=values)
+        values = flip(values)
     return ctx.transpose(values, perm), ctx.transpose(indices, perm)
 
 
@@ -162,7 +182,7 @@ def lower_topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
 def lower_sort(ctx, node, x, dim=-1, descending=False):
     """(values, indices) as top-k of the whole axis (TOPK_V2, sorted), of -x for ascending order.
 
-    Limits: ascending order only for floating-point inputs; among equal values the order of indices may
+    Limits: ascending order not for unsigned or bool inputs; among equal values the order of indices may
     differ from PyTorch's; NaN is not placed as PyTorch places it."""
     axis = normalize_dim(dim, x.rank)
     if x.rank == 0:

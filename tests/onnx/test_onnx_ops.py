@@ -210,13 +210,128 @@ def test_shape_and_layer_rows(op):
     assert_matches_ort(model, feeds_for(inputs))
 
 
+def i64(*values):
+    return np.array(values, np.int64)
+
+
+# op rows of lower/onnx_math.py: (nodes, inputs {name: shape}, initializers, opset, how the feed is drawn)
+MATH_ROWS = {
+    "Acos": ([node("Acos", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "unit"),
+    "Asin": ([node("Asin", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "unit"),
+    "Atan": ([node("Atan", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "wide"),
+    "Acosh": ([node("Acosh", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "above-one"),
+    "Asinh": ([node("Asinh", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "wide"),
+    "Atanh": ([node("Atanh", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "unit"),
+    "Tan": ([node("Tan", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "unit"),
+    "Sinh": ([node("Sinh", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "normal"),
+    "Cosh": ([node("Cosh", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "normal"),
+    "Softplus": ([node("Softplus", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "wide"),
+    "Softsign": ([node("Softsign", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "wide"),
+    "Swish": ([node("Swish", ["x"], ["y"], alpha=0.7)], {"x": (3, 7)}, {}, 24, "wide"),
+    "Mish": ([node("Mish", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "wide"),
+    "Selu": ([node("Selu", ["x"], ["y"], alpha=1.5, gamma=2.0)], {"x": (3, 7)}, {}, 18, "normal"),
+    "Celu": ([node("Celu", ["x"], ["y"], alpha=0.5)], {"x": (3, 7)}, {}, 18, "normal"),
+    "ThresholdedRelu": ([node("ThresholdedRelu", ["x"], ["y"], alpha=0.3)], {"x": (3, 7)}, {}, 18, "normal"),
+    "Shrink": ([node("Shrink", ["x"], ["y"], lambd=0.4, bias=0.2)], {"x": (3, 7)}, {}, 18, "normal"),
+    "Xor": ([node("Greater", ["a", "z"], ["p"]), node("Greater", ["b", "z"], ["q"]), node("Xor", ["p", "q"], ["y"])],
+            {"a": (3, 4), "b": (4,)}, {"z": np.array(0.0, np.float32)}, 18, "normal"),
+    "Mean": ([node("Mean", ["a", "b", "c"], ["y"])], {"a": (3, 4), "b": (4,), "c": (3, 1)}, {}, 18, "normal"),
+    "ReduceL1": ([node("ReduceL1", ["x", "ax"], ["y"], keepdims=0)], {"x": (2, 3, 4)}, {"ax": i64(0, -1)}, 18,
+                 "normal"),
+    "ReduceL2": ([node("ReduceL2", ["x"], ["y"])], {"x": (2, 3, 4)}, {}, 18, "normal"),
+    "ReduceSumSquare": ([node("ReduceSumSquare", ["x", "ax"], ["y"])], {"x": (2, 3, 4)}, {"ax": i64(1)}, 18,
+                        "normal"),
+    "ReduceLogSum": ([node("ReduceLogSum", ["x", "ax"], ["y"], keepdims=0)], {"x": (2, 3, 4)}, {"ax": i64(2)}, 18,
+                     "positive"),
+    "ReduceLogSumExp": ([node("ReduceLogSumExp", ["x", "ax"], ["y"], keepdims=0)], {"x": (2, 3, 4)},
+                        {"ax": i64(0, 2)}, 18, "huge"),
+    "ReduceProd": ([node("ReduceProd", ["x", "ax"], ["y"])], {"x": (2, 3, 4)}, {"ax": i64(1, 2)}, 18, "normal"),
+    "CumSum": ([node("CumSum", ["x", "ax"], ["y"], exclusive=1, reverse=1)], {"x": (3, 5)},
+               {"ax": np.array(1, np.int32)}, 18, "normal"),
+    "CumProd": ([node("CumProd", ["x", "ax"], ["y"], exclusive=1)], {"x": (3, 7)},
+                {"ax": np.array(-1, np.int64)}, 26, "normal"),
+    "TopK": ([node("TopK", ["x", "k"], ["y", "i"], axis=0, largest=0)], {"x": (6, 3)}, {"k": i64(4)}, 18,
+             "ties"),
+    "Hardmax": ([node("Hardmax", ["x"], ["y"], axis=1)], {"x": (3, 4, 2)}, {}, 18, "ties"),
+    "LpNormalization": ([node("LpNormalization", ["x"], ["y"], axis=1, p=1)], {"x": (3, 4)}, {}, 18, "zero-row"),
+    "SpaceToDepth": ([node("SpaceToDepth", ["x"], ["y"], blocksize=2)], {"x": (1, 3, 4, 6)}, {}, 18, "normal"),
+}
+
+
+def _math_feed(kind, shape, g):
+    x = g.standard_normal(shape).astype(np.float32)
+    if kind == "zero-row":
+        x[1] = 0
+    return {"unit": np.tanh(x) * 0.95, "wide": x * 30, "above-one": np.abs(x) + 1.0, "positive": np.abs(x) + 0.1,
+            "huge": x * 100, "ties": np.round(x)}.get(kind, x)
+
+
+@pytest.mark.parametrize("op", sorted(MATH_ROWS))
+def test_math_row(op):
+    """The ops composed from builtins (lower/onnx_math.py) against ONNX Runtime; CumProd (opset 26) and Swish
+    (opset 24) against onnx's reference, which ONNX Runtime lacks."""
+    nodes, inputs, inits, opset, kind = MATH_ROWS[op]
+    outputs = list(nodes[-1].output)
+    model = graph_model(nodes, inputs, outputs, inits, opset)
+    g = np.random.default_rng(3)
+    feeds = {k: _math_feed(kind, shape, g) for k, shape in inputs.items()}
+    if op not in ("CumProd", "Swish"):
+        assert_matches_ort(model, feeds)
+        return
+    from onnx.reference import ReferenceEvaluator
+
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    np.testing.assert_allclose(litert_torch.convert_onnx(model)(*feeds.values()), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("op", ["ReduceL2", "ReduceLogSumExp", "ReduceProd"])
+def test_reduction_over_axes_fed_at_run_time(op, keepdims):
+    """Axes computed at run time: one converted model run with different axes gives each its own shape."""
+    from onnx.reference import ReferenceEvaluator
+
+    model = graph_model([node(op, ["x", "ax"], ["y"], keepdims=keepdims)], {"x": (2, 3, 4), "ax": (1,)},
+                        {"y": ["d0", "d1", "d2"][:2 + keepdims]}, dtypes={"x": np.float32, "ax": np.int64})
+    edge = litert_torch.convert_onnx(model)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32) * 3
+    for axis in (0, -1, 1):
+        feeds = {"x": x, "ax": i64(axis)}
+        (want,) = ReferenceEvaluator(model).run(None, feeds)
+        got = edge(*feeds.values())
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_top_k_and_cumulative_ops_with_run_time_parameters():
+    """K of TopK and the scan axis of CumSum / CumProd fed when the model runs."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.round(rng.standard_normal((4, 5)) * 2).astype(np.float32)
+    model = graph_model([node("TopK", ["x", "k"], ["v", "i"], axis=1)], {"x": (4, 5), "k": (1,)}, ["v", "i"],
+                        dtypes={"x": np.float32, "k": np.int64})
+    edge = litert_torch.convert_onnx(model)
+    for k in (1, 3, 5):
+        got = edge(x, i64(k))
+        for g, w in zip(got, ReferenceEvaluator(model).run(None, {"x": x, "k": i64(k)})):
+            np.testing.assert_array_equal(g, w)
+    for op, opset in (("CumSum", 18), ("CumProd", 26)):
+        model = graph_model([node(op, ["x", "ax"], ["y"], reverse=1)], {"x": (4, 5), "ax": ()}, ["y"],
+                            dtypes={"x": np.float32, "ax": np.int64}, opset=opset)
+        edge = litert_torch.convert_onnx(model)
+        for axis in (0, 1, -1):
+            (want,) = ReferenceEvaluator(model).run(None, {"x": x, "ax": np.array(axis, np.int64)})
+            np.testing.assert_allclose(edge(x, np.array(axis, np.int64)), want, rtol=1e-5)
+
+
 def test_every_registered_onnx_op_has_a_row():
     from litert_torch.lower import onnx_ops
 
     covered = set(UNARY) | set(BINARY) | set(COMPARE) | {"And", "Or", "Not"} | set(SHAPE_ROWS)
     for nodes, *_ in CASES.values():
         covered |= {n.op_type for n in nodes}
-    covered |= {"LSTM", "GRU", "RMSNormalization", "Attention"}  # the last two in their own tests (opset 23)
+    covered |= set(MATH_ROWS)
+    # in their own tests: RMSNormalization and Attention (opset 23), CausalConvWithState (opset 27)
+    covered |= {"LSTM", "GRU", "RMSNormalization", "Attention", "CausalConvWithState"}
     # Upsample (deprecated since opset 10) is registered for old graphs upgraded past opset 13 by
     # onnx.version_converter; it shares Resize's lowering, which the Resize rows check.
     assert set(onnx_ops.LOWERINGS) - covered == {"Upsample"}

@@ -148,6 +148,12 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("cumsum_int", fn(lambda x: x.cumsum(0)), ints(6, high=100)),
     OpCase("topk", fn(lambda x: torch.topk(x, 3)), r(2, 9), {"TOPK_V2": 1}),
     OpCase("topk_smallest_dim0", fn(lambda x: torch.topk(x, 2, dim=0, largest=False)), r(6, 3)),
+    OpCase("topk_smallest_int32_extremes",
+           fn(lambda x: torch.topk(x, 3, largest=False)),
+           lambda: (torch.tensor([[2**31 - 1, -2**31, 5, -2**31 + 1, 0, 7], [3, 4, -1, 2**31 - 1, -5, -6]],
+                                 dtype=torch.int32),)),
+    OpCase("sort_ascending_int", fn(lambda x: torch.sort(x, dim=0)),
+           lambda: (torch.randperm(21, dtype=torch.int32).reshape(7, 3) - 10,)),
     OpCase("any_all", fn(lambda x: (x > 0).any(dim=1).logical_and((x > -3).all(dim=1))), r(3, 5)),
     OpCase("var_std", fn(lambda x: x.var(dim=-1) + x.std(dim=0, unbiased=False).sum()), r(4, 6)),
     # ---- shapes ---------------------------------------------------------------------------------------------

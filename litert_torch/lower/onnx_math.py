@@ -1,0 +1,437 @@
+"""ONNX math ops composed from builtins and the ATen lowerings: the inverse trigonometric and hyperbolic
+functions, the smooth and thresholded activations, Xor, Mean, the reductions of a transformed input (ReduceL1,
+ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ReduceProd), CumSum, CumProd, TopK, Hardmax,
+LpNormalization and SpaceToDepth. Axes, K and the scan axis may be constants or computed at run time."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from litert_torch import ir
+from litert_torch.lower import exact, onnx_dynamic
+from litert_torch.lower.onnx_dynamic import _reduce_shapes, reduce_over, runtime_shaped
+from litert_torch.lower.onnx_registry import (
+    PARAMETER_INPUTS, aten_fn, const_list, onnx_op, out_shape, scalar, tensor,
+)
+from litert_torch.lower.reduce import topk_last_axis
+from litert_torch.lower.registry import LoweringContext, numpy_dtype
+
+aten = torch.ops.aten
+
+_FLOAT_UNARY = {
+    "Acos": aten.acos.default, "Asin": aten.asin.default, "Atan": aten.atan.default, "Acosh": aten.acosh.default,
+    "Asinh": aten.asinh.default, "Atanh": aten.atanh.default, "Tan": aten.tan.default, "Sinh": aten.sinh.default,
+    "Cosh": aten.cosh.default,
+}
+
+
+def _unary(target):
+    def lower(ctx, node, inputs, attrs):
+        return aten_fn(target)(ctx, node, inputs[0])
+    return lower
+
+
+for _name, _target in _FLOAT_UNARY.items():
+    onnx_op(_name, doc=f"as {_target}")(_unary(_target))
+
+
+def _scalar(ctx: LoweringContext, value: float, like: ir.Tensor) -> ir.Tensor:
+    return ctx.scalar_like(value, like)
+
+
+def _mul(ctx, a, b):
+    return ctx.emit("MUL", [a, b], like=a, fused_activation_function="NONE")
+
+
+def _add(ctx, a, b):
+    return ctx.emit("ADD", [a, b], like=a, fused_activation_function="NONE")
+
+
+def _softplus(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    """log(1 + exp(x)) as relu(x) + log1p(exp(-|x|)): no overflow for large x, no cancellation for small."""
+    tail = ctx.emit("EXP", [ctx.emit("NEG", [ctx.emit("ABS", [x], like=x)], like=x)], like=x)
+    return _add(ctx, ctx.emit("RELU", [x], like=x), aten_fn(aten.log1p.default)(ctx, ctx.node, tail))
+
+
+def _float_only(ctx, node, x):
+    if x.dtype.kind != "f":
+        raise ctx.fail(f"{node.op_type} of {x.dtype} values is not defined (ONNX takes floating-point inputs)")
+
+
+@onnx_op("Softplus")
+def softplus(ctx, node, inputs, attrs):
+    """log(1 + exp(x)), as relu(x) + log1p(exp(-|x|))."""
+    _float_only(ctx, node, inputs[0])
+    return _softplus(ctx, inputs[0])
+
+
+@onnx_op("Softsign")
+def softsign(ctx, node, inputs, attrs):
+    """x / (1 + |x|)."""
+    x = inputs[0]
+    _float_only(ctx, node, x)
+    return ctx.emit("DIV", [x, _add(ctx, ctx.emit("ABS", [x], like=x), _scalar(ctx, 1.0, x))], like=x,
+                    fused_activation_function="NONE")
+
+
+@onnx_op("Mish")
+def mish(ctx, node, inputs, attrs):
+    """x * tanh(softplus(x))."""
+    x = inputs[0]
+    _float_only(ctx, node, x)
+    return _mul(ctx, x, ctx.emit("TANH", [_softplus(ctx, x)], like=x))
+
+
+@onnx_op("Swish")
+def swish(ctx, node, inputs, attrs):
+    """x * sigmoid(alpha * x)."""
+    x = inputs[0]
+    alpha = float(attrs.get("alpha", 1.0))
+    scaled = x if alpha == 1.0 else _mul(ctx, x, _scalar(ctx, alpha, x))
+    return _mul(ctx, x, ctx.emit("LOGISTIC", [scaled], like=x))
+
+
+@onnx_op("Selu", "Celu")
+def selu_celu(ctx, node, inputs, attrs):
+    """as aten.elu's scaled forms: Selu = elu(x, alpha, scale=gamma), Celu = elu(x, alpha, input_scale=1/alpha)."""
+    x = inputs[0]
+    if node.op_type == "Selu":
+        alpha = float(attrs.get("alpha", 1.67326319217681884765625))
+        return aten_fn(aten.elu.default)(ctx, node, x, alpha, float(attrs.get("gamma", 1.05070102214813232421875)),
+                                         1.0)
+    alpha = float(attrs.get("alpha", 1.0))
+    if alpha == 0:
+        raise ctx.fail("Celu with alpha=0 divides by zero")
+    return aten_fn(aten.elu.default)(ctx, node, x, alpha, 1.0, 1.0 / alpha)
+
+
+@onnx_op("ThresholdedRelu")
+def thresholded_relu(ctx, node, inputs, attrs):
+    """x where x > alpha, else 0 (SELECT_V2)."""
+    x = inputs[0]
+    keep = ctx.emit("GREATER", [x, _scalar(ctx, float(attrs.get("alpha", 1.0)), x)], x.shape, np.bool_)
+    return ctx.emit("SELECT_V2", [keep, x, _scalar(ctx, 0, x)], like=x)
+
+
+@onnx_op("Shrink")
+def shrink(ctx, node, inputs, attrs):
+    """x + bias below -lambd, x - bias above lambd, 0 between (float inputs; the bounds and bias in the input's
+    type)."""
+    x = inputs[0]
+    _float_only(ctx, node, x)
+    lambd, bias = float(attrs.get("lambd", 0.5)), float(attrs.get("bias", 0.0))
+    low = ctx.emit("LESS", [x, _scalar(ctx, -lambd, x)], x.shape, np.bool_)
+    high = ctx.emit("GREATER", [x, _scalar(ctx, lambd, x)], x.shape, np.bool_)
+    up = ctx.emit("SUB", [x, _scalar(ctx, bias, x)], like=x, fused_activation_function="NONE")
+    down = _add(ctx, x, _scalar(ctx, bias, x))
+    return ctx.emit("SELECT_V2", [low, down, ctx.emit("SELECT_V2", [high, up, _scalar(ctx, 0, x)], like=x)], like=x)
+
+
+@onnx_op("Xor")
+def xor(ctx, node, inputs, attrs):
+    """as aten.logical_xor (NOT_EQUAL of bools, broadcasting)."""
+    return aten_fn(aten.logical_xor.default)(ctx, node, inputs[0], inputs[1])
+
+
+@onnx_op("Mean")
+def mean(ctx, node, inputs, attrs):
+    """The broadcast sum of the inputs divided by their count, in the order ONNX's reference adds them."""
+    shape = out_shape(node)
+    xs = [tensor(ctx, t) for t in inputs]
+    total = xs[0]
+    for t in xs[1:]:
+        total = ctx.emit("ADD", [total, t], shape, total.dtype, fused_activation_function="NONE")
+    if len(xs) == 1:
+        return total
+    if total.dtype.kind != "f":
+        raise ctx.fail(f"Mean of {total.dtype} values has no lowering (ONNX takes floating-point inputs)")
+    if tuple(total.shape) != tuple(shape):
+        total = ctx.emit("BROADCAST_TO", [total, ctx.dims_tensor(shape)], shape, total.dtype)
+    return ctx.emit("DIV", [total, _scalar(ctx, float(len(xs)), total)], like=total, fused_activation_function="NONE")
+
+
+# ---- reductions of a transformed input ---------------------------------------------------------------------
+def _abs(ctx, x):
+    return ctx.emit("ABS", [x], like=x)
+
+
+def _square(ctx, x):
+    return _mul(ctx, x, x)
+
+
+# op -> (transform before, reducer, transform after, float inputs only)
+REDUCTION_FORMS = {
+    "ReduceL1": (_abs, "SUM", None, False),
+    "ReduceL2": (_square, "SUM", exact.sqrt, True),
+    "ReduceSumSquare": (_square, "SUM", None, False),
+    "ReduceLogSum": (None, "SUM", exact.log, True),
+    "ReduceProd": (None, "REDUCE_PROD", None, False),
+}
+for _name in (*REDUCTION_FORMS, "ReduceLogSumExp"):
+    PARAMETER_INPUTS[_name] = {1}
+
+
+def _static_axes(ctx, x, inputs, attrs) -> list[int] | None:
+    """The reduced axes from the input or the attribute (every axis when empty), None for a no-op."""
+    if len(inputs) > 1 and inputs[1] is not None:
+        axes = const_list(inputs[1], "reduction axes", ctx)
+    else:
+        axes = list(attrs.get("axes", []))
+    if not axes:
+        return None if attrs.get("noop_with_empty_axes", 0) else list(range(x.rank))
+    return sorted({int(a) % max(x.rank, 1) for a in axes})
+
+
+def _reduce_static(ctx, node, x, axes: list[int], opcode: str, keep: bool) -> ir.Tensor:
+    shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else \
+        [d for i, d in enumerate(x.shape) if i not in axes]
+    if not axes:
+        return x
+    return ctx.emit(opcode, [x, ctx.const(np.array(axes, np.int32), name="axes")], shape, x.dtype, keep_dims=keep)
+
+
+def _reduction(ctx, node, inputs, attrs, run_time: bool):
+    before, opcode, after, float_only = REDUCTION_FORMS[node.op_type]
+    x = inputs[0]
+    if float_only:
+        _float_only(ctx, node, x)
+    if x.dtype == np.bool_:
+        raise ctx.fail(f"{node.op_type} of bool values has no lowering")
+    xt = before(ctx, x) if before else x
+    if run_time:
+        y = reduce_over(ctx, node, xt, inputs[1], attrs, opcode)
+    else:
+        axes = _static_axes(ctx, x, inputs, attrs)
+        y = xt if axes is None else _reduce_static(ctx, node, xt, axes, opcode, bool(attrs.get("keepdims", 1)))
+    return after(ctx, y) if after else y
+
+
+for _name in REDUCTION_FORMS:
+    onnx_op(_name)(lambda ctx, node, inputs, attrs: _reduction(ctx, node, inputs, attrs, False))
+
+
+@runtime_shaped(*REDUCTION_FORMS, inputs={1}, shapes=_reduce_shapes)
+def reduce_transformed(ctx, node, inputs, attrs):
+    """The ONNX reductions of a transformed input: ABS, MUL (a square), SUM or REDUCE_PROD over the run-time
+    axes, then SQRT or LOG."""
+    return _reduction(ctx, node, inputs, attrs, True)
+
+
+def _finite_or_zero(ctx, m):
+    infinite = ctx.emit("EQUAL", [ctx.emit("ABS", [m], like=m), _scalar(ctx, np.inf, m)], m.shape, np.bool_)
+    return ctx.emit("SELECT_V2", [infinite, _scalar(ctx, 0, m), m], like=m)
+
+
+def _log_sum_exp(ctx, node, inputs, attrs, run_time: bool):
+    """m + log(sum(exp(x - m))) with m the largest value of each reduced slice (0 where it is infinite, so that
+    an all -inf slice gives -inf and a +inf gives +inf)."""
+    x = inputs[0]
+    _float_only(ctx, node, x)
+    keep = bool(attrs.get("keepdims", 1))
+    if run_time:
+        m = reduce_over(ctx, node, x, inputs[1], attrs, "REDUCE_MAX")
+        if m is x:  # no axes, noop_with_empty_axes
+            return x
+        m_kept = m
+        if not keep:
+            # the largest values kept in place for the subtraction: size 1 on the reduced axes, which the
+            # values decide (read from this tensor's shape when the model runs)
+            kept = tuple(d if d == 1 else ctx.space.fresh("ReduceLogSumExp kept size", 1, d if isinstance(d, int)
+                                                          else None) for d in x.shape)
+            m_kept = reduce_over(ctx, node, x, inputs[1], attrs, "REDUCE_MAX", keep=True, shape=kept)
+            ctx.anchor(m_kept)
+            m = _finite_or_zero(ctx, m)
+        m_kept = _finite_or_zero(ctx, m_kept)
+        if keep:
+            m = m_kept
+        e = exact.exp(ctx, ctx.emit("SUB", [x, m_kept], like=x, fused_activation_function="NONE"))
+        s = reduce_over(ctx, node, e, inputs[1], attrs, "SUM")
+        return _add(ctx, exact.log(ctx, s), m)
+    axes = _static_axes(ctx, x, inputs, attrs)
+    if axes is None:
+        return x
+    m = _finite_or_zero(ctx, _reduce_static(ctx, node, x, axes, "REDUCE_MAX", True))
+    e = exact.exp(ctx, ctx.emit("SUB", [x, m], like=x, fused_activation_function="NONE"))
+    s = _reduce_static(ctx, node, e, axes, "SUM", keep)
+    return _add(ctx, exact.log(ctx, s), ctx.reshape(m, s.shape))
+
+
+onnx_op("ReduceLogSumExp")(lambda ctx, node, inputs, attrs: _log_sum_exp(ctx, node, inputs, attrs, False))
+runtime_shaped("ReduceLogSumExp", inputs={1}, shapes=_reduce_shapes)(
+    lambda ctx, node, inputs, attrs: _log_sum_exp(ctx, node, inputs, attrs, True))
+onnx_dynamic.DOCS["ReduceLogSumExp"] = "REDUCE_MAX, SUB, EXP, SUM and LOG over the run-time axes"
+
+
+# ---- scans -------------------------------------------------------------------------------------------------
+def _scan_axis(ctx, node, x, axis) -> ir.Tensor | int:
+    """The scan axis: an int when it is a constant, else the int32 [] tensor."""
+    if isinstance(axis, ir.Tensor) and not axis.is_constant:
+        if axis.size != 1:
+            raise ctx.fail(f"{node.op_type} axis must hold one value")
+        return ctx.reshape(ctx.cast(axis, np.int32), [])
+    value = int(scalar(axis, ctx, f"{node.op_type} axis"))
+    if not -max(x.rank, 1) <= value < max(x.rank, 1):
+        raise ctx.fail(f"{node.op_type} axis {value} is out of range for a rank-{x.rank} input")
+    return value % max(x.rank, 1)
+
+
+@onnx_op("CumSum")
+def cumsum(ctx, node, inputs, attrs):
+    """CUMSUM, whose exclusive and reverse options are ONNX's; the axis a constant or a run-time value."""
+    x = inputs[0]
+    axis = _scan_axis(ctx, node, x, inputs[1])
+    if x.dtype not in (np.float32, np.float64, np.int32, np.int64):
+        raise ctx.fail(f"CumSum of {x.dtype} values has no lowering (LiteRT's CUMSUM takes float32, int32, int64; "
+                       "float64 is computed in float32)")
+    axis_t = axis if isinstance(axis, ir.Tensor) else ctx.const(np.array(axis, np.int32), name="axis")
+    return ctx.emit("CUMSUM", [x, axis_t], like=x, exclusive=bool(attrs.get("exclusive", 0)),
+                    reverse=bool(attrs.get("reverse", 0)))
+
+
+def _cumprod_along(ctx, x: ir.Tensor, axis: int, exclusive: bool, reverse: bool) -> ir.Tensor:
+    """The running product along a static axis by doubling steps: after step k every position holds the
+    product of the 2**k positions ending at it (PAD with ones and SLICE make the shifted operand)."""
+    n = x.shape[axis]
+    if not isinstance(n, int):
+        raise ctx.fail("CumProd along a dynamic axis has no lowering")
+    if reverse:
+        x = ctx.emit("REVERSE_V2", [x, ctx.const(np.array([axis], np.int32), name="axis")], like=x)
+    one = ctx.const(np.array(1, x.dtype), name="one")
+
+    def shifted(t, k):  # t moved k positions along the axis, ones in front
+        paddings = np.zeros((x.rank, 2), np.int32)
+        paddings[axis, 0] = k
+        padded_shape = list(t.shape)
+        padded_shape[axis] = n + k
+        padded = ctx.emit("PADV2", [t, ctx.const(paddings, name="paddings"), one], padded_shape, t.dtype)
+        return ctx.slice(padded, [0] * x.rank, list(t.shape))
+
+    y = shifted(x, 1) if exclusive else x
+    k = 1
+    while k < n:
+        y = _mul(ctx, y, shifted(y, k))
+        k *= 2
+    if reverse:
+        y = ctx.emit("REVERSE_V2", [y, ctx.const(np.array([axis], np.int32), name="axis")], like=y)
+    return y
+
+
+@onnx_op("CumProd")
+def cumprod(ctx, node, inputs, attrs):
+    """The running product by log2(n) doubling steps of MUL with a shifted copy; exclusive starts from 1,
+    reverse runs from the end. An axis computed at run time selects among the products along every axis."""
+    x = inputs[0]
+    if x.dtype not in (np.float16, np.float32, np.float64, np.int32, np.int64):
+        raise ctx.fail(f"CumProd of {x.dtype} values has no lowering")
+    if x.rank == 0:
+        raise ctx.fail("CumProd of a scalar is not defined")
+    exclusive, reverse = bool(attrs.get("exclusive", 0)), bool(attrs.get("reverse", 0))
+    axis = _scan_axis(ctx, node, x, inputs[1])
+    if not isinstance(axis, ir.Tensor):
+        return _cumprod_along(ctx, x, axis, exclusive, reverse)
+    # a run-time axis (-rank..rank-1): the product along each axis, the one it names chosen by SELECT_V2
+    normalized = ctx.emit("FLOOR_MOD", [axis, ctx.const(np.array(x.rank, np.int32), name="rank")], (), np.int32)
+    result = None
+    for a in range(x.rank):
+        y = _cumprod_along(ctx, x, a, exclusive, reverse)
+        if result is None:
+            result = y
+            continue
+        chosen = ctx.emit("EQUAL", [normalized, ctx.const(np.array(a, np.int32), name="axis")], (), np.bool_)
+        result = ctx.emit("SELECT_V2", [chosen, y, result], like=y)
+    return result
+
+
+# ---- TopK, Hardmax -----------------------------------------------------------------------------------------
+PARAMETER_INPUTS["TopK"] = {1}
+
+
+def _topk_attrs(ctx, node, x, attrs):
+    axis = int(attrs.get("axis", -1))
+    if not -x.rank <= axis < x.rank:
+        raise ctx.fail(f"TopK axis {axis} is out of range for a rank-{x.rank} input")
+    return axis % x.rank, bool(attrs.get("largest", 1))
+
+
+@onnx_op("TopK")
+def topk(ctx, node, inputs, attrs):
+    """as aten.topk (largest or smallest, sorted; equal values in index order)."""
+    x = inputs[0]
+    axis, largest = _topk_attrs(ctx, node, x, attrs)
+    k = int(scalar(inputs[1], ctx, "TopK K"))
+    return aten_fn(aten.topk.default)(ctx, node, x, k, axis, largest, True)
+
+
+def _topk_shapes(inputs, attrs, n, runtime, fresh):
+    x = tuple(inputs[0].shape) if hasattr(inputs[0], "shape") else tuple(inputs[0])
+    axis = int(attrs.get("axis", -1)) % max(len(x), 1)
+    d = x[axis]
+    k = fresh("top-k size", 0, d if isinstance(d, int) else None)
+    shape = x[:axis] + (k,) + x[axis + 1:]
+    return [shape, shape]
+
+
+@runtime_shaped("TopK", inputs={1}, shapes=_topk_shapes)
+def topk_run_time(ctx, node, inputs, attrs):
+    """TOPK_V2 with K read at run time, over the axis moved last (and back)."""
+    x = inputs[0]
+    axis, largest = _topk_attrs(ctx, node, x, attrs)
+    k = ctx.reshape(ctx.cast(inputs[1], np.int32), [])
+    values, indices = topk_last_axis(ctx, x, axis, k, node.outputs[0].shape[axis], largest)
+    return values, ctx.cast(indices, numpy_dtype(node.outputs[1].dtype))
+
+
+@onnx_op("Hardmax")
+def hardmax(ctx, node, inputs, attrs):
+    """1 at the first largest value along `axis`, 0 elsewhere: ARG_MAX, then EQUAL with the positions."""
+    x = inputs[0]
+    axis = int(attrs.get("axis", -1)) % max(x.rank, 1)
+    n = x.shape[axis]
+    if not isinstance(n, int):
+        raise ctx.fail("Hardmax along a dynamic axis has no lowering")
+    reduced = [d for i, d in enumerate(x.shape) if i != axis]
+    best = ctx.emit("ARG_MAX", [x, ctx.const(np.array([axis], np.int32), name="axis")], reduced, np.int32,
+                    output_type="INT32")
+    best = ctx.reshape(best, [1 if i == axis else d for i, d in enumerate(x.shape)])
+    positions = np.arange(n, dtype=np.int32).reshape([n if i == axis else 1 for i in range(x.rank)])
+    hit = ctx.emit("EQUAL", [best, ctx.const(positions, name="positions")], x.shape, np.bool_)
+    return ctx.cast(hit, x.dtype)
+
+
+# ---- normalisation and layout ------------------------------------------------------------------------------
+@onnx_op("LpNormalization")
+def lp_normalization(ctx, node, inputs, attrs):
+    """x / ||x||_p along `axis` (p = 1: SUM of ABS; p = 2: SQRT of the SUM of squares); 0 where the norm is 0,
+    as ONNX's reference gives."""
+    x = inputs[0]
+    _float_only(ctx, node, x)
+    axis = int(attrs.get("axis", -1)) % max(x.rank, 1)
+    p = int(attrs.get("p", 2))
+    if p not in (1, 2):
+        raise ctx.fail(f"LpNormalization p={p} is not defined (ONNX takes 1 or 2)")
+    t = _abs(ctx, x) if p == 1 else _square(ctx, x)
+    norm = _reduce_static(ctx, node, t, [axis], "SUM", True)
+    if p == 2:
+        norm = exact.sqrt(ctx, norm)
+    zero = ctx.emit("EQUAL", [norm, _scalar(ctx, 0, norm)], norm.shape, np.bool_)
+    y = ctx.emit("DIV", [x, norm], like=x, fused_activation_function="NONE")
+    return ctx.emit("SELECT_V2", [zero, _scalar(ctx, 0, x), y], like=x)
+
+
+@onnx_op("SpaceToDepth")
+def space_to_depth(ctx, node, inputs, attrs):
+    """DCR mode (ONNX's default, channel order (r1, r2, c), TFLite's) as SPACE_TO_DEPTH between NHWC
+    transposes; CRD mode (order (c, r1, r2)) as aten.pixel_unshuffle."""
+    x, r = inputs[0], int(attrs["blocksize"])
+    if x.rank != 4:
+        raise ctx.fail("SpaceToDepth of a tensor that is not 4-D is not defined")
+    mode = attrs.get("mode", b"DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode == "CRD":
+        return aten_fn(aten.pixel_unshuffle.default)(ctx, node, x, r)
+    if mode != "DCR":
+        raise ctx.fail(f"SpaceToDepth mode {mode!r} is not one ONNX defines")
+    n, c, h, w = out_shape(node)
+    y = ctx.emit("SPACE_TO_DEPTH", [ctx.transpose(x, (0, 2, 3, 1))], (n, h, w, c), x.dtype, block_size=r)
+    return ctx.transpose(y, (0, 3, 1, 2))
