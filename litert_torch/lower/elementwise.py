@@ -296,6 +296,34 @@ def lower_remainder(ctx, node, a, b):
     return binary(ctx, node, "FLOOR_MOD", a, b)
 
 
+@lowers(aten.fmod.Tensor, aten.fmod.Scalar)
+def lower_fmod(ctx, node, a, b):
+    """The remainder with the dividend's sign (C's fmod), exact: see `fmod`."""
+    shape, dtype = out_meta(node)
+    return fmod(ctx, operand(ctx, a, dtype), operand(ctx, b, dtype), shape)
+
+
+def fmod(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, shape) -> ir.Tensor:
+    """C's fmod of two operands of one type, broadcast to `shape`. Floats: sign(a) * FLOOR_MOD(|a|, |b|), exact
+    because FLOOR_MOD of non-negative operands is fmod itself (x mod 0 is NaN). Integers: FLOOR_MOD (the
+    divisor's sign) less b where it is nonzero and the operands' signs differ, which cannot overflow."""
+    dtype = a.dtype
+    if dtype == np.bool_ or dtype.kind == "u" and dtype not in NARROW_INTS:
+        raise ctx.fail(f"fmod of {dtype} values has no lowering")
+    wide = compute_dtype("FLOOR_MOD", dtype)
+    a, b = ctx.cast(a, wide), ctx.cast(b, wide)
+    if wide.kind == "f":
+        rest = ctx.emit("FLOOR_MOD", [ctx.emit("ABS", [a], like=a), ctx.emit("ABS", [b], like=b)], shape, wide)
+        return ctx.emit("MUL", [rest, ctx.emit("SIGN", [a], like=a)], shape, wide)
+    rest = ctx.emit("FLOOR_MOD", [a, b], shape, wide)
+    zero = ctx.scalar_like(0, a)
+    differ = ctx.emit("NOT_EQUAL", [ctx.emit("LESS", [a, zero], a.shape, np.bool_),
+                                    ctx.emit("LESS", [b, zero], b.shape, np.bool_)], shape, np.bool_)
+    shift = ctx.emit("LOGICAL_AND", [differ, ctx.emit("NOT_EQUAL", [rest, zero], shape, np.bool_)], shape, np.bool_)
+    moved = ctx.emit("SUB", [rest, b], shape, wide)
+    return ctx.cast(ctx.emit("SELECT_V2", [shift, moved, rest], shape, wide), dtype)
+
+
 @lowers(aten.pow.Tensor_Scalar)
 def lower_pow_scalar(ctx, node, x, exponent):
     """x ** c: MUL for 2 and 3, SQRT for 0.5, RSQRT for -0.5, DIV for -1, POW otherwise (XNNPACK and NPUs

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.lower import exact
+from litert_torch.lower import elementwise, exact
 from litert_torch.lower import onnx_attention, onnx_math, onnx_resize, onnx_rnn, onnx_window  # noqa: F401 (register their ops)
 from litert_torch.lower.onnx_registry import (  # noqa: F401 (the registry and its helpers, re-exported)
     DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, RUNTIME_PARAMETERS, aten_fn, const_list, onnx_op, out_shape,
@@ -175,20 +175,12 @@ def cast(ctx, node, inputs, attrs):
 
 @onnx_op("Mod")
 def mod(ctx, node, inputs, attrs):
-    """fmod=0 (integers): as aten.remainder, the sign of the divisor; fmod=1 on integers: a - trunc(a / b) * b,
-    the sign of the dividend, computed in int32.
-
-    Limits: fmod=1 on floats (no exact form from TFLite's ops)."""
+    """fmod=0 (integers): as aten.remainder, the sign of the divisor; fmod=1: C's fmod, the sign of the
+    dividend, exact for floats and integers (`elementwise.fmod`)."""
     a, b = (tensor(ctx, v) for v in inputs)
     if not attrs.get("fmod", 0):
         return aten_fn(aten.remainder.Tensor)(ctx, node, a, b)
-    shape, dtype = out_shape(node), np.dtype(a.dtype)
-    if dtype.kind not in "iu":
-        raise ctx.fail("Mod with fmod=1 on floating-point values has no exact lowering yet")
-    wa, wb = ctx.cast(a, np.int32), ctx.cast(b, np.int32)
-    quotient = ctx.emit("DIV", [wa, wb], shape, np.int32)  # integer DIV truncates
-    rest = ctx.emit("SUB", [wa, ctx.emit("MUL", [quotient, wb], shape, np.int32)], shape, np.int32)
-    return ctx.cast(rest, dtype)
+    return elementwise.fmod(ctx, a, b, out_shape(node))
 
 
 @onnx_op("Trilu")

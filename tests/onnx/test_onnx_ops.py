@@ -387,12 +387,15 @@ def test_integer_mod_takes_the_sign_onnx_says(fmod):
     assert_matches_ort(model, {"a": a, "b": b})
 
 
-def test_float_fmod_is_refused():
-    import litert_torch
-
-    model = graph_model([helper.make_node("Mod", ["a", "b"], ["y"], fmod=1)], {"a": (3,), "b": (3,)}, ["y"])
-    with pytest.raises(litert_torch.ConversionError, match="fmod=1 on floating-point"):
-        litert_torch.convert_onnx(model)
+def test_float_fmod_is_exact():
+    """fmod=1 on floats: the sign of the dividend, exact also where a - trunc(a / b) * b loses every digit (a
+    quotient past 2**24), and NaN for a zero divisor."""
+    model = graph_model([helper.make_node("Mod", ["a", "b"], ["y"], fmod=1)], {"a": (8,), "b": (8,)}, ["y"])
+    a = np.array([7.5, -7.5, 7.5, -7.5, 1e30, -3.0e9, 0.0, 5.0], np.float32)
+    b = np.array([2.0, 2.0, -2.0, -2.0, 7.0, 0.3, 3.0, 0.0], np.float32)
+    got = litert_torch.convert_onnx(model)(a, b)
+    np.testing.assert_array_equal(got, np.fmod(a, b))
+    assert_matches_ort(model, {"a": a[:-1].repeat(2)[:8], "b": b[:-1].repeat(2)[:8]})
 
 
 def test_cast_like_and_trilu():
