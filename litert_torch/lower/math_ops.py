@@ -396,3 +396,64 @@ def lower_isinf(ctx, node, x):
     if x.dtype.kind != "f":
         return ctx.const(np.zeros(shape, np.bool_))
     return ctx.emit("EQUAL", [ctx.emit("ABS", [x], like=x), ctx.scalar_like(np.inf, x)], shape, np.bool_)
+
+
+# The largest [..., P, R, M] difference tensor cdist materialises (elements).
+MAX_CDIST_DIFFERENCES = 1 << 24
+
+
+@lowers(aten._cdist_forward.default)
+def lower_cdist(ctx, node, x1, x2, p, compute_mode=None):
+    """Pairwise p-norm distances of the rows of x1 [..., P, M] and x2 [..., R, M], computed the way PyTorch
+    chooses: for p = 2 with more than 25 rows on a side (or compute_mode 1), sqrt(max(|a|^2 + |b|^2 - 2 a.b,
+    1e-30)) with one BATCH_MATMUL; otherwise from the differences [..., P, R, M]: SUM of squares and SQRT
+    (p = 2), SUM of ABS (p = 1), REDUCE_MAX of ABS (p = inf), the count of nonzero ones (p = 0), POW else.
+
+    Limits: the differences tensor holds at most MAX_CDIST_DIFFERENCES elements; static sizes."""
+    shape, dtype = out_meta(node)
+    if dtype.kind != "f":
+        raise ctx.fail(f"cdist of {dtype} values has no lowering")
+    p = float(p)
+    mode = 0 if compute_mode is None else int(compute_mode)
+    rows1, rows2, m = x1.shape[-2], x2.shape[-2], x1.shape[-1]
+    batch = tuple(shape[:-2])
+    if not all(isinstance(d, int) for d in (*shape, m)):
+        raise ctx.fail("cdist over dynamic sizes has no lowering")
+    a = ctx.emit("BROADCAST_TO", [x1, ctx.dims_tensor([*batch, rows1, m])], [*batch, rows1, m], dtype) \
+        if tuple(x1.shape[:-2]) != batch else x1
+    b = ctx.emit("BROADCAST_TO", [x2, ctx.dims_tensor([*batch, rows2, m])], [*batch, rows2, m], dtype) \
+        if tuple(x2.shape[:-2]) != batch else x2
+    if p == 2 and (mode == 1 or (mode == 0 and (rows1 > 25 or rows2 > 25))):
+        norms1 = ctx.emit("SUM", [ctx.emit("MUL", [a, a], like=a), ctx.const(np.array([-1], np.int32), name="axis")],
+                          [*batch, rows1, 1], dtype, keep_dims=True)
+        norms2 = ctx.emit("SUM", [ctx.emit("MUL", [b, b], like=b), ctx.const(np.array([-1], np.int32), name="axis")],
+                          [*batch, rows2, 1], dtype, keep_dims=True)
+        dots = ctx.emit("BATCH_MATMUL", [a, b], shape, dtype, adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
+        norms2 = ctx.reshape(norms2, [*batch, 1, rows2])
+        total = ctx.emit("ADD", [ctx.emit("ADD", [norms1, norms2], shape, dtype),
+                                 ctx.emit("MUL", [dots, ctx.scalar_like(-2.0, dots)], like=dots)], shape, dtype)
+        total = ctx.emit("MAXIMUM", [ctx.scalar_like(1e-30, total), total], like=total)
+        return exact.sqrt(ctx, total)
+    size = int(np.prod([*batch, rows1, rows2, m], dtype=np.int64))
+    if size > MAX_CDIST_DIFFERENCES:
+        raise ctx.fail(f"cdist of {rows1} x {rows2} rows of {m} values would hold {size} differences (the limit is "
+                       f"{MAX_CDIST_DIFFERENCES})")
+    diff = ctx.emit("SUB", [ctx.reshape(a, [*batch, rows1, 1, m]), ctx.reshape(b, [*batch, 1, rows2, m])],
+                    [*batch, rows1, rows2, m], dtype)
+    axis = ctx.const(np.array([-1], np.int32), name="axis")
+    if p == 2:
+        return exact.sqrt(ctx, ctx.emit("SUM", [ctx.emit("MUL", [diff, diff], like=diff), axis], shape, dtype,
+                                        keep_dims=False))
+    magnitude = ctx.emit("ABS", [diff], like=diff)
+    if p == 1:
+        return ctx.emit("SUM", [magnitude, axis], shape, dtype, keep_dims=False)
+    if p == float("inf"):
+        return ctx.emit("REDUCE_MAX", [magnitude, axis], shape, dtype, keep_dims=False)
+    if p == 0:
+        nonzero = ctx.cast(ctx.emit("NOT_EQUAL", [diff, ctx.scalar_like(0.0, diff)], diff.shape, np.bool_), dtype)
+        return ctx.emit("SUM", [nonzero, axis], shape, dtype, keep_dims=False)
+    if p < 0:
+        raise ctx.fail(f"cdist with p={p} is not defined (p must be non-negative)")
+    powered = ctx.emit("POW", [magnitude, ctx.scalar_like(p, magnitude)], like=magnitude)
+    total = ctx.emit("SUM", [powered, axis], shape, dtype, keep_dims=False)
+    return ctx.emit("POW", [total, ctx.scalar_like(1.0 / p, total)], like=total)

@@ -243,8 +243,15 @@ def lower_group_norm(ctx, node, x, num_groups, weight=None, bias=None, eps=1e-5,
 
 @lowers(aten.native_group_norm.default)
 def lower_native_group_norm(ctx, node, x, weight, bias, n, c, hw, group, eps):
-    """As group_norm; the saved mean and rstd outputs (used only for gradients) are not produced."""
-    return lower_group_norm(ctx, node, x, group, weight, bias, eps), None, None
+    """As group_norm, and where they are read the saved statistics, mean and rstd of shape [N, group], over
+    each sample's group of channels."""
+    y = lower_group_norm(ctx, node, x, group, weight, bias, eps)
+    if not node.used & {1, 2}:
+        return y, None, None
+    n, c = x.shape[0], x.shape[1]
+    grouped = ctx.reshape(x, [n, group, (c // group) * int(np.prod(x.shape[2:], dtype=np.int64))])
+    _, mean, rstd = normalize_with_stats(ctx, grouped, [[2]], eps)
+    return y, ctx.reshape(mean, [n, group]), ctx.reshape(rstd, [n, group])
 
 
 @lowers(aten.instance_norm.default)
