@@ -1,4 +1,4 @@
-"""ONNX Resize (and Upsample): TFLite's RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR where they compute exactly
+"""ONNX Resize (and Upsample), and GridSample (lower/grid_sample.py). Resize: TFLite's RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR where they compute exactly
 what the node asks, else the separable gather-and-weigh resize of `interpolate` over every resized axis.
 
 The general form covers every mode (nearest with each rounding rule, linear, cubic with any coefficient),
@@ -16,6 +16,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.errors import LoweringError
+from litert_torch.lower import grid_sample
 from litert_torch.lower import interpolate as ip
 from litert_torch.lower.onnx_dynamic import _length, _shape, runtime_shaped
 from litert_torch.lower.onnx_registry import onnx_op
@@ -270,3 +271,13 @@ def resize(ctx, node, inputs, attrs):
 
 onnx_op("Resize", "Upsample")(resize)
 runtime_shaped("Resize", inputs={1, 2, 3}, shapes=_resize_shapes)(resize)
+
+
+@onnx_op("GridSample")
+def grid_sample_op(ctx, node, inputs, attrs):
+    """`grid_sample.grid_sample` with ONNX's padding rules: nearest (halves to even), linear or cubic (opset 16's
+    bilinear / bicubic), zeros, border or reflection padding, any spatial rank."""
+    mode = _text(attrs.get("mode"), "linear")
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    return grid_sample.grid_sample(ctx, inputs[0], inputs[1], mode, _text(attrs.get("padding_mode"), "zeros"),
+                                   bool(attrs.get("align_corners", 0)), onnx=True)

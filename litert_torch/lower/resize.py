@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from litert_torch.errors import LoweringError
+from litert_torch.lower import grid_sample
 from litert_torch.lower import interpolate as ip
 from litert_torch.lower.conv import TO_NCHW, TO_NHWC
 from litert_torch.lower.registry import LoweringContext, lowers, out_meta
@@ -185,82 +186,21 @@ for _target, _exact, _n, _vec_form in [
 
 
 # ---- grid sampling ------------------------------------------------------------------------------------------
-_BILINEAR, _NEAREST = 0, 1
-_ZEROS, _BORDER = 0, 1
+_GRID_MODES = {0: "linear", 1: "nearest", 2: "cubic"}
+_GRID_PADDINGS = {0: "zeros", 1: "border", 2: "reflection"}
 
 
-@lowers(aten.grid_sampler_2d.default)
-def lower_grid_sampler_2d(ctx, node, x, grid, interpolation_mode, padding_mode, align_corners):
-    """F.grid_sample of an [N, C, H, W] input at an [N, Ho, Wo, 2] grid of (x, y) in [-1, 1]: pixel coordinates
-    as PyTorch unnormalises them, then GATHER_ND of the NHWC input at each corner (bilinear: four, weighted;
-    nearest: the ROUND-ed one, halves to even as PyTorch), corners outside the input weighted 0 (zeros padding)
-    or coordinates clamped to it (border).
+@lowers(aten.grid_sampler_2d.default, aten.grid_sampler_3d.default)
+def lower_grid_sampler(ctx, node, x, grid, interpolation_mode, padding_mode, align_corners):
+    """F.grid_sample of an [N, C, H, W] or [N, C, D, H, W] input: bilinear / trilinear, nearest (halves to
+    even, as PyTorch) or bicubic taps read with GATHER_ND, in every padding mode (lower/grid_sample.py).
 
-    Limits: bilinear and nearest only; zeros and border padding only; static sizes."""
-    out_shape, dtype = out_meta(node)
-    if interpolation_mode not in (_BILINEAR, _NEAREST):
-        raise ctx.fail("grid_sample with bicubic interpolation has no lowering")
-    if padding_mode not in (_ZEROS, _BORDER):
-        raise ctx.fail("grid_sample with reflection padding has no lowering")
-    if x.rank != 4 or not all_static([*x.shape, *grid.shape]):
-        raise ctx.fail("grid_sample of a 4-D input with static sizes only")
-    n, c, h, w = (int(d) for d in x.shape)
-    ho, wo = int(grid.shape[1]), int(grid.shape[2])
-    grid = ctx.cast(grid, x.dtype)
-    coords = []
-    for axis, size in ((0, w), (1, h)):
-        g = ctx.reshape(ctx.slice(grid, [0, 0, 0, axis], [n, ho, wo, 1]), (n, ho, wo))
-        if align_corners:
-            pixel = _affine(ctx, g, (size - 1) / 2.0, (size - 1) / 2.0)
-        else:
-            pixel = _affine(ctx, g, size / 2.0, (size - 1) / 2.0)
-        if padding_mode == _BORDER:
-            pixel = _clamp(ctx, pixel, 0.0, float(size - 1))
-        coords.append(pixel)
-    xh = ctx.transpose(x, TO_NHWC)
-    batch = ctx.const(np.broadcast_to(np.arange(n, dtype=np.int32)[:, None, None], (n, ho, wo)).copy(), name="batch")
-    if interpolation_mode == _NEAREST:
-        ix, iy = (ctx.emit("ROUND", [p], like=p) for p in coords)
-        y = _corner(ctx, xh, batch, iy, ix, h, w, None)
-    else:
-        ix, iy = coords
-        x0, y0 = (ctx.emit("FLOOR", [p], like=p) for p in (ix, iy))
-        fx, fy = (ctx.emit("SUB", [p, f], like=p) for p, f in ((ix, x0), (iy, y0)))
-        one = ctx.scalar_like(1.0, fx)
-        x1, y1 = (ctx.emit("ADD", [f, one], like=f) for f in (x0, y0))
-        gx, gy = (ctx.emit("SUB", [one, f], like=f) for f in (fx, fy))
-        y = None
-        for yy, wy in ((y0, gy), (y1, fy)):
-            for xx, wx in ((x0, gx), (x1, fx)):
-                term = _corner(ctx, xh, batch, yy, xx, h, w, ctx.emit("MUL", [wy, wx], like=wy))
-                y = term if y is None else ctx.emit("ADD", [y, term], like=term)
-    return ctx.cast(ctx.transpose(y, TO_NCHW), dtype)
+    Limits: static sizes."""
+    _, dtype = out_meta(node)
+    mode = _GRID_MODES.get(int(interpolation_mode))
+    padding = _GRID_PADDINGS.get(int(padding_mode))
+    if mode is None or padding is None:
+        raise ctx.fail(f"grid_sample interpolation_mode={interpolation_mode}, padding_mode={padding_mode} is not "
+                       "one PyTorch defines")
+    return ctx.cast(grid_sample.grid_sample(ctx, x, grid, mode, padding, bool(align_corners), onnx=False), dtype)
 
-
-def _affine(ctx: LoweringContext, t, scale: float, shift: float):
-    return ctx.emit("ADD", [ctx.emit("MUL", [t, ctx.scalar_like(scale, t)], like=t), ctx.scalar_like(shift, t)],
-                    like=t)
-
-
-def _clamp(ctx: LoweringContext, t, lo: float, hi: float):
-    return ctx.emit("MINIMUM", [ctx.emit("MAXIMUM", [t, ctx.scalar_like(lo, t)], like=t), ctx.scalar_like(hi, t)],
-                    like=t)
-
-
-def _corner(ctx: LoweringContext, xh, batch, iy, ix, h: int, w: int, weight):
-    """The NHWC input's [N, Ho, Wo, C] values at integer-valued float coordinates (iy, ix), times `weight`
-    (None: 1) where they lie inside the input and 0 outside."""
-    inside = None
-    for p, size in ((iy, h), (ix, w)):
-        lo = ctx.emit("GREATER_EQUAL", [p, ctx.scalar_like(0.0, p)], p.shape, np.bool_)
-        hi = ctx.emit("LESS_EQUAL", [p, ctx.scalar_like(float(size - 1), p)], p.shape, np.bool_)
-        both = ctx.emit("LOGICAL_AND", [lo, hi], p.shape, np.bool_)
-        inside = both if inside is None else ctx.emit("LOGICAL_AND", [inside, both], p.shape, np.bool_)
-    mask = ctx.cast(inside, iy.dtype)
-    weight = mask if weight is None else ctx.emit("MUL", [weight, mask], like=weight)
-    parts = [batch, *(ctx.cast(_clamp(ctx, p, 0.0, float(size - 1)), np.int32) for p, size in ((iy, h), (ix, w)))]
-    n, ho, wo = batch.shape
-    index = ctx.emit("CONCATENATION", [ctx.reshape(p, (n, ho, wo, 1)) for p in parts], (n, ho, wo, 3), np.int32,
-                     axis=3)
-    values = ctx.emit("GATHER_ND", [xh, index], (n, ho, wo, xh.shape[3]), xh.dtype)
-    return ctx.emit("MUL", [values, ctx.reshape(weight, (n, ho, wo, 1))], (n, ho, wo, xh.shape[3]), xh.dtype)

@@ -12,6 +12,7 @@ from onnx.reference import ReferenceEvaluator
 
 import litert_torch
 from tests.helpers import op_counts
+from tests.onnx.helpers import graph_model
 
 RNG = np.random.default_rng(11)
 ELEM = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.uint8: TensorProto.UINT8,
@@ -191,3 +192,23 @@ def test_degenerate_run_time_scales_never_take_the_process_down(kernel):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     for scales in ([1, 1, -2, 1], [1, 1, np.nan, 1]):
         assert np.asarray(edge(x, np.asarray(scales, np.float32))).shape == (1, 2, 0, 7)
+
+
+@pytest.mark.parametrize("align_corners", [0, 1])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode, rank", [("nearest", 2), ("linear", 2), ("cubic", 2), ("linear", 3), ("nearest", 3)])
+def test_grid_sample_matches_the_reference(mode, rank, padding, align_corners):
+    """GridSample (opset 20) at grid points inside and well outside [-1, 1], against onnx's reference."""
+    from onnx.reference import ReferenceEvaluator
+
+    g = np.random.default_rng(11)
+    spatial = (4, 5) if rank == 2 else (3, 4, 5)
+    out = (3, 4) if rank == 2 else (2, 3, 2)
+    x = g.standard_normal((2, 3, *spatial)).astype(np.float32)
+    grid = (g.uniform(-1, 1, (2, *out, rank)) * 2.2).astype(np.float32)
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode=padding,
+                            align_corners=align_corners)
+    model = graph_model([node], {"x": x.shape, "grid": grid.shape}, ["y"], opset=20)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x, "grid": grid})
+    got = litert_torch.convert_onnx(model)(x, grid)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
