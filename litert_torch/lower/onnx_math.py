@@ -1,7 +1,8 @@
 """ONNX math ops composed from builtins and the ATen lowerings: the inverse trigonometric and hyperbolic
 functions, the smooth and thresholded activations, Xor, Mean, the reductions of a transformed input (ReduceL1,
 ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ReduceProd), CumSum, CumProd, TopK, Hardmax,
-LpNormalization and SpaceToDepth. Axes, K and the scan axis may be constants or computed at run time."""
+LpNormalization, SpaceToDepth, ScatterElements and ScatterND. Axes, K and the scan axis may be constants or
+computed at run time."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.lower import exact, onnx_dynamic
+from litert_torch.lower import exact, onnx_dynamic, scatter
 from litert_torch.lower.onnx_dynamic import _reduce_shapes, reduce_over, runtime_shaped
 from litert_torch.lower.onnx_registry import (
     PARAMETER_INPUTS, aten_fn, const_list, onnx_op, out_shape, scalar, tensor,
 )
-from litert_torch.lower.reduce import topk_last_axis
+from litert_torch.lower.reduce import cumprod_along, topk_last_axis
 from litert_torch.lower.registry import LoweringContext, numpy_dtype
+from litert_torch.symbolic import all_static
 
 aten = torch.ops.aten
 
@@ -289,34 +291,6 @@ def cumsum(ctx, node, inputs, attrs):
                     reverse=bool(attrs.get("reverse", 0)))
 
 
-def _cumprod_along(ctx, x: ir.Tensor, axis: int, exclusive: bool, reverse: bool) -> ir.Tensor:
-    """The running product along a static axis by doubling steps: after step k every position holds the
-    product of the 2**k positions ending at it (PAD with ones and SLICE make the shifted operand)."""
-    n = x.shape[axis]
-    if not isinstance(n, int):
-        raise ctx.fail("CumProd along a dynamic axis has no lowering")
-    if reverse:
-        x = ctx.emit("REVERSE_V2", [x, ctx.const(np.array([axis], np.int32), name="axis")], like=x)
-    one = ctx.const(np.array(1, x.dtype), name="one")
-
-    def shifted(t, k):  # t moved k positions along the axis, ones in front
-        paddings = np.zeros((x.rank, 2), np.int32)
-        paddings[axis, 0] = k
-        padded_shape = list(t.shape)
-        padded_shape[axis] = n + k
-        padded = ctx.emit("PADV2", [t, ctx.const(paddings, name="paddings"), one], padded_shape, t.dtype)
-        return ctx.slice(padded, [0] * x.rank, list(t.shape))
-
-    y = shifted(x, 1) if exclusive else x
-    k = 1
-    while k < n:
-        y = _mul(ctx, y, shifted(y, k))
-        k *= 2
-    if reverse:
-        y = ctx.emit("REVERSE_V2", [y, ctx.const(np.array([axis], np.int32), name="axis")], like=y)
-    return y
-
-
 @onnx_op("CumProd")
 def cumprod(ctx, node, inputs, attrs):
     """The running product by log2(n) doubling steps of MUL with a shifted copy; exclusive starts from 1,
@@ -329,12 +303,12 @@ def cumprod(ctx, node, inputs, attrs):
     exclusive, reverse = bool(attrs.get("exclusive", 0)), bool(attrs.get("reverse", 0))
     axis = _scan_axis(ctx, node, x, inputs[1])
     if not isinstance(axis, ir.Tensor):
-        return _cumprod_along(ctx, x, axis, exclusive, reverse)
+        return cumprod_along(ctx, x, axis, exclusive, reverse)
     # a run-time axis (-rank..rank-1): the product along each axis, the one it names chosen by SELECT_V2
     normalized = ctx.emit("FLOOR_MOD", [axis, ctx.const(np.array(x.rank, np.int32), name="rank")], (), np.int32)
     result = None
     for a in range(x.rank):
-        y = _cumprod_along(ctx, x, a, exclusive, reverse)
+        y = cumprod_along(ctx, x, a, exclusive, reverse)
         if result is None:
             result = y
             continue
@@ -435,3 +409,45 @@ def space_to_depth(ctx, node, inputs, attrs):
     n, c, h, w = out_shape(node)
     y = ctx.emit("SPACE_TO_DEPTH", [ctx.transpose(x, (0, 2, 3, 1))], (n, h, w, c), x.dtype, block_size=r)
     return ctx.transpose(y, (0, 3, 1, 2))
+
+
+# ---- scatter -----------------------------------------------------------------------------------------------
+def _reduction_mode(ctx, node, attrs) -> str:
+    reduction = attrs.get("reduction", b"none")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    mode = {"none": "set", "add": "add"}.get(reduction)
+    if mode is None:
+        raise ctx.fail(f"{node.op_type} with reduction={reduction!r} has no lowering (none and add have)")
+    return mode
+
+
+@onnx_op("ScatterElements")
+def scatter_elements(ctx, node, inputs, attrs):
+    """as aten.scatter / scatter_add along `axis` (reduction none or add; lower/scatter.py)."""
+    x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
+    axis = int(attrs.get("axis", 0)) % max(x.rank, 1)
+    mode = _reduction_mode(ctx, node, attrs)
+    if any(d == 0 for d in index.shape):
+        return x
+    return scatter.write(ctx, x, scatter.along_axis(ctx, x, axis, index), updates, mode)
+
+
+@onnx_op("ScatterND")
+def scatter_nd(ctx, node, inputs, attrs):
+    """SCATTER_ND of the updates at the index tuples (each naming a slice of the leading axes), added to x or
+    written over it (reduction none or add; lower/scatter.py)."""
+    x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
+    mode = _reduction_mode(ctx, node, attrs)
+    k = int(index.shape[-1])
+    if not all_static([*x.shape, *index.shape]) or k > x.rank:
+        raise ctx.fail(f"ScatterND with indices {list(index.shape)} into a tensor {list(x.shape)}")
+    if any(d == 0 for d in index.shape[:-1]):
+        return x
+    columns = []
+    for axis in range(k):
+        lead = [int(d) for d in index.shape[:-1]]
+        column = ctx.reshape(ctx.slice(index, [0] * index.rank, [*lead, 1]) if axis == 0 else
+                             ctx.slice(index, [0] * (index.rank - 1) + [axis], [*lead, 1]), lead)
+        columns.append(scatter.wrapped(ctx, column, int(x.shape[axis])))
+    coords = scatter._stack(ctx, columns, [int(d) for d in index.shape[:-1]])
+    return scatter.write(ctx, x, coords, updates, mode)

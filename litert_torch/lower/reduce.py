@@ -1,4 +1,4 @@
-"""Reductions over dimensions: mean, sum, amax, amin."""
+"""Reductions over dimensions (mean, sum, amax, amin, var), the running sum and product, top-k and sort."""
 
 from __future__ import annotations
 
@@ -144,6 +144,46 @@ def lower_cumsum(ctx, node, x, dim, dtype=None):
     axis = normalize_dim(dim, x.rank) if x.rank else 0
     return ctx.emit("CUMSUM", [ctx.cast(x, out_dtype), ctx.const(np.array(axis, np.int32), name="axis")], shape,
                     out_dtype, exclusive=False, reverse=False)
+
+
+def cumprod_along(ctx: LoweringContext, x: ir.Tensor, axis: int, exclusive: bool, reverse: bool) -> ir.Tensor:
+    """The running product along a static axis by doubling steps: after step k every position holds the
+    product of the 2**k positions ending at it (PAD with ones and SLICE make the shifted operand)."""
+    n = x.shape[axis]
+    if not isinstance(n, int):
+        raise ctx.fail("a running product along a dynamic axis has no lowering")
+    if reverse:
+        x = ctx.emit("REVERSE_V2", [x, ctx.const(np.array([axis], np.int32), name="axis")], like=x)
+    one = ctx.const(np.array(1, x.dtype), name="one")
+
+    def shifted(t, k):  # t moved k positions along the axis, ones in front
+        paddings = np.zeros((x.rank, 2), np.int32)
+        paddings[axis, 0] = k
+        padded_shape = list(t.shape)
+        padded_shape[axis] = n + k
+        padded = ctx.emit("PADV2", [t, ctx.const(paddings, name="paddings"), one], padded_shape, t.dtype)
+        return ctx.slice(padded, [0] * x.rank, list(t.shape))
+
+    y = shifted(x, 1) if exclusive else x
+    k = 1
+    while k < n:
+        y = ctx.emit("MUL", [y, shifted(y, k)], like=y, fused_activation_function="NONE")
+        k *= 2
+    if reverse:
+        y = ctx.emit("REVERSE_V2", [y, ctx.const(np.array([axis], np.int32), name="axis")], like=y)
+    return y
+
+
+@lowers(aten.cumprod.default)
+def lower_cumprod(ctx, node, x, dim, dtype=None):
+    """The running product along `dim` by log2(n) doubling steps: MUL with a copy shifted by 1, 2, 4, ...
+    positions (PADV2 with ones and SLICE)."""
+    shape, out_dtype = out_meta(node)
+    if x.rank == 0:
+        return ctx.cast(x, out_dtype)
+    if out_dtype == np.bool_ or out_dtype.kind == "u":
+        raise ctx.fail(f"cumprod of {out_dtype} values has no lowering")
+    return cumprod_along(ctx, ctx.cast(x, out_dtype), normalize_dim(dim, x.rank), False, False)
 
 
 @lowers(aten.topk.default)

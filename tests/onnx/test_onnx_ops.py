@@ -255,6 +255,10 @@ MATH_ROWS = {
     "Hardmax": ([node("Hardmax", ["x"], ["y"], axis=1)], {"x": (3, 4, 2)}, {}, 18, "ties"),
     "LpNormalization": ([node("LpNormalization", ["x"], ["y"], axis=1, p=1)], {"x": (3, 4)}, {}, 18, "zero-row"),
     "SpaceToDepth": ([node("SpaceToDepth", ["x"], ["y"], blocksize=2)], {"x": (1, 3, 4, 6)}, {}, 18, "normal"),
+    "ScatterElements": ([node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction="add")], {"x": (3, 5)},
+                        {"i": np.array([[0, -1, 2], [4, 4, 1], [3, 0, -2]], np.int64), "u": r(3, 3)}, 18, "normal"),
+    "ScatterND": ([node("ScatterND", ["x", "i", "u"], ["y"])], {"x": (4, 3, 2)},
+                  {"i": np.array([[[2], [0]], [[-1], [1]]], np.int64), "u": r(2, 2, 3, 2)}, 18, "normal"),
 }
 
 
@@ -330,8 +334,9 @@ def test_every_registered_onnx_op_has_a_row():
     for nodes, *_ in CASES.values():
         covered |= {n.op_type for n in nodes}
     covered |= set(MATH_ROWS)
-    # in their own tests: RMSNormalization and Attention (opset 23), CausalConvWithState (opset 27)
-    covered |= {"LSTM", "GRU", "RMSNormalization", "Attention", "CausalConvWithState"}
+    # in their own tests: RMSNormalization and Attention (opset 23), CausalConvWithState (opset 27), GridSample
+    # (test_onnx_resize.py)
+    covered |= {"LSTM", "GRU", "RMSNormalization", "Attention", "CausalConvWithState", "GridSample"}
     # Upsample (deprecated since opset 10) is registered for old graphs upgraded past opset 13 by
     # onnx.version_converter; it shares Resize's lowering, which the Resize rows check.
     assert set(onnx_ops.LOWERINGS) - covered == {"Upsample"}

@@ -47,6 +47,13 @@ class GRUFromState(nn.Module):
         return self.layer(x, h0)
 
 
+def _setitem(y, index, value):
+    """y[index] = value on a copy (index_put in the exported graph)."""
+    y = y.clone()
+    y[index] = value
+    return y
+
+
 def attn(**kw):
     return fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw))
 
@@ -94,6 +101,34 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("cdist_hamming", fn(lambda a, b: torch.cdist(a, b, p=0)),
            lambda: (torch.randint(0, 2, (5, 6)).float(), torch.randint(0, 2, (4, 6)).float())),
     OpCase("cdist_p3", fn(lambda a, b: torch.cdist(a, b, p=3)), r2((5, 3), (4, 3))),
+    OpCase("scatter_src", fn(lambda x, s: x.scatter(1, torch.tensor([[0, 4], [2, 1], [3, 0]]), s)),
+           r2((3, 5), (3, 2)), {"SCATTER_ND": 2}),
+    OpCase("scatter_value", fn(lambda x: x.scatter(0, torch.tensor([[2, 0, 1, 2]]), -3.5)),
+           r(3, 4)),
+    OpCase("scatter_add_duplicates", fn(lambda x, s: x.scatter_add(0, torch.tensor([[0, 1, 1], [0, 0, 2]]), s)),
+           r2((3, 3), (2, 3))),
+    OpCase("scatter_reduce_sum_without_self",
+           fn(lambda x, s: x.scatter_reduce(0, torch.tensor([[0, 1, 1], [0, 0, 2]]), s, "sum", include_self=False)),
+           r2((3, 3), (2, 3))),
+    OpCase("scatter_reduce_mean", fn(lambda x, s: x.scatter_reduce(1, torch.tensor([[0, 0], [2, 1]]), s, "mean")),
+           r2((2, 3), (2, 2))),
+    OpCase("scatter_reduce_amax_refused",
+           fn(lambda x, s: x.scatter_reduce(1, torch.tensor([[0, 0], [2, 1]]), s, "amax")), r2((2, 3), (2, 2)),
+           raises=ConversionError, reason="no SCATTER_ND form for max", match="reduce='amax' has no lowering"),
+    OpCase("index_put_rows", fn(lambda x, v: torch.index_put(x, (torch.tensor([2, -1, 0]),), v)), r2((4, 5), (3, 5))),
+    OpCase("index_put_accumulate_duplicates",
+           fn(lambda x, v: torch.index_put(x, (torch.tensor([1, 1, 3]),), v, accumulate=True)), r2((4, 5), (3, 5))),
+    OpCase("setitem_adjacent_indices",
+           fn(lambda y, v: _setitem(y, (slice(None), torch.tensor([0, 3, -2]), torch.tensor([[1], [4]])), v)),
+           r2((3, 4, 5, 6), (2, 3, 6))),
+    OpCase("setitem_indices_apart", fn(lambda y, v: _setitem(y, (torch.tensor([0, 2]), slice(None), torch.tensor([1, 4])),
+                                                             v)), r2((3, 4, 5, 6), (2, 4, 6))),
+    OpCase("setitem_boolean_mask", fn(lambda y: _setitem(y, y > 0.5, 0.0)), r(3, 4, 5)),
+    OpCase("max_unpool2d_overlapping_windows",
+           fn(lambda x: F.max_unpool2d(*F.max_pool2d(x, 3, stride=1, return_indices=True), 3, stride=1)),
+           r(1, 2, 6, 6)),
+    OpCase("cumprod", fn(lambda x: torch.cumprod(x, 1)), lambda: (torch.rand(3, 11) + 0.5,)),
+    OpCase("cumprod_int", fn(lambda x: torch.cumprod(x, 0)), lambda: (torch.randint(-3, 4, (6, 2), dtype=torch.int32),)),
     OpCase("native_group_norm_statistics",
            fn(lambda x, w, b: torch.ops.aten.native_group_norm(x, w, b, 2, 6, 20, 3, 1e-5)),
            lambda: (torch.randn(2, 6, 4, 5), torch.randn(6), torch.randn(6))),

@@ -1,0 +1,244 @@
+"""Writes at computed positions: index_put, scatter, scatter_add and scatter_reduce (sum, mean), and ONNX's
+ScatterElements and ScatterND, through SCATTER_ND.
+
+SCATTER_ND makes a zero tensor and adds each update at its coordinates (updates at the same coordinates are
+summed) and fails the invocation on a coordinate outside the tensor, as PyTorch raises. An accumulating write is
+x + SCATTER_ND(updates); an overwriting one selects SCATTER_ND(updates) where SCATTER_ND(ones) marks a written
+position and keeps x elsewhere. Negative indices count from the end of their axis, as in PyTorch and ONNX.
+
+An overwriting write that gives one position several updates writes their mean (SCATTER_ND of the updates
+divided by SCATTER_ND of ones): exact where the updates are equal, as the repeated indices of max_unpool over
+overlapping windows are; PyTorch and ONNX leave other duplicates undefined.
+
+Limits: reductions other than sum and mean (prod, amax, amin) have no
+lowering; static sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from litert_torch import ir
+from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
+from litert_torch.symbolic import all_static, broadcast_shapes
+
+aten = torch.ops.aten
+
+# element types SCATTER_ND takes; others are written in a wider one and cast back
+_SCATTER_TYPES = {np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.uint8, np.bool_)}
+
+
+def _wide(dtype: np.dtype) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype in _SCATTER_TYPES:
+        return dtype
+    return np.dtype(np.float32) if dtype.kind == "f" else np.dtype(np.int32)
+
+
+def _static(ctx: LoweringContext, *tensors: ir.Tensor) -> None:
+    if not all_static([d for t in tensors for d in t.shape]):
+        raise ctx.fail("a scatter over dynamic sizes has no lowering")
+
+
+def wrapped(ctx: LoweringContext, index: ir.Tensor, size: int) -> ir.Tensor:
+    """An int32 index with negative values counted from the end of an axis of `size` (others left as they are,
+    so that SCATTER_ND refuses an index past the axis instead of wrapping it)."""
+    index = ctx.cast(index, np.int32)
+    negative = ctx.emit("LESS", [index, ctx.scalar_like(0, index)], index.shape, np.bool_)
+    shifted = ctx.emit("ADD", [index, ctx.scalar_like(size, index)], like=index, fused_activation_function="NONE")
+    return ctx.emit("SELECT_V2", [negative, shifted, index], like=index)
+
+
+def write(ctx: LoweringContext, x: ir.Tensor, coords: ir.Tensor, updates: ir.Tensor, mode: str,
+          include_self: bool = True) -> ir.Tensor:
+    """`x` with `updates` [*lead, *slice] written at `coords` [*lead, k] (k leading axes of x): mode "set" or
+    "add"; "mean" averages x (when `include_self`) and every update at a position."""
+    dtype = np.dtype(x.dtype)
+    wide = _wide(dtype)
+    if mode == "set" and wide != np.bool_:
+        # several updates of one position are averaged: exact where they are equal (max_unpool's indices of
+        # overlapping windows repeat one value), and one of the values PyTorch and ONNX leave undefined elsewhere
+        mode, include_self = "mean", False
+    xw, uw = ctx.cast(x, wide), ctx.cast(updates, wide)
+    shape_t = ctx.const(np.array(x.shape, np.int32), name="shape")
+    scattered = ctx.emit("SCATTER_ND", [coords, uw, shape_t], x.shape, wide)
+    if mode == "add" and include_self:
+        if wide == np.bool_:
+            return ctx.cast(ctx.emit("LOGICAL_OR", [xw, scattered], x.shape, wide), dtype)
+        return ctx.cast(ctx.emit("ADD", [xw, scattered], x.shape, wide, fused_activation_function="NONE"), dtype)
+    one = np.array(1, np.int32) if mode == "mean" else np.array(True)
+    ones = ctx.emit("FILL", [ctx.const(np.array(updates.shape, np.int32), name="shape"), ctx.const(one, name="one")],
+                    updates.shape, one.dtype)
+    if mode == "mean":
+        count = ctx.cast(ctx.emit("SCATTER_ND", [coords, ones, shape_t], x.shape, np.int32), wide)
+        hit = ctx.emit("GREATER", [count, ctx.scalar_like(0, count)], x.shape, np.bool_)
+        if include_self:
+            total = ctx.emit("ADD", [xw, scattered], x.shape, wide, fused_activation_function="NONE")
+            count = ctx.emit("ADD", [count, ctx.scalar_like(1, count)], like=count, fused_activation_function="NONE")
+        else:
+            total = scattered
+        safe = ctx.emit("MAXIMUM", [count, ctx.scalar_like(1, count)], like=count)
+        if wide.kind == "f":
+            mean = ctx.emit("DIV", [total, safe], x.shape, wide, fused_activation_function="NONE")
+        else:
+            mean = ctx.emit("FLOOR_DIV", [total, safe], x.shape, wide)
+        return ctx.cast(ctx.emit("SELECT_V2", [hit, mean, xw], x.shape, wide), dtype)
+    hit = ctx.emit("SCATTER_ND", [coords, ones, shape_t], x.shape, np.bool_)
+    base = xw if mode == "set" else ctx.emit("SELECT_V2", [hit, ctx.scalar_like(0, xw), xw], x.shape, wide)
+    if mode == "add":  # include_self=False: the written positions start from zero
+        return ctx.cast(ctx.emit("ADD", [base, scattered], x.shape, wide, fused_activation_function="NONE"), dtype)
+    return ctx.cast(ctx.emit("SELECT_V2", [hit, scattered, base], x.shape, wide), dtype)
+
+
+def _iota(shape: list[int], axis: int) -> np.ndarray:
+    view = [1] * len(shape)
+    view[axis] = shape[axis]
+    return np.broadcast_to(np.arange(shape[axis], dtype=np.int32).reshape(view), shape).copy()
+
+
+def _stack(ctx: LoweringContext, parts: list[ir.Tensor], shape: list[int]) -> ir.Tensor:
+    """[*shape, len(parts)] int32 coordinates from one [*shape] tensor per axis."""
+    columns = [ctx.reshape(p, [*shape, 1]) for p in parts]
+    if all(c.is_constant for c in columns):
+        return ctx.const(np.concatenate([c.data for c in columns], axis=-1).astype(np.int32), name="coords")
+    return ctx.emit("CONCATENATION", columns, [*shape, len(parts)], np.int32, axis=len(shape),
+                    fused_activation_function="NONE")
+
+
+def _broadcast(ctx: LoweringContext, t: ir.Tensor, shape: list[int]) -> ir.Tensor:
+    if list(t.shape) == list(shape):
+        return t
+    if t.is_constant:
+        return ctx.const(np.broadcast_to(t.data, shape).copy(), t.dtype, "broadcast")
+    if t.rank < len(shape):
+        t = ctx.reshape(t, [1] * (len(shape) - t.rank) + list(t.shape))
+    return ctx.emit("BROADCAST_TO", [t, ctx.const(np.array(shape, np.int32), name="shape")], shape, t.dtype)
+
+
+def along_axis(ctx: LoweringContext, x: ir.Tensor, dim: int, index: ir.Tensor) -> ir.Tensor:
+    """Coordinates [*index.shape, rank] of x for a scatter along `dim`: index's own position on every other
+    axis, its value on `dim`."""
+    shape = [int(d) for d in index.shape]
+    parts = [wrapped(ctx, index, int(x.shape[d])) if d == dim else ctx.const(_iota(shape, d), name="positions")
+             for d in range(x.rank)]
+    return _stack(ctx, parts, shape)
+
+
+def _source(ctx: LoweringContext, src, index: ir.Tensor, dtype) -> ir.Tensor:
+    """The updates of a scatter: src's leading block of index's shape, or a scalar repeated."""
+    shape = [int(d) for d in index.shape]
+    if not isinstance(src, ir.Tensor):
+        return ctx.const(np.full(shape, src, dtype=dtype), name="value")
+    if list(src.shape) != shape:
+        src = ctx.slice(src, [0] * src.rank, shape)
+    return src
+
+
+def _scatter(ctx, node, x, dim, index, src, mode, include_self=True):
+    _static(ctx, x, index)
+    if index.rank != x.rank and not (index.rank == 0 and x.rank == 0):
+        raise ctx.fail(f"scatter with an index of rank {index.rank} into a tensor of rank {x.rank}")
+    if x.rank == 0:
+        x1, i1 = ctx.reshape(x, [1]), ctx.reshape(index, [1])
+        s1 = src if not isinstance(src, ir.Tensor) else ctx.reshape(src, [1])
+        return ctx.reshape(_scatter(ctx, node, x1, 0, i1, s1, mode, include_self), [])
+    dim = normalize_dim(dim, x.rank)
+    if any(d == 0 for d in index.shape):
+        return x
+    updates = _source(ctx, src, index, x.dtype)
+    return write(ctx, x, along_axis(ctx, x, dim, index), updates, mode, include_self)
+
+
+@lowers(aten.scatter.src, aten.scatter.value)
+def lower_scatter(ctx, node, x, dim, index, src):
+    """x with src (or a scalar) written at index along `dim` (SCATTER_ND; see the module's limits)."""
+    return _scatter(ctx, node, x, dim, index, src, "set")
+
+
+@lowers(aten.scatter_add.default)
+def lower_scatter_add(ctx, node, x, dim, index, src):
+    """x plus src added at index along `dim` (x + SCATTER_ND)."""
+    return _scatter(ctx, node, x, dim, index, src, "add")
+
+
+@lowers(aten.scatter_reduce.two)
+def lower_scatter_reduce(ctx, node, x, dim, index, src, reduce, include_self=True):
+    """scatter_reduce with reduce "sum" or "mean" (with or without x's own values).
+
+    Limits: "prod", "amax" and "amin" have no lowering."""
+    if reduce not in ("sum", "mean"):
+        raise ctx.fail(f"scatter_reduce with reduce={reduce!r} has no lowering (sum and mean have)")
+    return _scatter(ctx, node, x, dim, index, src, "add" if reduce == "sum" else "mean", bool(include_self))
+
+
+@lowers(aten.index_put.default)
+def lower_index_put(ctx, node, x, indices, values, accumulate=False):
+    """x[indices] = values (or += with accumulate) for integer index tensors, broadcast together, with None for
+    whole axes: the written region's coordinates (PyTorch's advanced-indexing layout: the index dimensions in
+    place of adjacent indexed axes, first when they are apart) built from the indices and from positions, then
+    SCATTER_ND.
+
+    A boolean mask over the leading axes with the same values for every selected row (x[mask] = v) is
+    SELECT_V2 of the values and x.
+
+    Limits: a boolean mask among other indices, or with a different value for each selected row (their
+    positions are decided by values)."""
+    _, dtype = out_meta(node)
+    indices = list(indices) + [None] * (x.rank - len(indices))
+    tensors = [(d, t) for d, t in enumerate(indices) if t is not None]
+    if not tensors:
+        return x
+    if len(tensors) == 1 and tensors[0][1].dtype == np.bool_ and tensors[0][0] == 0:
+        return _masked_put(ctx, node, x, tensors[0][1], values, accumulate)
+    for _, t in tensors:
+        if t.dtype == np.bool_:
+            raise ctx.fail("index_put with a boolean mask among other indices has no lowering (its positions are "
+                           "decided by values)")
+    _static(ctx, x, values, *(t for _, t in tensors))
+    dims = [d for d, _ in tensors]
+    b = [int(v) for v in broadcast_shapes(*[tuple(t.shape) for _, t in tensors])]
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    before = [d for d in range(x.rank) if indices[d] is None and adjacent and d < dims[0]]
+    after = [d for d in range(x.rank) if indices[d] is None and d not in before]
+    region = [int(x.shape[d]) for d in before] + b + [int(x.shape[d]) for d in after]
+    if any(v == 0 for v in region):
+        return x
+    start = len(before)  # where the index dimensions sit in the region
+    parts = []
+    for d in range(x.rank):
+        t = indices[d]
+        if t is None:
+            axis = before.index(d) if d in before else start + len(b) + after.index(d)
+            parts.append(ctx.const(_iota(region, axis), name="positions"))
+            continue
+        t = wrapped(ctx, t, int(x.shape[d]))
+        t = ctx.reshape(t, [1] * (len(b) - t.rank) + list(t.shape)) if t.rank < len(b) else t
+        t = ctx.reshape(t, [1] * start + list(t.shape) + [1] * (len(region) - start - len(b)))
+        parts.append(_broadcast(ctx, t, region))
+    updates = _broadcast(ctx, ctx.cast(values, x.dtype), region)
+    return ctx.cast(write(ctx, x, _stack(ctx, parts, region), updates, "add" if accumulate else "set"), dtype)
+
+
+def _masked_put(ctx, node, x, mask, values, accumulate):
+    """x[mask] = values (or +=) for a mask over x's leading axes and values that are the same for every
+    selected row: SELECT_V2 by the mask, broadcast over the remaining axes."""
+    _, dtype = out_meta(node)
+    k = mask.rank
+    if tuple(mask.shape) != tuple(x.shape[:k]):
+        raise ctx.fail(f"index_put with a mask of shape {list(mask.shape)} for a tensor of shape {list(x.shape)}")
+    row = [int(d) for d in x.shape[k:]]
+    shape = [int(d) for d in values.shape]
+    if len(shape) > len(row):  # a leading axis over the selected rows: only one row can be the same for all
+        if any(d != 1 for d in shape[:len(shape) - len(row)]):
+            raise ctx.fail("index_put with a boolean mask and a different value for each selected row has no "
+                           "lowering (its positions are decided by values)")
+        values = ctx.reshape(values, shape[len(shape) - len(row):])
+    values = ctx.cast(values, x.dtype)
+    if values.rank:
+        values = ctx.reshape(values, [1] * k + [int(d) for d in values.shape])
+    cond = ctx.reshape(mask, [int(d) for d in mask.shape] + [1] * len(row))
+    if accumulate:
+        added = ctx.emit("ADD", [x, values], x.shape, x.dtype, fused_activation_function="NONE")
+        return ctx.cast(ctx.emit("SELECT_V2", [cond, added, x], x.shape, x.dtype), dtype)
+    return ctx.cast(ctx.emit("SELECT_V2", [cond, values, x], x.shape, x.dtype), dtype)
