@@ -354,6 +354,50 @@ def gather(op: ir.Op) -> None:
     _expect(op, (*_shape(x)[:axis], *_shape(idx), *_shape(x)[axis + 1:]))
 
 
+def gather_nd(op: ir.Op) -> None:
+    x, idx = op.inputs
+    if idx.dtype not in INDEX or idx.rank < 1:
+        raise OpProblem(f"indices of dtype {idx.dtype} and rank {idx.rank}")
+    k = int(idx.shape[-1])
+    if k > x.rank:
+        raise OpProblem(f"index tuples of {k} values into a rank-{x.rank} tensor")
+    if idx.data is not None and idx.data.size:
+        limits = np.array(_shape(x)[:k])
+        if (idx.data < 0).any() or (idx.data >= limits).any():
+            raise OpProblem("constant indices out of range")
+    _same_dtype(x, op.outputs[0])
+    _expect(op, (*_shape(idx)[:-1], *_shape(x)[k:]))
+
+
+def scatter_nd(op: ir.Op) -> None:
+    idx, updates, shape_t = op.inputs
+    if idx.dtype not in INDEX or idx.rank < 1:
+        raise OpProblem(f"indices of dtype {idx.dtype} and rank {idx.rank}")
+    want = _const(shape_t, "output shape")
+    _same_dtype(updates, op.outputs[0])
+    if want is None:
+        return
+    k = int(idx.shape[-1])
+    if want.ndim != 1 or k > want.size or (want < 0).any():
+        raise OpProblem(f"output shape {want.tolist()} for index tuples of {k} values")
+    if _shape(updates) != (*_shape(idx)[:-1], *(int(v) for v in want[k:])):
+        raise OpProblem(f"updates of shape {list(updates.shape)} for indices {list(idx.shape)} into "
+                        f"{want.tolist()}")
+    _expect(op, tuple(int(v) for v in want))
+
+
+def fill(op: ir.Op) -> None:
+    dims_t, value = op.inputs
+    if value.size != 1:
+        raise OpProblem(f"a fill value of {value.size} elements")
+    _same_dtype(value, op.outputs[0])
+    want = _const(dims_t, "output shape")
+    if want is not None:
+        if want.ndim != 1 or (want < 0).any():
+            raise OpProblem(f"output shape {want.tolist()}")
+        _expect(op, tuple(int(v) for v in want))
+
+
 def reduce(op: ir.Op) -> None:
     x, axes_t = op.inputs
     axes = _const(axes_t, "axes")
@@ -551,6 +595,9 @@ _register(split, (2, 2, (1, 1 << 16)), "SPLIT")
 _register(slice_, (3, 3), "SLICE")
 _register(strided_slice, (4, 4), "STRIDED_SLICE")
 _register(gather, (2, 2), "GATHER")
+_register(gather_nd, (2, 2), "GATHER_ND")
+_register(scatter_nd, (3, 3), "SCATTER_ND")
+_register(fill, (2, 2), "FILL")
 _register(reduce, (2, 2), "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY")
 _register(arg, (2, 2), "ARG_MAX", "ARG_MIN")
 _register(softmax, (1, 1), "SOFTMAX", "LOG_SOFTMAX")
