@@ -398,6 +398,89 @@ def fill(op: ir.Op) -> None:
         _expect(op, tuple(int(v) for v in want))
 
 
+def axis_op(op: ir.Op) -> None:
+    """CUMSUM and REVERSE_V2: the input's shape and type, along axes in range."""
+    x, axes_t = op.inputs
+    axes = _const(axes_t, "axis")
+    if axes is not None:
+        for a in axes.reshape(-1):
+            _axis(int(a), x.rank)
+    _same_dtype(x, op.outputs[0])
+    _expect(op, _shape(x))
+
+
+def split_v(op: ir.Op) -> None:
+    x, sizes_t, axis_t = op.inputs
+    sizes, axis = _const(sizes_t, "size_splits"), _const(axis_t, "axis")
+    n = len(op.outputs)
+    if axis is None or sizes is None:
+        return
+    a = _axis(int(axis.reshape(-1)[0]), x.rank)
+    sizes = sizes.reshape(-1)
+    if sizes.size != n or int(op.options.get("num_splits", n)) != n:
+        raise OpProblem(f"{sizes.size} sizes for {n} outputs")
+    free = int((sizes == -1).sum())
+    if free > 1 or (sizes < -1).any() or (not free and int(sizes.sum()) != x.shape[a]) or \
+            (free and int(sizes[sizes >= 0].sum()) > x.shape[a]):
+        raise OpProblem(f"sizes {sizes.tolist()} for an axis of {x.shape[a]}")
+    rest = x.shape[a] - int(sizes[sizes >= 0].sum())
+    for i, size in enumerate(sizes):
+        _same_dtype(x, op.outputs[i])
+        _expect(op, tuple((rest if size == -1 else int(size)) if d == a else x.shape[d] for d in range(x.rank)),
+                out=i)
+
+
+def topk(op: ir.Op) -> None:
+    x, k_t = op.inputs
+    values, indices = op.outputs
+    k = _const(k_t, "k")
+    if x.rank < 1 or indices.dtype not in INDEX:
+        raise OpProblem(f"an input of rank {x.rank}, indices of dtype {indices.dtype}")
+    _same_dtype(x, values)
+    if k is not None:
+        k = int(k.reshape(-1)[0])
+        if not 0 <= k <= x.shape[-1]:
+            raise OpProblem(f"k={k} of an axis of {x.shape[-1]}")
+        for out in (0, 1):
+            _expect(op, (*_shape(x)[:-1], k), out=out)
+
+
+def embedding_lookup(op: ir.Op) -> None:
+    ids, table = op.inputs
+    if ids.dtype != np.int32 or ids.rank != 1 or table.rank < 2:
+        raise OpProblem(f"ids of dtype {ids.dtype} and rank {ids.rank} into a table of rank {table.rank}")
+    if ids.data is not None and ids.data.size and (ids.data.min() < 0 or ids.data.max() >= table.shape[0]):
+        raise OpProblem("constant ids out of range")
+    _expect(op, (*_shape(ids), *_shape(table)[1:]))
+
+
+def dynamic_update_slice(op: ir.Op) -> None:
+    x, update, start_t = op.inputs
+    if update.rank != x.rank or any(u > d for u, d in zip(_shape(update), _shape(x))):
+        raise OpProblem(f"an update {list(update.shape)} larger than its operand {list(x.shape)}")
+    if start_t.dtype not in INDEX or start_t.rank != 1 or start_t.shape[0] != x.rank:
+        raise OpProblem(f"start indices of dtype {start_t.dtype} and shape {list(start_t.shape)}")
+    _same_dtype(x, update, op.outputs[0])
+    _expect(op, _shape(x))
+
+
+def range_op(op: ir.Op) -> None:
+    start, limit, delta = op.inputs
+    if any(t.size != 1 for t in (start, limit, delta)):
+        raise OpProblem("start, limit and delta must hold one value each")
+    _same_dtype(start, limit, delta, op.outputs[0])
+    if op.outputs[0].rank != 1:
+        raise OpProblem(f"an output of rank {op.outputs[0].rank}")
+
+
+def broadcast_args(op: ir.Op) -> None:
+    a, b = op.inputs
+    if a.rank != 1 or b.rank != 1 or a.dtype not in INDEX:
+        raise OpProblem("shapes that are not 1-D integer tensors")
+    _same_dtype(a, b, op.outputs[0])
+    _expect(op, (max(a.shape[0], b.shape[0]),))
+
+
 def reduce(op: ir.Op) -> None:
     x, axes_t = op.inputs
     axes = _const(axes_t, "axes")
@@ -581,7 +664,7 @@ _register(unary, (1, 1), "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGIST
           "QUANTIZE", "DEQUANTIZE", "LOGICAL_NOT", "ROUND", "LEAKY_RELU", "GELU", "ZEROS_LIKE", "ONES_LIKE")
 _register(binary, (2, 2), "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE",
           "FLOOR_DIV", "FLOOR_MOD", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL",
-          "LOGICAL_AND", "LOGICAL_OR", "PRELU")
+          "LOGICAL_AND", "LOGICAL_OR", "PRELU", "ATAN2", "BITWISE_XOR")
 _register(select, (3, 3), "SELECT", "SELECT_V2")
 _register(conv2d, (2, 3), "CONV_2D", "DEPTHWISE_CONV_2D")
 _register(transpose_conv, (3, 4), "TRANSPOSE_CONV")
@@ -598,7 +681,15 @@ _register(gather, (2, 2), "GATHER")
 _register(gather_nd, (2, 2), "GATHER_ND")
 _register(scatter_nd, (3, 3), "SCATTER_ND")
 _register(fill, (2, 2), "FILL")
-_register(reduce, (2, 2), "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY")
+_register(axis_op, (2, 2), "CUMSUM", "REVERSE_V2")
+_register(split_v, (3, 3, (1, 1 << 16)), "SPLIT_V")
+_register(topk, (2, 2, 2), "TOPK_V2")
+_register(embedding_lookup, (2, 2), "EMBEDDING_LOOKUP")
+_register(dynamic_update_slice, (3, 3), "DYNAMIC_UPDATE_SLICE")
+_register(range_op, (3, 3), "RANGE")
+_register(broadcast_args, (2, 2), "BROADCAST_ARGS")
+_register(reduce, (2, 2), "MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY",
+          "REDUCE_ALL")
 _register(arg, (2, 2), "ARG_MAX", "ARG_MIN")
 _register(softmax, (1, 1), "SOFTMAX", "LOG_SOFTMAX")
 _register(pool, (1, 1), "MAX_POOL_2D", "AVERAGE_POOL_2D", "L2_POOL_2D")
