@@ -1,4 +1,5 @@
-"""Merge transposes: move a TRANSPOSE up through the layout-agnostic ops that compute its input, onto a tensor
+"""Merge transposes: transposes of the pieces of one split tensor become one transpose before the split, and a
+TRANSPOSE moves up through the layout-agnostic ops that compute its input, onto a tensor
 that is already transposed the same way, so that one TRANSPOSE serves both.
 
 The layout pass sinks every transpose below the ops that read it. When a transposed tensor has a reader that
@@ -160,6 +161,7 @@ def _topological(ops: list[ir.Op]) -> list[ir.Op]:
 def run(graph: ir.Graph) -> bool:
     # The layout pass leaves the transposes it moved past for cleanup; as readers they would hide every merge.
     changed = remove_dead_ops(graph)
+    changed = share_split_transposes(graph) or changed
     while True:
         # One round merges every transpose whose cone no other merge of the round touches; the next round
         # sees the graph they left.
@@ -202,3 +204,140 @@ def _existing_leaves(merge: _Merge, top: ir.Op, cone: list[ir.Op], leaves: dict[
             if t is not None and leaves.get(id(t)) == "existing":
                 found.append(merge.transposed[(id(t), perm)])
     return found
+
+
+# ---- transposes of the pieces of one tensor --------------------------------------------------------------
+def _unit_slice(op: ir.Op) -> int | None:
+    """The axis a constant SLICE takes one position of, keeping every other axis whole; else None."""
+    if op.opcode != "SLICE" or not (op.inputs[1].is_constant and op.inputs[2].is_constant):
+        return None
+    x = op.inputs[0]
+    if not x.is_static:
+        return None
+    begin = [int(v) for v in op.inputs[1].data.reshape(-1)]
+    size = [int(v) for v in op.inputs[2].data.reshape(-1)]
+    size = [x.shape[a] - begin[a] if n == -1 else n for a, n in enumerate(size)]
+    cut = [a for a in range(x.rank) if (begin[a], size[a]) != (0, x.shape[a])]
+    if len(cut) != 1 or size[cut[0]] != 1:
+        return None
+    return cut[0]
+
+
+def _scalar_chain(start: ir.Tensor, consumers, outputs) -> tuple[list[ir.Op], ir.Op] | None:
+    """The elementwise ops (unary, or binary with a one-element constant) that alone read `start` and then each
+    other, and the TRANSPOSE that ends them."""
+    chain: list[ir.Op] = []
+    t = start
+    while True:
+        readers = consumers.get(t, [])
+        if t in outputs or len(readers) != 1 or t.quantization is not None:
+            return None
+        op = readers[0]
+        if perm_of(op) is not None and op.inputs[0] is t:
+            return chain, op
+        scalar_binary = (op.opcode in ELEMENTWISE_BINARY and op.inputs[0] is t and op.inputs[1] is not None
+                         and op.inputs[1].is_constant and op.inputs[1].size == 1)
+        if not (op.opcode in ELEMENTWISE_UNARY or scalar_binary) or len(op.outputs) != 1:
+            return None
+        chain.append(op)
+        t = op.outputs[0]
+
+
+def _lift(axis: int, perm: list[int]) -> tuple[int, ...]:
+    """A piece's permutation on the whole tensor: the sliced axis first, then the piece's axes as `perm` orders
+    them."""
+    return tuple([axis] + [j if j < axis else j + 1 for j in perm])
+
+
+def share_split_transposes(graph: ir.Graph) -> bool:
+    """Transposes of several pieces of one tensor, taken by SLICEs of one position each along one axis (the
+    q, k and v of a packed projection, which the layout pass sank below the split), become one TRANSPOSE of
+    the whole tensor with that axis first, and SLICEs of it:
+
+        x -> SLICE(i) -> RESHAPE -> [MUL by a scalar] -> TRANSPOSE_p      (one transpose per piece)
+        x -> TRANSPOSE_P -> SLICE(i) -> RESHAPE -> [MUL by a scalar]      (one transpose in all)
+
+    A piece read by a BATCH_MATMUL may join the others with its last two axes swapped, the matmul then reading
+    it through its adj_x / adj_y flag (q, v and the k of q @ k^T share one transpose). Pieces whose transposes
+    still differ stay as they are."""
+    producers, consumers = graph.producers(), graph.consumers()
+    outputs = set(graph.outputs)
+    groups: dict[tuple[int, tuple[int, ...]], list] = {}
+    candidates: list = []
+    alternatives: dict[int, tuple] = {}
+    for op in graph.ops:
+        axis = _unit_slice(op)
+        if axis is None:
+            continue
+        x, piece = op.inputs[0], op.outputs[0]
+        readers = consumers.get(piece, [])
+        if piece in outputs or len(readers) != 1 or readers[0].opcode != "RESHAPE":
+            continue
+        squeeze = readers[0]
+        squeezed = tuple(d for a, d in enumerate(x.shape) if a != axis)
+        if tuple(squeeze.outputs[0].shape) != squeezed:
+            continue
+        found = _scalar_chain(squeeze.outputs[0], consumers, outputs)
+        if found is None:
+            continue
+        chain, top = found
+        index = int(op.inputs[1].data.reshape(-1)[axis])
+        p = perm_of(top)
+        member = (index, op, squeeze, chain, top, None)
+        candidates.append((id(x), _lift(axis, p), member))
+        # a transposed operand of one BATCH_MATMUL may instead come with its last two axes in the other order,
+        # the matmul reading it through its adjoint flag
+        readers = consumers.get(top.outputs[0], [])
+        if len(p) >= 2 and len(readers) == 1 and readers[0].opcode == "BATCH_MATMUL" and \
+                top.outputs[0] not in outputs and sum(t is top.outputs[0] for t in readers[0].inputs) == 1:
+            swapped = p[:-2] + [p[-1], p[-2]]
+            alternatives[id(top)] = (id(x), _lift(axis, swapped), (*member[:5], readers[0]))
+    counts: dict = {}
+    for key_x, lifted, _ in candidates:
+        counts[(key_x, lifted)] = counts.get((key_x, lifted), 0) + 1
+    for key_x, lifted, member in candidates:
+        key = (key_x, lifted)
+        other = alternatives.get(id(member[4]))
+        if other is not None and counts.get(other[:2], 0) > counts[key]:
+            key, member = other[:2], other[2]
+        groups.setdefault(key, []).append(member)
+    removed: set[int] = set()
+    added: list[ir.Op] = []
+    for (_, lifted), members in groups.items():
+        if len(members) < 2 or len({m[0] for m in members}) != len(members):
+            continue
+        x = members[0][1].inputs[0]
+        shape = [x.shape[a] for a in lifted]
+        whole = ir.Tensor(f"{x.name}/shared_transpose", shape, x.dtype)
+        perm = ir.Tensor(f"{x.name}/shared_perm", (len(lifted),), np.int32, np.array(lifted, np.int32))
+        added.append(ir.Op("TRANSPOSE", [x, perm], [whole], {}, members[0][4].source))
+        for index, slice_op, squeeze, chain, top, matmul in members:
+            # the pieces's last tensor: the transpose's own output, or for a matmul operand read through its
+            # adjoint flag a new one, its last two axes the other way round
+            last = top.outputs[0] if matmul is None else ir.Tensor(f"{top.outputs[0].name}/adjoint", shape[1:],
+                                                                   top.outputs[0].dtype)
+            if matmul is not None:
+                position = next(i for i, t in enumerate(matmul.inputs) if t is top.outputs[0])
+                flag = "adj_x" if position == 0 else "adj_y"
+                matmul.inputs[position] = last
+                matmul.options[flag] = not matmul.options.get(flag, False)
+            begin = np.zeros(len(shape), np.int32)
+            begin[0] = index
+            sizes = np.array([1] + shape[1:], np.int32)
+            piece = ir.Tensor(f"{top.outputs[0].name}/piece", [1] + shape[1:], x.dtype)
+            added.append(ir.Op("SLICE", [whole, ir.Tensor(f"{piece.name}/begin", begin.shape, np.int32, begin),
+                                         ir.Tensor(f"{piece.name}/size", sizes.shape, np.int32, sizes)],
+                               [piece], {}, slice_op.source))
+            t = ir.Tensor(f"{top.outputs[0].name}/squeezed", shape[1:], x.dtype) if chain else last
+            added.append(reshape_op(piece, t, squeeze.source))
+            for k, op in enumerate(chain):
+                out = last if k == len(chain) - 1 else \
+                    ir.Tensor(f"{op.outputs[0].name}/shared", shape[1:], op.outputs[0].dtype)
+                added.append(ir.Op(op.opcode, [t, *op.inputs[1:]], [out], dict(op.options), op.source,
+                                   op.value_node))
+                t = out
+            removed.update(id(o) for o in (slice_op, squeeze, *chain, top))
+    if not added:
+        return False
+    graph.ops = _topological([op for op in graph.ops if id(op) not in removed] + added)
+    return True

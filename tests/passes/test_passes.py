@@ -391,3 +391,33 @@ def test_nested_concatenations_flatten_and_wide_ones_take_few_ops():
     edge = litert_torch.convert(Wide().eval(), (x,))
     assert_matches(Wide()(x), edge(x))
     assert op_counts(edge)["CONCATENATION"] == 3  # 13 inputs: two joins of five, and the top one of five
+
+
+class PackedQkvAttention(nn.Module):
+    """Attention over one packed q/k/v projection, split after one permute (as torchvision's ViT-style and Swin
+    blocks do)."""
+
+    def __init__(self, dim=32, heads=4):
+        super().__init__()
+        self.heads, self.qkv, self.proj = heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0] * (c // self.heads) ** -0.5, qkv[1], qkv[2]
+        attn = (q @ k.transpose(-2, -1)).softmax(-1)
+        return self.proj((attn @ v).transpose(1, 2).reshape(b, n, c))
+
+
+def test_transposes_of_split_pieces_share_one_before_the_split():
+    """q, k and v sliced out of one packed projection share a single TRANSPOSE of it (k reaching q @ k^T through
+    BATCH_MATMUL's adj_y), and the attention output keeps its own: two in all."""
+    model = PackedQkvAttention().eval()
+    x = torch.randn(2, 9, 32)
+    edge = litert_torch.convert(model, (x,))
+    with torch.no_grad():
+        assert_matches(model(x), edge(x))
+    counts = op_counts(edge)
+    assert counts["TRANSPOSE"] == 2, counts
+    assert any(op.options.get("adj_y") for op in read_model(edge.flatbuffer).subgraphs[0].ops
+               if op.opcode == "BATCH_MATMUL")
