@@ -271,7 +271,8 @@ def share_split_transposes(graph: ir.Graph) -> bool:
             continue
         x, piece = op.inputs[0], op.outputs[0]
         readers = consumers.get(piece, [])
-        if piece in outputs or len(readers) != 1 or readers[0].opcode != "RESHAPE":
+        if piece in outputs or len(readers) != 1 or readers[0].opcode != "RESHAPE" or x.quantization is not None \
+                or piece.quantization is not None:
             continue
         squeeze = readers[0]
         squeezed = tuple(d for a, d in enumerate(x.shape) if a != axis)
@@ -281,6 +282,8 @@ def share_split_transposes(graph: ir.Graph) -> bool:
         if found is None:
             continue
         chain, top = found
+        if top.outputs[0].quantization is not None:
+            continue
         index = int(op.inputs[1].data.reshape(-1)[axis])
         p = perm_of(top)
         member = (index, op, squeeze, chain, top, None)
