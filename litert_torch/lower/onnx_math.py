@@ -1,8 +1,7 @@
-"""ONNX math ops composed from builtins and the ATen lowerings: the inverse trigonometric and hyperbolic
-functions, the smooth and thresholded activations, Xor, Mean, the reductions of a transformed input (ReduceL1,
-ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ReduceProd), CumSum, CumProd, TopK, Hardmax,
-LpNormalization, SpaceToDepth, ScatterElements and ScatterND. Axes, K and the scan axis may be constants or
-computed at run time."""
+"""ONNX math ops composed from builtins and the ATen lowerings: the smooth and thresholded activations, Xor,
+Mean, the reductions of a transformed input (ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum,
+ReduceLogSumExp, ReduceProd), CumSum, CumProd, TopK, Hardmax, LpNormalization, SpaceToDepth, ScatterElements
+and ScatterND. Axes, K and the scan axis may be constants or computed at run time."""
 
 from __future__ import annotations
 
@@ -20,23 +19,6 @@ from litert_torch.lower.registry import LoweringContext, numpy_dtype
 from litert_torch.symbolic import all_static
 
 aten = torch.ops.aten
-
-_FLOAT_UNARY = {
-    "Acos": aten.acos.default, "Asin": aten.asin.default, "Atan": aten.atan.default, "Acosh": aten.acosh.default,
-    "Asinh": aten.asinh.default, "Atanh": aten.atanh.default, "Tan": aten.tan.default, "Sinh": aten.sinh.default,
-    "Cosh": aten.cosh.default,
-}
-
-
-def _unary(target):
-    def lower(ctx, node, inputs, attrs):
-        return aten_fn(target)(ctx, node, inputs[0])
-    return lower
-
-
-for _name, _target in _FLOAT_UNARY.items():
-    onnx_op(_name, doc=f"as {_target}")(_unary(_target))
-
 
 def _scalar(ctx: LoweringContext, value: float, like: ir.Tensor) -> ir.Tensor:
     return ctx.scalar_like(value, like)

@@ -32,6 +32,9 @@ _UNARY = {
     "Floor": aten.floor.default, "Ceil": aten.ceil.default, "Sin": aten.sin.default, "Cos": aten.cos.default,
     "Erf": aten.erf.default, "Reciprocal": aten.reciprocal.default,
     "HardSwish": aten.hardswish.default, "Not": aten.logical_not.default, "Round": aten.round.default,
+    "Acos": aten.acos.default, "Asin": aten.asin.default, "Atan": aten.atan.default, "Acosh": aten.acosh.default,
+    "Asinh": aten.asinh.default, "Atanh": aten.atanh.default, "Tan": aten.tan.default, "Sinh": aten.sinh.default,
+    "Cosh": aten.cosh.default,
 }
 
 
