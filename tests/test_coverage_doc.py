@@ -24,3 +24,14 @@ def test_coverage_lists_the_tflite_ops_of_a_lowering():
 def test_every_lowering_is_reachable():
     """An overload the decompositions always remove would be dead code listed as coverage."""
     assert coverage.unreachable() == []
+
+
+def test_the_readme_counts_the_onnx_ops_the_registry_holds():
+    import os
+    import re
+
+    from litert_torch.lower import onnx_ops
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as f:
+        said = re.search(r"ATen lowerings \((\d+) ops, listed", f.read())
+    assert said is not None and int(said.group(1)) == len(onnx_ops.LOWERINGS)
