@@ -1,7 +1,8 @@
 """ONNX math ops composed from builtins and the ATen lowerings: the smooth and thresholded activations, Xor,
 Mean, the reductions of a transformed input (ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum,
 ReduceLogSumExp, ReduceProd), CumSum, CumProd, TopK, Hardmax, LpNormalization, SpaceToDepth, ScatterElements
-and ScatterND. Axes, K and the scan axis may be constants or computed at run time."""
+and ScatterND, NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss. Axes, K and the scan axis may be
+constants or computed at run time."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from litert_torch import ir
 from litert_torch.lower import exact, onnx_dynamic, scatter
 from litert_torch.lower.onnx_dynamic import _reduce_shapes, reduce_over, runtime_shaped
 from litert_torch.lower.onnx_registry import (
-    PARAMETER_INPUTS, aten_fn, const_list, onnx_op, out_shape, scalar, tensor,
+    PARAMETER_INPUTS, aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor,
 )
 from litert_torch.lower.reduce import cumprod_along, topk_last_axis
 from litert_torch.lower.registry import LoweringContext, numpy_dtype
@@ -433,3 +434,84 @@ def scatter_nd(ctx, node, inputs, attrs):
         columns.append(scatter.wrapped(ctx, column, int(x.shape[axis])))
     coords = scatter._stack(ctx, columns, [int(d) for d in index.shape[:-1]])
     return scatter.write(ctx, x, coords, updates, mode)
+
+
+# ---- losses ------------------------------------------------------------------------------------------------
+def _nll(ctx, node, log_prob: ir.Tensor, target: ir.Tensor, weight, attrs) -> ir.Tensor:
+    """-log_prob[n, target[n, ...], ...] * weight[target], 0 where the target is ignore_index, reduced as
+    `reduction` says (mean: divided by the sum of the weights of the targets not ignored). The class picked
+    by SELECT_V2 of a one-hot mask, so an infinite log-probability of another class never meets a 0 weight."""
+    reduction = attrs.get("reduction", b"mean")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    if reduction not in ("none", "sum", "mean"):
+        raise ctx.fail(f"{node.op_type} reduction={reduction!r} is not one ONNX defines")
+    x = log_prob
+    if x.rank < 2 or target.rank != x.rank - 1 or not all_static([*x.shape, *target.shape]):
+        raise ctx.fail(f"{node.op_type} of an input {list(x.shape)} with targets {list(target.shape)}")
+    out_shape_ = [int(d) for d in target.shape]
+    if x.rank > 3:  # the positions flattened to one axis: every kernel then takes the rank
+        x = _flat_positions(ctx, x)
+        target = ctx.reshape(target, [out_shape_[0], int(np.prod(out_shape_[1:], dtype=np.int64))])
+    c = int(x.shape[1])
+    per = [int(target.shape[0]), 1, *(int(d) for d in target.shape[1:])]  # target with the class axis
+    labels = ctx.reshape(ctx.cast(target, np.int32), per)
+    classes = ctx.const(np.arange(c, dtype=np.int32).reshape([1, c] + [1] * (x.rank - 2)), name="classes")
+    hot = ctx.emit("EQUAL", [labels, classes], x.shape, np.bool_)
+    axis = ctx.const(np.array([1], np.int32), name="class_axis")
+    zero = ctx.scalar_like(0, x)
+    picked = ctx.emit("SUM", [ctx.emit("SELECT_V2", [hot, x, zero], x.shape, x.dtype), axis], per, x.dtype,
+                      keep_dims=True)
+    if weight is not None:
+        w = ctx.reshape(ctx.cast(tensor(ctx, weight), x.dtype), [1, c] + [1] * (x.rank - 2))
+        w_t = ctx.emit("SUM", [ctx.emit("SELECT_V2", [hot, w, zero], x.shape, x.dtype), axis], per, x.dtype,
+                       keep_dims=True)
+    else:
+        w_t = ctx.cast(ctx.emit("REDUCE_ANY", [hot, axis], per, np.bool_, keep_dims=True), x.dtype)
+    if "ignore_index" in attrs:
+        kept = ctx.emit("NOT_EQUAL", [labels, ctx.const(np.array(int(attrs["ignore_index"]), np.int32),
+                                                        name="ignore_index")], per, np.bool_)
+        w_t = ctx.emit("SELECT_V2", [kept, w_t, zero], per, x.dtype)
+    loss = ctx.emit("MUL", [ctx.emit("NEG", [picked], per, x.dtype), w_t], per, x.dtype,
+                    fused_activation_function="NONE")
+    loss = ctx.reshape(loss, [int(d) for d in target.shape])
+    if reduction == "none":
+        return ctx.reshape(loss, out_shape_)
+    every = ctx.const(np.arange(loss.rank, dtype=np.int32), name="axes")
+    total = ctx.emit("SUM", [loss, every], (), x.dtype, keep_dims=False)
+    if reduction == "sum":
+        return total
+    count = ctx.emit("SUM", [ctx.reshape(w_t, [int(d) for d in target.shape]), every], (), x.dtype, keep_dims=False)
+    return ctx.emit("DIV", [total, count], (), x.dtype, fused_activation_function="NONE")
+
+
+@onnx_op("NegativeLogLikelihoodLoss")
+def negative_log_likelihood_loss(ctx, node, inputs, attrs):
+    """The negative log-likelihood of each target class (with its weight, ignore_index), reduced by none,
+    sum or mean."""
+    weight = inputs[2] if len(inputs) > 2 else None
+    return _nll(ctx, node, inputs[0], tensor(ctx, inputs[1]), weight, attrs)
+
+
+@onnx_op("SoftmaxCrossEntropyLoss")
+def softmax_cross_entropy_loss(ctx, node, inputs, attrs):
+    """LOG_SOFTMAX over the class axis (moved last and back), then the negative log-likelihood loss; the
+    log-probabilities are the second output."""
+    scores = inputs[0]
+    weight = inputs[2] if len(inputs) > 2 else None
+    if scores.rank < 2:
+        raise ctx.fail(f"SoftmaxCrossEntropyLoss of scores {list(scores.shape)} (they need a class axis)")
+    flat = _flat_positions(ctx, scores) if scores.rank > 3 else scores
+    log_prob = aten_fn(aten._log_softmax.default)(ctx, sub(node, tuple(flat.shape), scores.dtype), flat, 1, False)
+    target = tensor(ctx, inputs[1])
+    if scores.rank > 3:
+        target = ctx.reshape(target, [int(d) for d in flat.shape[:1] + flat.shape[2:]])
+    loss = _nll(ctx, node, log_prob, target, weight, attrs)
+    if scores.rank > 3 and loss.rank:
+        loss = ctx.reshape(loss, [int(d) for d in inputs[1].shape])
+    return loss, (ctx.reshape(log_prob, [int(d) for d in scores.shape]) if 1 in node.used else None)
+
+
+def _flat_positions(ctx, x: ir.Tensor) -> ir.Tensor:
+    """[N, C, d1, ..., dk] as [N, C, d1 * ... * dk]."""
+    n, c, *rest = (int(d) for d in x.shape)
+    return ctx.reshape(x, [n, c, int(np.prod(rest, dtype=np.int64))])

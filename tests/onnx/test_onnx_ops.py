@@ -257,6 +257,12 @@ MATH_ROWS = {
     "SpaceToDepth": ([node("SpaceToDepth", ["x"], ["y"], blocksize=2)], {"x": (1, 3, 4, 6)}, {}, 18, "normal"),
     "ScatterElements": ([node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction="add")], {"x": (3, 5)},
                         {"i": np.array([[0, -1, 2], [4, 4, 1], [3, 0, -2]], np.int64), "u": r(3, 3)}, 18, "normal"),
+    "NegativeLogLikelihoodLoss": (
+        [node("NegativeLogLikelihoodLoss", ["x", "t", "w"], ["y"], reduction="mean", ignore_index=1)], {"x": (3, 4, 5)},
+        {"t": np.random.default_rng(5).integers(0, 4, (3, 5)).astype(np.int64), "w": np.abs(r(4)) + 0.1}, 18, "normal"),
+    "SoftmaxCrossEntropyLoss": (
+        [node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y", "log_prob"], reduction="none")], {"x": (2, 4, 3, 2, 2)},
+        {"t": np.random.default_rng(6).integers(0, 4, (2, 3, 2, 2)).astype(np.int64)}, 18, "normal"),
     "ScatterND": ([node("ScatterND", ["x", "i", "u"], ["y"])], {"x": (4, 3, 2)},
                   {"i": np.array([[[2], [0]], [[-1], [1]]], np.int64), "u": r(2, 2, 3, 2)}, 18, "normal"),
 }
