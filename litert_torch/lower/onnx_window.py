@@ -47,15 +47,18 @@ def _explicit_pad(ctx, node, x, pads, value=0.0):
     return y, [0] * len(pads)
 
 
+def _conv_operands(inputs, attrs):
+    """(x, w, bias or None, spatial rank, kernel, strides, dilations) of a Conv or ConvTranspose node."""
+    x, w = inputs[0], inputs[1]
+    spatial = x.rank - 2
+    return (x, w, inputs[2] if len(inputs) > 2 else None, spatial, list(w.shape[2:]),
+            list(attrs.get("strides", [1] * spatial)), list(attrs.get("dilations", [1] * spatial)))
+
+
 @onnx_op("Conv")
 def conv(ctx, node, inputs, attrs):
     """as aten.convolution (1-D, 2-D, 3-D; groups; pads, SAME auto-padding; an asymmetric pad is an explicit PAD)."""
-    x, w = inputs[0], inputs[1]
-    b = inputs[2] if len(inputs) > 2 else None
-    spatial = x.rank - 2
-    kernel = list(w.shape[2:])
-    strides = list(attrs.get("strides", [1] * spatial))
-    dilations = list(attrs.get("dilations", [1] * spatial))
+    x, w, b, spatial, kernel, strides, dilations = _conv_operands(inputs, attrs)
     x, padding = _explicit_pad(ctx, node, x, _pads(ctx, node, x, attrs, kernel, strides, dilations))
     return aten_fn(aten.convolution.default)(ctx, node, x, w, b, strides, padding, dilations, False,
                                              [0] * spatial, attrs.get("group", 1))
@@ -94,12 +97,7 @@ def _transposed_pads(ctx, x, attrs, kernel, strides, dilations, output_padding) 
 def conv_transpose(ctx, node, inputs, attrs):
     """as aten.convolution transposed (pads, output_padding); asymmetric pads, `output_shape` and SAME auto
     padding as the full transposed convolution cropped (or zero-extended) to the output, then the bias."""
-    x, w = inputs[0], inputs[1]
-    b = inputs[2] if len(inputs) > 2 else None
-    spatial = x.rank - 2
-    kernel = list(w.shape[2:])
-    strides = list(attrs.get("strides", [1] * spatial))
-    dilations = list(attrs.get("dilations", [1] * spatial))
+    x, w, b, spatial, kernel, strides, dilations = _conv_operands(inputs, attrs)
     output_padding = list(attrs.get("output_padding", [0] * spatial))
     groups = attrs.get("group", 1)
     pads = _transposed_pads(ctx, x, attrs, kernel, strides, dilations, output_padding)
