@@ -16,6 +16,7 @@ from litert_torch.lower.onnx_registry import (
     PARAMETER_INPUTS, aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor,
 )
 from litert_torch.lower.reduce import cumprod_along, topk_last_axis
+from litert_torch.lower.reduce import reduce as reduce_over_dims
 from litert_torch.lower.registry import LoweringContext, numpy_dtype
 from litert_torch.symbolic import all_static
 
@@ -169,11 +170,7 @@ def _static_axes(ctx, x, inputs, attrs) -> list[int] | None:
 
 
 def _reduce_static(ctx, node, x, axes: list[int], opcode: str, keep: bool) -> ir.Tensor:
-    shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else \
-        [d for i, d in enumerate(x.shape) if i not in axes]
-    if not axes:
-        return x
-    return ctx.emit(opcode, [x, ctx.const(np.array(axes, np.int32), name="axes")], shape, x.dtype, keep_dims=keep)
+    return reduce_over_dims(ctx, node, opcode, x, axes, keep, x.dtype)
 
 
 def _reduction(ctx, node, inputs, attrs, run_time: bool):
