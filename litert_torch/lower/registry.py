@@ -279,6 +279,10 @@ class LoweringContext:
             return x
         if x.is_constant:
             return self.const(x.data.reshape(shape), x.dtype, "reshaped")
+        if self._value_sized(x, shape):
+            kept = self._reshape_on_cpu(x, shape)
+            if kept is not None:
+                return kept
         if sum(isinstance(d, Sym) for d in shape) > 1:
             # Several dynamic sizes: a unit axis added or removed needs no shape operand at all.
             old = list(x.shape)
@@ -295,6 +299,31 @@ class LoweringContext:
         operand = self.reshape_operand(shape)
         options = {"new_shape": [int(v) for v in operand.data]} if operand.is_constant else {}
         return self.emit("RESHAPE", [x, operand], shape, x.dtype, **options)
+
+    def _value_sized(self, x: ir.Tensor, shape: Sequence[Any]) -> bool:
+        """Whether a reshape of `x` to `shape` moves a tensor whose sizes are decided by values as the model runs
+        (`SymSpace.fresh`), in a dtype the XNNPACK delegate would take it in."""
+        if np.dtype(x.dtype) not in (np.float32, np.int8, np.uint8):
+            return False
+        return any(isinstance(d, Sym) and d.symbols & self.space.unbacked for d in (*x.shape, *shape))
+
+    def _reshape_on_cpu(self, x: ir.Tensor, shape: Sequence[Any]) -> ir.Tensor | None:
+        """RESHAPE with its target computed at run time, so that the XNNPACK delegate leaves it to the built-in
+        kernel (it takes only a constant target). XNNPACK's own reshape of a tensor whose sizes change during an
+        invocation hands the next partition stale memory now and then (a wrong answer that depends on the heap's
+        history); the built-in RESHAPE aliases its input and is as cheap. None where the target cannot be read at
+        run time."""
+        state = self.checkpoint()
+        self.anchor(x)
+        try:
+            operand = self.dims_tensor(shape)
+        except DynamicSizeError:
+            self.rollback(state)
+            return None
+        if operand.is_constant:  # every size static after all: nothing to keep off the delegate
+            self.rollback(state)
+            return None
+        return self.emit("RESHAPE", [x, operand], shape, x.dtype)
 
     def transpose(self, x: ir.Tensor, perm: Sequence[int]) -> ir.Tensor:
         perm = [int(p) for p in perm]
