@@ -99,14 +99,11 @@ def lower_addmv(ctx, node, bias, mat, vec, beta=1, alpha=1):
 
 @lowers(aten._native_batch_norm_legit_no_training.default)
 def lower_batch_norm(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps):
-    """Eval-mode batch norm as x * scale + shift with per-channel constants (folded into a preceding conv or
-    linear by the fold_affine pass)."""
-    if not (running_mean.is_constant and running_var.is_constant):
-        raise ctx.fail("batch norm with statistics computed at run time (train mode) cannot be converted; "
-                       "call model.eval() first")
-    for name, value in (("weight", weight), ("bias", bias)):
-        if value is not None and not value.is_constant:
-            raise ctx.fail(f"batch norm {name} must be a constant")
+    """Eval-mode batch norm as x * scale + shift per channel: constants (folded into a preceding conv or linear
+    by the fold_affine pass) when the statistics and affine weights are, else computed in the model."""
+    if not all(t is None or t.is_constant for t in (running_mean, running_var, weight, bias)):
+        out = _batch_norm_run_time_stats(ctx, x, weight, bias, running_mean, running_var, eps)
+        return (out, *_no_saved_stats(ctx, node, x))
     mean = running_mean.data.astype(np.float64)
     inv_std = 1.0 / np.sqrt(running_var.data.astype(np.float64) + eps)
     scale = inv_std * (weight.data.astype(np.float64) if weight is not None else 1.0)
@@ -115,15 +112,115 @@ def lower_batch_norm(ctx, node, x, weight, bias, running_mean, running_var, mome
     scaled = ctx.emit("MUL", [x, ctx.const(scale.reshape(channel_shape).astype(x.dtype), name="bn_scale")], like=x)
     out = ctx.emit("ADD", [scaled, ctx.const(shift.reshape(channel_shape).astype(x.dtype), name="bn_shift")],
                    like=x)
-    return out, None, None
+    return (out, *_no_saved_stats(ctx, node, x))
+
+
+def _no_saved_stats(ctx, node, x):
+    """Eval mode saves no statistics: PyTorch returns empty tensors where train mode returns mean and rstd."""
+    return tuple(ctx.empty([0], x.dtype) if i in node.used else None for i in (1, 2))
+
+
+def _per_channel(ctx: LoweringContext, t: ir.Tensor, x: ir.Tensor) -> ir.Tensor:
+    """A [C] tensor as [C, 1, ...], broadcasting against x's [N, C, *spatial] (x's dtype)."""
+    return ctx.reshape(ctx.cast(t, x.dtype), [x.shape[1]] + [1] * (x.rank - 2))
+
+
+def _batch_norm_run_time_stats(ctx, x, weight, bias, running_mean, running_var, eps):
+    """(x - mean) * rstd * weight + bias with the statistics read when the model runs."""
+    var = _per_channel(ctx, running_var, x)
+    rstd = exact.rsqrt(ctx, ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var))
+    scale = rstd if weight is None else ctx.emit("MUL", [rstd, _per_channel(ctx, weight, x)], like=rstd)
+    centred = ctx.emit("SUB", [x, _per_channel(ctx, running_mean, x)], like=x)
+    out = ctx.emit("MUL", [centred, scale], like=x)
+    return out if bias is None else ctx.emit("ADD", [out, _per_channel(ctx, bias, x)], like=x)
+
+
+def _batch_statistics(ctx, node, x, weight, bias, eps):
+    """Train-mode batch norm: (out, mean [C], rstd [C], the batch's biased variance [1, C, 1...], count), the
+    statistics over the batch and spatial axes of each channel."""
+    if x.rank < 2:
+        raise ctx.fail(f"batch norm of a rank-{x.rank} input (it takes [N, C, ...])")
+    ctx.warn_once("train-mode batch norm", "batch norm in train mode (first at %s) normalises by each batch's own "
+                  "statistics, as PyTorch does in training; for inference call model.eval() before converting",
+                  node.name)
+    stages = [list(range(2, x.rank)), [0]] if x.rank > 2 else [[0]]
+    mean = staged_mean(ctx, x, stages)
+    var = staged_mean(ctx, ctx.emit("SQUARED_DIFFERENCE", [x, mean], like=x), stages)
+    rstd = exact.rsqrt(ctx, ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var))
+    shift = ctx.emit("NEG", [ctx.emit("MUL", [mean, rstd], like=mean)], like=mean)
+    y = ctx.emit("ADD", [ctx.emit("MUL", [x, rstd], like=x), shift], like=x)
+    c = x.shape[1]
+    channel = [1, c] + [1] * (x.rank - 2)
+    out = y
+    if weight is not None:
+        out = ctx.emit("MUL", [out, ctx.reshape(ctx.cast(weight, x.dtype), channel)], like=out)
+    if bias is not None:
+        out = ctx.emit("ADD", [out, ctx.reshape(ctx.cast(bias, x.dtype), channel)], like=out)
+    count = int(np.prod([int(d) for d in x.shape]) // int(c)) if all(isinstance(d, int) for d in x.shape) else None
+    return out, ctx.reshape(mean, [c]), ctx.reshape(rstd, [c]), var, count
+
+
+def _updated_running_stats(ctx, node, mean, var, count, running_mean, running_var, momentum):
+    """(1 - momentum) * running + momentum * batch, the variance unbiased (count / (count - 1))."""
+    if count is None:
+        raise ctx.fail("batch norm's updated running statistics over dynamic sizes have no lowering")
+    c = int(mean.shape[0])
+    outs = []
+    for running, batch, factor in ((running_mean, mean, 1.0), (running_var, ctx.reshape(var, [c]),
+                                                              count / (count - 1) if count > 1 else np.inf)):
+        if running is None:
+            outs.append(None)
+            continue
+        batch = ctx.cast(batch, running.dtype)
+        kept = ctx.emit("MUL", [running, ctx.scalar_like(1.0 - momentum, running)], like=running)
+        new = ctx.emit("MUL", [batch, ctx.scalar_like(momentum * factor, batch)], like=batch)
+        outs.append(ctx.emit("ADD", [kept, new], like=kept))
+    return outs
+
+
+@lowers(aten._native_batch_norm_legit_functional.default)
+def lower_batch_norm_functional(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """Batch norm with its running statistics returned updated: train mode normalises by the batch's own
+    statistics (and warns); eval mode is the per-channel affine of the running ones."""
+    if not training:
+        out, mean, rstd = lower_batch_norm(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps)
+        return out, mean, rstd, running_mean, running_var
+    out, mean, rstd, var, count = _batch_statistics(ctx, node, x, weight, bias, eps)
+    new_mean, new_var = (_updated_running_stats(ctx, node, mean, var, count, running_mean, running_var, momentum)
+                         if node.used & {3, 4} else (None, None))
+    return out, mean, rstd, new_mean, new_var
+
+
+@lowers(aten._native_batch_norm_legit.default)
+def lower_batch_norm_legit(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """(out, mean, rstd) of batch norm; the running statistics' update (a mutation) is not part of the result."""
+    return lower_batch_norm_functional(ctx, node, x, weight, bias, running_mean, running_var, training, momentum,
+                                       eps)[:3]
+
+
+@lowers(aten._native_batch_norm_legit.no_stats)
+def lower_batch_norm_no_stats(ctx, node, x, weight, bias, training, momentum, eps):
+    """Batch norm without running statistics: always the batch's own."""
+    return _batch_statistics(ctx, node, x, weight, bias, eps)[:3]
+
+
+@lowers(aten._batch_norm_with_update_functional.default)
+def lower_batch_norm_with_update(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps):
+    """Train-mode batch norm with (out, mean, rstd, reserve, new running mean, new running variance)."""
+    out, mean, rstd, var, count = _batch_statistics(ctx, node, x, weight, bias, eps)
+    new_mean, new_var = (_updated_running_stats(ctx, node, mean, var, count, running_mean, running_var, momentum)
+                         if node.used & {4, 5} else (None, None))
+    reserve = ctx.empty([0], np.uint8) if 3 in node.used else None  # a cuDNN workspace, empty on the CPU
+    return out, mean, rstd, reserve, new_mean, new_var
 
 
 @lowers(aten.batch_norm.default)
 def lower_batch_norm_eval(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps,
                           cudnn_enabled=False):
-    """Eval-mode batch norm (training=False) as aten._native_batch_norm_legit_no_training: x * scale + shift."""
-    if training:
-        raise ctx.fail("batch norm in train mode cannot be converted; call model.eval() first")
+    """batch_norm: eval mode as aten._native_batch_norm_legit_no_training (x * scale + shift), train mode by
+    the batch's statistics (a warning says so)."""
+    if training or running_mean is None:
+        return _batch_statistics(ctx, node, x, weight, bias, eps)[0]
     return lower_batch_norm(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps)[0]
 
 

@@ -393,29 +393,33 @@ def space_to_depth(ctx, node, inputs, attrs):
 
 # ---- scatter -----------------------------------------------------------------------------------------------
 def _reduction_mode(ctx, node, attrs) -> str:
+    """"set", "add", or the product / maximum / minimum of lower/scatter.py ("prod", "amax", "amin")."""
     reduction = attrs.get("reduction", b"none")
     reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
-    mode = {"none": "set", "add": "add"}.get(reduction)
+    mode = {"none": "set", "add": "add", "mul": "prod", "max": "amax", "min": "amin"}.get(reduction)
     if mode is None:
-        raise ctx.fail(f"{node.op_type} with reduction={reduction!r} has no lowering (none and add have)")
+        raise ctx.fail(f"{node.op_type} with reduction={reduction!r} is not one ONNX defines "
+                       "(none, add, mul, max, min)")
     return mode
 
 
 @onnx_op("ScatterElements")
 def scatter_elements(ctx, node, inputs, attrs):
-    """as aten.scatter / scatter_add along `axis` (reduction none or add; lower/scatter.py)."""
+    """as aten.scatter / scatter_add / scatter_reduce (with x's own values) along `axis` (lower/scatter.py)."""
     x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
     axis = int(attrs.get("axis", 0)) % max(x.rank, 1)
     mode = _reduction_mode(ctx, node, attrs)
     if any(d == 0 for d in index.shape):
         return x
+    if mode in ("prod", "amax", "amin"):
+        return scatter.scatter_grouped(ctx, x, axis, index, updates, mode, True)
     return scatter.write(ctx, x, scatter.along_axis(ctx, x, axis, index), updates, mode)
 
 
 @onnx_op("ScatterND")
 def scatter_nd(ctx, node, inputs, attrs):
-    """SCATTER_ND of the updates at the index tuples (each naming a slice of the leading axes), added to x or
-    written over it (reduction none or add; lower/scatter.py)."""
+    """SCATTER_ND of the updates at the index tuples (each naming a slice of the leading axes), added to x,
+    written over it, or multiplied / maximised / minimised with it (lower/scatter.py)."""
     x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
     mode = _reduction_mode(ctx, node, attrs)
     k = int(index.shape[-1])
@@ -430,6 +434,8 @@ def scatter_nd(ctx, node, inputs, attrs):
                              ctx.slice(index, [0] * (index.rank - 1) + [axis], [*lead, 1]), lead)
         columns.append(scatter.wrapped(ctx, column, int(x.shape[axis])))
     coords = scatter._stack(ctx, columns, [int(d) for d in index.shape[:-1]])
+    if mode in ("prod", "amax", "amin"):
+        return scatter.nd_grouped(ctx, x, coords, columns, updates, mode)
     return scatter.write(ctx, x, coords, updates, mode)
 
 

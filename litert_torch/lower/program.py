@@ -42,8 +42,6 @@ class LoweredProgram:
 
 # Why some ops have no lowering, and what to do instead.
 HINTS = {
-    "aten._native_batch_norm_legit_functional.default": "batch norm in train mode; call model.eval() first",
-    "aten._native_batch_norm_legit.default": "batch norm in train mode; call model.eval() first",
     "aten.native_dropout.default": "dropout in train mode; call model.eval() first",
 }
 
@@ -84,6 +82,27 @@ def _check_static_shapes(program: torch.export.ExportedProgram) -> None:
                             "(a data-dependent size, as from boolean-mask indexing or nonzero); a LiteRT model's "
                             "shapes cannot: compute on the whole tensor instead (torch.where with a mask)",
                             target=ref.target, location=ref.location)
+
+
+_BATCH_NORM_STATE = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def _check_mutations(program: torch.export.ExportedProgram) -> None:
+    """Refuse, before any lowering, a model that writes to its own state (a model's input it writes to is
+    fine: see lower_program)."""
+    written = [s for s in program.graph_signature.output_specs
+               if s.kind not in (OutputKind.USER_OUTPUT, OutputKind.USER_INPUT_MUTATION)]
+    if not written:
+        return
+    names = [str(s.target) for s in written]
+    if all(n.rsplit(".", 1)[-1] in _BATCH_NORM_STATE for n in names):
+        raise ConversionError(f"the model updates batch norm running statistics ({names[0]!r}"
+                              f"{f' and {len(names) - 1} more' if len(names) > 1 else ''}): batch norm is in "
+                              "train mode; call model.eval() first")
+    spec = written[0]
+    raise ConversionError(
+        f"the model writes to {spec.kind.name.lower().replace('_', ' ')} {spec.target!r} during forward; "
+        "models that mutate their buffers are not supported yet (keep state outside the model)")
 
 
 def _is_size(node: torch.fx.Node) -> bool:
@@ -350,6 +369,7 @@ def lower_program(program: torch.export.ExportedProgram,
                     and 0 in tuple(values[n.name].shape)}
     constant_nodes = _find_constant_nodes(program, {**constants, **empty_inputs}, sizes)
     _check_static_shapes(program)
+    _check_mutations(program)
     _check_supported(program, constant_nodes)
 
     graph = ir.Graph("main")
@@ -437,11 +457,8 @@ def lower_program(program: torch.export.ExportedProgram,
             log.warning("the model writes to its input %r in place; the converted model computes the same outputs "
                         "but leaves the caller's input unchanged", spec.target)
             continue
-        if spec.kind != OutputKind.USER_OUTPUT:
-            raise ConversionError(
-                f"the model writes to {spec.kind.name.lower().replace('_', ' ')} {spec.target!r} during forward; "
-                "models that mutate their buffers are not supported yet (keep state outside the model)"
-            )
+        if spec.kind != OutputKind.USER_OUTPUT:  # refused by _check_mutations before lowering
+            raise AssertionError(f"unexpected output kind {spec.kind}")
         if not isinstance(arg, torch.fx.Node):
             raise ConversionError(f"output {arg!r} is not a tensor; only tensor outputs are supported")
         value = env[arg.name]

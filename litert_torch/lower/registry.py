@@ -14,6 +14,7 @@ lowering cannot express a call exactly it raises `LoweringError` with the reason
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -102,9 +103,16 @@ class LoweringContext:
         self._anchors: list[ir.Tensor] = []  # tensors whose shapes hold sizes decided by values (`anchor`)
         self._sizes: dict[Any, ir.Tensor] = {}  # size expression -> its [1] int32 tensor
         self._shape_of: dict[int, ir.Tensor] = {}  # id(tensor) -> its SHAPE
+        self.reported: set[str] = set()  # warnings already logged for this graph (`warn_once`)
 
     def begin(self, node: Node, source: ir.SourceRef) -> None:
         self.node, self.source, self._count = node, source, 0
+
+    def warn_once(self, key: str, message: str, *args: Any) -> None:
+        """Log a warning about the model the first time `key` comes up while lowering this graph."""
+        if key not in self.reported:
+            self.reported.add(key)
+            logging.getLogger("litert_torch").warning(message, *args)
 
     def checkpoint(self) -> Any:
         """The context's state now, for `rollback`: a lowering tried and then redone another way."""

@@ -1,5 +1,5 @@
-"""Writes at computed positions: index_put, scatter, scatter_add and scatter_reduce (sum, mean), and ONNX's
-ScatterElements and ScatterND, through SCATTER_ND.
+"""Writes at computed positions: index_put, scatter, scatter_add, scatter_reduce and index_reduce (sum, mean,
+prod, amax, amin), and ONNX's ScatterElements and ScatterND, through SCATTER_ND.
 
 SCATTER_ND makes a zero tensor and adds each update at its coordinates (updates at the same coordinates are
 summed) and fails the invocation on a coordinate outside the tensor, as PyTorch raises. An accumulating write is
@@ -10,8 +10,14 @@ An overwriting write that gives one position several updates writes their mean (
 divided by SCATTER_ND of ones): exact where the updates are equal, as the repeated indices of max_unpool over
 overlapping windows are; PyTorch and ONNX leave other duplicates undefined.
 
-Limits: reductions other than sum and mean (prod, amax, amin) have no
-lowering; static sizes.
+Products, maxima and minima have no scatter kernel: each position along the written axis is compared with every
+index (EQUAL against the positions, one more axis), the updates it does not receive replaced by the reduction's
+identity, and REDUCE_PROD / REDUCE_MAX / REDUCE_MIN taken over the indices; a NaN among the updates a position
+receives makes it NaN, as in PyTorch. SCATTER_ND of ones still marks the written positions (and refuses an index
+outside the tensor).
+
+Limits: static sizes; a product, maximum or minimum compares (positions x updates) elements, refused above
+2**24.
 """
 
 from __future__ import annotations
@@ -162,14 +168,180 @@ def lower_scatter_add(ctx, node, x, dim, index, src):
     return _scatter(ctx, node, x, dim, index, src, "add")
 
 
+# ---- products, maxima and minima ---------------------------------------------------------------------------
+_GROUPED_LIMIT = 1 << 24
+_REDUCERS = {"prod": "REDUCE_PROD", "amax": "REDUCE_MAX", "amin": "REDUCE_MIN"}
+_COMBINE = {"prod": "MUL", "amax": "MAXIMUM", "amin": "MINIMUM"}
+
+
+def _identity(reduce: str, dtype: np.dtype):
+    if reduce == "prod":
+        return np.array(1, dtype)
+    if dtype.kind == "f":
+        return np.array(-np.inf if reduce == "amax" else np.inf, dtype)
+    info = np.iinfo(dtype)
+    return np.array(info.min if reduce == "amax" else info.max, dtype)
+
+
+def _is_nan(ctx: LoweringContext, t: ir.Tensor) -> ir.Tensor:
+    return ctx.emit("NOT_EQUAL", [t, t], t.shape, np.bool_)
+
+
+def grouped(ctx: LoweringContext, values: ir.Tensor, ids: ir.Tensor, axis: int, n: int, reduce: str) -> ir.Tensor:
+    """For each group j < n, the `reduce` ("prod", "amax", "amin") of the `values` along `axis` whose id (int32,
+    broadcast against `values`) is j: [*values.shape[:axis], n, *values.shape[axis + 1:]], the identity where no
+    id is j. A group receiving a NaN is NaN."""
+    shape = [int(d) for d in values.shape]
+    wide_shape = shape[:axis] + [n] + shape[axis:]
+    if int(np.prod(wide_shape)) > _GROUPED_LIMIT:
+        raise ctx.fail(f"a scatter {reduce} comparing {n} positions with {int(np.prod(shape))} updates "
+                       f"({int(np.prod(wide_shape))} elements, over 2**24) has no lowering")
+    dtype = np.dtype(values.dtype)
+    groups = np.arange(n, dtype=np.int32).reshape([1] * axis + [n] + [1] * (len(shape) - axis))
+    ids = ctx.reshape(ids, [int(d) for d in ids.shape[:axis]] + [1] + [int(d) for d in ids.shape[axis:]])
+    receives = ctx.emit("EQUAL", [ids, ctx.const(groups, name="groups")],
+                        [int(d) for d in ids.shape[:axis]] + [n] + [int(d) for d in ids.shape[axis + 1:]], np.bool_)
+    if list(receives.shape) != wide_shape:
+        receives = _broadcast(ctx, receives, wide_shape)
+    spread = ctx.reshape(values, shape[:axis] + [1] + shape[axis:])
+    picked = ctx.emit("SELECT_V2", [receives, spread, ctx.const(_identity(reduce, dtype), name="identity")],
+                      wide_shape, dtype)
+    axes = ctx.const(np.array([axis + 1], np.int32), name="axes")
+    out_shape = shape[:axis] + [n] + shape[axis + 1:]
+    out = ctx.emit(_REDUCERS[reduce], [picked, axes], out_shape, dtype, keep_dims=False)
+    if dtype.kind == "f" and reduce != "prod":  # the kernels compare past a NaN
+        nan = ctx.emit("LOGICAL_AND", [receives, _is_nan(ctx, spread)], wide_shape, np.bool_)
+        nan = ctx.emit("REDUCE_ANY", [nan, axes], out_shape, np.bool_, keep_dims=False)
+        out = ctx.emit("SELECT_V2", [nan, ctx.const(np.array(np.nan, dtype), name="nan"), out], out_shape, dtype)
+    return out
+
+
+def combine(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, reduce: str) -> ir.Tensor:
+    """a * b, max(a, b) or min(a, b), NaN where either is NaN."""
+    out = ctx.emit(_COMBINE[reduce], [a, b], a.shape, a.dtype,
+                   **({"fused_activation_function": "NONE"} if reduce == "prod" else {}))
+    if np.dtype(a.dtype).kind == "f" and reduce != "prod":
+        nan = ctx.emit("LOGICAL_OR", [_is_nan(ctx, a), _is_nan(ctx, b)], a.shape, np.bool_)
+        out = ctx.emit("SELECT_V2", [nan, ctx.const(np.array(np.nan, a.dtype), name="nan"), out], a.shape, a.dtype)
+    return out
+
+
+def _work_type(dtype: np.dtype) -> np.dtype:
+    """The type a product, maximum or minimum is computed in (REDUCE_* and EQUAL take these)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.dtype(np.float32)
+    if dtype in (np.dtype(np.int64), np.dtype(np.int32)):
+        return dtype
+    return np.dtype(np.int32)  # bool, int8, uint8, int16: products wrap the same way after the cast back
+
+
+def reduce_write(ctx: LoweringContext, x: ir.Tensor, coords: ir.Tensor, reduced: ir.Tensor, updates_shape,
+                 reduce: str, include_self: bool) -> ir.Tensor:
+    """`x` with `reduced` (x's shape: each written position's reduction of its updates) at the positions the
+    coordinates [*updates_shape, k] name, combined with x's own value where `include_self`."""
+    dtype = np.dtype(x.dtype)
+    work = _work_type(dtype)
+    ones = ctx.emit("FILL", [ctx.const(np.array(updates_shape, np.int32), name="shape"),
+                             ctx.const(np.array(1, np.int32), name="one")], list(updates_shape), np.int32)
+    count = ctx.emit("SCATTER_ND", [coords, ones, ctx.const(np.array(x.shape, np.int32), name="shape")], x.shape,
+                     np.int32)
+    hit = ctx.emit("GREATER", [count, ctx.scalar_like(0, count)], x.shape, np.bool_)
+    xw = ctx.cast(x, work)
+    value = combine(ctx, xw, reduced, reduce) if include_self else reduced
+    return ctx.cast(ctx.emit("SELECT_V2", [hit, value, xw], x.shape, work), dtype)
+
+
+def scatter_grouped(ctx, x, dim, index, src, reduce, include_self):
+    """scatter_reduce with "prod", "amax" or "amin" along `dim` (see the module's notes)."""
+    _static(ctx, x, index)
+    if x.rank == 0:
+        x1, i1 = ctx.reshape(x, [1]), ctx.reshape(index, [1])
+        s1 = src if not isinstance(src, ir.Tensor) else ctx.reshape(src, [1])
+        return ctx.reshape(scatter_grouped(ctx, x1, 0, i1, s1, reduce, include_self), [])
+    if index.rank != x.rank:
+        raise ctx.fail(f"scatter with an index of rank {index.rank} into a tensor of rank {x.rank}")
+    dim = normalize_dim(dim, x.rank)
+    if any(d == 0 for d in index.shape):
+        return x
+    work = _work_type(x.dtype)
+    updates = ctx.cast(_source(ctx, src, index, x.dtype), work)
+    n = int(x.shape[dim])
+    ids = wrapped(ctx, index, n)
+    reduced = grouped(ctx, updates, ids, dim, n, reduce)
+    # the index may cover only a leading block of x's other axes: the rest is never written
+    pads = [[0, 0 if d == dim else int(x.shape[d]) - int(index.shape[d])] for d in range(x.rank)]
+    if any(p[1] for p in pads):
+        reduced = ctx.emit("PAD", [reduced, ctx.const(np.array(pads, np.int32), name="paddings")],
+                           [int(d) for d in x.shape], work)
+    return reduce_write(ctx, x, along_axis(ctx, x, dim, index), reduced, [int(d) for d in index.shape], reduce,
+                        include_self)
+
+
+def nd_grouped(ctx: LoweringContext, x: ir.Tensor, coords: ir.Tensor, columns: list[ir.Tensor], updates: ir.Tensor,
+               reduce: str) -> ir.Tensor:
+    """ONNX ScatterND with a product, maximum or minimum: the updates [*lead, *slice] grouped by the position
+    their coordinates ([*lead, k], one int32 column per leading axis) name among x's first k axes, and combined
+    with x's own values there."""
+    k = len(columns)
+    lead = [int(d) for d in coords.shape[:-1]]
+    block = [int(d) for d in x.shape[k:]]
+    work = _work_type(x.dtype)
+    m, positions, width = int(np.prod(lead)), int(np.prod([int(d) for d in x.shape[:k]])), int(np.prod(block))
+    strides = np.cumprod([1] + [int(d) for d in x.shape[1:k]][::-1])[::-1]
+    linear = None
+    for column, stride in zip(columns, strides):
+        part = column if stride == 1 else ctx.emit("MUL", [column, ctx.scalar_like(int(stride), column)],
+                                                   like=column, fused_activation_function="NONE")
+        linear = part if linear is None else ctx.emit("ADD", [linear, part], like=part,
+                                                      fused_activation_function="NONE")
+    values = ctx.reshape(ctx.cast(updates, work), [m, width])
+    reduced = grouped(ctx, values, ctx.reshape(linear, [m, 1]), 0, positions, reduce)
+    reduced = ctx.reshape(reduced, [int(d) for d in x.shape])
+    return reduce_write(ctx, x, coords, reduced, [int(d) for d in updates.shape], reduce, True)
+
+
 @lowers(aten.scatter_reduce.two)
 def lower_scatter_reduce(ctx, node, x, dim, index, src, reduce, include_self=True):
-    """scatter_reduce with reduce "sum" or "mean" (with or without x's own values).
-
-    Limits: "prod", "amax" and "amin" have no lowering."""
+    """scatter_reduce with reduce "sum", "mean", "prod", "amax" or "amin", with or without x's own values."""
+    if reduce in _REDUCERS:
+        return scatter_grouped(ctx, x, dim, index, src, reduce, bool(include_self))
     if reduce not in ("sum", "mean"):
-        raise ctx.fail(f"scatter_reduce with reduce={reduce!r} has no lowering (sum and mean have)")
+        raise ctx.fail(f"scatter_reduce with reduce={reduce!r} is not one PyTorch defines")
     return _scatter(ctx, node, x, dim, index, src, "add" if reduce == "sum" else "mean", bool(include_self))
+
+
+@lowers(aten.scatter.reduce, aten.scatter.value_reduce)
+def lower_scatter_with_reduce(ctx, node, x, dim, index, src, reduce):
+    """scatter with reduce "add" (as scatter_add) or "multiply" (a product with x's own values)."""
+    if reduce == "add":
+        return _scatter(ctx, node, x, dim, index, src, "add")
+    if reduce == "multiply":
+        return scatter_grouped(ctx, x, dim, index, src, "prod", True)
+    raise ctx.fail(f"scatter with reduce={reduce!r} is not one PyTorch defines (add, multiply)")
+
+
+@lowers(aten.index_reduce.default)
+def lower_index_reduce(ctx, node, x, dim, index, source, reduce, include_self=True):
+    """index_reduce: source's slices along `dim` reduced into x at the positions the 1-D index names ("prod",
+    "mean", "amax", "amin"), a scatter along `dim` with the index repeated over the other axes."""
+    _static(ctx, x, index, source)
+    if x.rank == 0:
+        return ctx.reshape(lower_index_reduce(ctx, node, ctx.reshape(x, [1]), 0, ctx.reshape(index, [1]),
+                                              ctx.reshape(source, [1]), reduce, include_self), [])
+    dim = normalize_dim(dim, x.rank)
+    if index.rank > 1:
+        raise ctx.fail(f"index_reduce with an index of rank {index.rank} (it takes a 1-D index)")
+    shape = [int(d) for d in source.shape]
+    if source.rank != x.rank:
+        raise ctx.fail(f"index_reduce of a source of rank {source.rank} into a tensor of rank {x.rank}")
+    line = ctx.reshape(index, [1] * dim + [int(np.prod([int(d) for d in index.shape]))] + [1] * (x.rank - dim - 1))
+    full = _broadcast(ctx, ctx.cast(line, np.int32), shape)
+    if reduce == "mean":
+        return _scatter(ctx, node, x, dim, full, source, "mean", bool(include_self))
+    if reduce not in _REDUCERS:
+        raise ctx.fail(f"index_reduce with reduce={reduce!r} is not one PyTorch defines (prod, mean, amax, amin)")
+    return scatter_grouped(ctx, x, dim, full, source, reduce, bool(include_self))
 
 
 @lowers(aten.index_put.default)

@@ -1,10 +1,13 @@
 """Bad input: unsupported ops listed all at once with source lines, export failures with the user's line, and
 nothing written when conversion fails."""
 
+import logging
 import os
 
+import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import litert_torch
@@ -112,8 +115,35 @@ def test_export_is_atomic_when_writing_fails(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.tflite"]
 
 
-def test_train_mode_batch_norm_is_refused_with_advice():
-    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).train()
-    with pytest.raises(litert_torch.ConversionError) as info:
-        litert_torch.convert(model, (torch.randn(2, 3, 8, 8),))
-    assert "call model.eval() first" in str(info.value)
+def test_train_mode_batch_norm_module_is_refused_with_advice():
+    """A module left in train mode would update its running statistics: refused before any lowering, with the
+    advice to call eval()."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 4, 1), nn.BatchNorm2d(4))
+    with pytest.raises(litert_torch.ConversionError, match=r"running statistics \('1.running_mean' and 5 more\)"
+                       r".*call model.eval\(\) first"):
+        litert_torch.convert(model.train(), (torch.randn(2, 3, 8, 8),))
+
+
+class BatchStatistics(nn.Module):
+    def forward(self, x, w):
+        a = F.batch_norm(x, None, None, w, None, training=True)
+        return F.batch_norm(torch.relu(a), None, None, None, w, training=True, eps=1e-3)
+
+
+def test_batch_norm_by_batch_statistics_converts_and_says_once_how_to_infer():
+    """Batch norm asked for batch statistics (training=True) computes what PyTorch computes, each batch normalised
+    by its own, with one warning however many there are, saying to use eval mode for inference."""
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = logging.getLogger("litert_torch")
+    logger.addHandler(handler)
+    x, w = torch.randn(3, 4, 5, 6), torch.rand(4) + 0.5
+    try:
+        edge = litert_torch.convert(BatchStatistics(), (x, w))
+    finally:
+        logger.removeHandler(handler)
+    assert len([r for r in records if "call model.eval()" in r.getMessage()]) == 1
+    for batch in (x, torch.randn(3, 4, 5, 6) * 4 + 1):
+        want = BatchStatistics()(batch, w).numpy()
+        np.testing.assert_allclose(np.asarray(edge(batch.numpy(), w.numpy())), want, rtol=1e-4, atol=1e-4)
