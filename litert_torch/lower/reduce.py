@@ -1,6 +1,9 @@
-"""Reductions over dimensions (mean, sum, amax, amin, var), the running sum and product, top-k and sort."""
+"""Reductions over dimensions (mean, sum, amax, amin, var), running reductions (sum, product, maximum and minimum
+with their indices, logcumsumexp), top-k and sort."""
 
 from __future__ import annotations
+
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -146,32 +149,47 @@ def lower_cumsum(ctx, node, x, dim, dtype=None):
                     out_dtype, exclusive=False, reverse=False)
 
 
-def cumprod_along(ctx: LoweringContext, x: ir.Tensor, axis: int, exclusive: bool, reverse: bool) -> ir.Tensor:
-    """The running product along a static axis by doubling steps: after step k every position holds the
-    product of the 2**k positions ending at it (PAD with ones and SLICE make the shifted operand)."""
+def scan_along(ctx: LoweringContext, states: list[ir.Tensor], axis: int, fills: list[Any],
+               combine: Callable[[list[ir.Tensor], list[ir.Tensor]], list[ir.Tensor]],
+               exclusive: bool = False, reverse: bool = False) -> list[ir.Tensor]:
+    """An inclusive (or exclusive) running reduction along a static axis by doubling steps: after step k every
+    position holds the combination of the 2**k positions ending at it. `states` are tensors of one shape
+    carried together (a value and its index), `fills` their identities (what PADV2 puts in front), and
+    `combine(earlier, later)` an associative combination of two runs' states."""
+    x = states[0]
     n = x.shape[axis]
     if not isinstance(n, int):
-        raise ctx.fail("a running product along a dynamic axis has no lowering")
+        raise ctx.fail("a running reduction along a dynamic axis has no lowering")
+    flip = ctx.const(np.array([axis], np.int32), name="axis")
     if reverse:
-        x = ctx.emit("REVERSE_V2", [x, ctx.const(np.array([axis], np.int32), name="axis")], like=x)
-    one = ctx.const(np.array(1, x.dtype), name="one")
+        states = [ctx.emit("REVERSE_V2", [t, flip], like=t) for t in states]
+    pads = [ctx.const(np.array(f, t.dtype), name="identity") for t, f in zip(states, fills)]
 
-    def shifted(t, k):  # t moved k positions along the axis, ones in front
+    def shifted(t, pad, k):  # t moved k positions along the axis, the identity in front
         paddings = np.zeros((x.rank, 2), np.int32)
         paddings[axis, 0] = k
         padded_shape = list(t.shape)
         padded_shape[axis] = n + k
-        padded = ctx.emit("PADV2", [t, ctx.const(paddings, name="paddings"), one], padded_shape, t.dtype)
+        padded = ctx.emit("PADV2", [t, ctx.const(paddings, name="paddings"), pad], padded_shape, t.dtype)
         return ctx.slice(padded, [0] * x.rank, list(t.shape))
 
-    y = shifted(x, 1) if exclusive else x
+    if exclusive:
+        states = [shifted(t, pad, 1) for t, pad in zip(states, pads)]
     k = 1
     while k < n:
-        y = ctx.emit("MUL", [y, shifted(y, k)], like=y, fused_activation_function="NONE")
+        states = combine([shifted(t, pad, k) for t, pad in zip(states, pads)], states)
         k *= 2
     if reverse:
-        y = ctx.emit("REVERSE_V2", [y, ctx.const(np.array([axis], np.int32), name="axis")], like=y)
-    return y
+        states = [ctx.emit("REVERSE_V2", [t, flip], like=t) for t in states]
+    return states
+
+
+def cumprod_along(ctx: LoweringContext, x: ir.Tensor, axis: int, exclusive: bool, reverse: bool) -> ir.Tensor:
+    """The running product along a static axis by doubling steps (`scan_along` of MUL)."""
+    def times(earlier, later):
+        return [ctx.emit("MUL", [earlier[0], later[0]], like=later[0], fused_activation_function="NONE")]
+
+    return scan_along(ctx, [x], axis, [1], times, exclusive, reverse)[0]
 
 
 @lowers(aten.cumprod.default)
@@ -184,6 +202,84 @@ def lower_cumprod(ctx, node, x, dim, dtype=None):
     if out_dtype == np.bool_ or out_dtype.kind == "u":
         raise ctx.fail(f"cumprod of {out_dtype} values has no lowering")
     return cumprod_along(ctx, ctx.cast(x, out_dtype), normalize_dim(dim, x.rank), False, False)
+
+
+def _is_nan(ctx: LoweringContext, t: ir.Tensor) -> ir.Tensor:
+    return ctx.emit("NOT_EQUAL", [t, t], t.shape, np.bool_)
+
+
+def _running_extreme(ctx, node, x, dim, largest: bool):
+    """(values, indices) of cummax / cummin: a position takes the later run's extreme where it is NaN, or where
+    neither is NaN and it is >= (<=) the earlier one, so ties and repeated NaNs give the last index, as in
+    PyTorch; after a NaN the running value stays NaN."""
+    dtype, index_dtype = numpy_dtype(node.outputs[0].dtype), numpy_dtype(node.outputs[1].dtype)
+    if x.rank == 0:
+        return ctx.cast(x, dtype), ctx.const(np.array(0, index_dtype), name="index")
+    axis = normalize_dim(dim, x.rank)
+    if dtype == np.bool_:
+        raise ctx.fail("cummax / cummin of bool values has no lowering")
+    work = np.dtype(np.float32) if dtype.kind == "f" else (dtype if dtype == np.int64 else np.dtype(np.int32))
+    values = ctx.cast(x, work)
+    if work.kind == "f":
+        fill = -np.inf if largest else np.inf
+    else:
+        fill = np.iinfo(work).min if largest else np.iinfo(work).max
+    view = [1] * x.rank
+    view[axis] = int(x.shape[axis])
+    positions = ctx.const(np.broadcast_to(np.arange(view[axis], dtype=np.int32).reshape(view),
+                                          [int(d) for d in x.shape]).copy(), name="positions")
+    compare = "GREATER_EQUAL" if largest else "LESS_EQUAL"
+
+    def pick(earlier, later):
+        take = ctx.emit(compare, [later[0], earlier[0]], later[0].shape, np.bool_)
+        if work.kind == "f":
+            take = ctx.emit("LOGICAL_OR", [_is_nan(ctx, later[0]), ctx.emit(
+                "LOGICAL_AND", [ctx.emit("LOGICAL_NOT", [_is_nan(ctx, earlier[0])], take.shape, np.bool_), take],
+                take.shape, np.bool_)], take.shape, np.bool_)
+        return [ctx.emit("SELECT_V2", [take, a, b], like=a) for a, b in zip(later, earlier)]
+
+    best, where = scan_along(ctx, [values, positions], axis, [fill, -1], pick)
+    return ctx.cast(best, dtype), ctx.cast(where, index_dtype)
+
+
+@lowers(aten.cummax.default)
+def lower_cummax(ctx, node, x, dim):
+    """(running maximum, its index) along `dim` by doubling steps (NaN propagates; ties give the last index)."""
+    return _running_extreme(ctx, node, x, dim, True)
+
+
+@lowers(aten.cummin.default)
+def lower_cummin(ctx, node, x, dim):
+    """(running minimum, its index) along `dim` by doubling steps (NaN propagates; ties give the last index)."""
+    return _running_extreme(ctx, node, x, dim, False)
+
+
+@lowers(aten.logcumsumexp.default)
+def lower_logcumsumexp(ctx, node, x, dim):
+    """log(cumsum(exp(x))) along `dim` without overflow: a doubling scan of logaddexp(a, b) = max + log1p(exp(
+    -|a - b|)), -inf and +inf kept where the larger operand is one, NaN where either is."""
+    from litert_torch.lower.math_ops import log1p
+
+    shape, dtype = out_meta(node)
+    if dtype.kind != "f":
+        raise ctx.fail(f"logcumsumexp of {dtype} values has no lowering")
+    work = np.dtype(np.float32)
+    x = ctx.cast(x, work)
+    if x.rank == 0:
+        return ctx.cast(x, dtype)
+
+    def add_exp(earlier, later):
+        a, b = earlier[0], later[0]
+        big = ctx.emit("MAXIMUM", [a, b], like=b)
+        gap = ctx.emit("NEG", [ctx.emit("ABS", [ctx.emit("SUB", [a, b], like=b)], like=b)], like=b)
+        out = ctx.emit("ADD", [big, log1p(ctx, ctx.emit("EXP", [gap], like=b))], like=b)
+        infinite = ctx.emit("EQUAL", [ctx.emit("ABS", [big], like=b), ctx.scalar_like(np.inf, b)], b.shape,
+                            np.bool_)
+        out = ctx.emit("SELECT_V2", [infinite, big, out], like=b)
+        nan = ctx.emit("LOGICAL_OR", [_is_nan(ctx, a), _is_nan(ctx, b)], b.shape, np.bool_)
+        return [ctx.emit("SELECT_V2", [nan, ctx.scalar_like(np.nan, b), out], like=b)]
+
+    return ctx.cast(scan_along(ctx, [x], normalize_dim(dim, x.rank), [-np.inf], add_exp)[0], dtype)
 
 
 @lowers(aten.topk.default)
