@@ -457,3 +457,113 @@ def lower_cdist(ctx, node, x1, x2, p, compute_mode=None):
     powered = ctx.emit("POW", [magnitude, ctx.scalar_like(p, magnitude)], like=magnitude)
     total = ctx.emit("SUM", [powered, axis], shape, dtype, keep_dims=False)
     return ctx.emit("POW", [total, ctx.scalar_like(1.0 / p, total)], like=total)
+
+
+# ---- NaN-aware extremes, hypot, ldexp, dist ------------------------------------------------------------------
+def _nan(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    return ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_)
+
+
+def _extreme_ignoring_nan(ctx, node, opcode: str, a, b):
+    """MAXIMUM / MINIMUM where neither is NaN, the other operand where one is (NaN only where both are)."""
+    shape, dtype = out_meta(node)
+    if dtype.kind != "f":
+        from litert_torch.lower.elementwise import binary
+
+        return binary(ctx, node, opcode, a, b)
+    a, b = _broadcast_to(ctx, operand(ctx, a, dtype), shape), _broadcast_to(ctx, operand(ctx, b, dtype), shape)
+    both = ctx.emit(opcode, [a, b], shape, dtype)
+    out = ctx.emit("SELECT_V2", [_nan(ctx, b), a, both], shape, dtype)
+    return ctx.emit("SELECT_V2", [_nan(ctx, a), b, out], shape, dtype)
+
+
+@lowers(aten.fmax.default)
+def lower_fmax(ctx, node, a, b):
+    """The larger operand, the other one where one is NaN (MAXIMUM and SELECT_V2)."""
+    return _extreme_ignoring_nan(ctx, node, "MAXIMUM", a, b)
+
+
+@lowers(aten.fmin.default)
+def lower_fmin(ctx, node, a, b):
+    """The smaller operand, the other one where one is NaN (MINIMUM and SELECT_V2)."""
+    return _extreme_ignoring_nan(ctx, node, "MINIMUM", a, b)
+
+
+@lowers(aten.hypot.default)
+def lower_hypot(ctx, node, a, b):
+    """sqrt(a**2 + b**2) without overflow or underflow: m * sqrt(1 + (n / m)**2) with m, n the larger and smaller
+    magnitude (0 where m is), +inf where either is infinite (even with a NaN), as C's hypot."""
+    shape, dtype = out_meta(node)
+    wide = np.dtype(np.float32)
+    a = _broadcast_to(ctx, _abs(ctx, operand(ctx, a, wide)), shape)
+    b = _broadcast_to(ctx, _abs(ctx, operand(ctx, b, wide)), shape)
+    big = ctx.emit("MAXIMUM", [a, b], shape, wide)
+    small = ctx.emit("MINIMUM", [a, b], shape, wide)
+    zero = ctx.emit("EQUAL", [big, ctx.scalar_like(0.0, big)], shape, np.bool_)
+    ratio = ctx.emit("DIV", [small, ctx.emit("SELECT_V2", [zero, ctx.scalar_like(1.0, big), big], like=big)],
+                     like=big)
+    root = exact.sqrt(ctx, _plus(ctx, ctx.emit("MUL", [ratio, ratio], like=ratio), 1.0))
+    out = ctx.emit("MUL", [big, root], like=big)
+    nan = ctx.emit("LOGICAL_OR", [_nan(ctx, a), _nan(ctx, b)], shape, np.bool_)
+    out = ctx.emit("SELECT_V2", [nan, ctx.scalar_like(np.nan, out), out], like=out)
+    infinite = ctx.emit("LOGICAL_OR", [ctx.emit("EQUAL", [a, ctx.scalar_like(np.inf, a)], shape, np.bool_),
+                                       ctx.emit("EQUAL", [b, ctx.scalar_like(np.inf, b)], shape, np.bool_)],
+                        shape, np.bool_)
+    out = ctx.emit("SELECT_V2", [infinite, ctx.scalar_like(np.inf, out), out], like=out)
+    return ctx.cast(out, dtype)
+
+
+def _abs(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    return ctx.emit("ABS", [x], like=x)
+
+
+@lowers(aten.ldexp.Tensor)
+def lower_ldexp(ctx, node, a, b):
+    """a * 2**b, as PyTorch computes it (the power in floating point)."""
+    shape, dtype = out_meta(node)
+    power = ctx.emit("POW", [ctx.const(np.array(2.0, dtype), name="two"), operand(ctx, b, dtype)],
+                     tuple(b.shape) if isinstance(b, ir.Tensor) else (), dtype)
+    return ctx.emit("MUL", [operand(ctx, a, dtype), power], shape, dtype, fused_activation_function="NONE")
+
+
+@lowers(aten.dist.default)
+def lower_dist(ctx, node, a, b, p=2):
+    """The p-norm of a - b over every element: sqrt(sum(d**2)) for p = 2, the count of nonzero differences for
+    p = 0, max / min |d| for p = +-inf, sum(|d|**p)**(1/p) otherwise."""
+    shape, dtype = out_meta(node)
+    a_shape = tuple(a.shape) if isinstance(a, ir.Tensor) else ()
+    b_shape = tuple(b.shape) if isinstance(b, ir.Tensor) else ()
+    both = tuple(broadcast_shapes(a_shape, b_shape))
+    d = _abs(ctx, ctx.emit("SUB", [operand(ctx, a, dtype), operand(ctx, b, dtype)], both, dtype))
+    p = float(p)
+    if not both:
+        d = ctx.reshape(d, (1,))
+    axes = ctx.const(np.arange(max(len(both), 1), dtype=np.int32), name="axes")
+
+    def over_all(opcode, t):
+        return ctx.emit(opcode, [t, axes], (), t.dtype, keep_dims=False)
+
+    if p == 0:
+        nonzero = ctx.cast(ctx.emit("NOT_EQUAL", [d, ctx.scalar_like(0.0, d)], d.shape, np.bool_), dtype)
+        return over_all("SUM", nonzero)
+    if np.isinf(p):
+        out = over_all("REDUCE_MAX" if p > 0 else "REDUCE_MIN", d)
+        nan = over_all("REDUCE_ANY", _nan(ctx, d))
+        return ctx.emit("SELECT_V2", [nan, ctx.scalar_like(np.nan, out), out], like=out)
+    if p == 2:
+        return exact.sqrt(ctx, over_all("SUM", ctx.emit("MUL", [d, d], like=d)))
+    if p == 1:
+        return over_all("SUM", d)
+    total = over_all("SUM", ctx.emit("POW", [d, ctx.scalar_like(p, d)], like=d))
+    return ctx.emit("POW", [total, ctx.scalar_like(1.0 / p, total)], like=total)
+
+
+@lowers(aten.narrow_copy.default)
+def lower_narrow_copy(ctx, node, x, dim, start, length):
+    """SLICE of `length` positions from `start` along `dim` (a negative start counts from the end)."""
+    axis = dim + x.rank if dim < 0 else dim
+    size = x.shape[axis]
+    begin = start + size if isinstance(start, int) and start < 0 else start
+    begins, sizes = [0] * x.rank, list(x.shape)
+    begins[axis], sizes[axis] = begin, length
+    return ctx.slice(x, begins, sizes)

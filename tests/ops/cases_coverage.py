@@ -134,6 +134,7 @@ COVERAGE_CASES: list[OpCase] = [
            fn(lambda x, s: x.scatter_reduce(0, torch.arange(4097) % 4096, s, "amax")), r2((4096,), (4097,)),
            raises=ConversionError, reason="the comparison grid would be larger than 2**24 elements",
            match=r"over 2\*\*24"),
+    OpCase("narrow_copy_negative_start", fn(lambda x: x.narrow_copy(1, -3, 2)), r(2, 5, 3)),
     OpCase("index_put_rows", fn(lambda x, v: torch.index_put(x, (torch.tensor([2, -1, 0]),), v)), r2((4, 5), (3, 5))),
     OpCase("index_put_accumulate_duplicates",
            fn(lambda x, v: torch.index_put(x, (torch.tensor([1, 1, 3]),), v, accumulate=True)), r2((4, 5), (3, 5))),

@@ -157,3 +157,45 @@ def test_tan_keeps_its_digits_next_to_every_pole():
         got = np.asarray(EdgeModel(edge.flatbuffer, kernels=kernels)(x), np.float64)
         assert np.all(np.abs(got - want) <= 1e-4 * np.abs(want) + 1e-37), kernels
         assert np.signbit(got[-2])  # tan(-0) = -0
+
+
+class _Pair(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, a, b):
+        return self.fn(a, b)
+
+
+_EDGES = torch.tensor([0.0, -0.0, 1.0, -2.5, 1e30, -1e30, 1e-30, 3e38, float("inf"), float("-inf"), float("nan")])
+
+
+@pytest.mark.parametrize("name,fn", [("fmax", torch.fmax), ("fmin", torch.fmin), ("hypot", torch.hypot),
+                                     ("dist2", lambda a, b: torch.dist(a, b)),
+                                     ("dist_inf", lambda a, b: torch.dist(a, b, float("inf"))),
+                                     ("dist0", lambda a, b: torch.dist(a, b, 0)),
+                                     ("dist3", lambda a, b: torch.dist(a, b, 3))])
+def test_pairwise_math_over_every_pair_of_edge_values(name, fn):
+    """fmax / fmin pass over a NaN, hypot neither overflows (3e38 with 3e38) nor loses 1e-30, and is +inf
+    where either operand is infinite, NaN or not; dist's norms with NaN and infinities."""
+    a = _EDGES.repeat_interleave(len(_EDGES))
+    b = _EDGES.repeat(len(_EDGES))
+    if name.startswith("dist"):  # one norm per row of pairs: every value against every other
+        a, b = a.reshape(len(_EDGES), -1)[:, :4], b.reshape(len(_EDGES), -1)[:, :4]
+        a, b = a[2:6], b[2:6]
+    model = _Pair(fn)
+    edge = litert_torch.convert(model, (a, b))
+    np.testing.assert_allclose(np.asarray(edge(a.numpy(), b.numpy())), model(a, b).numpy(), rtol=2e-6, atol=0)
+    x, y = torch.randn(4, 5) * 10, torch.randn(5) * 10
+    model_b = _Pair(fn)
+    edge = litert_torch.convert(model_b, (x, y))
+    np.testing.assert_allclose(np.asarray(edge(x.numpy(), y.numpy())), model_b(x, y).numpy(), rtol=2e-6, atol=1e-6)
+
+
+def test_ldexp_with_integer_exponents_under_and_over_the_float_range():
+    a = torch.tensor([1.0, -3.0, 0.5, 7.0, 0.0, float("inf")])
+    e = torch.tensor([0, 10, -120, 200, 5, -3])  # (LiteRT flushes subnormal results to zero)
+    model = _Pair(torch.ldexp)
+    edge = litert_torch.convert(model, (a, e))
+    np.testing.assert_array_equal(np.asarray(edge(a.numpy(), e.numpy().astype(np.int32))), model(a, e).numpy())
