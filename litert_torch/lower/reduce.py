@@ -345,3 +345,50 @@ def lower_var(ctx, node, x, dim=None, *, correction=None, keepdim=False):
     msd = ctx.emit("MEAN", [sq, axes_t], shape, wide, keep_dims=bool(keepdim))
     scale = count / (count - correction) if count > correction else float("inf")
     return ctx.cast(ctx.emit("MUL", [msd, ctx.scalar_like(scale, msd)], like=msd), dtype)
+
+
+# ---- searching sorted sequences ----------------------------------------------------------------------------
+_SEARCH_LIMIT = 1 << 24
+
+
+def _insertion_points(ctx: LoweringContext, node, seq: ir.Tensor, values: ir.Tensor, right: bool,
+                      batched: bool) -> ir.Tensor:
+    """For each value, how many entries of the sorted `seq` go before it: the entries b with NOT(b >= v) (left)
+    or NOT(v < b) (right), counted. NaN goes after everything, as in PyTorch. `batched`: seq [..., M] and values
+    [..., K] share their leading axes; else seq is 1-D and values any shape."""
+    shape, dtype = out_meta(node)
+    m = int(seq.shape[-1])
+    wide = np.dtype(np.float32) if np.dtype(seq.dtype).kind == "f" or np.dtype(values.dtype).kind == "f" \
+        else np.dtype(np.int64 if np.dtype(np.int64) in (seq.dtype, values.dtype) else np.int32)
+    seq, values = ctx.cast(seq, wide), ctx.cast(values, wide)
+    if values.rank == 0:
+        values = ctx.reshape(values, (1,))
+    v = ctx.reshape(values, [*values.shape, 1])
+    s = seq if not batched else ctx.reshape(seq, [*seq.shape[:-1], 1, m])
+    grid = [*values.shape, m]
+    if int(np.prod([int(d) for d in grid])) > _SEARCH_LIMIT:
+        raise ctx.fail(f"a search of {int(np.prod([int(d) for d in values.shape]))} values in {m} entries "
+                       "(over 2**24 comparisons) has no lowering")
+    before = (ctx.emit("GREATER_EQUAL", [s, v], grid, np.bool_) if not right
+              else ctx.emit("LESS", [v, s], grid, np.bool_))
+    after = ctx.cast(ctx.emit("LOGICAL_NOT", [before], grid, np.bool_), np.int32)
+    count = ctx.emit("SUM", [after, ctx.const(np.array([len(grid) - 1], np.int32), name="axis")],
+                     list(values.shape), np.int32, keep_dims=False)
+    return ctx.cast(ctx.reshape(count, shape), dtype)
+
+
+@lowers(aten.bucketize.Tensor)
+def lower_bucketize(ctx, node, x, boundaries, *, out_int32=False, right=False):
+    """The bucket of each value among sorted 1-D boundaries: a comparison with every boundary, counted (NaN in
+    the last bucket). Refused above 2**24 comparisons."""
+    return _insertion_points(ctx, node, boundaries, x, bool(right), False)
+
+
+@lowers(aten.searchsorted.Tensor)
+def lower_searchsorted(ctx, node, seq, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """Insertion points of values in a sorted sequence (1-D, or batched over leading axes): a comparison with
+    every entry, counted. Limits: a `sorter` permutation."""
+    if sorter is not None:
+        raise ctx.fail("searchsorted with a sorter permutation has no lowering")
+    right = bool(right) or side == "right"
+    return _insertion_points(ctx, node, seq, values, right, seq.rank > 1)

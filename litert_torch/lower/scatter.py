@@ -414,3 +414,48 @@ def _masked_put(ctx, node, x, mask, values, accumulate):
         added = ctx.emit("ADD", [x, values], x.shape, x.dtype, fused_activation_function="NONE")
         return ctx.cast(ctx.emit("SELECT_V2", [cond, added, x], x.shape, x.dtype), dtype)
     return ctx.cast(ctx.emit("SELECT_V2", [cond, values, x], x.shape, x.dtype), dtype)
+
+
+@lowers(aten.diagonal_scatter.default)
+def lower_diagonal_scatter(ctx, node, x, src, offset=0, dim1=0, dim2=1):
+    """x with its `offset` diagonal over (dim1, dim2) replaced by src (the other axes, then the diagonal): src
+    written by SCATTER_ND at constant coordinates."""
+    _static(ctx, x, src)
+    rank = x.rank
+    d1, d2 = normalize_dim(dim1, rank), normalize_dim(dim2, rank)
+    n1, n2 = int(x.shape[d1]), int(x.shape[d2])
+    length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+    if length == 0:
+        return x
+    others = [d for d in range(rank) if d not in (d1, d2)]
+    grid = np.indices([int(x.shape[d]) for d in others] + [length]).reshape(len(others) + 1, -1).T
+    coords = np.zeros((grid.shape[0], rank), np.int32)
+    for j, d in enumerate(others):
+        coords[:, d] = grid[:, j]
+    k = grid[:, -1]
+    coords[:, d1] = k + (0 if offset >= 0 else -offset)
+    coords[:, d2] = k + (offset if offset >= 0 else 0)
+    updates = ctx.reshape(ctx.cast(src, x.dtype), [grid.shape[0]])
+    return write(ctx, x, ctx.const(coords, name="coords"), updates, "set")
+
+
+@lowers(aten.as_strided_scatter.default)
+def lower_as_strided_scatter(ctx, node, x, src, size, stride, storage_offset=None):
+    """x with the strided view (size, stride, storage_offset over its contiguous elements) replaced by src:
+    SCATTER_ND of the flattened tensor at the view's element positions. Positions the view reaches more than
+    once get the mean of their values (PyTorch leaves them undefined)."""
+    _static(ctx, x, src)
+    total = int(np.prod([int(d) for d in x.shape]))
+    size, stride = [int(s) for s in size], [int(s) for s in stride]
+    offset = int(storage_offset or 0)
+    grid = np.indices(size).reshape(len(size), -1) if size else np.zeros((0, 1), np.int64)
+    flat = offset + (np.asarray(stride).reshape(-1, 1) * grid).sum(axis=0) if size else np.array([offset])
+    if flat.size and (flat.min() < 0 or flat.max() >= total):
+        raise ctx.fail(f"as_strided_scatter view (size {size}, stride {stride}, offset {offset}) reaches outside "
+                       f"the tensor's {total} elements")
+    if flat.size == 0:
+        return x
+    whole = ctx.reshape(x, [total])
+    updates = ctx.reshape(ctx.cast(src, x.dtype), [int(flat.size)])
+    out = write(ctx, whole, ctx.const(flat.astype(np.int32).reshape(-1, 1), name="coords"), updates, "set")
+    return ctx.reshape(out, list(x.shape))
