@@ -48,20 +48,28 @@ def lower_sum(ctx, node, x, dim=None, keepdim=False, dtype=None):
     return reduce(ctx, node, "SUM", x, dim, keepdim)
 
 
+def extreme(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtype=None):
+    """REDUCE_MAX / REDUCE_MIN, NaN wherever the reduced values hold one (the kernels compare past a NaN;
+    PyTorch propagates it)."""
+    out = reduce(ctx, node, opcode, x, dim, keepdim, dtype)
+    if np.dtype(x.dtype).kind != "f" or x.rank == 0:
+        return out
+    nan = reduce(ctx, node, "REDUCE_ANY", ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), dim, keepdim, np.bool_)
+    if np.dtype(out.dtype).kind != "f":
+        return out
+    return ctx.emit("SELECT_V2", [nan, ctx.const(np.array(np.nan, out.dtype), name="nan"), out], like=out)
+
+
 @lowers(aten.amax.default)
 def lower_amax(ctx, node, x, dim=(), keepdim=False):
-    """REDUCE_MAX over the given dims.
-
-    Limits: a NaN in the input is not propagated as PyTorch does (the kernels compare past it)."""
-    return reduce(ctx, node, "REDUCE_MAX", x, dim, keepdim)
+    """REDUCE_MAX over the given dims (NaN propagated)."""
+    return extreme(ctx, node, "REDUCE_MAX", x, dim, keepdim)
 
 
 @lowers(aten.amin.default)
 def lower_amin(ctx, node, x, dim=(), keepdim=False):
-    """REDUCE_MIN over the given dims.
-
-    Limits: a NaN in the input is not propagated as PyTorch does (the kernels compare past it)."""
-    return reduce(ctx, node, "REDUCE_MIN", x, dim, keepdim)
+    """REDUCE_MIN over the given dims (NaN propagated)."""
+    return extreme(ctx, node, "REDUCE_MIN", x, dim, keepdim)
 
 
 @lowers(aten.prod.dim_int)
@@ -86,14 +94,14 @@ def lower_any(ctx, node, x, dim=None, keepdim=False):
 
 @lowers(aten.max.default)
 def lower_max_all(ctx, node, x):
-    """REDUCE_MAX over all dims."""
-    return reduce(ctx, node, "REDUCE_MAX", x, None, False)
+    """REDUCE_MAX over all dims (NaN propagated)."""
+    return extreme(ctx, node, "REDUCE_MAX", x, None, False)
 
 
 @lowers(aten.min.default)
 def lower_min_all(ctx, node, x):
-    """REDUCE_MIN over all dims."""
-    return reduce(ctx, node, "REDUCE_MIN", x, None, False)
+    """REDUCE_MIN over all dims (NaN propagated)."""
+    return extreme(ctx, node, "REDUCE_MIN", x, None, False)
 
 
 def arg_reduce(ctx: LoweringContext, opcode: str, x, dim, keepdim: bool, out_shape):
@@ -103,40 +111,44 @@ def arg_reduce(ctx: LoweringContext, opcode: str, x, dim, keepdim: bool, out_sha
     else:
         axis = normalize_dim(dim, x.rank)
     reduced = [d for i, d in enumerate(x.shape) if i != axis]
-    y = ctx.emit(opcode, [x, ctx.const(np.array([axis], np.int32), name="axis")], reduced, np.int32,
-                 output_type="INT32")
+    axis_t = ctx.const(np.array([axis], np.int32), name="axis")
+    y = ctx.emit(opcode, [x, axis_t], reduced, np.int32, output_type="INT32")
+    if np.dtype(x.dtype).kind == "f":
+        # PyTorch counts NaN as the extreme: the first NaN's index wherever there is one
+        nan = ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_)
+        flags = ctx.emit("SELECT_V2", [nan, ctx.const(np.array(1, np.int32), name="one"),
+                                       ctx.const(np.array(0, np.int32), name="zero")], x.shape, np.int32)
+        first = ctx.emit("ARG_MAX", [flags, axis_t], reduced, np.int32, output_type="INT32")
+        any_nan = ctx.emit("REDUCE_ANY", [nan, axis_t], reduced, np.bool_, keep_dims=False)
+        y = ctx.emit("SELECT_V2", [any_nan, first, y], reduced, np.int32)
     return ctx.reshape(y, out_shape)
 
 
 @lowers(aten.argmax.default)
 def lower_argmax(ctx, node, x, dim=None, keepdim=False):
-    """ARG_MAX; ties resolve to the first index, as in PyTorch."""
+    """ARG_MAX; ties resolve to the first index, and a NaN is the maximum, as in PyTorch."""
     shape, _ = out_meta(node)
     return arg_reduce(ctx, "ARG_MAX", x, dim, keepdim, shape)
 
 
 @lowers(aten.argmin.default)
 def lower_argmin(ctx, node, x, dim=None, keepdim=False):
-    """ARG_MIN; ties resolve to the first index, as in PyTorch."""
+    """ARG_MIN; ties resolve to the first index, and a NaN is the minimum, as in PyTorch."""
     shape, _ = out_meta(node)
     return arg_reduce(ctx, "ARG_MIN", x, dim, keepdim, shape)
 
 
 @lowers(aten.max.dim)
 def lower_max_dim(ctx, node, x, dim, keepdim=False):
-    """(values, indices): REDUCE_MAX and ARG_MAX along `dim`.
-
-    Limits: a NaN in the input is not propagated as PyTorch does (the kernels compare past it)."""
-    values = reduce(ctx, node, "REDUCE_MAX", x, dim, keepdim, x.dtype)
+    """(values, indices): REDUCE_MAX and ARG_MAX along `dim` (a NaN is the maximum, as in PyTorch)."""
+    values = extreme(ctx, node, "REDUCE_MAX", x, dim, keepdim, x.dtype)
     return values, arg_reduce(ctx, "ARG_MAX", x, dim, keepdim, values.shape)
 
 
 @lowers(aten.min.dim)
 def lower_min_dim(ctx, node, x, dim, keepdim=False):
-    """(values, indices): REDUCE_MIN and ARG_MIN along `dim`.
-
-    Limits: a NaN in the input is not propagated as PyTorch does (the kernels compare past it)."""
-    values = reduce(ctx, node, "REDUCE_MIN", x, dim, keepdim, x.dtype)
+    """(values, indices): REDUCE_MIN and ARG_MIN along `dim` (a NaN is the minimum, as in PyTorch)."""
+    values = extreme(ctx, node, "REDUCE_MIN", x, dim, keepdim, x.dtype)
     return values, arg_reduce(ctx, "ARG_MIN", x, dim, keepdim, values.shape)
 
 

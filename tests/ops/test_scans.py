@@ -56,3 +56,31 @@ def test_logcumsumexp_keeps_large_small_and_infinite_values():
     x = torch.randn(5, 33) * 30
     got, want = _run(torch.logcumsumexp, x, 1)
     np.testing.assert_allclose(np.asarray(got[0]), want[0].numpy(), rtol=1e-6, atol=1e-5)
+
+
+class _Reduce(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("amax", lambda x: torch.amax(x, 1)), ("amin_keepdim", lambda x: torch.amin(x, (0, 1), keepdim=True)),
+    ("max_all", torch.max), ("min_all", torch.min), ("argmax", lambda x: torch.argmax(x, 1)),
+    ("argmin_flat", torch.argmin), ("max_dim", lambda x: torch.max(x, 1)), ("min_dim", lambda x: torch.min(x, 0)),
+])
+def test_extremes_treat_nan_as_pytorch_does(name, fn):
+    """A NaN among the reduced values makes the maximum / minimum NaN and is where argmax / argmin point (its
+    first position), as in PyTorch; rows without one are unchanged."""
+    x = torch.tensor([[1.0, NAN, 3.0, NAN], [-INF, 2.0, 2.0, 0.5], [4.0, -1.0, NAN, INF]])
+    model = _Reduce(fn)
+    edge = litert_torch.convert(model, (x,))
+    got = edge(x.numpy())
+    want = model(x)
+    got = got if isinstance(got, (list, tuple)) else [got]
+    want = want if isinstance(want, tuple) else [want]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w.numpy().astype(np.asarray(g).dtype))
