@@ -8,15 +8,8 @@ import pytest
 import torch
 
 import litert_torch
+from tests.ops.cases import Fn
 
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 def _exact(name, v):

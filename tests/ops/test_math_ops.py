@@ -10,18 +10,10 @@ import torch
 
 import litert_torch
 from litert_torch.flatbuffer.reader import read_model
+from tests.ops.cases import Fn
 
 EDGE_VALUES = torch.tensor([0.0, 1e-30, -1e-30, 1e-7, -1e-7, 3e-4, -0.5, 1.0, 10.0, 80.0, 100.0, -100.0, -1.0,
                             float("inf"), float("-inf"), float("nan")])
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 @pytest.mark.parametrize("name,fn,x", [
@@ -159,14 +151,6 @@ def test_tan_keeps_its_digits_next_to_every_pole():
         assert np.signbit(got[-2])  # tan(-0) = -0
 
 
-class _Pair(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, a, b):
-        return self.fn(a, b)
-
 
 _EDGES = torch.tensor([0.0, -0.0, 1.0, -2.5, 1e30, -1e30, 1e-30, 3e38, float("inf"), float("-inf"), float("nan")])
 
@@ -184,11 +168,11 @@ def test_pairwise_math_over_every_pair_of_edge_values(name, fn):
     if name.startswith("dist"):  # one norm per row of pairs: every value against every other
         a, b = a.reshape(len(_EDGES), -1)[:, :4], b.reshape(len(_EDGES), -1)[:, :4]
         a, b = a[2:6], b[2:6]
-    model = _Pair(fn)
+    model = Fn(fn)
     edge = litert_torch.convert(model, (a, b))
     np.testing.assert_allclose(np.asarray(edge(a.numpy(), b.numpy())), model(a, b).numpy(), rtol=2e-6, atol=0)
     x, y = torch.randn(4, 5) * 10, torch.randn(5) * 10
-    model_b = _Pair(fn)
+    model_b = Fn(fn)
     edge = litert_torch.convert(model_b, (x, y))
     np.testing.assert_allclose(np.asarray(edge(x.numpy(), y.numpy())), model_b(x, y).numpy(), rtol=2e-6, atol=1e-6)
 
@@ -196,6 +180,6 @@ def test_pairwise_math_over_every_pair_of_edge_values(name, fn):
 def test_ldexp_with_integer_exponents_under_and_over_the_float_range():
     a = torch.tensor([1.0, -3.0, 0.5, 7.0, 0.0, float("inf")])
     e = torch.tensor([0, 10, -120, 200, 5, -3])  # (LiteRT flushes subnormal results to zero)
-    model = _Pair(torch.ldexp)
+    model = Fn(torch.ldexp)
     edge = litert_torch.convert(model, (a, e))
     np.testing.assert_array_equal(np.asarray(edge(a.numpy(), e.numpy().astype(np.int32))), model(a, e).numpy())

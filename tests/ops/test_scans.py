@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import litert_torch
+from tests.ops.cases import Fn
 
 NAN, INF = float("nan"), float("inf")
 
@@ -58,14 +59,6 @@ def test_logcumsumexp_keeps_large_small_and_infinite_values():
     np.testing.assert_allclose(np.asarray(got[0]), want[0].numpy(), rtol=1e-6, atol=1e-5)
 
 
-class _Reduce(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
 
 @pytest.mark.parametrize("name,fn", [
     ("amax", lambda x: torch.amax(x, 1)), ("amin_keepdim", lambda x: torch.amin(x, (0, 1), keepdim=True)),
@@ -76,7 +69,7 @@ def test_extremes_treat_nan_as_pytorch_does(name, fn):
     """A NaN among the reduced values makes the maximum / minimum NaN and is where argmax / argmin point (its
     first position), as in PyTorch; rows without one are unchanged."""
     x = torch.tensor([[1.0, NAN, 3.0, NAN], [-INF, 2.0, 2.0, 0.5], [4.0, -1.0, NAN, INF]])
-    model = _Reduce(fn)
+    model = Fn(fn)
     edge = litert_torch.convert(model, (x,))
     got = edge(x.numpy())
     want = model(x)
