@@ -1,4 +1,5 @@
-"""Modified Bessel functions (lower/bessel.py) against mpmath over the float32 range, and their special values."""
+"""Functions evaluated by fitted Chebyshev expansions (lower/fitted.py): the modified Bessel functions, erfinv,
+ndtri and erfcx, against mpmath over the float32 range, and their special values."""
 
 from __future__ import annotations
 
@@ -61,3 +62,38 @@ def test_special_values():
         edge = litert_torch.convert(Fn(fn), (x,))
         np.testing.assert_allclose(np.asarray(edge(x.numpy())), np.array(want[name], np.float32), rtol=1e-6,
                                    atol=0, err_msg=name)
+
+
+def _inverse_cases():
+    rng = np.random.default_rng(8)
+    near_one = 1 - 10.0 ** rng.uniform(-7, -1, 100)
+    x = np.concatenate([rng.uniform(-1, 1, 300), near_one, -near_one, 10.0 ** rng.uniform(-30, -1, 100)])
+    p = np.concatenate([10.0 ** rng.uniform(-38, 0, 300), 1 - 10.0 ** rng.uniform(-7, -0.5, 100)])
+    e = np.concatenate([10.0 ** rng.uniform(-6, 6, 300), rng.uniform(-9, 9, 300)])
+    return [("erfinv", torch.erfinv, mpmath.erfinv, x[np.abs(x.astype(np.float32)) < 1]),
+            ("ndtri", torch.special.ndtri, lambda v: mpmath.sqrt(2) * mpmath.erfinv(2 * v - 1), p[(p < 1)]),
+            ("erfcx", torch.special.erfcx, lambda v: mpmath.exp(v * v) * mpmath.erfc(v), e)]
+
+
+@pytest.mark.parametrize("name,fn,exact_fn,values", _inverse_cases(), ids=["erfinv", "ndtri", "erfcx"])
+def test_erfinv_ndtri_and_erfcx_are_accurate_everywhere(name, fn, exact_fn, values):
+    """erfinv next to +-1 and at tiny x, ndtri down to p = 1e-38 (where 2p - 1 is -1 in float32), erfcx where it
+    falls like 1/x and where e**(x**2) grows."""
+    x = torch.from_numpy(values.astype(np.float32))
+    edge = litert_torch.convert(Fn(fn), (x,))
+    got = np.asarray(edge(x.numpy())).astype(np.float64)
+    with mpmath.workdps(100):
+        truth = np.array([float(exact_fn(mpmath.mpf(float(v)))) for v in x.numpy()])
+    err = np.abs(got - truth) / np.maximum(np.abs(truth), 1e-30)
+    assert err.max() < 1e-5, (x.numpy()[np.argmax(err)], got[np.argmax(err)], truth[np.argmax(err)])
+
+
+def test_erfinv_ndtri_and_erfcx_at_their_edges():
+    cases = [(torch.erfinv, [-1.0, 1.0, 1.5, -2.0, 0.0, float("nan")], [-np.inf, np.inf, np.nan, np.nan, 0, np.nan]),
+             (torch.special.ndtri, [0.0, 1.0, -0.5, 1.5, 0.5, float("nan")], [-np.inf, np.inf, np.nan, np.nan, 0, np.nan]),
+             (torch.special.erfcx, [0.0, float("inf"), float("-inf"), -30.0, float("nan")],
+              [1.0, 0.0, np.inf, np.inf, np.nan])]
+    for fn, x, want in cases:
+        x = torch.tensor(x)
+        edge = litert_torch.convert(Fn(fn), (x,))
+        np.testing.assert_allclose(np.asarray(edge(x.numpy())), np.array(want, np.float32), rtol=1e-6, atol=1e-7)

@@ -1,9 +1,12 @@
-"""Modified Bessel functions: i0, i1 and their exponentially scaled forms i0e, i1e, and K0, K1 (plain and
-scaled), in float32 to a few units of the last place.
+"""Special functions evaluated by Chebyshev expansions fitted at conversion time: the modified Bessel functions
+(i0, i1, i0e, i1e, K0, K1 and the scaled K0, K1), erfinv, ndtri and erfcx, in float32 to a few units of the last
+place.
 
 Each is a Chebyshev expansion of a smooth, bounded part of the function, evaluated in the model by Clenshaw's
-recurrence. The expansions are fitted at conversion time to the functions computed by mpmath at 30 digits
-(the fits are cached), on two ranges:
+recurrence. The expansions are fitted to the part computed by mpmath at 30 digits at the Chebyshev points (the
+fits are cached).
+
+Bessel functions, on two ranges each:
 
     |x| <= 8:  i0e(x), i1e(x) / x                         (in x)
     |x| > 8:   sqrt|x| i0e(x), sqrt|x| i1e(|x|)            (in 8 / |x|, which stays in (0, 1])
@@ -11,9 +14,14 @@ recurrence. The expansions are fitted at conversion time to the functions comput
     x > 2:     sqrt(x) e**x K0(x), sqrt(x) e**x K1(x)       (in 2 / x)
 
 I0 and I1 are the scaled forms times e**|x| (as e**(|x| + log i0e) from 80 on, so values up to the float32
-limit do not overflow early; I0(+-inf) = inf, I1(+-inf) = +-inf, where PyTorch's
-float32 functions overflow from about 89 on and give NaN at the infinities). K0 and K1 are NaN for x < 0 and +inf at 0,
-as in PyTorch.
+limit do not overflow early; I0(+-inf) = inf, I1(+-inf) = +-inf, where PyTorch's float32 functions overflow from
+about 89 on and give NaN at the infinities). K0 and K1 are NaN for x < 0 and +inf at 0, as in PyTorch.
+
+erfinv(x) = x g(w) with w = -log((1 - x)(1 + x)) (from log1p, so no digit of a small x is lost): g in w below 5,
+in sqrt(w) above (the form of Giles' single-precision erfinv); ndtri(p) = sqrt(2) erfinv(2p - 1) with w computed
+from p itself, -log(4p) - log1p(-p), so tiny p keep their digits. erfcx(x) = e**(x**2) erfc(x): for x >= 0 an
+expansion of (x + 4) erfcx(x), which tends to 1 / sqrt(pi), in (x - 4) / (x + 4), divided by x + 4; below 0,
+2 e**(x**2) - erfcx(-x).
 """
 
 from __future__ import annotations
@@ -44,31 +52,59 @@ def _c(ctx, value: float, like: ir.Tensor) -> ir.Tensor:
     return ctx.scalar_like(value, like)
 
 
+def _bessel_part(name: str, t):
+    """The part `name` of a Bessel function at t (module notes)."""
+    import mpmath
+
+    if name == "i0e_small":
+        return mpmath.besseli(0, t) * mpmath.exp(-t)
+    if name == "i1e_small_over_x":
+        return mpmath.besseli(1, t) * mpmath.exp(-t) / t if t else mpmath.mpf(0.5)
+    if name in ("i0e_large", "i1e_large"):  # t = 8 / x
+        x = 8 / t
+        return mpmath.sqrt(x) * mpmath.besseli(0 if name == "i0e_large" else 1, x) * mpmath.exp(-x)
+    if name == "k0_small":
+        return (mpmath.besselk(0, t) + mpmath.log(t / 2) * mpmath.besseli(0, t)) if t else -mpmath.euler
+    if name == "k1_small":
+        return t * (mpmath.besselk(1, t) - mpmath.log(t / 2) * mpmath.besseli(1, t)) if t else mpmath.mpf(1)
+    if name in ("k0_large", "k1_large"):  # t = 2 / x
+        x = 2 / t
+        return mpmath.sqrt(x) * mpmath.exp(x) * mpmath.besselk(0 if name == "k0_large" else 1, x)
+    raise KeyError(name)
+
+
+def _erf_part(name: str, t):
+    """The parts of erfinv (in w, or in s = sqrt(w)) and of erfcx (in u = (x - 4) / (x + 4))."""
+    import mpmath
+
+    if name == "erfinv_central":  # g(w) = erfinv(x) / x, x = sqrt(1 - e**-w)
+        if t == 0:
+            return mpmath.sqrt(mpmath.pi) / 2
+        x = mpmath.sqrt(-mpmath.expm1(-t))
+        return mpmath.erfinv(x) / x
+    if name == "erfinv_tail":  # the same in s = sqrt(w); x is 1 - e**-w / 2 to many more digits than 30
+        with mpmath.workdps(120):
+            x = mpmath.sqrt(-mpmath.expm1(-t * t))
+            return +(mpmath.erfinv(x) / x)
+    if name == "erfcx":  # (x + 4) erfcx(x), which tends to 1/sqrt(pi)
+        x = 4 * (1 + t) / (1 - t)
+        return (x + 4) * mpmath.exp(x * x) * mpmath.erfc(x)
+    raise KeyError(name)
+
+
 @functools.lru_cache(maxsize=None)
 def _fit(name: str, low: float, high: float) -> tuple[float, ...]:
-    """Chebyshev coefficients on [low, high] of the part `name` of a Bessel function (see the module notes),
-    from mpmath values at the Chebyshev points."""
+    """Chebyshev coefficients on [low, high] of the part `name` (module notes), from mpmath values at the
+    Chebyshev points."""
     import mpmath
 
     mpmath.mp.dps = 30
 
     def part(t):
         t = mpmath.mpf(t)
-        if name == "i0e_small":
-            return mpmath.besseli(0, t) * mpmath.exp(-t)
-        if name == "i1e_small_over_x":
-            return mpmath.besseli(1, t) * mpmath.exp(-t) / t if t else mpmath.mpf(0.5)
-        if name in ("i0e_large", "i1e_large"):  # t = 8 / x
-            x = 8 / t
-            return mpmath.sqrt(x) * mpmath.besseli(0 if name == "i0e_large" else 1, x) * mpmath.exp(-x)
-        if name == "k0_small":
-            return (mpmath.besselk(0, t) + mpmath.log(t / 2) * mpmath.besseli(0, t)) if t else -mpmath.euler
-        if name == "k1_small":
-            return t * (mpmath.besselk(1, t) - mpmath.log(t / 2) * mpmath.besseli(1, t)) if t else mpmath.mpf(1)
-        if name in ("k0_large", "k1_large"):  # t = 2 / x
-            x = 2 / t
-            return mpmath.sqrt(x) * mpmath.exp(x) * mpmath.besselk(0 if name == "k0_large" else 1, x)
-        raise KeyError(name)
+        if name.startswith(("erfinv", "erfcx")):
+            return _erf_part(name, t)
+        return _bessel_part(name, t)
 
     k = np.arange(DEGREE + 1)
     nodes = np.cos(np.pi * (k + 0.5) / (DEGREE + 1))
@@ -100,7 +136,8 @@ def _clenshaw(ctx, x: ir.Tensor, name: str, low: float, high: float) -> ir.Tenso
 
 
 def _select(ctx, cond, a, b):
-    return ctx.emit("SELECT_V2", [cond, a, b], like=b)
+    shape = broadcast_shapes(tuple(cond.shape), tuple(a.shape), tuple(b.shape))
+    return ctx.emit("SELECT_V2", [cond, a, b], shape, np.float32)
 
 
 def _less(ctx, x, value):
@@ -166,6 +203,63 @@ def _k(ctx, x: ir.Tensor, order: int, scaled: bool) -> ir.Tensor:
     return _select(ctx, ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), x, out)
 
 
+def _erfinv_from(ctx, x: ir.Tensor, w: ir.Tensor) -> ir.Tensor:
+    """x g(w) (module notes), for w = -log((1 - x)(1 + x)) >= 0."""
+    central = _less(ctx, w, 5.0)
+    w_low = _select(ctx, central, w, _c(ctx, 5.0, w))
+    s = exact.sqrt(ctx, _select(ctx, central, _c(ctx, 5.0, w), w))
+    s = ctx.emit("MINIMUM", [s, _c(ctx, 10.0, s)], like=s)  # past w = 100 (p below 1e-44) nothing is finite
+    g = _select(ctx, central, _clenshaw(ctx, w_low, "erfinv_central", 0.0, 5.0),
+                _clenshaw(ctx, s, "erfinv_tail", math.sqrt(5.0), 10.0))
+    return _op(ctx, "MUL", x, g)
+
+
+def _edges(ctx, out, at, low, high, low_value, high_value):
+    """out with low_value where `at` == low, high_value where `at` == high, NaN outside [low, high] (and NaN)."""
+    out = _select(ctx, ctx.emit("EQUAL", [at, _c(ctx, low, at)], at.shape, np.bool_), _c(ctx, low_value, at), out)
+    out = _select(ctx, ctx.emit("EQUAL", [at, _c(ctx, high, at)], at.shape, np.bool_), _c(ctx, high_value, at),
+                  out)
+    inside = ctx.emit("LOGICAL_AND", [ctx.emit("GREATER_EQUAL", [at, _c(ctx, low, at)], at.shape, np.bool_),
+                                      ctx.emit("LESS_EQUAL", [at, _c(ctx, high, at)], at.shape, np.bool_)],
+                      at.shape, np.bool_)
+    return _select(ctx, inside, out, _c(ctx, np.nan, at))
+
+
+def _erfinv(ctx, x: ir.Tensor) -> ir.Tensor:
+    from litert_torch.lower.math_ops import log1p
+
+    inner = _select(ctx, _less(ctx, ctx.emit("ABS", [x], like=x), 1.0), x, _c(ctx, 0.0, x))
+    w = ctx.emit("NEG", [_op(ctx, "ADD", log1p(ctx, inner), log1p(ctx, ctx.emit("NEG", [inner], like=inner)))],
+                 like=inner)
+    return _edges(ctx, _erfinv_from(ctx, inner, w), x, -1.0, 1.0, -np.inf, np.inf)
+
+
+def _ndtri(ctx, p: ir.Tensor) -> ir.Tensor:
+    from litert_torch.lower.math_ops import log1p
+
+    inner = _select(ctx, ctx.emit("LOGICAL_AND", [ctx.emit("GREATER", [p, _c(ctx, 0.0, p)], p.shape, np.bool_),
+                                                  _less(ctx, p, 1.0)], p.shape, np.bool_), p, _c(ctx, 0.5, p))
+    # w = -log(4 p (1 - p)), from p itself
+    w = ctx.emit("NEG", [_op(ctx, "ADD", exact.log(ctx, _op(ctx, "MUL", inner, _c(ctx, 4.0, inner))),
+                             log1p(ctx, ctx.emit("NEG", [inner], like=inner)))], like=inner)
+    w = ctx.emit("MAXIMUM", [w, _c(ctx, 0.0, w)], like=w)
+    x = _op(ctx, "SUB", _op(ctx, "MUL", inner, _c(ctx, 2.0, inner)), _c(ctx, 1.0, inner))
+    out = _op(ctx, "MUL", _erfinv_from(ctx, x, w), _c(ctx, math.sqrt(2.0), x))
+    return _edges(ctx, out, p, 0.0, 1.0, -np.inf, np.inf)
+
+
+def _erfcx(ctx, x: ir.Tensor) -> ir.Tensor:
+    a = ctx.emit("ABS", [x], like=x)
+    big = ctx.emit("EQUAL", [a, _c(ctx, np.inf, a)], a.shape, np.bool_)
+    finite = _select(ctx, big, _c(ctx, 0.0, a), a)
+    u = _op(ctx, "DIV", _op(ctx, "SUB", finite, _c(ctx, 4.0, a)), _op(ctx, "ADD", finite, _c(ctx, 4.0, a)))
+    scaled = _op(ctx, "DIV", _clenshaw(ctx, u, "erfcx", -1.0, 1.0), _op(ctx, "ADD", finite, _c(ctx, 4.0, a)))
+    positive = _select(ctx, big, _c(ctx, 0.0, a), scaled)  # erfcx(inf) = 0
+    mirrored = _op(ctx, "SUB", _op(ctx, "MUL", exact.exp(ctx, _op(ctx, "MUL", a, a)), _c(ctx, 2.0, a)), positive)
+    out = _select(ctx, _less(ctx, x, 0.0), mirrored, positive)
+    return _select(ctx, ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), x, out)
+
+
 def _lowering(fn):
     def lower(ctx, node, x):
         _, dtype = out_meta(node)
@@ -189,6 +283,10 @@ for _targets, _fn, _doc in [
      "e**x K0(x) (Chebyshev expansions; NaN below 0, +inf at 0)."),
     ((aten.special_scaled_modified_bessel_k1.default,), lambda c, x: _k(c, x, 1, True),
      "e**x K1(x) (Chebyshev expansions; NaN below 0, +inf at 0)."),
+    ((aten.erfinv.default,), _erfinv, "The inverse of erf (Chebyshev expansions in w = -log(1 - x**2))."),
+    ((aten.special_ndtri.default,), _ndtri,
+     "The inverse of the standard normal CDF, sqrt(2) erfinv(2p - 1) with tiny p keeping their digits."),
+    ((aten.special_erfcx.default,), _erfcx, "e**(x**2) erfc(x) (a Chebyshev expansion in (x - 4) / (x + 4))."),
 ]:
     _lower = _lowering(_fn)
     _lower.__doc__ = _doc
