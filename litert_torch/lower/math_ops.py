@@ -10,8 +10,8 @@ import torch
 from litert_torch import ir
 from litert_torch.lower import exact
 from litert_torch.lower.elementwise import operand, scalar_with
-from litert_torch.lower.reduce import lower_var, reduce
-from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+from litert_torch.lower.reduce import lower_var, reduce, scan_along
+from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
 from litert_torch.symbolic import broadcast_shapes
 
 aten = torch.ops.aten
@@ -567,3 +567,29 @@ def lower_narrow_copy(ctx, node, x, dim, start, length):
     begins, sizes = [0] * x.rank, list(x.shape)
     begins[axis], sizes[axis] = begin, length
     return ctx.slice(x, begins, sizes)
+
+
+@lowers(aten.logcumsumexp.default)
+def lower_logcumsumexp(ctx, node, x, dim):
+    """log(cumsum(exp(x))) along `dim` without overflow: a doubling scan of logaddexp(a, b) = max + log1p(exp(
+    -|a - b|)), -inf and +inf kept where the larger operand is one, NaN where either is."""
+    shape, dtype = out_meta(node)
+    if dtype.kind != "f":
+        raise ctx.fail(f"logcumsumexp of {dtype} values has no lowering")
+    work = np.dtype(np.float32)
+    x = ctx.cast(x, work)
+    if x.rank == 0:
+        return ctx.cast(x, dtype)
+
+    def add_exp(earlier, later):
+        a, b = earlier[0], later[0]
+        big = ctx.emit("MAXIMUM", [a, b], like=b)
+        gap = ctx.emit("NEG", [ctx.emit("ABS", [ctx.emit("SUB", [a, b], like=b)], like=b)], like=b)
+        out = ctx.emit("ADD", [big, log1p(ctx, ctx.emit("EXP", [gap], like=b))], like=b)
+        infinite = ctx.emit("EQUAL", [ctx.emit("ABS", [big], like=b), ctx.scalar_like(np.inf, b)], b.shape,
+                            np.bool_)
+        out = ctx.emit("SELECT_V2", [infinite, big, out], like=b)
+        nan = ctx.emit("LOGICAL_OR", [_nan(ctx, a), _nan(ctx, b)], b.shape, np.bool_)
+        return [ctx.emit("SELECT_V2", [nan, ctx.scalar_like(np.nan, b), out], like=b)]
+
+    return ctx.cast(scan_along(ctx, [x], normalize_dim(dim, x.rank), [-np.inf], add_exp)[0], dtype)

@@ -1,5 +1,5 @@
 """Reductions over dimensions (mean, sum, amax, amin, var), running reductions (sum, product, maximum and minimum
-with their indices, logcumsumexp), top-k and sort."""
+with their indices; `scan_along` also runs math_ops' logcumsumexp), top-k and sort."""
 
 from __future__ import annotations
 
@@ -264,34 +264,6 @@ def lower_cummax(ctx, node, x, dim):
 def lower_cummin(ctx, node, x, dim):
     """(running minimum, its index) along `dim` by doubling steps (NaN propagates; ties give the last index)."""
     return _running_extreme(ctx, node, x, dim, False)
-
-
-@lowers(aten.logcumsumexp.default)
-def lower_logcumsumexp(ctx, node, x, dim):
-    """log(cumsum(exp(x))) along `dim` without overflow: a doubling scan of logaddexp(a, b) = max + log1p(exp(
-    -|a - b|)), -inf and +inf kept where the larger operand is one, NaN where either is."""
-    from litert_torch.lower.math_ops import log1p
-
-    shape, dtype = out_meta(node)
-    if dtype.kind != "f":
-        raise ctx.fail(f"logcumsumexp of {dtype} values has no lowering")
-    work = np.dtype(np.float32)
-    x = ctx.cast(x, work)
-    if x.rank == 0:
-        return ctx.cast(x, dtype)
-
-    def add_exp(earlier, later):
-        a, b = earlier[0], later[0]
-        big = ctx.emit("MAXIMUM", [a, b], like=b)
-        gap = ctx.emit("NEG", [ctx.emit("ABS", [ctx.emit("SUB", [a, b], like=b)], like=b)], like=b)
-        out = ctx.emit("ADD", [big, log1p(ctx, ctx.emit("EXP", [gap], like=b))], like=b)
-        infinite = ctx.emit("EQUAL", [ctx.emit("ABS", [big], like=b), ctx.scalar_like(np.inf, b)], b.shape,
-                            np.bool_)
-        out = ctx.emit("SELECT_V2", [infinite, big, out], like=b)
-        nan = ctx.emit("LOGICAL_OR", [_is_nan(ctx, a), _is_nan(ctx, b)], b.shape, np.bool_)
-        return [ctx.emit("SELECT_V2", [nan, ctx.scalar_like(np.nan, b), out], like=b)]
-
-    return ctx.cast(scan_along(ctx, [x], normalize_dim(dim, x.rank), [-np.inf], add_exp)[0], dtype)
 
 
 @lowers(aten.topk.default)
