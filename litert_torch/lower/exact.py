@@ -48,9 +48,14 @@ def _scaled(ctx: LoweringContext, x: ir.Tensor, factor: float) -> ir.Tensor:
     return ctx.emit("MUL", [x, ctx.scalar_like(factor, x)], like=x)
 
 
+def is_nan(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    """NOT_EQUAL(x, x): true exactly where x is NaN."""
+    return _bool(ctx, "NOT_EQUAL", x, x)
+
+
 def keep_nan(ctx: LoweringContext, x: ir.Tensor, y: ir.Tensor) -> ir.Tensor:
     """y, with NaN wherever x is NaN."""
-    return _pick(ctx, _bool(ctx, "NOT_EQUAL", x, x), x, y, y)
+    return _pick(ctx, is_nan(ctx, x), x, y, y)
 
 
 def exp(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:

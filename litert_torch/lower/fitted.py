@@ -34,22 +34,12 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower import exact
-from litert_torch.lower.registry import LoweringContext, lowers, out_meta
-from litert_torch.symbolic import broadcast_shapes
+from litert_torch.lower.registry import lowers, out_meta
+from litert_torch.lower.special import compare, float_op, scalar, select
 
 aten = torch.ops.aten
 
 DEGREE = 28  # every fit's coefficients fall below float32's resolution before this
-
-
-def _op(ctx, opcode, *inputs):
-    opts = {"fused_activation_function": "NONE"} if opcode in ("ADD", "SUB", "MUL", "DIV") else {}
-    shape = broadcast_shapes(*[tuple(t.shape) for t in inputs])
-    return ctx.emit(opcode, list(inputs), shape, np.float32, **opts)
-
-
-def _c(ctx, value: float, like: ir.Tensor) -> ir.Tensor:
-    return ctx.scalar_like(value, like)
 
 
 def _bessel_part(name: str, t):
@@ -123,113 +113,105 @@ def _clenshaw(ctx, x: ir.Tensor, name: str, low: float, high: float) -> ir.Tenso
     """The fitted expansion `name` at x (taken inside [low, high])."""
     coefficients = _fit(name, low, high)
     # the expansion's variable in [-1, 1]
-    t = _op(ctx, "SUB", _op(ctx, "MUL", x, _c(ctx, 2.0 / (high - low), x)), _c(ctx, (high + low) / (high - low), x))
-    t2 = _op(ctx, "MUL", t, _c(ctx, 2.0, t))
+    scaled = float_op(ctx, "MUL", x, scalar(ctx, 2.0 / (high - low), x))
+    t = float_op(ctx, "SUB", scaled, scalar(ctx, (high + low) / (high - low), x))
+    t2 = float_op(ctx, "MUL", t, scalar(ctx, 2.0, t))
     b1 = b2 = None
     for c in reversed(coefficients[1:]):
-        b = _c(ctx, c, t) if b1 is None else _op(ctx, "ADD", _op(ctx, "MUL", t2, b1), _c(ctx, c, t))
+        b = scalar(ctx, c, t) if b1 is None else float_op(ctx, "ADD", float_op(ctx, "MUL", t2, b1), scalar(ctx, c, t))
         if b2 is not None:
-            b = _op(ctx, "SUB", b, b2)
+            b = float_op(ctx, "SUB", b, b2)
         b1, b2 = b, b1
-    out = _op(ctx, "ADD", _op(ctx, "MUL", t, b1), _c(ctx, coefficients[0], t))
-    return _op(ctx, "SUB", out, b2) if b2 is not None else out
-
-
-def _select(ctx, cond, a, b):
-    shape = broadcast_shapes(tuple(cond.shape), tuple(a.shape), tuple(b.shape))
-    return ctx.emit("SELECT_V2", [cond, a, b], shape, np.float32)
-
-
-def _less(ctx, x, value):
-    return ctx.emit("LESS", [x, _c(ctx, value, x)], x.shape, np.bool_)
+    out = float_op(ctx, "ADD", float_op(ctx, "MUL", t, b1), scalar(ctx, coefficients[0], t))
+    return float_op(ctx, "SUB", out, b2) if b2 is not None else out
 
 
 def _scaled_i(ctx, x: ir.Tensor, order: int) -> ir.Tensor:
     """i0e(x) or i1e(x)."""
     a = ctx.emit("ABS", [x], like=x)
-    small = _less(ctx, a, 8.0)
-    near = _select(ctx, small, a, _c(ctx, 8.0, a))
-    far = _select(ctx, small, _c(ctx, 8.0, a), a)
-    u = _op(ctx, "DIV", _c(ctx, 8.0, far), far)
+    small = compare(ctx, "LESS", a, 8.0)
+    near = select(ctx, small, a, scalar(ctx, 8.0, a))
+    far = select(ctx, small, scalar(ctx, 8.0, a), a)
+    u = float_op(ctx, "DIV", scalar(ctx, 8.0, far), far)
     root = exact.sqrt(ctx, far)
     if order == 0:
         inner = _clenshaw(ctx, near, "i0e_small", 0.0, 8.0)
-        outer = _op(ctx, "DIV", _clenshaw(ctx, u, "i0e_large", 0.0, 1.0), root)
-        return _select(ctx, small, inner, outer)
-    inner = _op(ctx, "MUL", _clenshaw(ctx, near, "i1e_small_over_x", 0.0, 8.0), near)
-    outer = _op(ctx, "DIV", _clenshaw(ctx, u, "i1e_large", 0.0, 1.0), root)
-    magnitude = _select(ctx, small, inner, outer)
-    negative = _less(ctx, x, 0.0)
-    return _select(ctx, negative, ctx.emit("NEG", [magnitude], like=magnitude), magnitude)
+        outer = float_op(ctx, "DIV", _clenshaw(ctx, u, "i0e_large", 0.0, 1.0), root)
+        return select(ctx, small, inner, outer)
+    inner = float_op(ctx, "MUL", _clenshaw(ctx, near, "i1e_small_over_x", 0.0, 8.0), near)
+    outer = float_op(ctx, "DIV", _clenshaw(ctx, u, "i1e_large", 0.0, 1.0), root)
+    magnitude = select(ctx, small, inner, outer)
+    negative = compare(ctx, "LESS", x, 0.0)
+    return select(ctx, negative, ctx.emit("NEG", [magnitude], like=magnitude), magnitude)
 
 
 def _unscaled_i(ctx, x: ir.Tensor, order: int) -> ir.Tensor:
     """I0(x) or I1(x) = i0e / i1e times e**|x|."""
     scaled = _scaled_i(ctx, x, order)
     a = ctx.emit("ABS", [x], like=x)
-    direct = _op(ctx, "MUL", scaled, exact.exp(ctx, _select(ctx, _less(ctx, a, 80.0), a, _c(ctx, 0.0, a))))
+    moderate = select(ctx, compare(ctx, "LESS", a, 80.0), a, scalar(ctx, 0.0, a))
+    direct = float_op(ctx, "MUL", scaled, exact.exp(ctx, moderate))
     magnitude = ctx.emit("ABS", [scaled], like=scaled)
-    logged = exact.exp(ctx, _op(ctx, "ADD", a, exact.log(ctx, _select(ctx, _less(ctx, a, 80.0),
-                                                                        _c(ctx, 1.0, a), magnitude))))
+    logged = exact.exp(ctx, float_op(ctx, "ADD", a, exact.log(ctx, select(ctx, compare(ctx, "LESS", a, 80.0),
+                                                                        scalar(ctx, 1.0, a), magnitude))))
     if order == 1:
-        logged = _select(ctx, _less(ctx, x, 0.0), ctx.emit("NEG", [logged], like=logged), logged)
-    out = _select(ctx, _less(ctx, a, 80.0), direct, logged)
-    infinite = ctx.emit("EQUAL", [a, _c(ctx, np.inf, a)], a.shape, np.bool_)
-    out = _select(ctx, infinite, a if order == 0 else x, out)  # I0(+-inf) = inf, I1(+-inf) = +-inf
-    return _select(ctx, ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), x, out)
+        logged = select(ctx, compare(ctx, "LESS", x, 0.0), ctx.emit("NEG", [logged], like=logged), logged)
+    out = select(ctx, compare(ctx, "LESS", a, 80.0), direct, logged)
+    infinite = ctx.emit("EQUAL", [a, scalar(ctx, np.inf, a)], a.shape, np.bool_)
+    out = select(ctx, infinite, a if order == 0 else x, out)  # I0(+-inf) = inf, I1(+-inf) = +-inf
+    return exact.keep_nan(ctx, x, out)
 
 
 def _k(ctx, x: ir.Tensor, order: int, scaled: bool) -> ir.Tensor:
     """K0 / K1 (times e**x when `scaled`); NaN below 0, +inf at 0."""
-    small = _less(ctx, x, 2.0)
-    near = _select(ctx, small, ctx.emit("MAXIMUM", [x, _c(ctx, 1e-30, x)], like=x), _c(ctx, 1.0, x))
-    far = _select(ctx, small, _c(ctx, 2.0, x), x)
-    log_half = exact.log(ctx, _op(ctx, "MUL", near, _c(ctx, 0.5, near)))
+    small = compare(ctx, "LESS", x, 2.0)
+    near = select(ctx, small, ctx.emit("MAXIMUM", [x, scalar(ctx, 1e-30, x)], like=x), scalar(ctx, 1.0, x))
+    far = select(ctx, small, scalar(ctx, 2.0, x), x)
+    log_half = exact.log(ctx, float_op(ctx, "MUL", near, scalar(ctx, 0.5, near)))
     if order == 0:
-        inner = _op(ctx, "SUB", _clenshaw(ctx, near, "k0_small", 0.0, 2.0),
-                    _op(ctx, "MUL", log_half, _unscaled_i(ctx, near, 0)))
+        inner = float_op(ctx, "SUB", _clenshaw(ctx, near, "k0_small", 0.0, 2.0),
+                    float_op(ctx, "MUL", log_half, _unscaled_i(ctx, near, 0)))
     else:
-        inner = _op(ctx, "ADD", _op(ctx, "DIV", _clenshaw(ctx, near, "k1_small", 0.0, 2.0), near),
-                    _op(ctx, "MUL", log_half, _unscaled_i(ctx, near, 1)))
+        inner = float_op(ctx, "ADD", float_op(ctx, "DIV", _clenshaw(ctx, near, "k1_small", 0.0, 2.0), near),
+                    float_op(ctx, "MUL", log_half, _unscaled_i(ctx, near, 1)))
     if scaled:
-        inner = _op(ctx, "MUL", inner, exact.exp(ctx, near))
-    u = _op(ctx, "DIV", _c(ctx, 2.0, far), far)
-    outer = _op(ctx, "DIV", _clenshaw(ctx, u, f"k{order}_large", 0.0, 1.0), exact.sqrt(ctx, far))
+        inner = float_op(ctx, "MUL", inner, exact.exp(ctx, near))
+    u = float_op(ctx, "DIV", scalar(ctx, 2.0, far), far)
+    outer = float_op(ctx, "DIV", _clenshaw(ctx, u, f"k{order}_large", 0.0, 1.0), exact.sqrt(ctx, far))
     if not scaled:
-        outer = _op(ctx, "MUL", outer, exact.exp(ctx, ctx.emit("NEG", [far], like=far)))
-    out = _select(ctx, small, inner, outer)
-    out = _select(ctx, ctx.emit("EQUAL", [x, _c(ctx, 0.0, x)], x.shape, np.bool_), _c(ctx, np.inf, x), out)
-    out = _select(ctx, _less(ctx, x, 0.0), _c(ctx, np.nan, x), out)
-    return _select(ctx, ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), x, out)
+        outer = float_op(ctx, "MUL", outer, exact.exp(ctx, ctx.emit("NEG", [far], like=far)))
+    out = select(ctx, small, inner, outer)
+    out = select(ctx, ctx.emit("EQUAL", [x, scalar(ctx, 0.0, x)], x.shape, np.bool_), scalar(ctx, np.inf, x), out)
+    out = select(ctx, compare(ctx, "LESS", x, 0.0), scalar(ctx, np.nan, x), out)
+    return exact.keep_nan(ctx, x, out)
 
 
 def _erfinv_from(ctx, x: ir.Tensor, w: ir.Tensor) -> ir.Tensor:
     """x g(w) (module notes), for w = -log((1 - x)(1 + x)) >= 0."""
-    central = _less(ctx, w, 5.0)
-    w_low = _select(ctx, central, w, _c(ctx, 5.0, w))
-    s = exact.sqrt(ctx, _select(ctx, central, _c(ctx, 5.0, w), w))
-    s = ctx.emit("MINIMUM", [s, _c(ctx, 10.0, s)], like=s)  # past w = 100 (p below 1e-44) nothing is finite
-    g = _select(ctx, central, _clenshaw(ctx, w_low, "erfinv_central", 0.0, 5.0),
+    central = compare(ctx, "LESS", w, 5.0)
+    w_low = select(ctx, central, w, scalar(ctx, 5.0, w))
+    s = exact.sqrt(ctx, select(ctx, central, scalar(ctx, 5.0, w), w))
+    s = ctx.emit("MINIMUM", [s, scalar(ctx, 10.0, s)], like=s)  # past w = 100 (p below 1e-44) nothing is finite
+    g = select(ctx, central, _clenshaw(ctx, w_low, "erfinv_central", 0.0, 5.0),
                 _clenshaw(ctx, s, "erfinv_tail", math.sqrt(5.0), 10.0))
-    return _op(ctx, "MUL", x, g)
+    return float_op(ctx, "MUL", x, g)
 
 
 def _edges(ctx, out, at, low, high, low_value, high_value):
     """out with low_value where `at` == low, high_value where `at` == high, NaN outside [low, high] (and NaN)."""
-    out = _select(ctx, ctx.emit("EQUAL", [at, _c(ctx, low, at)], at.shape, np.bool_), _c(ctx, low_value, at), out)
-    out = _select(ctx, ctx.emit("EQUAL", [at, _c(ctx, high, at)], at.shape, np.bool_), _c(ctx, high_value, at),
-                  out)
-    inside = ctx.emit("LOGICAL_AND", [ctx.emit("GREATER_EQUAL", [at, _c(ctx, low, at)], at.shape, np.bool_),
-                                      ctx.emit("LESS_EQUAL", [at, _c(ctx, high, at)], at.shape, np.bool_)],
+    out = select(ctx, compare(ctx, "EQUAL", at, low), scalar(ctx, low_value, at), out)
+    out = select(ctx, compare(ctx, "EQUAL", at, high), scalar(ctx, high_value, at), out)
+    inside = ctx.emit("LOGICAL_AND", [ctx.emit("GREATER_EQUAL", [at, scalar(ctx, low, at)], at.shape, np.bool_),
+                                      ctx.emit("LESS_EQUAL", [at, scalar(ctx, high, at)], at.shape, np.bool_)],
                       at.shape, np.bool_)
-    return _select(ctx, inside, out, _c(ctx, np.nan, at))
+    return select(ctx, inside, out, scalar(ctx, np.nan, at))
 
 
 def _erfinv(ctx, x: ir.Tensor) -> ir.Tensor:
     from litert_torch.lower.math_ops import log1p
 
-    inner = _select(ctx, _less(ctx, ctx.emit("ABS", [x], like=x), 1.0), x, _c(ctx, 0.0, x))
-    w = ctx.emit("NEG", [_op(ctx, "ADD", log1p(ctx, inner), log1p(ctx, ctx.emit("NEG", [inner], like=inner)))],
+    inner = select(ctx, compare(ctx, "LESS", ctx.emit("ABS", [x], like=x), 1.0), x, scalar(ctx, 0.0, x))
+    w = ctx.emit("NEG", [float_op(ctx, "ADD", log1p(ctx, inner), log1p(ctx, ctx.emit("NEG", [inner], like=inner)))],
                  like=inner)
     return _edges(ctx, _erfinv_from(ctx, inner, w), x, -1.0, 1.0, -np.inf, np.inf)
 
@@ -237,27 +219,30 @@ def _erfinv(ctx, x: ir.Tensor) -> ir.Tensor:
 def _ndtri(ctx, p: ir.Tensor) -> ir.Tensor:
     from litert_torch.lower.math_ops import log1p
 
-    inner = _select(ctx, ctx.emit("LOGICAL_AND", [ctx.emit("GREATER", [p, _c(ctx, 0.0, p)], p.shape, np.bool_),
-                                                  _less(ctx, p, 1.0)], p.shape, np.bool_), p, _c(ctx, 0.5, p))
+    open_range = ctx.emit("LOGICAL_AND", [compare(ctx, "GREATER", p, 0.0), compare(ctx, "LESS", p, 1.0)], p.shape,
+                          np.bool_)
+    inner = select(ctx, open_range, p, scalar(ctx, 0.5, p))
     # w = -log(4 p (1 - p)), from p itself
-    w = ctx.emit("NEG", [_op(ctx, "ADD", exact.log(ctx, _op(ctx, "MUL", inner, _c(ctx, 4.0, inner))),
+    w = ctx.emit("NEG", [float_op(ctx, "ADD", exact.log(ctx, float_op(ctx, "MUL", inner, scalar(ctx, 4.0, inner))),
                              log1p(ctx, ctx.emit("NEG", [inner], like=inner)))], like=inner)
-    w = ctx.emit("MAXIMUM", [w, _c(ctx, 0.0, w)], like=w)
-    x = _op(ctx, "SUB", _op(ctx, "MUL", inner, _c(ctx, 2.0, inner)), _c(ctx, 1.0, inner))
-    out = _op(ctx, "MUL", _erfinv_from(ctx, x, w), _c(ctx, math.sqrt(2.0), x))
+    w = ctx.emit("MAXIMUM", [w, scalar(ctx, 0.0, w)], like=w)
+    x = float_op(ctx, "SUB", float_op(ctx, "MUL", inner, scalar(ctx, 2.0, inner)), scalar(ctx, 1.0, inner))
+    out = float_op(ctx, "MUL", _erfinv_from(ctx, x, w), scalar(ctx, math.sqrt(2.0), x))
     return _edges(ctx, out, p, 0.0, 1.0, -np.inf, np.inf)
 
 
 def _erfcx(ctx, x: ir.Tensor) -> ir.Tensor:
     a = ctx.emit("ABS", [x], like=x)
-    big = ctx.emit("EQUAL", [a, _c(ctx, np.inf, a)], a.shape, np.bool_)
-    finite = _select(ctx, big, _c(ctx, 0.0, a), a)
-    u = _op(ctx, "DIV", _op(ctx, "SUB", finite, _c(ctx, 4.0, a)), _op(ctx, "ADD", finite, _c(ctx, 4.0, a)))
-    scaled = _op(ctx, "DIV", _clenshaw(ctx, u, "erfcx", -1.0, 1.0), _op(ctx, "ADD", finite, _c(ctx, 4.0, a)))
-    positive = _select(ctx, big, _c(ctx, 0.0, a), scaled)  # erfcx(inf) = 0
-    mirrored = _op(ctx, "SUB", _op(ctx, "MUL", exact.exp(ctx, _op(ctx, "MUL", a, a)), _c(ctx, 2.0, a)), positive)
-    out = _select(ctx, _less(ctx, x, 0.0), mirrored, positive)
-    return _select(ctx, ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), x, out)
+    big = ctx.emit("EQUAL", [a, scalar(ctx, np.inf, a)], a.shape, np.bool_)
+    finite = select(ctx, big, scalar(ctx, 0.0, a), a)
+    plus_four = float_op(ctx, "ADD", finite, scalar(ctx, 4.0, a))
+    u = float_op(ctx, "DIV", float_op(ctx, "SUB", finite, scalar(ctx, 4.0, a)), plus_four)
+    scaled = float_op(ctx, "DIV", _clenshaw(ctx, u, "erfcx", -1.0, 1.0), plus_four)
+    positive = select(ctx, big, scalar(ctx, 0.0, a), scaled)  # erfcx(inf) = 0
+    twice_growth = float_op(ctx, "MUL", exact.exp(ctx, float_op(ctx, "MUL", a, a)), scalar(ctx, 2.0, a))
+    mirrored = float_op(ctx, "SUB", twice_growth, positive)
+    out = select(ctx, compare(ctx, "LESS", x, 0.0), mirrored, positive)
+    return exact.keep_nan(ctx, x, out)
 
 
 def _lowering(fn):

@@ -460,10 +460,6 @@ def lower_cdist(ctx, node, x1, x2, p, compute_mode=None):
 
 
 # ---- NaN-aware extremes, hypot, ldexp, dist ------------------------------------------------------------------
-def _nan(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
-    return ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_)
-
-
 def _extreme_ignoring_nan(ctx, node, opcode: str, a, b):
     """MAXIMUM / MINIMUM where neither is NaN, the other operand where one is (NaN only where both are)."""
     shape, dtype = out_meta(node)
@@ -473,8 +469,8 @@ def _extreme_ignoring_nan(ctx, node, opcode: str, a, b):
         return binary(ctx, node, opcode, a, b)
     a, b = _broadcast_to(ctx, operand(ctx, a, dtype), shape), _broadcast_to(ctx, operand(ctx, b, dtype), shape)
     both = ctx.emit(opcode, [a, b], shape, dtype)
-    out = ctx.emit("SELECT_V2", [_nan(ctx, b), a, both], shape, dtype)
-    return ctx.emit("SELECT_V2", [_nan(ctx, a), b, out], shape, dtype)
+    out = ctx.emit("SELECT_V2", [exact.is_nan(ctx, b), a, both], shape, dtype)
+    return ctx.emit("SELECT_V2", [exact.is_nan(ctx, a), b, out], shape, dtype)
 
 
 @lowers(aten.fmax.default)
@@ -504,7 +500,7 @@ def lower_hypot(ctx, node, a, b):
                      like=big)
     root = exact.sqrt(ctx, _plus(ctx, ctx.emit("MUL", [ratio, ratio], like=ratio), 1.0))
     out = ctx.emit("MUL", [big, root], like=big)
-    nan = ctx.emit("LOGICAL_OR", [_nan(ctx, a), _nan(ctx, b)], shape, np.bool_)
+    nan = ctx.emit("LOGICAL_OR", [exact.is_nan(ctx, a), exact.is_nan(ctx, b)], shape, np.bool_)
     out = ctx.emit("SELECT_V2", [nan, ctx.scalar_like(np.nan, out), out], like=out)
     infinite = ctx.emit("LOGICAL_OR", [ctx.emit("EQUAL", [a, ctx.scalar_like(np.inf, a)], shape, np.bool_),
                                        ctx.emit("EQUAL", [b, ctx.scalar_like(np.inf, b)], shape, np.bool_)],
@@ -548,7 +544,7 @@ def lower_dist(ctx, node, a, b, p=2):
         return over_all("SUM", nonzero)
     if np.isinf(p):
         out = over_all("REDUCE_MAX" if p > 0 else "REDUCE_MIN", d)
-        nan = over_all("REDUCE_ANY", _nan(ctx, d))
+        nan = over_all("REDUCE_ANY", exact.is_nan(ctx, d))
         return ctx.emit("SELECT_V2", [nan, ctx.scalar_like(np.nan, out), out], like=out)
     if p == 2:
         return exact.sqrt(ctx, over_all("SUM", ctx.emit("MUL", [d, d], like=d)))
@@ -589,7 +585,7 @@ def lower_logcumsumexp(ctx, node, x, dim):
         infinite = ctx.emit("EQUAL", [ctx.emit("ABS", [big], like=b), ctx.scalar_like(np.inf, b)], b.shape,
                             np.bool_)
         out = ctx.emit("SELECT_V2", [infinite, big, out], like=b)
-        nan = ctx.emit("LOGICAL_OR", [_nan(ctx, a), _nan(ctx, b)], b.shape, np.bool_)
+        nan = ctx.emit("LOGICAL_OR", [exact.is_nan(ctx, a), exact.is_nan(ctx, b)], b.shape, np.bool_)
         return [ctx.emit("SELECT_V2", [nan, ctx.scalar_like(np.nan, b), out], like=b)]
 
     return ctx.cast(scan_along(ctx, [x], normalize_dim(dim, x.rank), [-np.inf], add_exp)[0], dtype)

@@ -144,11 +144,7 @@ def _batch_statistics(ctx, node, x, weight, bias, eps):
                   "statistics, as PyTorch does in training; for inference call model.eval() before converting",
                   node.name)
     stages = [list(range(2, x.rank)), [0]] if x.rank > 2 else [[0]]
-    mean = staged_mean(ctx, x, stages)
-    var = staged_mean(ctx, ctx.emit("SQUARED_DIFFERENCE", [x, mean], like=x), stages)
-    rstd = exact.rsqrt(ctx, ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var))
-    shift = ctx.emit("NEG", [ctx.emit("MUL", [mean, rstd], like=mean)], like=mean)
-    y = ctx.emit("ADD", [ctx.emit("MUL", [x, rstd], like=x), shift], like=x)
+    y, mean, var, rstd = normalize_with_moments(ctx, x, stages, eps)
     c = x.shape[1]
     channel = [1, c] + [1] * (x.rank - 2)
     out = y
@@ -264,13 +260,19 @@ def normalize(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: 
     return normalize_with_stats(ctx, x, stages, eps)[0]
 
 
-def normalize_with_stats(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: float):
-    """`normalize`'s result, and the mean and rstd it used (reduced axes kept)."""
+def normalize_with_moments(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: float):
+    """`normalize`'s result, and the mean, biased variance and rstd it used (reduced axes kept)."""
     mean = staged_mean(ctx, x, stages)
     var = staged_mean(ctx, ctx.emit("SQUARED_DIFFERENCE", [x, mean], like=x), stages)
     rstd = exact.rsqrt(ctx, ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var))
     shift = ctx.emit("NEG", [ctx.emit("MUL", [mean, rstd], like=mean)], like=mean)
-    return ctx.emit("ADD", [ctx.emit("MUL", [x, rstd], like=x), shift], like=x), mean, rstd
+    return ctx.emit("ADD", [ctx.emit("MUL", [x, rstd], like=x), shift], like=x), mean, var, rstd
+
+
+def normalize_with_stats(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: float):
+    """`normalize`'s result, and the mean and rstd it used (reduced axes kept)."""
+    y, mean, _, rstd = normalize_with_moments(ctx, x, stages, eps)
+    return y, mean, rstd
 
 
 def affine(ctx: LoweringContext, y: ir.Tensor, weight, bias, shape) -> ir.Tensor:

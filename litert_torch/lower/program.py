@@ -457,8 +457,9 @@ def lower_program(program: torch.export.ExportedProgram,
             log.warning("the model writes to its input %r in place; the converted model computes the same outputs "
                         "but leaves the caller's input unchanged", spec.target)
             continue
-        if spec.kind != OutputKind.USER_OUTPUT:  # refused by _check_mutations before lowering
-            raise AssertionError(f"unexpected output kind {spec.kind}")
+        if spec.kind != OutputKind.USER_OUTPUT:  # _check_mutations refuses these before lowering
+            raise ConversionError(f"internal error: output {spec.target!r} of kind {spec.kind.name} reached "
+                                  "the end of lowering")
         if not isinstance(arg, torch.fx.Node):
             raise ConversionError(f"output {arg!r} is not a tensor; only tensor outputs are supported")
         value = env[arg.name]

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
+from litert_torch.lower import exact
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, numpy_dtype, out_meta
 
 aten = torch.ops.aten
@@ -54,7 +55,7 @@ def extreme(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtyp
     out = reduce(ctx, node, opcode, x, dim, keepdim, dtype)
     if np.dtype(x.dtype).kind != "f" or x.rank == 0:
         return out
-    nan = reduce(ctx, node, "REDUCE_ANY", ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_), dim, keepdim, np.bool_)
+    nan = reduce(ctx, node, "REDUCE_ANY", exact.is_nan(ctx, x), dim, keepdim, np.bool_)
     if np.dtype(out.dtype).kind != "f":
         return out
     return ctx.emit("SELECT_V2", [nan, ctx.const(np.array(np.nan, out.dtype), name="nan"), out], like=out)
@@ -115,7 +116,7 @@ def arg_reduce(ctx: LoweringContext, opcode: str, x, dim, keepdim: bool, out_sha
     y = ctx.emit(opcode, [x, axis_t], reduced, np.int32, output_type="INT32")
     if np.dtype(x.dtype).kind == "f":
         # PyTorch counts NaN as the extreme: the first NaN's index wherever there is one
-        nan = ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_)
+        nan = exact.is_nan(ctx, x)
         flags = ctx.emit("SELECT_V2", [nan, ctx.const(np.array(1, np.int32), name="one"),
                                        ctx.const(np.array(0, np.int32), name="zero")], x.shape, np.int32)
         first = ctx.emit("ARG_MAX", [flags, axis_t], reduced, np.int32, output_type="INT32")
@@ -216,10 +217,6 @@ def lower_cumprod(ctx, node, x, dim, dtype=None):
     return cumprod_along(ctx, ctx.cast(x, out_dtype), normalize_dim(dim, x.rank), False, False)
 
 
-def _is_nan(ctx: LoweringContext, t: ir.Tensor) -> ir.Tensor:
-    return ctx.emit("NOT_EQUAL", [t, t], t.shape, np.bool_)
-
-
 def _running_extreme(ctx, node, x, dim, largest: bool):
     """(values, indices) of cummax / cummin: a position takes the later run's extreme where it is NaN, or where
     neither is NaN and it is >= (<=) the earlier one, so ties and repeated NaNs give the last index, as in
@@ -245,8 +242,8 @@ def _running_extreme(ctx, node, x, dim, largest: bool):
     def pick(earlier, later):
         take = ctx.emit(compare, [later[0], earlier[0]], later[0].shape, np.bool_)
         if work.kind == "f":
-            take = ctx.emit("LOGICAL_OR", [_is_nan(ctx, later[0]), ctx.emit(
-                "LOGICAL_AND", [ctx.emit("LOGICAL_NOT", [_is_nan(ctx, earlier[0])], take.shape, np.bool_), take],
+            take = ctx.emit("LOGICAL_OR", [exact.is_nan(ctx, later[0]), ctx.emit(
+                "LOGICAL_AND", [ctx.emit("LOGICAL_NOT", [exact.is_nan(ctx, earlier[0])], take.shape, np.bool_), take],
                 take.shape, np.bool_)], take.shape, np.bool_)
         return [ctx.emit("SELECT_V2", [take, a, b], like=a) for a, b in zip(later, earlier)]
 

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
+from litert_torch.lower import exact
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
 from litert_torch.symbolic import all_static, broadcast_shapes
 
@@ -183,10 +184,6 @@ def _identity(reduce: str, dtype: np.dtype):
     return np.array(info.min if reduce == "amax" else info.max, dtype)
 
 
-def _is_nan(ctx: LoweringContext, t: ir.Tensor) -> ir.Tensor:
-    return ctx.emit("NOT_EQUAL", [t, t], t.shape, np.bool_)
-
-
 def grouped(ctx: LoweringContext, values: ir.Tensor, ids: ir.Tensor, axis: int, n: int, reduce: str) -> ir.Tensor:
     """For each group j < n, the `reduce` ("prod", "amax", "amin") of the `values` along `axis` whose id (int32,
     broadcast against `values`) is j: [*values.shape[:axis], n, *values.shape[axis + 1:]], the identity where no
@@ -210,7 +207,7 @@ def grouped(ctx: LoweringContext, values: ir.Tensor, ids: ir.Tensor, axis: int, 
     out_shape = shape[:axis] + [n] + shape[axis + 1:]
     out = ctx.emit(_REDUCERS[reduce], [picked, axes], out_shape, dtype, keep_dims=False)
     if dtype.kind == "f" and reduce != "prod":  # the kernels compare past a NaN
-        nan = ctx.emit("LOGICAL_AND", [receives, _is_nan(ctx, spread)], wide_shape, np.bool_)
+        nan = ctx.emit("LOGICAL_AND", [receives, exact.is_nan(ctx, spread)], wide_shape, np.bool_)
         nan = ctx.emit("REDUCE_ANY", [nan, axes], out_shape, np.bool_, keep_dims=False)
         out = ctx.emit("SELECT_V2", [nan, ctx.const(np.array(np.nan, dtype), name="nan"), out], out_shape, dtype)
     return out
@@ -221,7 +218,7 @@ def combine(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, reduce: str) -> ir
     out = ctx.emit(_COMBINE[reduce], [a, b], a.shape, a.dtype,
                    **({"fused_activation_function": "NONE"} if reduce == "prod" else {}))
     if np.dtype(a.dtype).kind == "f" and reduce != "prod":
-        nan = ctx.emit("LOGICAL_OR", [_is_nan(ctx, a), _is_nan(ctx, b)], a.shape, np.bool_)
+        nan = ctx.emit("LOGICAL_OR", [exact.is_nan(ctx, a), exact.is_nan(ctx, b)], a.shape, np.bool_)
         out = ctx.emit("SELECT_V2", [nan, ctx.const(np.array(np.nan, a.dtype), name="nan"), out], a.shape, a.dtype)
     return out
 

@@ -29,7 +29,7 @@ import torch
 from litert_torch import ir
 from litert_torch.lower import exact
 from litert_torch.lower.math_ops import _sin_near_zero
-from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+from litert_torch.lower.registry import lowers, out_meta
 from litert_torch.symbolic import broadcast_shapes
 
 aten = torch.ops.aten
@@ -42,22 +42,33 @@ _BERNOULLI = [Fraction(1, 6), Fraction(-1, 30), Fraction(1, 42), Fraction(-1, 30
               Fraction(-691, 2730), Fraction(7, 6), Fraction(-3617, 510)]
 
 
-def _op(ctx, opcode, *inputs):
+# ---- float32 helpers (shared with lower/fitted.py) -----------------------------------------------------------
+def float_op(ctx, opcode, *inputs):
     """`opcode` of float32 operands, broadcast (a scalar constant may come first)."""
     opts = {"fused_activation_function": "NONE"} if opcode in ("ADD", "SUB", "MUL", "DIV") else {}
     shape = broadcast_shapes(*[tuple(t.shape) for t in inputs])
-    return ctx.emit(opcode, list(inputs), shape, inputs[0].dtype, **opts)
+    return ctx.emit(opcode, list(inputs), shape, np.float32, **opts)
 
 
-def _c(ctx, value: float, like: ir.Tensor) -> ir.Tensor:
+def scalar(ctx, value: float, like: ir.Tensor) -> ir.Tensor:
     return ctx.scalar_like(value, like)
+
+
+def select(ctx, cond, a, b):
+    """SELECT_V2 of float32 operands, broadcast."""
+    shape = broadcast_shapes(tuple(cond.shape), tuple(a.shape), tuple(b.shape))
+    return ctx.emit("SELECT_V2", [cond, a, b], shape, np.float32)
+
+
+def compare(ctx, opcode, x, value):
+    return ctx.emit(opcode, [x, scalar(ctx, value, x)], x.shape, np.bool_)
 
 
 def _poly(ctx, x: ir.Tensor, coefficients: list[float]) -> ir.Tensor:
     """c0 + c1 x + c2 x**2 + ... by Horner's rule."""
-    acc = _c(ctx, coefficients[-1], x)
+    acc = scalar(ctx, coefficients[-1], x)
     for c in reversed(coefficients[:-1]):
-        acc = _op(ctx, "ADD", _op(ctx, "MUL", acc, x), _c(ctx, c, x))
+        acc = float_op(ctx, "ADD", float_op(ctx, "MUL", acc, x), scalar(ctx, c, x))
     return acc
 
 
@@ -66,10 +77,10 @@ def _power(ctx, x: ir.Tensor, k: int) -> ir.Tensor:
     out, base = None, x
     while k:
         if k & 1:
-            out = base if out is None else _op(ctx, "MUL", out, base)
+            out = base if out is None else float_op(ctx, "MUL", out, base)
         k >>= 1
         if k:
-            base = _op(ctx, "MUL", base, base)
+            base = float_op(ctx, "MUL", base, base)
     return out
 
 
@@ -80,30 +91,22 @@ def _float(ctx, node, x) -> tuple[ir.Tensor, np.dtype]:
 
 def _fraction_part(ctx, x: ir.Tensor) -> ir.Tensor:
     """t = x - round(x), in [-1/2, 1/2] (exact)."""
-    return _op(ctx, "SUB", x, ctx.emit("ROUND", [x], like=x))
+    return float_op(ctx, "SUB", x, ctx.emit("ROUND", [x], like=x))
 
 
 def _sin_cos_pi(ctx, t: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
     """(sin(pi t), cos(pi t)) for t in [-1/2, 1/2], each with a small relative error near its zeros."""
-    sin = _sin_near_zero(ctx, _op(ctx, "MUL", t, _c(ctx, math.pi, t)))
-    rest = _op(ctx, "SUB", _c(ctx, 0.5, t), ctx.emit("ABS", [t], like=t))  # exact
-    cos = _sin_near_zero(ctx, _op(ctx, "MUL", rest, _c(ctx, math.pi, t)))
+    sin = _sin_near_zero(ctx, float_op(ctx, "MUL", t, scalar(ctx, math.pi, t)))
+    rest = float_op(ctx, "SUB", scalar(ctx, 0.5, t), ctx.emit("ABS", [t], like=t))  # exact
+    cos = _sin_near_zero(ctx, float_op(ctx, "MUL", rest, scalar(ctx, math.pi, t)))
     return sin, cos
-
-
-def _select(ctx, cond, a, b):
-    return ctx.emit("SELECT_V2", [cond, a, b], like=b)
-
-
-def _compare(ctx, opcode, x, value):
-    return ctx.emit(opcode, [x, _c(ctx, value, x)], x.shape, np.bool_)
 
 
 def _is_pole(ctx, x: ir.Tensor) -> ir.Tensor:
     """x is 0 or a negative integer (not -inf)."""
     integer = ctx.emit("EQUAL", [x, ctx.emit("FLOOR", [x], like=x)], x.shape, np.bool_)
-    return ctx.emit("LOGICAL_AND", [ctx.emit("LOGICAL_AND", [integer, _compare(ctx, "LESS_EQUAL", x, 0.0)],
-                                             x.shape, np.bool_), _compare(ctx, "GREATER", x, -np.inf)],
+    return ctx.emit("LOGICAL_AND", [ctx.emit("LOGICAL_AND", [integer, compare(ctx, "LESS_EQUAL", x, 0.0)],
+                                             x.shape, np.bool_), compare(ctx, "GREATER", x, -np.inf)],
                     x.shape, np.bool_)
 
 
@@ -111,40 +114,40 @@ def _is_pole(ctx, x: ir.Tensor) -> ir.Tensor:
 def _lgamma_positive(ctx, x: ir.Tensor) -> ir.Tensor:
     """lgamma for x > 0: Stirling's series at w = x + 8 less log(x (x+1) ... (x+7)), or at x itself from 8 on
     (where the product could overflow)."""
-    shifted = _op(ctx, "ADD", x, _c(ctx, 8.0, x))
+    shifted = float_op(ctx, "ADD", x, scalar(ctx, 8.0, x))
     product = x
     for k in range(1, 8):
-        product = _op(ctx, "MUL", product, _op(ctx, "ADD", x, _c(ctx, float(k), x)))
-    large = _compare(ctx, "GREATER_EQUAL", x, 8.0)
-    w = _select(ctx, large, x, shifted)
+        product = float_op(ctx, "MUL", product, float_op(ctx, "ADD", x, scalar(ctx, float(k), x)))
+    large = compare(ctx, "GREATER_EQUAL", x, 8.0)
+    w = select(ctx, large, x, shifted)
     log_w = exact.log(ctx, w)
-    inv = _op(ctx, "DIV", _c(ctx, 1.0, w), w)
-    inv2 = _op(ctx, "MUL", inv, inv)
+    inv = float_op(ctx, "DIV", scalar(ctx, 1.0, w), w)
+    inv2 = float_op(ctx, "MUL", inv, inv)
     # 1/(12 w) - 1/(360 w^3) + 1/(1260 w^5) - 1/(1680 w^7)
-    tail = _op(ctx, "MUL", inv, _poly(ctx, inv2, [1 / 12, -1 / 360, 1 / 1260, -1 / 1680]))
-    main = _op(ctx, "SUB", _op(ctx, "MUL", _op(ctx, "SUB", w, _c(ctx, 0.5, w)), log_w), w)
-    out = _op(ctx, "ADD", _op(ctx, "ADD", main, _c(ctx, 0.5 * math.log(2 * math.pi), main)), tail)
-    correction = _select(ctx, large, _c(ctx, 0.0, x), exact.log(ctx, product))
-    return _op(ctx, "SUB", out, correction)
+    tail = float_op(ctx, "MUL", inv, _poly(ctx, inv2, [1 / 12, -1 / 360, 1 / 1260, -1 / 1680]))
+    main = float_op(ctx, "SUB", float_op(ctx, "MUL", float_op(ctx, "SUB", w, scalar(ctx, 0.5, w)), log_w), w)
+    out = float_op(ctx, "ADD", float_op(ctx, "ADD", main, scalar(ctx, 0.5 * math.log(2 * math.pi), main)), tail)
+    correction = select(ctx, large, scalar(ctx, 0.0, x), exact.log(ctx, product))
+    return float_op(ctx, "SUB", out, correction)
 
 
 @lowers(aten.lgamma.default)
 def lower_lgamma(ctx, node, x):
     """log|Gamma(x)| (module notes): Stirling's series after shifting x up, the reflection formula below 0."""
     x, dtype = _float(ctx, node, x)
-    negative = _compare(ctx, "LESS", x, 0.0)
-    mirrored = _select(ctx, negative, _op(ctx, "SUB", _c(ctx, 1.0, x), x), x)
+    negative = compare(ctx, "LESS", x, 0.0)
+    mirrored = select(ctx, negative, float_op(ctx, "SUB", scalar(ctx, 1.0, x), x), x)
     # x = 0 would make log(0): the pole's +inf comes from the masks below
-    safe = _select(ctx, _compare(ctx, "EQUAL", mirrored, 0.0), _c(ctx, 1.0, x), mirrored)
+    safe = select(ctx, compare(ctx, "EQUAL", mirrored, 0.0), scalar(ctx, 1.0, x), mirrored)
     positive = _lgamma_positive(ctx, safe)
     sin, _ = _sin_cos_pi(ctx, _fraction_part(ctx, x))
-    reflected = _op(ctx, "SUB", exact.log(ctx, _op(ctx, "DIV", _c(ctx, math.pi, x), ctx.emit("ABS", [sin],
+    reflected = float_op(ctx, "SUB", exact.log(ctx, float_op(ctx, "DIV", scalar(ctx, math.pi, x), ctx.emit("ABS", [sin],
                                                                                              like=sin))),
                     positive)
-    out = _select(ctx, negative, reflected, positive)
-    inf = _c(ctx, np.inf, x)
-    out = _select(ctx, _is_pole(ctx, x), inf, out)
-    out = _select(ctx, _compare(ctx, "EQUAL", ctx.emit("ABS", [x], like=x), np.inf), inf, out)
+    out = select(ctx, negative, reflected, positive)
+    inf = scalar(ctx, np.inf, x)
+    out = select(ctx, _is_pole(ctx, x), inf, out)
+    out = select(ctx, compare(ctx, "EQUAL", ctx.emit("ABS", [x], like=x), np.inf), inf, out)
     return ctx.cast(out, dtype)
 
 
@@ -152,22 +155,22 @@ def lower_lgamma(ctx, node, x):
 def _psi_positive(ctx, x: ir.Tensor, n: int) -> ir.Tensor:
     """psi_n(x) for x > 0: the asymptotic series at w = x + SHIFT with the shift's terms (for n = 0
     -sum 1/(x + k), for n >= 1 (-1)**(n+1) n! sum (x + k)**-(n+1)), or at w = x alone from LARGE on."""
-    large = _compare(ctx, "GREATER_EQUAL", x, LARGE)
-    w = _select(ctx, large, x, _op(ctx, "ADD", x, _c(ctx, float(SHIFT), x)))
-    inv = _op(ctx, "DIV", _c(ctx, 1.0, w), w)
-    inv2 = _op(ctx, "MUL", inv, inv)
+    large = compare(ctx, "GREATER_EQUAL", x, LARGE)
+    w = select(ctx, large, x, float_op(ctx, "ADD", x, scalar(ctx, float(SHIFT), x)))
+    inv = float_op(ctx, "DIV", scalar(ctx, 1.0, w), w)
+    inv2 = float_op(ctx, "MUL", inv, inv)
     terms = None
     for k in range(SHIFT):
-        r = _op(ctx, "DIV", _c(ctx, 1.0, x), _op(ctx, "ADD", x, _c(ctx, float(k), x)) if k else x)
+        r = float_op(ctx, "DIV", scalar(ctx, 1.0, x), float_op(ctx, "ADD", x, scalar(ctx, float(k), x)) if k else x)
         term = r if n == 0 else _power(ctx, r, n + 1)
-        terms = term if terms is None else _op(ctx, "ADD", terms, term)
-    terms = _select(ctx, large, _c(ctx, 0.0, x), terms)
+        terms = term if terms is None else float_op(ctx, "ADD", terms, term)
+    terms = select(ctx, large, scalar(ctx, 0.0, x), terms)
     if n == 0:
         # psi(w) = log w - 1/(2w) - sum B_2k / (2k w^2k)
         series = _poly(ctx, inv2, [0.0] + [float(-b / (2 * (j + 1))) for j, b in enumerate(_BERNOULLI)])
-        asymptotic = _op(ctx, "ADD", _op(ctx, "SUB", exact.log(ctx, w), _op(ctx, "MUL", inv, _c(ctx, 0.5, w))),
-                         series)
-        return _op(ctx, "SUB", asymptotic, terms)
+        half_inv = float_op(ctx, "MUL", inv, scalar(ctx, 0.5, w))
+        asymptotic = float_op(ctx, "ADD", float_op(ctx, "SUB", exact.log(ctx, w), half_inv), series)
+        return float_op(ctx, "SUB", asymptotic, terms)
     sign = -1.0 if n % 2 == 0 else 1.0  # (-1)**(n+1)
     # w^-n ((n-1)! + n!/(2w) + sum B_2k (2k+n-1)! / (2k)! w^-2k), w^-n taken as (2**a / w)**n * 2**(-a n) so
     # that it does not go subnormal where the result is still a normal float32
@@ -175,11 +178,11 @@ def _psi_positive(ctx, x: ir.Tensor, n: int) -> ir.Tensor:
     tail = [float(b * math.factorial(2 * (j + 1) + n - 1) / math.factorial(2 * (j + 1)))
             for j, b in enumerate(_BERNOULLI)]
     a = math.ceil(math.log2(math.factorial(n)) / n) + 1
-    scaled_power = _power(ctx, _op(ctx, "MUL", inv, _c(ctx, 2.0 ** a, inv)), n)
-    body = _op(ctx, "ADD", _poly(ctx, inv, coefficients), _op(ctx, "MUL", inv2, _poly(ctx, inv2, tail)))
-    asymptotic = _op(ctx, "MUL", scaled_power, _op(ctx, "MUL", body, _c(ctx, 2.0 ** (-a * n), body)))
-    total = _op(ctx, "ADD", asymptotic, _op(ctx, "MUL", terms, _c(ctx, float(math.factorial(n)), terms)))
-    return _op(ctx, "MUL", total, _c(ctx, sign, total))
+    scaled_power = _power(ctx, float_op(ctx, "MUL", inv, scalar(ctx, 2.0 ** a, inv)), n)
+    body = float_op(ctx, "ADD", _poly(ctx, inv, coefficients), float_op(ctx, "MUL", inv2, _poly(ctx, inv2, tail)))
+    asymptotic = float_op(ctx, "MUL", scaled_power, float_op(ctx, "MUL", body, scalar(ctx, 2.0 ** (-a * n), body)))
+    total = float_op(ctx, "ADD", asymptotic, float_op(ctx, "MUL", terms, scalar(ctx, float(math.factorial(n)), terms)))
+    return float_op(ctx, "MUL", total, scalar(ctx, sign, total))
 
 
 def _cot_derivative(n: int) -> list[float]:
@@ -192,26 +195,26 @@ def _cot_derivative(n: int) -> list[float]:
 
 def polygamma(ctx, x: ir.Tensor, n: int) -> ir.Tensor:
     """psi_n(x) in float32 (module notes)."""
-    negative = _compare(ctx, "LESS", x, 0.0)
-    mirrored = _select(ctx, negative, _op(ctx, "SUB", _c(ctx, 1.0, x), x), x)
-    safe = _select(ctx, _compare(ctx, "EQUAL", mirrored, 0.0), _c(ctx, 1.0, x), mirrored)
+    negative = compare(ctx, "LESS", x, 0.0)
+    mirrored = select(ctx, negative, float_op(ctx, "SUB", scalar(ctx, 1.0, x), x), x)
+    safe = select(ctx, compare(ctx, "EQUAL", mirrored, 0.0), scalar(ctx, 1.0, x), mirrored)
     positive = _psi_positive(ctx, safe, n)
     sin, cos = _sin_cos_pi(ctx, _fraction_part(ctx, x))
-    cot = _op(ctx, "DIV", cos, sin)
-    derivative = _op(ctx, "MUL", _poly(ctx, cot, _cot_derivative(n)), _c(ctx, math.pi ** (n + 1), cot))
-    reflected = _op(ctx, "SUB", _op(ctx, "MUL", positive, _c(ctx, (-1.0) ** n, positive)), derivative)
-    out = _select(ctx, negative, reflected, positive)
+    cot = float_op(ctx, "DIV", cos, sin)
+    derivative = float_op(ctx, "MUL", _poly(ctx, cot, _cot_derivative(n)), scalar(ctx, math.pi ** (n + 1), cot))
+    reflected = float_op(ctx, "SUB", float_op(ctx, "MUL", positive, scalar(ctx, (-1.0) ** n, positive)), derivative)
+    out = select(ctx, negative, reflected, positive)
     pole = _is_pole(ctx, x)
     if n == 0:
-        zero = _compare(ctx, "EQUAL", x, 0.0)
-        at_pole = _select(ctx, zero, _op(ctx, "DIV", _c(ctx, -1.0, x), x), _c(ctx, np.nan, x))
-        at_inf = _c(ctx, np.inf, x)
+        zero = compare(ctx, "EQUAL", x, 0.0)
+        at_pole = select(ctx, zero, float_op(ctx, "DIV", scalar(ctx, -1.0, x), x), scalar(ctx, np.nan, x))
+        at_inf = scalar(ctx, np.inf, x)
     else:
-        at_pole = _c(ctx, np.inf if n % 2 else -np.inf, x)
-        at_inf = _c(ctx, 0.0, x)
-    out = _select(ctx, pole, at_pole, out)
-    out = _select(ctx, _compare(ctx, "EQUAL", x, np.inf), at_inf, out)
-    return _select(ctx, _compare(ctx, "EQUAL", x, -np.inf), _c(ctx, np.nan, x), out)
+        at_pole = scalar(ctx, np.inf if n % 2 else -np.inf, x)
+        at_inf = scalar(ctx, 0.0, x)
+    out = select(ctx, pole, at_pole, out)
+    out = select(ctx, compare(ctx, "EQUAL", x, np.inf), at_inf, out)
+    return select(ctx, compare(ctx, "EQUAL", x, -np.inf), scalar(ctx, np.nan, x), out)
 
 
 @lowers(aten.digamma.default)
