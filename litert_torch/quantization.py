@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -74,13 +74,14 @@ def fp16_weights(graph: ir.Graph, keep: set[int] | None = None) -> int:
 INT8_WEIGHT_OPS = {"FULLY_CONNECTED": 1, "EMBEDDING_LOOKUP": 1}  # opcode -> index of the weight input
 
 
-def int8_weights(graphs: Iterable[ir.Graph]) -> int:
+def int8_weights(graphs: Iterable[ir.Graph], *, release: Callable[[np.ndarray], None] | None = None) -> int:
     """Store the float32 weights of FULLY_CONNECTED and EMBEDDING_LOOKUP ops as int8, symmetric per output
     channel (per row of the table): LiteRT's hybrid kernels take them as they are (float activations, int8
     weights, no DEQUANTIZE), as with ai-edge-quantizer's dynamic_wi8_afp32 recipe. Weights that several tensors
     hold (one weight lowered in several signatures, a tied embedding) are quantized once and stay shared.
-    Memory: one int8 copy of the weights, made while the graph is walked; nothing else is copied. Returns how
-    many weight tensors were quantized."""
+    Memory: one int8 copy of the weights, made while the graph is walked; nothing else is copied; `release` is
+    given each float weight once it is quantized (see `memory.FilePages`). Returns how many weight tensors were
+    quantized."""
     done: dict[tuple[int, int, tuple[int, ...]], ir.Tensor] = {}
     count = 0
     for graph in graphs:
@@ -93,7 +94,7 @@ def int8_weights(graphs: Iterable[ir.Graph]) -> int:
                 continue
             key = (w.data.ctypes.data, w.data.nbytes, w.shape)
             if key not in done:
-                q, scale = _int8_rows(np.asarray(w.data, np.float32))
+                q, scale = _int8_rows(np.asarray(w.data, np.float32), release=release)
                 done[key] = ir.Tensor(f"{w.name}/int8", w.shape, np.int8, q, quantization=ir.Quantization(
                     tuple(float(v) for v in scale), (0,) * len(scale), 0))
                 count += 1
@@ -101,17 +102,23 @@ def int8_weights(graphs: Iterable[ir.Graph]) -> int:
     return count
 
 
-def _int8_rows(data: np.ndarray, block: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+def _int8_rows(data: np.ndarray, block: int = 4096, release: Callable[[np.ndarray], None] | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric int8 per row (scale = max |row| / 127; an all-zero row gets scale 1), a block of rows at a
-    time so that the float temporaries stay small."""
-    scale = np.maximum(data.max(axis=1), -data.min(axis=1)) / np.float32(127.0)
-    scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+    time so that the float temporaries stay small; `release` is given each block of `data` once it is read."""
+    scale = np.empty(data.shape[0], np.float32)
     q = np.empty(data.shape, np.int8)
     for start in range(0, data.shape[0], block):
-        rows = data[start:start + block] / scale[start:start + block, None]
-        np.rint(rows, out=rows)
-        np.clip(rows, -127, 127, out=rows)
-        q[start:start + block] = rows
+        rows = data[start:start + block]
+        s = np.maximum(rows.max(axis=1), -rows.min(axis=1)) / np.float32(127.0)
+        s = np.where(s > 0, s, np.float32(1.0)).astype(np.float32)
+        scaled = rows / s[:, None]
+        if release is not None:
+            release(rows)
+        np.rint(scaled, out=scaled)
+        np.clip(scaled, -127, 127, out=scaled)
+        q[start:start + block] = scaled
+        scale[start:start + block] = s
     return q, scale
 
 

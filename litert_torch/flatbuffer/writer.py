@@ -7,7 +7,7 @@ that supports what it uses (see `schema.op_version`); our metadata entries are s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import flatbuffers
 import numpy as np
@@ -19,6 +19,7 @@ from litert_torch.flatbuffer import schema as tables
 from litert_torch.symbolic import concrete
 
 FILE_IDENTIFIER = b"TFL3"
+WRITE_CHUNK = 1 << 24
 SCHEMA_VERSION = 3
 
 
@@ -30,23 +31,43 @@ class _Buffers:
     Identical contents are found by a fingerprint (size and a sample of the bytes) and confirmed by comparing
     the whole arrays, so that the weights are read once more only where two of them may be the same."""
 
-    def __init__(self, external: bool = False):
+    def __init__(self, external: bool = False, release: Callable[[np.ndarray], None] | None = None):
         self.buffers: list[schema.BufferT] = [schema.BufferT()]
         self._index: dict[tuple, list[tuple[np.ndarray, int]]] = {}
         self.external = external
         self.payloads: list[tuple[int, np.ndarray]] = []
+        self.release = release or (lambda flat: None)
 
     @staticmethod
-    def _fingerprint(flat: np.ndarray) -> tuple:
-        step = max(1, flat.size // 4096)
-        return flat.size, hash(flat[::step].tobytes()), hash(flat[-64:].tobytes())
+    def _fingerprint(flat: np.ndarray, width: int = 4096) -> tuple:
+        # The size, the first and the last bytes: reading bytes spread over the array would make most of a
+        # weight mapped from a file resident (each read maps the pages around it, up to a large folio).
+        return flat.size, hash(flat[:width].tobytes()), hash(flat[-width:].tobytes())
+
+    def _same(self, a: np.ndarray, b: np.ndarray) -> bool:
+        """Whether the byte arrays `a` and `b` are equal, compared a piece at a time (no temporary of their
+        size) and handed to `release` as they are read."""
+        if a.nbytes != b.nbytes:
+            return False
+        if a.ctypes.data == b.ctypes.data:  # one array seen twice (a tied weight)
+            return True
+        for start in range(0, a.nbytes, WRITE_CHUNK):
+            pa, pb = a[start:start + WRITE_CHUNK], b[start:start + WRITE_CHUNK]
+            same = np.array_equal(pa, pb)
+            self.release(pa)
+            self.release(pb)
+            if not same:
+                return False
+        return True
 
     def add(self, value: np.ndarray) -> int:
         flat = np.ascontiguousarray(value).reshape(-1).view(np.uint8)  # no copy for contiguous data
         candidates = self._index.setdefault(self._fingerprint(flat), [])
         for other, index in candidates:
-            if np.array_equal(other, flat):
+            if self._same(other, flat):
+                self.release(flat)
                 return index
+        self.release(flat)
         buf = schema.BufferT()
         if self.external and flat.nbytes:
             buf.offset, buf.size = 1, flat.nbytes  # placeholders of the final width, set by write_model
@@ -243,10 +264,11 @@ def _align(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
-def write_model(model: ir.Model, path: str) -> int:
+def write_model(model: ir.Model, path: str, *, release: Callable[[np.ndarray], None] | None = None) -> int:
     """Write `model` to `path` atomically with every constant after the flatbuffer, streamed from its array
-    (no copy of the weights is made). Returns the file size. Works at any size; `convert` uses it past 2 GB."""
-    buffers = _Buffers(external=True)
+    (no copy of the weights is made). Returns the file size. Works at any size; `convert` uses it past 2 GB.
+    `release` (e.g. `memory.FilePages().release`) is given each constant once the writer has read it."""
+    buffers = _Buffers(external=True, release=release)
     obj = build_model(model, buffers)
     head = _pack(obj)
     for _ in range(3):  # offsets are fixed-width fields: the second packing has the first one's length
@@ -265,7 +287,11 @@ def write_model(model: ir.Model, path: str) -> int:
         f.write(head)
         for index, flat in buffers.payloads:
             f.write(b"\0" * (obj.buffers[index].offset - f.tell()))
-            f.write(memoryview(flat))
+            for start in range(0, flat.nbytes, WRITE_CHUNK):  # read, written and handed back a piece at a time
+                piece = flat[start:start + WRITE_CHUNK]
+                f.write(memoryview(piece))
+                if release is not None:
+                    release(piece)
         size = f.tell()
     return size
 

@@ -28,6 +28,7 @@ class HfSource:
     model: torch.nn.Module
     config: LlmConfig
     tokenizer: Any  # a transformers tokenizer, or None
+    owned: bool = False  # read from a directory here: nothing else holds the model
 
 
 def _transformers():
@@ -101,7 +102,7 @@ def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trus
     if need_tokenizer and not getattr(tokenizer, "is_fast", False):
         raise ModelSourceError("the tokenizer must be a fast (tokenizers-backed) tokenizer with a tokenizer.json; "
                                f"got {type(tokenizer).__name__}")
-    return HfSource(hf.eval(), config, tokenizer)
+    return HfSource(hf.eval(), config, tokenizer, owned=isinstance(model, (str, os.PathLike)))
 
 
 def _load_tokenizer(path: str, need: bool, trust_remote_code: bool) -> Any:

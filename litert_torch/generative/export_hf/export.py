@@ -19,6 +19,7 @@ from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_mode
 from litert_torch.generative import bundle, hf
 from litert_torch.generative.convert import lower_llm
 from litert_torch.generative.model import build
+from litert_torch.memory import FilePages
 from litert_torch.runtime.edge_model import EdgeModel
 
 BUNDLE_NAME = "model.litertlm"
@@ -118,12 +119,15 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
     with scratch_folder("litert_export_") as scratch:
         try:
             model_file = os.path.join(scratch, "model.tflite")
+            # A model read from a directory is ours alone: the pages of its weights, mapped from safetensors,
+            # are handed back as soon as they are written or quantized.
+            release = FilePages().release if source.owned else None
             if recipe is None:
                 report("write")
-                write_model(model, model_file)  # constants streamed from the weights: no copy in memory
+                write_model(model, model_file, release=release)  # constants streamed from the weights
             elif recipe == INT8_WEIGHTS and not any(source.config.moe_layers):
                 report("quantize")
-                _int8_model(model, model_file)
+                _int8_model(model, model_file, release)
             else:
                 report("quantize")
                 from litert_torch.quantization import quantize_model
@@ -186,13 +190,13 @@ def _check_lengths(prefill_lengths: Sequence[int], cache_length: int) -> list[in
 INT8_WEIGHTS = "int8-weights"
 
 
-def _int8_model(model, path: str) -> None:
+def _int8_model(model, path: str, release: Callable | None = None) -> None:
     from litert_torch.quantization import QUANTIZATION_KEY, int8_weights, int8_weights_report
 
     float_bytes = constant_bytes(model)
-    int8_weights(model.subgraphs)
+    int8_weights(model.subgraphs, release=release)
     model.metadata[QUANTIZATION_KEY] = int8_weights_report(float_bytes, constant_bytes(model), model.subgraphs)
-    write_model(model, path)
+    write_model(model, path, release=release)
 
 
 def _check_recipe(recipe: Any) -> Any:
