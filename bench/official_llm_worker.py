@@ -1,7 +1,9 @@
 """Runs inside the official converter's own virtual environment (bench/.venv-official): one `export_hf` export,
 reporting its time and the process's peak RSS as JSON on the last line of stdout.
 
-    <official-venv>/bin/python bench/official_llm_worker.py MODEL_DIR OUT_DIR PREFILL CACHE RECIPE
+    <official-venv>/bin/python bench/official_llm_worker.py MODEL_DIR OUT_DIR PREFILL CACHE RECIPE [OPTIONS_JSON]
+
+OPTIONS_JSON: further keyword arguments of export_hf's export, as a JSON object.
 """
 
 import json
@@ -21,6 +23,7 @@ def main():
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     src, out, prefill, cache, recipe = sys.argv[1:6]
+    options = json.loads(sys.argv[6]) if len(sys.argv) > 6 else {}
     start = time.perf_counter()  # imports included, as on our side
     # The official package (0.10.0) imports TensorFlow's copy of the TFLite schema bindings from one model
     # extension when export_hf loads; the same bindings ship with ai_edge_litert, which this environment has.
@@ -41,7 +44,7 @@ def main():
     from litert_torch.generative.export_hf import export  # the official converter, in its own environment
 
     export.export(model=src, output_dir=out, prefill_lengths=[int(prefill)], cache_length=int(cache),
-                  quantization_recipe=recipe)  # "none" is float there too (None would be its int8 default)
+                  quantization_recipe=recipe, **options)  # "none" is float there too (None: its int8 default)
     print(json.dumps({"seconds": time.perf_counter() - start, "peak_rss": peak_rss()}))
 
 
