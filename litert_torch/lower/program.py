@@ -152,9 +152,22 @@ def _find_constant_nodes(program: torch.export.ExportedProgram, constants: dict[
         if (all(n.name in const for n in inputs) and _is_pure(node) and not _dynamic_value(node)
                 and node.target not in RUN_TIME_ONLY):
             const.add(node.name)
-        elif _empty_result(node, inputs):
+        elif _empty_result(node, inputs) or _values_unread(node):
             const.add(node.name)
     return const
+
+
+UNINITIALISED = {torch.ops.aten.empty.memory_format, torch.ops.aten.empty_permuted.default,
+                 torch.ops.aten.new_empty.default, torch.ops.aten.empty_like.default}
+
+
+def _values_unread(node: torch.fx.Node) -> bool:
+    """An uninitialised tensor (torch.empty) read only for its shape and dtype, as the template of *_like ops
+    (`torch.zeros_like(torch.empty(...))`, what some decompositions make): its values never matter."""
+    if node.target not in UNINITIALISED or not node.users:
+        return False
+    return all(user.target in SHAPE_ONLY and user.args and user.args[0] is node
+               and node not in _tensor_nodes((user.args[1:], user.kwargs)) for user in node.users)
 
 
 def _empty_result(node: torch.fx.Node, inputs: list[torch.fx.Node]) -> bool:

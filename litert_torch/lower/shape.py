@@ -121,6 +121,41 @@ def lower_as_strided(ctx, node, x, size, stride, storage_offset=None):
                     axis=0, batch_dims=0)
 
 
+@lowers(aten.resize.default)
+def lower_resize(ctx, node, x, size, memory_format=None):
+    """`resize_` to a size of at most as many elements: the first elements of the input's storage in the new
+    shape (a SLICE of the flattened input). Growing leaves the new elements undefined in PyTorch: refused."""
+    shape, _ = out_meta(node)
+    if not all_static([*x.shape, *shape]):
+        raise ctx.fail("resize with sizes known only at run time has no lowering")
+    if not node.inputs[0].contiguous:
+        raise ctx.fail("resize of a non-contiguous tensor keeps its storage order, which has no lowering")
+    total, count = int(np.prod([int(d) for d in x.shape])), int(np.prod([int(d) for d in shape]))
+    if count > total:
+        raise ctx.fail(f"resize from {total} to {count} elements: PyTorch leaves the {count - total} new "
+                       "elements undefined, so it has no lowering (resize to at most as many elements)")
+    if count == 0:
+        return ctx.empty(shape, x.dtype)
+    flat = ctx.reshape(x, (total,))
+    if count < total:
+        flat = ctx.slice(flat, [0], [count])
+    return ctx.reshape(flat, tuple(shape))
+
+
+@lowers(aten.empty.memory_format, aten.empty_permuted.default)
+def lower_empty(ctx, node, *args, **kwargs):
+    """An uninitialised tensor with no elements (what an op on empty inputs allocates for its result). With
+    elements, its values are whatever memory held: refused rather than given values of our choosing."""
+    shape, dtype = out_meta(node)
+    if not all_static(shape):
+        raise ctx.fail("torch.empty with sizes known only at run time has no lowering")
+    if int(np.prod([int(d) for d in shape])) != 0:
+        raise ctx.fail(f"torch.empty of shape {tuple(int(d) for d in shape)} has undefined values (PyTorch does not "
+                       "initialise it); only one read for its shape alone or with no elements has a lowering: "
+                       "create it with torch.zeros or torch.full")
+    return ctx.empty(shape, dtype)
+
+
 @lowers(aten.copy.default)
 def lower_copy(ctx, node, x, src, non_blocking=False):
     """`src` in `x`'s shape and dtype (BROADCAST_TO where it is smaller, CAST where the type differs)."""

@@ -1,0 +1,52 @@
+"""resize_ and torch.empty: what is defined is lowered exactly, what PyTorch leaves undefined is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import litert_torch
+from litert_torch.errors import ConversionError
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def _check(fn, *args):
+    model = Fn(fn).eval()
+    edge = litert_torch.convert(model, args)
+    want = model(*(a.clone() for a in args))
+    got = edge(*(a.numpy() for a in args))
+    np.testing.assert_array_equal(np.asarray(got).reshape(want.shape), want.numpy())
+    assert tuple(np.shape(got)) == tuple(want.shape)
+
+
+@pytest.mark.parametrize("size", [(25, 5), (3, 7), (), (0,), (125,)])
+def test_resize_to_fewer_elements_keeps_the_first_ones(size):
+    _check(lambda x: x.clone().resize_(size), torch.randn(5, 5, 5))
+
+
+def test_resize_as_takes_the_other_tensors_shape():
+    _check(lambda x, y: x.clone().resize_as_(y), torch.randn(4, 6), torch.randn(3, 5))
+
+
+def test_resize_to_more_elements_is_refused_naming_the_undefined_ones():
+    with pytest.raises(ConversionError, match="new elements undefined"):
+        litert_torch.convert(Fn(lambda x: x.clone().resize_(4, 4)), (torch.randn(3, 3),))
+
+
+def test_an_empty_tensor_read_for_its_shape_only_is_exact():
+    _check(lambda x: x + torch.zeros_like(torch.empty(x.shape)), torch.randn(2, 3))
+    _check(lambda x: x * torch.full_like(torch.empty_like(x), 2.0), torch.randn(2, 3))
+
+
+def test_an_empty_tensor_whose_values_are_read_is_refused():
+    with pytest.raises(ConversionError, match="undefined values"):
+        litert_torch.convert(Fn(lambda x: x + torch.empty(2, 3)), (torch.randn(2, 3),))
