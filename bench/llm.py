@@ -9,7 +9,7 @@ per token on this machine.
 Models are built from configs with random weights and saved as Hugging Face directories under bench/.llm_models
 (first run only): 2-layer toys of each architecture, a ~135M-parameter Llama (SmolLM-135M's shape) and, when
 asked for (`--models llama_1b --no-official`), a 1.2B-parameter one (Llama-3.2-1B's shape, 4.9 GB of float32
-weights). Each
+weights), and a Qwen3-MoE with 32 experts of which 4 are chosen per token (`--models moe_32e`). Each
 conversion runs in a fresh process, so that its peak RSS is its own. The decode bound is the bytes of weights a
 decode step reads (the bundle's TFLite model, less what only prefill reads) divided by the memory read bandwidth
 measured in the same run (a large numpy reduction on one thread). Results: bench/results/llm.md.
@@ -56,6 +56,17 @@ def model_dir(name: str) -> str:
                                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                           "original_max_position_embeddings": 8192}),
     }
+    if name == "moe_32e":  # Qwen3-MoE with a realistic ratio of experts to chosen ones (32, top 4)
+        tok = tiny_lm.tokenizer()
+        cfg = transformers.Qwen3MoeConfig(
+            vocab_size=len(tok), hidden_size=256, intermediate_size=512, moe_intermediate_size=128, num_experts=32,
+            num_experts_per_tok=4, norm_topk_prob=True, num_hidden_layers=4, num_attention_heads=8,
+            num_key_value_heads=4, head_dim=32, max_position_embeddings=2048, tie_word_embeddings=True,
+            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+        torch.manual_seed(0)
+        transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
+        tok.save_pretrained(path)
+        return path
     if name in shapes:
         tok = tiny_lm.tokenizer()
         cfg = transformers.LlamaConfig(**shapes[name], tie_word_embeddings=True, bos_token_id=tok.bos_token_id,

@@ -102,6 +102,43 @@ def int8_weights(graphs: Iterable[ir.Graph], *, release: Callable[[np.ndarray], 
     return count
 
 
+def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.ndarray], None] | None = None,
+                         min_rank: int = 3) -> int:
+    """Store constant float32 tables of rank `min_rank` or more that a GATHER reads along axis 0 (the expert
+    weights of a mixture-of-experts layer, [E, rows, cols], of which each token gathers its chosen experts') as
+    int8, symmetric per row of the last axis: GATHER of the int8 table and of its scales, CAST, MUL. A token then
+    reads a quarter of the bytes. Lower-rank tables (position tables, embeddings) are left alone. Tables several
+    gathers read are quantized once. Returns how many tables were quantized."""
+    done: dict[tuple[int, int, tuple[int, ...]], tuple[ir.Tensor, ir.Tensor]] = {}
+    for graph in graphs:
+        ops: list[ir.Op] = []
+        for op in graph.ops:
+            w = op.inputs[0] if op.opcode == "GATHER" and op.inputs else None
+            if (w is None or not w.is_constant or w.dtype != np.float32 or w.rank < min_rank
+                    or op.options.get("axis", 0) != 0 or op.options.get("batch_dims", 0) != 0
+                    or not all(isinstance(d, int) for d in op.outputs[0].shape)):
+                ops.append(op)
+                continue
+            key = (w.data.ctypes.data, w.data.nbytes, tuple(w.shape))
+            if key not in done:
+                rows = np.asarray(w.data, np.float32).reshape(-1, w.shape[-1])
+                q, scale = _int8_rows(rows, release=release)
+                done[key] = (ir.Tensor(f"{w.name}/int8", w.shape, np.int8, q.reshape(w.shape)),
+                             ir.Tensor(f"{w.name}/scale", [*w.shape[:-1], 1], np.float32,
+                                       scale.reshape([*w.shape[:-1], 1])))
+            table, scales = done[key]
+            out, indices = op.outputs[0], op.inputs[1]
+            picked = ir.Tensor(f"{out.name}/int8", out.shape, np.int8)
+            picked_scale = ir.Tensor(f"{out.name}/scale", [*out.shape[:-1], 1], np.float32)
+            widened = ir.Tensor(f"{out.name}/float", out.shape, np.float32)
+            ops += [ir.Op("GATHER", [table, indices], [picked], dict(op.options), op.source),
+                    ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source),
+                    ir.Op("CAST", [picked], [widened], {}, op.source),
+                    ir.Op("MUL", [widened, picked_scale], [out], {"fused_activation_function": "NONE"}, op.source)]
+        graph.ops = ops
+    return len(done)
+
+
 def _int8_rows(data: np.ndarray, block: int = 4096, release: Callable[[np.ndarray], None] | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric int8 per row (scale = max |row| / 127; an all-zero row gets scale 1), a block of rows at a
@@ -129,8 +166,8 @@ def int8_weights_report(float_bytes: int, quantized_bytes: int, graphs: list[ir.
     for graph in graphs:
         q, n, f = _float_ops(graph, "dynamic-int8", set())
         quantized, counted, left = quantized + q, counted + n, left + f
-    recipe = {"int8_weights": "FULLY_CONNECTED and EMBEDDING_LOOKUP weights int8, symmetric per channel "
-                              "(sizes are the model's constant bytes)"}
+    recipe = {"int8_weights": "FULLY_CONNECTED and EMBEDDING_LOOKUP weights and gathered expert tables int8, "
+                              "symmetric per channel (sizes are the model's constant bytes)"}
     return QuantizationReport("dynamic-int8", float_bytes, quantized_bytes, quantized, counted, 0, "float",
                               recipe, left).to_bytes()
 

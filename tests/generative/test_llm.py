@@ -114,6 +114,41 @@ def test_quantized_bundles_run_and_report(llama_dir, tmp_path):
     assert lookups and all(op.inputs[1].dtype == np.int8 for op in lookups)  # the embedding table too
 
 
+def test_int8_experts_are_gathered_as_int8_and_widened(tmp_path):
+    """dynamic_wi8_afp32 on a mixture-of-experts model: the experts' tables are stored int8 (each token gathers
+    its chosen experts' int8 rows and scales), so the model shrinks like a dense one, and it stays close."""
+    import transformers
+
+    from litert_torch.flatbuffer.reader import read_model
+
+    src = tiny_lm.save(str(tmp_path / "src"), "qwen3_moe", moe_intermediate_size=64)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
+    sizes = {}
+    for recipe in ("none", "dynamic_wi8_afp32"):
+        out = export.export(model=src, output_dir=str(tmp_path / recipe), prefill_lengths=PREFILL,
+                            cache_length=CACHE, quantization_recipe=recipe, keep_temporary_files=True)
+        path = os.path.join(tmp_path / recipe, "model.tflite")
+        sizes[recipe] = sum(b.nbytes for g in read_model(open(path, "rb").read()).subgraphs
+                            for b in {id(t.data): t.data for t in g.tensors() if t.is_constant}.values())
+        report = generative.validate_llm(generative.load(out), hf, hf_tokens(src), 8)
+        if recipe == "none":
+            assert report.identical, report.summary()
+        else:
+            assert report.step_top1_agrees[0] and report.max_relative_error < 0.5, report.summary()
+    model = read_model(open(os.path.join(tmp_path / "dynamic_wi8_afp32", "model.tflite"), "rb").read())
+    tables = [op.inputs[0] for g in model.subgraphs for op in g.ops
+              if op.opcode == "GATHER" and op.inputs[0].is_constant and op.inputs[0].rank == 3]
+    assert tables and all(t.dtype in (np.int8, np.float32) for t in tables)
+    assert not any(t.dtype == np.float32 and t.shape[-1] > 1 for t in tables)  # only [E, rows, 1] scales
+    assert sizes["dynamic_wi8_afp32"] < 0.4 * sizes["none"], sizes
+
+
+def hf_tokens(src: str) -> list[int]:
+    import transformers
+
+    return transformers.AutoTokenizer.from_pretrained(src)(PROMPT).input_ids
+
+
 def test_validation_names_the_layer_where_a_model_departs(llama_dir, tmp_path):
     """A float bundle against its Hugging Face model with the second layer's MLP changed afterwards: the tokens
     differ, and the layer comparison puts the departure at layer 1, not 0."""

@@ -125,14 +125,14 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
             if recipe is None:
                 report("write")
                 write_model(model, model_file, release=release)  # constants streamed from the weights
-            elif recipe == INT8_WEIGHTS and not any(source.config.moe_layers):
+            elif recipe == INT8_WEIGHTS:
                 report("quantize")
                 _int8_model(model, model_file, release)
             else:
                 report("quantize")
                 from litert_torch.quantization import quantize_model
 
-                data = quantize_model(EdgeModel(serialize(model), verify=False), "dynamic-int8" if recipe == INT8_WEIGHTS else recipe
+                data = quantize_model(EdgeModel(serialize(model), verify=False), recipe
                                 ).flatbuffer
                 with open(model_file, "wb") as f:
                     f.write(data)
@@ -185,16 +185,17 @@ def _check_lengths(prefill_lengths: Sequence[int], cache_length: int) -> list[in
 
 
 # The default recipe, ai-edge-quantizer's dynamic_wi8_afp32, as our own IR pass: int8 weights per channel for
-# the dense layers and the embedding table, written as they are quantized (the quantizer holds several copies of
-# the model). Mixture-of-experts models, whose expert weights are gathered tensors, go through the quantizer.
+# the dense layers, the embedding table and the experts' tables of mixture-of-experts layers (gathered per token,
+# then widened), written as they are quantized (the quantizer holds several copies of the model).
 INT8_WEIGHTS = "int8-weights"
 
 
 def _int8_model(model, path: str, release: Callable | None = None) -> None:
-    from litert_torch.quantization import QUANTIZATION_KEY, int8_weights, int8_weights_report
+    from litert_torch.quantization import QUANTIZATION_KEY, int8_gathered_tables, int8_weights, int8_weights_report
 
     float_bytes = constant_bytes(model)
     int8_weights(model.subgraphs, release=release)
+    int8_gathered_tables(model.subgraphs, release=release)
     model.metadata[QUANTIZATION_KEY] = int8_weights_report(float_bytes, constant_bytes(model), model.subgraphs)
     write_model(model, path, release=release)
 
