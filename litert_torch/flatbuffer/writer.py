@@ -290,8 +290,7 @@ def write_model(model: ir.Model, path: str, *, release: Callable[[np.ndarray], N
             for start in range(0, flat.nbytes, WRITE_CHUNK):  # read, written and handed back a piece at a time
                 piece = flat[start:start + WRITE_CHUNK]
                 f.write(memoryview(piece))
-                if release is not None:
-                    release(piece)
+                buffers.release(piece)
         size = f.tell()
     return size
 

@@ -157,8 +157,8 @@ def _find_constant_nodes(program: torch.export.ExportedProgram, constants: dict[
     return const
 
 
-UNINITIALISED = {torch.ops.aten.empty.memory_format, torch.ops.aten.empty_permuted.default,
-                 torch.ops.aten.new_empty.default, torch.ops.aten.empty_like.default}
+# what torch.empty, empty_like and new_empty become after decomposition
+UNINITIALISED = {torch.ops.aten.empty.memory_format, torch.ops.aten.empty_permuted.default}
 
 
 def _values_unread(node: torch.fx.Node) -> bool:

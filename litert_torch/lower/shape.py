@@ -130,7 +130,7 @@ def lower_resize(ctx, node, x, size, memory_format=None):
         raise ctx.fail("resize with sizes known only at run time has no lowering")
     if not node.inputs[0].contiguous:
         raise ctx.fail("resize of a non-contiguous tensor keeps its storage order, which has no lowering")
-    total, count = int(np.prod([int(d) for d in x.shape])), int(np.prod([int(d) for d in shape]))
+    total, count = x.size, int(np.prod([int(d) for d in shape]))
     if count > total:
         raise ctx.fail(f"resize from {total} to {count} elements: PyTorch leaves the {count - total} new "
                        "elements undefined, so it has no lowering (resize to at most as many elements)")

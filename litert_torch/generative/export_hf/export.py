@@ -208,7 +208,7 @@ def _check_recipe(recipe: Any) -> Any:
         return None
     if recipe in ("dynamic_wi8_afp32", "dynamic-int8"):
         return INT8_WEIGHTS
-    if recipe in ("fp16", "dynamic-int8"):
+    if recipe == "fp16":
         return recipe
     if isinstance(recipe, (str, os.PathLike)) and os.fspath(recipe).endswith(".json"):
         if not os.path.isfile(recipe):
