@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import re
+import sys
 import threading
+import traceback
 from typing import Any, Callable, Iterator
 
 import torch
+from torch.fx import proxy as _fx_proxy
 
 from litert_torch.errors import ExportError
 from litert_torch.ir import SourceRef
@@ -108,17 +112,72 @@ def _cia_registry_walked_once() -> Iterator[None]:
             utils._materialize_cpp_cia_ops = walk
 
 
+class _LiveStack:
+    """What torch.fx records as each traced node's stack trace (its tracer calls CapturedTraceback.extract()
+    .summary() per node), read from the live Python frames, each frame's source line read only when it is
+    printed. torch's own capture symbolizes the whole stack and reads the source line of every frame, most of
+    them torch's and dropped right after: about a quarter of the export time of any graph. The stack traces are
+    the same text."""
+
+    __slots__ = ("_frames",)
+
+    def __init__(self, frames: traceback.StackSummary):
+        self._frames = frames
+
+    @staticmethod
+    def extract(*, script: bool = False, cpp: bool = False, skip: int = 0) -> Any:
+        if script or cpp:
+            return _CAPTURED_TRACEBACK.extract(script=script, cpp=cpp, skip=skip)
+        frames = []
+        frame = sys._getframe(1 + skip)
+        while frame is not None:
+            frames.append(traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name,
+                                                 lookup_line=False))
+            frame = frame.f_back
+        frames.reverse()
+        return _LiveStack(traceback.StackSummary.from_list(frames))
+
+    def summary(self) -> traceback.StackSummary:
+        return self._frames
+
+
+_CAPTURED_TRACEBACK = getattr(_fx_proxy, "CapturedTraceback", None)
+_LIVE_STACK_LOCK = threading.Lock()
+_live_stack_users = 0
+
+
+@contextlib.contextmanager
+def _live_stack_traces() -> Iterator[None]:
+    """torch.fx records node stack traces with `_LiveStack` while this is entered (in any thread; the text is the
+    same either way). Where torch.fx has no such hook, nothing changes."""
+    global _live_stack_users
+    if _CAPTURED_TRACEBACK is None:
+        yield
+        return
+    with _LIVE_STACK_LOCK:
+        _live_stack_users += 1
+        _fx_proxy.CapturedTraceback = _LiveStack
+    try:
+        yield
+    finally:
+        with _LIVE_STACK_LOCK:
+            _live_stack_users -= 1
+            if _live_stack_users == 0:
+                _fx_proxy.CapturedTraceback = _CAPTURED_TRACEBACK
+
+
 def decompose(program: torch.export.ExportedProgram, *, own: bool = False,
               lowerable: Callable[[Any], bool] | None = None) -> torch.export.ExportedProgram:
     """`program` with only the ATen ops our lowerings take. torch's run_decompositions traces the whole graph
     again (as long as the export itself). For a program we traced ourselves (`own`) and given `lowerable` (the
     lowering registry's "this op is lowered as it is"), the few non-core ops models use most (conv2d, conv1d,
-    conv_transpose2d, transpose, squeeze, dropout in eval mode) are first rewritten in place to the core ops
-    they stand for, and in-place ops whose effect no other node can see to their functional forms; when every
-    op is then lowerable as it is, that is the result, traced once. Everything else is decomposed by torch."""
+    conv_transpose2d, transpose, squeeze, unbind, dropout in eval mode) are first rewritten in place to the core
+    ops they stand for, and in-place ops whose effect no other node can see to their functional forms; when
+    every op is then lowerable as it is, that is the result, traced once. Everything else is decomposed by
+    torch."""
     if own and lowerable is not None and _rewrite_to_core(program, lowerable):
         return program
-    with _cia_registry_walked_once():
+    with _cia_registry_walked_once(), _live_stack_traces():
         decomposed = program.run_decompositions(decomposition_table())
     _check_outputs_kept(program, decomposed)
     return decomposed
@@ -179,12 +238,25 @@ def _functional(op: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
 
 def _returns_alias(node: torch.fx.Node) -> bool:
     target = node.target
+    if target is operator.getitem and isinstance(node.args[0], torch.fx.Node):  # a part of split, unbind, ...
+        return _returns_alias(node.args[0])
     if not isinstance(target, torch._ops.OpOverload):
         return node.op != "call_function" or getattr(target, "__module__", "") != "_operator"
     return any(r.alias_info is not None for r in target._schema.returns)
 
 
-def _unseen_mutation(node: torch.fx.Node, order: dict) -> bool:
+def _written_through(node: torch.fx.Node, aliases: set) -> bool:
+    """Whether an in-place op writes to `node`'s value, directly or through views of it."""
+    for user in node.users:
+        target = user.target
+        if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
+            return True
+        if user in aliases and _written_through(user, aliases):
+            return True
+    return False
+
+
+def _unseen_mutation(node: torch.fx.Node, order: dict, aliases: set) -> bool:
     """An in-place op on its first argument that no other node can observe: that argument is a fresh tensor
     (made by an op that returns no alias: not an input, parameter or view), and every other reader of it comes
     before this node and is not a view (which would see the change later)."""
@@ -193,9 +265,9 @@ def _unseen_mutation(node: torch.fx.Node, order: dict) -> bool:
     if written != [0] or not node.args or not isinstance(node.args[0], torch.fx.Node):
         return False
     base = node.args[0]
-    if base.op != "call_function" or _returns_alias(base):
+    if base.op != "call_function" or base in aliases:
         return False
-    return all(user is node or (order[user] < order[node] and not _returns_alias(user)) for user in base.users)
+    return all(user is node or (order[user] < order[node] and user not in aliases) for user in base.users)
 
 
 def _rewrite_to_core(program: torch.export.ExportedProgram, lowerable: Callable[[Any], bool]) -> bool:
@@ -203,6 +275,7 @@ def _rewrite_to_core(program: torch.export.ExportedProgram, lowerable: Callable[
     lowered as they are (else the caller decomposes the rewritten program as usual)."""
     graph = program.graph_module.graph
     order = {n: i for i, n in enumerate(graph.nodes)}
+    aliases = {n for n in graph.nodes if _returns_alias(n)}  # before views are rewritten (unbind to unbind_copy)
     changed = False
     for node in list(graph.nodes):
         if node.op != "call_function":
@@ -231,6 +304,9 @@ def _rewrite_to_core(program: torch.export.ExportedProgram, lowerable: Callable[
         elif target in (aten.chunk.default, aten.split.Tensor) and not node.kwargs and _part_sizes(node):
             dim = node.args[2] if len(node.args) > 2 else 0
             node.args, node.target = (node.args[0], _part_sizes(node), dim), aten.split_with_sizes.default
+        elif target is aten.unbind.int and not node.kwargs and not _written_through(node, aliases):
+            # torch's decomposition makes a select and a squeeze per part, traced again: minutes for 100,000 parts
+            node.target = aten.unbind_copy.int
         elif target is aten.softmax.int and len(node.args) == 2 and not node.kwargs:
             node.args, node.target = (*node.args, False), aten._softmax.default
         elif target in (aten.dropout.default, aten.dropout_.default) and len(node.args) == 3 \
@@ -238,8 +314,9 @@ def _rewrite_to_core(program: torch.export.ExportedProgram, lowerable: Callable[
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
         elif isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable \
-                and _functional(target) is not None and _unseen_mutation(node, order):
+                and _functional(target) is not None and _unseen_mutation(node, order, aliases):
             node.target = _functional(target)
+            aliases.discard(node)  # a fresh tensor now
         else:
             continue
         changed = True
@@ -298,7 +375,7 @@ def export_module(
         raise ExportError(f"convert() needs a torch.nn.Module or torch.export.ExportedProgram, "
                           f"got {type(module).__name__}")
     try:
-        with _quiet_torch():
+        with _quiet_torch(), _live_stack_traces():
             try:
                 program = torch.export.export(module, tuple(args), kwargs or {}, strict=strict is True,
                                               dynamic_shapes=dynamic_shapes)

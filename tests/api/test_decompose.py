@@ -97,7 +97,22 @@ class InputMutation(nn.Module):
         return x + 1
 
 
-@pytest.mark.parametrize("model", [SeenMutation(), InputMutation()], ids=["view", "input"])
+class PartMutation(nn.Module):
+    """An in-place op on one part of a split / unbind changes the tensor it was cut from."""
+
+    def __init__(self, cut):
+        super().__init__()
+        self.cut = cut
+
+    def forward(self, x):
+        y = x * 2
+        first = y.unbind(0)[0] if self.cut == "unbind" else y.split(1)[0]
+        first.add_(1)
+        return y * 3
+
+
+@pytest.mark.parametrize("model", [SeenMutation(), InputMutation(), PartMutation("unbind"), PartMutation("split")],
+                         ids=["view", "input", "unbind-part", "split-part"])
 def test_mutations_others_can_see_go_through_torchs_decomposition(model, monkeypatch):
     calls = []
     real = torch.export.ExportedProgram.run_decompositions
@@ -134,3 +149,56 @@ def test_unbatched_convolutions_convert():
     args = (torch.randn(3, 6, 6), torch.randn(3, 3, 3, 3), torch.randn(3, 10))
     edge = litert_torch.convert(model, args)
     assert_matches(model(*args), edge(*args))
+
+
+class Parts(nn.Module):
+    def forward(self, x):
+        rows = x.unbind(0)
+        return [r * (i + 1) for i, r in enumerate(rows)] + list(x.unbind(-1)) + list(x[:1].unbind(0))
+
+
+def test_unbind_converts_without_a_second_trace(monkeypatch):
+    """torch decomposes unbind into a select and a squeeze per part and traces the graph again (minutes for a
+    module returning 100,000 rows); it is lowered whole, as one UNPACK, instead."""
+    def no_second_trace(self, table):
+        raise AssertionError("run_decompositions was called")
+
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", no_second_trace)
+    x = torch.randn(5, 3)
+    edge = litert_torch.convert(Parts(), (x,))
+    got, want = edge.call_like_module(x), Parts()(x)
+    assert len(got) == len(want) == 9
+    for g, w in zip(got, want):
+        torch.testing.assert_close(torch.as_tensor(g), w)
+
+
+class Deep(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Sequential(nn.Linear(4, 4), nn.GELU())
+
+    def forward(self, x):
+        return (self.inner(x).transpose(0, 1) + 1).softmax(-1)
+
+
+def test_stack_traces_read_from_live_frames_are_torchs_text():
+    """Node stack traces recorded while export runs (a cheaper capture than torch's own) are the same text as
+    torch's, in the traced graph and after torch's decomposition, and torch's capture is back afterwards."""
+    from torch.fx import proxy
+
+    def traces():
+        program = torch.export.export(Deep(), (torch.randn(3, 4),), strict=False)
+        decomposed = program.run_decompositions()
+        return [[n.meta.get("stack_trace") for n in p.graph.nodes] for p in (program, decomposed)]
+
+    captured = proxy.CapturedTraceback
+    want = traces()
+    with export._live_stack_traces():
+        assert proxy.CapturedTraceback is not captured
+        with export._live_stack_traces():  # entered again, as by another thread
+            pass
+        assert proxy.CapturedTraceback is not captured
+        got = traces()
+    assert proxy.CapturedTraceback is captured
+    assert got == want
+    assert sum(t is not None and "test_decompose.py" in t for t in got[0]) >= 5  # the user's own frames
