@@ -1,6 +1,7 @@
-"""Conversion time against the size of a model's output structure: a module returning a list of n tensors
-(`[x + i for i in range(n)]`), converted for each n given, with torch.export alone timed in the same run as the
-reference. Prints per-output costs, so that linear growth (and what is torch.export's) shows directly.
+"""Conversion time against the size of a model's output structure: modules returning a list of n tensors, each
+made by its own op (`[x + i for i in range(n)]`), the n rows of one op (`list(x.unbind(0))`) or one tensor n
+times (`[x] * n`), converted for each n given, with torch.export alone timed in the same run as the reference.
+Prints per-output costs, so that linear growth (and what is torch.export's) shows directly.
 
     python bench/many_outputs.py 1000 2000 4000 8000
 """
@@ -24,21 +25,38 @@ class Many(torch.nn.Module):
         return [x + i for i in range(self.n)]
 
 
+class Rows(torch.nn.Module):
+    def forward(self, x):
+        return list(x.unbind(0))
+
+
+class Same(Many):
+    def forward(self, x):
+        return [x] * self.n
+
+
+def _case(kind: str, n: int) -> tuple[torch.nn.Module, torch.Tensor]:
+    if kind == "rows":
+        return Rows(), torch.randn(n, 2)
+    return (Many(n) if kind == "ops" else Same(n)), torch.randn(2)
+
+
 def main(argv: list[str]) -> int:
     sizes = [int(a) for a in argv] or [1000, 2000, 4000]
-    x = torch.randn(2)
-    litert_torch.convert(Many(10), (x,))  # imports and first-call costs out of the figures
-    print(f"{'outputs':>8} {'export s':>9} {'convert s':>10} {'export ms/out':>14} {'convert ms/out':>15} "
-          f"{'convert/export':>15}")
+    litert_torch.convert(Many(10), (torch.randn(2),))  # imports and first-call costs out of the figures
+    print(f"{'outputs':>8} {'kind':>5} {'export s':>9} {'convert s':>10} {'export ms/out':>14} "
+          f"{'convert ms/out':>15} {'convert/export':>15}")
     for n in sizes:
-        start = time.perf_counter()
-        torch.export.export(Many(n), (x,))
-        export_s = time.perf_counter() - start
-        start = time.perf_counter()
-        litert_torch.convert(Many(n), (x,))
-        convert_s = time.perf_counter() - start
-        print(f"{n:>8} {export_s:>9.1f} {convert_s:>10.1f} {1e3 * export_s / n:>14.2f} {1e3 * convert_s / n:>15.2f} "
-              f"{convert_s / export_s:>15.2f}", flush=True)
+        for kind in ("ops", "rows", "same"):
+            module, x = _case(kind, n)
+            start = time.perf_counter()
+            torch.export.export(module, (x,))
+            export_s = time.perf_counter() - start
+            start = time.perf_counter()
+            litert_torch.convert(module, (x,))
+            convert_s = time.perf_counter() - start
+            print(f"{n:>8} {kind:>5} {export_s:>9.1f} {convert_s:>10.1f} {1e3 * export_s / n:>14.2f} "
+                  f"{1e3 * convert_s / n:>15.2f} {convert_s / export_s:>15.2f}", flush=True)
     return 0
 
 
