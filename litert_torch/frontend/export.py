@@ -116,8 +116,8 @@ class _LiveStack:
     """What torch.fx records as each traced node's stack trace (its tracer calls CapturedTraceback.extract()
     .summary() per node), read from the live Python frames, each frame's source line read only when it is
     printed. torch's own capture symbolizes the whole stack and reads the source line of every frame, most of
-    them torch's and dropped right after: about a quarter of the export time of any graph. The stack traces are
-    the same text."""
+    them torch's and dropped right after (about a tenth of torch.export's time). The stack traces are the same
+    text."""
 
     __slots__ = ("_frames",)
 

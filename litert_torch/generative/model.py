@@ -93,15 +93,17 @@ class MLP(nn.Module):
 _EXPERT_COPY_ROWS = 64
 
 
+def expert_tiles(assignments: int, experts: int, rows: int) -> int:
+    """The most tiles of `rows` rows that `assignments` (token, expert) pairs over `experts` experts can fill,
+    each expert's pairs in tiles of their own: ceil((assignments + experts * (rows - 1)) / rows)."""
+    return -(-(assignments + experts * (rows - 1)) // rows)
+
+
 def expert_tile_rows(assignments: int, experts: int) -> int:
     """The rows per tile of a routed chunk (1: each assignment gathers its own expert's weights), chosen to
-    minimise the weight copies plus the rows multiplied: a chunk of `assignments` (token, expert) pairs over
-    `experts` experts needs at most tiles(B) = ceil((assignments + experts * (B - 1)) / B) tiles of B rows."""
-    def cost(rows: int) -> int:
-        tiles = -(-(assignments + experts * (rows - 1)) // rows)
-        return tiles * (_EXPERT_COPY_ROWS + rows)
-
-    return min(range(1, 65), key=lambda rows: (cost(rows), rows))
+    minimise the weight copies plus the rows multiplied over the most tiles the chunk can fill."""
+    return min(range(1, 65), key=lambda rows: (expert_tiles(assignments, experts, rows) * (_EXPERT_COPY_ROWS + rows),
+                                               rows))
 
 
 class MoE(nn.Module):
@@ -145,7 +147,7 @@ class MoE(nn.Module):
         tokens, hidden = flat.shape
         experts, k = self.gate_w.shape[0], self.top_k
         pairs = tokens * k
-        tiles = -(-(pairs + experts * (b - 1)) // b)
+        tiles = expert_tiles(pairs, experts, b)
         slots = tiles * b
         expert = chosen.reshape(pairs)  # pair p = (token p // k, its expert)
         onehot = (expert.unsqueeze(1) == torch.arange(experts)).to(torch.int32)  # [P, E]

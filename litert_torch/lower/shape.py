@@ -73,8 +73,6 @@ def lower_unbind(ctx, node, x, dim=0):
     if not isinstance(count, int):
         raise ctx.fail("unbind of an axis whose size is known only at run time has no lowering")
     shape = [d for i, d in enumerate(x.shape) if i != axis]
-    if count == 0:
-        return []
     if count == 1:
         return [ctx.reshape(x, shape)]
     return ctx.emit_multi("UNPACK", [x], [(shape, x.dtype)] * count, num=count, axis=axis)
