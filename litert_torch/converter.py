@@ -22,6 +22,7 @@ from litert_torch.delegates.plan import PLAN_KEY, check_targets, plan_for, plans
 from litert_torch.flatbuffer.writer import needs_external, serialize, write_model
 from litert_torch.frontend.export import export_module
 from litert_torch.lower import lower_program
+from litert_torch.memory import collections_for_large_graphs
 from litert_torch.passes import channel_last_io as channel_last_io_pass
 from litert_torch.passes import cleanup, delegate_rewrites, run_pipeline
 from litert_torch.runtime.edge_model import DEFAULT_SIGNATURE, EdgeModel
@@ -100,7 +101,7 @@ def convert(
                                    "sample_kwargs (a dict of its keyword inputs) to trace the module with")
     sample_args = () if sample_args is None else sample_args
     _check_samples(sample_args, sample_kwargs)
-    with _typed_errors(type(module).__name__):
+    with _typed_errors(type(module).__name__), collections_for_large_graphs():
         if opts.buckets is not None:
             parts, bucket_info = _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, opts)
         else:

@@ -10,16 +10,23 @@ That is only lossless where the process never wrote to the pages: a shared mappi
 page was copied on write (smaps' `Anonymous: 0 kB`). Mappings are taken as they are when `FilePages` is made;
 anything else (anonymous memory, a private mapping with written pages, a platform without /proc/self/smaps) is
 left alone, so releasing is always safe to ask for.
+
+`collections_for_large_graphs` keeps Python's cycle collector from walking the whole heap over and over while a
+conversion makes hundreds of thousands of graph objects (nodes, fake tensors, IR tensors and ops).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import gc
 import mmap
 import os
 import re
 import sys
+import threading
 from bisect import bisect_right
+from typing import Iterator
 
 import numpy as np
 
@@ -83,3 +90,38 @@ class FilePages:
         first, last = start // page * page, min(-(-end // page) * page, self._spans[i][1])
         if self._madvise(first, last - first, MADV_DONTNEED) == 0:
             self.released += last - first
+
+
+_GC_LOCK = threading.Lock()
+_gc_users = 0
+_gc_restore: tuple[int, ...] | None = None  # the thresholds to put back, while we hold the heap frozen
+
+
+@contextlib.contextmanager
+def collections_for_large_graphs() -> Iterator[None]:
+    """While entered (in any number of threads at once), the objects that existed before are frozen out of the
+    cycle collector (`gc.freeze`): its full passes, a few dozen in a large conversion, then walk only what the
+    conversion makes rather than all of torch as well; and the youngest generation is collected ten times less
+    often. Both are undone when the last user leaves (`gc.unfreeze` hands the frozen objects back to the oldest
+    generation). A process with the collector off, or with objects it froze itself, is left as it is. On a
+    module returning the 100,000 rows of an unbind this took 52.6 and 56.2 s down to 47.2 and 48.0 s (two runs
+    each, alternated)."""
+    global _gc_users, _gc_restore
+    with _GC_LOCK:
+        if _gc_users == 0:
+            _gc_restore = None
+            thresholds = gc.get_threshold()
+            if gc.isenabled() and thresholds[0] > 0 and gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.set_threshold(10 * thresholds[0], *thresholds[1:])
+                _gc_restore = thresholds
+        _gc_users += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_users -= 1
+            if _gc_users == 0 and _gc_restore is not None:
+                gc.set_threshold(*_gc_restore)
+                gc.unfreeze()
+                _gc_restore = None

@@ -117,7 +117,9 @@ class _LiveStack:
     .summary() per node), read from the live Python frames, each frame's source line read only when it is
     printed. torch's own capture symbolizes the whole stack and reads the source line of every frame, most of
     them torch's and dropped right after (about a tenth of torch.export's time). The stack traces are the same
-    text."""
+    text. Nodes made from the same Python stack (the parts of an unbind, the ops of one line in a loop) share one
+    summary: the stack is identified by each frame's code and line, and summaries are kept per stack while
+    tracing (`_live_stack_traces`)."""
 
     __slots__ = ("_frames",)
 
@@ -128,14 +130,19 @@ class _LiveStack:
     def extract(*, script: bool = False, cpp: bool = False, skip: int = 0) -> Any:
         if script or cpp:
             return _CAPTURED_TRACEBACK.extract(script=script, cpp=cpp, skip=skip)
-        frames = []
+        key = []
         frame = sys._getframe(1 + skip)
         while frame is not None:
-            frames.append(traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name,
-                                                 lookup_line=False))
+            key.append(frame.f_code)
+            key.append(frame.f_lineno)
             frame = frame.f_back
-        frames.reverse()
-        return _LiveStack(traceback.StackSummary.from_list(frames))
+        key = tuple(key)
+        known = _STACKS.get(key)
+        if known is None:
+            frames = [traceback.FrameSummary(key[i].co_filename, key[i + 1], key[i].co_name, lookup_line=False)
+                      for i in range(len(key) - 2, -1, -2)]
+            known = _STACKS[key] = _LiveStack(traceback.StackSummary.from_list(frames))
+        return known
 
     def summary(self) -> traceback.StackSummary:
         return self._frames
@@ -144,6 +151,7 @@ class _LiveStack:
 _CAPTURED_TRACEBACK = getattr(_fx_proxy, "CapturedTraceback", None)
 _LIVE_STACK_LOCK = threading.Lock()
 _live_stack_users = 0
+_STACKS: dict[tuple, _LiveStack] = {}  # while any trace runs: the summary of each stack met, by codes and lines
 
 
 @contextlib.contextmanager
@@ -164,6 +172,22 @@ def _live_stack_traces() -> Iterator[None]:
             _live_stack_users -= 1
             if _live_stack_users == 0:
                 _fx_proxy.CapturedTraceback = _CAPTURED_TRACEBACK
+                _STACKS.clear()
+
+
+@contextlib.contextmanager
+def _lazy_recompiles() -> Iterator[None]:
+    """torch.export regenerates and compiles the Python code of its graph module after each of its passes (7
+    times for one export and decomposition), though nothing runs that code while it works: seconds for a graph
+    of 100,000 nodes. While this is entered, graph modules are torch.fx's lazy kind, which generate their code
+    when it is first read or run. Where torch.fx has no lazy kind, nothing changes."""
+    try:
+        from torch.fx._lazy_graph_module import _use_lazy_graph_module
+    except ImportError:
+        yield
+        return
+    with _use_lazy_graph_module(True):
+        yield
 
 
 def decompose(program: torch.export.ExportedProgram, *, own: bool = False,
@@ -177,7 +201,7 @@ def decompose(program: torch.export.ExportedProgram, *, own: bool = False,
     torch."""
     if own and lowerable is not None and _rewrite_to_core(program, lowerable):
         return program
-    with _cia_registry_walked_once(), _live_stack_traces():
+    with _cia_registry_walked_once(), _live_stack_traces(), _lazy_recompiles():
         decomposed = program.run_decompositions(decomposition_table())
     _check_outputs_kept(program, decomposed)
     return decomposed
@@ -375,7 +399,7 @@ def export_module(
         raise ExportError(f"convert() needs a torch.nn.Module or torch.export.ExportedProgram, "
                           f"got {type(module).__name__}")
     try:
-        with _quiet_torch(), _live_stack_traces():
+        with _quiet_torch(), _live_stack_traces(), _lazy_recompiles():
             try:
                 program = torch.export.export(module, tuple(args), kwargs or {}, strict=strict is True,
                                               dynamic_shapes=dynamic_shapes)

@@ -178,6 +178,8 @@ class Deep(nn.Module):
         self.inner = nn.Sequential(nn.Linear(4, 4), nn.GELU())
 
     def forward(self, x):
+        for _ in range(3):
+            x = x * 2  # nodes made from one Python stack: they share one recorded summary
         return (self.inner(x).transpose(0, 1) + 1).softmax(-1)
 
 
@@ -199,6 +201,32 @@ def test_stack_traces_read_from_live_frames_are_torchs_text():
             pass
         assert proxy.CapturedTraceback is not captured
         got = traces()
+        summaries = len(export._STACKS)
     assert proxy.CapturedTraceback is captured
+    assert not export._STACKS  # nothing kept between traces
     assert got == want
     assert sum(t is not None and "test_decompose.py" in t for t in got[0]) >= 5  # the user's own frames
+    loop = [t for t in got[0] if t is not None and "x = x * 2" in t]
+    assert len(loop) == 3 and len(set(loop)) == 1
+    assert 0 < summaries < sum(t is not None for graph in got for t in graph)
+
+
+def test_graph_code_is_generated_only_when_read(monkeypatch):
+    """torch.export regenerates its graph module's Python code after each of its passes; while we export, graph
+    modules generate it when it is first read or run. The exported program still runs as the module does."""
+    compiled = []
+    real = torch.fx.GraphModule.recompile
+
+    def counting(self):
+        compiled.append(self)
+        return real(self)
+
+    monkeypatch.setattr(torch.fx.GraphModule, "recompile", counting)
+    model, x = Deep(), torch.randn(3, 4)
+    torch.export.export(model, (x,), strict=False)
+    eager_compiles = len(compiled)
+    compiled.clear()
+    program = export.export_module(model, (x,), lowerable=lambda op: True)  # no decomposition by torch
+    assert len(compiled) <= 2 < eager_compiles, (len(compiled), eager_compiles)
+    torch.testing.assert_close(program.module()(x), model(x))
+    assert "def forward" in program.graph_module.code
