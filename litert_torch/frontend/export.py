@@ -178,9 +178,10 @@ def _live_stack_traces() -> Iterator[None]:
 @contextlib.contextmanager
 def _lazy_recompiles() -> Iterator[None]:
     """torch.export regenerates and compiles the Python code of its graph module after each of its passes (7
-    times for one export and decomposition), though nothing runs that code while it works: seconds for a graph
-    of 100,000 nodes. While this is entered, graph modules are torch.fx's lazy kind, which generate their code
-    when it is first read or run. Where torch.fx has no lazy kind, nothing changes."""
+    times for one non-strict export and decomposition), though nothing runs that code while it works: seconds
+    for a graph of 100,000 nodes. While this is entered, graph modules are torch.fx's lazy kind, which generate
+    their code when it is first read or run. Strict export reads attributes that only code generation sets, so
+    it is never traced under this. Where torch.fx has no lazy kind, nothing changes."""
     try:
         from torch.fx._lazy_graph_module import _use_lazy_graph_module
     except ImportError:
@@ -399,10 +400,12 @@ def export_module(
         raise ExportError(f"convert() needs a torch.nn.Module or torch.export.ExportedProgram, "
                           f"got {type(module).__name__}")
     try:
-        with _quiet_torch(), _live_stack_traces(), _lazy_recompiles():
+        with _quiet_torch(), _live_stack_traces():
             try:
-                program = torch.export.export(module, tuple(args), kwargs or {}, strict=strict is True,
-                                              dynamic_shapes=dynamic_shapes)
+                # strict mode (TorchDynamo) reads the generated code of its graph modules: never lazy there
+                with _lazy_recompiles() if strict is not True else contextlib.nullcontext():
+                    program = torch.export.export(module, tuple(args), kwargs or {}, strict=strict is True,
+                                                  dynamic_shapes=dynamic_shapes)
             except Exception:
                 if strict != "auto":
                     raise
