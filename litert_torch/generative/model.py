@@ -89,7 +89,8 @@ class MLP(nn.Module):
 
 
 # Copying one expert's weights (a GATHER) costs about as much as multiplying this many rows by them (measured on
-# the 32-expert benchmark model: prefill at 8, 24, 64 and 128 gave 1159, 1483, 1551 and 1293 tokens/s).
+# the 32-expert benchmark model: tiles of 8, 24, 64 and 128 rows gave 1159, 1483, 1551 and 1293 tokens/s; with a
+# first tile per expert read in place, 32 rows, the optimum this constant gives, was also the fastest measured).
 _EXPERT_COPY_ROWS = 64
 
 
@@ -100,26 +101,51 @@ def expert_tiles(assignments: int, experts: int, rows: int) -> int:
 
 
 def expert_tile_rows(assignments: int, experts: int) -> int:
-    """The rows per tile of a routed chunk (1: each assignment gathers its own expert's weights), chosen to
-    minimise the weight copies plus the rows multiplied over the most tiles the chunk can fill."""
+    """Whether a routed chunk is worth sorting into tiles: 1 when each assignment should gather its own expert's
+    weights (a token alone), else the rows per tile that minimise the weight copies plus the rows multiplied
+    over the most tiles the chunk can fill, all tiles gathered."""
     return min(range(1, 65), key=lambda rows: (expert_tiles(assignments, experts, rows) * (_EXPERT_COPY_ROWS + rows),
                                                rows))
+
+
+def overflow_tiles(assignments: int, rows: int) -> int:
+    """The most tiles of `rows` rows that the pairs past each expert's first `rows` can fill, each expert's in
+    tiles of their own. With E' experts overflowing by m_e >= 1 pairs each, sum(ceil(m_e / rows)) <=
+    (sum(m_e) + E' (rows - 1)) / rows <= (assignments - E' rows + E' (rows - 1)) / rows, at most
+    (assignments - 1) / rows."""
+    return (assignments - 1) // rows
+
+
+def first_tile_rows(assignments: int, experts: int) -> int:
+    """The rows of each expert's first tile, read against the expert's weights in place: every expert computes
+    that many rows whatever its share, and the pairs past them go to gathered overflow tiles of as many rows.
+    Chosen to minimise the rows multiplied plus the weight copies, over multiples of 8 (the matrix kernels'
+    column blocks)."""
+    candidates = range(8, max(8, min(assignments, 128)) + 1, 8)
+    return min(candidates, key=lambda rows: (experts * rows + overflow_tiles(assignments, rows)
+                                             * (_EXPERT_COPY_ROWS + rows), rows))
 
 
 class MoE(nn.Module):
     """Top-k routed experts: each token runs only the experts its router picks, so the work per token is that
     of k experts whatever E is. A token alone (decode) gathers its chosen experts' weights. A chunk (prefill)
-    sorts its (token, expert) pairs by expert into tiles of B rows, each tile holding one expert's tokens: an
-    expert's weights are gathered once per tile it fills and multiply B rows at a time; the static shapes hold
-    the most tiles any routing can fill (`expert_tile_rows`), the spare ones computing on a dummy row that is
-    never read back."""
+    sorts its (token, expert) pairs by expert: each expert's first B pairs fill its first tile, multiplied by
+    the expert's weights where they are (one batch product over all experts, no copy), and the pairs past them
+    fill overflow tiles of B rows, each holding one expert's pairs, for which that expert's weights are
+    gathered. The static shapes hold the most overflow tiles any routing can fill (`overflow_tiles`); spare rows
+    compute on a dummy token that is never read back. With `in_place=False` every tile is gathered (`B` from
+    `expert_tile_rows`, the tiles from `expert_tiles`): for int8 tables, widened per gathered tile, where reading
+    them in place would widen every expert's table on each call."""
 
-    def __init__(self, cfg: LlmConfig, router: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor):
+    def __init__(self, cfg: LlmConfig, router: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor,
+                 in_place: bool = True):
         super().__init__()
+        self.in_place = in_place
         self.router = Linear(router)
         inter = cfg.moe_intermediate_size
-        self.gate_w = _param(gate_up[:, :inter, :])  # [E, I, H]
-        self.up_w = _param(gate_up[:, inter:, :])  # [E, I, H]
+        # each half made contiguous once, so that every signature reads (and quantization finds) the same array
+        self.gate_w = _param(gate_up[:, :inter, :].contiguous())  # [E, I, H]
+        self.up_w = _param(gate_up[:, inter:, :].contiguous())  # [E, I, H]
         self.down_w = _param(down)  # [E, H, I]
         self.top_k, self.norm_topk, self.activation = cfg.num_experts_per_tok, cfg.norm_topk_prob, cfg.activation
 
@@ -130,10 +156,12 @@ class MoE(nn.Module):
         weights, chosen = torch.topk(probs, self.top_k, dim=-1)  # [N, k]
         if self.norm_topk:
             weights = weights / weights.sum(dim=-1, keepdim=True)
-        rows_per_tile = expert_tile_rows(batch * length * self.top_k, self.gate_w.shape[0])
-        if rows_per_tile > 1:
-            out = self._tiled(flat, weights, chosen, rows_per_tile)
-            return out.reshape(batch, length, hidden)
+        pairs, experts = batch * length * self.top_k, self.gate_w.shape[0]
+        rows = expert_tile_rows(pairs, experts)
+        if rows > 1:
+            if self.in_place:
+                rows = first_tile_rows(pairs, experts)
+            return self._tiled(flat, weights, chosen, rows).reshape(batch, length, hidden)
         idx = chosen.reshape(-1)  # [N*k]
         rows = flat.unsqueeze(1).expand(batch * length, self.top_k, hidden).reshape(-1, hidden, 1)  # [N*k, H, 1]
         gate = torch.bmm(self.gate_w[idx], rows)  # [N*k, I, 1]
@@ -143,30 +171,38 @@ class MoE(nn.Module):
         out = (out * weights.unsqueeze(-1)).sum(dim=1)
         return out.reshape(batch, length, hidden)
 
+    def _experts(self, x: torch.Tensor, which: torch.Tensor | None) -> torch.Tensor:
+        """Tiles x [T, H, B] through their experts: all experts in order (which=None, T = E, the weights read
+        in place) or the experts `which` [T] names (their weights gathered)."""
+        gate_w, up_w, down_w = ((self.gate_w, self.up_w, self.down_w) if which is None
+                                else (self.gate_w[which], self.up_w[which], self.down_w[which]))
+        inner = _act(self.activation, torch.bmm(gate_w, x)) * torch.bmm(up_w, x)  # [T, I, B]
+        return torch.bmm(down_w, inner)  # [T, H, B]
+
     def _tiled(self, flat: torch.Tensor, weights: torch.Tensor, chosen: torch.Tensor, b: int) -> torch.Tensor:
         tokens, hidden = flat.shape
         experts, k = self.gate_w.shape[0], self.top_k
         pairs = tokens * k
-        tiles = expert_tiles(pairs, experts, b)
-        slots = tiles * b
+        # with no first tiles in place (first = 0), every pair goes to the gathered tiles of b rows
+        first, first_slots = (b, experts * b) if self.in_place else (0, 0)
+        extra = overflow_tiles(pairs, b) if self.in_place else expert_tiles(pairs, experts, b)
         expert = chosen.reshape(pairs)  # pair p = (token p // k, its expert)
         onehot = (expert.unsqueeze(1) == torch.arange(experts)).to(torch.int32)  # [P, E]
-        padded = (onehot.sum(0) + (b - 1)) // b * b  # each expert's rows, a whole number of tiles
-        ends = torch.cumsum(padded, 0)
-        starts = ends - padded
         rank = ((torch.cumsum(onehot, 0) - onehot) * onehot).sum(1)  # earlier pairs of the same expert
-        slot = starts[expert] + rank  # [P], distinct
+        past = ((onehot.sum(0) - first).clamp(min=0) + (b - 1)) // b * b  # each expert's overflow, whole tiles
+        ends = torch.cumsum(past, 0)
+        # slot of each pair, all distinct: its expert's first tile, or that expert's overflow tiles
+        slot = torch.where(rank < first, expert * b + rank, first_slots + ends[expert] - past[expert] + rank - first)
         # the token each slot holds (token 0 in the spare slots, whose results are never read)
-        token = (torch.arange(pairs) // k).to(torch.float32)
-        holds = (slot.unsqueeze(0) == torch.arange(slots).unsqueeze(1)).to(torch.float32)  # [S, P]
-        slot_token = torch.matmul(holds, token).to(torch.int64)  # exact: one term of a small integer
-        first = torch.arange(tiles) * b
-        tile_expert = (ends.unsqueeze(0) <= first.unsqueeze(1)).to(torch.int32).sum(1).clamp(max=experts - 1)
-        x = flat[slot_token].reshape(tiles, b, hidden).transpose(1, 2)  # [T, H, B]
-        gate = torch.bmm(self.gate_w[tile_expert], x)  # [T, I, B]
-        up = torch.bmm(self.up_w[tile_expert], x)
-        out = torch.bmm(self.down_w[tile_expert], _act(self.activation, gate) * up)  # [T, H, B]
-        out = out.transpose(1, 2).reshape(slots, hidden)[slot].reshape(tokens, k, hidden)
+        slot_token = torch.zeros(first_slots + extra * b, dtype=torch.int64).scatter_add(
+            0, slot, torch.arange(pairs) // k)
+        xs = flat[slot_token]  # [S, H]
+        out = [self._experts(xs[:first_slots].reshape(experts, b, hidden).transpose(1, 2), None)] if first else []
+        if extra:
+            starts = torch.arange(extra) * b
+            tile_expert = (ends.unsqueeze(0) <= starts.unsqueeze(1)).to(torch.int32).sum(1).clamp(max=experts - 1)
+            out.append(self._experts(xs[first_slots:].reshape(extra, b, hidden).transpose(1, 2), tile_expert))
+        out = torch.cat([o.transpose(1, 2).reshape(-1, hidden) for o in out])[slot].reshape(tokens, k, hidden)
         return (out * weights.unsqueeze(-1)).sum(dim=1)
 
 
@@ -331,8 +367,9 @@ class DecoderLM(nn.Module):
         return out
 
 
-def build(hf_model: nn.Module, cfg: LlmConfig, cache_length: int) -> DecoderLM:
-    """Our decoder over the weights of `hf_model` (a transformers *ForCausalLM of `cfg`'s architecture)."""
+def build(hf_model: nn.Module, cfg: LlmConfig, cache_length: int, experts_in_place: bool = True) -> DecoderLM:
+    """Our decoder over the weights of `hf_model` (a transformers *ForCausalLM of `cfg`'s architecture).
+    `experts_in_place=False` gathers every prefill tile of mixture-of-experts layers (see `MoE`)."""
     sd = dict(hf_model.state_dict())
     prefix = "model."
 
@@ -361,7 +398,7 @@ def build(hf_model: nn.Module, cfg: LlmConfig, cache_length: int) -> DecoderLM:
                               opt(p + "self_attn.q_norm.weight"), opt(p + "self_attn.k_norm.weight"))
         if cfg.moe_layers[i]:
             mlp: nn.Module = MoE(cfg, w(p + "mlp.gate.weight"), w(p + "mlp.experts.gate_up_proj"),
-                                 w(p + "mlp.experts.down_proj"))
+                                 w(p + "mlp.experts.down_proj"), in_place=experts_in_place)
         elif cfg.family == "phi3":
             gate_up = w(p + "mlp.gate_up_proj.weight")
             mlp = MLP(cfg, gate_up[:cfg.intermediate_size], gate_up[cfg.intermediate_size:],

@@ -116,7 +116,8 @@ def test_quantized_bundles_run_and_report(llama_dir, tmp_path):
 
 def test_int8_experts_are_gathered_as_int8_and_widened(tmp_path):
     """dynamic_wi8_afp32 on a mixture-of-experts model: the experts' tables are stored int8 (each token gathers
-    its chosen experts' int8 rows and scales), so the model shrinks like a dense one, and it stays close."""
+    its chosen experts' int8 rows and scales), so the model shrinks like a dense one, and it stays close; the
+    float model's prefill reads every expert's first tile against the weights in place."""
     import transformers
 
     from litert_torch.flatbuffer.reader import read_model
@@ -140,6 +141,14 @@ def test_int8_experts_are_gathered_as_int8_and_widened(tmp_path):
               if op.opcode == "GATHER" and op.inputs[0].is_constant and op.inputs[0].rank == 3]
     assert tables and all(t.dtype in (np.int8, np.float32) for t in tables)
     assert not any(t.dtype == np.float32 and t.shape[-1] > 1 for t in tables)  # only [E, rows, 1] scales
+    # in float, prefill multiplies each expert's first tile by its weights in place; with int8 tables every tile
+    # is gathered (and widened), so that no table is widened whole on every call
+    def in_place(recipe: str) -> list:
+        written = read_model(open(os.path.join(tmp_path / recipe, "model.tflite"), "rb").read())
+        return [op for g in written.subgraphs for op in g.ops if op.opcode == "BATCH_MATMUL"
+                and any(t is not None and t.is_constant and t.rank == 3 for t in op.inputs)]
+
+    assert in_place("none") and not in_place("dynamic_wi8_afp32")
     assert sizes["dynamic_wi8_afp32"] < 0.4 * sizes["none"], sizes
 
 

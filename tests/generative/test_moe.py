@@ -1,5 +1,6 @@
-"""The routed-experts layer of the LLM models: a prefill chunk sorted by expert into tiles, a token alone gathering
-its experts, both equal to each token running its chosen experts, for any routing the runtime can meet."""
+"""The routed-experts layer of the LLM models: a prefill chunk sorted by expert into a first tile per expert (the
+weights read in place) and gathered overflow tiles, a token alone gathering its experts, both equal to each token
+running its chosen experts, for any routing the runtime can meet."""
 
 from __future__ import annotations
 
@@ -12,17 +13,17 @@ import torch
 
 import litert_torch
 from litert_torch.flatbuffer.reader import read_model
-from litert_torch.generative.model import MoE, expert_tile_rows
+from litert_torch.generative.model import MoE, expert_tile_rows, expert_tiles, first_tile_rows, overflow_tiles
 
 HIDDEN, INTER = 24, 16
 
 
-def moe(experts: int, k: int) -> MoE:
+def moe(experts: int, k: int, in_place: bool = True) -> MoE:
     cfg = SimpleNamespace(moe_intermediate_size=INTER, num_experts_per_tok=k, norm_topk_prob=True,
                           activation="silu")
     torch.manual_seed(0)
     return MoE(cfg, torch.randn(experts, HIDDEN), torch.randn(experts, 2 * INTER, HIDDEN) * 0.2,
-               torch.randn(experts, HIDDEN, INTER) * 0.2).eval()
+               torch.randn(experts, HIDDEN, INTER) * 0.2, in_place=in_place).eval()
 
 
 def each_token(layer: MoE, x: torch.Tensor) -> torch.Tensor:
@@ -39,25 +40,34 @@ def each_token(layer: MoE, x: torch.Tensor) -> torch.Tensor:
 
 
 def test_tile_rows_bound_every_routing():
-    """A token alone gathers its experts (1 row a tile); a chunk takes several rows a tile; and the tiles sized
-    for a chunk hold every routing, from spread evenly to all tokens on the same experts."""
+    """A token alone gathers its experts (1 row a tile); a chunk takes several rows a tile; and the overflow tiles
+    sized for a chunk hold every routing, from spread evenly, through each expert just past its first tile, to
+    all tokens on the same experts."""
     assert expert_tile_rows(4, 32) == 1
     assert expert_tile_rows(128 * 4, 32) > 1
     rng = np.random.default_rng(0)
-    for tokens, experts, k in [(16, 4, 2), (128, 32, 4), (33, 8, 2), (5, 3, 3)]:
-        rows = expert_tile_rows(tokens * k, experts)
-        tiles = math.ceil((tokens * k + experts * (rows - 1)) / rows)
+    for tokens, experts, k in [(16, 4, 2), (128, 32, 4), (33, 8, 2), (5, 3, 3), (64, 4, 2), (200, 16, 2)]:
+        rows = first_tile_rows(tokens * k, experts)
+        assert rows % 8 == 0
+        tiles = overflow_tiles(tokens * k, rows)
         routings = [np.array([tokens] * k + [0] * (experts - k))]  # every token on the same k experts
+        just_past = np.zeros(experts, int)  # as many experts as can be, one pair past their first tile
+        for e in range(min(experts, tokens * k // (rows + 1))):
+            just_past[e] = rows + 1
+        just_past[0] += tokens * k - just_past.sum()
+        if just_past.max() <= tokens:
+            routings.append(just_past)
         for _ in range(50):
             picks = np.stack([rng.choice(experts, k, replace=False) for _ in range(tokens)])
             routings.append(np.bincount(picks.ravel(), minlength=experts))
         for counts in routings:
-            assert sum(math.ceil(c / rows) for c in counts) <= tiles
+            assert sum(math.ceil(max(c - rows, 0) / rows) for c in counts) <= tiles
 
 
-@pytest.mark.parametrize("experts,k,tokens", [(4, 2, 16), (8, 2, 12), (8, 3, 1)])
-def test_converted_layer_matches_each_token_for_spread_and_piled_routing(experts, k, tokens):
-    layer = moe(experts, k)
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("experts,k,tokens", [(4, 2, 16), (8, 2, 12), (4, 2, 64), (8, 3, 1)])
+def test_converted_layer_matches_each_token_for_spread_and_piled_routing(experts, k, tokens, in_place):
+    layer = moe(experts, k, in_place)
     x = torch.randn(1, tokens, HIDDEN)
     edge = litert_torch.convert(layer, (x,))
     # every token piled onto the same experts: inputs along one router row
@@ -68,10 +78,49 @@ def test_converted_layer_matches_each_token_for_spread_and_piled_routing(experts
             torch.testing.assert_close(layer(sample), want, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(torch.as_tensor(edge(sample)), want, rtol=1e-4, atol=1e-4)
     model = read_model(edge.flatbuffer)
-    gathers = [op for g in model.subgraphs for op in g.ops
-               if op.opcode == "GATHER" and op.inputs[0].is_constant and op.inputs[0].rank == 3]
+    ops = [op for g in model.subgraphs for op in g.ops]
+    gathers = [op for op in ops if op.opcode == "GATHER" and op.inputs[0].is_constant and op.inputs[0].rank == 3]
     picks = {op.inputs[1].shape[0] for op in gathers}
-    if tokens > 1:  # one copy of an expert's weights per tile, fewer than the (token, expert) pairs
-        assert picks and max(picks) < tokens * k
+    in_place = [op for op in ops if op.opcode == "BATCH_MATMUL" and any(t is not None and t.is_constant
+                                                                       for t in op.inputs)]
+    pairs = tokens * k
+    if tokens > 1 and layer.in_place:  # each expert's first tile against its weights in place, a copy per overflow
+        assert len(in_place) == 3
+        assert max(picks, default=0) == overflow_tiles(pairs, first_tile_rows(pairs, experts)) < pairs
+    elif tokens > 1:  # one copy of an expert's weights per tile, fewer than the (token, expert) pairs
+        assert not in_place
+        assert max(picks) == expert_tiles(pairs, experts, expert_tile_rows(pairs, experts)) < pairs
     else:
-        assert picks == {k}
+        assert picks == {k} and not in_place
+
+
+def test_int8_tables_read_whole_are_widened_once_per_graph():
+    """An expert table that a GATHER reads is stored int8; an op that reads the same table whole reads it
+    widened (CAST, MUL by the row scales) once per graph, so that no float copy of it stays in the model."""
+    from litert_torch import EdgeModel, ir
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.quantization import int8_gathered_tables
+
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((4, 6, 5)).astype(np.float32)
+    w = ir.Tensor("w", [4, 6, 5], np.float32, table)
+    idx, x = ir.Tensor("idx", [2], np.int32), ir.Tensor("x", [4, 5, 3], np.float32)
+    picked, y1, y2 = (ir.Tensor(n, s, np.float32) for n, s in (("picked", [2, 6, 5]), ("y1", [4, 6, 3]),
+                                                               ("y2", [4, 6, 3])))
+    mm = dict(adj_x=False, adj_y=False, asymmetric_quantize_inputs=False)
+    ops = [ir.Op("GATHER", [w, idx], [picked], {"axis": 0, "batch_dims": 0}),
+           ir.Op("BATCH_MATMUL", [w, x], [y1], dict(mm)), ir.Op("BATCH_MATMUL", [w, x], [y2], dict(mm))]
+    model = ir.Model([ir.Graph("main", [idx, x], [picked, y1, y2], ops)],
+                     [ir.Signature("serving_default", 0, ["idx", "x"], ["picked", "y1", "y2"])])
+    assert int8_gathered_tables(model.subgraphs) == 1
+    graph = model.subgraphs[0]
+    constants = [t for op in graph.ops for t in op.inputs if t is not None and t.is_constant]
+    assert not any(t.dtype == np.float32 and t.rank == 3 and t.shape[-1] > 1 for t in constants)
+    assert sum(op.opcode == "CAST" and op.inputs[0].is_constant for op in graph.ops) == 1  # once, for both readers
+    xs, ids = rng.standard_normal((4, 5, 3)).astype(np.float32), np.array([3, 1], np.int32)
+    got = EdgeModel(serialize(model))(idx=ids, x=xs)
+    scale = np.abs(table).max(-1, keepdims=True) / 127
+    np.testing.assert_allclose(got["picked"], table[ids], atol=float(scale.max()) / 2 + 1e-6)
+    for name in ("y1", "y2"):
+        np.testing.assert_allclose(got[name], table @ xs, atol=0.1)
+        np.testing.assert_array_equal(got[name], got["y1"])
