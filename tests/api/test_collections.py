@@ -93,3 +93,16 @@ def test_concurrent_users_restore_once_the_last_one_leaves(collector):
     release.set()
     thread.join()
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == collector
+
+
+def test_llm_export_runs_with_the_heap_frozen(collector, tmp_path):
+    pytest.importorskip("transformers")
+    from litert_torch.generative.export_hf import export
+    from tests.generative import tiny_lm
+
+    src = tiny_lm.save(str(tmp_path / "src"), "llama")
+    seen = []
+    export.export(model=src, output_dir=str(tmp_path / "out"), prefill_lengths=[4], cache_length=32,
+                  quantization_recipe="none", progress=lambda stage: seen.append(gc.get_freeze_count()))
+    assert seen and min(seen) > 1000
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == collector

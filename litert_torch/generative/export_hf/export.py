@@ -19,7 +19,7 @@ from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_mode
 from litert_torch.generative import bundle, hf
 from litert_torch.generative.convert import lower_llm
 from litert_torch.generative.model import build
-from litert_torch.memory import FilePages
+from litert_torch.memory import FilePages, collections_for_large_graphs
 from litert_torch.runtime.edge_model import EdgeModel
 
 BUNDLE_NAME = "model.litertlm"
@@ -89,6 +89,7 @@ def export(
     return bundle_path or tflite_path
 
 
+@collections_for_large_graphs()
 def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None = None,
                  tokenizer_path: str | None = None, prefill_lengths: Sequence[int] = (256,), cache_length: int = 4096,
                  quantization_recipe: Any = DEFAULT_RECIPE, tokenizer: Any = None,
