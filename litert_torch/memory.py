@@ -110,7 +110,6 @@ def collections_for_large_graphs() -> Iterator[None]:
     global _gc_users, _gc_restore
     with _GC_LOCK:
         if _gc_users == 0:
-            _gc_restore = None
             thresholds = gc.get_threshold()
             if gc.isenabled() and thresholds[0] > 0 and gc.get_freeze_count() == 0:
                 gc.freeze()

@@ -107,65 +107,34 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
     """Store constant float32 tables of rank `min_rank` or more that a GATHER reads along axis 0 (the expert
     weights of a mixture-of-experts layer, [E, rows, cols], of which each token gathers its chosen experts') as
     int8, symmetric per row of the last axis: GATHER of the int8 table and of its scales, CAST, MUL. A token then
-    reads a quarter of the bytes. An op that reads such a table whole (a prefill chunk's product with every
-    expert's first tile) reads it widened the same way, once per graph, so that no float copy stays in the
-    file. Lower-rank tables (position tables, embeddings) are left alone. Tables several gathers read are
-    quantized once. Returns how many tables were quantized."""
-    graphs = list(graphs)
-
-    def gathered(op: ir.Op) -> ir.Tensor | None:
-        w = op.inputs[0] if op.opcode == "GATHER" and op.inputs else None
-        if (w is None or not w.is_constant or w.dtype != np.float32 or w.rank < min_rank
-                or op.options.get("axis", 0) != 0 or op.options.get("batch_dims", 0) != 0
-                or not all(isinstance(d, int) for d in op.outputs[0].shape)):
-            return None
-        return w
-
-    def key(w: ir.Tensor) -> tuple[int, int, tuple[int, ...]]:
-        return (w.data.ctypes.data, w.data.nbytes, tuple(w.shape))
-
-    tables = {key(w) for graph in graphs for op in graph.ops if (w := gathered(op)) is not None}
+    reads a quarter of the bytes. Lower-rank tables (position tables, embeddings) are left alone. Tables several
+    gathers read are quantized once. Returns how many tables were quantized."""
     done: dict[tuple[int, int, tuple[int, ...]], tuple[ir.Tensor, ir.Tensor]] = {}
-
-    def quantized(w: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
-        if key(w) not in done:
-            rows = np.asarray(w.data, np.float32).reshape(-1, w.shape[-1])
-            q, scale = _int8_rows(rows, release=release)
-            done[key(w)] = (ir.Tensor(f"{w.name}/int8", w.shape, np.int8, q.reshape(w.shape)),
-                            ir.Tensor(f"{w.name}/scale", [*w.shape[:-1], 1], np.float32,
-                                      scale.reshape([*w.shape[:-1], 1])))
-        return done[key(w)]
-
-    def widen(int8: ir.Tensor, scales: ir.Tensor, out: ir.Tensor, source) -> list[ir.Op]:
-        wide = ir.Tensor(f"{out.name}/float", out.shape, np.float32)
-        return [ir.Op("CAST", [int8], [wide], {}, source),
-                ir.Op("MUL", [wide, scales], [out], {"fused_activation_function": "NONE"}, source)]
-
     for graph in graphs:
         ops: list[ir.Op] = []
-        whole: dict[tuple[int, int, tuple[int, ...]], ir.Tensor] = {}  # this graph's widened tables
         for op in graph.ops:
-            w = gathered(op)
-            if w is not None:
-                table, scales = quantized(w)
-                out, indices = op.outputs[0], op.inputs[1]
-                picked = ir.Tensor(f"{out.name}/int8", out.shape, np.int8)
-                picked_scale = ir.Tensor(f"{out.name}/scale", [*out.shape[:-1], 1], np.float32)
-                ops += [ir.Op("GATHER", [table, indices], [picked], dict(op.options), op.source),
-                        ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source),
-                        *widen(picked, picked_scale, out, op.source)]
+            w = op.inputs[0] if op.opcode == "GATHER" and op.inputs else None
+            if (w is None or not w.is_constant or w.dtype != np.float32 or w.rank < min_rank
+                    or op.options.get("axis", 0) != 0 or op.options.get("batch_dims", 0) != 0
+                    or not all(isinstance(d, int) for d in op.outputs[0].shape)):
+                ops.append(op)
                 continue
-            inputs = list(op.inputs)
-            for i, t in enumerate(inputs):
-                if t is None or not t.is_constant or t.dtype != np.float32 or key(t) not in tables:
-                    continue
-                if key(t) not in whole:
-                    table, scales = quantized(t)
-                    whole[key(t)] = ir.Tensor(f"{t.name}/widened", t.shape, np.float32)
-                    ops += widen(table, scales, whole[key(t)], op.source)
-                inputs[i] = whole[key(t)]
-            op.inputs = inputs
-            ops.append(op)
+            key = (w.data.ctypes.data, w.data.nbytes, tuple(w.shape))
+            if key not in done:
+                rows = np.asarray(w.data, np.float32).reshape(-1, w.shape[-1])
+                q, scale = _int8_rows(rows, release=release)
+                done[key] = (ir.Tensor(f"{w.name}/int8", w.shape, np.int8, q.reshape(w.shape)),
+                             ir.Tensor(f"{w.name}/scale", [*w.shape[:-1], 1], np.float32,
+                                       scale.reshape([*w.shape[:-1], 1])))
+            table, scales = done[key]
+            out, indices = op.outputs[0], op.inputs[1]
+            picked = ir.Tensor(f"{out.name}/int8", out.shape, np.int8)
+            picked_scale = ir.Tensor(f"{out.name}/scale", [*out.shape[:-1], 1], np.float32)
+            widened = ir.Tensor(f"{out.name}/float", out.shape, np.float32)
+            ops += [ir.Op("GATHER", [table, indices], [picked], dict(op.options), op.source),
+                    ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source),
+                    ir.Op("CAST", [picked], [widened], {}, op.source),
+                    ir.Op("MUL", [widened, picked_scale], [out], {"fused_activation_function": "NONE"}, op.source)]
         graph.ops = ops
     return len(done)
 

@@ -157,11 +157,10 @@ class MoE(nn.Module):
         if self.norm_topk:
             weights = weights / weights.sum(dim=-1, keepdim=True)
         pairs, experts = batch * length * self.top_k, self.gate_w.shape[0]
-        rows = expert_tile_rows(pairs, experts)
-        if rows > 1:
-            if self.in_place:
-                rows = first_tile_rows(pairs, experts)
-            return self._tiled(flat, weights, chosen, rows).reshape(batch, length, hidden)
+        tile_rows = expert_tile_rows(pairs, experts)
+        if tile_rows > 1:
+            b = first_tile_rows(pairs, experts) if self.in_place else tile_rows
+            return self._tiled(flat, weights, chosen, b).reshape(batch, length, hidden)
         idx = chosen.reshape(-1)  # [N*k]
         rows = flat.unsqueeze(1).expand(batch * length, self.top_k, hidden).reshape(-1, hidden, 1)  # [N*k, H, 1]
         gate = torch.bmm(self.gate_w[idx], rows)  # [N*k, I, 1]

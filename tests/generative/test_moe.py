@@ -93,34 +93,3 @@ def test_converted_layer_matches_each_token_for_spread_and_piled_routing(experts
     else:
         assert picks == {k} and not in_place
 
-
-def test_int8_tables_read_whole_are_widened_once_per_graph():
-    """An expert table that a GATHER reads is stored int8; an op that reads the same table whole reads it
-    widened (CAST, MUL by the row scales) once per graph, so that no float copy of it stays in the model."""
-    from litert_torch import EdgeModel, ir
-    from litert_torch.flatbuffer.writer import serialize
-    from litert_torch.quantization import int8_gathered_tables
-
-    rng = np.random.default_rng(0)
-    table = rng.standard_normal((4, 6, 5)).astype(np.float32)
-    w = ir.Tensor("w", [4, 6, 5], np.float32, table)
-    idx, x = ir.Tensor("idx", [2], np.int32), ir.Tensor("x", [4, 5, 3], np.float32)
-    picked, y1, y2 = (ir.Tensor(n, s, np.float32) for n, s in (("picked", [2, 6, 5]), ("y1", [4, 6, 3]),
-                                                               ("y2", [4, 6, 3])))
-    mm = dict(adj_x=False, adj_y=False, asymmetric_quantize_inputs=False)
-    ops = [ir.Op("GATHER", [w, idx], [picked], {"axis": 0, "batch_dims": 0}),
-           ir.Op("BATCH_MATMUL", [w, x], [y1], dict(mm)), ir.Op("BATCH_MATMUL", [w, x], [y2], dict(mm))]
-    model = ir.Model([ir.Graph("main", [idx, x], [picked, y1, y2], ops)],
-                     [ir.Signature("serving_default", 0, ["idx", "x"], ["picked", "y1", "y2"])])
-    assert int8_gathered_tables(model.subgraphs) == 1
-    graph = model.subgraphs[0]
-    constants = [t for op in graph.ops for t in op.inputs if t is not None and t.is_constant]
-    assert not any(t.dtype == np.float32 and t.rank == 3 and t.shape[-1] > 1 for t in constants)
-    assert sum(op.opcode == "CAST" and op.inputs[0].is_constant for op in graph.ops) == 1  # once, for both readers
-    xs, ids = rng.standard_normal((4, 5, 3)).astype(np.float32), np.array([3, 1], np.int32)
-    got = EdgeModel(serialize(model))(idx=ids, x=xs)
-    scale = np.abs(table).max(-1, keepdims=True) / 127
-    np.testing.assert_allclose(got["picked"], table[ids], atol=float(scale.max()) / 2 + 1e-6)
-    for name in ("y1", "y2"):
-        np.testing.assert_allclose(got[name], table @ xs, atol=0.1)
-        np.testing.assert_array_equal(got[name], got["y1"])
