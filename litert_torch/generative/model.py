@@ -270,16 +270,28 @@ class Prologue(nn.Module):
     """tokens [1, T], input_pos [T] -> the embedded tokens [1, T, H]; the index vectors at which every layer
     writes its key and value caches ([0, 0, p, 0] and [0, 0, 0, p], p = input_pos[0]); then per layer type
     (sorted) its mask [G*T, C] (the T rows repeated for each of the G query heads sharing a key/value head) and
-    its RoPE rows cos, sin [1, T, 1, R]. What does not depend on the layer is computed here once."""
+    its RoPE rows cos, sin [1, T, 1, R] (gathered from tables of positions; where a table's rows are two equal
+    halves, as Hugging Face's are, only one half is kept). What does not depend on the layer is computed here
+    once."""
 
     def __init__(self, cfg: LlmConfig, embed: nn.Parameter, rope: dict[str, tuple[torch.Tensor, torch.Tensor]],
                  cache_length: int):
         super().__init__()
         self.cfg, self.embed = cfg, embed
         self.layer_types = sorted(rope)
+        self.halved = {}
         for layer_type, (cos, sin) in rope.items():
-            self.register_buffer(f"cos_{layer_type}", cos.to(torch.float32), persistent=False)
-            self.register_buffer(f"sin_{layer_type}", sin.to(torch.float32), persistent=False)
+            cos, sin = cos.to(torch.float32), sin.to(torch.float32)
+            # Hugging Face's RoPE rows are each rotation's angles twice (cat(freqs, freqs)): the model keeps one
+            # half and concatenates it to itself after the gather, exactly the same rows for half the bytes
+            half = cos.shape[-1] // 2
+            halved = (cos.shape[-1] % 2 == 0 and torch.equal(cos[:, :half], cos[:, half:])
+                      and torch.equal(sin[:, :half], sin[:, half:]))
+            if halved:
+                cos, sin = cos[:, :half].contiguous(), sin[:, :half].contiguous()
+            self.halved[layer_type] = halved
+            self.register_buffer(f"cos_{layer_type}", cos, persistent=False)
+            self.register_buffer(f"sin_{layer_type}", sin, persistent=False)
         self.register_buffer("positions", torch.arange(cache_length, dtype=torch.int32), persistent=False)
 
     def masks(self, input_pos: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -305,6 +317,8 @@ class Prologue(nn.Module):
         for t in self.layer_types:
             mask = torch.cat([masks[t]] * groups) if groups > 1 else masks[t]
             cos, sin = getattr(self, f"cos_{t}")[input_pos], getattr(self, f"sin_{t}")[input_pos]
+            if self.halved[t]:
+                cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
             out += [mask, cos[None, :, None, :], sin[None, :, None, :]]
         return tuple(out)
 

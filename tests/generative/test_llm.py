@@ -304,3 +304,24 @@ def test_longrope_within_its_original_length(tmp_path):
     assert list(llm.generate_ids(ids, 24, stop=False)) == hf_greedy(hf, ids, 24)
     with pytest.raises(UnsupportedModelError, match="longrope"):
         export.export(model=src, output_dir=str(tmp_path / "long"), prefill_lengths=PREFILL, cache_length=2 * CACHE)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_rope_tables_keep_one_half_and_give_hugging_face_rows(arch):
+    """Hugging Face's RoPE rows are each angle twice: the prologue keeps one half of each table (per layer type)
+    and gives back the full rows, equal to Hugging Face's own, at any positions."""
+    from litert_torch.generative.config import LlmConfig
+    from litert_torch.generative.model import build, rope_tables
+
+    hf = tiny_lm.model(arch, 64)
+    cfg = LlmConfig.from_hf(hf.config)
+    lm = build(hf, cfg, CACHE)
+    full = rope_tables(hf, cfg, CACHE)
+    prologue = lm.prologue
+    pos = torch.tensor([0, 5, 6, CACHE - 1])
+    out = prologue(torch.zeros(1, len(pos), dtype=torch.long), pos)
+    for i, t in enumerate(prologue.layer_types):
+        cos, sin = full[t]
+        assert getattr(prologue, f"cos_{t}").shape[-1] * 2 == cos.shape[-1]
+        assert torch.equal(out[3 + 3 * i + 1][0, :, 0], cos[pos])
+        assert torch.equal(out[3 + 3 * i + 2][0, :, 0], sin[pos])
