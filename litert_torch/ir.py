@@ -23,6 +23,13 @@ import numpy as np
 from litert_torch.symbolic import Sym, all_static, dims_of, signature
 
 
+def derived_name(name: str, role: str) -> str:
+    """The name of a tensor a pass makes in place of (or next to) tensor `name`: `name/role`, or `name` itself when
+    it already ends so, so that a tensor moved again and again by a pass keeps a name of bounded length (the
+    writer makes names unique)."""
+    return name if name.endswith("/" + role) else f"{name}/{role}"
+
+
 @dataclass(frozen=True)
 class SourceRef:
     """Where an op came from: the fx node, its ATen target, the PyTorch source line and the module path."""

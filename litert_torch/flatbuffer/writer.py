@@ -118,11 +118,14 @@ def _unique_names(tensors: list[ir.Tensor], prefix: str = "") -> dict[ir.Tensor,
     """Tensor names unique within the subgraph, each after `prefix`."""
     names: dict[ir.Tensor, str] = {}
     used: set[str] = set()
+    next_suffix: dict[str, int] = {}  # per name met more than once: the suffix to try next (linear in all)
     for t in tensors:
-        name, n = prefix + t.name, 1
-        while name in used:
-            name = f"{prefix}{t.name}_{n}"
-            n += 1
+        base = name = prefix + t.name
+        if name in used:
+            n = next_suffix.get(base, 1)
+            while f"{base}_{n}" in used:
+                n += 1
+            name, next_suffix[base] = f"{base}_{n}", n + 1
         used.add(name)
         names[t] = name
     return names

@@ -147,16 +147,16 @@ class LayoutPass:
                     return None
                 if t.size != 1:
                     data = np.transpose(t.data.reshape((1,) * (out.rank - t.rank) + t.shape), inv)
-                    new_inputs[i] = ir.Tensor(f"{t.name}/nhwc", data.shape, t.dtype, data)
+                    new_inputs[i] = ir.Tensor(ir.derived_name(t.name, "nhwc"), data.shape, t.dtype, data)
             elif perms[i] is None:
                 padded = (1,) * (out.rank - t.rank) + t.shape
-                moved_t = ir.Tensor(f"{t.name}/nhwc", [padded[d] for d in inv], t.dtype,
+                moved_t = ir.Tensor(ir.derived_name(t.name, "nhwc"), [padded[d] for d in inv], t.dtype,
                                     quantization=t.quantization)
                 extra.append(reshape_op(t, moved_t, op.source))
                 new_inputs[i] = moved_t
             else:
                 new_inputs[i] = self.producers[t].inputs[0]
-        inner_out = ir.Tensor(f"{out.name}/pre", [out.shape[i] for i in inv], out.dtype,
+        inner_out = ir.Tensor(ir.derived_name(out.name, "pre"), [out.shape[i] for i in inv], out.dtype,
                               quantization=out.quantization)
         options = dict(op.options)
         if axis_key is not None:
@@ -183,8 +183,8 @@ class LayoutPass:
             inner_shape = [source.shape[i] for i in kept_source]
             out_perm = [kept_source.index(perm[i]) for i in range(rank) if i not in axes]
         data = np.array(new_axes, np.int32)
-        new_axes_t = ir.Tensor(f"{axes_t.name}/nhwc", data.shape, np.int32, data)
-        inner_out = ir.Tensor(f"{out.name}/pre", inner_shape, out.dtype, quantization=out.quantization)
+        new_axes_t = ir.Tensor(ir.derived_name(axes_t.name, "nhwc"), data.shape, np.int32, data)
+        inner_out = ir.Tensor(ir.derived_name(out.name, "pre"), inner_shape, out.dtype, quantization=out.quantization)
         moved = ir.Op(op.opcode, [source, new_axes_t], [inner_out], dict(op.options), op.source)
         return [moved, transpose_op(inner_out, out_perm, out, op.source)]
 
@@ -225,11 +225,11 @@ class LayoutPass:
             inner = list(range(source.rank))
             for position, axis in zip(x_axes, reordered):
                 inner[position] = axis
-            shuffled = ir.Tensor(f"{out.name}/shuffled", [source.shape[a] for a in inner], source.dtype,
+            shuffled = ir.Tensor(ir.derived_name(out.name, "shuffled"), [source.shape[a] for a in inner], source.dtype,
                                  quantization=source.quantization)
             ops.append(transpose_op(source, inner, shuffled, op.source))
             source = shuffled
-        inner_out = ir.Tensor(f"{out.name}/pre", [out.shape[a] for a in order], out.dtype,
+        inner_out = ir.Tensor(ir.derived_name(out.name, "pre"), [out.shape[a] for a in order], out.dtype,
                               quantization=out.quantization)
         return [*ops, reshape_op(source, inner_out, op.source), transpose_op(inner_out, q, out, op.source)]
 
@@ -253,12 +253,12 @@ class LayoutPass:
         for b in bounds:
             values = b.data.reshape(-1)
             data = np.array([values[inv[a]] for a in range(x.rank)], np.int32)
-            new_bounds.append(ir.Tensor(f"{b.name}/moved", data.shape, np.int32, data))
+            new_bounds.append(ir.Tensor(ir.derived_name(b.name, "moved"), data.shape, np.int32, data))
         kept_y = [i for i in range(x.rank) if not shrink >> i & 1]
         kept_x = [a for a in range(x.rank) if not options.get("shrink_axis_mask", 0) >> a & 1]
         q = [kept_x.index(perm[i]) for i in kept_y]
-        inner_out = ir.Tensor(f"{out.name}/pre", [out.shape[q.index(j)] for j in range(len(q))], out.dtype,
-                              quantization=out.quantization)
+        inner_out = ir.Tensor(ir.derived_name(out.name, "pre"), [out.shape[q.index(j)] for j in range(len(q))],
+                              out.dtype, quantization=out.quantization)
         moved = ir.Op(op.opcode, [self.producers[x].inputs[0], *new_bounds], [inner_out], options, op.source)
         return [moved, transpose_op(inner_out, q, out, op.source)]
 
@@ -272,8 +272,9 @@ class LayoutPass:
         inv = inverse(perm)
         rows = paddings.data.reshape(-1, 2)
         moved = np.ascontiguousarray(rows[inv]).astype(np.int32)
-        new_paddings = ir.Tensor(f"{paddings.name}/moved", moved.shape, np.int32, moved)
-        inner_out = ir.Tensor(f"{out.name}/pre", [out.shape[i] for i in inv], out.dtype, quantization=out.quantization)
+        new_paddings = ir.Tensor(ir.derived_name(paddings.name, "moved"), moved.shape, np.int32, moved)
+        inner_out = ir.Tensor(ir.derived_name(out.name, "pre"), [out.shape[i] for i in inv], out.dtype,
+                              quantization=out.quantization)
         pad = ir.Op(op.opcode, [self.producers[x].inputs[0], new_paddings, *op.inputs[2:]], [inner_out],
                     dict(op.options), op.source)
         return [pad, transpose_op(inner_out, perm, out, op.source)]
@@ -287,8 +288,9 @@ class LayoutPass:
         inv = inverse(perm)
         values = shape_t.data.reshape(-1)
         moved = np.array([values[i] for i in inv], shape_t.dtype)
-        new_shape = ir.Tensor(f"{shape_t.name}/moved", moved.shape, moved.dtype, moved)
-        inner_out = ir.Tensor(f"{out.name}/pre", [out.shape[i] for i in inv], out.dtype, quantization=out.quantization)
+        new_shape = ir.Tensor(ir.derived_name(shape_t.name, "moved"), moved.shape, moved.dtype, moved)
+        inner_out = ir.Tensor(ir.derived_name(out.name, "pre"), [out.shape[i] for i in inv], out.dtype,
+                              quantization=out.quantization)
         moved_op = ir.Op(op.opcode, [self.producers[x].inputs[0], new_shape], [inner_out], dict(op.options), op.source)
         return [moved_op, transpose_op(inner_out, perm, out, op.source)]
 
@@ -305,9 +307,9 @@ class LayoutPass:
         new_axis = np.array(perm[axis], np.int32)
         inputs = list(op.inputs)
         inputs[data_index] = self.producers[x].inputs[0]
-        inputs[axis_index] = ir.Tensor(f"{axis_t.name}/moved", (), np.int32, new_axis)
-        inner_outs = [ir.Tensor(f"{o.name}/pre", [o.shape[i] for i in inv], o.dtype, quantization=o.quantization)
-                      for o in op.outputs]
+        inputs[axis_index] = ir.Tensor(ir.derived_name(axis_t.name, "moved"), (), np.int32, new_axis)
+        inner_outs = [ir.Tensor(ir.derived_name(o.name, "pre"), [o.shape[i] for i in inv], o.dtype,
+                                quantization=o.quantization) for o in op.outputs]
         moved = ir.Op(op.opcode, inputs, inner_outs, dict(op.options), op.source)
         return [moved, *[transpose_op(i, perm, o, op.source) for i, o in zip(inner_outs, op.outputs)]]
 

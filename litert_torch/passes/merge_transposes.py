@@ -109,9 +109,9 @@ class _Merge:
                     out = t
                 else:
                     data = np.transpose(t.data.reshape(padded), perm)
-                    out = ir.Tensor(f"{t.name}/merged", data.shape, t.dtype, data)
+                    out = ir.Tensor(ir.derived_name(t.name, "merged"), data.shape, t.dtype, data)
             else:
-                out = ir.Tensor(f"{t.name}/merged", [padded[p] for p in perm], t.dtype)
+                out = ir.Tensor(ir.derived_name(t.name, "merged"), [padded[p] for p in perm], t.dtype)
                 ops.append(reshape_op(t, out, top.source))
             new[id(t)] = out
             return out
@@ -129,7 +129,7 @@ class _Merge:
             if out is top.inputs[0]:
                 result = top.outputs[0]
             else:
-                result = ir.Tensor(f"{out.name}/merged", [out.shape[p] for p in perm], out.dtype)
+                result = ir.Tensor(ir.derived_name(out.name, "merged"), [out.shape[p] for p in perm], out.dtype)
             new[id(out)] = result
             ops.append(ir.Op(op.opcode, inputs, [result], options, op.source, op.value_node))
         return ops

@@ -441,3 +441,16 @@ def test_transposes_of_split_pieces_share_one_before_the_split():
     assert counts["TRANSPOSE"] == 2, counts
     assert any(op.options.get("adj_y") for op in read_model(edge.flatbuffer).subgraphs[0].ops
                if op.opcode == "BATCH_MATMUL")
+
+
+def test_names_of_tensors_a_pass_moves_again_do_not_grow_and_written_names_are_unique():
+    from litert_torch.flatbuffer.writer import _unique_names
+
+    name = "layer/reshape"
+    for _ in range(50):
+        name = ir.derived_name(name, "pre")
+    assert name == "layer/reshape/pre"
+    tensors = [ir.Tensor("x/pre", [1], np.float32) for _ in range(5000)] + [ir.Tensor("x/pre_2", [1], np.float32)]
+    names = _unique_names(tensors, "g/")
+    assert len(set(names.values())) == len(tensors)
+    assert names[tensors[0]] == "g/x/pre" and names[tensors[1]] == "g/x/pre_1" and names[tensors[-1]] == "g/x/pre_2_1"
