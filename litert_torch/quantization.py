@@ -104,39 +104,93 @@ def int8_weights(graphs: Iterable[ir.Graph], *, release: Callable[[np.ndarray], 
 
 def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.ndarray], None] | None = None,
                          min_rank: int = 3) -> int:
-    """Store constant float32 tables of rank `min_rank` or more that a GATHER reads along axis 0 (the expert
-    weights of a mixture-of-experts layer, [E, rows, cols], of which each token gathers its chosen experts') as
-    int8, symmetric per row of the last axis: GATHER of the int8 table and of its scales, CAST, MUL. A token then
-    reads a quarter of the bytes. Lower-rank tables (position tables, embeddings) are left alone. Tables several
-    gathers read are quantized once. Returns how many tables were quantized."""
-    done: dict[tuple[int, int, tuple[int, ...]], tuple[ir.Tensor, ir.Tensor]] = {}
+    """Store constant float32 tables of rank `min_rank` or more that a GATHER reads along axis 0 as int8: the
+    experts' tables of a mixture-of-experts layer, [E, K, N], each the right operand of its products
+    (x [.., K] @ table[e]), symmetric per (expert, column), so that each output channel of each expert has its
+    own scale. A GATHER of the table (the experts a token picks) becomes GATHER of the int8 table and of its
+    scales [E, 1, N], CAST, MUL: a token reads a quarter of the bytes. A BATCH_MATMUL that reads such a table
+    whole as its right operand (each expert's first tile of a prefill chunk, multiplied in place) takes the int8
+    table as it is, LiteRT's hybrid product (float rows, int8 weights, per-tensor scale 1), and its result is
+    multiplied by the scales: the int8 kernels, no widened copy. Lower-rank tables (position tables,
+    embeddings) are left alone. Tables several ops read are quantized once. Returns how many tables were
+    quantized."""
+    done: dict[tuple[int, int, tuple[int, ...]], tuple[ir.Tensor, ir.Tensor, ir.Tensor]] = {}
+    graphs = list(graphs)
+
+    def key_of(w: ir.Tensor) -> tuple[int, int, tuple[int, ...]]:
+        return (w.data.ctypes.data, w.data.nbytes, tuple(w.shape))
+
+    def quantized(w: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+        key = key_of(w)
+        if key not in done:
+            q, scale = _int8_columns(np.asarray(w.data, np.float32), release=release)
+            scale_shape = [*w.shape[:-2], 1, w.shape[-1]]
+            done[key] = (ir.Tensor(f"{w.name}/int8", w.shape, np.int8, q),
+                         ir.Tensor(f"{w.name}/int8_product", w.shape, np.int8, q,
+                                   quantization=ir.Quantization((1.0,), (0,), 0)),
+                         ir.Tensor(f"{w.name}/scale", scale_shape, np.float32, scale.reshape(scale_shape)))
+        return done[key]
+
+    def gathered(op: ir.Op) -> ir.Tensor | None:
+        w = op.inputs[0] if op.opcode == "GATHER" and op.inputs else None
+        if (w is None or not w.is_constant or w.dtype != np.float32 or w.rank < min_rank
+                or op.options.get("axis", 0) != 0 or op.options.get("batch_dims", 0) != 0
+                or not all(isinstance(d, int) for d in op.outputs[0].shape)):
+            return None
+        return w
+
+    tables = {key_of(w) for graph in graphs for op in graph.ops if (w := gathered(op)) is not None}
     for graph in graphs:
         ops: list[ir.Op] = []
         for op in graph.ops:
-            w = op.inputs[0] if op.opcode == "GATHER" and op.inputs else None
-            if (w is None or not w.is_constant or w.dtype != np.float32 or w.rank < min_rank
-                    or op.options.get("axis", 0) != 0 or op.options.get("batch_dims", 0) != 0
-                    or not all(isinstance(d, int) for d in op.outputs[0].shape)):
-                ops.append(op)
+            w = gathered(op)
+            if w is not None:
+                table, _, scales = quantized(w)
+                out, indices = op.outputs[0], op.inputs[1]
+                picked = ir.Tensor(f"{out.name}/int8", out.shape, np.int8)
+                scale_shape = [*out.shape[:-2], 1, out.shape[-1]]
+                picked_scale = ir.Tensor(f"{out.name}/scale", scale_shape, np.float32)
+                widened = ir.Tensor(f"{out.name}/float", out.shape, np.float32)
+                ops += [ir.Op("GATHER", [table, indices], [picked], dict(op.options), op.source),
+                        ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source),
+                        ir.Op("CAST", [picked], [widened], {}, op.source),
+                        ir.Op("MUL", [widened, picked_scale], [out], {"fused_activation_function": "NONE"},
+                              op.source)]
                 continue
-            key = (w.data.ctypes.data, w.data.nbytes, tuple(w.shape))
-            if key not in done:
-                rows = np.asarray(w.data, np.float32).reshape(-1, w.shape[-1])
-                q, scale = _int8_rows(rows, release=release)
-                done[key] = (ir.Tensor(f"{w.name}/int8", w.shape, np.int8, q.reshape(w.shape)),
-                             ir.Tensor(f"{w.name}/scale", [*w.shape[:-1], 1], np.float32,
-                                       scale.reshape([*w.shape[:-1], 1])))
-            table, scales = done[key]
-            out, indices = op.outputs[0], op.inputs[1]
-            picked = ir.Tensor(f"{out.name}/int8", out.shape, np.int8)
-            picked_scale = ir.Tensor(f"{out.name}/scale", [*out.shape[:-1], 1], np.float32)
-            widened = ir.Tensor(f"{out.name}/float", out.shape, np.float32)
-            ops += [ir.Op("GATHER", [table, indices], [picked], dict(op.options), op.source),
-                    ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source),
-                    ir.Op("CAST", [picked], [widened], {}, op.source),
-                    ir.Op("MUL", [widened, picked_scale], [out], {"fused_activation_function": "NONE"}, op.source)]
+            w = op.inputs[1] if op.opcode == "BATCH_MATMUL" and len(op.inputs) > 1 else None
+            if (w is not None and w.is_constant and w.rank == 3 and key_of(w) in tables
+                    and not op.options.get("adj_x") and not op.options.get("adj_y")
+                    and op.inputs[0].dtype == np.float32 and op.outputs[0].rank == 3):
+                _, table, scales = quantized(w)
+                out = op.outputs[0]
+                unscaled = ir.Tensor(f"{out.name}/unscaled", out.shape, np.float32)
+                ops += [ir.Op("BATCH_MATMUL", [op.inputs[0], table], [unscaled], dict(op.options), op.source),
+                        ir.Op("MUL", [unscaled, scales], [out], {"fused_activation_function": "NONE"}, op.source)]
+                continue
+            ops.append(op)
         graph.ops = ops
     return len(done)
+
+
+def _int8_columns(data: np.ndarray, release: Callable[[np.ndarray], None] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 per column of each matrix of `data` [..., K, N] (scale = max |column| / 127, [..., N]; an
+    all-zero column gets scale 1), a matrix at a time so that the float temporaries stay small; `release` is
+    given each matrix of `data` once it is read."""
+    matrices = data.reshape(-1, *data.shape[-2:])
+    q = np.empty(matrices.shape, np.int8)
+    scale = np.empty((matrices.shape[0], matrices.shape[-1]), np.float32)
+    for i, m in enumerate(matrices):
+        s = np.maximum(m.max(axis=0), -m.min(axis=0)) / np.float32(127.0)
+        s = np.where(s > 0, s, np.float32(1.0)).astype(np.float32)
+        scaled = m / s
+        if release is not None:
+            release(m)
+        np.rint(scaled, out=scaled)
+        np.clip(scaled, -127, 127, out=scaled)
+        q[i] = scaled
+        scale[i] = s
+    return q.reshape(data.shape), scale.reshape(*data.shape[:-2], data.shape[-1])
 
 
 def _int8_rows(data: np.ndarray, block: int = 4096, release: Callable[[np.ndarray], None] | None = None

@@ -133,9 +133,9 @@ class MoE(nn.Module):
     the expert's weights where they are (one batch product over all experts, no copy), and the pairs past them
     fill overflow tiles of B rows, each holding one expert's pairs, for which that expert's weights are
     gathered. The static shapes hold the most overflow tiles any routing can fill (`overflow_tiles`); spare rows
-    compute on a dummy token that is never read back. With `in_place=False` every tile is gathered (`B` from
-    `expert_tile_rows`, the tiles from `expert_tiles`): for int8 tables, widened per gathered tile, where reading
-    them in place would widen every expert's table on each call."""
+    compute on a dummy token that is never read back. With int8 tables (`quantization.int8_gathered_tables`) the
+    first tiles are int8 products against the tables as they are, and gathered tiles are widened to float. With
+    `in_place=False` every tile is gathered (`B` from `expert_tile_rows`, the tiles from `expert_tiles`)."""
 
     def __init__(self, cfg: LlmConfig, router: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor,
                  in_place: bool = True):
@@ -143,10 +143,12 @@ class MoE(nn.Module):
         self.in_place = in_place
         self.router = Linear(router)
         inter = cfg.moe_intermediate_size
-        # each half made contiguous once, so that every signature reads (and quantization finds) the same array
-        self.gate_w = _param(gate_up[:, :inter, :].contiguous())  # [E, I, H]
-        self.up_w = _param(gate_up[:, inter:, :].contiguous())  # [E, I, H]
-        self.down_w = _param(down)  # [E, H, I]
+        # Each table [E, K, N] is the right operand of its products (x [.., K] @ table[e]), stored so once: every
+        # signature reads (and quantization finds) the same array, and a product's output channels are the
+        # table's last axis, which is what int8 tables are scaled along (`quantization.int8_gathered_tables`).
+        self.gate_w = _param(gate_up[:, :inter, :].transpose(1, 2).contiguous())  # [E, H, I]
+        self.up_w = _param(gate_up[:, inter:, :].transpose(1, 2).contiguous())  # [E, H, I]
+        self.down_w = _param(down.transpose(1, 2).contiguous())  # [E, I, H]
         self.top_k, self.norm_topk, self.activation = cfg.num_experts_per_tok, cfg.norm_topk_prob, cfg.activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -161,22 +163,26 @@ class MoE(nn.Module):
         if tile_rows > 1:
             b = first_tile_rows(pairs, experts) if self.in_place else tile_rows
             return self._tiled(flat, weights, chosen, b).reshape(batch, length, hidden)
+        # A token alone: each of its k experts' gathered tables times the token, summed over the table's first
+        # axis (a product of one row, which reads the gathered weights once where a matrix kernel would repack
+        # them first).
         idx = chosen.reshape(-1)  # [N*k]
         rows = flat.unsqueeze(1).expand(batch * length, self.top_k, hidden).reshape(-1, hidden, 1)  # [N*k, H, 1]
-        gate = torch.bmm(self.gate_w[idx], rows)  # [N*k, I, 1]
-        up = torch.bmm(self.up_w[idx], rows)
-        inner = _act(self.activation, gate) * up
-        out = torch.bmm(self.down_w[idx], inner).reshape(batch * length, self.top_k, hidden)
+        gate = (self.gate_w[idx] * rows).sum(dim=1)  # [N*k, I]
+        up = (self.up_w[idx] * rows).sum(dim=1)
+        inner = (_act(self.activation, gate) * up).unsqueeze(-1)  # [N*k, I, 1]
+        out = (self.down_w[idx] * inner).sum(dim=1).reshape(batch * length, self.top_k, hidden)
         out = (out * weights.unsqueeze(-1)).sum(dim=1)
         return out.reshape(batch, length, hidden)
 
     def _experts(self, x: torch.Tensor, which: torch.Tensor | None) -> torch.Tensor:
-        """Tiles x [T, H, B] through their experts: all experts in order (which=None, T = E, the weights read
-        in place) or the experts `which` [T] names (their weights gathered)."""
+        """Tiles x [T, B, H] through their experts: all experts in order (which=None, T = E, the weights read
+        in place) or the experts `which` [T] names (their weights gathered). The tables are the right operand:
+        the kernels pack a constant right operand once, and multiply int8 tables as they are."""
         gate_w, up_w, down_w = ((self.gate_w, self.up_w, self.down_w) if which is None
                                 else (self.gate_w[which], self.up_w[which], self.down_w[which]))
-        inner = _act(self.activation, torch.bmm(gate_w, x)) * torch.bmm(up_w, x)  # [T, I, B]
-        return torch.bmm(down_w, inner)  # [T, H, B]
+        inner = _act(self.activation, torch.bmm(x, gate_w)) * torch.bmm(x, up_w)  # [T, B, I]
+        return torch.bmm(inner, down_w)  # [T, B, H]
 
     def _tiled(self, flat: torch.Tensor, weights: torch.Tensor, chosen: torch.Tensor, b: int) -> torch.Tensor:
         tokens, hidden = flat.shape
@@ -196,12 +202,12 @@ class MoE(nn.Module):
         slot_token = torch.zeros(first_slots + extra * b, dtype=torch.int64).scatter_add(
             0, slot, torch.arange(pairs) // k)
         xs = flat[slot_token]  # [S, H]
-        out = [self._experts(xs[:first_slots].reshape(experts, b, hidden).transpose(1, 2), None)] if first else []
+        out = [self._experts(xs[:first_slots].reshape(experts, b, hidden), None)] if first else []
         if extra:
             starts = torch.arange(extra) * b
             tile_expert = (ends.unsqueeze(0) <= starts.unsqueeze(1)).to(torch.int32).sum(1).clamp(max=experts - 1)
-            out.append(self._experts(xs[first_slots:].reshape(extra, b, hidden).transpose(1, 2), tile_expert))
-        out = torch.cat([o.transpose(1, 2).reshape(-1, hidden) for o in out])[slot].reshape(tokens, k, hidden)
+            out.append(self._experts(xs[first_slots:].reshape(extra, b, hidden), tile_expert))
+        out = torch.cat([o.reshape(-1, hidden) for o in out])[slot].reshape(tokens, k, hidden)
         return (out * weights.unsqueeze(-1)).sum(dim=1)
 
 
@@ -380,9 +386,8 @@ class DecoderLM(nn.Module):
         return out
 
 
-def build(hf_model: nn.Module, cfg: LlmConfig, cache_length: int, experts_in_place: bool = True) -> DecoderLM:
-    """Our decoder over the weights of `hf_model` (a transformers *ForCausalLM of `cfg`'s architecture).
-    `experts_in_place=False` gathers every prefill tile of mixture-of-experts layers (see `MoE`)."""
+def build(hf_model: nn.Module, cfg: LlmConfig, cache_length: int) -> DecoderLM:
+    """Our decoder over the weights of `hf_model` (a transformers *ForCausalLM of `cfg`'s architecture)."""
     sd = dict(hf_model.state_dict())
     prefix = "model."
 
@@ -411,7 +416,7 @@ def build(hf_model: nn.Module, cfg: LlmConfig, cache_length: int, experts_in_pla
                               opt(p + "self_attn.q_norm.weight"), opt(p + "self_attn.k_norm.weight"))
         if cfg.moe_layers[i]:
             mlp: nn.Module = MoE(cfg, w(p + "mlp.gate.weight"), w(p + "mlp.experts.gate_up_proj"),
-                                 w(p + "mlp.experts.down_proj"), in_place=experts_in_place)
+                                 w(p + "mlp.experts.down_proj"))
         elif cfg.family == "phi3":
             gate_up = w(p + "mlp.gate_up_proj.weight")
             mlp = MLP(cfg, gate_up[:cfg.intermediate_size], gate_up[cfg.intermediate_size:],

@@ -120,41 +120,42 @@ def test_quantized_bundles_run_and_report(llama_dir, tmp_path):
     assert lookups and all(op.inputs[1].dtype == np.int8 for op in lookups)  # the embedding table too
 
 
-def test_int8_experts_are_gathered_as_int8_and_widened(tmp_path):
-    """dynamic_wi8_afp32 on a mixture-of-experts model: the experts' tables are stored int8 (each token gathers
-    its chosen experts' int8 rows and scales), so the model shrinks like a dense one, and it stays close; the
-    float model's prefill reads every expert's first tile against the weights in place."""
+def test_int8_experts_are_int8_products_in_place_and_gathered_as_int8(tmp_path):
+    """dynamic_wi8_afp32 on a mixture-of-experts model: the experts' tables are stored int8 (a token gathers its
+    chosen experts' int8 tables and their scales, then widens them), and each expert's first tile of a prefill
+    chunk is an int8 product against the table as it is, scaled after; the model shrinks like a dense one and
+    stays close."""
     import transformers
 
     from litert_torch.flatbuffer.reader import read_model
 
     src = tiny_lm.save(str(tmp_path / "src"), "qwen3_moe", moe_intermediate_size=64)
     hf = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
-    sizes = {}
+    sizes, models = {}, {}
     for recipe in ("none", "dynamic_wi8_afp32"):
         out = export.export(model=src, output_dir=str(tmp_path / recipe), prefill_lengths=PREFILL,
                             cache_length=CACHE, quantization_recipe=recipe, keep_temporary_files=True)
-        path = os.path.join(tmp_path / recipe, "model.tflite")
-        sizes[recipe] = sum(b.nbytes for g in read_model(open(path, "rb").read()).subgraphs
+        models[recipe] = read_model(open(os.path.join(tmp_path / recipe, "model.tflite"), "rb").read())
+        sizes[recipe] = sum(b.nbytes for g in models[recipe].subgraphs
                             for b in {id(t.data): t.data for t in g.tensors() if t.is_constant}.values())
         report = generative.validate_llm(generative.load(out), hf, hf_tokens(src), 8)
         if recipe == "none":
             assert report.identical, report.summary()
         else:
             assert report.step_top1_agrees[0] and report.max_relative_error < 0.5, report.summary()
-    model = read_model(open(os.path.join(tmp_path / "dynamic_wi8_afp32", "model.tflite"), "rb").read())
-    tables = [op.inputs[0] for g in model.subgraphs for op in g.ops
-              if op.opcode == "GATHER" and op.inputs[0].is_constant and op.inputs[0].rank == 3]
+    ops = [op for g in models["dynamic_wi8_afp32"].subgraphs for op in g.ops]
+    tables = [op.inputs[0] for op in ops if op.opcode == "GATHER" and op.inputs[0].is_constant
+              and op.inputs[0].rank == 3]
     assert tables and all(t.dtype in (np.int8, np.float32) for t in tables)
-    assert not any(t.dtype == np.float32 and t.shape[-1] > 1 for t in tables)  # only [E, rows, 1] scales
-    # in float, prefill multiplies each expert's first tile by its weights in place; with int8 tables every tile
-    # is gathered (and widened), so that no table is widened whole on every call
+    assert not any(t.dtype == np.float32 and t.shape[-2] > 1 for t in tables)  # only [E, 1, columns] scales
+
     def in_place(recipe: str) -> list:
-        written = read_model(open(os.path.join(tmp_path / recipe, "model.tflite"), "rb").read())
-        return [op for g in written.subgraphs for op in g.ops if op.opcode == "BATCH_MATMUL"
+        return [op for g in models[recipe].subgraphs for op in g.ops if op.opcode == "BATCH_MATMUL"
                 and any(t is not None and t.is_constant and t.rank == 3 for t in op.inputs)]
 
-    assert in_place("none") and not in_place("dynamic_wi8_afp32")
+    # prefill multiplies each expert's first tile by its table in place, in float and in int8
+    assert in_place("none") and len(in_place("none")) == len(in_place("dynamic_wi8_afp32"))
+    assert all(op.inputs[1].dtype == np.int8 for op in in_place("dynamic_wi8_afp32"))
     assert sizes["dynamic_wi8_afp32"] < 0.4 * sizes["none"], sizes
 
 

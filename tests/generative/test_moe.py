@@ -22,8 +22,10 @@ def moe(experts: int, k: int, in_place: bool = True) -> MoE:
     cfg = SimpleNamespace(moe_intermediate_size=INTER, num_experts_per_tok=k, norm_topk_prob=True,
                           activation="silu")
     torch.manual_seed(0)
-    return MoE(cfg, torch.randn(experts, HIDDEN), torch.randn(experts, 2 * INTER, HIDDEN) * 0.2,
-               torch.randn(experts, HIDDEN, INTER) * 0.2, in_place=in_place).eval()
+    gate_up, down = torch.randn(experts, 2 * INTER, HIDDEN) * 0.2, torch.randn(experts, HIDDEN, INTER) * 0.2
+    layer = MoE(cfg, torch.randn(experts, HIDDEN), gate_up, down, in_place=in_place).eval()
+    layer.hf_tables = gate_up, down  # Hugging Face's layout, for the reference
+    return layer
 
 
 def each_token(layer: MoE, x: torch.Tensor) -> torch.Tensor:
@@ -31,11 +33,12 @@ def each_token(layer: MoE, x: torch.Tensor) -> torch.Tensor:
     flat = x.reshape(-1, HIDDEN)
     weights, chosen = torch.topk(torch.softmax(layer.router(flat), -1), layer.top_k, -1)
     weights = weights / weights.sum(-1, keepdim=True)
+    gate_up, down = layer.hf_tables
     out = torch.zeros_like(flat)
     for t in range(flat.shape[0]):
         for w, e in zip(weights[t], chosen[t]):
-            inner = torch.nn.functional.silu(layer.gate_w[e] @ flat[t]) * (layer.up_w[e] @ flat[t])
-            out[t] += w * (layer.down_w[e] @ inner)
+            gate, up = (gate_up[e] @ flat[t]).chunk(2)
+            out[t] += w * (down[e] @ (torch.nn.functional.silu(gate) * up))
     return out.reshape(x.shape)
 
 

@@ -111,8 +111,7 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
                      trust_remote_code=trust_remote_code, cache_length=cache_length)
     info = hf.bundle_info(source, cache_length, use_jinja_template) if source.tokenizer is not None else None
 
-    # int8 expert tables are widened where they are read: per gathered tile, never whole on every call
-    lm = build(source.model, source.config, cache_length, experts_in_place=recipe != INT8_WEIGHTS)
+    lm = build(source.model, source.config, cache_length)
     model, layout = lower_llm(lm, lengths, start_token_id=info.start_token_id if info else None,
                               stop_token_ids=info.stop_token_ids if info else (), progress=report)
 
