@@ -139,10 +139,28 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
             return None
         return w
 
+    def scaled(op: ir.Op, out: ir.Tensor, scale: ir.Tensor) -> list[ir.Op]:
+        """`op` computing its output unscaled, then that times `scale`."""
+        unscaled = ir.Tensor(f"{out.name}/unscaled", out.shape, out.dtype)
+        return [ir.Op(op.opcode, list(op.inputs), [unscaled], dict(op.options), op.source),
+                ir.Op("MUL", [unscaled, scale], [out], {"fused_activation_function": "NONE"}, op.source)]
+
     tables = {key_of(w) for graph in graphs for op in graph.ops if (w := gathered(op)) is not None}
     for graph in graphs:
+        readers: dict[ir.Tensor, list[ir.Op]] = {}
+        for op in graph.ops:
+            for t in op.inputs:
+                if t is not None:
+                    readers.setdefault(t, []).append(op)
+        # ops to be rewritten when met: that op's result times the scales (a gathered table's columns scale a
+        # product's columns, and the sum over a table's rows of it times a row vector)
+        later: dict[int, tuple[ir.Tensor, ir.Tensor]] = {}
         ops: list[ir.Op] = []
         for op in graph.ops:
+            if id(op) in later:
+                out, scale = later.pop(id(op))
+                ops += scaled(op, out, scale)
+                continue
             w = gathered(op)
             if w is not None:
                 table, _, scales = quantized(w)
@@ -150,10 +168,18 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
                 picked = ir.Tensor(f"{out.name}/int8", out.shape, np.int8)
                 scale_shape = [*out.shape[:-2], 1, out.shape[-1]]
                 picked_scale = ir.Tensor(f"{out.name}/scale", scale_shape, np.float32)
-                widened = ir.Tensor(f"{out.name}/float", out.shape, np.float32)
                 ops += [ir.Op("GATHER", [table, indices], [picked], dict(op.options), op.source),
-                        ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source),
-                        ir.Op("CAST", [picked], [widened], {}, op.source),
+                        ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source)]
+                after = _scaled_after(out, readers, graph.outputs, picked_scale)
+                if after is not None:  # the widened table itself is never scaled: its results are
+                    for reader, (result, scale, reshape) in after.items():
+                        later[reader] = (result, scale)
+                        if reshape is not None:
+                            ops.append(reshape)
+                    ops.append(ir.Op("CAST", [picked], [out], {}, op.source))
+                    continue
+                widened = ir.Tensor(f"{out.name}/float", out.shape, np.float32)
+                ops += [ir.Op("CAST", [picked], [widened], {}, op.source),
                         ir.Op("MUL", [widened, picked_scale], [out], {"fused_activation_function": "NONE"},
                               op.source)]
                 continue
@@ -162,14 +188,51 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
                     and not op.options.get("adj_x") and not op.options.get("adj_y")
                     and op.inputs[0].dtype == np.float32 and op.outputs[0].rank == 3):
                 _, table, scales = quantized(w)
-                out = op.outputs[0]
-                unscaled = ir.Tensor(f"{out.name}/unscaled", out.shape, np.float32)
-                ops += [ir.Op("BATCH_MATMUL", [op.inputs[0], table], [unscaled], dict(op.options), op.source),
-                        ir.Op("MUL", [unscaled, scales], [out], {"fused_activation_function": "NONE"}, op.source)]
+                ops += scaled(ir.Op(op.opcode, [op.inputs[0], table], op.outputs, op.options, op.source),
+                              op.outputs[0], scales)
                 continue
             ops.append(op)
         graph.ops = ops
     return len(done)
+
+
+def _scaled_after(table: ir.Tensor, readers: dict[ir.Tensor, list[ir.Op]], outputs: list[ir.Tensor],
+                  scale: ir.Tensor) -> dict[int, tuple[ir.Tensor, ir.Tensor, ir.Op | None]] | None:
+    """Where every reader of a gathered table [.., K, N] (whose int8 columns are scaled by `scale` [.., 1, N])
+    can take the scales after its own work, which then reads the widened table once, unscaled: per op to
+    rewrite (by id), the result it scales, the scale to use, and an op making that scale (a RESHAPE) or None.
+    Readers that can: a BATCH_MATMUL with the table as its right operand (its result's columns are the table's),
+    and a MUL by a [.., K, 1] column read only by a SUM over K (x . table[:, n] for every n). None when any
+    reader cannot."""
+    if table in outputs or not readers.get(table):
+        return None
+    rank = table.rank
+    plan: dict[int, tuple[ir.Tensor, ir.Tensor, ir.Op | None]] = {}
+    for op in readers[table]:
+        if (op.opcode == "BATCH_MATMUL" and op.inputs[1] is table and op.inputs[0] is not table
+                and not op.options.get("adj_x") and not op.options.get("adj_y") and op.outputs[0].rank == rank):
+            plan[id(op)] = (op.outputs[0], scale, None)
+            continue
+        other = [t for t in op.inputs if t is not table]
+        if (op.opcode != "MUL" or len(other) != 1 or other[0] is None or other[0].rank != rank
+                or other[0].shape[-1] != 1 or op.options.get("fused_activation_function", "NONE") != "NONE"):
+            return None
+        sums = readers.get(op.outputs[0], [])
+        if len(sums) != 1 or op.outputs[0] in outputs:
+            return None
+        total = sums[0]
+        axes = total.inputs[1] if total.opcode == "SUM" and len(total.inputs) > 1 else None
+        if axes is None or not axes.is_constant or [int(a) % rank for a in np.ravel(axes.data)] != [rank - 2]:
+            return None
+        result = total.outputs[0]
+        if total.options.get("keep_dims"):
+            plan[id(total)] = (result, scale, None)
+        else:  # the result [.., N] is scaled by the scales' [.., N] view
+            flat = ir.Tensor(f"{scale.name}/flat", result.shape, np.float32)
+            shape = ir.Tensor(f"{flat.name}/shape", [result.rank], np.int32, np.array(result.shape, np.int32))
+            plan[id(total)] = (result, flat, ir.Op("RESHAPE", [scale, shape], [flat],
+                                                   {"new_shape": list(result.shape)}, total.source))
+    return plan
 
 
 def _int8_columns(data: np.ndarray, release: Callable[[np.ndarray], None] | None = None

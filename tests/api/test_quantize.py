@@ -189,3 +189,57 @@ def test_a_recipe_passes_through(dense, tmp_path):
     assert len(float_edge.flatbuffer) / len(edge.flatbuffer) > 3
     x = torch.randn(1, 64)
     within("dynamic-int8", model(x), edge(x))
+
+
+@pytest.mark.parametrize("keep_dims", [False, True])
+def test_int8_expert_tables_scale_products_and_sums_after_and_stay_close(keep_dims):
+    """int8_gathered_tables on the three ways a mixture-of-experts layer reads its [E, K, N] tables: a product
+    against the whole table (hybrid int8 product), a product against gathered tables, and a gathered table times
+    a column summed over K. Each output channel of each expert keeps its own scale, applied to the results (the
+    widened tables are never scaled whole), and the results stay within int8 error of the float graph's."""
+    from litert_torch import ir
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.quantization import int8_gathered_tables
+
+    rng = np.random.default_rng(0)
+    e, k, n, b = 4, 16, 8, 5
+    data = (rng.standard_normal((e, k, n)) * rng.uniform(0.01, 3, (e, 1, n))).astype(np.float32)
+
+    def build():
+        table = ir.Tensor("table", [e, k, n], np.float32, data)
+        x = ir.Tensor("x", [e, b, k], np.float32)
+        which = ir.Tensor("which", [2], np.int32)
+        col = ir.Tensor("col", [2, k, 1], np.float32)
+        picked = ir.Tensor("picked", [2, k, n], np.float32)
+        whole = ir.Tensor("whole", [e, b, n], np.float32)
+        prod = ir.Tensor("prod", [2, b, n], np.float32)
+        times = ir.Tensor("times", [2, k, n], np.float32)
+        summed = ir.Tensor("summed", [2, 1, n] if keep_dims else [2, n], np.float32)
+        axis = ir.Tensor("axis", [1], np.int32, np.array([1], np.int32))
+        x2 = ir.Tensor("x2", [2, b, k], np.float32)
+        ops = [ir.Op("BATCH_MATMUL", [x, table], [whole], dict(adj_x=False, adj_y=False)),
+               ir.Op("GATHER", [table, which], [picked], {"axis": 0, "batch_dims": 0}),
+               ir.Op("BATCH_MATMUL", [x2, picked], [prod], dict(adj_x=False, adj_y=False)),
+               ir.Op("MUL", [picked, col], [times], {"fused_activation_function": "NONE"}),
+               ir.Op("SUM", [times, axis], [summed], {"keep_dims": keep_dims})]
+        graph = ir.Graph("main", [x, which, col, x2], [whole, prod, summed], ops)
+        return ir.Model([graph], [ir.Signature("serving_default", 0, ["x", "which", "col", "x2"],
+                                               ["whole", "prod", "summed"])])
+
+    feeds = {"x": rng.standard_normal((e, b, k)).astype(np.float32), "which": np.array([3, 1], np.int32),
+             "col": rng.standard_normal((2, k, 1)).astype(np.float32),
+             "x2": rng.standard_normal((2, b, k)).astype(np.float32)}
+    want = EdgeModel(serialize(build()))(**feeds)
+    model = build()
+    assert int8_gathered_tables(model.subgraphs) == 1
+    ops = model.subgraphs[0].ops
+    assert [op.inputs[1].dtype for op in ops if op.opcode == "BATCH_MATMUL"] == [np.int8, np.float32]
+    widened = {op.outputs[0] for op in ops if op.opcode == "CAST"}
+    assert not any(t in widened for op in ops if op.opcode == "MUL" and op.inputs[1].shape[-2:] == (1, n)
+                   for t in op.inputs)
+    got = EdgeModel(serialize(model))(**feeds)
+    assert set(got) == set(want) == {"whole", "prod", "summed"}
+    for name in want:
+        w, g = np.asarray(want[name]), np.asarray(got[name])
+        assert g.shape == w.shape
+        assert np.abs(g - w).max() <= 0.02 * np.abs(w).max(), name
