@@ -108,7 +108,9 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
     experts' tables of a mixture-of-experts layer, [E, K, N], each the right operand of its products
     (x [.., K] @ table[e]), symmetric per (expert, column), so that each output channel of each expert has its
     own scale. A GATHER of the table (the experts a token picks) becomes GATHER of the int8 table and of its
-    scales [E, 1, N], CAST, MUL: a token reads a quarter of the bytes. A BATCH_MATMUL that reads such a table
+    scales [E, 1, N] and a CAST: a token reads a quarter of the bytes. Where every reader of the gathered table
+    is a product against it or a column sum of it (`_scaled_after`), the scales multiply those results;
+    otherwise a MUL scales the widened table. A BATCH_MATMUL that reads such a table
     whole as its right operand (each expert's first tile of a prefill chunk, multiplied in place) takes the int8
     table as it is, LiteRT's hybrid product (float rows, int8 weights, per-tensor scale 1), and its result is
     multiplied by the scales: the int8 kernels, no widened copy. Lower-rank tables (position tables,
@@ -171,7 +173,7 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
                 ops += [ir.Op("GATHER", [table, indices], [picked], dict(op.options), op.source),
                         ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source)]
                 after = _scaled_after(out, readers, graph.outputs, picked_scale)
-                if after is not None:  # the widened table itself is never scaled: its results are
+                if after is not None and not any(reader in later for reader in after):  # one scale per result  # the widened table itself is never scaled: its results are
                     for reader, (result, scale, reshape) in after.items():
                         later[reader] = (result, scale)
                         if reshape is not None:
@@ -227,11 +229,13 @@ def _scaled_after(table: ir.Tensor, readers: dict[ir.Tensor, list[ir.Op]], outpu
         result = total.outputs[0]
         if total.options.get("keep_dims"):
             plan[id(total)] = (result, scale, None)
-        else:  # the result [.., N] is scaled by the scales' [.., N] view
+        elif list(result.shape[:-1]) == list(scale.shape[:-2]):  # [.., N], scaled by the scales' [.., N] view
             flat = ir.Tensor(f"{scale.name}/flat", result.shape, np.float32)
             shape = ir.Tensor(f"{flat.name}/shape", [result.rank], np.int32, np.array(result.shape, np.int32))
             plan[id(total)] = (result, flat, ir.Op("RESHAPE", [scale, shape], [flat],
                                                    {"new_shape": list(result.shape)}, total.source))
+        else:  # the column was broadcast over more tables than were gathered
+            return None
     return plan
 
 
