@@ -71,6 +71,20 @@ KEEP_WHOLE = (
     aten.replication_pad1d.default,
     aten.replication_pad2d.default,
     aten.prelu.default,
+    # what masks and routings are computed with: one op each, and a program made only of ops lowered as they
+    # are is traced once (`decompose`)
+    aten.where.Scalar,
+    aten.where.ScalarSelf,
+    aten.where.ScalarOther,
+    aten.__and__.Tensor,
+    aten.__or__.Tensor,
+    aten.floor_divide.default,
+    aten.arange.default,
+    aten.arange.start,
+    aten.zeros.default,
+    aten.ones.default,
+    aten.zeros_like.default,
+    aten.ones_like.default,
 )
 
 
@@ -196,7 +210,7 @@ def decompose(program: torch.export.ExportedProgram, *, own: bool = False,
     """`program` with only the ATen ops our lowerings take. torch's run_decompositions traces the whole graph
     again (as long as the export itself). For a program we traced ourselves (`own`) and given `lowerable` (the
     lowering registry's "this op is lowered as it is"), the few non-core ops models use most (conv2d, conv1d,
-    conv_transpose2d, transpose, squeeze, unbind, dropout in eval mode) are first rewritten in place to the core
+    conv_transpose2d, transpose, squeeze, unbind, dropout in eval mode, casts) are first rewritten in place to the core
     ops they stand for, and in-place ops whose effect no other node can see to their functional forms; when
     every op is then lowerable as it is, that is the result, traced once. Everything else is decomposed by
     torch."""
@@ -270,6 +284,13 @@ def _returns_alias(node: torch.fx.Node) -> bool:
     return any(r.alias_info is not None for r in target._schema.returns)
 
 
+def _casts(node: torch.fx.Node) -> bool:
+    """Whether a `to` node's result has another dtype than its input."""
+    source, result = node.args[0], node.meta.get("val")
+    val = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+    return isinstance(val, torch.Tensor) and isinstance(result, torch.Tensor) and val.dtype != result.dtype
+
+
 def _written_through(node: torch.fx.Node, aliases: set) -> bool:
     """Whether an in-place op writes to `node`'s value, directly or through views of it."""
     for user in node.users:
@@ -332,6 +353,9 @@ def _rewrite_to_core(program: torch.export.ExportedProgram, lowerable: Callable[
         elif target is aten.unbind.int and not node.kwargs and not _written_through(node, aliases):
             # torch's decomposition makes a select and a squeeze per part, traced again: minutes for 100,000 parts
             node.target = aten.unbind_copy.int
+        elif target is aten.to.dtype and len(node.args) == 2 and not node.kwargs and _casts(node):
+            # a cast to another dtype is always a copy (to the same dtype it is an alias, left to torch)
+            node.args, node.kwargs, node.target = (node.args[0],), {"dtype": node.args[1]}, aten._to_copy.default
         elif target is aten.softmax.int and len(node.args) == 2 and not node.kwargs:
             node.args, node.target = (*node.args, False), aten._softmax.default
         elif target in (aten.dropout.default, aten.dropout_.default) and len(node.args) == 3 \
@@ -356,6 +380,8 @@ def _as_it_is(node: torch.fx.Node, lowerable: Callable[[Any], bool]) -> bool:
     target = node.target
     if target is aten.batch_norm.default:  # train mode goes through torch's decomposition and its error
         return len(node.args) > 5 and node.args[5] is False and lowerable(target)
+    if target in (aten.sym_size.int, aten.sym_numel.default):  # sizes: read from shapes when lowering
+        return True
     if isinstance(target, torch._ops.OpOverload):
         return not target._schema.is_mutable and lowerable(target)
     return getattr(target, "__module__", "") == "_operator"

@@ -8,7 +8,7 @@ import torch
 from litert_torch import ir
 from litert_torch.lower import exact
 from litert_torch.node import Value
-from litert_torch.lower.registry import LoweringContext, lowers, numpy_dtype, out_meta
+from litert_torch.lower.registry import LoweringContext, lowers, narrow_int64, numpy_dtype, out_meta
 
 aten = torch.ops.aten
 
@@ -180,6 +180,9 @@ def operand(ctx: LoweringContext, value, dtype: np.dtype) -> ir.Tensor:
     """A binary-op operand in the result's element type: TFLite binary ops need equal element types."""
     if isinstance(value, ir.Tensor):
         return ctx.cast(value, dtype)
+    if np.dtype(dtype) == np.int32 and isinstance(value, int) and not isinstance(value, bool):
+        # a number of an int64 computation: the int64 extremes (sentinels) become the int32 ones
+        return ctx.const(narrow_int64(np.array(value, np.int64), f"the number {value}"), dtype, "scalar")
     return ctx.const(np.array(value, dtype=dtype), dtype, "scalar")
 
 
@@ -263,6 +266,12 @@ def lower_div_mode(ctx, node, a, b, *, rounding_mode=None):
     negative = ctx.emit("LESS", [quotient, ctx.scalar_like(0.0, quotient)], shape, np.bool_)
     return ctx.emit("SELECT_V2", [negative, ctx.emit("CEIL", [quotient], like=quotient),
                                   ctx.emit("FLOOR", [quotient], like=quotient)], shape, dtype)
+
+
+@lowers(aten.floor_divide.default)
+def lower_floor_divide(ctx, node, a, b):
+    """a // b: division rounded towards minus infinity, as div(a, b, rounding_mode='floor')."""
+    return lower_div_mode(ctx, node, a, b, rounding_mode="floor")
 
 
 @lowers(aten.maximum.default)
@@ -447,13 +456,13 @@ def _logical(opcode: str, bitwise: bool):
 lowers(aten.logical_and.default)(_logical("LOGICAL_AND", False))
 lowers(aten.logical_or.default)(_logical("LOGICAL_OR", False))
 lowers(aten.logical_xor.default)(_logical("NOT_EQUAL", False))
-lowers(aten.bitwise_and.Tensor)(_logical("LOGICAL_AND", True))
-lowers(aten.bitwise_or.Tensor)(_logical("LOGICAL_OR", True))
+lowers(aten.bitwise_and.Tensor, aten.__and__.Tensor)(_logical("LOGICAL_AND", True))
+lowers(aten.bitwise_or.Tensor, aten.__or__.Tensor)(_logical("LOGICAL_OR", True))
 
 
-@lowers(aten.where.self)
+@lowers(aten.where.self, aten.where.Scalar, aten.where.ScalarSelf, aten.where.ScalarOther)
 def lower_where(ctx, node, cond, a, b):
-    """SELECT_V2 (broadcasting) on operands promoted to the result type."""
+    """SELECT_V2 (broadcasting) on operands promoted to the result type (a number as a constant of it)."""
     shape, dtype = out_meta(node)
     return ctx.emit("SELECT_V2", [as_bool(ctx, cond), operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, dtype)
 

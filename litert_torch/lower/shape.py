@@ -559,12 +559,48 @@ def lower_arange(ctx, node, *args, dtype=None, layout=None, device=None, pin_mem
     return ctx.cast(y, out_dtype)
 
 
+@lowers(aten.arange.default)
+def lower_arange_end(ctx, node, end, dtype=None, layout=None, device=None, pin_memory=None):
+    """arange(end): as arange(0, end, 1)."""
+    return lower_arange(ctx, node, 0, end, 1)
+
+
+@lowers(aten.arange.start)
+def lower_arange_start(ctx, node, start, end, dtype=None, layout=None, device=None, pin_memory=None):
+    """arange(start, end): as arange(start, end, 1)."""
+    return lower_arange(ctx, node, start, end, 1)
+
+
 @lowers(aten.full.default)
 def lower_full(ctx, node, size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
     """FILL of a shape known only at run time (a static one is a constant)."""
     shape, out_dtype = out_meta(node)
     return ctx.emit("FILL", [ctx.dims_tensor(shape), ctx.const(np.array(fill_value, out_dtype), out_dtype)],
                     shape, out_dtype)
+
+
+@lowers(aten.zeros.default)
+def lower_zeros(ctx, node, size, dtype=None, layout=None, device=None, pin_memory=None):
+    """FILL of zeros in a shape known only at run time (a static one is a constant)."""
+    return lower_full(ctx, node, size, 0)
+
+
+@lowers(aten.ones.default)
+def lower_ones(ctx, node, size, dtype=None, layout=None, device=None, pin_memory=None):
+    """FILL of ones in a shape known only at run time (a static one is a constant)."""
+    return lower_full(ctx, node, size, 1)
+
+
+@lowers(aten.zeros_like.default)
+def lower_zeros_like(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    """FILL of zeros in the run-time shape of `x` (a static one is a constant)."""
+    return lower_full_like(ctx, node, x, 0)
+
+
+@lowers(aten.ones_like.default)
+def lower_ones_like(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    """FILL of ones in the run-time shape of `x` (a static one is a constant)."""
+    return lower_full_like(ctx, node, x, 1)
 
 
 @lowers(aten.full_like.default)

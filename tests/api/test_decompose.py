@@ -81,6 +81,36 @@ def test_everyday_ops_are_rewritten_without_a_second_trace(monkeypatch):
     assert report.passed and report.layers  # the per-layer comparison reads the same rewritten graph
 
 
+class Masks(nn.Module):
+    """What decoders compute their masks and routings with: numbers in where, ranges, zeros/ones of a run-time
+    shape, casts, floor division, and / or of masks; over a dynamic length, so that none of them is a constant."""
+
+    def forward(self, x, n):
+        k = n.shape[0]
+        keys = torch.arange(k)
+        causal = (keys[None, :] <= keys[:, None]) & (keys[None, :] > keys[:, None] - 3)
+        mask = torch.where(causal | (n[None, :] > 4), 0.0, -1e9)
+        start = torch.zeros_like(n[:1]) + torch.ones_like(n[:1], dtype=torch.int32).to(torch.float32)
+        counts = torch.zeros(k, dtype=torch.int32) + torch.ones(k, dtype=torch.int32)
+        steps = (torch.arange(2, k + 2) // 3).to(torch.int32) + counts
+        return mask + start, torch.where(x > 0, x, 0.5) * torch.where(x > 1, 2, x), steps, (n // 0.7)
+
+
+def test_mask_and_routing_ops_are_lowered_without_a_second_trace(monkeypatch):
+    def no_second_trace(self, table):
+        raise AssertionError("run_decompositions was called")
+
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", no_second_trace)
+    model = Masks()
+    x, n = torch.randn(3, 4), torch.randn(6) * 5
+    edge = litert_torch.convert(model, (x, n), dynamic_shapes={"x": None, "n": {0: torch.export.Dim("n", max=64)}})
+    for k in (2, 6, 11):
+        n = torch.randn(k) * 5
+        for got, want in zip(edge.call_like_module(x, n), model(x, n)):
+            assert got.shape == want.shape
+            torch.testing.assert_close(got.to(want.dtype), want)
+
+
 class SeenMutation(nn.Module):
     """An in-place op whose effect a view shows later: only torch's functionalization gets it right."""
 
