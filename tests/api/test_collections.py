@@ -39,6 +39,14 @@ class Seen(torch.nn.Module):
 
 @pytest.fixture
 def collector():
+    import time
+
+    from litert_torch import memory
+
+    deadline = time.time() + 60
+    while memory._gc_users and time.time() < deadline:  # a conversion another thread still runs
+        time.sleep(0.1)
+    assert memory._gc_users == 0, "a conversion in another thread holds the collector"
     gc.unfreeze()
     before = gc.get_threshold(), gc.isenabled()
     yield before[0]
@@ -67,13 +75,13 @@ def test_a_process_that_froze_objects_or_stopped_the_collector_is_left_alone(col
     gc.freeze()
     model = Seen()
     litert_torch.convert(model, (torch.randn(3),))
-    assert model.seen[0][1] == collector
-    assert gc.get_freeze_count() > 1000  # still frozen, as the process asked
+    assert model.seen[0][1] == collector, (model.seen, collector)
+    assert gc.get_freeze_count() > 1000, gc.get_freeze_count()  # still frozen, as the process asked
     gc.unfreeze()
     gc.disable()
     model = Seen()
     litert_torch.convert(model, (torch.randn(3),))
-    assert model.seen[0] == (0, collector) and not gc.isenabled()
+    assert model.seen[0] == (0, collector) and not gc.isenabled(), (model.seen, collector)
 
 
 def test_concurrent_users_restore_once_the_last_one_leaves(collector):
