@@ -245,7 +245,8 @@ def render(rows, threads, args, bandwidth) -> str:
     from importlib.metadata import version
 
     lines = ["# LLM export benchmark", "",
-             f"`python bench/llm.py --models {args.models} --recipes {args.recipes} --threads {args.threads}` on "
+             f"`python bench/llm.py --models {args.models} --recipes {args.recipes} --threads {args.threads}"
+             f"{f' --repeats {args.repeats}' if args.repeats != 2 else ''}` on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} cores; litert-lm-api {version('litert-lm-api')}, torch {version('torch')}; the "
              "official exporter: litert-torch in bench/.venv-official.",
@@ -253,7 +254,8 @@ def render(rows, threads, args, bandwidth) -> str:
              f"timed by litert_lm.Benchmark in this process, alternating, best of {args.repeats}; memory read bandwidth measured in this run: "
              f"{bandwidth / 1e9:.1f} GB/s (one thread).", "",
              "bound: the model's constant bytes read once per token at that bandwidth (prefill-only constants "
-             "counted too, so the bound is slightly high). Ratios are ours / official (below 1: ours is faster, "
+             "counted too, so the bound is slightly high; far too high for a mixture-of-experts model, whose "
+             "every expert is counted while a token reads k of them). Ratios are ours / official (below 1: ours is faster, "
              "smaller, or uses less memory; prefill is tokens/s, so above 1 is faster).", ""]
     head = "| model | recipe | side | convert s | peak RSS GiB | bundle MB | bound ms |"
     sep = "|---|---|---|---|---|---|---|"
