@@ -141,10 +141,10 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
             return None
         return w
 
-    def scaled(op: ir.Op, out: ir.Tensor, scale: ir.Tensor) -> list[ir.Op]:
-        """`op` computing its output unscaled, then that times `scale`."""
+    def scaled(op: ir.Op, out: ir.Tensor, scale: ir.Tensor, inputs: list | None = None) -> list[ir.Op]:
+        """`op` (on `inputs`, by default its own) computing its output unscaled, then that times `scale`."""
         unscaled = ir.Tensor(f"{out.name}/unscaled", out.shape, out.dtype)
-        return [ir.Op(op.opcode, list(op.inputs), [unscaled], dict(op.options), op.source),
+        return [ir.Op(op.opcode, list(inputs or op.inputs), [unscaled], dict(op.options), op.source),
                 ir.Op("MUL", [unscaled, scale], [out], {"fused_activation_function": "NONE"}, op.source)]
 
     tables = {key_of(w) for graph in graphs for op in graph.ops if (w := gathered(op)) is not None}
@@ -173,7 +173,8 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
                 ops += [ir.Op("GATHER", [table, indices], [picked], dict(op.options), op.source),
                         ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source)]
                 after = _scaled_after(out, readers, graph.outputs, picked_scale)
-                if after is not None and not any(reader in later for reader in after):  # one scale per result  # the widened table itself is never scaled: its results are
+                # the widened table itself is not scaled, its readers' results are (one scale per result)
+                if after is not None and not any(reader in later for reader in after):
                     for reader, (result, scale, reshape) in after.items():
                         later[reader] = (result, scale)
                         if reshape is not None:
@@ -190,8 +191,7 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
                     and not op.options.get("adj_x") and not op.options.get("adj_y")
                     and op.inputs[0].dtype == np.float32 and op.outputs[0].rank == 3):
                 _, table, scales = quantized(w)
-                ops += scaled(ir.Op(op.opcode, [op.inputs[0], table], op.outputs, op.options, op.source),
-                              op.outputs[0], scales)
+                ops += scaled(op, op.outputs[0], scales, inputs=[op.inputs[0], table])
                 continue
             ops.append(op)
         graph.ops = ops
@@ -241,22 +241,16 @@ def _scaled_after(table: ir.Tensor, readers: dict[ir.Tensor, list[ir.Op]], outpu
 
 def _int8_columns(data: np.ndarray, release: Callable[[np.ndarray], None] | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 per column of each matrix of `data` [..., K, N] (scale = max |column| / 127, [..., N]; an
-    all-zero column gets scale 1), a matrix at a time so that the float temporaries stay small; `release` is
-    given each matrix of `data` once it is read."""
+    """`_int8_rows` per column of each matrix of `data` [..., K, N] (scales [..., N]), a matrix at a time so
+    that the float temporaries stay small; `release` is given each matrix of `data` once it is read."""
     matrices = data.reshape(-1, *data.shape[-2:])
     q = np.empty(matrices.shape, np.int8)
     scale = np.empty((matrices.shape[0], matrices.shape[-1]), np.float32)
     for i, m in enumerate(matrices):
-        s = np.maximum(m.max(axis=0), -m.min(axis=0)) / np.float32(127.0)
-        s = np.where(s > 0, s, np.float32(1.0)).astype(np.float32)
-        scaled = m / s
+        q_t, scale[i] = _int8_rows(np.ascontiguousarray(m.T))
+        q[i] = q_t.T
         if release is not None:
             release(m)
-        np.rint(scaled, out=scaled)
-        np.clip(scaled, -127, 127, out=scaled)
-        q[i] = scaled
-        scale[i] = s
     return q.reshape(data.shape), scale.reshape(*data.shape[:-2], data.shape[-1])
 
 
