@@ -318,14 +318,13 @@ def _run_llm_task(task: Task, out_dir: str, folder: str, result: dict[str, Any],
     runner = generative.load(bundle)
     result["latency_ms"] = _decode_latency(runner)
     if task.validation is not None:
-        from litert_torch.generative.hf import load as load_hf
+        from litert_torch.generative.hf import reference_model
 
         prompt = str(task.validation.get("prompt", "Once upon a time"))
         tokens = int(task.validation.get("tokens", 16))
         ids = runner.encode(prompt)
         tokens = max(1, min(tokens, runner.cache_length - len(ids)))
-        hf = load_hf(task.source, need_tokenizer=False,
-                     trust_remote_code=bool(task.options.get("trust_remote_code", False))).model
+        hf = reference_model(task.source, trust_remote_code=bool(task.options.get("trust_remote_code", False)))
         report = generative.validate_llm(runner, hf, ids, tokens)
         quantized = QUANTIZATION_KEY in runner.metadata
         verdict = "PASS" if report.identical else ("REPORTED" if quantized else "FAIL")

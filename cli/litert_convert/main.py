@@ -464,13 +464,13 @@ def _validate_llm(model: str, source: str, prompt: str, new_tokens: int, as_json
     """A converted LLM against its Hugging Face model: greedy tokens, per-step logit error, top-1 agreement.
     A float model must decode exactly like Hugging Face; a quantized one is reported (exit 0)."""
     from litert_torch import generative
-    from litert_torch.generative.hf import load as load_hf
+    from litert_torch.generative.hf import reference_model
     from litert_torch.quantization import QUANTIZATION_KEY
 
     if not os.path.isfile(model):
         raise BadInput(f"no such file: {model}")
     llm = generative.load(model)
-    hf = load_hf(source, need_tokenizer=False).model
+    hf = reference_model(source)
     ids = llm.encode(prompt)
     if len(ids) + new_tokens - 1 > llm.cache_length:
         raise BadInput(f"the prompt ({len(ids)} tokens) and {new_tokens} new tokens do not fit the model's cache of "

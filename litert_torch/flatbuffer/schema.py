@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-import ml_dtypes  # numpy's bfloat16 (a dependency of ai-edge-litert)
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
@@ -119,20 +118,26 @@ _DTYPE_TO_TFL: dict[np.dtype, int] = {
     np.dtype(np.uint64): schema.TensorType.UINT64,
     np.dtype(np.bool_): schema.TensorType.BOOL,
     np.dtype(np.complex64): schema.TensorType.COMPLEX64,
-    np.dtype(ml_dtypes.bfloat16): schema.TensorType.BFLOAT16,
 }
 _TFL_TO_DTYPE = {v: k for k, v in _DTYPE_TO_TFL.items()}
 
 
 def tensor_type(dtype: np.dtype) -> int:
-    try:
-        return _DTYPE_TO_TFL[np.dtype(dtype)]
-    except KeyError:
-        raise TypeError(f"dtype {dtype} has no TFLite tensor type") from None
+    dtype = np.dtype(dtype)
+    found = _DTYPE_TO_TFL.get(dtype)
+    if found is not None:
+        return found
+    if dtype.name == "bfloat16":  # ml_dtypes' bfloat16: whoever made the array has imported it
+        return schema.TensorType.BFLOAT16
+    raise TypeError(f"dtype {dtype} has no TFLite tensor type")
 
 
 def numpy_dtype(tfl_type: int) -> np.dtype | None:
     """The numpy dtype of a TFLite tensor type, or None for types numpy cannot hold (string, resource, ...)."""
+    if tfl_type == schema.TensorType.BFLOAT16:
+        import ml_dtypes  # numpy's bfloat16 (a dependency of ai-edge-litert); imported when first needed
+
+        return np.dtype(ml_dtypes.bfloat16)
     return _TFL_TO_DTYPE.get(tfl_type)
 
 

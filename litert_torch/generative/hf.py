@@ -2,33 +2,34 @@
 
 The config is read and checked (`LlmConfig.from_hf`) before any weight is loaded, and the tokenizer is found
 before any conversion work, so that an unsupported architecture, a missing tokenizer or a bad directory is an
-error in the first second, with nothing written.
+error in the first second, with nothing written. A directory's weights are then mapped from its files by name
+(`weights.read_weights`): the Hugging Face model itself is never built, so neither its modeling code nor a
+copy of its weights costs time or memory.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from litert_torch.errors import ModelFileError
 from litert_torch.generative.bundle import BundleInfo
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError
-
-
-class ModelSourceError(ModelFileError):
-    """The model to export cannot be read: a missing or malformed directory, no weights, no tokenizer."""
+from litert_torch.generative.weights import ModelSourceError, read_weights, weight_files
 
 
 @dataclass
 class HfSource:
-    model: torch.nn.Module
+    weights: Mapping[str, torch.Tensor]  # parameters by name: a model's state dict, or a directory's checkpoint
     config: LlmConfig
+    hf_config: Any  # the transformers config
     tokenizer: Any  # a transformers tokenizer, or None
-    owned: bool = False  # read from a directory here: nothing else holds the model
+    generation_stop_ids: list[int] = field(default_factory=list)  # the generation config's eos_token_id
+    owned: bool = False  # read from a directory here: nothing else holds the weights
 
 
 def _transformers():
@@ -42,6 +43,11 @@ def _transformers():
 
 def read_config(path: str) -> LlmConfig:
     """The checked config of the model directory `path` (nothing else is read)."""
+    return _read_config(path)[0]
+
+
+def _read_config(path: str) -> tuple[LlmConfig, Any]:
+    """The checked config of the model directory `path` and the transformers config it was read from."""
     if not os.path.isdir(path):
         raise ModelSourceError(f"{path} is not a directory (a Hugging Face model saved with save_pretrained)")
     config_path = os.path.join(path, "config.json")
@@ -55,54 +61,93 @@ def read_config(path: str) -> LlmConfig:
     if not isinstance(raw, dict):
         raise ModelSourceError(f"{config_path} does not hold a JSON object")
     if raw.get("model_type") == "gemma3" and isinstance(raw.get("text_config"), dict):
-        return LlmConfig.from_hf(raw)  # refused with the reason
-    config = _transformers().AutoConfig.from_pretrained(path, local_files_only=True)
-    return LlmConfig.from_hf(config)
-
-
-def _has_weights(path: str) -> bool:
-    names = os.listdir(path)
-    return any(n.endswith((".safetensors", ".bin")) or n.endswith(".safetensors.index.json") for n in names)
+        return LlmConfig.from_hf(raw), None  # refused with the reason
+    try:
+        config = _transformers().AutoConfig.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelSourceError(f"could not read the config in {path}: {exc}") from exc
+    return LlmConfig.from_hf(config), config
 
 
 def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trust_remote_code: bool = False,
          cache_length: int | None = None) -> HfSource:
     """Read `model` (a directory or a transformers PreTrainedModel) and its tokenizer, checking the config
-    first (and `cache_length` against it, when given)."""
+    first (and `cache_length` against it, when given). A directory's weights are mapped from its files by name;
+    no Hugging Face model is built."""
     from litert_torch.generative.model import check_cache_length
 
-    transformers = _transformers()
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        config = read_config(path)
+        config, hf_config = _read_config(path)
         if cache_length is not None:
             check_cache_length(config, cache_length)
-        if not _has_weights(path):
+        if not weight_files(path):
             raise ModelSourceError(f"{path} has no weights (*.safetensors or *.bin)")
         if tokenizer is None:
             tokenizer = _load_tokenizer(path, need_tokenizer, trust_remote_code)
-        try:
-            hf = transformers.AutoModelForCausalLM.from_pretrained(
-                path, dtype=torch.float32, local_files_only=True, trust_remote_code=trust_remote_code)
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
-            raise ModelSourceError(f"could not load the model in {path}: {exc}") from exc
+        _check_tokenizer(tokenizer, need_tokenizer)
+        weights = read_weights(path)
+        stops = _generation_stop_ids(path)
     elif isinstance(model, torch.nn.Module) and hasattr(model, "config"):
-        config = LlmConfig.from_hf(model.config)
+        config, hf_config = LlmConfig.from_hf(model.config), model.config
         if cache_length is not None:
             check_cache_length(config, cache_length)
-        hf = model
+        if not hasattr(model, "model") or not hasattr(model.model, "rotary_emb"):
+            raise UnsupportedModelError(f"{type(model).__name__} is not a causal LM of a supported architecture "
+                                        "(expected *ForCausalLM with model.rotary_emb)")
         if tokenizer is None and need_tokenizer:
             raise ModelSourceError("a model given in memory needs its tokenizer: export(model=..., tokenizer=...)")
+        _check_tokenizer(tokenizer, need_tokenizer)
+        weights = dict(model.state_dict())
+        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        stops = _ids(gen_eos)
     else:
         raise ModelSourceError(f"model must be a Hugging Face model directory or a transformers model, got "
                                f"{type(model).__name__}")
-    if not hasattr(hf, "model") or not hasattr(hf.model, "rotary_emb"):
-        raise UnsupportedModelError(f"{type(hf).__name__} is not a causal LM of a supported architecture "
-                                    "(expected *ForCausalLM with model.rotary_emb)")
-    if need_tokenizer and not getattr(tokenizer, "is_fast", False):
+    return HfSource(weights, config, hf_config, tokenizer, stops, owned=isinstance(model, (str, os.PathLike)))
+
+
+def reference_model(model: Any, trust_remote_code: bool = False) -> torch.nn.Module:
+    """The Hugging Face model itself (float32, eval mode) of `model` (a directory or a model in memory), to run
+    beside a converted one (validation); the config is checked first, as for an export."""
+    if not isinstance(model, (str, os.PathLike)):
+        load(model, need_tokenizer=False)  # the checks of an export
+        return model.eval()
+    path = os.fspath(model)
+    _read_config(path)
+    if not weight_files(path):
+        raise ModelSourceError(f"{path} has no weights (*.safetensors or *.bin)")
+    try:
+        hf = _transformers().AutoModelForCausalLM.from_pretrained(
+            path, dtype=torch.float32, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise ModelSourceError(f"could not load the model in {path}: {exc}") from exc
+    return hf.eval()
+
+
+def _check_tokenizer(tokenizer: Any, need: bool) -> None:
+    if need and not getattr(tokenizer, "is_fast", False):
         raise ModelSourceError("the tokenizer must be a fast (tokenizers-backed) tokenizer with a tokenizer.json; "
                                f"got {type(tokenizer).__name__}")
-    return HfSource(hf.eval(), config, tokenizer, owned=isinstance(model, (str, os.PathLike)))
+
+
+def _ids(value: Any) -> list[int]:
+    if value is None:
+        return []
+    return [int(v) for v in (value if isinstance(value, (list, tuple)) else [value]) if v is not None]
+
+
+def _generation_stop_ids(path: str) -> list[int]:
+    """The eos_token_id of the directory's generation_config.json (none when it has no such file)."""
+    file = os.path.join(path, "generation_config.json")
+    if not os.path.isfile(file):
+        return []
+    try:
+        with open(file, encoding="utf-8") as f:
+            raw = json.load(f)
+        return _ids(raw.get("eos_token_id"))
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise ModelSourceError(f"{file} is not a readable generation config: {exc}") from exc
 
 
 def _load_tokenizer(path: str, need: bool, trust_remote_code: bool) -> Any:
@@ -136,10 +181,7 @@ def bundle_info(source: HfSource, cache_length: int, use_jinja_template: bool = 
             and with_special[0] == tok.bos_token_id:
         start = int(tok.bos_token_id)
     stops = set(cfg.eos_token_ids)
-    gen = getattr(source.model, "generation_config", None)
-    gen_eos = getattr(gen, "eos_token_id", None)
-    if gen_eos is not None:
-        stops.update(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos])
+    stops.update(source.generation_stop_ids)
     if tok.eos_token_id is not None:
         stops.add(tok.eos_token_id)
     template = tok.chat_template if use_jinja_template and isinstance(tok.chat_template, str) else None

@@ -9,15 +9,17 @@ DYNAMIC_UPDATE_SLICE per cache (`litert_torch.update_cache`), attends over the w
 logits of the last token. The cache tensors keep their names from input to output, so a runtime can hand the
 same buffer to both.
 
-The weights are the Hugging Face model's own tensors (shared, not copied, when they are float32). The RoPE
-tables are computed once by the Hugging Face model's rotary module for positions 0..C-1 and gathered at
-`input_pos`, so the positional terms are the ones Hugging Face computes. Grouped-query attention groups the
+The weights are the Hugging Face model's own tensors (shared, not copied, when they are float32: views of the
+mapped safetensors files when read from a directory). The RoPE tables are computed once from the config, as the
+Hugging Face model's rotary module computes them, for positions 0..C-1 and gathered at `input_pos`, so the
+positional terms are the ones Hugging Face computes. Grouped-query attention groups the
 query heads of one key/value head into the rows of one matrix product: keys and values are never repeated.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -137,18 +139,18 @@ class MoE(nn.Module):
     first tiles are int8 products against the tables as they are, and gathered tiles are widened to float. With
     `in_place=False` every tile is gathered (`B` from `expert_tile_rows`, the tiles from `expert_tiles`)."""
 
-    def __init__(self, cfg: LlmConfig, router: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor,
-                 in_place: bool = True):
+    def __init__(self, cfg: LlmConfig, router: torch.Tensor, gate: Any, up: Any, down: Any, in_place: bool = True):
+        """`gate`, `up`, `down`: each expert's projection in Hugging Face's Linear layout ([out, in]), as one
+        [E, out, in] tensor or a sequence of E matrices."""
         super().__init__()
         self.in_place = in_place
         self.router = Linear(router)
-        inter = cfg.moe_intermediate_size
         # Each table [E, K, N] is the right operand of its products (x [.., K] @ table[e]), stored so once: every
         # signature reads (and quantization finds) the same array, and a product's output channels are the
         # table's last axis, which is what int8 tables are scaled along (`quantization.int8_gathered_tables`).
-        self.gate_w = _param(gate_up[:, :inter, :].transpose(1, 2).contiguous())  # [E, H, I]
-        self.up_w = _param(gate_up[:, inter:, :].transpose(1, 2).contiguous())  # [E, H, I]
-        self.down_w = _param(down.transpose(1, 2).contiguous())  # [E, I, H]
+        self.gate_w = _param(_right_operands(gate))  # [E, H, I]
+        self.up_w = _param(_right_operands(up))  # [E, H, I]
+        self.down_w = _param(_right_operands(down))  # [E, I, H]
         self.top_k, self.norm_topk, self.activation = cfg.num_experts_per_tok, cfg.norm_topk_prob, cfg.activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -209,6 +211,11 @@ class MoE(nn.Module):
             out.append(self._experts(xs[first_slots:].reshape(extra, b, hidden), tile_expert))
         out = torch.cat([o.reshape(-1, hidden) for o in out])[slot].reshape(tokens, k, hidden)
         return (out * weights.unsqueeze(-1)).sum(dim=1)
+
+
+def _right_operands(matrices: Any) -> torch.Tensor:
+    """[E, in, out]: the experts' [out, in] matrices transposed and stacked, one copy (in float32)."""
+    return torch.stack([m.t().to(torch.float32) for m in matrices])
 
 
 class Attention(nn.Module):
@@ -386,68 +393,109 @@ class DecoderLM(nn.Module):
         return out
 
 
-def build(hf_model: nn.Module, cfg: LlmConfig, cache_length: int) -> DecoderLM:
-    """Our decoder over the weights of `hf_model` (a transformers *ForCausalLM of `cfg`'s architecture)."""
-    sd = dict(hf_model.state_dict())
-    prefix = "model."
+def build(weights: Mapping[str, torch.Tensor], cfg: LlmConfig, rope: dict[str, tuple[torch.Tensor, torch.Tensor]],
+          cache_length: int) -> DecoderLM:
+    """Our decoder over a Hugging Face causal LM's weights (`weights`: its parameters by state-dict name, or a
+    checkpoint's names, whose mixture-of-experts layers hold each expert's projections) of `cfg`'s
+    architecture, with the RoPE tables `rope` (`rope_tables`). Every weight is checked against the shape the
+    config gives it, so a checkpoint that does not match its config is an error naming the weight, not a
+    model that broadcasts a wrong tensor."""
+    hidden, d = cfg.hidden_size, cfg.head_dim
+    nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
 
-    def w(name: str) -> torch.Tensor:
-        try:
-            return sd[prefix + name]
-        except KeyError:
+    def w(name: str, *shape: int, prefix: str = "model.") -> torch.Tensor:
+        tensor = weights.get(prefix + name)
+        if tensor is None:
             raise UnsupportedModelError(f"the model has no weight {prefix + name}, which its config's architecture "
-                                        "has") from None
+                                        "has")
+        return _checked(prefix + name, tensor, shape)
 
-    def opt(name: str) -> torch.Tensor | None:
-        return sd.get(prefix + name)
+    def opt(name: str, *shape: int) -> torch.Tensor | None:
+        tensor = weights.get("model." + name)
+        return None if tensor is None else _checked("model." + name, tensor, shape)
+
+    def experts(p: str) -> tuple[Any, Any, Any]:
+        """Gate, up and down projections of every expert ([out, in] each, Hugging Face's Linear layout)."""
+        count, inter = cfg.num_experts, cfg.moe_intermediate_size
+        if "model." + p + "mlp.experts.gate_up_proj" in weights:  # a transformers model in memory: fused tables
+            gate_up = w(p + "mlp.experts.gate_up_proj", count, 2 * inter, hidden)
+            return gate_up[:, :inter], gate_up[:, inter:], w(p + "mlp.experts.down_proj", count, hidden, inter)
+        return tuple([w(p + f"mlp.experts.{e}.{n}_proj.weight", *shape) for e in range(count)]
+                     for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden)), ("down", (hidden, inter))))
 
     layers = []
     for i in range(cfg.num_layers):
         p = f"layers.{i}."
         if cfg.family == "phi3":
-            qkv = w(p + "self_attn.qkv_proj.weight")
-            nq, nkv = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+            qkv = w(p + "self_attn.qkv_proj.weight", nq + 2 * nkv, hidden)
             q, k, v = qkv[:nq], qkv[nq:nq + nkv], qkv[nq + nkv:]
-            biases = (None, None, None, opt(p + "self_attn.o_proj.bias"))
+            biases = (None, None, None, opt(p + "self_attn.o_proj.bias", hidden))
         else:
-            q, k, v = (w(p + f"self_attn.{n}_proj.weight") for n in "qkv")
-            biases = tuple(opt(p + f"self_attn.{n}_proj.bias") for n in "qkvo")
-        attention = Attention(cfg, i, q, k, v, w(p + "self_attn.o_proj.weight"), biases,
-                              opt(p + "self_attn.q_norm.weight"), opt(p + "self_attn.k_norm.weight"))
+            q, k, v = (w(p + f"self_attn.{n}_proj.weight", rows, hidden) for n, rows in zip("qkv", (nq, nkv, nkv)))
+            biases = tuple(opt(p + f"self_attn.{n}_proj.bias", rows)
+                           for n, rows in zip("qkvo", (nq, nkv, nkv, hidden)))
+        attention = Attention(cfg, i, q, k, v, w(p + "self_attn.o_proj.weight", hidden, nq), biases,
+                              opt(p + "self_attn.q_norm.weight", d), opt(p + "self_attn.k_norm.weight", d))
+        inter = cfg.intermediate_size
         if cfg.moe_layers[i]:
-            mlp: nn.Module = MoE(cfg, w(p + "mlp.gate.weight"), w(p + "mlp.experts.gate_up_proj"),
-                                 w(p + "mlp.experts.down_proj"))
+            mlp: nn.Module = MoE(cfg, w(p + "mlp.gate.weight", cfg.num_experts, hidden), *experts(p))
         elif cfg.family == "phi3":
-            gate_up = w(p + "mlp.gate_up_proj.weight")
-            mlp = MLP(cfg, gate_up[:cfg.intermediate_size], gate_up[cfg.intermediate_size:],
-                      w(p + "mlp.down_proj.weight"))
+            gate_up = w(p + "mlp.gate_up_proj.weight", 2 * inter, hidden)
+            mlp = MLP(cfg, gate_up[:inter], gate_up[inter:], w(p + "mlp.down_proj.weight", hidden, inter))
         else:
-            mlp = MLP(cfg, w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight"), w(p + "mlp.down_proj.weight"),
-                      tuple(opt(p + f"mlp.{n}_proj.bias") for n in ("gate", "up", "down")))
-        norms = {"input": w(p + "input_layernorm.weight"), "post_attention": w(p + "post_attention_layernorm.weight")}
+            mlp = MLP(cfg, w(p + "mlp.gate_proj.weight", inter, hidden), w(p + "mlp.up_proj.weight", inter, hidden),
+                      w(p + "mlp.down_proj.weight", hidden, inter),
+                      tuple(opt(p + f"mlp.{n}_proj.bias", rows)
+                            for n, rows in (("gate", inter), ("up", inter), ("down", hidden))))
+        names = {"input": "input_layernorm", "post_attention": "post_attention_layernorm"}
         if cfg.sandwich_norms:
-            norms["pre_mlp"] = w(p + "pre_feedforward_layernorm.weight")
-            norms["post_mlp"] = w(p + "post_feedforward_layernorm.weight")
+            names.update(pre_mlp="pre_feedforward_layernorm", post_mlp="post_feedforward_layernorm")
+        norms = {key: w(p + f"{name}.weight", hidden) for key, name in names.items()}
         layers.append(Layer(cfg, attention, mlp, norms))
-    lm_head = None if cfg.tie_word_embeddings else sd.get("lm_head.weight")
-    return DecoderLM(cfg, w("embed_tokens.weight"), layers, w("norm.weight"), lm_head,
-                     rope_tables(hf_model, cfg, cache_length), cache_length)
+    lm_head = None if cfg.tie_word_embeddings else w("lm_head.weight", cfg.vocab_size, hidden, prefix="")
+    return DecoderLM(cfg, w("embed_tokens.weight", cfg.vocab_size, hidden), layers, w("norm.weight", hidden),
+                     lm_head, rope, cache_length)
 
 
-def rope_tables(hf_model: nn.Module, cfg: LlmConfig, length: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """cos/sin [length, R] per layer type, from the Hugging Face model's own rotary module (R = the rotated
-    features of a head)."""
-    rotary = hf_model.model.rotary_emb
-    positions = torch.arange(length)[None, :]
-    probe = torch.zeros(1, 1, cfg.hidden_size, dtype=torch.float32)
+def _checked(name: str, tensor: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    if tuple(tensor.shape) != tuple(shape):
+        raise UnsupportedModelError(f"weight {name} has shape {list(tensor.shape)}, where the config gives "
+                                    f"{list(shape)}: the weights do not belong to this config")
+    if not tensor.is_floating_point():
+        raise UnsupportedModelError(f"weight {name} is {tensor.dtype}: the exporter reads floating-point weights "
+                                    "(quantize with quantization_recipe instead of exporting a quantized checkpoint)")
+    return tensor
+
+
+def rope_tables(hf_config: Any, cfg: LlmConfig, length: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """cos/sin [length, R] per layer type (R = the rotated features of a head), computed from the Hugging Face
+    config as the model's rotary module computes them for positions 0..length-1: the inverse frequencies of the
+    config's RoPE type (transformers' own functions for the scaled types), each angle twice, scaled by the
+    type's attention factor. Bounded types (LongRoPE, dynamic NTK) are within their limit here
+    (`check_cache_length`), where Hugging Face keeps the tables its rotary module starts with."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    positions = torch.arange(length, dtype=torch.float32)
     tables = {}
-    with torch.no_grad():
-        for layer_type in sorted(set(cfg.layer_types)):
-            if cfg.family == "gemma3":
-                cos, sin = rotary(probe, positions, layer_type)
-            else:
-                cos, sin = rotary(probe, positions)
-            tables[layer_type] = (cos[0].float(), sin[0].float())
+    for layer_type in sorted(set(cfg.layer_types)):
+        params, where, kwargs = hf_config.rope_parameters, "rope_parameters", {}
+        if cfg.family == "gemma3":
+            params, where, kwargs = params.get(layer_type), f"rope_parameters[{layer_type!r}]", {"layer_type": layer_type}
+        if not params:
+            raise UnsupportedModelError(f"config.{where} is not set: the exporter needs the RoPE of every layer type")
+        rope_type = params.get("rope_type", "default")
+        if rope_type == "default":
+            # The architectures' default: theta^(-2i/d) over the head's rotated features (Phi-3 rotates a
+            # partial_rotary_factor of them; the others every feature).
+            factor = params.get("partial_rotary_factor", 1.0) if cfg.family == "phi3" else 1.0
+            dim = int(cfg.head_dim * factor)
+            inv_freq = 1.0 / (params["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+            scaling = 1.0
+        else:
+            inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](hf_config, None, **kwargs)
+        freqs = positions[:, None] * inv_freq.to(torch.float32)[None, :]
+        angles = torch.cat((freqs, freqs), dim=-1)
+        tables[layer_type] = (angles.cos() * scaling, angles.sin() * scaling)
     return tables
 
 

@@ -313,22 +313,148 @@ def test_longrope_within_its_original_length(tmp_path):
         export.export(model=src, output_dir=str(tmp_path / "long"), prefill_lengths=PREFILL, cache_length=2 * CACHE)
 
 
-@pytest.mark.parametrize("arch", ["llama", "gemma3"])
-def test_rope_tables_keep_one_half_and_give_hugging_face_rows(arch):
-    """Hugging Face's RoPE rows are each angle twice: the prologue keeps one half of each table (per layer type)
-    and gives back the full rows, equal to Hugging Face's own, at any positions."""
+ROPES = {
+    "default": None,
+    "linear": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
+    "llama3": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
+    "yarn": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32},
+    "dynamic": {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0},
+}
+
+
+@pytest.mark.parametrize("arch,rope", [(a, "default") for a in tiny_lm.ARCHS]
+                         + [("llama", r) for r in ROPES if r != "default"] + [("phi3", "partial")])
+def test_rope_tables_are_hugging_faces_and_keep_one_half(arch, rope):
+    """The RoPE tables, computed from the config alone (no Hugging Face model is built when exporting a
+    directory), are the rows Hugging Face's rotary module gives, for every architecture and RoPE type; the
+    prologue keeps one half of each (Hugging Face's rows are each angle twice) and gives back the full rows at
+    any positions."""
     from litert_torch.generative.config import LlmConfig
     from litert_torch.generative.model import build, rope_tables
 
-    hf = tiny_lm.model(arch, 64)
+    overrides = {}
+    if rope == "partial":  # Phi-3 rotates a fraction of each head
+        overrides["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
+    elif ROPES[rope] is not None:
+        overrides["rope_parameters"] = ROPES[rope]
+    hf = _with_rope(arch, overrides) if overrides else tiny_lm.model(arch, 64)
     cfg = LlmConfig.from_hf(hf.config)
-    lm = build(hf, cfg, CACHE)
-    full = rope_tables(hf, cfg, CACHE)
+    tables = rope_tables(hf.config, cfg, CACHE)
+    if rope not in ("default", "partial"):
+        assert hf.config.rope_parameters["rope_type"] == rope
+    if rope == "partial":
+        assert all(cos.shape[-1] == cfg.head_dim // 2 for cos, _ in tables.values())
+    positions = torch.arange(CACHE)[None, :]
+    probe = torch.zeros(1, 1, cfg.hidden_size)
+    for layer_type, (cos, sin) in tables.items():
+        args = (layer_type,) if arch == "gemma3" else ()
+        hf_cos, hf_sin = hf.model.rotary_emb(probe, positions, *args)
+        assert torch.equal(cos, hf_cos[0]) and torch.equal(sin, hf_sin[0]), (arch, rope, layer_type)
+
+    lm = build(dict(hf.state_dict()), cfg, tables, CACHE)
     prologue = lm.prologue
     pos = torch.tensor([0, 5, 6, CACHE - 1])
     out = prologue(torch.zeros(1, len(pos), dtype=torch.long), pos)
     for i, t in enumerate(prologue.layer_types):
-        cos, sin = full[t]
+        cos, sin = tables[t]
         assert getattr(prologue, f"cos_{t}").shape[-1] * 2 == cos.shape[-1]
         assert torch.equal(out[3 + 3 * i + 1][0, :, 0], cos[pos])
         assert torch.equal(out[3 + 3 * i + 2][0, :, 0], sin[pos])
+
+
+def _with_rope(arch: str, overrides: dict):
+    """A model whose config is built with `overrides` (RoPE parameters are standardised when a config is made,
+    so they cannot be set afterwards)."""
+    import transformers
+
+    cfg = tiny_lm.config(arch, 64).to_dict()
+    cfg.update(overrides)
+    config = transformers.AutoConfig.for_model(**cfg)
+    return transformers.AutoModelForCausalLM.from_config(config).eval()
+
+
+def _tflite_greedy(src: str, out: str, ids: list[int], n: int) -> list[int]:
+    path = export.export(model=src, output_dir=out, prefill_lengths=PREFILL, cache_length=CACHE,
+                         quantization_recipe="none", bundle_litert_lm=False)
+    return list(generative.LlmRunner(open(path, "rb").read(), None).generate_ids(ids, n, stop=False))
+
+
+def test_checkpoint_layouts_are_read_without_building_the_model(tmp_path):
+    """A directory's weights are read from its files by name, whatever their layout: sharded safetensors with
+    an index, bfloat16 tensors (widened as Hugging Face widens them), a PyTorch .bin state dict; each decodes
+    like Hugging Face's model loaded from the same directory. The export never builds that model: neither the
+    modeling code nor transformers' model machinery is imported."""
+    import subprocess
+    import sys
+
+    import transformers
+
+    src = tiny_lm.save(str(tmp_path / "src"), "qwen3_moe")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
+    ids = transformers.AutoTokenizer.from_pretrained(src)(PROMPT).input_ids[:24]
+    n = 12
+
+    sharded = tmp_path / "sharded"
+    hf.save_pretrained(sharded, max_shard_size="40KB")
+    assert (sharded / "model.safetensors.index.json").exists()
+    assert len([f for f in os.listdir(sharded) if f.endswith(".safetensors")]) > 2
+    assert _tflite_greedy(str(sharded), str(tmp_path / "o1"), ids, n) == hf_greedy(hf, ids, n)
+
+    bf16 = tmp_path / "bf16"
+    hf.to(torch.bfloat16).save_pretrained(bf16)
+    hf.float()
+    hf_bf16 = transformers.AutoModelForCausalLM.from_pretrained(bf16, dtype=torch.float32).eval()
+    assert _tflite_greedy(str(bf16), str(tmp_path / "o2"), ids, n) == hf_greedy(hf_bf16, ids, n)
+
+    legacy = tmp_path / "legacy"  # a PyTorch state dict (read with weights_only: tensors, never code)
+    legacy.mkdir()
+    for f in os.listdir(src):
+        if not f.endswith(".safetensors"):
+            (legacy / f).write_bytes((tmp_path / "src" / f).read_bytes())
+    from safetensors.torch import load_file
+
+    torch.save(load_file(os.path.join(src, "model.safetensors")), legacy / "pytorch_model.bin")
+    assert _tflite_greedy(str(legacy), str(tmp_path / "o3"), ids, n) == hf_greedy(hf, ids, n)
+
+    code = ("import sys\nfrom litert_torch.generative.export_hf import export\n"
+            f"export.export(model={src!r}, output_dir={str(tmp_path / 'o4')!r}, prefill_lengths=[4], "
+            "cache_length=32, quantization_recipe='none')\n"
+            "print(sorted(m for m in sys.modules if m in ('transformers.modeling_utils', "
+            "'transformers.models.qwen3_moe.modeling_qwen3_moe')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=os.getcwd())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_weights_that_do_not_fit_their_config_are_named_and_leave_nothing(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    src = tiny_lm.save(str(tmp_path / "src"), "qwen2")
+    file = os.path.join(src, "model.safetensors")
+    weights = load_file(file)
+    out = tmp_path / "out"
+
+    wrong = dict(weights)  # a norm scale of the wrong length would broadcast: refused by name
+    wrong["model.layers.1.post_attention_layernorm.weight"] = torch.ones(1)
+    save_file(wrong, file)
+    with pytest.raises(UnsupportedModelError, match=r"model.layers.1.post_attention_layernorm.weight has shape \[1\]"):
+        export.export(model=src, output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
+
+    missing = {k: v for k, v in weights.items() if k != "lm_head.weight"}  # untied: the head is needed
+    save_file(missing, file)
+    with pytest.raises(UnsupportedModelError, match="no weight lm_head.weight"):
+        export.export(model=src, output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
+
+    save_file(weights, file)
+    data = open(file, "rb").read()
+    open(file, "wb").write(data[:len(data) // 2])  # truncated
+    with pytest.raises(ModelSourceError, match="could not read the weights"):
+        export.export(model=src, output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
+
+    os.unlink(file)  # an index naming a file that is not there
+    with open(os.path.join(src, "model.safetensors.index.json"), "w") as f:
+        f.write('{"weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors"}}')
+    with pytest.raises(ModelSourceError, match="names weight files that are not in"):
+        export.export(model=src, output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
+    assert not out.exists()

@@ -23,7 +23,8 @@ def moe(experts: int, k: int, in_place: bool = True) -> MoE:
                           activation="silu")
     torch.manual_seed(0)
     gate_up, down = torch.randn(experts, 2 * INTER, HIDDEN) * 0.2, torch.randn(experts, HIDDEN, INTER) * 0.2
-    layer = MoE(cfg, torch.randn(experts, HIDDEN), gate_up, down, in_place=in_place).eval()
+    layer = MoE(cfg, torch.randn(experts, HIDDEN), gate_up[:, :INTER], gate_up[:, INTER:], down,
+                in_place=in_place).eval()
     layer.hf_tables = gate_up, down  # Hugging Face's layout, for the reference
     return layer
 

@@ -18,7 +18,7 @@ from litert_torch.files import atomic_file, scratch_folder
 from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
 from litert_torch.generative import bundle, hf
 from litert_torch.generative.convert import lower_llm
-from litert_torch.generative.model import build
+from litert_torch.generative.model import build, rope_tables
 from litert_torch.memory import FilePages, collections_for_large_graphs
 from litert_torch.runtime.edge_model import EdgeModel
 
@@ -111,7 +111,8 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
                      trust_remote_code=trust_remote_code, cache_length=cache_length)
     info = hf.bundle_info(source, cache_length, use_jinja_template) if source.tokenizer is not None else None
 
-    lm = build(source.model, source.config, cache_length)
+    lm = build(source.weights, source.config, rope_tables(source.hf_config, source.config, cache_length),
+               cache_length)
     model, layout = lower_llm(lm, lengths, start_token_id=info.start_token_id if info else None,
                               stop_token_ids=info.stop_token_ids if info else (), progress=report)
 
