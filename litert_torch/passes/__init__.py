@@ -25,7 +25,6 @@ PIPELINE: list[tuple[str, PassFn]] = [
     ("fold_constants", fold_constants.run),
     ("concat", concat.run),
     ("matmul", matmul.run),
-    ("skinny_lhs", matmul.skinny_lhs),
     ("cleanup", cleanup.run),
     ("fold_padding", fold_padding.run),
     ("fold_affine", fold_affine.run),
