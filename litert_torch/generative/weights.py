@@ -30,8 +30,9 @@ class ModelSourceError(ModelFileError):
 
 
 def weight_files(path: str) -> list[str]:
-    """The weight files of the model directory `path`: those its index names, else every *.safetensors file
-    (or, when there is none, every *.bin file). Empty when it has none."""
+    """The weight files of the model directory `path`: those its index names, else model.safetensors or
+    pytorch_model.bin (what Hugging Face reads; an adapter's file beside them is not the model's), else every
+    *.safetensors file (or, when there is none, every *.bin file). Empty when it has none."""
     names = sorted(os.listdir(path))
     for index in INDEX_FILES:
         if index in names:
@@ -48,6 +49,9 @@ def weight_files(path: str) -> list[str]:
                 raise ModelSourceError(f"{index_path} names weight files that are not in {path}: "
                                       f"{', '.join(map(str, missing[:3]))}{' ...' if len(missing) > 3 else ''}")
             return [os.path.join(path, f) for f in files]
+    for standard in ("model.safetensors", "pytorch_model.bin"):  # the names save_pretrained writes
+        if standard in names:
+            return [os.path.join(path, standard)]
     safetensors = [n for n in names if n.endswith(".safetensors")]
     chosen = safetensors or [n for n in names if n.endswith(".bin")]
     return [os.path.join(path, n) for n in chosen]

@@ -382,7 +382,8 @@ def _tflite_greedy(src: str, out: str, ids: list[int], n: int) -> list[int]:
 
 def test_checkpoint_layouts_are_read_without_building_the_model(tmp_path):
     """A directory's weights are read from its files by name, whatever their layout: sharded safetensors with
-    an index, bfloat16 tensors (widened as Hugging Face widens them), a PyTorch .bin state dict; each decodes
+    an index, bfloat16 tensors (widened as Hugging Face widens them), a PyTorch .bin state dict, model.safetensors
+    beside another file; each decodes
     like Hugging Face's model loaded from the same directory. The export never builds that model: neither the
     modeling code nor transformers' model machinery is imported."""
     import subprocess
@@ -412,11 +413,13 @@ def test_checkpoint_layouts_are_read_without_building_the_model(tmp_path):
     for f in os.listdir(src):
         if not f.endswith(".safetensors"):
             (legacy / f).write_bytes((tmp_path / "src" / f).read_bytes())
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file, save_file
 
     torch.save(load_file(os.path.join(src, "model.safetensors")), legacy / "pytorch_model.bin")
     assert _tflite_greedy(str(legacy), str(tmp_path / "o3"), ids, n) == hf_greedy(hf, ids, n)
 
+    # A file beside model.safetensors (a PEFT adapter, say) is not read: Hugging Face reads model.safetensors
+    save_file({"model.norm.weight": torch.zeros(64)}, os.path.join(src, "adapter_model.safetensors"))
     code = ("import sys\nfrom litert_torch.generative.export_hf import export\n"
             f"export.export(model={src!r}, output_dir={str(tmp_path / 'o4')!r}, prefill_lengths=[4], "
             "cache_length=32, quantization_recipe='none')\n"
