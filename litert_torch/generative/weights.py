@@ -43,11 +43,13 @@ def weight_files(path: str) -> list[str]:
                 files = sorted(set(weight_map.values()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ModelSourceError(f"{index_path} is not a weight index (a JSON object with a weight_map): "
-                                      f"{exc}") from exc
-            missing = [f for f in files if not isinstance(f, str) or not os.path.isfile(os.path.join(path, f))]
+                                       f"{exc}") from exc
+            # file names only: an index does not reach outside its directory
+            missing = [f for f in files if not isinstance(f, str) or os.path.basename(f) != f
+                       or not os.path.isfile(os.path.join(path, f))]
             if missing:
                 raise ModelSourceError(f"{index_path} names weight files that are not in {path}: "
-                                      f"{', '.join(map(str, missing[:3]))}{' ...' if len(missing) > 3 else ''}")
+                                       f"{', '.join(map(str, missing[:3]))}{' ...' if len(missing) > 3 else ''}")
             return [os.path.join(path, f) for f in files]
     for standard in ("model.safetensors", "pytorch_model.bin"):  # the names save_pretrained writes
         if standard in names:
@@ -67,7 +69,7 @@ def read_weights(path: str) -> dict[str, torch.Tensor]:
             raise
         except Exception as exc:  # the readers' own errors: malformed headers, truncated data, bad pickles
             raise ModelSourceError(f"could not read the weights in {file}: {type(exc).__name__}: "
-                                  f"{str(exc)[:300]}") from exc
+                                   f"{str(exc)[:300]}") from exc
         for name, tensor in tensors.items():
             if name in weights:
                 raise ModelSourceError(f"{name} is stored twice in the weight files of {path}")

@@ -460,4 +460,9 @@ def test_weights_that_do_not_fit_their_config_are_named_and_leave_nothing(tmp_pa
         f.write('{"weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors"}}')
     with pytest.raises(ModelSourceError, match="names weight files that are not in"):
         export.export(model=src, output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
+    save_file(weights, tmp_path / "outside.safetensors")  # an index does not reach outside its directory
+    with open(os.path.join(src, "model.safetensors.index.json"), "w") as f:
+        f.write('{"weight_map": {"model.norm.weight": "../outside.safetensors"}}')
+    with pytest.raises(ModelSourceError, match="names weight files that are not in"):
+        export.export(model=src, output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
     assert not out.exists()
