@@ -149,8 +149,6 @@ class LlmConfig:
         scale = head_dim ** -0.5
         if family == "gemma3":
             scale = float(need("query_pre_attn_scalar")) ** -0.5
-        eos = get("eos_token_id")
-        eos_ids = [] if eos is None else [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
         cfg = cls(
             model_type=model_type,
             family=family,
@@ -176,7 +174,7 @@ class LlmConfig:
             sliding_window=int(window) if window and "sliding_attention" in layer_types else None,
             final_logit_softcap=get("final_logit_softcapping"),
             bos_token_id=get("bos_token_id"),
-            eos_token_ids=eos_ids,
+            eos_token_ids=token_ids(get("eos_token_id")),
             pad_token_id=get("pad_token_id"),
             max_position_embeddings=get("max_position_embeddings"),
             rope_limit=rope_limit,
@@ -192,6 +190,13 @@ class LlmConfig:
         else:
             cfg.moe_layers = [False] * layers
         return cfg
+
+
+def token_ids(value: Any) -> list[int]:
+    """A config's token id field (one id, a list of them, or None) as a list."""
+    if value is None:
+        return []
+    return [int(v) for v in (value if isinstance(value, (list, tuple)) else [value]) if v is not None]
 
 
 def _check_rope(get, family: str) -> tuple[int, str] | None:

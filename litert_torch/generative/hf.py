@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from litert_torch.generative.bundle import BundleInfo
-from litert_torch.generative.config import LlmConfig, UnsupportedModelError
+from litert_torch.generative.config import LlmConfig, UnsupportedModelError, token_ids
 from litert_torch.generative.weights import ModelSourceError, read_weights, weight_files
 
 
@@ -69,6 +69,20 @@ def _read_config(path: str) -> tuple[LlmConfig, Any]:
     return LlmConfig.from_hf(config), config
 
 
+def _read_directory(path: str, cache_length: int | None) -> tuple[LlmConfig, Any, list[str]]:
+    """The checked config of the model directory `path` (and `cache_length` against it, when given), the
+    transformers config, and the weight files, which must exist."""
+    from litert_torch.generative.model import check_cache_length
+
+    config, hf_config = _read_config(path)
+    if cache_length is not None:
+        check_cache_length(config, cache_length)
+    files = weight_files(path)
+    if not files:
+        raise ModelSourceError(f"{path} has no weights (*.safetensors or *.bin)")
+    return config, hf_config, files
+
+
 def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trust_remote_code: bool = False,
          cache_length: int | None = None) -> HfSource:
     """Read `model` (a directory or a transformers PreTrainedModel) and its tokenizer, checking the config
@@ -78,15 +92,11 @@ def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trus
 
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        config, hf_config = _read_config(path)
-        if cache_length is not None:
-            check_cache_length(config, cache_length)
-        if not weight_files(path):
-            raise ModelSourceError(f"{path} has no weights (*.safetensors or *.bin)")
+        config, hf_config, files = _read_directory(path, cache_length)
         if tokenizer is None:
             tokenizer = _load_tokenizer(path, need_tokenizer, trust_remote_code)
         _check_tokenizer(tokenizer, need_tokenizer)
-        weights = read_weights(path)
+        weights = read_weights(files)
         stops = _generation_stop_ids(path)
     elif isinstance(model, torch.nn.Module) and hasattr(model, "config"):
         config, hf_config = LlmConfig.from_hf(model.config), model.config
@@ -99,8 +109,7 @@ def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trus
             raise ModelSourceError("a model given in memory needs its tokenizer: export(model=..., tokenizer=...)")
         _check_tokenizer(tokenizer, need_tokenizer)
         weights = dict(model.state_dict())
-        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        stops = _ids(gen_eos)
+        stops = token_ids(getattr(getattr(model, "generation_config", None), "eos_token_id", None))
     else:
         raise ModelSourceError(f"model must be a Hugging Face model directory or a transformers model, got "
                                f"{type(model).__name__}")
@@ -114,9 +123,7 @@ def reference_model(model: Any, trust_remote_code: bool = False) -> torch.nn.Mod
         load(model, need_tokenizer=False)  # the checks of an export
         return model.eval()
     path = os.fspath(model)
-    _read_config(path)
-    if not weight_files(path):
-        raise ModelSourceError(f"{path} has no weights (*.safetensors or *.bin)")
+    _read_directory(path, None)
     try:
         hf = _transformers().AutoModelForCausalLM.from_pretrained(
             path, dtype=torch.float32, local_files_only=True, trust_remote_code=trust_remote_code)
@@ -131,12 +138,6 @@ def _check_tokenizer(tokenizer: Any, need: bool) -> None:
                                f"got {type(tokenizer).__name__}")
 
 
-def _ids(value: Any) -> list[int]:
-    if value is None:
-        return []
-    return [int(v) for v in (value if isinstance(value, (list, tuple)) else [value]) if v is not None]
-
-
 def _generation_stop_ids(path: str) -> list[int]:
     """The eos_token_id of the directory's generation_config.json (none when it has no such file)."""
     file = os.path.join(path, "generation_config.json")
@@ -145,7 +146,7 @@ def _generation_stop_ids(path: str) -> list[int]:
     try:
         with open(file, encoding="utf-8") as f:
             raw = json.load(f)
-        return _ids(raw.get("eos_token_id"))
+        return token_ids(raw.get("eos_token_id"))
     except (OSError, ValueError, TypeError, AttributeError) as exc:
         raise ModelSourceError(f"{file} is not a readable generation config: {exc}") from exc
 

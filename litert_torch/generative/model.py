@@ -403,16 +403,17 @@ def build(weights: Mapping[str, torch.Tensor], cfg: LlmConfig, rope: dict[str, t
     hidden, d = cfg.hidden_size, cfg.head_dim
     nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
 
-    def w(name: str, *shape: int, prefix: str = "model.") -> torch.Tensor:
+    def w(name: str, *shape: int, prefix: str = "model.", required: bool = True) -> torch.Tensor | None:
         tensor = weights.get(prefix + name)
         if tensor is None:
+            if not required:
+                return None
             raise UnsupportedModelError(f"the model has no weight {prefix + name}, which its config's architecture "
                                         "has")
         return _checked(prefix + name, tensor, shape)
 
     def opt(name: str, *shape: int) -> torch.Tensor | None:
-        tensor = weights.get("model." + name)
-        return None if tensor is None else _checked("model." + name, tensor, shape)
+        return w(name, *shape, required=False)
 
     def experts(p: str) -> tuple[Any, Any, Any]:
         """Gate, up and down projections of every expert ([out, in] each, Hugging Face's Linear layout)."""
@@ -479,8 +480,9 @@ def rope_tables(hf_config: Any, cfg: LlmConfig, length: int) -> dict[str, tuple[
     tables = {}
     for layer_type in sorted(set(cfg.layer_types)):
         params, where, kwargs = hf_config.rope_parameters, "rope_parameters", {}
-        if cfg.family == "gemma3":
-            params, where, kwargs = params.get(layer_type), f"rope_parameters[{layer_type!r}]", {"layer_type": layer_type}
+        if cfg.family == "gemma3":  # one RoPE per layer type
+            params, where = params.get(layer_type), f"rope_parameters[{layer_type!r}]"
+            kwargs = {"layer_type": layer_type}
         if not params:
             raise UnsupportedModelError(f"config.{where} is not set: the exporter needs the RoPE of every layer type")
         rope_type = params.get("rope_type", "default")

@@ -59,10 +59,10 @@ def weight_files(path: str) -> list[str]:
     return [os.path.join(path, n) for n in chosen]
 
 
-def read_weights(path: str) -> dict[str, torch.Tensor]:
-    """Every tensor of the model directory `path` by its checkpoint name (views of the mapped files)."""
+def read_weights(files: list[str]) -> dict[str, torch.Tensor]:
+    """Every tensor of the weight `files` (`weight_files`) by its checkpoint name (views of the mapped files)."""
     weights: dict[str, torch.Tensor] = {}
-    for file in weight_files(path):
+    for file in files:
         try:
             tensors = _read_safetensors(file) if file.endswith(".safetensors") else _read_bin(file)
         except ModelSourceError:
@@ -72,7 +72,7 @@ def read_weights(path: str) -> dict[str, torch.Tensor]:
                                    f"{str(exc)[:300]}") from exc
         for name, tensor in tensors.items():
             if name in weights:
-                raise ModelSourceError(f"{name} is stored twice in the weight files of {path}")
+                raise ModelSourceError(f"{name} is stored twice in the weight files ({file} and another)")
             weights[name] = tensor
     return weights
 
