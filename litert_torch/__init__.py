@@ -6,7 +6,7 @@
     edge.export("model.tflite")
 
 The API is the official litert-torch's (`convert`, `signature`, `Converter`, `load`, `to_channel_last_io`,
-`config`, `quantize.*`, `testing.*`), with additions of ours (see docs/MIGRATING.md). The names below load on
+`config`, `debug.find_culprits`, `quantize.*`, `testing.*`), with additions of ours (see docs/MIGRATING.md). The names below load on
 first use: `from litert_torch.runtime import EdgeModel` runs converted models without
 importing the conversion stack (frontend, lowerings, passes).
 """
@@ -26,6 +26,7 @@ from litert_torch.errors import (
     ModelFileError,
     ModelInputError,
     ModelLoadError,
+    ModelNotExportableError,
     OnnxError,
     QuantizationArgumentError,
     QuantizationError,
@@ -60,7 +61,7 @@ _LAZY = {
 
 
 # submodules the official litert-torch reaches as attributes (litert_torch.quantize.quant_config, ...)
-_SUBMODULES = ("converter_v2", "quantize", "testing", "generative")
+_SUBMODULES = ("converter_v2", "debug", "quantize", "testing", "generative")
 
 
 def __getattr__(name: str) -> Any:
@@ -95,6 +96,7 @@ __all__ = [
     "ModelExplorerUnavailable",
     "ModelInputError",
     "ModelLoadError",
+    "ModelNotExportableError",
     "OnnxError",
     "QuantizationArgumentError",
     "QuantizationError",

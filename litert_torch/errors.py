@@ -21,6 +21,11 @@ class ExportError(ConversionError):
     """`torch.export` could not trace the model (data-dependent control flow, unsupported Python, ...)."""
 
 
+class ModelNotExportableError(ExportError, ValueError):
+    """A model handed to a tool that needs its exported graph (litert_torch.debug) cannot be traced by
+    torch.export; a ValueError, as in the official package."""
+
+
 @dataclass(frozen=True)
 class UnsupportedOp:
     """One ATen op (overload) that has no lowering, with the place it is first used."""
