@@ -28,8 +28,11 @@ ARCHITECTURES = {
     "qwen3": "qwen3",
     "qwen3_moe": "qwen3_moe",
     "phi3": "phi3",
+    "gemma": "gemma",
+    "gemma2": "gemma2",
     "gemma3_text": "gemma3",
 }
+GEMMA = ("gemma", "gemma2", "gemma3")  # RMSNorm scaling by (1 + weight), embeddings scaled by sqrt(hidden)
 
 # RoPE types whose tables depend only on the config (not on the sequence length seen at run time).
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn", "proportional")
@@ -57,6 +60,7 @@ class LlmConfig:
     activation: str  # "silu", "gelu_tanh" or "gelu"
     tie_word_embeddings: bool
     attention_scale: float
+    attn_softcap: float | None = None  # Gemma 2 and 3: scores -> tanh(scores / cap) * cap before the mask
     qkv_bias: bool = False
     o_bias: bool = False
     mlp_bias: bool = False
@@ -72,6 +76,7 @@ class LlmConfig:
     moe_intermediate_size: int = 0
     norm_topk_prob: bool = False
     moe_layers: list[bool] = field(default_factory=list)
+    rope_layers: list[bool] = field(default_factory=list)  # False where a layer has no RoPE (SmolLM3's NoPE layers)
     # The longest cache whose RoPE tables Hugging Face computes as for any shorter one (LongRoPE, dynamic NTK):
     # (limit, the config field that sets it), or None when the tables never change.
     rope_limit: tuple[int, str] | None = None
@@ -112,17 +117,17 @@ class LlmConfig:
         if heads % kv_heads:
             raise UnsupportedModelError(f"config.num_attention_heads ({heads}) is not a multiple of "
                                         f"config.num_key_value_heads ({kv_heads})")
-        act_key = "hidden_activation" if family == "gemma3" else "hidden_act"
+        act_key = "hidden_activation" if family in ("gemma2", "gemma3") else "hidden_act"
         act = get(act_key) or get("hidden_act")
         if act not in _ACTIVATIONS:
             raise UnsupportedModelError(f"config.{act_key} {act!r} is not supported; supported: "
                                         f"{', '.join(_ACTIVATIONS)}")
         layers = int(need("num_hidden_layers"))
         rope_limit = _check_rope(get, family)
-        for key in ("attn_logit_softcapping",):
-            if get(key) is not None:
-                raise UnsupportedModelError(f"config.{key} = {get(key)!r}: attention logit soft-capping is not "
-                                            "supported")
+        softcap = get("attn_logit_softcapping")
+        if softcap is not None and family not in ("gemma2", "gemma3"):
+            raise UnsupportedModelError(f"config.attn_logit_softcapping = {softcap!r}: the {model_type} "
+                                        "architecture has no attention logit soft-capping")
         if get("use_bidirectional_attention"):
             raise UnsupportedModelError("config.use_bidirectional_attention is set: the exporter builds causal "
                                         "decoders only")
@@ -136,6 +141,18 @@ class LlmConfig:
         if unknown:
             raise UnsupportedModelError(f"config.layer_types holds {unknown}: only full_attention and "
                                         "sliding_attention layers are supported")
+        rope_layers = [True] * layers
+        if model_type == "smollm3":
+            # SmolLM3 leaves RoPE out of the layers no_rope_layers marks 0, and slides its window only when
+            # use_sliding_window is set
+            flags = get("no_rope_layers")
+            if flags is not None:
+                if len(flags) != layers:
+                    raise UnsupportedModelError(f"config.no_rope_layers has {len(flags)} entries for {layers} "
+                                                "layers")
+                rope_layers = [bool(f) for f in flags]
+            if not get("use_sliding_window"):
+                layer_types = ["full_attention"] * layers
         window = get("sliding_window")
         if family in ("qwen2", "qwen3", "qwen3_moe", "phi3") or model_type == "mistral":
             # These read sliding_window only where use_sliding_window / layer_types say so.
@@ -147,7 +164,7 @@ class LlmConfig:
                                         "config.sliding_window is not set")
 
         scale = head_dim ** -0.5
-        if family == "gemma3":
+        if family in ("gemma2", "gemma3"):
             scale = float(need("query_pre_attn_scalar")) ** -0.5
         cfg = cls(
             model_type=model_type,
@@ -163,13 +180,14 @@ class LlmConfig:
             activation=_ACTIVATIONS[act],
             tie_word_embeddings=bool(get("tie_word_embeddings", False)),
             attention_scale=scale,
+            attn_softcap=float(softcap) if softcap is not None else None,
             qkv_bias=bool(get("attention_bias", False)) or family == "qwen2",
             o_bias=bool(get("attention_bias", False)) and family != "qwen2",
             mlp_bias=bool(get("mlp_bias", False)),
             qk_norm=family in ("qwen3", "qwen3_moe", "gemma3"),
-            norm_plus_one=family == "gemma3",
-            sandwich_norms=family == "gemma3",
-            embed_scale=hidden ** 0.5 if family == "gemma3" else None,
+            norm_plus_one=family in GEMMA,
+            sandwich_norms=family in ("gemma2", "gemma3"),
+            embed_scale=hidden ** 0.5 if family in GEMMA else None,
             layer_types=layer_types,
             sliding_window=int(window) if window and "sliding_attention" in layer_types else None,
             final_logit_softcap=get("final_logit_softcapping"),
@@ -178,6 +196,7 @@ class LlmConfig:
             pad_token_id=get("pad_token_id"),
             max_position_embeddings=get("max_position_embeddings"),
             rope_limit=rope_limit,
+            rope_layers=rope_layers,
         )
         if family == "qwen3_moe":
             cfg.num_experts = int(need("num_experts"))

@@ -226,7 +226,8 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(q_norm, cfg.rms_norm_eps, cfg.norm_plus_one) if q_norm is not None else None
         self.k_norm = RMSNorm(k_norm, cfg.rms_norm_eps, cfg.norm_plus_one) if k_norm is not None else None
         self.heads, self.kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        self.scale = cfg.attention_scale
+        self.scale, self.softcap = cfg.attention_scale, cfg.attn_softcap
+        self.rope = cfg.rope_layers[layer] if cfg.rope_layers else True
         self.layer = layer
 
     def forward(self, x, cos, sin, mask, k_cache, v_cache, k_start, v_start):
@@ -237,12 +238,15 @@ class Attention(nn.Module):
         v = self.v(x).view(batch, length, self.kv_heads, d)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+        if self.rope:
+            q, k = _rope(q, cos, sin), _rope(k, cos, sin)
         k_cache = update_cache(k_cache, k.transpose(1, 2), k_start, 2)  # [1, KV, C, D]
         v_cache = update_cache(v_cache, v.permute(0, 2, 3, 1), v_start, 3)  # [1, KV, D, C]
         # The query heads of one key/value head as the rows of one product: [1, KV, G*T, D] x [1, KV, C, D]^T.
         q = (q * self.scale).transpose(1, 2).reshape(batch, self.kv_heads, groups * length, d)
         scores = torch.matmul(q, k_cache.transpose(2, 3))
+        if self.softcap is not None:
+            scores = torch.tanh(scores / self.softcap) * self.softcap
         probs = torch.softmax(scores + mask, dim=-1)
         out = torch.matmul(probs, v_cache.transpose(2, 3))  # [1, KV, G*T, D]
         out = out.reshape(batch, self.heads, length, d).transpose(1, 2).reshape(batch, length, self.heads * d)

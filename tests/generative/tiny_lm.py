@@ -37,7 +37,7 @@ def tokenizer(vocab_size: int = 160):
     return fast
 
 
-ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma3", "qwen3_moe")
+ARCHS = ("llama", "smollm3", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe")
 
 
 def config(arch: str, vocab_size: int, **overrides):
@@ -48,12 +48,22 @@ def config(arch: str, vocab_size: int, **overrides):
                   max_position_embeddings=512)
     if arch == "llama":
         cfg = T.LlamaConfig(**common, tie_word_embeddings=True)
+    elif arch == "smollm3":  # its second layer has no RoPE
+        cfg = T.SmolLM3Config(**common, no_rope_layers=[1, 0], tie_word_embeddings=True)
     elif arch == "qwen2":
         cfg = T.Qwen2Config(**common)
     elif arch == "qwen3":
         cfg = T.Qwen3Config(**common, head_dim=16)
     elif arch == "phi3":
         cfg = T.Phi3Config(**common)
+    elif arch == "gemma":
+        cfg = T.GemmaConfig(**common, head_dim=16)
+    elif arch == "gemma2":
+        # soft caps low enough that the tanh bends the random model's scores (it changes the greedy
+        # continuation) and logits; untied, as a tied random Gemma 2 repeats a token or two
+        cfg = T.Gemma2Config(**{**common, "tie_word_embeddings": False}, head_dim=16, sliding_window=6,
+                             query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"],
+                             attn_logit_softcapping=1.0, final_logit_softcapping=3.0)
     elif arch == "gemma3":
         cfg = T.Gemma3TextConfig(**common, head_dim=16, sliding_window=6, query_pre_attn_scalar=16,
                                  layer_types=["sliding_attention", "full_attention"])
@@ -75,7 +85,9 @@ def model(arch: str, vocab_size: int, seed: int = 0, **overrides):
 
     torch.manual_seed(seed)
     hf = T.AutoModelForCausalLM.from_config(config(arch, vocab_size, **overrides)).eval()
-    std = 0.05 if arch == "gemma3" else 0.15  # Gemma scales its embeddings by sqrt(hidden)
+    # Gemma scales its embeddings by sqrt(hidden): narrower weights, except for Gemma 1, whose residual stream
+    # (no norms after attention and MLP) is then all embedding and repeats one token
+    std = {"gemma": 0.3, "gemma2": 0.1, "gemma3": 0.05}.get(arch, 0.15)
     with torch.no_grad():
         for name, p in hf.named_parameters():
             if "norm" in name:
