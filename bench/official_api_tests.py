@@ -23,8 +23,12 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OFFICIAL_VERSION = "0.10.0"
-TEST_FILES = ["test_convert.py", "test_convert_multisig.py", "test_convert_composites.py",
-              "test_to_channel_last_io.py", "test_compiled_model.py", "test_layout_amax.py"]
+# the public-API test files, by their path in the wheel under litert_torch/ (file names are unique)
+WHEEL_TESTS = ["_convert/test/test_convert.py", "_convert/test/test_convert_multisig.py",
+               "_convert/test/test_convert_composites.py", "_convert/test/test_to_channel_last_io.py",
+               "_convert/test/test_compiled_model.py", "_convert/test/test_layout_amax.py",
+               "debug/test/test_culprit.py", "debug/test/test_search_model.py"]
+TEST_FILES = [os.path.basename(path) for path in WHEEL_TESTS]
 OFFICIAL_PYTHON = os.path.join(ROOT, "bench", ".venv-official", "bin", "python")
 RESULT = re.compile(r"^(PASSED|FAILED|ERROR) (\S+)")
 SKIPPED = re.compile(r"^SKIPPED \[(\d+)\] ([^:]+):(\d+)")
@@ -38,9 +42,9 @@ def fetch_tests(work: str) -> str:
     out = os.path.join(work, "tests")
     os.makedirs(out)
     with zipfile.ZipFile(wheel) as z:
-        for name in TEST_FILES:
-            with open(os.path.join(out, name), "wb") as f:
-                f.write(z.read(f"litert_torch/_convert/test/{name}"))
+        for path in WHEEL_TESTS:
+            with open(os.path.join(out, os.path.basename(path)), "wb") as f:
+                f.write(z.read(f"litert_torch/{path}"))
     return out
 
 
@@ -86,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.official:
             if not os.path.exists(OFFICIAL_PYTHON):
                 raise SystemExit(f"no {OFFICIAL_PYTHON}: run bench/compare.py once to make the official environment")
+            if subprocess.run([OFFICIAL_PYTHON, "-c", "import pytest, absl, parameterized"], capture_output=True).returncode:
+                subprocess.run([OFFICIAL_PYTHON, "-m", "pip", "install", "--quiet", "pytest", "absl-py", "parameterized"], check=True)
             official = run(OFFICIAL_PYTHON, tests, "")
     lines = ["# The official litert-torch's public-API tests on this package", "",
              f"`python bench/official_api_tests.py{' --official' if official else ''}` on "
