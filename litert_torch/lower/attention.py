@@ -19,16 +19,31 @@ def _broadcast_batch(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor) -> tuple[
     return (ctx.reshape(a, (1,) * (rank - a.rank) + a.shape), ctx.reshape(b, (1,) * (rank - b.rank) + b.shape))
 
 
+def _repeat_heads(ctx: LoweringContext, t: ir.Tensor, groups: int) -> ir.Tensor:
+    """[..., H, S, E] -> [..., H * groups, S, E], head h repeated as heads h * groups .. h * groups + groups - 1."""
+    *lead, heads, length, width = t.shape
+    split = ctx.reshape(t, [*lead, heads, 1, length, width])
+    multiples = ctx.const(np.array([1] * (len(lead) + 1) + [groups, 1, 1], np.int32), name="multiples")
+    tiled = ctx.emit("TILE", [split, multiples], [*lead, heads, groups, length, width], t.dtype)
+    return ctx.reshape(tiled, [*lead, heads * groups, length, width])
+
+
 @lowers(aten.scaled_dot_product_attention.default)
 def lower_sdpa(ctx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
                enable_gqa=False):
     """softmax((q * scale) @ k^T + mask) @ v: MUL, BATCH_MATMUL (adj_y), ADD or SELECT_V2 for the mask, SOFTMAX,
     BATCH_MATMUL. Rows whose boolean mask excludes every key give zeros, as PyTorch's safe softmax does.
 
-    Limits: grouped-query attention (fewer key/value heads than query heads) is not lowered; dropout_p is ignored (inference)."""
+    Grouped-query attention (enable_gqa, fewer key/value heads than query heads): each key/value head is repeated
+    for the query heads that share it (TILE), as PyTorch's repeat_interleave over the head axis.
+
+    Limits: dropout_p is ignored (inference); grouped-query attention needs static head counts."""
     shape, dtype = out_meta(node)
     if enable_gqa and q.shape[-3] != k.shape[-3]:
-        raise ctx.fail("grouped-query attention (enable_gqa with fewer key/value heads) has no lowering yet")
+        heads, kv_heads = q.shape[-3], k.shape[-3]
+        if not all_static([heads, kv_heads, v.shape[-3]]):
+            raise ctx.fail("grouped-query attention with a dynamic number of heads has no lowering")
+        k, v = _repeat_heads(ctx, k, heads // kv_heads), _repeat_heads(ctx, v, heads // kv_heads)
     length, source = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     # Scaling q (L x E per head) costs less than scaling the L x S scores.

@@ -300,6 +300,11 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("sdpa_bool_mask_input", fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0)),
            lambda: (*qkv()(), torch.randn(2, 1, 5, 7))),
     OpCase("sdpa_bool_mask_empty_row", lambda: MaskedAttention(bool_mask_with_empty_row()), qkv()),
+    OpCase("sdpa_gqa", attn(enable_gqa=True), lambda: (torch.randn(2, 6, 5, 8), torch.randn(2, 2, 7, 8),
+                                                      torch.randn(2, 2, 7, 8))),
+    OpCase("sdpa_gqa_causal_mask", fn(lambda q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=m, enable_gqa=True)), lambda: (torch.randn(1, 4, 6, 8), torch.randn(1, 1, 6, 8),
+                                                          torch.randn(1, 1, 6, 16), torch.randn(1, 4, 6, 6))),
     OpCase("multihead_attention", lambda: _MHA(), r(2, 6, 16)),
     # ---- recurrent ------------------------------------------------------------------------------------------
     OpCase("lstm_2layer_batch_first", lambda: Recurrent(nn.LSTM(8, 16, 2, batch_first=True)), r(2, 10, 8),
