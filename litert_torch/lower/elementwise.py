@@ -274,24 +274,6 @@ def lower_floor_divide(ctx, node, a, b):
     return lower_div_mode(ctx, node, a, b, rounding_mode="floor")
 
 
-@lowers(aten.maximum.default)
-def lower_maximum(ctx, node, a, b):
-    """MAXIMUM, broadcasting.
-
-    Limits: NaN follows LiteRT's kernels, not PyTorch's propagation: where one operand is NaN the result may be
-    the other operand (XNNPACK on x86 returns the second one)."""
-    return binary(ctx, node, "MAXIMUM", a, b)
-
-
-@lowers(aten.minimum.default)
-def lower_minimum(ctx, node, a, b):
-    """MINIMUM, broadcasting.
-
-    Limits: NaN follows LiteRT's kernels, not PyTorch's propagation: where one operand is NaN the result may be
-    the other operand (XNNPACK on x86 returns the second one)."""
-    return binary(ctx, node, "MINIMUM", a, b)
-
-
 @lowers(aten.erf.default)
 def lower_erf(ctx, node, x):
     """erf (TFLite has no builtin): its Maclaurin series below 0.5, 2 * GELU(sqrt(2) x) / (sqrt(2) x) - 1 on x

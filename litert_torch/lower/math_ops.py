@@ -97,14 +97,17 @@ def lower_isnan(ctx, node, x):
 
 @lowers(aten.clamp.Tensor)
 def lower_clamp_tensor(ctx, node, x, min=None, max=None):
-    """MAXIMUM with `min`, then MINIMUM with `max` (tensors or numbers), broadcasting, in the result type."""
+    """MAXIMUM with `min`, then MINIMUM with `max` (tensors or numbers), broadcasting, in the result type; NaN in
+    `x` or a bound gives NaN, as in PyTorch (`extreme`)."""
     shape, dtype = out_meta(node)
     y = operand(ctx, x, dtype)
     for opcode, bound in (("MAXIMUM", min), ("MINIMUM", max)):
         if bound is None:
             continue
         b = operand(ctx, bound, dtype)
-        y = ctx.emit(opcode, [y, b], broadcast_shapes(y.shape, b.shape), dtype)
+        both = broadcast_shapes(y.shape, b.shape)
+        y = extreme(ctx, opcode, y, b, both, propagate=True) if dtype.kind == "f" \
+            else ctx.emit(opcode, [y, b], both, dtype)
     return ctx.reshape(y, shape) if tuple(y.shape) != tuple(shape) else y
 
 
@@ -460,29 +463,54 @@ def lower_cdist(ctx, node, x1, x2, p, compute_mode=None):
 
 
 # ---- NaN-aware extremes, hypot, ldexp, dist ------------------------------------------------------------------
-def _extreme_ignoring_nan(ctx, node, opcode: str, a, b):
-    """MAXIMUM / MINIMUM where neither is NaN, the other operand where one is (NaN only where both are)."""
+def _may_be_nan(x: ir.Tensor) -> bool:
+    return x.dtype.kind == "f" and not (x.is_constant and not np.isnan(x.data).any())
+
+
+def extreme(ctx: LoweringContext, opcode: str, a: ir.Tensor, b: ir.Tensor, shape, *, propagate: bool) -> ir.Tensor:
+    """MAXIMUM / MINIMUM of two float tensors (broadcasting) with PyTorch's NaN rule: NaN where either operand is
+    (`propagate`: maximum, minimum, clamp), or the other operand where one is, NaN only where both are (fmax,
+    fmin). LiteRT's kernels give one operand or the other where one is NaN (XNNPACK on x86 the second, the
+    reference kernels the second too, ARM's the NaN), so each operand that can hold NaN (not a constant without
+    one) is tested and selected explicitly."""
+    out = ctx.emit(opcode, [a, b], shape, a.dtype)
+    for x, other in ((b, a), (a, b)):
+        if _may_be_nan(x):
+            out = ctx.emit("SELECT_V2", [exact.is_nan(ctx, x), x if propagate else other, out], shape, a.dtype)
+    return out
+
+
+def _extreme_lowering(ctx, node, opcode: str, a, b, propagate: bool) -> ir.Tensor:
     shape, dtype = out_meta(node)
     if dtype.kind != "f":
         from litert_torch.lower.elementwise import binary
 
         return binary(ctx, node, opcode, a, b)
-    a, b = _broadcast_to(ctx, operand(ctx, a, dtype), shape), _broadcast_to(ctx, operand(ctx, b, dtype), shape)
-    both = ctx.emit(opcode, [a, b], shape, dtype)
-    out = ctx.emit("SELECT_V2", [exact.is_nan(ctx, b), a, both], shape, dtype)
-    return ctx.emit("SELECT_V2", [exact.is_nan(ctx, a), b, out], shape, dtype)
+    return extreme(ctx, opcode, operand(ctx, a, dtype), operand(ctx, b, dtype), shape, propagate=propagate)
+
+
+@lowers(aten.maximum.default)
+def lower_maximum(ctx, node, a, b):
+    """The larger operand, NaN where either is (MAXIMUM, and SELECT_V2 on a float operand that can hold NaN)."""
+    return _extreme_lowering(ctx, node, "MAXIMUM", a, b, propagate=True)
+
+
+@lowers(aten.minimum.default)
+def lower_minimum(ctx, node, a, b):
+    """The smaller operand, NaN where either is (MINIMUM, and SELECT_V2 on a float operand that can hold NaN)."""
+    return _extreme_lowering(ctx, node, "MINIMUM", a, b, propagate=True)
 
 
 @lowers(aten.fmax.default)
 def lower_fmax(ctx, node, a, b):
     """The larger operand, the other one where one is NaN (MAXIMUM and SELECT_V2)."""
-    return _extreme_ignoring_nan(ctx, node, "MAXIMUM", a, b)
+    return _extreme_lowering(ctx, node, "MAXIMUM", a, b, propagate=False)
 
 
 @lowers(aten.fmin.default)
 def lower_fmin(ctx, node, a, b):
     """The smaller operand, the other one where one is NaN (MINIMUM and SELECT_V2)."""
-    return _extreme_ignoring_nan(ctx, node, "MINIMUM", a, b)
+    return _extreme_lowering(ctx, node, "MINIMUM", a, b, propagate=False)
 
 
 @lowers(aten.hypot.default)

@@ -156,12 +156,15 @@ _EDGES = torch.tensor([0.0, -0.0, 1.0, -2.5, 1e30, -1e30, 1e-30, 3e38, float("in
 
 
 @pytest.mark.parametrize("name,fn", [("fmax", torch.fmax), ("fmin", torch.fmin), ("hypot", torch.hypot),
+                                     ("maximum", torch.maximum), ("minimum", torch.minimum),
+                                     ("clamp_tensors", lambda a, b: torch.clamp(a, min=b, max=b + 1)),
                                      ("dist2", lambda a, b: torch.dist(a, b)),
                                      ("dist_inf", lambda a, b: torch.dist(a, b, float("inf"))),
                                      ("dist0", lambda a, b: torch.dist(a, b, 0)),
                                      ("dist3", lambda a, b: torch.dist(a, b, 3))])
 def test_pairwise_math_over_every_pair_of_edge_values(name, fn):
-    """fmax / fmin pass over a NaN, hypot neither overflows (3e38 with 3e38) nor loses 1e-30, and is +inf
+    """maximum / minimum / clamp give NaN where either operand is one (whichever side it is on), fmax / fmin
+    pass over a NaN, hypot neither overflows (3e38 with 3e38) nor loses 1e-30, and is +inf
     where either operand is infinite, NaN or not; dist's norms with NaN and infinities."""
     a = _EDGES.repeat_interleave(len(_EDGES))
     b = _EDGES.repeat(len(_EDGES))
