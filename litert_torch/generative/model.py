@@ -255,11 +255,12 @@ class Attention(nn.Module):
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Hugging Face's rotate-half RoPE on the first cos.shape[-1] features of each head (x: [B, T, heads, D];
-    cos, sin: [1, T, 1, R])."""
+    cos, sin: [1, T, 1, R], sin with its first half negated by the prologue: cat(-x2, x1) * sin is
+    cat(x2, x1) * cat(-s1, s2), exactly, with no negation in each layer)."""
     rot = cos.shape[-1]
     xr = x[..., :rot] if rot < x.shape[-1] else x
     half = rot // 2
-    rotated = torch.cat([-xr[..., half:], xr[..., :half]], dim=-1)
+    rotated = torch.cat([xr[..., half:], xr[..., :half]], dim=-1)
     out = xr * cos + rotated * sin
     return torch.cat([out, x[..., rot:]], dim=-1) if rot < x.shape[-1] else out
 
@@ -288,8 +289,8 @@ class Prologue(nn.Module):
     writes its key and value caches ([0, 0, p, 0] and [0, 0, 0, p], p = input_pos[0]); then per layer type
     (sorted) its mask [G*T, C] (the T rows repeated for each of the G query heads sharing a key/value head) and
     its RoPE rows cos, sin [1, T, 1, R] (gathered from tables of positions; where a table's rows are two equal
-    halves, as Hugging Face's are, only one half is kept). What does not depend on the layer is computed here
-    once."""
+    halves, as Hugging Face's are, only one half is kept), sin with its first half negated for `_rope`. What
+    does not depend on the layer is computed here once."""
 
     def __init__(self, cfg: LlmConfig, embed: nn.Parameter, rope: dict[str, tuple[torch.Tensor, torch.Tensor]],
                  cache_length: int):
@@ -335,7 +336,10 @@ class Prologue(nn.Module):
             mask = torch.cat([masks[t]] * groups) if groups > 1 else masks[t]
             cos, sin = getattr(self, f"cos_{t}")[input_pos], getattr(self, f"sin_{t}")[input_pos]
             if self.halved[t]:
-                cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
+                cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([-sin, sin], dim=-1)
+            else:
+                half = sin.shape[-1] // 2
+                sin = torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
             out += [mask, cos[None, :, None, :], sin[None, :, None, :]]
         return tuple(out)
 

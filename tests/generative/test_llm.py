@@ -56,8 +56,11 @@ def test_architecture_decodes_like_hugging_face(arch, tmp_path):
     from litert_torch.generative.bundle import unpack_bundle
 
     # tensors moved again and again by the layout passes keep names of bounded length
-    names = [t.name for g in read_model(unpack_bundle(bundle)[0]).subgraphs for t in g.tensors()]
+    model = read_model(unpack_bundle(bundle)[0])
+    names = [t.name for g in model.subgraphs for t in g.tensors()]
     assert max(map(len, names)) < 80, max(names, key=len)
+    # RoPE's rotate-half negates in the prologue, once per layer type, not in every layer
+    assert all(sum(op.opcode == "NEG" for op in g.ops) <= 2 for g in model.subgraphs)
 
     import transformers
 
@@ -364,7 +367,8 @@ def test_rope_tables_are_hugging_faces_and_keep_one_half(arch, rope):
         cos, sin = tables[t]
         assert getattr(prologue, f"cos_{t}").shape[-1] * 2 == cos.shape[-1]
         assert torch.equal(out[3 + 3 * i + 1][0, :, 0], cos[pos])
-        assert torch.equal(out[3 + 3 * i + 2][0, :, 0], sin[pos])
+        half = sin.shape[-1] // 2  # sin with its first half negated, which the layers' rotate-half expects
+        assert torch.equal(out[3 + 3 * i + 2][0, :, 0], torch.cat([-sin[pos, :half], sin[pos, half:]], -1))
 
 
 def _with_rope(arch: str, overrides: dict):
