@@ -523,6 +523,34 @@ def lower_replication_pad(ctx, node, x, padding):
     return x
 
 
+@lowers(aten._pad_circular.default)
+def lower_circular_pad(ctx, node, x, pad):
+    """Circular (wrap-around) padding, one padded axis after another: the axis's last `before` entries, the
+    tensor, its first `after` entries (SLICE, CONCATENATION). With a negative amount (cropping), one GATHER of
+    the source indices that PyTorch's own circular padding gives over that axis.
+
+    Limits: the padded axes must have static sizes."""
+    for axis, (before, after) in enumerate(pad_pairs(x.rank, pad)):
+        if not before and not after:
+            continue
+        size = x.shape[axis]
+        if not isinstance(size, int):
+            raise ctx.fail("circular padding over a dynamic size has no lowering")
+        shape = list(x.shape)
+        shape[axis] = size + before + after
+        if before < 0 or after < 0:
+            positions = torch.arange(size, dtype=torch.float64).reshape(1, 1, size)
+            index = aten._pad_circular.default(positions, [before, after]).reshape(-1).to(torch.int32).numpy()
+            x = ctx.emit("GATHER", [x, ctx.const(index, name="source")], shape, x.dtype, axis=axis, batch_dims=0)
+            continue
+        parts = [_slice_axis(ctx, x, axis, size - before, before)] if before else []
+        parts.append(x)
+        if after:
+            parts.append(_slice_axis(ctx, x, axis, 0, after))
+        x = ctx.emit("CONCATENATION", parts, shape, x.dtype, axis=axis, fused_activation_function="NONE")
+    return x
+
+
 def _widen(ctx: LoweringContext, edge: ir.Tensor, axis: int, width: int) -> ir.Tensor:
     if width == 1:
         return edge
