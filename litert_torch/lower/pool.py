@@ -66,19 +66,44 @@ def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=
 @lowers(aten.adaptive_max_pool2d.default)
 def lower_adaptive_max_pool2d(ctx, node, x, output_size):
     """(values, indices): the values as MAX_POOL_2D where the windows are equal (the input size a multiple of
-    the output size) and nothing reads the indices.
+    the output size), else axis by axis (the maximum over a window is the maximum over its rows of the maximum
+    over its columns): per output row and then per output column, REDUCE_MAX of PyTorch's window
+    [floor(i * in / out), ceil((i + 1) * in / out)), concatenated.
 
-    Limits: uneven windows and the indices have no lowering."""
+    Limits: the indices have no lowering; uneven windows need static sizes."""
     out_shape = node.outputs[0].shape
     oh, ow = out_shape[-2:]
     h, w = x.shape[-2:]
     if 1 in node.used:
         raise ctx.fail("adaptive max pooling's indices have no lowering")
-    if not all_static([h, w]) or h % oh or w % ow:
-        raise ctx.fail(f"adaptive max pooling from {h}x{w} to {oh}x{ow} (uneven windows) has no lowering")
+    if not all_static([h, w]):
+        raise ctx.fail(f"adaptive max pooling from a dynamic {h}x{w} to {oh}x{ow} has no lowering")
+    if h % oh or w % ow:
+        for axis, size, out in ((x.rank - 2, h, oh), (x.rank - 1, w, ow)):
+            x = _adaptive_max_along(ctx, x, axis, size, out)
+        return x, None
     values = node.with_value(out_shape, node.outputs[0].dtype)
     kernel = [h // oh, w // ow]
     return lower_max_pool2d(ctx, values, x, kernel, kernel, 0, 1, False), None
+
+
+def _adaptive_max_along(ctx: LoweringContext, x, axis: int, size: int, out: int):
+    """x with `axis` reduced from `size` to `out` by the maximum over each of PyTorch's adaptive windows."""
+    if size == out:
+        return x
+    axis_t = ctx.const(np.array([axis], np.int32), name="axis")
+    parts = []
+    for i in range(out):
+        start, end = (i * size) // out, -(-((i + 1) * size) // out)
+        begins, sizes = [0] * x.rank, list(x.shape)
+        begins[axis], sizes[axis] = start, end - start
+        window = ctx.emit("SLICE", [x, ctx.const(np.array(begins, np.int32), name="begin"),
+                                    ctx.const(np.array(sizes, np.int32), name="size")], sizes, x.dtype)
+        sizes[axis] = 1
+        parts.append(ctx.emit("REDUCE_MAX", [window, axis_t], sizes, x.dtype, keep_dims=True))
+    shape = list(x.shape)
+    shape[axis] = out
+    return ctx.emit("CONCATENATION", parts, shape, x.dtype, axis=axis, fused_activation_function="NONE")
 
 
 def avg_pool_divisors(in_hw, out_hw, kernel, stride, padding, count_include_pad, divisor_override) -> np.ndarray:
