@@ -564,7 +564,10 @@ def _stand_in(value: Value) -> torch.Tensor:
 
 
 def _const_tensor(name: str, value: torch.Tensor) -> ir.Tensor:
-    arr = value.detach().cpu().contiguous().numpy()
+    value = value.detach().cpu()
+    if value.dtype == torch.bfloat16 or "float8" in str(value.dtype):
+        value = value.float()  # exact; bfloat16 is computed in float32 (TORCH_TO_NUMPY), float8 is read through casts
+    arr = value.contiguous().numpy()
     if arr.dtype == np.int64:
         arr = narrow_int64(arr, f"constant {name}")
     return ir.Tensor(name, arr.shape, arr.dtype, arr)

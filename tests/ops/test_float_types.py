@@ -104,3 +104,26 @@ def test_float16_decompositions_round_once_at_their_output():
         assert g.dtype == torch.float16
         # two roundings apart at most (ours of the float32 result, PyTorch's of its own float32 arithmetic)
         torch.testing.assert_close(g.float(), w.float(), rtol=2**-10, atol=2**-14)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2])
+def test_narrow_float_constants_are_read_exactly(dtype):
+    """A bfloat16 or float8 buffer (transformers' RecurrentGemma keeps one) is read as the float32 values it
+    holds, exactly, and a whole bfloat16 layer converts (it computes in float32 between casts)."""
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("scale", torch.tensor([8.3, -1.7, 300.0]).to(dtype), persistent=False)
+
+        def forward(self, x):
+            return x * self.scale.type(x.dtype)
+
+    x = torch.randn(2, 3)
+    model = Scaled()
+    np.testing.assert_array_equal(litert_torch.convert(model, (x,))(x), model(x).numpy())
+    if dtype == torch.bfloat16:
+        with torch.no_grad():
+            linear, xb = nn.Linear(4, 3).to(dtype), torch.randn(2, 4).to(dtype)
+            got = litert_torch.convert(linear, (xb,))(xb).astype(np.float32)
+            np.testing.assert_allclose(got, linear(xb).float().numpy(), atol=1e-2, rtol=1e-2)
