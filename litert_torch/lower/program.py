@@ -90,8 +90,10 @@ _BATCH_NORM_STATE = ("running_mean", "running_var", "num_batches_tracked")
 def _check_mutations(program: torch.export.ExportedProgram) -> None:
     """Refuse, before any lowering, a model that writes to its own state (a model's input it writes to is
     fine: see lower_program)."""
+    # (a TOKEN output orders ops run for their side effects, such as linalg's error checks: no state of the
+    # model's; `_check_supported` names those ops)
     written = [s for s in program.graph_signature.output_specs
-               if s.kind not in (OutputKind.USER_OUTPUT, OutputKind.USER_INPUT_MUTATION)]
+               if s.kind not in (OutputKind.USER_OUTPUT, OutputKind.USER_INPUT_MUTATION, OutputKind.TOKEN)]
     if not written:
         return
     names = [str(s.target) for s in written]
@@ -120,6 +122,8 @@ def _check_supported(program: torch.export.ExportedProgram, constant_nodes: set[
         if lowering_for(node.target) is not None:
             continue
         name = target_name(node.target)
+        if node.target is torch.ops.higher_order.with_effects and len(node.args) > 1:
+            name = f"{target_name(node.args[1])} (run for its side effect)"
         if name in missing:
             prev = missing[name]
             missing[name] = UnsupportedOp(name, prev.count + 1, prev.first_node, prev.location, prev.module,
