@@ -551,6 +551,37 @@ def lower_circular_pad(ctx, node, x, pad):
     return x
 
 
+@lowers(aten.im2col.default)
+def lower_im2col(ctx, node, x, kernel_size, dilation, padding, stride):
+    """F.unfold: the input zero-padded (PAD), its H x W plane flattened, and one GATHER of every sliding
+    window's entries: [N, C, kh * kw, L] with the windows' positions in PyTorch's order, reshaped to
+    [N, C * kh * kw, L].
+
+    Limits: the spatial sizes must be static."""
+    shape, _ = out_meta(node)
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (pair_of(v) for v in (kernel_size, dilation, padding, stride))
+    *lead, h, w = x.shape
+    if not all_static([h, w]):
+        raise ctx.fail("unfold over a dynamic height or width has no lowering")
+    hp, wp = h + 2 * ph, w + 2 * pw
+    oh, ow = (hp - dh * (kh - 1) - 1) // sh + 1, (wp - dw * (kw - 1) - 1) // sw + 1
+    if ph or pw:
+        pairs = [[0, 0]] * len(lead) + [[ph, ph], [pw, pw]]
+        x = ctx.emit("PAD", [x, ctx.const(np.array(pairs, np.int32), name="paddings")], [*lead, hp, wp], x.dtype)
+    rows = (np.arange(oh) * sh)[None, :, None] + (np.arange(kh) * dh)[:, None, None]  # [kh, oh, 1]
+    cols = (np.arange(ow) * sw)[None, None, :] + (np.arange(kw) * dw)[:, None, None]  # [kw, 1, ow]
+    index = (rows[:, None, :, :] * wp + cols[None, :, :, :]).reshape(kh * kw, oh * ow).astype(np.int32)
+    flat = ctx.reshape(x, [*lead, hp * wp])
+    taps = ctx.emit("GATHER", [flat, ctx.const(index, name="windows")], [*lead, kh * kw, oh * ow], x.dtype,
+                    axis=len(lead), batch_dims=0)
+    return ctx.reshape(taps, shape)
+
+
+def pair_of(value) -> tuple[int, int]:
+    values = [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+    return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
+
+
 def _widen(ctx: LoweringContext, edge: ir.Tensor, axis: int, width: int) -> ir.Tensor:
     if width == 1:
         return edge
