@@ -134,10 +134,17 @@ def find_culprits(torch_model: torch.nn.Module | torch.export.ExportedProgram, a
         return error
 
     for part, error in _search(failure, torch_model, args, max_granularity, enable_fx_minifier_logging):
-        calls = [n for n in part.graph.nodes if n.op == "call_function"]
+        calls = [n for n in part.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
         yield Culprit(part.graph_module, part.inputs, _runtime_errors=runtime_errors, error=error,
-                      targets=[target_name(n.target) for n in calls],
+                      targets=[_op_name(n) for n in calls],
                       locations=[loc for n in calls if (loc := source_location(n.meta.get("stack_trace")))])
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    """The ATen op a node runs (for an op run for its side effect, the op, not its with_effects wrapper)."""
+    if node.target is torch.ops.higher_order.with_effects and len(node.args) > 1:
+        return target_name(node.args[1])
+    return target_name(node.target)
 
 
 def _search_model(predicate_f: Callable[[torch.fx.GraphModule, list], bool],
@@ -268,6 +275,9 @@ class _Whole:
             if spec.kind == InputKind.USER_INPUT:
                 inputs.append(next(user))
                 continue
+            if spec.kind == InputKind.TOKEN:  # orders ops run for their side effects; torch's tokens are empty
+                inputs.append(torch.tensor([]))
+                continue
             value = program.state_dict[spec.target] if spec.target in program.state_dict \
                 else program.constants[spec.target]
             self._hold(node, value)
@@ -289,7 +299,10 @@ class _Whole:
         """`node`'s uses read `value` as a constant of the module instead; returns the new node."""
         graph = self.module.graph
         name = f"{node.name}_value" if node.op != "placeholder" else node.name
-        self.module.register_buffer(name, value.detach() if isinstance(value, torch.Tensor) else value)
+        if isinstance(value, torch.Tensor):
+            self.module.register_buffer(name, value.detach())
+        else:  # a script object (a custom class's instance) the program holds
+            setattr(self.module, name, value)
         with graph.inserting_before(_first_op(graph)):
             attr = graph.get_attr(name)
         attr.meta = _value_meta(node)

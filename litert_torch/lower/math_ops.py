@@ -470,9 +470,8 @@ def _may_be_nan(x: ir.Tensor) -> bool:
 def extreme(ctx: LoweringContext, opcode: str, a: ir.Tensor, b: ir.Tensor, shape, *, propagate: bool) -> ir.Tensor:
     """MAXIMUM / MINIMUM of two float tensors (broadcasting) with PyTorch's NaN rule: NaN where either operand is
     (`propagate`: maximum, minimum, clamp), or the other operand where one is, NaN only where both are (fmax,
-    fmin). LiteRT's kernels give one operand or the other where one is NaN (XNNPACK on x86 the second, the
-    reference kernels the second too, ARM's the NaN), so each operand that can hold NaN (not a constant without
-    one) is tested and selected explicitly."""
+    fmin). LiteRT's kernels give one operand or the other where one is NaN (XNNPACK on x86 the second), so each
+    operand that can hold NaN (not a constant without one) is tested and selected explicitly."""
     out = ctx.emit(opcode, [a, b], shape, a.dtype)
     for x, other in ((b, a), (a, b)):
         if _may_be_nan(x):

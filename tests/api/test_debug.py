@@ -212,3 +212,14 @@ def test_parts_read_constants_as_the_model_does():
 
     culprits = list(debug.find_culprits(Layers().eval(), (torch.randn(1, 3, 6, 6),)))
     assert [c.targets for c in culprits] == [["debug_test.unlowered.default"]]
+
+
+def test_an_op_run_for_its_side_effect_is_a_culprit_of_its_own():
+    """torch.inverse: its inverse and, ordered by an effect token, its error check; each named as the op."""
+
+    class Inverse(nn.Module):
+        def forward(self, a):
+            return torch.inverse(a) + 1
+
+    culprits = list(debug.find_culprits(Inverse(), (torch.randn(2, 3, 3) + 3 * torch.eye(3),)))
+    assert [c.targets for c in culprits] == [["aten.linalg_inv_ex.default"], ["aten._linalg_check_errors.default"]]
