@@ -24,6 +24,7 @@ ARCHITECTURES = {
     "llama": "llama",
     "smollm3": "llama",
     "mistral": "llama",
+    "granite": "llama",
     "qwen2": "qwen2",
     "qwen3": "qwen3",
     "qwen3_moe": "qwen3_moe",
@@ -68,6 +69,8 @@ class LlmConfig:
     norm_plus_one: bool = False  # Gemma: RMSNorm scales by (1 + weight)
     sandwich_norms: bool = False  # Gemma: norms after attention and MLP too
     embed_scale: float | None = None
+    residual_scale: float | None = None  # Granite: each block's output times residual_multiplier
+    logit_divisor: float | None = None  # Granite: the logits divided by logits_scaling
     layer_types: list[str] = field(default_factory=list)  # "full_attention" / "sliding_attention" per layer
     sliding_window: int | None = None
     final_logit_softcap: float | None = None
@@ -166,6 +169,13 @@ class LlmConfig:
         scale = head_dim ** -0.5
         if family in ("gemma2", "gemma3"):
             scale = float(need("query_pre_attn_scalar")) ** -0.5
+        embed_scale = hidden ** 0.5 if family in GEMMA else None
+        residual_scale = logit_divisor = None
+        if model_type == "granite":  # Llama with a multiplier at each of these places
+            scale = float(need("attention_multiplier"))
+            embed_scale = float(need("embedding_multiplier"))
+            residual_scale = float(need("residual_multiplier"))
+            logit_divisor = float(need("logits_scaling"))
         cfg = cls(
             model_type=model_type,
             family=family,
@@ -187,7 +197,9 @@ class LlmConfig:
             qk_norm=family in ("qwen3", "qwen3_moe", "gemma3"),
             norm_plus_one=family in GEMMA,
             sandwich_norms=family in ("gemma2", "gemma3"),
-            embed_scale=hidden ** 0.5 if family in GEMMA else None,
+            embed_scale=embed_scale,
+            residual_scale=residual_scale,
+            logit_divisor=logit_divisor,
             layer_types=layer_types,
             sliding_window=int(window) if window and "sliding_attention" in layer_types else None,
             final_logit_softcap=get("final_logit_softcapping"),

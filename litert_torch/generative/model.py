@@ -274,14 +274,18 @@ class Layer(nn.Module):
         self.post_attention_norm = norm(norms["post_attention"])
         self.pre_mlp_norm = norm(norms["pre_mlp"]) if "pre_mlp" in norms else None
         self.post_mlp_norm = norm(norms["post_mlp"]) if "post_mlp" in norms else None
+        self.residual_scale = cfg.residual_scale
 
     def forward(self, x, cos, sin, mask, k_cache, v_cache, k_start, v_start):
         h, k_cache, v_cache = self.attention(self.input_norm(x), cos, sin, mask, k_cache, v_cache, k_start, v_start)
         if self.pre_mlp_norm is not None:  # Gemma: normed after attention, then normed again before the MLP
             x = x + self.post_attention_norm(h)
             return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x))), k_cache, v_cache
-        x = x + h
-        return x + self.mlp(self.post_attention_norm(x)), k_cache, v_cache
+        x = x + self._scaled(h)
+        return x + self._scaled(self.mlp(self.post_attention_norm(x))), k_cache, v_cache
+
+    def _scaled(self, h: torch.Tensor) -> torch.Tensor:
+        return h if self.residual_scale is None else h * self.residual_scale
 
 
 class Prologue(nn.Module):
@@ -353,6 +357,8 @@ class Epilogue(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         scores = nn.functional.linear(self.norm(x[:, -1:, :]), self.lm_head)
+        if self.cfg.logit_divisor is not None:
+            scores = scores / self.cfg.logit_divisor
         if self.cfg.final_logit_softcap:
             cap = float(self.cfg.final_logit_softcap)
             scores = torch.tanh(scores / cap) * cap

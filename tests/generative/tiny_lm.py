@@ -37,7 +37,7 @@ def tokenizer(vocab_size: int = 160):
     return fast
 
 
-ARCHS = ("llama", "smollm3", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe")
+ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe")
 
 
 def config(arch: str, vocab_size: int, **overrides):
@@ -50,6 +50,9 @@ def config(arch: str, vocab_size: int, **overrides):
         cfg = T.LlamaConfig(**common, tie_word_embeddings=True)
     elif arch == "smollm3":  # its second layer has no RoPE
         cfg = T.SmolLM3Config(**common, no_rope_layers=[1, 0], tie_word_embeddings=True)
+    elif arch == "granite":  # multipliers away from 1 at each of its four places
+        cfg = T.GraniteConfig(**common, embedding_multiplier=3.0, attention_multiplier=0.2, residual_multiplier=0.5,
+                              logits_scaling=4.0)
     elif arch == "qwen2":
         cfg = T.Qwen2Config(**common)
     elif arch == "qwen3":
