@@ -165,6 +165,59 @@ def lower_upsample_trilinear_vec(ctx, node, x, output_size, align_corners, scale
     return separable(ctx, node, x, "linear", align_corners, _vec(scale_factors, 3))
 
 
+def _antialiased(ctx: LoweringContext, node, x, op, align_corners: bool, scales):
+    """An antialiased resize (F.interpolate(antialias=True)) as the gather-and-weigh resize of each axis, with
+    the weights PyTorch's own kernel gives: the op applied to the identity along that axis (its weights are
+    separable), each output's window of nonzero weights as its taps."""
+    shape, _ = out_meta(node)
+    if not all_static([*x.shape[2:], *shape[2:]]):
+        raise ctx.fail("antialiased interpolation of dynamic spatial sizes has no lowering")
+    if x.dtype.kind != "f":
+        raise ctx.fail(f"antialiased interpolation of {x.dtype} values has no lowering")
+    scales = list(scales) if scales else [None, None]
+    y = ip.to_float(ctx, x)
+    for axis, scale in zip((2, 3), scales):
+        size, out = int(x.shape[axis]), int(shape[axis])
+        if size == out and (scale is None or float(scale) == 1.0):
+            continue
+        # the identity along W, over two rows (PyTorch takes another path for an axis of size 1)
+        identity = torch.eye(size, dtype=torch.float64).reshape(1, size, 1, size).expand(1, size, 2, size)
+        weights = op(identity.contiguous(), [2, out], align_corners, None, scale)[0, :, 0, :].T.numpy()  # [out, size]
+        nonzero = weights != 0
+        first = np.where(nonzero.any(1), nonzero.argmax(1), 0)
+        last = np.where(nonzero.any(1), size - 1 - nonzero[:, ::-1].argmax(1), 0)
+        taps = int((last - first).max()) + 1
+        index = np.minimum(first[:, None] + np.arange(taps)[None, :], size - 1)
+        weight = np.where(first[:, None] + np.arange(taps)[None, :] <= last[:, None],
+                          np.take_along_axis(weights, index, 1), 0.0)
+        y = ip.resample_axis(ctx, y, axis, ip.AxisTable(index, weight, None), out)
+    return x if y is x else ip.from_float(ctx, y, x.dtype)
+
+
+@lowers(aten._upsample_bilinear2d_aa.default)
+def lower_upsample_bilinear_aa(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None):
+    """Antialiased bilinear resize: per axis, GATHER of each output's window, MUL by PyTorch's weights, SUM."""
+    return _antialiased(ctx, node, x, aten._upsample_bilinear2d_aa.default, align_corners, [scales_h, scales_w])
+
+
+@lowers(aten._upsample_bilinear2d_aa.vec)
+def lower_upsample_bilinear_aa_vec(ctx, node, x, output_size, align_corners, scale_factors):
+    """Antialiased bilinear resize: per axis, GATHER of each output's window, MUL by PyTorch's weights, SUM."""
+    return _antialiased(ctx, node, x, aten._upsample_bilinear2d_aa.default, align_corners, _vec(scale_factors, 2))
+
+
+@lowers(aten._upsample_bicubic2d_aa.default)
+def lower_upsample_bicubic_aa(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None):
+    """Antialiased bicubic resize: per axis, GATHER of each output's window, MUL by PyTorch's weights, SUM."""
+    return _antialiased(ctx, node, x, aten._upsample_bicubic2d_aa.default, align_corners, [scales_h, scales_w])
+
+
+@lowers(aten._upsample_bicubic2d_aa.vec)
+def lower_upsample_bicubic_aa_vec(ctx, node, x, output_size, align_corners, scale_factors):
+    """Antialiased bicubic resize: per axis, GATHER of each output's window, MUL by PyTorch's weights, SUM."""
+    return _antialiased(ctx, node, x, aten._upsample_bicubic2d_aa.default, align_corners, _vec(scale_factors, 2))
+
+
 def _nearest(exact: bool, n: int, vec: bool):
     mode = "nearest-exact" if exact else "nearest"
 
