@@ -200,22 +200,10 @@ def lower_upsample_bilinear_aa(ctx, node, x, output_size, align_corners, scales_
     return _antialiased(ctx, node, x, aten._upsample_bilinear2d_aa.default, align_corners, [scales_h, scales_w])
 
 
-@lowers(aten._upsample_bilinear2d_aa.vec)
-def lower_upsample_bilinear_aa_vec(ctx, node, x, output_size, align_corners, scale_factors):
-    """Antialiased bilinear resize: per axis, GATHER of each output's window, MUL by PyTorch's weights, SUM."""
-    return _antialiased(ctx, node, x, aten._upsample_bilinear2d_aa.default, align_corners, _vec(scale_factors, 2))
-
-
 @lowers(aten._upsample_bicubic2d_aa.default)
 def lower_upsample_bicubic_aa(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None):
     """Antialiased bicubic resize: per axis, GATHER of each output's window, MUL by PyTorch's weights, SUM."""
     return _antialiased(ctx, node, x, aten._upsample_bicubic2d_aa.default, align_corners, [scales_h, scales_w])
-
-
-@lowers(aten._upsample_bicubic2d_aa.vec)
-def lower_upsample_bicubic_aa_vec(ctx, node, x, output_size, align_corners, scale_factors):
-    """Antialiased bicubic resize: per axis, GATHER of each output's window, MUL by PyTorch's weights, SUM."""
-    return _antialiased(ctx, node, x, aten._upsample_bicubic2d_aa.default, align_corners, _vec(scale_factors, 2))
 
 
 def _nearest(exact: bool, n: int, vec: bool):
