@@ -170,6 +170,8 @@ def _search(found: Callable[..., str | None], model, args, max_granularity: int 
         return
     cut = False
     for node in list(whole.module.graph.nodes):
+        if getattr(node, "_erased", False):  # dead code removed by an earlier cut
+            continue
         if node.op != "call_function" or node.target is operator.getitem or not _has_tensor(whole.values[node]):
             continue  # an op without a tensor result (an assertion) is no program of its own
         part = whole.part([node])
@@ -199,7 +201,7 @@ def _minified(whole: "_Whole", found, max_granularity, logging, error):
         with quiet:
             small, _ = minifier(whole.module, whole.inputs(), lambda gm, inps: found(gm, inps) is not None,
                                 dump_state=lambda *a: None, max_granularity=max_granularity)
-    except RuntimeError:
+    except Exception:  # the minifier found no smaller failing graph, or could not run this one
         return []
     names = [n.name for n in small.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
     by_name = {n.name: n for n in whole.module.graph.nodes}
