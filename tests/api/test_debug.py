@@ -110,6 +110,11 @@ def test_inputs_are_written_as_values_when_small_and_like_them_when_large():
     assert int(made.min()) >= 5 and int(made.max()) <= 8
     floats = eval(debug._input_code(torch.randn(3, 40)), {"torch": torch})
     assert floats.shape == (3, 40) and floats.dtype == torch.float32
+    # one value throughout (a zero state) is written as it is, whatever the size; non-finite values too
+    assert debug._input_code(torch.zeros(10, 10)) == "torch.full((10, 10), 0.0, dtype=torch.float32)"
+    odd = torch.tensor([float("nan"), float("-inf"), 1.5])
+    assert debug._input_code(odd) == "torch.tensor([float('nan'), float('-inf'), 1.5], dtype=torch.float32)"
+    assert torch.allclose(eval(debug._input_code(odd), {"torch": torch}), odd, equal_nan=True)
 
 
 def test_a_model_that_converts_has_no_culprits():
