@@ -88,6 +88,9 @@ class LlmConfig:
     pad_token_id: int | None = None
     max_position_embeddings: int | None = None
 
+    def has_rope(self, layer: int) -> bool:
+        return self.rope_layers[layer] if self.rope_layers else True
+
     @property
     def kv_groups(self) -> int:
         return self.num_heads // self.num_kv_heads

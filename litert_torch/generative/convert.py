@@ -168,7 +168,7 @@ def layer_output_name(layer: int) -> str:
 
 def _structure(cfg, layer: int) -> tuple:
     """Layers with equal keys have the same traced graph (only their weights differ)."""
-    return cfg.moe_layers[layer], cfg.rope_layers[layer] if cfg.rope_layers else True
+    return cfg.moe_layers[layer], cfg.has_rope(layer)
 
 
 def _splice(graph: ir.Graph, part: ir.Graph, feeds: dict[ir.Tensor, ir.Tensor], prefix: str) -> list[ir.Tensor]:

@@ -227,7 +227,7 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(k_norm, cfg.rms_norm_eps, cfg.norm_plus_one) if k_norm is not None else None
         self.heads, self.kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         self.scale, self.softcap = cfg.attention_scale, cfg.attn_softcap
-        self.rope = cfg.rope_layers[layer] if cfg.rope_layers else True
+        self.rope = cfg.has_rope(layer)
         self.layer = layer
 
     def forward(self, x, cos, sin, mask, k_cache, v_cache, k_start, v_start):

@@ -97,8 +97,7 @@ def _adaptive_max_along(ctx: LoweringContext, x, axis: int, size: int, out: int)
         start, end = (i * size) // out, -(-((i + 1) * size) // out)
         begins, sizes = [0] * x.rank, list(x.shape)
         begins[axis], sizes[axis] = start, end - start
-        window = ctx.emit("SLICE", [x, ctx.const(np.array(begins, np.int32), name="begin"),
-                                    ctx.const(np.array(sizes, np.int32), name="size")], sizes, x.dtype)
+        window = ctx.slice(x, begins, sizes)
         sizes[axis] = 1
         parts.append(ctx.emit("REDUCE_MAX", [window, axis_t], sizes, x.dtype, keep_dims=True))
     shape = list(x.shape)

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.lower.conv import TO_NCHW, TO_NHWC
+from litert_torch.lower.conv import TO_NCHW, TO_NHWC, pair
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
 from litert_torch.symbolic import all_static, broadcast_shapes, is_static, smax, smin
 
@@ -559,7 +559,7 @@ def lower_im2col(ctx, node, x, kernel_size, dilation, padding, stride):
 
     Limits: the spatial sizes must be static."""
     shape, _ = out_meta(node)
-    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (pair_of(v) for v in (kernel_size, dilation, padding, stride))
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (pair(v) for v in (kernel_size, dilation, padding, stride))
     *lead, h, w = x.shape
     if not all_static([h, w]):
         raise ctx.fail("unfold over a dynamic height or width has no lowering")
@@ -575,11 +575,6 @@ def lower_im2col(ctx, node, x, kernel_size, dilation, padding, stride):
     taps = ctx.emit("GATHER", [flat, ctx.const(index, name="windows")], [*lead, kh * kw, oh * ow], x.dtype,
                     axis=len(lead), batch_dims=0)
     return ctx.reshape(taps, shape)
-
-
-def pair_of(value) -> tuple[int, int]:
-    values = [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
-    return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
 
 
 def _widen(ctx: LoweringContext, edge: ir.Tensor, axis: int, width: int) -> ir.Tensor:
