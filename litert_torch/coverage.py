@@ -51,8 +51,8 @@ def _emitted_builtins(fn: Callable[..., Any], seen: set | None = None) -> set[st
             target = scope.get(name) if name else None
             if inspect.isfunction(target) and target.__module__.startswith("litert_torch.lower"):
                 found |= _emitted_builtins(target, seen)
-            elif isinstance(callee, ast.Attribute) and callee.attr in ("reshape", "transpose", "cast"):
-                found.add({"reshape": "RESHAPE", "transpose": "TRANSPOSE", "cast": "CAST"}[callee.attr])
+            elif isinstance(callee, ast.Attribute) and callee.attr in ("reshape", "transpose", "cast", "slice"):
+                found.add({"reshape": "RESHAPE", "transpose": "TRANSPOSE", "cast": "CAST", "slice": "SLICE"}[callee.attr])
     return found
 
 
