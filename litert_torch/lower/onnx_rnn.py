@@ -7,7 +7,7 @@ import numpy as np
 
 from litert_torch import ir
 from litert_torch.lower.onnx_registry import onnx_op, tensor
-from litert_torch.lower.rnn import Weights, _lstm_layer, _reverse_time, _time_step, unrolled_gru
+from litert_torch.lower.rnn import Weights, _lstm_layer, _reverse_time, _time_step, unrolled_gru, unrolled_lstm
 
 
 @onnx_op("LSTM")
@@ -129,85 +129,32 @@ def _initial_states(ctx, value, directions: int, batch: int, hidden: int, time_m
 
 
 def _unrolled_lstm(ctx, node, x, w, r, b, lengths, h0, c0, peep, attrs):
-    """An LSTM unrolled over time, in ONNX's terms: per direction one FULLY_CONNECTED projects every step's
-    input (gates i, o, f, c; both biases), then per step the recurrent FULLY_CONNECTED, SPLIT, the peepholes on
-    the cell state (i and f on the previous one, o on the new one), LOGISTIC/TANH, c = f * c + i * g and
-    h = o * tanh(c). With sequence_lens a batch entry stops at its length: its state is kept and its outputs
-    are zero after it. Returns Y, Y_h and Y_c."""
+    """An LSTM unrolled over time (`rnn.unrolled_lstm`), peepholes included. With sequence_lens a batch entry
+    stops at its length: its state is kept and its outputs are zero after it. Returns Y, Y_h and Y_c."""
     hidden = attrs["hidden_size"]
     direction = attrs.get("direction", b"forward")
     direction = direction.decode() if isinstance(direction, bytes) else direction
     names = [direction] if direction != "bidirectional" else ["forward", "reverse"]
     time_major = attrs.get("layout", 0) == 0
     dtype = x.dtype
-    seq, batch, features = (x.shape[0], x.shape[1], x.shape[2]) if time_major else (x.shape[1], x.shape[0], x.shape[2])
-    if not all(isinstance(v, int) for v in (seq, batch, features)):
-        raise ctx.fail("an unrolled LSTM needs static sequence, batch and feature sizes")
+    seq, batch = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
     if lengths is not None and "reverse" in names:
         raise ctx.fail("LSTM with sequence_lens running backwards has no lowering yet")
-    W, R = Weights(w), Weights(r)
-    B = Weights(b) if b is not None else Weights(np.zeros((len(names), 8 * hidden), dtype))
     unit = [1, batch] if time_major else [batch, 1]
-    shape = [*unit, hidden]
-    gates_shape = [*unit, 4 * hidden]
-    fc = dict(fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=True,
-              asymmetric_quantize_inputs=False)
-
-    def op(opcode, *args, out=None):
-        opts = {"fused_activation_function": "NONE"} if opcode in ("ADD", "SUB", "MUL") else {}
-        return ctx.emit(opcode, list(args), shape if out is None else out, dtype, **opts)
-
-    time_axis = 0 if time_major else 1
-    flat = ctx.reshape(x, [seq * batch if time_major else batch * seq, features])
-    hs = _initial_states(ctx, h0, len(names), batch, hidden, time_major, dtype)
-    cs = _initial_states(ctx, c0, len(names), batch, hidden, time_major, dtype)
-    zeros = ctx.const(np.zeros(shape, dtype), name="zeros")
     masks = None
     if lengths is not None:
+        if not isinstance(seq, int):
+            raise ctx.fail("an unrolled LSTM needs static sequence, batch and feature sizes")
         steps = ctx.const(np.arange(seq, dtype=np.int32).reshape(seq, 1), name="steps")
         lens = ctx.reshape(ctx.cast(tensor(ctx, lengths), np.int32), (1, batch))
         live = ctx.emit("LESS", [steps, lens], (seq, batch), np.bool_)  # [seq, batch]: step t is inside entry b
         masks = [ctx.reshape(ctx.slice(live, [t, 0], [1, batch]), [*unit, 1]) for t in range(seq)]
-    ys, finals_h, finals_c = [], [], []
-    for d, name in enumerate(names):
-        bias = B.block(ctx, d, 0, 4 * hidden, dtype, "bias")
-        rec_bias = B.block(ctx, d, 4 * hidden, 8 * hidden, dtype, "r_bias")
-        bias = ctx.const(bias.data + rec_bias.data, name="bias") if bias.is_constant and rec_bias.is_constant \
-            else op("ADD", bias, rec_bias, out=[4 * hidden])
-        proj = ctx.emit("FULLY_CONNECTED", [flat, W.block(ctx, d, 0, 4 * hidden, dtype), bias],
-                        [flat.shape[0], 4 * hidden], dtype, **{**fc, "keep_num_dims": False})
-        proj = ctx.reshape(proj, [seq, batch, 4 * hidden] if time_major else [batch, seq, 4 * hidden])
-        per_step = ctx.emit_multi("SPLIT", [ctx.const(np.array(time_axis, np.int32), name="time_axis"), proj],
-                                  [(gates_shape, dtype)] * seq, num_splits=seq) if seq > 1 else [proj]
-        rec = R.block(ctx, d, 0, 4 * hidden, dtype, "r_w")
-        if peep is not None:
-            p_i, p_o, p_f = (ctx.reshape(Weights(peep).block(ctx, d, g * hidden, (g + 1) * hidden, dtype, "peephole"),
-                                         [hidden]) for g in range(3))
-        h = hs[d] if hs is not None else zeros
-        c = cs[d] if cs is not None else zeros
-        outs: dict[int, ir.Tensor] = {}
-        for t in (range(seq - 1, -1, -1) if name == "reverse" else range(seq)):
-            g_all = op("ADD", per_step[t], ctx.emit("FULLY_CONNECTED", [h, rec, None], gates_shape, dtype, **fc),
-                       out=gates_shape)
-            gi, go, gf, gc = ctx.emit_multi("SPLIT", [ctx.const(np.array(2, np.int32), name="gate_axis"), g_all],
-                                            [(shape, dtype)] * 4, num_splits=4)
-            if peep is not None:
-                gi = op("ADD", gi, op("MUL", c, p_i))
-                gf = op("ADD", gf, op("MUL", c, p_f))
-            i_gate, f_gate = op("LOGISTIC", gi), op("LOGISTIC", gf)
-            c_new = op("ADD", op("MUL", f_gate, c), op("MUL", i_gate, op("TANH", gc)))
-            if peep is not None:
-                go = op("ADD", go, op("MUL", c_new, p_o))
-            h_new = op("MUL", op("LOGISTIC", go), op("TANH", c_new))
-            if masks is not None:
-                outs[t] = ctx.emit("SELECT_V2", [masks[t], h_new, zeros], shape, dtype)
-                h = ctx.emit("SELECT_V2", [masks[t], h_new, h], shape, dtype)
-                c = ctx.emit("SELECT_V2", [masks[t], c_new, c], shape, dtype)
-            else:
-                outs[t], h, c = h_new, h_new, c_new
-        ys.append([outs[t] for t in range(seq)])
-        finals_h.append(h)
-        finals_c.append(c)
+    bias = Weights(b) if b is not None else Weights(np.zeros((len(names), 8 * hidden), dtype))
+    ys, finals_h, finals_c = unrolled_lstm(
+        ctx, x, Weights(w), Weights(r), bias, hidden, [name == "reverse" for name in names], time_major=time_major,
+        initial_h=_initial_states(ctx, h0, len(names), batch, hidden, time_major, dtype),
+        initial_c=_initial_states(ctx, c0, len(names), batch, hidden, time_major, dtype),
+        peepholes=Weights(peep) if peep is not None else None, masks=masks)
     y = _sequence_output(ctx, ys, batch, hidden, time_major, dtype)
     state_axis = 0 if time_major else 1
 

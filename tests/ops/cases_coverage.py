@@ -38,6 +38,16 @@ class Recurrent(nn.Module):
         return out
 
 
+class LSTMFromState(nn.Module):
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x, h0, c0):
+        out, (h, c) = self.layer(x, (h0, c0))
+        return out, h, c
+
+
 class GRUFromState(nn.Module):
     def __init__(self, layer):
         super().__init__()
@@ -321,9 +331,19 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("lstm_bidirectional", lambda: Recurrent(nn.LSTM(8, 12, 2, batch_first=True, bidirectional=True), "h_n"),
            r(2, 7, 8), {"UNIDIRECTIONAL_SEQUENCE_LSTM": 4}, target="cpu"),
     OpCase("lstm_no_bias", lambda: Recurrent(nn.LSTM(8, 12, batch_first=True, bias=False)), r(1, 5, 8)),
-    OpCase("lstm_cell_state_unsupported", lambda: Recurrent(nn.LSTM(8, 12), "c_n"), r(6, 3, 8),
-           raises=ConversionError, reason="the fused TFLite LSTM does not output its final cell state",
-           match="final cell state c_n is read"),
+    # A read c_n, an initial state or projections: unrolled over time.
+    OpCase("lstm_cell_state", lambda: Recurrent(nn.LSTM(8, 12), "c_n"), r(6, 3, 8),
+           {"UNIDIRECTIONAL_SEQUENCE_LSTM": 0}),
+    OpCase("lstm_initial_state", lambda: LSTMFromState(nn.LSTM(8, 12, 2, batch_first=True, bidirectional=True)),
+           lambda: (torch.randn(2, 5, 8), torch.randn(4, 2, 12), torch.randn(4, 2, 12))),
+    OpCase("lstm_initial_state_time_major", lambda: LSTMFromState(nn.LSTM(8, 12)),
+           lambda: (torch.randn(5, 3, 8), torch.randn(1, 3, 12), torch.randn(1, 3, 12))),
+    OpCase("lstm_projection", lambda: Recurrent(nn.LSTM(8, 12, 2, batch_first=True, bidirectional=True,
+                                                        proj_size=5), "h_n"), r(2, 6, 8)),
+    OpCase("lstm_projection_state_no_bias", lambda: LSTMFromState(nn.LSTM(8, 12, bias=False, proj_size=4)),
+           lambda: (torch.randn(4, 2, 8), torch.randn(1, 2, 4), torch.randn(1, 2, 12))),
+    OpCase("lstm_unbatched", lambda: LSTMFromState(nn.LSTM(8, 12)),
+           lambda: (torch.randn(5, 8), torch.randn(1, 12), torch.randn(1, 12))),
     OpCase("gru", lambda: Recurrent(nn.GRU(8, 12, batch_first=True), "h_n"), r(2, 5, 8)),
     OpCase("gru_bidirectional", lambda: Recurrent(nn.GRU(8, 12, bidirectional=True)), r(5, 2, 8)),
     OpCase("gru_2layer_bidirectional_h_n", lambda: Recurrent(nn.GRU(8, 12, 2, batch_first=True, bidirectional=True),
