@@ -265,47 +265,175 @@ def lower_cummin(ctx, node, x, dim):
 
 @lowers(aten.topk.default)
 def lower_topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
-    """TOPK_V2 on the last axis (other axes are moved last and back); smallest-k is top-k of an order-reversed
-    input (-x for floats, -1 - x for integers, which never overflows), mapped back. Equal values come in index
-    order."""
+    """TOPK_V2 on the last axis (other axes are moved last and back) of order keys (`order_keys`: NaN above
+    everything, -0.0 equal to 0.0, as PyTorch orders them); smallest-k is top-k of the keys reversed
+    (-1 - key, which never overflows). Equal values come in index order."""
     return topk_last_axis(ctx, x, normalize_dim(dim, x.rank), int(k), int(k), largest)
 
 
+def order_keys(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    """int32 keys whose order is PyTorch's order of the values of `x`: a float's bits (BITCAST) with the
+    magnitude bits of negative values flipped, so that the integer order is the float order, after -0.0 is
+    made 0.0 (they are equal) and every NaN the largest key (PyTorch sorts NaN above +inf); integers and bools
+    as int32, or as they are when int64."""
+    if x.dtype.kind != "f":
+        return x if x.dtype in (np.int32, np.int64) else ctx.cast(x, np.int32)
+    f = x if x.dtype in (np.float32, np.float64) else ctx.cast(x, np.float32)  # float64 computes in float32
+    zero = ctx.scalar_like(0.0, f)
+    f = ctx.emit("SELECT_V2", [ctx.emit("EQUAL", [f, zero], f.shape, np.bool_), zero, f], like=f)
+    bits = ctx.emit("BITCAST", [f], f.shape, np.int32)
+    flipped = ctx.emit("BITWISE_XOR", [bits, ctx.const(np.array(0x7FFFFFFF, np.int32), name="magnitude_bits")],
+                       like=bits)
+    negative = ctx.emit("LESS", [bits, ctx.const(np.array(0, np.int32), name="zero")], bits.shape, np.bool_)
+    keys = ctx.emit("SELECT_V2", [negative, flipped, bits], like=bits)
+    top = ctx.const(np.array(np.iinfo(np.int32).max, np.int32), name="nan_key")
+    return ctx.emit("SELECT_V2", [exact.is_nan(ctx, f), top, keys], like=bits)
+
+
 def topk_last_axis(ctx: LoweringContext, x, axis: int, k, size, largest: bool):
-    """(values, int32 indices) of the k largest (or smallest) along `axis`; `k` an int or an int32 [] tensor
-    read at run time, `size` the result's length along the axis (k, or its symbol)."""
+    """(values, int32 indices) of the k largest (or smallest) along `axis` in PyTorch's order (NaN largest,
+    equal values in index order); `k` an int or an int32 [] tensor read at run time, `size` the result's
+    length along the axis (k, or its symbol). The values are read back from `x` at the indices (GATHER)
+    unless `x` is its own key."""
     perm = list(range(x.rank))
     perm[axis], perm[-1] = perm[-1], perm[axis]
     xt = ctx.transpose(x, perm)
-
-    def flip(t):  # an order-reversing map that is its own inverse
-        if t.dtype.kind == "f":
-            return ctx.emit("NEG", [t], like=t)
-        if t.dtype == np.bool_ or t.dtype.kind == "u":
-            raise ctx.fail(f"the smallest k of {t.dtype} values has no lowering")
-        return ctx.emit("SUB", [ctx.scalar_like(-1, t), t], like=t, fused_activation_function="NONE")
-
+    keys = order_keys(ctx, xt)
     if not largest:
-        xt = flip(xt)
+        keys = ctx.emit("SUB", [ctx.scalar_like(-1, keys), keys], like=keys, fused_activation_function="NONE")
     shape = [*xt.shape[:-1], size]
     k_t = k if isinstance(k, ir.Tensor) else ctx.const(np.array(k, np.int32), name="k")
-    values, indices = ctx.emit_multi("TOPK_V2", [xt, k_t], [(shape, x.dtype), (shape, np.int32)])
-    if not largest:
-        values = flip(values)
+    values, indices = ctx.emit_multi("TOPK_V2", [keys, k_t], [(shape, keys.dtype), (shape, np.int32)])
+    if keys is not xt or not largest:
+        values = ctx.emit("GATHER", [xt, indices], shape, x.dtype, axis=xt.rank - 1, batch_dims=xt.rank - 1)
     return ctx.transpose(values, perm), ctx.transpose(indices, perm)
+
+
+def _sort(ctx, node, x, dim, descending):
+    axis = normalize_dim(dim, x.rank)
+    if x.rank == 0:
+        return x, ctx.const(np.zeros((), np.int32))
+    return topk_last_axis(ctx, x, axis, int(x.shape[axis]), x.shape[axis], bool(descending))
 
 
 @lowers(aten.sort.default)
 def lower_sort(ctx, node, x, dim=-1, descending=False):
-    """(values, indices) as top-k of the whole axis (TOPK_V2, sorted), of -x for ascending order.
+    """(values, indices) as top-k of the whole axis (`topk_last_axis`: TOPK_V2 of order keys, values read back
+    with GATHER): NaN sorts above +inf, equal values keep their index order (a stable sort)."""
+    return _sort(ctx, node, x, dim, descending)
 
-    Limits: ascending order not for unsigned or bool inputs; among equal values the order of indices may
-    differ from PyTorch's; NaN is not placed as PyTorch places it."""
+
+@lowers(aten.sort.stable)
+def lower_sort_stable(ctx, node, x, *, stable=None, dim=-1, descending=False):
+    """as aten.sort.default, which is stable already (equal values keep their index order)."""
+    return _sort(ctx, node, x, dim, descending)
+
+
+def _order_statistic(ctx, x: ir.Tensor, axis: int, position) -> tuple[ir.Tensor, ir.Tensor]:
+    """(value, int32 index) at `position` of the ascending sort along `axis`, keeping that axis with size 1;
+    `position` an int, or a function of the sorted values ([..., n], the axis moved last) giving an int32
+    [..., 1] position per row."""
+    n = x.shape[axis]
+    if not isinstance(n, int):
+        raise ctx.fail("an order statistic (median, kthvalue) along an axis of run-time size has no lowering")
+    perm = list(range(x.rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    xt = ctx.transpose(x, perm)
+    last = xt.rank - 1
+    values, indices = topk_last_axis(ctx, xt, last, n, n, False)
+    picked = [*xt.shape[:-1], 1]
+    if isinstance(position, int):
+        value = ctx.slice(values, [0] * last + [position], picked)
+        index = ctx.slice(indices, [0] * last + [position], picked)
+    else:
+        at = position(values)
+        value = ctx.emit("GATHER", [values, at], picked, values.dtype, axis=last, batch_dims=last)
+        index = ctx.emit("GATHER", [indices, at], picked, np.int32, axis=last, batch_dims=last)
+    return ctx.transpose(value, perm), ctx.transpose(index, perm)
+
+
+def _median_position(ctx: LoweringContext, n: int, ignore_nan: bool):
+    """The position in an ascending sort (NaNs last) of the lower median: for median, (n - 1) // 2, or the
+    first NaN of a row holding one (NaN propagates); for nanmedian, the lower middle of the values before the
+    NaNs, or the first NaN of a row holding nothing else."""
+    def position(values: ir.Tensor) -> ir.Tensor:
+        nan = ctx.cast(exact.is_nan(ctx, values), np.int32)
+        nans = ctx.emit("SUM", [nan, ctx.const(np.array([values.rank - 1], np.int32), name="axis")],
+                        [*values.shape[:-1], 1], np.int32, keep_dims=True)
+        real = ctx.emit("SUB", [ctx.const(np.array(n, np.int32), name="n"), nans], like=nans,
+                        fused_activation_function="NONE")
+        zero = ctx.const(np.array(0, np.int32), name="zero")
+        if not ignore_nan:
+            middle = ctx.const(np.full(nans.shape, (n - 1) // 2, np.int32), name="middle")
+            has_nan = ctx.emit("GREATER", [nans, zero], nans.shape, np.bool_)
+            return ctx.emit("SELECT_V2", [has_nan, real, middle], like=nans)
+        below = ctx.emit("SUB", [real, ctx.const(np.array(1, np.int32), name="one")], like=nans,
+                         fused_activation_function="NONE")
+        below = ctx.emit("MAXIMUM", [below, zero], like=nans)
+        return ctx.emit("FLOOR_DIV", [below, ctx.const(np.array(2, np.int32), name="two")], like=nans)
+    return position
+
+
+def _median(ctx, node, x, dim, keepdim: bool, ignore_nan: bool):
+    """(value, index) of the lower median along `dim`, or the value alone over every element (dim None)."""
+    shape = node.outputs[0].shape
+    whole = dim is None
+    if whole or x.rank == 0:
+        x = ctx.reshape(x, [int(np.prod([int(d) for d in x.shape]))]) if x.rank != 1 else x
+        dim = 0
     axis = normalize_dim(dim, x.rank)
+    n = x.shape[axis]
+    if not isinstance(n, int):
+        raise ctx.fail("a median along an axis of run-time size has no lowering")
+    position = _median_position(ctx, n, ignore_nan) if x.dtype.kind == "f" else (n - 1) // 2
+    value, index = _order_statistic(ctx, x, axis, position)
+    if whole:
+        return ctx.reshape(value, shape)
+    return ctx.reshape(value, shape), ctx.cast(ctx.reshape(index, shape), numpy_dtype(node.outputs[1].dtype))
+
+
+@lowers(aten.kthvalue.default)
+def lower_kthvalue(ctx, node, x, k, dim=-1, keepdim=False):
+    """(value, index) of the k-th smallest along `dim`: position k - 1 of the ascending sort (`topk_last_axis`,
+    NaN largest). Among equal values the index may be another of theirs than PyTorch's, which leaves it
+    unspecified."""
+    shape = node.outputs[0].shape
     if x.rank == 0:
-        return x, ctx.const(np.zeros((), np.int32))
-    values, indices = lower_topk(ctx, node, x, int(x.shape[axis]), axis, bool(descending), True)
-    return values, indices
+        x = ctx.reshape(x, [1])
+    axis = normalize_dim(dim, x.rank)
+    n = x.shape[axis]
+    if not isinstance(n, int) or not 1 <= int(k) <= n:
+        raise ctx.fail(f"kthvalue with k={k} along an axis of size {n}")
+    value, index = _order_statistic(ctx, x, axis, int(k) - 1)
+    return ctx.reshape(value, shape), ctx.cast(ctx.reshape(index, shape), numpy_dtype(node.outputs[1].dtype))
+
+
+@lowers(aten.median.dim)
+def lower_median_dim(ctx, node, x, dim=-1, keepdim=False):
+    """(value, index) of the lower median along `dim`: position (n - 1) // 2 of the ascending sort, or the first
+    NaN of a row holding one (NaN propagates). Among equal values the index may be another of theirs than
+    PyTorch's, which leaves it unspecified."""
+    return _median(ctx, node, x, dim, keepdim, False)
+
+
+@lowers(aten.nanmedian.dim)
+def lower_nanmedian_dim(ctx, node, x, dim=-1, keepdim=False):
+    """(value, index) of the lower median of the values other than NaN along `dim` (NaN where a row holds
+    nothing else), read from the ascending sort at a position computed per row (GATHER)."""
+    return _median(ctx, node, x, dim, keepdim, True)
+
+
+@lowers(aten.median.default)
+def lower_median(ctx, node, x):
+    """The lower median of all values (NaN if any is NaN), from the sort of the flattened tensor."""
+    return _median(ctx, node, x, None, False, False)
+
+
+@lowers(aten.nanmedian.default)
+def lower_nanmedian(ctx, node, x):
+    """The lower median of all values other than NaN (NaN if there are none), from the sort of the flattened
+    tensor."""
+    return _median(ctx, node, x, None, False, True)
 
 
 @lowers(aten.var.correction)

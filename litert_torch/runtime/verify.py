@@ -148,6 +148,13 @@ def unary(op: ir.Op) -> None:
     _expect(op, _shape(x))
 
 
+def bitcast(op: ir.Op) -> None:
+    x, y = op.inputs[0], op.outputs[0]
+    if x.dtype.itemsize != y.dtype.itemsize:
+        raise OpProblem(f"a bitcast from {x.dtype} to {y.dtype}, of another element size")
+    _expect(op, _shape(x))
+
+
 def binary(op: ir.Op) -> None:
     a, b = op.inputs[:2]
     if op.opcode not in ("LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"):
@@ -666,6 +673,7 @@ _register(binary, (2, 2), "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW
           "FLOOR_DIV", "FLOOR_MOD", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL",
           "LOGICAL_AND", "LOGICAL_OR", "PRELU", "ATAN2", "BITWISE_XOR")
 _register(select, (3, 3), "SELECT", "SELECT_V2")
+_register(bitcast, (1, 1), "BITCAST")
 _register(conv2d, (2, 3), "CONV_2D", "DEPTHWISE_CONV_2D")
 _register(transpose_conv, (3, 4), "TRANSPOSE_CONV")
 _register(fully_connected, (2, 3), "FULLY_CONNECTED")
