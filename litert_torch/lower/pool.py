@@ -7,6 +7,9 @@ import itertools
 import numpy as np
 import torch
 
+from litert_torch import ir
+from litert_torch.lower import exact
+from litert_torch.lower.math_ops import extreme
 from litert_torch.lower.conv import TO_NCHW, TO_NHWC, explicit_padding, pair, tflite_padding
 from litert_torch.lower.registry import LoweringContext, lowers, out_meta
 from litert_torch.symbolic import all_static
@@ -34,7 +37,11 @@ def _pool_padding(ctx, xh, in_hw, out_hw, kernel, stride, padding, pad_value, al
 @lowers(aten.max_pool2d.default)
 def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2. Dilated windows
-    as the MAXIMUM of one strided slice per kernel tap (`pool_by_taps`)."""
+    as the MAXIMUM of one strided slice per kernel tap (`pool_by_taps`), where a window holding a NaN gives NaN.
+
+    Limits: MAX_POOL_2D compares past a NaN (in LiteRT's kernel and every delegate's), where PyTorch gives NaN
+    for the window; marking those windows would take comparisons and selects that no delegate runs, so a
+    convolutional network would no longer be delegated whole."""
     kernel = pair(kernel_size)
     stride = pair(stride) if stride else kernel
     padding, dilation = pair(padding), pair(dilation)
@@ -45,10 +52,23 @@ def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1
     shape4 = out_shape if x.rank == 4 else (1, *out_shape)
     xh = ctx.transpose(x4, TO_NHWC)
     xh, mode = _pool_padding(ctx, xh, x4.shape[2:], shape4[2:], kernel, stride, padding, -np.inf, True)
+
     y = ctx.emit("MAX_POOL_2D", [xh], [shape4[0], shape4[2], shape4[3], shape4[1]], x.dtype, padding=mode,
                  stride_h=stride[0], stride_w=stride[1], filter_height=kernel[0], filter_width=kernel[1],
                  fused_activation_function="NONE")
     return ctx.reshape(ctx.transpose(y, TO_NCHW), out_shape)
+
+
+def _nan_flags(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    """1.0 where `x` is NaN, else 0.0 (`x`'s dtype): pooled as `x` is, it marks the windows holding a NaN."""
+    one, zero = ctx.scalar_like(1.0, x), ctx.scalar_like(0.0, x)
+    return ctx.emit("SELECT_V2", [exact.is_nan(ctx, x), one, zero], like=x)
+
+
+def _nan_where(ctx: LoweringContext, flags: ir.Tensor, y: ir.Tensor) -> ir.Tensor:
+    """`y`, NaN where the pooled `flags` are set: max pooling kernels compare past a NaN, PyTorch propagates it."""
+    hit = ctx.emit("GREATER", [flags, ctx.scalar_like(0.0, flags)], flags.shape, np.bool_)
+    return ctx.emit("SELECT_V2", [hit, ctx.scalar_like(np.nan, y), y], like=y)
 
 
 @lowers(aten.max_pool2d_with_indices.default)
@@ -68,7 +88,8 @@ def lower_adaptive_max_pool2d(ctx, node, x, output_size):
     """(values, indices): the values as MAX_POOL_2D where the windows are equal (the input size a multiple of
     the output size), else axis by axis (the maximum over a window is the maximum over its rows of the maximum
     over its columns): per output row and then per output column, REDUCE_MAX of PyTorch's window
-    [floor(i * in / out), ceil((i + 1) * in / out)), concatenated.
+    [floor(i * in / out), ceil((i + 1) * in / out)), concatenated; the input's NaN flags, reduced the same way,
+    make a window holding a NaN NaN.
 
     Limits: the indices have no lowering; uneven windows need static sizes."""
     out_shape = node.outputs[0].shape
@@ -79,9 +100,11 @@ def lower_adaptive_max_pool2d(ctx, node, x, output_size):
     if not all_static([h, w]):
         raise ctx.fail(f"adaptive max pooling from a dynamic {h}x{w} to {oh}x{ow} has no lowering")
     if h % oh or w % ow:
+        flags = _nan_flags(ctx, x) if x.dtype.kind == "f" else None
         for axis, size, out in ((x.rank - 2, h, oh), (x.rank - 1, w, ow)):
             x = _adaptive_max_along(ctx, x, axis, size, out)
-        return x, None
+            flags = _adaptive_max_along(ctx, flags, axis, size, out) if flags is not None else None
+        return (x if flags is None else _nan_where(ctx, flags, x)), None
     values = node.with_value(out_shape, node.outputs[0].dtype)
     kernel = [h // oh, w // ow]
     return lower_max_pool2d(ctx, values, x, kernel, kernel, 0, 1, False), None
@@ -280,7 +303,12 @@ def pool_by_taps(ctx: LoweringContext, x, out_spatial, kernel, strides, dilation
                                                          fused_activation_function="NONE")
             continue
         if indices is None:
-            best = piece if best is None else ctx.emit("MAXIMUM", [best, piece], like=piece)
+            if best is None:
+                best = piece
+            elif piece.dtype.kind == "f":  # NaN propagates
+                best = extreme(ctx, "MAXIMUM", best, piece, out_shape, propagate=True)
+            else:
+                best = ctx.emit("MAXIMUM", [best, piece], like=piece)
             continue
         # the tap's input position per output, and whether it lies in the input
         grids = np.meshgrid(*[positions[i][:, t] for i, t in enumerate(tap)], indexing="ij")
@@ -292,6 +320,8 @@ def pool_by_taps(ctx: LoweringContext, x, out_spatial, kernel, strides, dilation
             best, best_index, seen = piece, where, inside
             continue
         better = ctx.emit("GREATER", [piece, best], out_shape, np.bool_)
+        if piece.dtype.kind == "f":  # PyTorch takes a NaN as the maximum, the last NaN of a window
+            better = ctx.emit("LOGICAL_OR", [better, exact.is_nan(ctx, piece)], out_shape, np.bool_)
         # a tap in the padding never wins; the first tap inside the input wins over padding
         take = better if np.all(seen) else ctx.emit(
             "LOGICAL_OR", [better, ctx.const((~seen).reshape((1, 1, *out_spatial)), name="unseen")],
