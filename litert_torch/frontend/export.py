@@ -72,6 +72,7 @@ KEEP_WHOLE = (
     aten.replication_pad2d.default,
     aten._pad_circular.default,
     aten.im2col.default,
+    aten.bilinear.default,
     aten.prelu.default,
     # what masks and routings are computed with: one op each, and a program made only of ops lowered as they
     # are is traced once (`decompose`)

@@ -31,6 +31,31 @@ def lower_linear(ctx, node, x, weight, bias=None):
     return fully_connected(ctx, x, weight, bias, out_shape)
 
 
+@lowers(aten.bilinear.default)
+def lower_bilinear(ctx, node, x1, x2, weight, bias=None):
+    """nn.Bilinear, y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]: one FULLY_CONNECTED of x1 with W
+    laid out as [(o, j), i] gives x1 W for every (o, j); that times x2 (MUL, broadcast over o) and summed over j
+    (SUM) is y. The product is O * I * J per row, as PyTorch computes it, and nothing of size I * J per row is
+    made. A weight computed at run time is transposed and reshaped the same way (TRANSPOSE, RESHAPE)."""
+    out_shape, dtype = out_meta(node)
+    o, i, j = weight.shape
+    lead = list(x1.shape[:-1])
+    if weight.is_constant:
+        w = ctx.const(np.ascontiguousarray(weight.data.transpose(0, 2, 1)).reshape(o * j, i), name="bilinear_w")
+    else:
+        w = ctx.reshape(ctx.transpose(weight, (0, 2, 1)), [o * j, i])
+    rows = fully_connected(ctx, x1, w, None, [*lead, o * j])
+    rows = ctx.reshape(rows, [*lead, o, j])
+    x2b = ctx.reshape(x2, [*x2.shape[:-1], 1, j])
+    prod = ctx.emit("MUL", [rows, x2b], [*broadcast_shapes(rows.shape, x2b.shape)], dtype,
+                    fused_activation_function="NONE")
+    y = ctx.emit("SUM", [prod, ctx.const(np.array([prod.rank - 1], np.int32), name="axis")], out_shape, dtype,
+                 keep_dims=False)
+    if bias is None:
+        return y
+    return ctx.emit("ADD", [y, ctx.cast(bias, dtype)], out_shape, dtype, fused_activation_function="NONE")
+
+
 def batch_matmul(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, out_shape) -> ir.Tensor:
     """a @ b for operands of rank >= 2, broadcasting batch dims. A constant 2-D right operand becomes
     FULLY_CONNECTED (its transposed weights are folded at conversion time), which XNNPACK runs fastest."""

@@ -323,6 +323,10 @@ COVERAGE_CASES: list[OpCase] = [
         q, k, v, attn_mask=m, enable_gqa=True)), lambda: (torch.randn(1, 4, 6, 8), torch.randn(1, 1, 6, 8),
                                                           torch.randn(1, 1, 6, 16), torch.randn(1, 4, 6, 6))),
     OpCase("multihead_attention", lambda: _MHA(), r(2, 6, 16)),
+    OpCase("bilinear", lambda: nn.Bilinear(5, 6, 7), r2((2, 3, 5), (2, 3, 6)), {"FULLY_CONNECTED": 1, "SUM": 1}),
+    OpCase("bilinear_unbatched_no_bias", lambda: nn.Bilinear(5, 6, 7, bias=False), r2((5,), (6,))),
+    OpCase("bilinear_weight_input", fn(lambda a, b, w: F.bilinear(a, b, w)),
+           lambda: (torch.randn(4, 5), torch.randn(4, 6), torch.randn(3, 5, 6))),
     # ---- recurrent ------------------------------------------------------------------------------------------
     OpCase("lstm_2layer_batch_first", lambda: Recurrent(nn.LSTM(8, 16, 2, batch_first=True)), r(2, 10, 8),
            {"UNIDIRECTIONAL_SEQUENCE_LSTM": 2}, target="cpu"),
