@@ -250,6 +250,65 @@ def lower_adaptive_avg_pool2d(ctx: LoweringContext, node, x, output_size):
     return ctx.transpose(by_h, perm)
 
 
+def _adaptive_avg_along(ctx: LoweringContext, x, axis: int, size: int, out: int):
+    """x with `axis` reduced from `size` to `out` by the mean over each of PyTorch's adaptive windows: one
+    FULLY_CONNECTED with the constant pooling matrix, the axis moved last and back."""
+    if size == out:
+        return x
+    m = np.zeros([out, size], np.float64)
+    for i, (a, b) in enumerate(adaptive_windows(size, out)):
+        m[i, a:b] = 1.0 / (b - a)
+    perm = list(range(x.rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    xt = ctx.transpose(x, perm)
+    y = ctx.emit("FULLY_CONNECTED", [xt, ctx.const(m.astype(x.dtype), name="pool_matrix"), None],
+                 [*xt.shape[:-1], out], x.dtype, keep_num_dims=True, fused_activation_function="NONE")
+    return ctx.transpose(y, perm)
+
+
+def _adaptive_sizes(ctx, x, out_shape, spatial: int, what: str):
+    sizes = list(x.shape[-spatial:])
+    if not all_static(sizes):
+        raise ctx.fail(f"{what} from a dynamic {'x'.join(map(str, sizes))} input has no lowering")
+    return sizes, list(out_shape[-spatial:])
+
+
+@lowers(aten._adaptive_avg_pool3d.default, aten.adaptive_avg_pool3d.default)
+def lower_adaptive_avg_pool3d(ctx: LoweringContext, node, x, output_size):
+    """Global pooling is MEAN over D, H and W; otherwise the mean over PyTorch's windows, axis by axis (the
+    windows are products of one range per axis, so the mean is separable): one FULLY_CONNECTED with a constant
+    pooling matrix per axis whose size changes.
+
+    Limits: static spatial sizes."""
+    out_shape, _ = out_meta(node)
+    sizes, outs = _adaptive_sizes(ctx, x, out_shape, 3, "adaptive average pooling")
+    if outs == [1, 1, 1]:
+        axes = ctx.const(np.array([x.rank - 3, x.rank - 2, x.rank - 1], np.int32), name="axes")
+        return ctx.emit("MEAN", [x, axes], out_shape, x.dtype, keep_dims=True)
+    for k, (size, out) in enumerate(zip(sizes, outs)):
+        x = _adaptive_avg_along(ctx, x, x.rank - 3 + k, size, out)
+    return x
+
+
+@lowers(aten.adaptive_max_pool3d.default)
+def lower_adaptive_max_pool3d(ctx, node, x, output_size):
+    """(values, indices): the maximum over PyTorch's windows axis by axis (REDUCE_MAX per window, concatenated;
+    the maximum over a product of ranges is separable); the input's NaN flags, reduced the same way, make a
+    window holding a NaN NaN.
+
+    Limits: the indices have no lowering; static spatial sizes."""
+    out_shape = node.outputs[0].shape
+    if 1 in node.used:
+        raise ctx.fail("adaptive max pooling's indices have no lowering")
+    sizes, outs = _adaptive_sizes(ctx, x, out_shape, 3, "adaptive max pooling")
+    flags = _nan_flags(ctx, x) if x.dtype.kind == "f" else None
+    for k, (size, out) in enumerate(zip(sizes, outs)):
+        axis = x.rank - 3 + k
+        x = _adaptive_max_along(ctx, x, axis, size, out)
+        flags = _adaptive_max_along(ctx, flags, axis, size, out) if flags is not None else None
+    return (x if flags is None else _nan_where(ctx, flags, x)), None
+
+
 # ---- pooling of any rank, dilation and padding, tap by tap -------------------------------------------------------
 def _tap_positions(size_out: int, stride: int, dilation: int, kernel: int, begin: int) -> np.ndarray:
     """[out, kernel] input positions each window reads along one axis (may fall in the padding)."""
