@@ -273,7 +273,7 @@ def _adaptive_sizes(ctx, x, out_shape, spatial: int, what: str):
     return sizes, list(out_shape[-spatial:])
 
 
-@lowers(aten._adaptive_avg_pool3d.default, aten.adaptive_avg_pool3d.default)
+@lowers(aten._adaptive_avg_pool3d.default)
 def lower_adaptive_avg_pool3d(ctx: LoweringContext, node, x, output_size):
     """Global pooling is MEAN over D, H and W; otherwise the mean over PyTorch's windows, axis by axis (the
     windows are products of one range per axis, so the mean is separable): one FULLY_CONNECTED with a constant

@@ -38,6 +38,18 @@ class Recurrent(nn.Module):
         return out
 
 
+class EmbeddingBagOffsets(nn.Module):
+    """F.embedding_bag with its offsets (and per-sample weights) given at run time."""
+
+    def __init__(self, weighted=False, **options):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(10, 4))
+        self.options = options
+
+    def forward(self, indices, offsets, weights=None):
+        return F.embedding_bag(indices, self.table, offsets, per_sample_weights=weights, **self.options)
+
+
 class LSTMFromState(nn.Module):
     def __init__(self, layer):
         super().__init__()
@@ -331,6 +343,17 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("adaptive_max_pool3d_indices_unsupported", lambda: nn.AdaptiveMaxPool3d(2, return_indices=True),
            r(1, 2, 4, 4, 4), raises=ConversionError, reason="no lowering of the indices",
            match="indices have no lowering"),
+    # embedding bags: equal bags of a 2-D input, offsets given at run time (empty bags included), padding_idx
+    OpCase("embedding_bag_2d_sum", lambda: nn.EmbeddingBag(10, 4, mode="sum"),
+           lambda: (torch.randint(0, 10, (3, 5)),), {"BATCH_MATMUL": 0, "SUM": 1}),
+    OpCase("embedding_bag_2d_max_padding", lambda: nn.EmbeddingBag(10, 4, mode="max", padding_idx=2),
+           lambda: (torch.tensor([[2, 2, 2], [1, 2, 3], [4, 5, 2]]),)),
+    OpCase("embedding_bag_offsets_mean", lambda: EmbeddingBagOffsets(mode="mean", padding_idx=0),
+           lambda: (torch.tensor([3, 0, 4, 4, 9, 1, 0]), torch.tensor([0, 2, 2, 6]))),
+    OpCase("embedding_bag_offsets_max_last", lambda: EmbeddingBagOffsets(mode="max", include_last_offset=True),
+           lambda: (torch.tensor([3, 8, 4, 4, 9, 1, 7]), torch.tensor([0, 3, 3, 5, 7]))),
+    OpCase("embedding_bag_weighted_sum", lambda: EmbeddingBagOffsets(mode="sum", weighted=True),
+           lambda: (torch.tensor([3, 8, 4, 4, 9, 1, 7]), torch.tensor([0, 1, 1, 4]), torch.randn(7))),
     OpCase("bilinear", lambda: nn.Bilinear(5, 6, 7), r2((2, 3, 5), (2, 3, 6)), {"FULLY_CONNECTED": 1, "SUM": 1}),
     OpCase("bilinear_unbatched_no_bias", lambda: nn.Bilinear(5, 6, 7, bias=False), r2((5,), (6,))),
     OpCase("bilinear_weight_input", fn(lambda a, b, w: F.bilinear(a, b, w)),
