@@ -21,6 +21,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from litert_torch import ir
 from litert_torch.errors import ConversionError, LoweringError, UnsupportedOp, UnsupportedOpsError
 from litert_torch.frontend.export import source_ref, target_name
+from litert_torch.lower import complex_ops
 from litert_torch.lower.quantized import RUN_TIME_ONLY
 from litert_torch.node import Node, Value
 from litert_torch.lower.registry import LoweringContext, lowering_for, narrow_int64, numpy_dtype
@@ -446,7 +447,12 @@ def lower_program(program: torch.export.ExportedProgram,
             continue
         lowering = lowering_for(node.target)
         try:
-            result = _lower_node(ctx, lowering.fn, contract, to_ir(node.args), to_ir(node.kwargs))
+            args, kwargs = to_ir(node.args), to_ir(node.kwargs)
+            if complex_ops.involves_complex(contract, args, kwargs):
+                result = complex_ops.lower(ctx, node.target, lowering.fn if lowering else None, contract, args,
+                                           kwargs)
+            else:
+                result = _lower_node(ctx, lowering.fn, contract, args, kwargs)
         except DynamicSizeError as exc:
             raise LoweringError(f"{exc}; this lowering cannot follow that size at run time (make the dimension "
                                 "static, or give buckets= for one static signature per size)",
@@ -480,6 +486,7 @@ def lower_program(program: torch.export.ExportedProgram,
         if not isinstance(arg, torch.fx.Node):
             raise ConversionError(f"output {arg!r} is not a tensor; only tensor outputs are supported")
         value = env[arg.name]
+        complex_ops.check_output(len(graph.outputs), value, source_ref(arg))
         if not isinstance(value, ir.Tensor):
             raise ConversionError(f"output {arg.name} is not a tensor")
         if value.is_constant and all(not isinstance(d, Sym) for d in value.shape) and 0 in tuple(value.shape):
@@ -567,7 +574,9 @@ def _stand_in(value: Value) -> torch.Tensor:
     return torch.zeros(tuple(int(d) for d in value.shape), dtype=value.dtype)
 
 
-def _const_tensor(name: str, value: torch.Tensor) -> ir.Tensor:
+def _const_tensor(name: str, value: torch.Tensor) -> Any:
+    if value.is_complex():
+        return complex_ops.constant(name, value)
     value = value.detach().cpu()
     if value.dtype == torch.bfloat16 or "float8" in str(value.dtype):
         value = value.float()  # exact; bfloat16 is computed in float32 (TORCH_TO_NUMPY), float8 is read through casts
