@@ -192,21 +192,23 @@ def _zip(re: Any, im: Any) -> Any:
     return ComplexPair(re, im)
 
 
-def _pair(ctx: LoweringContext, value: Any, shape=None) -> ComplexPair:
-    """`value` (complex, a real tensor, or a number) as a pair."""
+def _pair(ctx: LoweringContext, value: Any, dtype: Any = np.float32) -> ComplexPair:
+    """`value` (complex, a real tensor, or a number: parts of `dtype`) as a pair."""
     if isinstance(value, ComplexPair):
         return value
     if isinstance(value, ir.Tensor):
         return ComplexPair(value, ctx.const(np.zeros(value.shape if all_static(value.shape) else (), value.dtype),
                                             name="zero_imag"))
     z = complex(value)
-    return ComplexPair(ctx.const(np.array(z.real, np.float32), name="re"),
-                       ctx.const(np.array(z.imag, np.float32), name="im"))
+    return ComplexPair(ctx.const(np.array(z.real, dtype), name="re"), ctx.const(np.array(z.imag, dtype), name="im"))
 
 
 def _out(node: Node, index: int = 0):
+    """The shape of a result and the numpy dtype of its parts (its own, when real)."""
+    from litert_torch.lower.registry import numpy_dtype
+
     value = node.outputs[index]
-    return tuple(value.shape), np.dtype(np.float64 if _real_dtype(value.dtype) == torch.float64 else np.float32)
+    return tuple(value.shape), numpy_dtype(_real_dtype(value.dtype))
 
 
 def _binary(ctx, opcode, a, b, shape, dtype):
@@ -346,9 +348,11 @@ def lower_fft_c2r(ctx, node, z, dim, normalization, last_dim_size):
 # ---- views between real and complex ---------------------------------------------------------------------------
 @complex_op(aten.view_as_real.default)
 def lower_view_as_real(ctx, node, z):
-    """The parts side by side on a new last axis of 2 (PACK)."""
+    """The parts side by side on a new last axis of 2 (CONCATENATION of the parts with an axis of 1 added; PACK
+    has no float16 kernel)."""
     shape, dtype = _out(node)
-    return ctx.emit("PACK", [z.re, z.im], shape, dtype, axis=z.rank, values_count=2)
+    parts = [ctx.reshape(p, [*p.shape, 1]) for p in (z.re, z.im)]
+    return ctx.emit("CONCATENATION", parts, shape, dtype, axis=z.rank, fused_activation_function="NONE")
 
 
 @complex_op(aten.view_as_complex.default)
@@ -412,9 +416,8 @@ def _zeros_like(ctx, t: ir.Tensor) -> ir.Tensor:
             aten.resolve_neg.default)
 def lower_conj(ctx, node, z):
     """The complex conjugate (NEG of the imaginary part); resolve_conj / resolve_neg of a computed value are the
-    value itself."""
-    z = _pair(ctx, z)
-    if node.op in (aten.resolve_conj.default, aten.resolve_neg.default):
+    value itself, as is the conjugate of a real tensor."""
+    if not isinstance(z, ComplexPair) or node.op in (aten.resolve_conj.default, aten.resolve_neg.default):
         return z
     return ComplexPair(z.re, ctx.emit("NEG", [z.im], like=z.im))
 
@@ -454,7 +457,7 @@ def lower_mul(ctx, node, a, b):
             factor = ctx.const(np.array(factor, dtype), name="factor")
         return ComplexPair(_binary(ctx, "MUL", a.re, factor, shape, dtype),
                            _binary(ctx, "MUL", a.im, factor, shape, dtype))
-    b = _pair(ctx, b)
+    b = _pair(ctx, b, dtype)
     ac, bd = _binary(ctx, "MUL", a.re, b.re, shape, dtype), _binary(ctx, "MUL", a.im, b.im, shape, dtype)
     ad, bc = _binary(ctx, "MUL", a.re, b.im, shape, dtype), _binary(ctx, "MUL", a.im, b.re, shape, dtype)
     return ComplexPair(_binary(ctx, "SUB", ac, bd, shape, dtype), _binary(ctx, "ADD", ad, bc, shape, dtype))
@@ -466,13 +469,13 @@ def lower_div(ctx, node, a, b):
     divided by it."""
     shape, dtype = _out(node)
     if not isinstance(b, ComplexPair) and not (isinstance(b, complex) and b.imag):
-        a = _pair(ctx, a)
+        a = _pair(ctx, a, dtype)
         divisor = b.real if isinstance(b, complex) else b
         if not isinstance(divisor, ir.Tensor):
             divisor = ctx.const(np.array(divisor, dtype), name="divisor")
         return ComplexPair(_binary(ctx, "DIV", a.re, divisor, shape, dtype),
                            _binary(ctx, "DIV", a.im, divisor, shape, dtype))
-    a, b = _pair(ctx, a), _pair(ctx, b)
+    a, b = _pair(ctx, a, dtype), _pair(ctx, b, dtype)
     norm = _binary(ctx, "ADD", _binary(ctx, "MUL", b.re, b.re, b.re.shape, dtype),
                    _binary(ctx, "MUL", b.im, b.im, b.im.shape, dtype), b.re.shape, dtype)
     re = _binary(ctx, "ADD", _binary(ctx, "MUL", a.re, b.re, shape, dtype), _binary(ctx, "MUL", a.im, b.im, shape,
@@ -484,7 +487,7 @@ def lower_div(ctx, node, a, b):
 
 def _add(ctx, node, a, b, alpha, opcode):
     shape, dtype = _out(node)
-    a, b = _pair(ctx, a), _pair(ctx, b)
+    a, b = _pair(ctx, a, dtype), _pair(ctx, b, dtype)
     if alpha != 1:
         b = ComplexPair(*(ctx.emit("MUL", [p, ctx.scalar_like(alpha, p)], like=p, fused_activation_function="NONE")
                           for p in (b.re, b.im)))

@@ -335,8 +335,14 @@ def index_tensor(ctx: LoweringContext, index: ir.Tensor, size: int) -> ir.Tensor
 
 @lowers(aten.index_select.default)
 def lower_index_select(ctx, node, x, dim, index):
-    """GATHER along `dim`."""
+    """GATHER along `dim` (a 0-d tensor is read as one of size 1, as PyTorch reads it)."""
     shape, _ = out_meta(node)
+    if x.rank == 0:
+        one = ctx.reshape(x, [1])
+        picked = ctx.emit("GATHER", [one, index_tensor(ctx, ctx.reshape(index, [-1] if not index.rank else
+                                                                         list(index.shape)), 1)],
+                          [int(np.prod([int(d) for d in index.shape]))], x.dtype, axis=0, batch_dims=0)
+        return ctx.reshape(picked, shape)
     axis = normalize_dim(dim, x.rank)
     return ctx.emit("GATHER", [x, index_tensor(ctx, index, x.shape[axis])], shape, x.dtype, axis=axis, batch_dims=0)
 

@@ -354,6 +354,8 @@ COVERAGE_CASES: list[OpCase] = [
            lambda: (torch.tensor([3, 8, 4, 4, 9, 1, 7]), torch.tensor([0, 3, 3, 5, 7]))),
     OpCase("embedding_bag_weighted_sum", lambda: EmbeddingBagOffsets(mode="sum", weighted=True),
            lambda: (torch.tensor([3, 8, 4, 4, 9, 1, 7]), torch.tensor([0, 1, 1, 4]), torch.randn(7))),
+    OpCase("index_select_0d", fn(lambda x, i: torch.index_select(x.sum(), 0, i) + x.conj_physical()),
+           lambda: (torch.randn(3), torch.tensor([0]))),
     OpCase("bilinear", lambda: nn.Bilinear(5, 6, 7), r2((2, 3, 5), (2, 3, 6)), {"FULLY_CONNECTED": 1, "SUM": 1}),
     OpCase("bilinear_unbatched_no_bias", lambda: nn.Bilinear(5, 6, 7, bias=False), r2((5,), (6,))),
     OpCase("bilinear_weight_input", fn(lambda a, b, w: F.bilinear(a, b, w)),
