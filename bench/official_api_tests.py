@@ -109,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(line)
     total = {k: sum(r[k] for r in ours_table.values()) for k in ("PASSED", "FAILED", "ERROR", "SKIPPED")}
     lines += ["", f"Here: {total['PASSED']} passed, {total['FAILED']} failed, {total['ERROR']} errors, "
-              f"{total['SKIPPED']} skipped (the use_v2 variants skip: `litert_torch.converter_v2.is_supported()` is "
-              "False, as on the official package without TensorFlow)."]
+              f"{total['SKIPPED']} skipped. On the official package without TensorFlow the use_v2 variants skip "
+              "(`litert_torch.converter_v2.is_supported()` is False there); here one path serves both, so they "
+              "run."]
     failures = sorted(t for t, s in ours.items() if s in ("FAILED", "ERROR"))
     if failures:
         lines += ["", "Failing here:", *[f"- {t}" for t in failures]]

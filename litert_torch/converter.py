@@ -77,7 +77,8 @@ def convert(
     `quant_config` (a `litert_torch.quantize.quant_config.QuantConfig`: a PT2E-quantized module keeps its int8
     form, a dynamic PT2E config quantizes the weights to int8); `output_file_path` (also write the model there);
     `lightweight_conversion`, `runtime_constant_folding` (accepted: this converter always folds input-independent
-    subgraphs at conversion and writes constants from the module's own tensors); `use_v2=False`. The official's
+    subgraphs at conversion and writes constants from the module's own tensors); `use_v2` (accepted: one path
+    serves both, `litert_torch.converter_v2`). The official's
     MLIR and TensorFlow options (`export_dir`, `print_ir_before`, ...) are refused with an error saying so.
 
     Raises `ExportError` when torch.export cannot trace the model, `UnsupportedOpsError` (listing every
@@ -162,10 +163,9 @@ class _Options:
                 raise InvalidArgumentError(
                     f"{name}= configures the official litert-torch's MLIR/TensorFlow pipeline; this converter "
                     "writes the .tflite directly and has no such stage (leave it at its default)")
-        if options.pop("use_v2", False):
-            raise InvalidArgumentError("use_v2=True selects the official litert-torch's TensorFlow converter bridge; "
-                                       "this converter has one path (litert_torch.converter_v2.is_supported() is "
-                                       "False), so leave use_v2 at False")
+        use_v2 = options.pop("use_v2", False)
+        if not isinstance(use_v2, bool):
+            raise InvalidArgumentError(f"use_v2 must be True or False, got {use_v2!r}")
         lightweight = options.pop("lightweight_conversion", False)
         folding = options.pop("runtime_constant_folding", None)
         for name, value in (("lightweight_conversion", lightweight), ("runtime_constant_folding", folding)):

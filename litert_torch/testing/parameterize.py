@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-# The official suite runs each test on its two converter paths; this converter has one (see converter_v2).
+# The official suite runs each test on its two converter paths; here one path serves both (see converter_v2).
 V1_V2_PARAMETERS = [{"use_v2": False}, {"use_v2": True}]
 
 

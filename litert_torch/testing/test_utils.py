@@ -1,8 +1,8 @@
 """`V1V2TestCase`: the official litert-torch's base class for tests run on its two converter paths.
 
-This converter has one path (`litert_torch.converter_v2.is_supported()` is False): a test case with
-`use_v2 = True` skips, as it does on the official package without TensorFlow; one with `use_v2 = False` runs
-against `litert_torch.convert` unchanged.
+This converter has one path, which serves both (`litert_torch.converter_v2.is_supported()` is True): a test
+case runs against `litert_torch.convert` unchanged whatever its `use_v2`. The skip stays for a converter
+without the second path, as on the official package without TensorFlow.
 """
 
 from __future__ import annotations
@@ -21,4 +21,4 @@ class V1V2TestCase(absltest.TestCase):
     def setUp(self):
         super().setUp()
         if self.use_v2 and not converter_v2.is_supported():
-            self.skipTest("litert_torch has one converter path; use_v2 selects the official's TensorFlow bridge")
+            self.skipTest("this litert_torch has no use_v2 converter path")

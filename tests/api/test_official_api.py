@@ -48,7 +48,7 @@ def test_module_functions_and_submodules_exist_at_the_official_names():
                  "experimental_add_compilation_backend", "Model"):
         assert hasattr(litert_torch, name), name
     assert litert_torch.config.in_oss is True
-    assert litert_torch.converter_v2.is_supported() is False
+    assert litert_torch.converter_v2.is_supported() is True
     from litert_torch.quantize import pt2e_quantizer, quant_config  # noqa: F401
     from litert_torch.testing import V1_V2_PARAMETERS, V1V2TestCase, parameterized_class  # noqa: F401
     assert callable(litert_torch.quantize_model)
@@ -108,8 +108,11 @@ def test_official_keywords_have_their_effects_and_pipeline_options_are_refused(t
               " atol=1e-4)\n")
     done = subprocess.run([sys.executable, "-c", strict], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    with pytest.raises(InvalidArgumentError, match="use_v2=True"):
-        litert_torch.convert(model, (x,), use_v2=True)
+    # one path serves both: use_v2=True converts as use_v2=False does
+    assert litert_torch.convert(model, (x,), use_v2=True).model_content() == \
+        litert_torch.convert(model, (x,), use_v2=False).model_content()
+    with pytest.raises(InvalidArgumentError, match="use_v2 must be True or False"):
+        litert_torch.convert(model, (x,), use_v2="yes")
     with pytest.raises(InvalidArgumentError, match="print_ir_before= configures the official"):
         litert_torch.convert(model, (x,), print_ir_before="foo")
     with pytest.raises(InvalidArgumentError, match="unexpected keyword argument.*no_such_option"):
