@@ -11,7 +11,7 @@ from litert_torch import ir
 from litert_torch.lower import exact
 from litert_torch.lower.math_ops import extreme
 from litert_torch.lower.conv import TO_NCHW, TO_NHWC, explicit_padding, pair, tflite_padding
-from litert_torch.lower.registry import LoweringContext, lowers, out_meta
+from litert_torch.lower.registry import LoweringContext, lowers, numpy_dtype, out_meta
 from litert_torch.symbolic import all_static
 
 aten = torch.ops.aten
@@ -91,12 +91,16 @@ def lower_adaptive_max_pool2d(ctx, node, x, output_size):
     [floor(i * in / out), ceil((i + 1) * in / out)), concatenated; the input's NaN flags, reduced the same way,
     make a window holding a NaN NaN.
 
-    Limits: the indices have no lowering; uneven windows need static sizes."""
+    With the indices read: `adaptive_argmax` (both, window by window, axis by axis).
+
+    Limits: uneven windows and indices need static sizes."""
     out_shape = node.outputs[0].shape
     oh, ow = out_shape[-2:]
     h, w = x.shape[-2:]
     if 1 in node.used:
-        raise ctx.fail("adaptive max pooling's indices have no lowering")
+        sizes, outs = _adaptive_sizes(ctx, x, out_shape, 2, "adaptive max pooling with indices")
+        values, index = adaptive_argmax(ctx, x, sizes, outs)
+        return values, ctx.cast(index, numpy_dtype(node.outputs[1].dtype))
     if not all_static([h, w]):
         raise ctx.fail(f"adaptive max pooling from a dynamic {h}x{w} to {oh}x{ow} has no lowering")
     if h % oh or w % ow:
@@ -108,6 +112,52 @@ def lower_adaptive_max_pool2d(ctx, node, x, output_size):
     values = node.with_value(out_shape, node.outputs[0].dtype)
     kernel = [h // oh, w // ow]
     return lower_max_pool2d(ctx, values, x, kernel, kernel, 0, 1, False), None
+
+
+def adaptive_argmax(ctx: LoweringContext, x: ir.Tensor, sizes: list[int], outs: list[int]):
+    """(values, int32 indices) of adaptive max pooling over the last len(sizes) axes, the index flat within each
+    spatial block, as PyTorch's: the first maximum in row-major order, or the last NaN where the window holds
+    one. Axis by axis from the last: per output position and window offset t, the candidate (a GATHER of the
+    window's t-th entry along the axis, clamped, with a constant mask for windows shorter than t + 1) replaces
+    the best so far where it is greater or NaN; its index is its position along the axis times the axis'
+    stride plus the index carried from the later axes. Taking the first strict maximum of each row, then of
+    the rows, gives the first in row-major order; the last NaN of the last row holding one is the last NaN."""
+    rank, spatial = x.rank, len(sizes)
+    strides = [int(np.prod(sizes[k + 1:])) for k in range(spatial)]
+    values, index = x, None
+    for k in reversed(range(spatial)):
+        axis, size, out = rank - spatial + k, sizes[k], outs[k]
+        windows = adaptive_windows(size, out)
+        longest = max(b - a for a, b in windows)
+        shape = list(values.shape)
+        shape[axis] = out
+        view = [1] * rank
+        view[axis] = out
+        best = best_index = None
+        for t in range(longest):
+            rows = np.array([min(a + t, b - 1) for a, b in windows], np.int32)
+            inside = np.array([a + t < b for a, b in windows])
+            taps = ctx.const(rows, name="taps")
+            piece = ctx.emit("GATHER", [values, taps], shape, values.dtype, axis=axis, batch_dims=0)
+            where = ctx.const((rows * strides[k]).reshape(view), name="tap_index")
+            if index is not None:
+                where = ctx.emit("ADD", [ctx.emit("GATHER", [index, taps], shape, np.int32, axis=axis, batch_dims=0),
+                                         where], shape, np.int32, fused_activation_function="NONE")
+            if best is None:
+                best, best_index = piece, where
+                continue
+            take = ctx.emit("GREATER", [piece, best], shape, np.bool_)
+            if piece.dtype.kind == "f":
+                take = ctx.emit("LOGICAL_OR", [take, exact.is_nan(ctx, piece)], shape, np.bool_)
+            if not inside.all():
+                take = ctx.emit("LOGICAL_AND", [take, ctx.const(inside.reshape(view), name="inside")], shape,
+                                np.bool_)
+            best = ctx.emit("SELECT_V2", [take, piece, best], shape, values.dtype)
+            best_index = ctx.emit("SELECT_V2", [take, where, best_index], shape, np.int32)
+        if best_index.shape != tuple(shape):
+            best_index = ctx.emit("BROADCAST_TO", [best_index, ctx.dims_tensor(shape)], shape, np.int32)
+        values, index = best, best_index
+    return values, index
 
 
 def _adaptive_max_along(ctx: LoweringContext, x, axis: int, size: int, out: int):
@@ -296,11 +346,14 @@ def lower_adaptive_max_pool3d(ctx, node, x, output_size):
     the maximum over a product of ranges is separable); the input's NaN flags, reduced the same way, make a
     window holding a NaN NaN.
 
-    Limits: the indices have no lowering; static spatial sizes."""
+    With the indices read: `adaptive_argmax`.
+
+    Limits: static spatial sizes."""
     out_shape = node.outputs[0].shape
-    if 1 in node.used:
-        raise ctx.fail("adaptive max pooling's indices have no lowering")
     sizes, outs = _adaptive_sizes(ctx, x, out_shape, 3, "adaptive max pooling")
+    if 1 in node.used:
+        values, index = adaptive_argmax(ctx, x, sizes, outs)
+        return values, ctx.cast(index, numpy_dtype(node.outputs[1].dtype))
     flags = _nan_flags(ctx, x) if x.dtype.kind == "f" else None
     for k, (size, out) in enumerate(zip(sizes, outs)):
         axis = x.rank - 3 + k

@@ -340,9 +340,10 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("adaptive_avg_pool3d_unbatched_keeps_axis", lambda: nn.AdaptiveAvgPool3d((3, 6, 2)), r(2, 5, 6, 4),
            {"FULLY_CONNECTED": 2}),
     OpCase("adaptive_max_pool3d_uneven", lambda: nn.AdaptiveMaxPool3d((2, 3, 1)), r(1, 2, 5, 7, 4)),
-    OpCase("adaptive_max_pool3d_indices_unsupported", lambda: nn.AdaptiveMaxPool3d(2, return_indices=True),
-           r(1, 2, 4, 4, 4), raises=ConversionError, reason="no lowering of the indices",
-           match="indices have no lowering"),
+    OpCase("adaptive_max_pool3d_indices", lambda: nn.AdaptiveMaxPool3d((2, 3, 2), return_indices=True),
+           r(1, 2, 4, 5, 3)),
+    OpCase("adaptive_max_pool2d_indices_ties", lambda: nn.AdaptiveMaxPool2d((3, 2), return_indices=True),
+           lambda: (torch.randint(0, 3, (2, 3, 7, 5)).float(),)),
     # embedding bags: equal bags of a 2-D input, offsets given at run time (empty bags included), padding_idx
     OpCase("embedding_bag_2d_sum", lambda: nn.EmbeddingBag(10, 4, mode="sum"),
            lambda: (torch.randint(0, 10, (3, 5)),), {"BATCH_MATMUL": 0, "SUM": 1}),

@@ -30,6 +30,8 @@ CASES = {
     "adaptive_max_pool2d_uneven": lambda x, x3: F.adaptive_max_pool2d(x, (3, 4)),
     "max_pool3d": lambda x, x3: F.max_pool3d(x3, 2),
     "max_pool3d_indices": lambda x, x3: F.max_pool3d(x3, 2, return_indices=True),
+    "adaptive_max_pool2d_indices": lambda x, x3: F.adaptive_max_pool2d(x, (3, 4), return_indices=True),
+    "adaptive_max_pool3d_indices": lambda x, x3: F.adaptive_max_pool3d(x3, (3, 2, 4), return_indices=True),
 }
 
 
