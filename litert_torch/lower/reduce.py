@@ -313,7 +313,9 @@ def _sort(ctx, node, x, dim, descending):
     axis = normalize_dim(dim, x.rank)
     if x.rank == 0:
         return x, ctx.const(np.zeros((), np.int32))
-    return topk_last_axis(ctx, x, axis, int(x.shape[axis]), x.shape[axis], bool(descending))
+    n = x.shape[axis]
+    k = n if isinstance(n, int) else ctx.reshape(ctx.size_tensor(n), [])  # a run-time length: all of it
+    return topk_last_axis(ctx, x, axis, k, n, bool(descending))
 
 
 @lowers(aten.sort.default)

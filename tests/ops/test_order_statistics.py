@@ -89,3 +89,15 @@ def test_median_of_integers_and_ascending_sort_of_bools():
     b = torch.tensor([[True, False, True, False]])
     ref, got = _run(lambda t: torch.sort(t, dim=1), b)
     assert _same(got[0], ref.values.numpy()) and _same(got[1], ref.indices.numpy())
+
+
+def test_sort_along_an_axis_of_run_time_length():
+    model = Fn(lambda t: torch.sort(t, -1, descending=True))
+    edge = litert_torch.convert(model, (torch.randn(2, 7),),
+                                dynamic_shapes=({1: torch.export.Dim("n", min=2, max=64)},))
+    for n in (2, 11, 64):
+        x = torch.randn(2, n)
+        x[0, 1] = NAN
+        want = model(x)
+        got = edge(x)
+        assert _same(got[0], want.values.numpy()) and _same(got[1], want.indices.numpy())
