@@ -91,8 +91,13 @@ def test_median_of_integers_and_ascending_sort_of_bools():
     assert _same(got[0], ref.values.numpy()) and _same(got[1], ref.indices.numpy())
 
 
+class _SortDescending(torch.nn.Module):
+    def forward(self, x):
+        return torch.sort(x, -1, descending=True)
+
+
 def test_sort_along_an_axis_of_run_time_length():
-    model = Fn(lambda t: torch.sort(t, -1, descending=True))
+    model = _SortDescending()
     edge = litert_torch.convert(model, (torch.randn(2, 7),),
                                 dynamic_shapes=({1: torch.export.Dim("n", min=2, max=64)},))
     for n in (2, 11, 64):
