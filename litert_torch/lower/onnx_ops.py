@@ -590,15 +590,22 @@ def tile(ctx, node, inputs, attrs):
 
 @onnx_op("Pad")
 def pad(ctx, node, inputs, attrs):
-    """constant / reflect / edge padding as aten.constant_pad_nd / reflection / replication pads."""
+    """constant / reflect / edge / wrap padding as aten.constant_pad_nd / reflection / replication / circular
+    pads; `axes` (opset 18) names the axes the pads are for."""
     x = inputs[0]
     pads = const_list(inputs[1], "Pad pads", ctx)
     value = scalar(inputs[2], ctx, "Pad value") if len(inputs) > 2 and inputs[2] is not None else 0.0
-    if len(inputs) > 3 and inputs[3] is not None:
-        raise ctx.fail("Pad with axes has no lowering yet")
     mode = attrs.get("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     rank = x.rank
+    if len(inputs) > 3 and inputs[3] is not None:
+        axes = [int(a) % rank for a in const_list(inputs[3], "Pad axes", ctx)]
+        if len(pads) != 2 * len(axes) or len(set(axes)) != len(axes):
+            raise ctx.fail(f"Pad with {len(pads)} pads for axes {axes}")
+        full = [0] * (2 * rank)
+        for i, a in enumerate(axes):
+            full[a], full[a + rank] = pads[i], pads[i + len(axes)]
+        pads = full
     torch_pad = []
     for axis in reversed(range(rank)):
         torch_pad += [pads[axis], pads[axis + rank]]
@@ -606,6 +613,10 @@ def pad(ctx, node, inputs, attrs):
         torch_pad = torch_pad[:-2]
     if mode == "constant":
         return aten_fn(aten.constant_pad_nd.default)(ctx, node, x, torch_pad, value)
+    if mode == "wrap":
+        if any(p < 0 for p in torch_pad):
+            raise ctx.fail("Pad mode 'wrap' with negative pads has no lowering")
+        return aten_fn(aten._pad_circular.default)(ctx, node, x, torch_pad)
     target = {"reflect": aten.reflection_pad2d.default, "edge": aten.replication_pad2d.default}.get(mode)
     if target is None or len(torch_pad) > 4:
         raise ctx.fail(f"Pad mode {mode!r} over these axes has no lowering yet")
