@@ -113,6 +113,35 @@ def _is_size(node: torch.fx.Node) -> bool:
     return isinstance(node.meta.get("val"), (torch.SymInt, int)) and not isinstance(node.meta.get("val"), bool)
 
 
+_EMPTY = (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_permuted.default)
+_SORTS = (torch.ops.aten.sort.default, torch.ops.aten.sort.stable)
+
+
+def _fill_permuted_empties(program: torch.export.ExportedProgram) -> None:
+    """An uninitialised 1-D tensor whose every element is then written, `inv[perm] = values` with `perm` the
+    indices of a sort of a tensor as long (a permutation: the inverse-permutation idiom of mixture-of-experts
+    routing), becomes torch.zeros: no value of it is ever read, so its contents do not matter."""
+    for node in list(program.graph.nodes):
+        if node.op != "call_function" or node.target not in _EMPTY or len(node.users) != 1:
+            continue
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor) or value.dim() != 1 or not isinstance(value.shape[0], int):
+            continue
+        (user,) = node.users
+        if user.target is not torch.ops.aten.index_put.default or user.args[0] is not node \
+                or (len(user.args) > 3 and user.args[3]) or len(user.args[1]) != 1:
+            continue
+        index = user.args[1][0]
+        if not (isinstance(index, torch.fx.Node) and index.target is operator.getitem and index.args[1] == 1
+                and isinstance(index.args[0], torch.fx.Node) and index.args[0].target in _SORTS):
+            continue
+        sorted_value = index.args[0].args[0].meta.get("val")
+        if not isinstance(sorted_value, torch.Tensor) or tuple(sorted_value.shape) != tuple(value.shape):
+            continue
+        node.target, node.args = torch.ops.aten.zeros.default, (list(value.shape),)
+        node.kwargs = {"dtype": value.dtype, "device": torch.device("cpu")}
+
+
 def _check_supported(program: torch.export.ExportedProgram, constant_nodes: set[str]) -> None:
     """Raise one UnsupportedOpsError listing every op without a lowering, or return."""
     missing: dict[str, UnsupportedOp] = {}
@@ -378,6 +407,7 @@ def lower_program(program: torch.export.ExportedProgram,
     (`litert_torch.symbolic`); `dim_names` (size symbol -> Dim name) names them in messages, and `fixed`
     (Dim name -> size) lowers the program at one static size of those dimensions instead (buckets)."""
     space = space_of_program(program, dim_names, fixed)
+    _fill_permuted_empties(program)
     constants = _constant_values(program, weights)
     values, sizes = _values(program, space)
     # An input with no elements carries no data: what is computed from it alone is known at conversion time.

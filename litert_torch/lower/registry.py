@@ -53,13 +53,44 @@ def lowers(*targets: Any) -> Callable[[LoweringFn], LoweringFn]:
     return register
 
 
+# Lowerings of ops other libraries define (torch.library custom ops), by their qualified name
+# ("transformers::grouped_mm_fallback"): the op exists only once that library is imported.
+_BY_NAME: dict[str, Lowering] = {}
+
+
+def lowers_library_op(*names: str) -> Callable[[LoweringFn], LoweringFn]:
+    """Register `fn` as the lowering of each custom op named "namespace::name" (its default overload)."""
+
+    def register(fn: LoweringFn) -> LoweringFn:
+        doc = (fn.__doc__ or "").strip().splitlines()
+        for name in names:
+            _BY_NAME[name] = Lowering(fn, fn.__module__, doc[0] if doc else None)
+        return fn
+
+    return register
+
+
+def _library_name(target: Any) -> str | None:
+    name = getattr(target, "name", None)
+    if not callable(name) or getattr(target, "_overloadname", None) != "default":
+        return None
+    try:
+        return name()
+    except Exception:  # noqa: BLE001 - not an op overload
+        return None
+
+
 def lowering_for(target: Any) -> Lowering | None:
-    return _REGISTRY.get(target)
+    found = _REGISTRY.get(target)
+    if found is None and _BY_NAME:
+        qualified = _library_name(target)
+        found = _BY_NAME.get(qualified) if qualified else None
+    return found
 
 
 def lowered_as_is(target: Any) -> bool:
     """Whether `target` has a lowering of its own (with the lowering modules imported: `litert_torch.lower`)."""
-    return target in _REGISTRY
+    return lowering_for(target) is not None
 
 
 def registered() -> dict[Any, Lowering]:
