@@ -36,6 +36,18 @@ def dim_name(dim: Any) -> str:
     return name
 
 
+def _spread(spec: Any, first: int, count: int) -> dict[int, Any]:
+    """The specs of a `*args` parameter (a tuple of one spec per argument it takes, from position `first`) by
+    argument position."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, (tuple, list)) or len(spec) != count - first \
+            or not all(s is None or isinstance(s, (dict, tuple, list)) for s in spec):
+        raise InvalidArgumentError(f"dynamic_shapes for forward's *args must hold one entry per argument it takes "
+                                   f"({count - first}), each {{axis: Dim}} or None; got {spec!r}")
+    return {first + i: s for i, s in enumerate(spec)}
+
+
 def dim_bounds(dim: Any) -> tuple[int, int]:
     low = getattr(dim, "min", None)
     high = getattr(dim, "max", None)
@@ -44,13 +56,22 @@ def dim_bounds(dim: Any) -> tuple[int, int]:
 
 def dim_uses(module: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes: Any) -> tuple[list[DimUse], dict]:
     """Each (argument, axis) that `dynamic_shapes` (torch.export's format: a dict by argument name, or a tuple
-    by position, of {axis: Dim} or [Dim | None, ...]) makes dynamic, and the Dims by name."""
+    by position, of {axis: Dim} or [Dim | None, ...]; for a `*args` parameter, a tuple of those, one per
+    argument it takes) makes dynamic, and the Dims by name."""
+    signature = inspect.signature(module.forward).parameters
+    var_positional = next((i for i, p in enumerate(signature.values()) if p.kind is p.VAR_POSITIONAL), None)
     if isinstance(dynamic_shapes, dict):
-        params = list(inspect.signature(module.forward).parameters)
-        by_name = dynamic_shapes
+        params = list(signature)
+        by_name = dict(dynamic_shapes)
+        if var_positional is not None and params[var_positional] in by_name:
+            by_name = {**{k: v for k, v in by_name.items() if k != params[var_positional]},
+                       **_spread(by_name[params[var_positional]], var_positional, len(args))}
     elif isinstance(dynamic_shapes, (tuple, list)):
-        params = [i for i in range(len(dynamic_shapes))]
         by_name = dict(enumerate(dynamic_shapes))
+        if var_positional is not None and var_positional in by_name:
+            rest = {k: v for k, v in by_name.items() if k != var_positional}
+            by_name = {**rest, **_spread(by_name[var_positional], var_positional, len(args))}
+        params = list(by_name)
     else:
         raise InvalidArgumentError("dynamic_shapes is a dict keyed by forward's argument names, or a tuple by position")
     uses, dims = [], {}

@@ -1,12 +1,14 @@
 """Dynamic dimensions: -1 in the shape signatures, the runtime resizing per call, the model right at every size in
 range — and a clear error where a size is baked into the graph."""
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 from torch.export import Dim
 
 import litert_torch
+from litert_torch.errors import InvalidArgumentError
 from litert_torch.flatbuffer.reader import read_model
 from tests.api.test_buckets import ConvNet, Encoder
 from tests.helpers import assert_matches
@@ -121,3 +123,21 @@ def test_sample_outside_the_range_is_refused():
     with pytest.raises(litert_torch.InvalidArgumentError, match=r"batch = 4, outside its range \[1, 2\]"):
         litert_torch.convert(ConvNet().eval(), (torch.randn(4, 3, 8, 8),),
                              dynamic_shapes={"x": {0: Dim("batch", min=1, max=2)}})
+
+
+class _VarArgs(torch.nn.Module):
+    def forward(self, x, *rest):
+        return x * 2 + rest[0] - rest[1]
+
+
+def test_dynamic_shapes_of_a_forward_taking_star_args():
+    """torch.export's format for `*args`: one tuple of specs, one per argument it takes."""
+    s = Dim("s", min=2, max=32)
+    args = tuple(torch.randn(1, 8) for _ in range(3))
+    for spec in (({1: s}, ({1: s}, {1: s})), {"x": {1: s}, "rest": ({1: s}, {1: s})}):
+        edge = litert_torch.convert(_VarArgs(), args, dynamic_shapes=spec)
+        for n in (2, 21):
+            inputs = tuple(torch.randn(1, n) for _ in range(3))
+            np.testing.assert_allclose(np.asarray(edge(*inputs)), _VarArgs()(*inputs).numpy(), rtol=1e-6, atol=1e-6)
+    with pytest.raises(InvalidArgumentError, match=r"\*args must hold one entry per argument"):
+        litert_torch.convert(_VarArgs(), args, dynamic_shapes=({1: s}, {1: s}, {1: s}))
