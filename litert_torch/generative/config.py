@@ -28,6 +28,7 @@ ARCHITECTURES = {
     "qwen2": "qwen2",
     "qwen3": "qwen3",
     "qwen3_moe": "qwen3_moe",
+    "mixtral": "mixtral",
     "phi3": "phi3",
     "gemma": "gemma",
     "gemma2": "gemma2",
@@ -160,9 +161,9 @@ class LlmConfig:
             if not get("use_sliding_window"):
                 layer_types = ["full_attention"] * layers
         window = get("sliding_window")
-        if family in ("qwen2", "qwen3", "qwen3_moe", "phi3") or model_type == "mistral":
+        if family in ("qwen2", "qwen3", "qwen3_moe", "phi3", "mixtral") or model_type == "mistral":
             # These read sliding_window only where use_sliding_window / layer_types say so.
-            if family in ("phi3",) or model_type == "mistral":
+            if family in ("phi3", "mixtral") or model_type == "mistral":
                 if window is not None:
                     layer_types = ["sliding_attention"] * layers
         if "sliding_attention" in layer_types and not window:
@@ -213,7 +214,13 @@ class LlmConfig:
             rope_limit=rope_limit,
             rope_layers=rope_layers,
         )
-        if family == "qwen3_moe":
+        if family == "mixtral":  # every layer's MLP: experts of intermediate_size, top-k weights renormalized
+            cfg.num_experts = int(need("num_local_experts"))
+            cfg.num_experts_per_tok = int(need("num_experts_per_tok"))
+            cfg.moe_intermediate_size = cfg.intermediate_size
+            cfg.norm_topk_prob = True
+            cfg.moe_layers = [cfg.num_experts > 0] * layers
+        elif family == "qwen3_moe":
             cfg.num_experts = int(need("num_experts"))
             cfg.num_experts_per_tok = int(need("num_experts_per_tok"))
             cfg.moe_intermediate_size = int(need("moe_intermediate_size"))

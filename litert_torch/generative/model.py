@@ -435,8 +435,16 @@ def build(weights: Mapping[str, torch.Tensor], cfg: LlmConfig, rope: dict[str, t
         if "model." + p + "mlp.experts.gate_up_proj" in weights:  # a transformers model in memory: fused tables
             gate_up = w(p + "mlp.experts.gate_up_proj", count, 2 * inter, hidden)
             return gate_up[:, :inter], gate_up[:, inter:], w(p + "mlp.experts.down_proj", count, hidden, inter)
+        if cfg.family == "mixtral":  # Mixtral's checkpoints: w1 gate, w3 up, w2 down
+            return tuple([w(p + f"block_sparse_moe.experts.{e}.{n}.weight", *shape) for e in range(count)]
+                         for n, shape in (("w1", (inter, hidden)), ("w3", (inter, hidden)), ("w2", (hidden, inter))))
         return tuple([w(p + f"mlp.experts.{e}.{n}_proj.weight", *shape) for e in range(count)]
                      for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden)), ("down", (hidden, inter))))
+
+    def router(p: str) -> torch.Tensor:
+        if cfg.family == "mixtral" and "model." + p + "mlp.gate.weight" not in weights:
+            return w(p + "block_sparse_moe.gate.weight", cfg.num_experts, hidden)
+        return w(p + "mlp.gate.weight", cfg.num_experts, hidden)
 
     layers = []
     for i in range(cfg.num_layers):
@@ -453,7 +461,7 @@ def build(weights: Mapping[str, torch.Tensor], cfg: LlmConfig, rope: dict[str, t
                               opt(p + "self_attn.q_norm.weight", d), opt(p + "self_attn.k_norm.weight", d))
         inter = cfg.intermediate_size
         if cfg.moe_layers[i]:
-            mlp: nn.Module = MoE(cfg, w(p + "mlp.gate.weight", cfg.num_experts, hidden), *experts(p))
+            mlp: nn.Module = MoE(cfg, router(p), *experts(p))
         elif cfg.family == "phi3":
             gate_up = w(p + "mlp.gate_up_proj.weight", 2 * inter, hidden)
             mlp = MLP(cfg, gate_up[:inter], gate_up[inter:], w(p + "mlp.down_proj.weight", hidden, inter))

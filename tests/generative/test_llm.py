@@ -265,9 +265,10 @@ def test_unsupported_configs_are_named():
     assert gemma.attn_softcap == 50.0
 
 
-def test_model_in_memory_with_tokenizer(tmp_path):
+@pytest.mark.parametrize("arch", ["qwen3", "mixtral"])  # Mixtral in memory: fused expert tables, mlp.gate router
+def test_model_in_memory_with_tokenizer(tmp_path, arch):
     tok = tiny_lm.tokenizer()
-    hf = tiny_lm.model("qwen3", len(tok))
+    hf = tiny_lm.model(arch, len(tok))
     path = export.export(model=hf, tokenizer=tok, output_dir=str(tmp_path), prefill_lengths=[8], cache_length=64,
                          quantization_recipe="none", bundle_litert_lm=False)
     assert path.endswith("model.tflite") and os.listdir(tmp_path) == ["model.tflite"]

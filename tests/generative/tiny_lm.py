@@ -37,7 +37,8 @@ def tokenizer(vocab_size: int = 160):
     return fast
 
 
-ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe")
+ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe",
+         "mixtral")
 
 
 def config(arch: str, vocab_size: int, **overrides):
@@ -73,6 +74,8 @@ def config(arch: str, vocab_size: int, **overrides):
     elif arch == "qwen3_moe":
         cfg = T.Qwen3MoeConfig(**common, head_dim=16, moe_intermediate_size=32, num_experts=4,
                                num_experts_per_tok=2, norm_topk_prob=True)
+    elif arch == "mixtral":
+        cfg = T.MixtralConfig(**{**common, "intermediate_size": 32}, num_local_experts=4, num_experts_per_tok=2)
     else:
         raise ValueError(arch)
     for key, value in overrides.items():
