@@ -29,6 +29,7 @@ ARCHITECTURES = {
     "qwen3": "qwen3",
     "qwen3_moe": "qwen3_moe",
     "mixtral": "mixtral",
+    "qwen2_moe": "qwen2_moe",
     "phi3": "phi3",
     "gemma": "gemma",
     "gemma2": "gemma2",
@@ -78,6 +79,7 @@ class LlmConfig:
     num_experts: int = 0
     num_experts_per_tok: int = 0
     moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0  # Qwen2-MoE: a shared expert MLP added to the routed experts' output
     norm_topk_prob: bool = False
     moe_layers: list[bool] = field(default_factory=list)
     rope_layers: list[bool] = field(default_factory=list)  # False where a layer has no RoPE (SmolLM3's NoPE layers)
@@ -161,7 +163,7 @@ class LlmConfig:
             if not get("use_sliding_window"):
                 layer_types = ["full_attention"] * layers
         window = get("sliding_window")
-        if family in ("qwen2", "qwen3", "qwen3_moe", "phi3", "mixtral") or model_type == "mistral":
+        if family in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "mixtral") or model_type == "mistral":
             # These read sliding_window only where use_sliding_window / layer_types say so.
             if family in ("phi3", "mixtral") or model_type == "mistral":
                 if window is not None:
@@ -195,8 +197,8 @@ class LlmConfig:
             tie_word_embeddings=bool(get("tie_word_embeddings", False)),
             attention_scale=scale,
             attn_softcap=float(softcap) if softcap is not None else None,
-            qkv_bias=bool(get("attention_bias", False)) or family == "qwen2",
-            o_bias=bool(get("attention_bias", False)) and family != "qwen2",
+            qkv_bias=bool(get("attention_bias", False)) or family in ("qwen2", "qwen2_moe"),
+            o_bias=bool(get("attention_bias", False)) and family not in ("qwen2", "qwen2_moe"),
             mlp_bias=bool(get("mlp_bias", False)),
             qk_norm=family in ("qwen3", "qwen3_moe", "gemma3"),
             norm_plus_one=family in GEMMA,
@@ -220,7 +222,9 @@ class LlmConfig:
             cfg.moe_intermediate_size = cfg.intermediate_size
             cfg.norm_topk_prob = True
             cfg.moe_layers = [cfg.num_experts > 0] * layers
-        elif family == "qwen3_moe":
+        elif family in ("qwen3_moe", "qwen2_moe"):
+            if family == "qwen2_moe":  # a shared expert beside the routed ones, gated by sigmoid(x . g)
+                cfg.shared_expert_intermediate_size = int(need("shared_expert_intermediate_size"))
             cfg.num_experts = int(need("num_experts"))
             cfg.num_experts_per_tok = int(need("num_experts_per_tok"))
             cfg.moe_intermediate_size = int(need("moe_intermediate_size"))

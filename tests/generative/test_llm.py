@@ -265,7 +265,7 @@ def test_unsupported_configs_are_named():
     assert gemma.attn_softcap == 50.0
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "mixtral"])  # Mixtral in memory: fused expert tables, mlp.gate router
+@pytest.mark.parametrize("arch", ["qwen3", "mixtral", "qwen2_moe"])  # in memory: fused expert tables
 def test_model_in_memory_with_tokenizer(tmp_path, arch):
     tok = tiny_lm.tokenizer()
     hf = tiny_lm.model(arch, len(tok))

@@ -38,7 +38,7 @@ def tokenizer(vocab_size: int = 160):
 
 
 ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe",
-         "mixtral")
+         "mixtral", "qwen2_moe")
 
 
 def config(arch: str, vocab_size: int, **overrides):
@@ -74,6 +74,9 @@ def config(arch: str, vocab_size: int, **overrides):
     elif arch == "qwen3_moe":
         cfg = T.Qwen3MoeConfig(**common, head_dim=16, moe_intermediate_size=32, num_experts=4,
                                num_experts_per_tok=2, norm_topk_prob=True)
+    elif arch == "qwen2_moe":  # its second layer dense (mlp_only_layers), the first with the shared expert
+        cfg = T.Qwen2MoeConfig(**common, moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=4,
+                               num_experts_per_tok=2, mlp_only_layers=[1])
     elif arch == "mixtral":
         cfg = T.MixtralConfig(**{**common, "intermediate_size": 32}, num_local_experts=4, num_experts_per_tok=2)
     else:
