@@ -22,7 +22,7 @@ import torch
 from litert_torch import ir
 from litert_torch.errors import LoweringError
 from litert_torch.lower import exact
-from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim
+from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, numpy_dtype
 from litert_torch.node import Node, Value
 from litert_torch.symbolic import all_static
 
@@ -205,8 +205,6 @@ def _pair(ctx: LoweringContext, value: Any, dtype: Any = np.float32) -> ComplexP
 
 def _out(node: Node, index: int = 0):
     """The shape of a result and the numpy dtype of its parts (its own, when real)."""
-    from litert_torch.lower.registry import numpy_dtype
-
     value = node.outputs[index]
     return tuple(value.shape), numpy_dtype(_real_dtype(value.dtype))
 
@@ -393,17 +391,11 @@ def lower_to_copy(ctx, node, x, **kwargs):
     discards the imaginary part)."""
     shape, dtype = _out(node)
     if not _is_complex(node.outputs[0].dtype):
-        return ctx.cast(x.re, np.dtype(_np_real(node.outputs[0].dtype)))
+        return ctx.cast(x.re, numpy_dtype(_real_dtype(node.outputs[0].dtype)))
     if isinstance(x, ComplexPair):
         return ComplexPair(ctx.cast(x.re, dtype), ctx.cast(x.im, dtype))
     re = ctx.cast(x, dtype)
     return ComplexPair(re, _zeros_like(ctx, re))
-
-
-def _np_real(dtype: torch.dtype):
-    from litert_torch.lower.registry import numpy_dtype
-
-    return numpy_dtype(_real_dtype(dtype))
 
 
 def _zeros_like(ctx, t: ir.Tensor) -> ir.Tensor:

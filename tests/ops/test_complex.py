@@ -40,6 +40,7 @@ CASES = {
     "polar_exp": lambda x: torch.view_as_real(torch.polar(x.abs(), x) + torch.exp(torch.complex(x, -x))),
     "cat_complex": lambda x: torch.view_as_real(torch.cat([torch.fft.rfft(x), torch.fft.rfft(x)[:, :3]], -1)),
     "view_as_complex": lambda x: torch.view_as_complex(x.reshape(2, 32, 2)).abs(),
+    "cast_to_real": lambda x: torch.fft.rfft(x).to(torch.float32),  # PyTorch keeps the real part
 }
 
 
