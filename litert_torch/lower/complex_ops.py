@@ -111,6 +111,7 @@ PARTWISE = frozenset({
     aten.index_select.default, aten.index.Tensor, aten.flip.default, aten.roll.default, aten.narrow.default,
     aten.repeat.default, aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int, aten.sum.dim_IntList,
     aten.mean.dim, aten.neg.default, aten.contiguous.default, aten.lift_fresh_copy.default,
+    aten._assert_tensor_metadata.default,  # nothing to compute
 })
 
 
