@@ -399,9 +399,4 @@ def lower_gru(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, 
         for d, direction in enumerate(states):  # the backward direction ends at the first time step
             finals.append(direction[0] if d == 1 else direction[-1])
         layer_in = sequence_of(ctx, states, time_major)
-    h_n = None
-    if 1 in node.used:
-        stacked = [ctx.reshape(f, [1, batch, hidden]) for f in finals]
-        h_n = stacked[0] if len(stacked) == 1 else ctx.emit(
-            "CONCATENATION", stacked, [len(stacked), batch, hidden], x.dtype, axis=0, fused_activation_function="NONE")
-    return layer_in, h_n
+    return layer_in, _stacked_states(ctx, finals, batch) if 1 in node.used else None
