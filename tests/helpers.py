@@ -1,5 +1,8 @@
 """Helpers shared by the test packages."""
 
+import contextlib
+import logging
+
 from litert_torch.flatbuffer.reader import read_model
 from litert_torch.runtime.compare import compare_outputs
 
@@ -23,3 +26,17 @@ def runtime_partitions(content: bytes) -> int:
     interpreter = Interpreter(model_content=content, num_threads=1)
     interpreter.allocate_tensors()
     return sum(op["op_name"] == "DELEGATE" for op in interpreter._get_ops_details())
+
+
+@contextlib.contextmanager
+def litert_warnings():
+    """The litert_torch logger's warnings while the block runs (pytest's log capture is off in this project)."""
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = logging.getLogger("litert_torch")
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)

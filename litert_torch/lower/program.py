@@ -142,12 +142,62 @@ def _fill_permuted_empties(program: torch.export.ExportedProgram) -> None:
         node.kwargs = {"dtype": value.dtype, "device": torch.device("cpu")}
 
 
+def _drop_value_checks(program: torch.export.ExportedProgram) -> None:
+    """Remove the model's run-time checks on values (`torch._check(n == k)` of a count read from a tensor, as
+    vision-language models check their image tokens against their image features), with the ops that only feed
+    them: LiteRT has no assertions. Each is logged with its source line. Checks on input sizes stay (they are
+    the signature's own)."""
+    graph, warned = program.graph, set()
+    for node in list(graph.nodes):
+        if node.target is not torch.ops.aten._assert_scalar.default or not node.args:
+            continue
+        cond = node.args[0]
+        if not isinstance(cond, torch.fx.Node) or not _reads_values(cond):
+            continue
+        location = source_ref(node).location or "unknown source"
+        if location not in warned:
+            warned.add(location)
+            log.warning("the run-time check on tensor values at %s (torch._check) is not in the converted "
+                        "model: LiteRT has no assertions", location)
+        graph.erase_node(node)
+        stack = [cond]
+        while stack:
+            n = stack.pop()
+            if n.op != "call_function" or n.users or n.is_impure():
+                continue
+            inputs = n.all_input_nodes
+            graph.erase_node(n)
+            stack.extend(inputs)
+
+
+_VALUE_READS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
+
+
+def _reads_values(node: torch.fx.Node) -> bool:
+    """Whether the scalar `node` is computed from a value read out of a tensor (not from sizes alone)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        value = n.meta.get("val")
+        if n.target in _VALUE_READS or (value is not None and not isinstance(value, torch.Tensor)
+                                        and free_unbacked_symbols(value)):
+            return True
+        if not isinstance(value, torch.Tensor):
+            stack.extend(n.all_input_nodes)
+    return False
+
+
 def _check_supported(program: torch.export.ExportedProgram, constant_nodes: set[str]) -> None:
     """Raise one UnsupportedOpsError listing every op without a lowering, or return."""
     missing: dict[str, UnsupportedOp] = {}
     for node in program.graph.nodes:
         if (node.op != "call_function" or node.target is operator.getitem or node.name in constant_nodes
-                or _is_size(node)):
+                or _is_size(node) or isinstance(node.meta.get("val"), torch.SymBool)):
             continue
         if lowering_for(node.target) is not None:
             continue
@@ -408,6 +458,7 @@ def lower_program(program: torch.export.ExportedProgram,
     (Dim name -> size) lowers the program at one static size of those dimensions instead (buckets)."""
     space = space_of_program(program, dim_names, fixed)
     _fill_permuted_empties(program)
+    _drop_value_checks(program)
     constants = _constant_values(program, weights)
     values, sizes = _values(program, space)
     # An input with no elements carries no data: what is computed from it alone is known at conversion time.
@@ -476,6 +527,9 @@ def lower_program(program: torch.export.ExportedProgram,
             env[node.name] = env[seq.name][index]
             continue
         lowering = lowering_for(node.target)
+        if lowering is None and isinstance(node.meta.get("val"), torch.SymBool):
+            raise LoweringError(f"the run-time check {node.meta['val']} on sizes has no lowering (a size "
+                                "decided by the input's values)", target=ref.target, location=ref.location)
         try:
             args, kwargs = to_ir(node.args), to_ir(node.kwargs)
             if complex_ops.involves_complex(contract, args, kwargs):

@@ -348,11 +348,11 @@ def lower_index_put(ctx, node, x, indices, values, accumulate=False):
     place of adjacent indexed axes, first when they are apart) built from the indices and from positions, then
     SCATTER_ND.
 
-    A boolean mask over the leading axes with the same values for every selected row (x[mask] = v) is
-    SELECT_V2 of the values and x.
+    A boolean mask over the leading axes (x[mask] = v) is SELECT_V2 of the values and x: values the same for
+    every selected row directly, one row of values per selected row gathered by a running count of the selected
+    rows (a count other than the values' rows fails the invocation, as PyTorch raises).
 
-    Limits: a boolean mask among other indices, or with a different value for each selected row (their
-    positions are decided by values)."""
+    Limits: a boolean mask among other indices (its positions are decided by values)."""
     _, dtype = out_meta(node)
     indices = list(indices) + [None] * (x.rank - len(indices))
     tensors = [(d, t) for d, t in enumerate(indices) if t is not None]
@@ -398,10 +398,11 @@ def _masked_put(ctx, node, x, mask, values, accumulate):
         raise ctx.fail(f"index_put with a mask of shape {list(mask.shape)} for a tensor of shape {list(x.shape)}")
     row = [int(d) for d in x.shape[k:]]
     shape = [int(d) for d in values.shape]
-    if len(shape) > len(row):  # a leading axis over the selected rows: only one row can be the same for all
+    if len(shape) > len(row):  # a leading axis over the selected rows
+        if len(shape) == len(row) + 1 and shape[0] != 1:
+            return _put_rows(ctx, x, mask, values, accumulate, dtype)
         if any(d != 1 for d in shape[:len(shape) - len(row)]):
-            raise ctx.fail("index_put with a boolean mask and a different value for each selected row has no "
-                           "lowering (its positions are decided by values)")
+            raise ctx.fail(f"index_put with a boolean mask and values of shape {shape} for rows of shape {row}")
         values = ctx.reshape(values, shape[len(shape) - len(row):])
     values = ctx.cast(values, x.dtype)
     if values.rank:
@@ -411,6 +412,111 @@ def _masked_put(ctx, node, x, mask, values, accumulate):
         added = ctx.emit("ADD", [x, values], x.shape, x.dtype, fused_activation_function="NONE")
         return ctx.cast(ctx.emit("SELECT_V2", [cond, added, x], x.shape, x.dtype), dtype)
     return ctx.cast(ctx.emit("SELECT_V2", [cond, values, x], x.shape, x.dtype), dtype)
+
+
+def _broadcast_dims(ctx: LoweringContext, t: ir.Tensor, shape: list) -> ir.Tensor:
+    """`t` broadcast to `shape`, whose sizes may be dynamic."""
+    if all_static(shape):
+        return _broadcast(ctx, t, [int(d) for d in shape])
+    if list(t.shape) == list(shape):
+        return t
+    if t.rank < len(shape):
+        t = ctx.reshape(t, [1] * (len(shape) - t.rank) + list(t.shape))
+    return ctx.emit("BROADCAST_TO", [t, ctx.dims_tensor(shape)], shape, t.dtype)
+
+
+def _row_mask(ctx: LoweringContext, mask: ir.Tensor, rank: int) -> ir.Tensor:
+    """What decides `mask` (of rank `rank`): the tensor a BROADCAST_TO expanded into it (as
+    `mask.unsqueeze(-1).expand_as(x)` makes), else the mask itself."""
+    if mask.rank < rank:
+        mask = ctx.reshape(mask, [1] * (rank - mask.rank) + list(mask.shape))
+    for op in reversed(ctx.graph.ops):
+        if mask in op.outputs:
+            if op.opcode == "BROADCAST_TO" and op.inputs[0].rank == rank:
+                return op.inputs[0]
+            break
+    return mask
+
+
+def scatter_rows(ctx: LoweringContext, x: ir.Tensor, rows: ir.Tensor, source: ir.Tensor,
+                 exact_count: bool = False, accumulate: bool = False) -> ir.Tensor:
+    """x [P, R] with its selected rows (`rows` bool [P]) replaced, in order, by the rows of `source` [K, R]
+    (or with them added, `accumulate`): the i-th selected row takes source row i (a running count of the
+    selected rows, then GATHER). More selected rows than K makes GATHER fail the invocation, as PyTorch raises;
+    with `exact_count`, so do fewer."""
+    count = ctx.emit("CUMSUM", [ctx.cast(rows, np.int32), ctx.const(np.array(0, np.int32), name="axis")],
+                     rows.shape, np.int32, exclusive=False, reverse=False)
+    index = ctx.emit("SUB", [count, ctx.scalar_like(1, count)], like=count, fused_activation_function="NONE")
+    index = ctx.emit("MAXIMUM", [index, ctx.scalar_like(0, index)], like=index)
+    k = source.shape[0]
+    if exact_count:
+        # every index is moved past the source unless the count of selected rows is K
+        total = ctx.slice(count, [count.shape[0] - 1], [1])
+        k_t = ctx.size_tensor(k)
+        off = ctx.emit("ABS", [ctx.emit("SUB", [total, k_t], [1], np.int32, fused_activation_function="NONE")],
+                       [1], np.int32)
+        off = ctx.emit("MUL", [off, k_t], [1], np.int32, fused_activation_function="NONE")
+        index = ctx.emit("ADD", [index, off], like=index, fused_activation_function="NONE")
+    if not (isinstance(k, int) and k > 0):
+        # a source that may have no rows gets a row of zeros, so that GATHER of no selected row has a row to read
+        pad = ctx.const(np.zeros((1, *[int(d) for d in source.shape[1:]]), np.dtype(source.dtype)), name="pad")
+        source = ctx.emit("CONCATENATION", [source, pad], [k + 1, *source.shape[1:]], source.dtype, axis=0,
+                          fused_activation_function="NONE")
+    gathered = ctx.emit("GATHER", [source, index], [rows.shape[0], *source.shape[1:]], source.dtype, axis=0,
+                        batch_dims=0)
+    if accumulate:
+        gathered = (ctx.emit("LOGICAL_OR", [gathered, x], x.shape, x.dtype) if np.dtype(x.dtype) == np.bool_ else
+                    ctx.emit("ADD", [gathered, x], x.shape, x.dtype, fused_activation_function="NONE"))
+    keep = ctx.reshape(rows, [rows.shape[0]] + [1] * (x.rank - 1))
+    return ctx.emit("SELECT_V2", [keep, gathered, x], x.shape, x.dtype)
+
+
+@lowers(aten.masked_scatter.default)
+def lower_masked_scatter(ctx, node, x, mask, source):
+    """x with the positions where `mask` is True (mask and x broadcast together) taking the elements of
+    `source` in order: the selected rows counted (CUMSUM) and gathered from `source` (`scatter_rows`). A mask
+    made by expanding a per-row mask over the last axes (a vision-language model's image-token mask,
+    `mask.unsqueeze(-1).expand_as(embeds)`) selects whole rows, gathered as rows; else each element is one row.
+    More selected elements than `source` has fails the invocation, as PyTorch raises."""
+    shape, dtype = out_meta(node)
+    shape = list(shape)
+    rank = len(shape)
+    base = _row_mask(ctx, mask, rank)
+    k = rank
+    while k > 0 and base.shape[k - 1] == 1:
+        k -= 1
+    row, size, lead = 1, 1, 1
+    for d in shape[k:]:
+        row = row * d
+    for d in source.shape:
+        size = size * d
+    if not (isinstance(row, int) and row > 0 and isinstance(size, int) and size % row == 0):
+        base, k, row = _broadcast_dims(ctx, mask, shape), rank, 1
+    for d in shape[:k]:
+        lead = lead * d
+    rows = ctx.reshape(_broadcast_dims(ctx, ctx.reshape(base, list(base.shape[:k])), shape[:k]), [lead])
+    xb = ctx.reshape(_broadcast_dims(ctx, ctx.cast(x, dtype), shape), [lead, row])
+    src = ctx.reshape(ctx.cast(source, dtype), [size // row if isinstance(size, int) else size, row])
+    out = scatter_rows(ctx, xb, rows, src)
+    return ctx.reshape(out, shape)
+
+
+def _put_rows(ctx, x, mask, values, accumulate, dtype):
+    """x[mask] = values (or +=) with one row of values per selected row, in order (`scatter_rows`); a count
+    of selected rows other than the values' fails the invocation, as PyTorch raises."""
+    k = mask.rank
+    lead, row = 1, 1
+    for d in x.shape[:k]:
+        lead = lead * d
+    for d in x.shape[k:]:
+        row = row * d
+    if not isinstance(row, int):
+        raise ctx.fail("index_put with a boolean mask over rows of dynamic size has no lowering")
+    n = values.shape[0]
+    values = _broadcast_dims(ctx, ctx.cast(values, x.dtype), [n, *x.shape[k:]])
+    out = scatter_rows(ctx, ctx.reshape(x, [lead, row]), ctx.reshape(mask, [lead]), ctx.reshape(values, [n, row]),
+                       exact_count=True, accumulate=accumulate)
+    return ctx.cast(ctx.reshape(out, list(x.shape)), dtype)
 
 
 @lowers(aten.diagonal_scatter.default)

@@ -1,7 +1,6 @@
 """Bad input: unsupported ops listed all at once with source lines, export failures with the user's line, and
 nothing written when conversion fails."""
 
-import logging
 import os
 
 import numpy as np
@@ -12,6 +11,7 @@ from torch import nn
 
 import litert_torch
 from litert_torch.errors import ExportError, UnsupportedOpsError
+from tests.helpers import litert_warnings
 
 
 @torch.library.custom_op("litert_test::mystery", mutates_args=())
@@ -148,16 +148,9 @@ class BatchStatistics(nn.Module):
 def test_batch_norm_by_batch_statistics_converts_and_says_once_how_to_infer():
     """Batch norm asked for batch statistics (training=True) computes what PyTorch computes, each batch normalised
     by its own, with one warning however many there are, saying to use eval mode for inference."""
-    records = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
-    logger = logging.getLogger("litert_torch")
-    logger.addHandler(handler)
     x, w = torch.randn(3, 4, 5, 6), torch.rand(4) + 0.5
-    try:
+    with litert_warnings() as records:
         edge = litert_torch.convert(BatchStatistics(), (x, w))
-    finally:
-        logger.removeHandler(handler)
     assert len([r for r in records if "call model.eval()" in r.getMessage()]) == 1
     for batch in (x, torch.randn(3, 4, 5, 6) * 4 + 1):
         want = BatchStatistics()(batch, w).numpy()

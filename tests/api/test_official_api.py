@@ -2,8 +2,6 @@
 calling convention, PT2E quantization, and the behaviours its users rely on (bench/official_api_tests.py runs the
 official package's own test files)."""
 
-import contextlib
-import logging
 
 import numpy as np
 import pytest
@@ -14,20 +12,7 @@ import litert_torch
 from litert_torch import InvalidArgumentError
 from litert_torch.flatbuffer.reader import read_model
 from litert_torch.testing import model_coverage
-
-
-@contextlib.contextmanager
-def _warnings():
-    """The litert_torch logger's records while the block runs."""
-    records = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
-    logger = logging.getLogger("litert_torch")
-    logger.addHandler(handler)
-    try:
-        yield records
-    finally:
-        logger.removeHandler(handler)
+from tests.helpers import litert_warnings
 
 
 def _opcodes(edge):
@@ -128,7 +113,7 @@ class Ids(nn.Module):
 
 def test_int64_io_is_int32_with_a_warning_or_int64_with_enable_x64():
     ids = torch.randint(0, 100, (1, 8))
-    with _warnings() as records:
+    with litert_warnings() as records:
         narrow = litert_torch.convert(Ids(), (ids,))
     warning = " ".join(r.getMessage() for r in records if "downcasts 64-bit" in r.getMessage())
     assert "input 'args_0' (torch.int64)" in warning and "output 'output_0' (torch.int64)" in warning
@@ -179,7 +164,7 @@ def test_a_model_writing_to_its_input_converts():
             return x + 10
 
     x = torch.randn(4, 4)
-    with _warnings() as records:
+    with litert_warnings() as records:
         edge = litert_torch.convert(Scale(), (x.clone(),))
     assert any("writes to its input" in r.getMessage() for r in records)
     np.testing.assert_allclose(edge(x.clone()), (x / 2 + 10).numpy(), rtol=1e-6)
