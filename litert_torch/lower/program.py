@@ -149,6 +149,15 @@ def _drop_value_checks(program: torch.export.ExportedProgram) -> None:
     the signature's own)."""
     graph, warned = program.graph, set()
     for node in list(graph.nodes):
+        if (node.target is torch.ops.higher_order.with_effects and len(node.args) > 2
+                and node.args[1] is torch.ops.aten._linalg_check_errors.default):
+            _drop_effect(graph, node)
+            if "linalg" not in warned:
+                warned.add("linalg")
+                log.warning("torch.linalg's check of its input (singular or not positive-definite, at %s) is not "
+                            "in the converted model: such an input gives inf or NaN instead of an error",
+                            source_ref(node).location or "unknown source")
+            continue
         if node.target is not torch.ops.aten._assert_scalar.default or not node.args:
             continue
         cond = node.args[0]
@@ -168,6 +177,15 @@ def _drop_value_checks(program: torch.export.ExportedProgram) -> None:
             inputs = n.all_input_nodes
             graph.erase_node(n)
             stack.extend(inputs)
+
+
+def _drop_effect(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    """Remove a `with_effects` call whose only result is its effect token: what read the token it passed on reads
+    the token it was given."""
+    for user in list(node.users):
+        user.replace_all_uses_with(node.args[0])
+        graph.erase_node(user)
+    graph.erase_node(node)
 
 
 _VALUE_READS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
@@ -563,6 +581,8 @@ def lower_program(program: torch.export.ExportedProgram,
             # PyTorch; the converted model does not write back into the caller's array.
             log.warning("the model writes to its input %r in place; the converted model computes the same outputs "
                         "but leaves the caller's input unchanged", spec.target)
+            continue
+        if spec.kind == OutputKind.TOKEN:  # the order of side effects dropped before lowering (_drop_value_checks)
             continue
         if spec.kind != OutputKind.USER_OUTPUT:  # _check_mutations refuses these before lowering
             raise ConversionError(f"internal error: output {spec.target!r} of kind {spec.kind.name} reached "

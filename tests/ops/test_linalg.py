@@ -1,0 +1,99 @@
+"""Small dense linear algebra inside a model: inverse, solve, determinants, Cholesky factors and triangular
+solves, unrolled over the columns, for every matrix the model is given (pivoting included); and what PyTorch
+raises on (a singular matrix) as the error codes LAPACK gives, or inf / NaN."""
+
+import numpy as np
+import pytest
+import torch
+
+import litert_torch
+from tests.helpers import litert_warnings
+
+
+class Solvers(torch.nn.Module):
+    def forward(self, a, b):
+        sign, logabs = torch.linalg.slogdet(a)
+        return (torch.linalg.inv(a), torch.linalg.solve(a, b), torch.linalg.solve(a, b.unsqueeze(-1)),
+                torch.linalg.solve(a, b.unsqueeze(-2), left=False), torch.linalg.det(a), sign, logabs)
+
+
+class Factors(torch.nn.Module):
+    def forward(self, a, b):
+        spd = a @ a.mT + 0.5 * torch.eye(a.shape[-1])
+        return (torch.linalg.cholesky(spd), torch.linalg.cholesky(spd, upper=True),
+                torch.linalg.solve_triangular(a, b, upper=False),
+                torch.linalg.solve_triangular(a, b, upper=True, unitriangular=True),
+                torch.linalg.solve_triangular(a, b.mT, upper=True, left=False),
+                torch.triangular_solve(b, a, upper=False, transpose=True)[0])  # the deprecated spelling
+
+
+def _compare(edge, model, *args, rtol=1e-4):
+    with torch.no_grad():
+        want = [w.numpy() for w in model(*args)]
+    for got, w in zip(edge(*args), want):
+        np.testing.assert_allclose(np.asarray(got), w, rtol=rtol, atol=rtol * max(1.0, float(np.abs(w).max())))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_inverse_solve_and_determinants_for_every_matrix(n):
+    torch.manual_seed(n)
+    model = Solvers()
+    edge = litert_torch.convert(model, (torch.randn(3, n, n), torch.randn(3, n)))
+    for _ in range(3):
+        # well conditioned, so that float32 elimination and LAPACK agree closely; signs and swaps vary
+        a = torch.randn(3, n, n) + 2 * torch.diag_embed(torch.sign(torch.randn(3, n)))
+        _compare(edge, model, a, torch.randn(3, n))
+    if n > 1:  # a zero where the first pivot would be: only a row swap lets the elimination go on
+        a = torch.randn(3, n, n) + 2 * torch.eye(n).flip(0)
+        a[:, 0, 0] = 0.0
+        _compare(edge, model, a, torch.randn(3, n))
+
+
+def test_singular_matrices_give_zero_determinants_and_lapacks_error_codes():
+    class Codes(torch.nn.Module):
+        def forward(self, a, b):
+            sign, logabs = torch.linalg.slogdet(a)
+            return (torch.linalg.det(a), sign, logabs, torch.linalg.inv_ex(a).info,
+                    torch.linalg.solve_ex(a, b).info, torch.linalg.cholesky_ex(a).info)
+
+    a = torch.stack([torch.eye(3), torch.tensor([[1.0, 2, 3], [2, 4, 6], [1, 1, 1]]),
+                     torch.tensor([[4.0, 0, 0], [0, -1, 0], [0, 0, 1]])])
+    edge = litert_torch.convert(Codes(), (torch.randn(3, 3, 3), torch.randn(3, 3)))
+    got = edge(a, torch.randn(3, 3))
+    with torch.no_grad():
+        want = Codes()(a, torch.randn(3, 3))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w.numpy())
+
+
+def test_factors_and_triangular_solves():
+    torch.manual_seed(0)
+    model = Factors()
+    edge = litert_torch.convert(model, (torch.randn(2, 4, 4), torch.randn(2, 4, 3)))
+    for _ in range(3):
+        _compare(edge, model, torch.randn(2, 4, 4) + 3 * torch.eye(4), torch.randn(2, 4, 3))
+
+
+def test_the_dropped_input_check_is_said_once():
+    class Inverse(torch.nn.Module):
+        def forward(self, a):
+            return torch.linalg.inv(a) + torch.linalg.inv(a.mT)
+
+    with litert_warnings() as records:
+        edge = litert_torch.convert(Inverse(), (torch.randn(3, 3),))
+    assert len([r for r in records if "torch.linalg's check" in r.getMessage()]) == 1
+    singular = torch.ones(3, 3)
+    assert not np.isfinite(np.asarray(edge(singular))).all()
+
+
+def test_large_and_dynamic_matrices_are_refused_clearly():
+    class Inverse(torch.nn.Module):
+        def forward(self, a):
+            return torch.linalg.inv(a)
+
+    with pytest.raises(litert_torch.LoweringError, match="65 x 65"):
+        litert_torch.convert(Inverse(), (torch.randn(65, 65),))
+    with pytest.raises(litert_torch.LoweringError, match="run-time size"):
+        litert_torch.convert(Inverse(), (torch.randn(2, 3, 3),),
+                             dynamic_shapes=({0: torch.export.Dim("b"), 1: torch.export.Dim("n"),
+                                              2: torch.export.Dim("n")},))
