@@ -142,6 +142,85 @@ def _fill_permuted_empties(program: torch.export.ExportedProgram) -> None:
         node.kwargs = {"dtype": value.dtype, "device": torch.device("cpu")}
 
 
+def _reads_only_shape(node: torch.fx.Node, of: torch.fx.Node) -> bool:
+    """Whether `node` reads nothing of `of`'s values: a slice of it that only copies write over (the
+    functional form of `out[a:b].copy_(src)`: the copy takes only the slice's shape and dtype)."""
+    if node.target in (torch.ops.aten.slice.Tensor, torch.ops.aten.select.int) and node.args[0] is of:
+        return all(user.target is torch.ops.aten.copy.default and user.args[0] is node
+                   and node not in user.args[1:] for user in node.users)
+    return False
+
+
+def _written_span(node: torch.fx.Node, of: torch.fx.Node, shape: tuple) -> tuple[int, int, int] | None:
+    """(axis, start, end) of `of` that `node` overwrites, when `node` writes a contiguous span of `of` along
+    one axis (slice_scatter of step 1, select_scatter) or all of it (copy); None otherwise."""
+    rank = len(shape)
+    if node.args[0] is not of or of in node.args[1:]:
+        return None
+    if node.target is torch.ops.aten.copy.default:
+        return (0, 0, shape[0]) if rank else None
+    if node.target is torch.ops.aten.slice_scatter.default:
+        dim, start, end, step = (list(node.args[2:]) + [0, None, None, 1][len(node.args) - 2:])[:4]
+        dim, start, end, step = (node.kwargs.get("dim", dim), node.kwargs.get("start", start),
+                                 node.kwargs.get("end", end), node.kwargs.get("step", step))
+        if step != 1 or not all(isinstance(v, (int, type(None))) for v in (start, end)):
+            return None
+        axis = dim % rank
+        size = shape[axis]
+        start = 0 if start is None else (start + size if start < 0 else start)
+        end = size if end is None else (end + size if end < 0 else end)
+        return axis, max(0, min(start, size)), max(0, min(end, size))
+    if node.target is torch.ops.aten.select_scatter.default and isinstance(node.args[3], int):
+        axis = node.args[2] % rank
+        index = node.args[3] % shape[axis]
+        return axis, index, index + 1
+    return None
+
+
+def _fill_written_empties(program: torch.export.ExportedProgram) -> None:
+    """An uninitialised tensor whose every element is written before any is read (`out = x.new_empty(...)`,
+    then `out[..., :k].copy_(a)` and `out[..., k:].copy_(b)`, as DeepSeek's attention builds its keys) becomes
+    torch.zeros: no value of it is ever read. The writes are spans along one axis, in a chain."""
+    for node in list(program.graph.nodes):
+        if node.op != "call_function" or node.target not in _EMPTY:
+            continue
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor) or value.dim() == 0 \
+                or not all(isinstance(d, int) for d in value.shape):
+            continue
+        shape = tuple(value.shape)
+        if _written_before_read(node, shape):
+            node.target, node.args = torch.ops.aten.zeros.default, (list(shape),)
+            node.kwargs = {"dtype": value.dtype, "device": torch.device("cpu")}
+
+
+def _written_before_read(node: torch.fx.Node, shape: tuple) -> bool:
+    """Whether a chain of writes starting at `node` (one writer each, other users reading only shapes)
+    overwrites every element of it before anything reads a value."""
+    current, axis, spans = node, None, []
+    while True:
+        writers = [u for u in current.users if not _reads_only_shape(u, current)]
+        if len(writers) != 1:
+            return False
+        span = _written_span(writers[0], current, shape)
+        if span is None:
+            return False
+        if span[1:] == (0, shape[span[0]]):  # the whole tensor
+            return True
+        if axis is not None and span[0] != axis:
+            return False
+        axis = span[0]
+        spans.append(span[1:])
+        reached = 0
+        for start, stop in sorted(spans):
+            if start > reached:
+                break
+            reached = max(reached, stop)
+        if reached >= shape[axis]:
+            return True
+        current = writers[0]
+
+
 def _drop_value_checks(program: torch.export.ExportedProgram) -> None:
     """Remove the model's run-time checks on values (`torch._check(n == k)` of a count read from a tensor, as
     vision-language models check their image tokens against their image features), with the ops that only feed
@@ -476,6 +555,7 @@ def lower_program(program: torch.export.ExportedProgram,
     (Dim name -> size) lowers the program at one static size of those dimensions instead (buckets)."""
     space = space_of_program(program, dim_names, fixed)
     _fill_permuted_empties(program)
+    _fill_written_empties(program)
     _drop_value_checks(program)
     constants = _constant_values(program, weights)
     values, sizes = _values(program, space)

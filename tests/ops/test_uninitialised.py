@@ -50,3 +50,43 @@ def test_an_empty_tensor_read_for_its_shape_only_is_exact():
 def test_an_empty_tensor_whose_values_are_read_is_refused():
     with pytest.raises(ConversionError, match="undefined values"):
         litert_torch.convert(Fn(lambda x: x + torch.empty(2, 3)), (torch.randn(2, 3),))
+
+
+def _filled_by_spans(a, b):
+    """DeepSeek's key layout: an empty tensor, then each part copied into its span."""
+    out = a.new_empty(*a.shape[:-1], a.shape[-1] + b.shape[-1])
+    out[..., : a.shape[-1]].copy_(a)
+    out[..., a.shape[-1]:].copy_(b)
+    return out * 1.0
+
+
+def _filled_in_reverse_with_rows(a, b):
+    out = torch.empty(2, 7)
+    out[:, 4:] = b
+    out[:, :4] = a
+    return out
+
+
+def test_an_empty_tensor_written_everywhere_before_any_read_is_exact():
+    _check(_filled_by_spans, torch.randn(1, 4, 12, 8), torch.randn(1, 4, 12, 3))
+    _check(_filled_in_reverse_with_rows, torch.randn(2, 4), torch.randn(2, 3))
+    _check(lambda a: torch.empty(2, 3).copy_(a) + 1, torch.randn(2, 3))
+
+
+def _partly_written(a):
+    out = a.new_empty(2, 5)
+    out[:, :3].copy_(a)
+    return out * 1.0
+
+
+def _read_before_written(a):
+    out = torch.empty(3)
+    y = out * 2
+    out.copy_(a)
+    return out + y
+
+
+@pytest.mark.parametrize("fn, shape", [(_partly_written, (2, 3)), (_read_before_written, (3,))])
+def test_an_empty_tensor_read_where_nothing_was_written_is_refused(fn, shape):
+    with pytest.raises(ConversionError, match="undefined values"):
+        litert_torch.convert(Fn(fn), (torch.randn(*shape),))
