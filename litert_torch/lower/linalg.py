@@ -1,10 +1,11 @@
-"""Small dense linear algebra: inverse, solve, determinant, log-determinant, Cholesky factor and triangular solve
-of static n x n matrices (any batch), unrolled over the n columns.
+"""Small dense linear algebra: inverse, solve, determinant, log-determinant, LU and Cholesky factors, and
+triangular and LU solves of static matrices (any batch), unrolled over the columns.
 
 TFLite has no linear-algebra kernels. The inverse and solve are Gauss-Jordan elimination of [A | B] with partial
 pivoting (the row of largest magnitude in the column brought up, as LAPACK's getrf chooses it): per column an
 ARG_MAX, a GATHER of the pivot row, two SELECT_V2 swapping it in place, and one outer-product update of every
-row, so each column costs a fixed dozen ops whatever the batch. The determinant is the product of the pivots
+row, so each column costs a fixed dozen ops whatever the batch. The LU factorisation is the same elimination
+keeping each column's multipliers below its pivot: LAPACK's getrf, pivots included. The determinant is the product of the pivots
 times the sign of the row swaps; a zero pivot gives 0 (the elimination then goes on dividing by 1, so that no
 NaN reaches the product). The Cholesky factor is the right-looking column by column factorisation; a triangular
 solve is substitution row by row.
@@ -15,6 +16,8 @@ refused: the unrolled graph grows with n.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -56,14 +59,23 @@ def _rows_at(n: int, rank: int, rows) -> np.ndarray:
     return mark.reshape((1,) * (rank - 2) + (n, 1))
 
 
-def _eliminate(ctx: LoweringContext, a: ir.Tensor, n: int, jordan: bool, guard_zero: bool):
-    """Gaussian elimination with partial pivoting of `a` [*batch, n, w] over its first n columns. Returns the
-    reduced matrix (Gauss-Jordan: the first n columns the identity, the rest A^-1 B; else: upper triangular),
-    the pivots [*batch, 1, 1] of each column and, per column, whether rows were swapped ([*batch, 1] bool)."""
-    rank, batch, w = a.rank, list(a.shape[:-2]), int(a.shape[-1])
+class _Elimination(NamedTuple):
+    reduced: ir.Tensor  # Gauss-Jordan: the identity, then A^-1 B; LU: U on and above the diagonal (see below)
+    pivots: list[ir.Tensor]  # [*batch, 1, 1] per column
+    swaps: list[ir.Tensor]  # [*batch, 1] bool per column but the last: whether rows were swapped
+    chosen: list[ir.Tensor]  # [*batch, 1] int32 per column: the row swapped into place
+
+
+def _eliminate(ctx: LoweringContext, a: ir.Tensor, steps: int, jordan: bool, guard_zero: bool,
+               multipliers: bool = False) -> _Elimination:
+    """Gaussian elimination with partial pivoting of `a` [*batch, n, w] over its first `steps` columns (whole
+    rows swapped, as LAPACK's getrf swaps them). With `multipliers`, each column's multipliers are kept below
+    its pivot: the reduced matrix is then LAPACK's packed LU."""
+    rank, batch, w, n = a.rank, list(a.shape[:-2]), int(a.shape[-1]), int(a.shape[-2])
     positions = ctx.const(np.arange(n, dtype=np.int32).reshape((1,) * len(batch) + (n, 1)), name="rows")
-    pivots, swaps = [], []
-    for k in range(n):
+    zero_f = ctx.const(np.array(0.0, np.float32), name="zero")
+    pivots, swaps, chosen_rows = [], [], []
+    for k in range(steps):
         column = ctx.slice(a, [0] * (rank - 1) + [k], batch + [n, 1])
         magnitude = ctx.emit("ABS", [column], column.shape, a.dtype)
         if k:  # rows already used as pivots take no part in the choice
@@ -72,36 +84,48 @@ def _eliminate(ctx: LoweringContext, a: ir.Tensor, n: int, jordan: bool, guard_z
                                  magnitude.shape, a.dtype)
         chosen = ctx.emit("ARG_MAX", [magnitude, ctx.const(np.array([rank - 2], np.int32), name="axis")],
                           batch + [1], np.int32, output_type="INT32")
+        chosen_rows.append(chosen)
         if k < n - 1:
-            pivot_row = ctx.emit("GATHER", [a, chosen], batch + [1, w], a.dtype, axis=rank - 2,
-                                 batch_dims=len(batch))
-            row_k = ctx.slice(a, [0] * (rank - 2) + [k, 0], batch + [1, w])
-            at_chosen = ctx.emit("EQUAL", [positions, ctx.reshape(chosen, batch + [1, 1])], batch + [n, 1],
-                                 np.bool_)
-            a = ctx.emit("SELECT_V2", [at_chosen, row_k, a], a.shape, a.dtype)
-            a = ctx.emit("SELECT_V2", [ctx.const(_rows_at(n, rank, [k]), name="row"), pivot_row, a], a.shape,
-                         a.dtype)
+            a = _swap_rows(ctx, a, positions, k, chosen)
             swaps.append(ctx.emit("NOT_EQUAL", [chosen, ctx.const(np.array(k, np.int32), name="k")], batch + [1],
                                   np.bool_))
         pivot = ctx.slice(a, [0] * (rank - 2) + [k, k], batch + [1, 1])
         pivots.append(pivot)
         divisor = pivot
         if guard_zero:
-            zero = ctx.emit("EQUAL", [pivot, ctx.const(np.array(0.0, np.float32), name="zero")], pivot.shape,
-                            np.bool_)
+            zero = ctx.emit("EQUAL", [pivot, zero_f], pivot.shape, np.bool_)
             divisor = ctx.emit("SELECT_V2", [zero, ctx.const(np.array(1.0, np.float32), name="one"), pivot],
                                pivot.shape, a.dtype)
         row = _binary(ctx, "DIV", ctx.slice(a, [0] * (rank - 2) + [k, 0], batch + [1, w]), divisor)
-        factors = ctx.slice(a, [0] * (rank - 1) + [k], batch + [n, 1])
+        if multipliers and k:  # the multipliers kept left of the pivot are not part of the row
+            left = np.zeros((1, w), np.bool_)
+            left[0, :k] = True
+            row = ctx.emit("SELECT_V2", [ctx.const(left.reshape((1,) * len(batch) + (1, w)), name="left"), zero_f,
+                                         row], row.shape, a.dtype)
+        column = ctx.slice(a, [0] * (rank - 1) + [k], batch + [n, 1])
         # rows other than k lose factor * row; row k becomes the scaled row (Gauss-Jordan) or stays (LU)
         keep = _rows_at(n, rank, range(k + 1) if not jordan else [])
-        factors = ctx.emit("SELECT_V2", [ctx.const(keep, name="kept"), ctx.const(np.array(0.0, np.float32),
-                                                                                 name="zero"), factors],
-                           factors.shape, a.dtype)
+        factors = ctx.emit("SELECT_V2", [ctx.const(keep, name="kept"), zero_f, column], column.shape, a.dtype)
         a = _binary(ctx, "SUB", a, _binary(ctx, "MUL", factors, row))
         if jordan:
             a = ctx.emit("SELECT_V2", [ctx.const(_rows_at(n, rank, [k]), name="row"), row, a], a.shape, a.dtype)
-    return a, pivots, swaps
+        if multipliers and k < n - 1:
+            below = np.zeros((n, w), np.bool_)
+            below[k + 1:, k] = True
+            a = ctx.emit("SELECT_V2", [ctx.const(below.reshape((1,) * len(batch) + (n, w)), name="below"),
+                                       _binary(ctx, "DIV", column, divisor), a], a.shape, a.dtype)
+    return _Elimination(a, pivots, swaps, chosen_rows)
+
+
+def _swap_rows(ctx, a: ir.Tensor, positions: ir.Tensor, k: int, other: ir.Tensor) -> ir.Tensor:
+    """`a` [*batch, n, w] with row k and row `other` ([*batch, 1] int32) exchanged."""
+    batch, w = list(a.shape[:-2]), int(a.shape[-1])
+    n, rank = int(a.shape[-2]), a.rank
+    other_row = ctx.emit("GATHER", [a, other], batch + [1, w], a.dtype, axis=rank - 2, batch_dims=len(batch))
+    row_k = ctx.slice(a, [0] * (rank - 2) + [k, 0], batch + [1, w])
+    at_other = ctx.emit("EQUAL", [positions, ctx.reshape(other, batch + [1, 1])], batch + [n, 1], np.bool_)
+    a = ctx.emit("SELECT_V2", [at_other, row_k, a], a.shape, a.dtype)
+    return ctx.emit("SELECT_V2", [ctx.const(_rows_at(n, rank, [k]), name="row"), other_row, a], a.shape, a.dtype)
 
 
 def _batch_matrix(ctx: LoweringContext, b: ir.Tensor, shape: list[int]) -> ir.Tensor:
@@ -121,7 +145,7 @@ def _solve(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, what: str) -> tuple
     b = _batch_matrix(ctx, ctx.cast(b, a.dtype), batch + [n, m])
     joined = ctx.emit("CONCATENATION", [a, b], batch + [n, n + m], a.dtype, axis=len(batch) + 1,
                       fused_activation_function="NONE")
-    reduced, pivots, _ = _eliminate(ctx, joined, n, jordan=True, guard_zero=False)
+    reduced, pivots, _, _ = _eliminate(ctx, joined, n, jordan=True, guard_zero=False)
     return ctx.slice(reduced, [0] * (len(batch) + 1) + [n], batch + [n, m]), pivots
 
 
@@ -204,7 +228,7 @@ def lower_linalg_det(ctx, node, a):
     _no_info(ctx, node, 1, 2)
     n = _square(ctx, a, "linalg.det")
     batch = [int(d) for d in a.shape[:-2]]
-    _, pivots, swaps = _eliminate(ctx, a, n, jordan=False, guard_zero=True)
+    _, pivots, swaps, _ = _eliminate(ctx, a, n, jordan=False, guard_zero=True)
     det = _binary(ctx, "MUL", _product(ctx, pivots), _swap_sign(ctx, swaps, batch))
     return ctx.reshape(det, batch), None, None
 
@@ -216,7 +240,7 @@ def lower_linalg_slogdet(ctx, node, a):
     _no_info(ctx, node, 2, 3)
     n = _square(ctx, a, "linalg.slogdet")
     batch = [int(d) for d in a.shape[:-2]]
-    _, pivots, swaps = _eliminate(ctx, a, n, jordan=False, guard_zero=True)
+    _, pivots, swaps, _ = _eliminate(ctx, a, n, jordan=False, guard_zero=True)
     signs = [ctx.emit("SIGN", [p], p.shape, p.dtype) for p in pivots]
     sign = _binary(ctx, "MUL", _product(ctx, signs), _swap_sign(ctx, swaps, batch))
     logs = [exact.log(ctx, ctx.emit("ABS", [p], p.shape, p.dtype)) for p in pivots]
@@ -317,3 +341,138 @@ def lower_triangular_solve(ctx, node, b, a, upper=True, transpose=False, unitria
         a, upper = _transposed(ctx, a), not upper
     x = _substitute(ctx, a, b, upper, unitriangular, "triangular_solve")
     return x, (a if not transpose else _transposed(ctx, a))
+
+
+def _permutation(ctx, chosen: list[ir.Tensor], batch: list[int], n: int) -> ir.Tensor:
+    """perm [*batch, n, 1] int32: the original row at each of n positions after the row swaps (k with
+    chosen[k], in order) an LU factorisation made."""
+    positions = ctx.const(np.arange(n, dtype=np.int32).reshape((1,) * len(batch) + (n, 1)), name="rows")
+    perm = ctx.const(np.broadcast_to(np.arange(n, dtype=np.int32).reshape(n, 1), tuple(batch) + (n, 1)).copy(),
+                     name="perm")
+    for k, other in enumerate(chosen[:n - 1]):  # the last row has no other to swap with
+        perm = _swap_rows(ctx, perm, positions, k, other)
+    return perm
+
+
+def _permutation_matrix(ctx, perm: ir.Tensor, batch: list[int], n: int) -> ir.Tensor:
+    """P with A = P L U: P[r, i] = 1 where row r of A is row i of L U (perm[i] == r)."""
+    rows = ctx.const(np.arange(n, dtype=np.int32).reshape((1,) * len(batch) + (n, 1)), name="rows")
+    marks = ctx.emit("EQUAL", [rows, ctx.reshape(perm, batch + [1, n])], batch + [n, n], np.bool_)
+    return ctx.cast(marks, np.float32)
+
+
+def _triangles(ctx, lu: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
+    """(L [m, k] with a unit diagonal, U [k, n]) from a packed LU [m, n], k = min(m, n)."""
+    m, n = int(lu.shape[-2]), int(lu.shape[-1])
+    k, lead = min(m, n), (1,) * (lu.rank - 2)
+    batch = [int(d) for d in lu.shape[:-2]]
+    packed_l = ctx.slice(lu, [0] * lu.rank, batch + [m, k]) if k < n else lu
+    packed_u = ctx.slice(lu, [0] * lu.rank, batch + [k, n]) if k < m else lu
+    l = ctx.emit("SELECT_V2", [ctx.const(np.tril(np.ones((m, k), np.bool_), -1).reshape(lead + (m, k)), name="lower"),
+                               packed_l, ctx.const(np.eye(m, k, dtype=np.float32).reshape(lead + (m, k)),
+                                                   name="identity")], batch + [m, k], lu.dtype)
+    u = ctx.emit("SELECT_V2", [ctx.const(np.triu(np.ones((k, n), np.bool_)).reshape(lead + (k, n)), name="upper"),
+                               packed_u, ctx.const(np.array(0.0, np.float32), name="zero")], batch + [k, n], lu.dtype)
+    return l, u
+
+
+def _lu(ctx, a: ir.Tensor, pivot: bool, what: str) -> tuple[ir.Tensor, list[ir.Tensor], list[ir.Tensor]]:
+    """LAPACK's getrf of an m x n matrix: the packed LU, the pivots and the row chosen at each of the min(m, n)
+    steps."""
+    if not all_static(a.shape) or a.rank < 2:
+        raise ctx.fail(f"{what} of matrices of run-time size has no lowering")
+    m, n = int(a.shape[-2]), int(a.shape[-1])
+    if max(m, n) > MAX_SIZE:
+        raise ctx.fail(f"{what} of {m} x {n} matrices has no lowering (unrolled up to {MAX_SIZE} x {MAX_SIZE})")
+    if np.dtype(a.dtype) != np.float32:
+        raise ctx.fail(f"{what} in {np.dtype(a.dtype)} has no lowering (float32 only)")
+    if not pivot:
+        raise ctx.fail(f"{what} without pivoting has no lowering (PyTorch has none on the CPU either)")
+    lu, pivots, _, chosen = _eliminate(ctx, a, min(m, n), jordan=False, guard_zero=True, multipliers=True)
+    return lu, pivots, chosen
+
+
+@lowers(aten.linalg_lu_factor_ex.default)
+def lower_linalg_lu_factor_ex(ctx, node, a, pivot=True, check_errors=False):
+    """(LU, pivots, info) as LAPACK's getrf gives them: L's multipliers below the diagonal, U on and above,
+    the 1-based row swapped into each position, and the first zero pivot's column (0 for none)."""
+    lu, pivots, chosen = _lu(ctx, a, pivot, "linalg.lu_factor")
+    batch = [int(d) for d in a.shape[:-2]]
+    one = ctx.const(np.array(1, np.int32), name="one")
+    rows = [ctx.emit("ADD", [c, one], c.shape, np.int32, fused_activation_function="NONE") for c in chosen]
+    swapped = rows[0] if len(rows) == 1 else ctx.emit("CONCATENATION", rows, batch + [len(rows)], np.int32,
+                                                      axis=len(batch), fused_activation_function="NONE")
+    info = _error_code(ctx, _zero_pivots(ctx, pivots), batch) if 2 in node.used else None
+    return lu, swapped, info
+
+
+@lowers(aten.linalg_lu.default)
+def lower_linalg_lu(ctx, node, a, pivot=True):
+    """(P, L, U) with A = P L U: the packed factorisation of `linalg_lu_factor_ex` unpacked, P from its row
+    swaps."""
+    lu, _, chosen = _lu(ctx, a, pivot, "linalg.lu")
+    batch, m = [int(d) for d in a.shape[:-2]], int(a.shape[-2])
+    l, u = _triangles(ctx, lu)
+    return _permutation_matrix(ctx, _permutation(ctx, chosen, batch, m), batch, m), l, u
+
+
+def _pivot_indices(ctx, pivots: ir.Tensor, n: int) -> list[ir.Tensor]:
+    """The 0-based row swapped into each position ([*batch, 1] int32 each) from LAPACK's 1-based pivots."""
+    batch = [int(d) for d in pivots.shape[:-1]]
+    pivots = ctx.cast(pivots, np.int32)
+    one = ctx.const(np.array(1, np.int32), name="one")
+    return [ctx.emit("SUB", [ctx.slice(pivots, [0] * len(batch) + [k], batch + [1]), one], batch + [1], np.int32,
+                     fused_activation_function="NONE") for k in range(n)]
+
+
+@lowers(aten.lu_unpack.default)
+def lower_lu_unpack(ctx, node, lu, pivots, unpack_data=True, unpack_pivots=True):
+    """(P, L, U) from a packed LU and its pivots (given when the model runs: the swaps are made in order)."""
+    if not all_static(lu.shape) or lu.rank < 2:
+        raise ctx.fail("lu_unpack of matrices of run-time size has no lowering")
+    batch, m, n = [int(d) for d in lu.shape[:-2]], int(lu.shape[-2]), int(lu.shape[-1])
+    k = min(m, n)
+    if not all_static(pivots.shape) or [int(d) for d in pivots.shape] != batch + [k] or max(m, n) > MAX_SIZE:
+        raise ctx.fail(f"lu_unpack with pivots of shape {list(pivots.shape)} for LU of shape {list(lu.shape)}")
+    p = l = u = None
+    if unpack_pivots:
+        p = _permutation_matrix(ctx, _permutation(ctx, _pivot_indices(ctx, pivots, k), batch, m), batch, m)
+    if unpack_data:
+        l, u = _triangles(ctx, lu)
+    return p, l, u
+
+
+@lowers(aten.linalg_lu_solve.default)
+def lower_linalg_lu_solve(ctx, node, lu, pivots, b, left=True, adjoint=False):
+    """X with A X = B (A^T X = B with adjoint, X A = B with left=False) for A = P L U given packed: B's rows
+    permuted, then substitution with L (unit diagonal) and U, or the transposed steps for A^T."""
+    n = _square(ctx, lu, "linalg.lu_solve")
+    batch = [int(d) for d in lu.shape[:-2]]
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        x = _lu_solve(ctx, lu, pivots, _transposed(ctx, b), n, batch, not adjoint)
+        return _transposed(ctx, x)
+    return _lu_solve(ctx, lu, pivots, b, n, batch, adjoint)
+
+
+def _lu_solve(ctx, lu, pivots, b, n, batch, transposed):
+    perm = _permutation(ctx, _pivot_indices(ctx, pivots, n), batch, n)
+    out_batch = [int(d) for d in np.broadcast_shapes(tuple(batch), tuple(b.shape[:-2]))]
+    m = int(b.shape[-1])
+    b = _batch_matrix(ctx, ctx.cast(b, np.float32), out_batch + [n, m])
+    lu = _batch_matrix(ctx, lu, out_batch + [n, n])
+    perm = _batch_matrix(ctx, perm, out_batch + [n, 1])
+    index = ctx.reshape(perm, out_batch + [n])
+    if not transposed:  # L U X = P^T B, (P^T B)[i] = B[perm[i]]
+        moved = ctx.emit("GATHER", [b, index], out_batch + [n, m], b.dtype, axis=len(out_batch),
+                         batch_dims=len(out_batch))
+        y = _substitute(ctx, lu, moved, upper=False, unit=True, what="linalg.lu_solve")
+        return _substitute(ctx, lu, y, upper=True, unit=False, what="linalg.lu_solve")
+    # U^T L^T P^T X = B: Z = L^-T U^-T B, then X[perm[i]] = Z[i]
+    lu_t = _transposed(ctx, lu)
+    y = _substitute(ctx, lu_t, b, upper=False, unit=False, what="linalg.lu_solve")
+    z = _substitute(ctx, lu_t, y, upper=True, unit=True, what="linalg.lu_solve")
+    placed = _permutation_matrix(ctx, perm, out_batch, n)  # placed[r, i] = 1 where perm[i] == r
+    inverse = ctx.emit("ARG_MAX", [placed, ctx.const(np.array([len(out_batch) + 1], np.int32), name="axis")],
+                       out_batch + [n], np.int32, output_type="INT32")
+    return ctx.emit("GATHER", [z, inverse], out_batch + [n, m], z.dtype, axis=len(out_batch),
+                    batch_dims=len(out_batch))

@@ -97,3 +97,43 @@ def test_large_and_dynamic_matrices_are_refused_clearly():
         litert_torch.convert(Inverse(), (torch.randn(2, 3, 3),),
                              dynamic_shapes=({0: torch.export.Dim("b"), 1: torch.export.Dim("n"),
                                               2: torch.export.Dim("n")},))
+
+
+class LU(torch.nn.Module):
+    def forward(self, a, b):
+        lu, pivots = torch.linalg.lu_factor(a)
+        p, lower, upper = torch.linalg.lu(a)
+        return (lu, pivots, p, lower, upper, torch.linalg.lu_solve(lu, pivots, b),
+                torch.linalg.lu_solve(lu, pivots, b, adjoint=True), torch.linalg.lu_solve(lu, pivots, b.mT, left=False),
+                *torch.lu_unpack(lu, pivots))
+
+
+def test_lu_factors_pivots_and_solves_as_lapack_gives_them():
+    torch.manual_seed(0)
+    model = LU()
+    edge = litert_torch.convert(model, (torch.randn(2, 4, 4), torch.randn(2, 4, 3)))
+    for _ in range(3):
+        a, b = torch.randn(2, 4, 4), torch.randn(2, 4, 3)
+        with torch.no_grad():
+            want = model(a, b)
+        got = edge(a, b)
+        np.testing.assert_array_equal(np.asarray(got[1]), want[1].numpy())  # the 1-based pivots, exactly
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-4, atol=1e-4 * max(1.0, float(w.abs().max())))
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3)], ids=["wide", "tall"])
+def test_lu_of_rectangular_matrices(shape):
+    class Rectangular(torch.nn.Module):
+        def forward(self, a):
+            lu, pivots = torch.linalg.lu_factor(a)
+            return (lu, pivots, *torch.linalg.lu(a), *torch.lu_unpack(lu, pivots))
+
+    torch.manual_seed(0)
+    edge = litert_torch.convert(Rectangular(), (torch.randn(2, *shape),))
+    for _ in range(3):
+        a = torch.randn(2, *shape)
+        with torch.no_grad():
+            want = Rectangular()(a)
+        for g, w in zip(edge(a), want):
+            np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-5, atol=1e-5)
