@@ -5,10 +5,10 @@ TFLite has no linear-algebra kernels. The inverse and solve are Gauss-Jordan eli
 pivoting (the row of largest magnitude in the column brought up, as LAPACK's getrf chooses it): per column an
 ARG_MAX, a GATHER of the pivot row, two SELECT_V2 swapping it in place, and one outer-product update of every
 row, so each column costs a fixed dozen ops whatever the batch. The LU factorisation is the same elimination
-keeping each column's multipliers below its pivot: LAPACK's getrf, pivots included. The determinant is the product of the pivots
-times the sign of the row swaps; a zero pivot gives 0 (the elimination then goes on dividing by 1, so that no
-NaN reaches the product). The Cholesky factor is the right-looking column by column factorisation; a triangular
-solve is substitution row by row.
+keeping each column's multipliers below its pivot: LAPACK's getrf, pivots included. The determinant is the
+product of the pivots times the sign of the row swaps; a zero pivot gives 0 (the elimination then goes on
+dividing by 1, so that no NaN reaches the product). The Cholesky factor is the right-looking column by column
+factorisation; a triangular solve is substitution row by row.
 
 What PyTorch raises on (a singular matrix for inverse and solve, one that is not positive-definite for
 Cholesky) is not checked when the model runs: the result holds inf or NaN. Matrices larger than 64 x 64 are
