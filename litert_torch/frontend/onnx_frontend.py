@@ -49,9 +49,10 @@ TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch
 WIDE_UNSIGNED = (np.dtype(np.uint16), np.dtype(np.uint32))
 UINT16_IN_RANGE = {"Max", "Min", "Div", "Mod", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
                    "Transpose", "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Where", "ReduceMax",
-                   "ReduceMin", "Relu", "Abs", "Pad"}
+                   "ReduceMin", "Relu", "Abs", "Pad", "QuantizeLinear"}
 UINT32_BITWISE = {"Add", "Sub", "Mul", "Equal", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
-                  "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Where"}
+                  "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Where", "BitwiseAnd", "BitwiseOr",
+                  "BitwiseXor", "BitwiseNot"}
 # Orderings of uint32 bit patterns: the same as the int32 ordering of the patterns with the top bit flipped.
 UINT32_ORDERED = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min"}
 

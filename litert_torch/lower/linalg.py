@@ -226,11 +226,16 @@ def lower_linalg_det(ctx, node, a):
     """The determinant: the product of the pivots of an elimination with partial pivoting, negated for an odd
     number of row swaps (a zero pivot gives 0)."""
     _no_info(ctx, node, 1, 2)
-    n = _square(ctx, a, "linalg.det")
+    return determinant(ctx, a, "linalg.det"), None, None
+
+
+def determinant(ctx: LoweringContext, a: ir.Tensor, what: str) -> ir.Tensor:
+    """det(a) [*batch] of square matrices a [*batch, n, n] (see `lower_linalg_det`)."""
+    n = _square(ctx, a, what)
     batch = [int(d) for d in a.shape[:-2]]
     _, pivots, swaps, _ = _eliminate(ctx, a, n, jordan=False, guard_zero=True)
     det = _binary(ctx, "MUL", _product(ctx, pivots), _swap_sign(ctx, swaps, batch))
-    return ctx.reshape(det, batch), None, None
+    return ctx.reshape(det, batch)
 
 
 @lowers(aten._linalg_slogdet.default)

@@ -1,5 +1,6 @@
 """ONNX math ops composed from builtins and the ATen lowerings: the smooth and thresholded activations, Xor,
-Mean, the reductions of a transformed input (ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum,
+BitwiseAnd, BitwiseOr, BitwiseXor and BitwiseNot, Det, LRN, the Hann, Hamming and Blackman windows
+(constants), Mean, the reductions of a transformed input (ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum,
 ReduceLogSumExp, ReduceProd), CumSum, CumProd, TopK, Hardmax, LpNormalization, SpaceToDepth, ScatterElements
 and ScatterND, NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss. Axes, K and the scan axis may be
 constants or computed at run time."""
@@ -10,7 +11,7 @@ import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.lower import exact, onnx_dynamic, scatter
+from litert_torch.lower import exact, linalg, onnx_dynamic, scatter
 from litert_torch.lower.onnx_dynamic import _reduce_shapes, reduce_over, runtime_shaped
 from litert_torch.lower.onnx_registry import (
     PARAMETER_INPUTS, aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor,
@@ -118,6 +119,125 @@ def shrink(ctx, node, inputs, attrs):
 def xor(ctx, node, inputs, attrs):
     """as aten.logical_xor (NOT_EQUAL of bools, broadcasting)."""
     return aten_fn(aten.logical_xor.default)(ctx, node, inputs[0], inputs[1])
+
+
+@onnx_op("BitwiseXor")
+def bitwise_xor(ctx, node, inputs, attrs):
+    """BITWISE_XOR (broadcasting)."""
+    a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
+    return ctx.emit("BITWISE_XOR", [a, b], out_shape(node), a.dtype)
+
+
+@onnx_op("BitwiseNot")
+def bitwise_not(ctx, node, inputs, attrs):
+    """BITWISE_XOR with all ones (-1, or the type's maximum for an unsigned type)."""
+    x = tensor(ctx, inputs[0])
+    dtype = np.dtype(x.dtype)
+    ones = np.array(np.iinfo(dtype).max if dtype.kind == "u" else -1, dtype)
+    return ctx.emit("BITWISE_XOR", [x, ctx.const(ones, name="ones")], x.shape, x.dtype)
+
+
+def _and_exact(ctx, a: ir.Tensor, b: ir.Tensor, shape) -> ir.Tensor:
+    """a & b for int32 values within 17 bits: (a + b - (a ^ b)) >> 1, as a + b = (a ^ b) + 2 (a & b)."""
+    total = ctx.emit("ADD", [a, b], shape, np.int32, fused_activation_function="NONE")
+    twice = ctx.emit("SUB", [total, ctx.emit("BITWISE_XOR", [a, b], shape, np.int32)], shape, np.int32,
+                     fused_activation_function="NONE")
+    return ctx.emit("RIGHT_SHIFT", [twice, ctx.const(np.array(1, np.int32), name="one")], shape, np.int32)
+
+
+def _halves(ctx, x: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
+    """(x >> 16, x - (x >> 16) * 65536) of int32 values: the signed high half and the low half in [0, 65535]."""
+    high = ctx.emit("RIGHT_SHIFT", [x, ctx.const(np.array(16, np.int32), name="sixteen")], x.shape, np.int32)
+    low = ctx.emit("SUB", [x, ctx.emit("MUL", [high, ctx.const(np.array(65536, np.int32), name="base")], x.shape,
+                                       np.int32, fused_activation_function="NONE")],
+                   x.shape, np.int32, fused_activation_function="NONE")
+    return high, low
+
+
+@onnx_op("BitwiseAnd", "BitwiseOr")
+def bitwise_and_or(ctx, node, inputs, attrs):
+    """TFLite has no AND or OR of integers: a & b = (a + b - (a ^ b)) / 2, in int32 for 8- and 16-bit types and
+    on the 16-bit halves of 32-bit ones (no sum overflows); a | b = (a ^ b) + (a & b)."""
+    a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
+    dtype = np.dtype(a.dtype)
+    shape = out_shape(node)
+    wa, wb = ctx.cast(a, np.int32), ctx.cast(b, np.int32)
+    if dtype.itemsize < 4:
+        both = _and_exact(ctx, wa, wb, shape)
+    else:
+        (ha, la), (hb, lb) = _halves(ctx, wa), _halves(ctx, wb)
+        high = _and_exact(ctx, ha, hb, shape)
+        both = ctx.emit("ADD", [ctx.emit("MUL", [high, ctx.const(np.array(65536, np.int32), name="base")], shape,
+                                         np.int32, fused_activation_function="NONE"),
+                                _and_exact(ctx, la, lb, shape)], shape, np.int32, fused_activation_function="NONE")
+    if node.op_type == "BitwiseOr":
+        both = ctx.emit("ADD", [ctx.emit("BITWISE_XOR", [wa, wb], shape, np.int32), both], shape, np.int32,
+                        fused_activation_function="NONE")
+    return ctx.cast(both, dtype)
+
+
+@onnx_op("Det")
+def det(ctx, node, inputs, attrs):
+    """The determinant of each matrix (lower/linalg.py: elimination with partial pivoting)."""
+    return linalg.determinant(ctx, tensor(ctx, inputs[0]), "Det")
+
+
+@onnx_op("LRN")
+def lrn(ctx, node, inputs, attrs):
+    """x / (bias + alpha / size * s)^beta, s the sum of squares over the `size` channels around each one
+    (floor((size - 1) / 2) before, the rest after, within the tensor): the squares padded with zeros along the
+    channel axis and summed over `size` shifted slices."""
+    x = tensor(ctx, inputs[0])
+    size = int(attrs["size"])
+    alpha, beta, bias = float(attrs.get("alpha", 1e-4)), float(attrs.get("beta", 0.75)), float(attrs.get("bias", 1.0))
+    if x.rank < 3 or not all_static(x.shape):
+        raise ctx.fail(f"LRN of an input {list(x.shape)} (static, channels on axis 1)")
+    shape = [int(d) for d in x.shape]
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    squares = _mul(ctx, x, x)
+    paddings = np.zeros((x.rank, 2), np.int32)
+    paddings[1] = before, after
+    padded_shape = list(shape)
+    padded_shape[1] += size - 1
+    padded = ctx.emit("PAD", [squares, ctx.const(paddings, name="paddings")], padded_shape, x.dtype)
+    total = None
+    for i in range(size):
+        part = ctx.slice(padded, [0, i] + [0] * (x.rank - 2), shape)
+        total = part if total is None else _add(ctx, total, part)
+    base = _add(ctx, _mul(ctx, total, _scalar(ctx, alpha / size, x)), _scalar(ctx, bias, x))
+    scale = aten_fn(aten.pow.Tensor_Scalar)(ctx, sub(node, shape, x.dtype), base, -beta)
+    return _mul(ctx, x, scale)
+
+
+def _window(ctx, node, inputs, attrs, terms: list[tuple[float, float]]):
+    """a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N) ... as a constant (N the size, or size - 1 when not
+    periodic), computed in float64 and cast to the output type."""
+    size = int(scalar(inputs[0], ctx, f"{node.op_type} size"))
+    periodic = int(attrs.get("periodic", 1))
+    n = np.arange(size, dtype=np.float64)
+    span = size if periodic else size - 1
+    values = np.zeros(size, np.float64)
+    for k, coefficient in terms:
+        values += coefficient * (np.cos(2 * np.pi * k * n / span) if k else 1.0)
+    return ctx.const(values.astype(numpy_dtype(node.value.dtype)), name="window")
+
+
+@onnx_op("HannWindow")
+def hann_window(ctx, node, inputs, attrs):
+    """0.5 - 0.5 cos(2 pi n / N), a constant."""
+    return _window(ctx, node, inputs, attrs, [(0, 0.5), (1, -0.5)])
+
+
+@onnx_op("HammingWindow")
+def hamming_window(ctx, node, inputs, attrs):
+    """25/46 - 21/46 cos(2 pi n / N), a constant."""
+    return _window(ctx, node, inputs, attrs, [(0, 25 / 46), (1, -21 / 46)])
+
+
+@onnx_op("BlackmanWindow")
+def blackman_window(ctx, node, inputs, attrs):
+    """0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N), a constant."""
+    return _window(ctx, node, inputs, attrs, [(0, 0.42), (1, -0.5), (2, 0.08)])
 
 
 @onnx_op("Mean")

@@ -13,13 +13,15 @@ import numpy as np
 import torch
 
 from litert_torch import ir
-from litert_torch.lower import elementwise, exact
-from litert_torch.lower import onnx_attention, onnx_math, onnx_resize, onnx_rnn, onnx_window  # noqa: F401 (register their ops)
+from litert_torch.lower import elementwise, exact, scatter
+from litert_torch.lower import (  # noqa: F401 (register their ops)
+    onnx_attention, onnx_math, onnx_qdq, onnx_resize, onnx_rnn, onnx_window,
+)
 from litert_torch.lower.onnx_registry import (  # noqa: F401 (the registry and its helpers, re-exported)
     DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, RUNTIME_PARAMETERS, aten_fn, const_list, onnx_op, out_shape,
     scalar, sub, tensor,
 )
-from litert_torch.lower.registry import lowering_for
+from litert_torch.lower.registry import lowering_for, numpy_dtype
 from litert_torch.symbolic import Sym, all_static, smax, smin
 
 aten = torch.ops.aten
@@ -566,6 +568,68 @@ def gather(ctx, node, inputs, attrs):
         idx_t = ctx.emit("SELECT_V2", [negative, ctx.emit("ADD", [idx_t, size], like=idx_t), idx_t], like=idx_t)
     shape = out_shape(node)
     return ctx.emit("GATHER", [x, idx_t], shape, x.dtype, axis=axis, batch_dims=0)
+
+
+@onnx_op("GatherND")
+def gather_nd(ctx, node, inputs, attrs):
+    """GATHER_ND of the index tuples (negative entries wrapped), the batch axes' own positions put in front of
+    each tuple for batch_dims > 0; an index past its axis fails the invocation.
+
+    Limits: static sizes."""
+    x, idx = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
+    b = int(attrs.get("batch_dims", 0))
+    if not all_static([*x.shape, *idx.shape]):
+        raise ctx.fail("GatherND over dynamic sizes has no lowering")
+    k = int(idx.shape[-1])
+    lead = [int(d) for d in idx.shape[:-1]]
+    if b + k > x.rank:
+        raise ctx.fail(f"GatherND with index tuples of {k} into {x.rank - b} axes")
+    columns = []
+    for axis in range(b):  # each batch position indexes its own slice
+        view = [1] * len(lead)
+        view[axis] = lead[axis]
+        columns.append(ctx.const(np.broadcast_to(np.arange(lead[axis], dtype=np.int32).reshape(view), lead).copy(),
+                                 name="batch"))
+    for j in range(k):
+        column = ctx.reshape(ctx.slice(idx, [0] * (idx.rank - 1) + [j], lead + [1]), lead)
+        columns.append(scatter.wrapped(ctx, column, int(x.shape[b + j])))
+    coords = scatter._stack(ctx, columns, lead)
+    return ctx.emit("GATHER_ND", [x, coords], out_shape(node), x.dtype)
+
+
+@onnx_op("OneHot")
+def one_hot(ctx, node, inputs, attrs):
+    """EQUAL of the indices (negative ones wrapped by the depth) with the positions 0..depth-1 along `axis`,
+    SELECT_V2 of the on and off values; an index out of range gives a row of off values.
+
+    Limits: a constant depth."""
+    idx, values = tensor(ctx, inputs[0]), tensor(ctx, inputs[2])
+    depth = int(scalar(inputs[1], ctx, "OneHot depth"))
+    shape = list(out_shape(node))
+    axis = int(attrs.get("axis", -1)) % len(shape)
+    kind = np.float32 if np.dtype(idx.dtype).kind == "f" else np.int32  # a fractional index matches nothing
+    idx = ctx.cast(idx, kind)
+    negative = ctx.emit("LESS", [idx, ctx.scalar_like(0, idx)], idx.shape, np.bool_)
+    idx = ctx.emit("SELECT_V2", [negative, ctx.emit("ADD", [idx, ctx.scalar_like(depth, idx)], like=idx,
+                                                    fused_activation_function="NONE"), idx], like=idx)
+    idx = ctx.reshape(idx, shape[:axis] + [1] + shape[axis + 1:])
+    view = [1] * len(shape)
+    view[axis] = depth
+    hot = ctx.emit("EQUAL", [idx, ctx.const(np.arange(depth, dtype=kind).reshape(view), name="positions")],
+                   shape, np.bool_)
+    off = ctx.reshape(ctx.slice(values, [0], [1]), [])
+    on = ctx.reshape(ctx.slice(values, [1], [1]), [])
+    return ctx.emit("SELECT_V2", [hot, on, off], shape, values.dtype)
+
+
+@onnx_op("EyeLike")
+def eye_like(ctx, node, inputs, attrs):
+    """A constant: ones on the k-th diagonal of the input's 2-D shape, in the asked type (the input's own by
+    default)."""
+    shape = [int(d) for d in out_shape(node)]
+    if len(shape) != 2 or not all_static(shape):
+        raise ctx.fail(f"EyeLike of a shape {shape} (2-D, static)")
+    return ctx.const(np.eye(*shape, k=int(attrs.get("k", 0)), dtype=numpy_dtype(node.value.dtype)), name="eye")
 
 
 @onnx_op("GatherElements")

@@ -11,7 +11,8 @@ import litert_torch
 
 OPSET = 18
 TYPES = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.bool_: TensorProto.BOOL,
-         np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8, np.int16: TensorProto.INT16}
+         np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8, np.int16: TensorProto.INT16,
+         np.int32: TensorProto.INT32}
 
 
 def graph_model(nodes, inputs: dict[str, tuple], outputs, initializers: dict[str, np.ndarray] | None = None,

@@ -52,13 +52,14 @@ def test_opsets_7_to_12_are_upgraded():
 
 
 def test_unsupported_ops_are_listed_at_once():
-    model = graph_model([helper.make_node("Det", ["x"], ["d"]), helper.make_node("Relu", ["x"], ["r"]),
-                         helper.make_node("NonMaxSuppression", ["b", "s"], ["n"])],
-                        {"x": (3, 3), "b": (1, 4, 4), "s": (1, 1, 4)}, ["d", "r", "n"])
+    model = graph_model([helper.make_node("RoiAlign", ["x", "rois", "i"], ["d"]),
+                         helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonMaxSuppression", ["b", "s"], ["n"])],
+                        {"x": (1, 1, 3, 3), "rois": (1, 4), "i": (1,), "b": (1, 4, 4), "s": (1, 1, 4)},
+                        ["d", "r", "n"], dtypes={"i": np.int64})
     with pytest.raises(litert_torch.UnsupportedOpsError) as info:
         litert_torch.convert_onnx(model)
     text = str(info.value)
-    assert "onnx::Det" in text and "onnx::NonMaxSuppression" in text and "2 unsupported ops" in text
+    assert "onnx::RoiAlign" in text and "onnx::NonMaxSuppression" in text and "2 unsupported ops" in text
 
 
 def test_missing_external_data(tmp_path):

@@ -270,7 +270,67 @@ MATH_ROWS = {
         {"t": np.random.default_rng(6).integers(0, 4, (2, 3, 2, 2)).astype(np.int64)}, 18, "normal"),
     "ScatterND": ([node("ScatterND", ["x", "i", "u"], ["y"])], {"x": (4, 3, 2)},
                   {"i": np.array([[[2], [0]], [[-1], [1]]], np.int64), "u": r(2, 2, 3, 2)}, 18, "normal"),
+    "Det": ([node("Det", ["x"], ["y"])], {"x": (2, 3, 4, 4)}, {}, 18, "normal"),
+    "LRN": ([node("LRN", ["x"], ["y"], size=5, alpha=0.02, beta=0.6, bias=1.5)], {"x": (2, 7, 3, 3)}, {}, 18,
+            "normal"),
+    "HannWindow": ([node("HannWindow", ["n"], ["w"], periodic=0), node("Mul", ["x", "w"], ["y"])], {"x": (3, 10)},
+                   {"n": np.array(10, np.int64)}, 18, "normal"),
+    "HammingWindow": ([node("HammingWindow", ["n"], ["w"]), node("Mul", ["x", "w"], ["y"])], {"x": (3, 10)},
+                      {"n": np.array(10, np.int64)}, 18, "normal"),
+    "BlackmanWindow": ([node("BlackmanWindow", ["n"], ["w"]), node("Mul", ["x", "w"], ["y"])], {"x": (3, 10)},
+                       {"n": np.array(10, np.int64)}, 18, "normal"),
+    "QuantizeLinear": ([node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+                        node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)], {"x": (2, 3, 4)},
+                       {"s": np.array([0.01, 0.02, 0.05], np.float32), "z": np.array([0, 10, -5], np.int8)}, 18,
+                       "wide"),
+    "DequantizeLinear": ([node("QuantizeLinear", ["x", "s", "z"], ["q"]), node("DequantizeLinear", ["q", "s", "z"],
+                                                                                ["y"])],
+                         {"x": (3, 5)}, {"s": np.array(0.1, np.float32), "z": np.array(128, np.uint8)}, 18, "wide"),
+    "DynamicQuantizeLinear": ([node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+                               node("DequantizeLinear", ["q", "s", "z"], ["y"])], {"x": (3, 5)}, {}, 18, "normal"),
 }
+
+
+def test_quantize_linear_saturates_rounds_half_to_even_and_blocks():
+    """Values past the type's range saturate, halves round to even, and a blocked scale (opset 21) covers
+    `block_size` elements each, as onnx's reference computes."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.array([[-300.0, -1.5, -0.5, 0.5, 1.5, 2.5, 126.6, 400.0]], np.float32)
+    nodes = [node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1, block_size=3)]
+    model = graph_model(nodes, {"x": x.shape}, ["y"], {"s": np.array([[1.0, 0.5, 2.0]], np.float32),
+                                                      "z": np.array([[0, 3, -1]], np.int8)}, opset=21)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_array_equal(litert_torch.convert_onnx(model)(x), want)
+
+
+def test_gather_nd_one_hot_and_eye_like_match_onnxruntime():
+    idx = np.array([[[1, -1], [0, 2]], [[-2, 0], [1, 1]]], np.int64)
+    assert_matches_ort(graph_model([node("GatherND", ["x", "i"], ["y"])], {"x": (2, 3, 4)}, ["y"], {"i": idx}),
+                       {"x": r(2, 3, 4)})
+    batch = np.array([[[2], [0]], [[-1], [1]]], np.int64)
+    assert_matches_ort(graph_model([node("GatherND", ["x", "i"], ["y"], batch_dims=1)], {"x": (2, 3, 4)}, ["y"],
+                                   {"i": batch}), {"x": r(2, 3, 4)})
+    hot = graph_model([node("OneHot", ["i", "d", "v"], ["y"], axis=1)], {"i": (2, 3)}, ["y"],
+                      {"d": np.array(5, np.int64), "v": np.array([-1.0, 2.0], np.float32)}, dtypes={"i": np.int64})
+    assert_matches_ort(hot, {"i": np.array([[0, 4, -1], [7, -6, 2]], np.int64)})
+    eye = graph_model([node("EyeLike", ["x"], ["y"], k=1)], {"x": (3, 4)}, ["y"])
+    assert_matches_ort(eye, {"x": r(3, 4)})
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", ["BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"])
+def test_bitwise_ops_over_the_whole_range(op, dtype):
+    info = np.iinfo(dtype)
+    g = np.random.default_rng(7)
+    a = g.integers(info.min, info.max, (4, 6), endpoint=True, dtype=np.int64).astype(dtype)
+    b = g.integers(info.min, info.max, (6,), endpoint=True, dtype=np.int64).astype(dtype)
+    a[0, :2], b[:2] = (info.min, info.max), (info.max, info.min)
+    inputs = {"a": a.shape} if op == "BitwiseNot" else {"a": a.shape, "b": b.shape}
+    model = graph_model([node(op, list(inputs), ["y"])], inputs, ["y"], opset=18,
+                        dtypes={"a": dtype, "b": dtype})
+    feeds = {"a": a} if op == "BitwiseNot" else {"a": a, "b": b}
+    assert_matches_ort(model, feeds)
 
 
 def _math_feed(kind, shape, g):
@@ -348,6 +408,8 @@ def test_every_registered_onnx_op_has_a_row():
     # in their own tests: RMSNormalization and Attention (opset 23), CausalConvWithState (opset 27), GridSample
     # (test_onnx_resize.py)
     covered |= {"LSTM", "GRU", "RMSNormalization", "Attention", "CausalConvWithState", "GridSample"}
+    # in their own tests here: GatherND, OneHot and EyeLike; the bitwise ops over each integer type
+    covered |= {"GatherND", "OneHot", "EyeLike", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"}
     # Upsample (deprecated since opset 10) is registered for old graphs upgraded past opset 13 by
     # onnx.version_converter; it shares Resize's lowering, which the Resize rows check.
     assert set(onnx_ops.LOWERINGS) - covered == {"Upsample"}
@@ -569,3 +631,18 @@ def test_causal_conv_with_state_carries_its_state(k, past, activation):
                           for t in range(10)], axis=2)
         np.testing.assert_allclose(np.concatenate([y1, y2], 2), whole * (1 / (1 + np.exp(-whole))),
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_a_qdq_model_folds_its_weights_and_quantizes_its_activations():
+    """QuantizeLinear / DequantizeLinear around a MatMul, as quantized ONNX models are written: the int8 weight
+    and its per-column scales fold into one float FULLY_CONNECTED; the activation's round trip through int8 is
+    computed when the model runs, and matches ONNX Runtime."""
+    g = np.random.default_rng(0)
+    nodes = [node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]), node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             node("DequantizeLinear", ["w", "ws"], ["wd"], axis=1), node("MatMul", ["xd", "wd"], ["y"])]
+    model = graph_model(nodes, {"x": (3, 8)}, ["y"], {
+        "w": g.integers(-127, 127, (8, 6)).astype(np.int8), "ws": np.linspace(0.01, 0.02, 6).astype(np.float32),
+        "xs": np.array(0.05, np.float32), "xz": np.array(3, np.int8)})
+    edge = assert_matches_ort(model, {"x": g.standard_normal((3, 8)).astype(np.float32) * 4})
+    counts = op_counts(edge)
+    assert counts["FULLY_CONNECTED"] == 1 and counts["ROUND"] == 1
