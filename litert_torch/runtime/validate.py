@@ -281,9 +281,33 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
         args, kwargs = input_sets[0]
         report.divergence, report.divergence_note, report.layers = locate(module, edge_model, args, kwargs, atol,
                                                                           rtol)
-        if report.divergence is None and report.layers and not report.passed:
+        traced = None if report.passed else traced_departure(module, args, kwargs, references[0], atol, rtol)
+        if traced is not None:
+            report.divergence, report.divergence_note = None, traced
+        elif report.divergence is None and report.layers and not report.passed:
             report.divergence_note += ": the gap comes from the optimised (XNNPACK) kernels, not from the graph"
     return report
+
+
+def traced_departure(module, args, kwargs, reference, atol: float = ATOL, rtol: float = RTOL) -> str | None:
+    """Why a converted model departs from eager PyTorch when the program torch.export traced departs from it
+    too (the model computes differently when traced than when it runs: a branch on `torch.compiler`, a mask
+    skipped in eager mode but built when tracing); None when the traced program agrees."""
+    from litert_torch.frontend.export import export_module
+
+    try:
+        with torch.no_grad():
+            traced = export_module(module, args, kwargs).module()(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - the traced program cannot run here: nothing to say about it
+        return None
+    failed = [r for r in compare_outputs(reference, traced, atol=atol, rtol=rtol) if not r.passed]
+    if not failed:
+        return None
+    worst = max(failed, key=lambda r: r.relative_error)
+    return (f"torch.export's program departs from eager PyTorch itself ({worst.name}: max|err| "
+            f"{worst.max_abs_error:.2e}, rel {worst.relative_error:.2e}): the model computes differently when traced "
+            "than when it runs eagerly, and the converted model follows the traced program. Look for code that "
+            "branches on tracing (torch.compiler.is_compiling, is_torchdynamo_compiling) on the model's path")
 
 
 def degenerate(references: list, names: list[str] | None = None) -> list[str]:

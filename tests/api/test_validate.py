@@ -120,6 +120,22 @@ def test_broken_lowering_is_caught_at_its_layer(monkeypatch):
     assert "first divergent node: conv2d_1" in report.render()
 
 
+def test_a_model_that_traces_differently_from_how_it_runs_is_named_so():
+    """The converted model follows torch.export's program; when that program itself departs from eager PyTorch
+    (code branching on tracing), the report says so instead of blaming a layer or the kernels."""
+
+    class TracesDifferently(nn.Module):
+        def forward(self, x):
+            if torch.compiler.is_compiling():
+                return x * 2.0
+            return x * 3.0
+
+    x = torch.randn(2, 5)
+    report = litert_torch.validate(TracesDifferently(), (x,), backends=("reference",))
+    assert not report.passed and report.divergence is None
+    assert "torch.export's program departs from eager PyTorch itself" in report.render()
+
+
 def test_channel_last_models_validate_in_pytorch_layout():
     case = next(c for c in MODELS if c.name == "convnet")
     model = build(case)
