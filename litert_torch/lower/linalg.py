@@ -213,7 +213,9 @@ def _swap_sign(ctx, swaps: list[ir.Tensor], batch: list[int]) -> ir.Tensor:
     if not swaps:
         return ctx.const(np.ones(batch + [1, 1], np.float32), name="one")
     flags = [ctx.cast(s, np.int32) for s in swaps]
-    count = flags[0] if len(flags) == 1 else ctx.emit("ADD_N", flags, batch + [1], np.int32)
+    count = flags[0]
+    for flag in flags[1:]:
+        count = ctx.emit("ADD", [count, flag], batch + [1], np.int32, fused_activation_function="NONE")
     odd = ctx.emit("FLOOR_MOD", [count, ctx.const(np.array(2, np.int32), name="two")], count.shape, np.int32)
     flip = ctx.emit("EQUAL", [odd, ctx.const(np.array(1, np.int32), name="one")], count.shape, np.bool_)
     return ctx.emit("SELECT_V2", [ctx.reshape(flip, batch + [1, 1]), ctx.const(np.array(-1.0, np.float32),
@@ -250,7 +252,7 @@ def lower_linalg_slogdet(ctx, node, a):
     sign = _binary(ctx, "MUL", _product(ctx, signs), _swap_sign(ctx, swaps, batch))
     logs = [exact.log(ctx, ctx.emit("ABS", [p], p.shape, p.dtype)) for p in pivots]
     total = logs[0]
-    for term in logs[1:]:  # ADD, not ADD_N: ADD_N's kernel clamps -inf to the lowest finite float
+    for term in logs[1:]:  # ADD: ADD_N's kernel clamps -inf to the lowest finite float
         total = _binary(ctx, "ADD", total, term)
     return ctx.reshape(sign, batch), ctx.reshape(total, batch), None, None
 

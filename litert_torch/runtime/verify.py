@@ -671,7 +671,7 @@ _register(unary, (1, 1), "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGIST
           "QUANTIZE", "DEQUANTIZE", "LOGICAL_NOT", "ROUND", "LEAKY_RELU", "GELU", "ZEROS_LIKE", "ONES_LIKE")
 _register(binary, (2, 2), "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE",
           "FLOOR_DIV", "FLOOR_MOD", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL",
-          "LOGICAL_AND", "LOGICAL_OR", "PRELU", "ATAN2", "BITWISE_XOR")
+          "LOGICAL_AND", "LOGICAL_OR", "PRELU", "ATAN2", "BITWISE_XOR", "RIGHT_SHIFT")
 _register(select, (3, 3), "SELECT", "SELECT_V2")
 _register(bitcast, (1, 1), "BITCAST")
 _register(conv2d, (2, 3), "CONV_2D", "DEPTHWISE_CONV_2D")
