@@ -169,6 +169,23 @@ def lower_scatter_add(ctx, node, x, dim, index, src):
     return _scatter(ctx, node, x, dim, index, src, "add")
 
 
+@lowers(aten.put.default)
+def lower_put(ctx, node, x, index, source, accumulate=False):
+    """torch.put: x flattened, source written (or added) at the flat indices (negative ones from the end), then
+    x's shape again (SCATTER_ND; see the module's limits)."""
+    _, dtype = out_meta(node)
+    _static(ctx, x, index, source)
+    size = int(np.prod([int(d) for d in x.shape], dtype=np.int64))
+    count = int(np.prod([int(d) for d in index.shape], dtype=np.int64))
+    if count == 0:
+        return x
+    flat = ctx.reshape(x, [size])
+    coords = ctx.reshape(wrapped(ctx, ctx.reshape(index, [count]), size), [count, 1])
+    updates = ctx.reshape(ctx.cast(source, x.dtype), [count])
+    out = write(ctx, flat, coords, updates, "add" if accumulate else "set")
+    return ctx.cast(ctx.reshape(out, list(x.shape)), dtype)
+
+
 # ---- products, maxima and minima ---------------------------------------------------------------------------
 _GROUPED_LIMIT = 1 << 24
 _REDUCERS = {"prod": "REDUCE_PROD", "amax": "REDUCE_MAX", "amin": "REDUCE_MIN"}

@@ -1,7 +1,8 @@
 """Writes at the positions a boolean mask selects, filled in order from a source: `masked_scatter` (each
 element, or whole rows when the mask is per row, as vision-language models put image features in place of their
 image tokens) and `x[mask] = values` with one row of values per selected row. The positions are decided by the
-mask's values when the model runs, so one conversion must be right for every mask."""
+mask's values when the model runs, so one conversion must be right for every mask. Also torch.put, at flat
+indices given when the model runs."""
 
 import numpy as np
 import pytest
@@ -171,3 +172,19 @@ def test_llava_puts_its_image_features_in_place():
         with torch.no_grad():
             want = Logits()(prompt, pixels).numpy()
         np.testing.assert_allclose(np.asarray(edge(prompt, pixels)), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_at_flat_indices(accumulate):
+    class Put(torch.nn.Module):
+        def forward(self, x, index, source):
+            return torch.put(x, index, source, accumulate=accumulate)
+
+    torch.manual_seed(0)
+    x, source = torch.randn(3, 4), torch.randn(2, 2)
+    edge = litert_torch.convert(Put(), (x, torch.tensor([[1, -2], [3, 4]]), source))
+    # repeated indices only where the values add: a repeated overwrite is left undefined by PyTorch
+    for index in ([[1, -2], [3, 4]], [[0, 11], [-11, 5]]) + (([[3, 3], [3, -1]],) if accumulate else ()):
+        with torch.no_grad():
+            want = Put()(x, torch.tensor(index), source).numpy()
+        np.testing.assert_allclose(np.asarray(edge(x, torch.tensor(index), source)), want, rtol=1e-6)
