@@ -392,6 +392,81 @@ def lower_copysign(ctx, node, a, b):
     return ctx.emit("SELECT_V2", [negative, ctx.emit("NEG", [magnitude], like=magnitude), magnitude], shape, dtype)
 
 
+def _bits(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    """The int32 bit pattern of float32 values."""
+    return ctx.emit("BITCAST", [x], x.shape, np.int32)
+
+
+def _float_of(ctx: LoweringContext, bits: ir.Tensor) -> ir.Tensor:
+    return ctx.emit("BITCAST", [bits], bits.shape, np.float32)
+
+
+def _int_scalar(ctx: LoweringContext, value: int) -> ir.Tensor:
+    return ctx.const(np.array(value, np.int32), name="k")
+
+
+@lowers(aten.nextafter.default)
+def lower_nextafter(ctx, node, x, y):
+    """The float32 next to x towards y: x's bit pattern plus or minus one (up for a positive x moving up or a
+    negative one moving down), the smallest subnormal with y's direction from 0, y itself where x == y, NaN
+    where either is."""
+    shape, dtype = out_meta(node)
+    if np.dtype(dtype) != np.float32:
+        raise ctx.fail(f"nextafter in {np.dtype(dtype)} has no lowering (float32)")
+    x, y = operand(ctx, x, dtype), operand(ctx, y, dtype)
+    if list(x.shape) != list(shape):
+        x = ctx.emit("BROADCAST_TO", [x, ctx.dims_tensor(shape)], shape, x.dtype)
+    zero = ctx.scalar_like(0.0, x)
+    up = ctx.emit("GREATER", [y, x], shape, np.bool_)
+    positive = ctx.emit("GREATER", [x, zero], shape, np.bool_)
+    away = ctx.emit("EQUAL", [up, positive], shape, np.bool_)  # the magnitude grows
+    bits = _bits(ctx, x)
+    step = ctx.emit("SELECT_V2", [away, _int_scalar(ctx, 1), _int_scalar(ctx, -1)], shape, np.int32)
+    moved = ctx.emit("ADD", [bits, step], shape, np.int32, fused_activation_function="NONE")
+    # from +-0: the smallest subnormal of y's sign (bit patterns 1 and 0x80000001)
+    from_zero = ctx.emit("SELECT_V2", [up, _int_scalar(ctx, 1), _int_scalar(ctx, -2147483647)], shape, np.int32)
+    at_zero = ctx.emit("EQUAL", [x, zero], shape, np.bool_)
+    out = _float_of(ctx, ctx.emit("SELECT_V2", [at_zero, from_zero, moved], shape, np.int32))
+    same = ctx.emit("EQUAL", [x, y], shape, np.bool_)
+    out = ctx.emit("SELECT_V2", [same, y, out], shape, np.float32)
+    either_nan = ctx.emit("LOGICAL_OR", [ctx.emit("NOT_EQUAL", [x, x], shape, np.bool_),
+                                         ctx.emit("NOT_EQUAL", [y, y], shape, np.bool_)], shape, np.bool_)
+    return ctx.emit("SELECT_V2", [either_nan, ctx.scalar_like(np.nan, x), out], shape, np.float32)
+
+
+@lowers(aten.frexp.Tensor)
+def lower_frexp(ctx, node, x):
+    """(mantissa, exponent) with x = mantissa * 2**exponent and 0.5 <= |mantissa| < 1, read from the bit
+    pattern in integer ops (a subnormal's fraction bits converted to float first, which normalises them, so no
+    float op ever sees a subnormal); 0, inf and NaN give (x, 0), as PyTorch."""
+    if np.dtype(x.dtype) != np.float32:
+        raise ctx.fail(f"frexp of {np.dtype(x.dtype)} has no lowering (float32)")
+    shape = list(x.shape)
+
+    def i32(opcode, a, b):
+        return ctx.emit(opcode, [a, b], shape, np.int32, fused_activation_function="NONE")
+
+    bits = _bits(ctx, x)
+    negative = ctx.emit("LESS", [bits, _int_scalar(ctx, 0)], shape, np.bool_)  # the sign bit, -0.0's too
+    magnitude = ctx.emit("SELECT_V2", [negative, i32("SUB", bits, _int_scalar(ctx, -2147483648)), bits], shape,
+                         np.int32)
+    tiny = ctx.emit("LESS", [magnitude, _int_scalar(ctx, 1 << 23)], shape, np.bool_)
+    normalised = _bits(ctx, ctx.cast(magnitude, np.float32))  # a subnormal's fraction, exactly, as a normal float
+    work = ctx.emit("SELECT_V2", [tiny, normalised, magnitude], shape, np.int32)
+    biased = ctx.emit("RIGHT_SHIFT", [work, _int_scalar(ctx, 23)], shape, np.int32)
+    fraction = i32("SUB", work, i32("MUL", biased, _int_scalar(ctx, 1 << 23)))
+    half = _float_of(ctx, i32("ADD", fraction, _int_scalar(ctx, 126 << 23)))
+    exponent = i32("SUB", biased, ctx.emit("SELECT_V2", [tiny, _int_scalar(ctx, 126 + 149), _int_scalar(ctx, 126)],
+                                           shape, np.int32))
+    mantissa = ctx.emit("SELECT_V2", [negative, ctx.emit("NEG", [half], like=half), half], like=x)
+    plain = ctx.emit("LOGICAL_OR", [ctx.emit("EQUAL", [magnitude, _int_scalar(ctx, 0)], shape, np.bool_),
+                                    ctx.emit("GREATER_EQUAL", [magnitude, _int_scalar(ctx, 0x7F800000)], shape,
+                                             np.bool_)], shape, np.bool_)  # 0, inf and NaN
+    mantissa = ctx.emit("SELECT_V2", [plain, x, mantissa], like=x)
+    exponent = ctx.emit("SELECT_V2", [plain, _int_scalar(ctx, 0), exponent], shape, np.int32)
+    return mantissa, exponent
+
+
 @lowers(aten.isinf.default)
 def lower_isinf(ctx, node, x):
     """|x| == inf (integers are never infinite)."""
