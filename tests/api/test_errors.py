@@ -68,17 +68,18 @@ def test_unsupported_ops_are_listed_together_with_counts_and_source_lines():
 
 
 def test_ops_run_for_their_side_effects_are_named_not_taken_for_state():
-    """torch.inverse checks its input with an op run for its side effect (ordered by an effect token, which
-    torch.export returns like a buffer written): the refusal names both linalg ops, not a buffer."""
+    """An op run for its side effect (ordered by an effect token, which torch.export returns like a buffer
+    written) is refused by its name, next to the other unsupported op, not as a buffer the model writes."""
 
-    class Inverse(nn.Module):
+    class Printing(nn.Module):
         def forward(self, a):
-            return torch.inverse(a)
+            torch.ops.aten._print("checking the input")
+            return torch.mode(a, dim=-1).values
 
     with pytest.raises(UnsupportedOpsError) as info:
-        litert_torch.convert(Inverse(), (torch.randn(2, 3, 3) + 3 * torch.eye(3),))
-    assert {op.target for op in info.value.ops} == {"aten.linalg_inv_ex.default",
-                                                    "aten._linalg_check_errors.default (run for its side effect)"}
+        litert_torch.convert(Printing(), (torch.randn(2, 3),))
+    assert {op.target for op in info.value.ops} == {"aten.mode.default",
+                                                    "aten._print.default (run for its side effect)"}
     assert "writes to" not in str(info.value)
 
 
