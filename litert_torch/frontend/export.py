@@ -7,6 +7,7 @@ ops that map to one TFLite builtin (hardswish, gelu, silu, linear, ...) are kept
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import operator
 import re
@@ -326,6 +327,8 @@ def _rewrite_to_core(program: torch.export.ExportedProgram, lowerable: Callable[
     order = {n: i for i, n in enumerate(graph.nodes)}
     aliases = {n for n in graph.nodes if _returns_alias(n)}  # before views are rewritten (unbind to unbind_copy)
     changed = False
+    views_after = functools.cache(_views_after)
+    restrided = []  # unbinds made copies whose strides differ from the parts' with a view after them
     for node in list(graph.nodes):
         if node.op != "call_function":
             continue
@@ -356,6 +359,8 @@ def _rewrite_to_core(program: torch.export.ExportedProgram, lowerable: Callable[
         elif target is aten.unbind.int and not node.kwargs and not _written_through(node, aliases):
             # torch's decomposition makes a select and a squeeze per part, traced again: minutes for 100,000 parts
             node.target = aten.unbind_copy.int
+            if _static_strides(node) and not _parts_contiguous(node) and node in views_after(graph):
+                restrided.append(node)
         elif target is aten.to.dtype and len(node.args) == 2 and not node.kwargs and _casts(node):
             # a cast to another dtype is always a copy (to the same dtype it is an alias, left to torch)
             node.args, node.kwargs, node.target = (node.args[0],), {"dtype": node.args[1]}, aten._to_copy.default
@@ -373,10 +378,48 @@ def _rewrite_to_core(program: torch.export.ExportedProgram, lowerable: Callable[
             continue
         changed = True
     final = all(n.op != "call_function" or _as_it_is(n, lowerable) for n in graph.nodes)
+    if not final:
+        # The program is traced again: a copy's strides would reach a view that relied on the parts' own (one
+        # after which torch.export recorded no copy), and the view would fail. Those unbinds stay views (of
+        # static sizes only: torch's decomposition of an unbind of dynamic sizes would make them static).
+        for node in restrided:
+            node.target = aten.unbind.int
     if changed:
         graph.lint()
         program.graph_module.recompile()
     return final
+
+
+_VIEWS = (aten.view.default, aten.as_strided.default)
+
+
+def _views_after(graph: torch.fx.Graph) -> set:
+    """The nodes from which a view (an op that needs its input's strides to allow it) can be reached."""
+    found: set = set()
+    for node in reversed(graph.nodes):
+        if node.target in _VIEWS or any(user in found for user in node.users):
+            found.add(node)
+    return found
+
+
+def _static_strides(node: torch.fx.Node) -> bool:
+    value = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    return isinstance(value, torch.Tensor) and all(isinstance(d, int) for d in (*value.shape, *value.stride()))
+
+
+def _parts_contiguous(node: torch.fx.Node) -> bool:
+    """Whether each part an unbind node of static sizes makes is contiguous (its tensor's strides, less the
+    unbound axis, those of a contiguous tensor of the part's shape)."""
+    value = node.args[0].meta["val"]
+    dim = (node.args[1] if len(node.args) > 1 else 0) % max(value.dim(), 1)
+    shape = [d for i, d in enumerate(value.shape) if i != dim]
+    strides = [s for i, s in enumerate(value.stride()) if i != dim]
+    expected = 1
+    for size, stride in reversed(list(zip(shape, strides))):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _as_it_is(node: torch.fx.Node, lowerable: Callable[[Any], bool]) -> bool:
