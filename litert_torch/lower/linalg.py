@@ -1,4 +1,4 @@
-"""Small dense linear algebra: inverse, solve, determinant, log-determinant, LU and Cholesky factors, and
+"""Small dense linear algebra: inverse, solve, determinant, log-determinant, LU, Cholesky and QR factors, and
 triangular and LU solves of static matrices (any batch), unrolled over the columns.
 
 TFLite has no linear-algebra kernels. The inverse and solve are Gauss-Jordan elimination of [A | B] with partial
@@ -8,7 +8,8 @@ row, so each column costs a fixed dozen ops whatever the batch. The LU factorisa
 keeping each column's multipliers below its pivot: LAPACK's getrf, pivots included. The determinant is the
 product of the pivots times the sign of the row swaps; a zero pivot gives 0 (the elimination then goes on
 dividing by 1, so that no NaN reaches the product). The Cholesky factor is the right-looking column by column
-factorisation; a triangular solve is substitution row by row.
+factorisation; a triangular solve is substitution row by row. QR is a Householder reflection per column with
+LAPACK's signs (geqrf, then orgqr for Q), so Q and R are the ones PyTorch returns, not merely some QR.
 
 What PyTorch raises on (a singular matrix for inverse and solve, one that is not positive-definite for
 Cholesky) is not checked when the model runs: the result holds inf or NaN. Matrices larger than 64 x 64 are
@@ -483,3 +484,160 @@ def _lu_solve(ctx, lu, pivots, b, n, batch, transposed):
                        out_batch + [n], np.int32, output_type="INT32")
     return ctx.emit("GATHER", [z, inverse], out_batch + [n, m], z.dtype, axis=len(out_batch),
                     batch_dims=len(out_batch))
+
+
+# ---- QR: Householder reflections, as LAPACK's geqrf and orgqr -----------------------------------------------
+def _matrix(ctx, a: ir.Tensor, what: str) -> tuple[int, int, list[int]]:
+    if not all_static(a.shape) or a.rank < 2:
+        raise ctx.fail(f"{what} of matrices of run-time size has no lowering")
+    m, n = int(a.shape[-2]), int(a.shape[-1])
+    if max(m, n) > MAX_SIZE:
+        raise ctx.fail(f"{what} of {m} x {n} matrices has no lowering (unrolled up to {MAX_SIZE} x {MAX_SIZE})")
+    if np.dtype(a.dtype) != np.float32:
+        raise ctx.fail(f"{what} in {np.dtype(a.dtype)} has no lowering (float32 only)")
+    return m, n, [int(d) for d in a.shape[:-2]]
+
+
+def _scalar_f(ctx, value: float) -> ir.Tensor:
+    return ctx.const(np.array(value, np.float32), name="c")
+
+
+def _outer_update(ctx, a: ir.Tensor, v: ir.Tensor, tau: ir.Tensor, left: bool, skip: int = 0) -> ir.Tensor:
+    """(I - tau v v^T) a (left; its first `skip` columns left as they are) or a (I - tau v v^T) (right), v
+    [*batch, m, 1], tau [*batch, 1, 1]."""
+    batch = list(a.shape[:-2])
+    if left:  # a - v (tau v^T a)
+        vt = ctx.reshape(v, batch + [1, int(v.shape[-2])])
+        width = int(a.shape[-1])
+        row = ctx.emit("BATCH_MATMUL", [vt, a], batch + [1, width], a.dtype, adj_x=False, adj_y=False)
+        if skip:
+            kept = np.zeros((1, width), np.bool_)
+            kept[0, :skip] = True
+            row = ctx.emit("SELECT_V2", [ctx.const(kept.reshape((1,) * len(batch) + (1, width)), name="kept"),
+                                         _scalar_f(ctx, 0.0), row], row.shape, a.dtype)
+        return _binary(ctx, "SUB", a, _binary(ctx, "MUL", v, _binary(ctx, "MUL", row, tau)))
+    column = ctx.emit("BATCH_MATMUL", [a, v], batch + [int(a.shape[-2]), 1], a.dtype, adj_x=False, adj_y=False)
+    vt = ctx.reshape(v, batch + [1, int(v.shape[-2])])
+    return _binary(ctx, "SUB", a, _binary(ctx, "MUL", _binary(ctx, "MUL", column, tau), vt))
+
+
+def _householder(ctx, a: ir.Tensor, m: int, n: int, batch: list[int]):
+    """LAPACK's geqrf of a [*batch, m, n]: (R in the upper triangle with each reflector's v below its diagonal,
+    the reflectors [(v [*batch, m, 1], tau [*batch, 1, 1])]). For column j: beta = -sign(alpha) ||(alpha, x)||
+    (sign(0) = +1), tau = (beta - alpha) / beta, v = (1, x / (alpha - beta)); tau = 0 where x is all zero."""
+    rank = len(batch) + 2
+    reflectors = []
+    for j in range(min(m, n)):
+        column = ctx.slice(a, [0] * (rank - 1) + [j], batch + [m, 1])
+        below = ctx.const(_rows_at(m, rank, range(j + 1, m)), name="below")
+        x = ctx.emit("SELECT_V2", [below, column, _scalar_f(ctx, 0.0)], column.shape, a.dtype)
+        alpha = ctx.slice(a, [0] * (rank - 2) + [j, j], batch + [1, 1])
+        axis = ctx.const(np.array([rank - 2], np.int32), name="axis")
+        xsq = ctx.emit("SUM", [_binary(ctx, "MUL", x, x), axis], batch + [1, 1], a.dtype, keep_dims=True)
+        norm = exact.sqrt(ctx, _binary(ctx, "ADD", _binary(ctx, "MUL", alpha, alpha), xsq))
+        negative = ctx.emit("LESS", [alpha, _scalar_f(ctx, 0.0)], alpha.shape, np.bool_)
+        beta = ctx.emit("SELECT_V2", [negative, norm, ctx.emit("NEG", [norm], like=norm)], alpha.shape, a.dtype)
+        plain = ctx.emit("EQUAL", [xsq, _scalar_f(ctx, 0.0)], alpha.shape, np.bool_)  # nothing to reflect
+        safe_beta = ctx.emit("SELECT_V2", [plain, _scalar_f(ctx, 1.0), beta], alpha.shape, a.dtype)
+        tau = ctx.emit("SELECT_V2", [plain, _scalar_f(ctx, 0.0),
+                                     _binary(ctx, "DIV", _binary(ctx, "SUB", beta, alpha), safe_beta)],
+                       alpha.shape, a.dtype)
+        scale = ctx.emit("SELECT_V2", [plain, _scalar_f(ctx, 1.0), _binary(ctx, "SUB", alpha, beta)], alpha.shape,
+                         a.dtype)
+        v = _binary(ctx, "DIV", x, scale)
+        v = ctx.emit("SELECT_V2", [ctx.const(_rows_at(m, rank, [j]), name="pivot"), _scalar_f(ctx, 1.0), v],
+                     v.shape, a.dtype)
+        reflectors.append((v, tau))
+        a = _outer_update(ctx, a, v, tau, left=True, skip=j)  # the reflectors kept left of column j stay
+        # column j becomes beta on the diagonal (alpha where nothing was reflected) and v below it
+        diagonal = ctx.emit("SELECT_V2", [plain, alpha, beta], alpha.shape, a.dtype)
+        on = np.zeros((m, n), np.bool_)
+        on[j, j] = True
+        a = ctx.emit("SELECT_V2", [ctx.const(on.reshape((1,) * len(batch) + (m, n)), name="diagonal"), diagonal, a],
+                     a.shape, a.dtype)
+        under = np.zeros((m, n), np.bool_)
+        under[j + 1:, j] = True
+        a = ctx.emit("SELECT_V2", [ctx.const(under.reshape((1,) * len(batch) + (m, n)), name="under"), v, a],
+                     a.shape, a.dtype)
+    return a, reflectors
+
+
+def _q_from(ctx, reflectors, m: int, columns: int, batch: list[int]) -> ir.Tensor:
+    """H_1 H_2 ... H_k applied to the first `columns` columns of the m x m identity (LAPACK's orgqr)."""
+    eye = np.broadcast_to(np.eye(m, columns, dtype=np.float32), tuple(batch) + (m, columns)).copy()
+    q = ctx.const(eye, name="identity")
+    for v, tau in reversed(reflectors):
+        q = _outer_update(ctx, q, v, tau, left=True)
+    return q
+
+
+@lowers(aten.linalg_qr.default)
+def lower_linalg_qr(ctx, node, a, mode="reduced"):
+    """Q and R by Householder reflections with LAPACK's signs (R's diagonal -sign(a_jj) times the column's
+    norm, so the results are PyTorch's): mode "reduced" (Q m x k, R k x n), "complete" (Q m x m) or "r" (R
+    only)."""
+    m, n, batch = _matrix(ctx, a, "linalg.qr")
+    k = min(m, n)
+    packed, reflectors = _householder(ctx, a, m, n, batch)
+    rows = m if mode == "complete" else k
+    upper = np.triu(np.ones((rows, n), np.bool_)).reshape((1,) * len(batch) + (rows, n))
+    r_part = ctx.slice(packed, [0] * (len(batch) + 2), batch + [rows, n]) if rows < m else packed
+    r = ctx.emit("SELECT_V2", [ctx.const(upper, name="upper"), r_part, _scalar_f(ctx, 0.0)], batch + [rows, n],
+                 a.dtype)
+    if mode == "r":
+        return ctx.empty(list(node.outputs[0].shape), np.float32) if 0 in node.used else None, r
+    return _q_from(ctx, reflectors, m, m if mode == "complete" else k, batch), r
+
+
+@lowers(aten.geqrf.default)
+def lower_geqrf(ctx, node, a):
+    """LAPACK's geqrf: R above the diagonal and each Householder vector below it, and the reflectors' tau."""
+    m, n, batch = _matrix(ctx, a, "geqrf")
+    packed, reflectors = _householder(ctx, a, m, n, batch)
+    taus = [ctx.reshape(tau, batch + [1]) for _, tau in reflectors]
+    tau = taus[0] if len(taus) == 1 else ctx.emit("CONCATENATION", taus, batch + [len(taus)], a.dtype,
+                                                  axis=len(batch), fused_activation_function="NONE")
+    return packed, tau
+
+
+def _given_reflectors(ctx, packed: ir.Tensor, tau: ir.Tensor, m: int, count: int, batch: list[int]):
+    """The reflectors (v, tau) a geqrf-packed matrix holds in its first `count` columns."""
+    rank = len(batch) + 2
+    reflectors = []
+    for j in range(count):
+        column = ctx.slice(packed, [0] * (rank - 1) + [j], batch + [m, 1])
+        v = ctx.emit("SELECT_V2", [ctx.const(_rows_at(m, rank, range(j + 1, m)), name="below"), column,
+                                   _scalar_f(ctx, 0.0)], column.shape, packed.dtype)
+        v = ctx.emit("SELECT_V2", [ctx.const(_rows_at(m, rank, [j]), name="pivot"), _scalar_f(ctx, 1.0), v],
+                     v.shape, packed.dtype)
+        t = ctx.reshape(ctx.slice(tau, [0] * len(batch) + [j], batch + [1]), batch + [1, 1])
+        reflectors.append((v, t))
+    return reflectors
+
+
+@lowers(aten.linalg_householder_product.default)
+def lower_householder_product(ctx, node, a, tau):
+    """LAPACK's orgqr: the first n columns of H_1 ... H_k, each H_j = I - tau_j v_j v_j^T with v_j read below the
+    diagonal of column j of `a` (a unit above it)."""
+    m, n, batch = _matrix(ctx, a, "linalg.householder_product")
+    k = int(tau.shape[-1])
+    if k > n or [int(d) for d in tau.shape[:-1]] != batch:
+        raise ctx.fail(f"householder_product of {list(a.shape)} with tau {list(tau.shape)}")
+    return _q_from(ctx, _given_reflectors(ctx, a, ctx.cast(tau, np.float32), m, k, batch), m, n, batch)
+
+
+@lowers(aten.ormqr.default)
+def lower_ormqr(ctx, node, a, tau, other, left=True, transpose=False):
+    """LAPACK's ormqr: `other` multiplied by Q (or Q^T) from the left or the right, Q = H_1 ... H_k the
+    reflectors a geqrf-packed `a` holds, applied one by one (Q is never formed)."""
+    m, n, batch = _matrix(ctx, a, "ormqr")
+    k = int(tau.shape[-1])
+    if not all_static(other.shape) or [int(d) for d in other.shape[:-2]] != batch or k > min(m, n):
+        raise ctx.fail(f"ormqr of {list(a.shape)} with tau {list(tau.shape)} and {list(other.shape)}")
+    reflectors = _given_reflectors(ctx, a, ctx.cast(tau, np.float32), m, k, batch)
+    # Q C applies H_k first; Q^T C applies H_1 first; C Q applies H_1 first; C Q^T applies H_k first
+    order = reflectors if transpose == left else list(reversed(reflectors))
+    out = ctx.cast(other, np.float32)
+    for v, t in order:
+        out = _outer_update(ctx, out, v, t, left=left)
+    return out

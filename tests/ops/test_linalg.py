@@ -137,3 +137,40 @@ def test_lu_of_rectangular_matrices(shape):
             want = Rectangular()(a)
         for g, w in zip(edge(a), want):
             np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 3), (4, 4), (3, 5)], ids=["tall", "square", "wide"])
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr_geqrf_and_householder_product_with_lapacks_signs(shape, mode):
+    class QR(torch.nn.Module):
+        def forward(self, a):
+            q, r = torch.linalg.qr(a, mode=mode)
+            packed, tau = torch.geqrf(a)
+            tall = a.shape[-2] >= a.shape[-1]
+            return (r, packed, tau) + ((q,) if mode != "r" else ()) + \
+                ((torch.linalg.householder_product(packed, tau),) if tall else ())
+
+    torch.manual_seed(0)
+    edge = litert_torch.convert(QR(), (torch.randn(*shape),))
+    for zero_column in (False, True):  # a zero column reflects nothing (tau 0)
+        a = torch.randn(*shape)
+        if zero_column:
+            a[..., 0] = 0.0
+        with torch.no_grad():
+            want = QR()(a)
+        for g, w in zip(edge(a), want):
+            np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_ormqr_multiplies_by_the_reflectors(left, transpose):
+    class Multiply(torch.nn.Module):
+        def forward(self, a, c):
+            packed, tau = torch.geqrf(a)
+            return torch.ormqr(packed, tau, c, left=left, transpose=transpose)
+
+    torch.manual_seed(0)
+    a, c = torch.randn(2, 5, 3), (torch.randn(2, 5, 4) if left else torch.randn(2, 4, 5))
+    edge = litert_torch.convert(Multiply(), (a, c))
+    np.testing.assert_allclose(np.asarray(edge(a, c)), Multiply()(a, c).numpy(), rtol=1e-5, atol=1e-5)
