@@ -33,18 +33,23 @@ aten = torch.ops.aten
 MAX_SIZE = 64
 
 
-def _square(ctx: LoweringContext, a: ir.Tensor, what: str) -> int:
-    if not all_static(a.shape):
+def _matrix(ctx: LoweringContext, a: ir.Tensor, what: str) -> tuple[int, int, list[int]]:
+    """(rows, columns, batch) of static float32 matrices `a` no larger than MAX_SIZE; refused otherwise."""
+    if not all_static(a.shape) or a.rank < 2:
         raise ctx.fail(f"{what} of matrices of run-time size has no lowering")
-    if a.rank < 2 or a.shape[-1] != a.shape[-2]:
-        raise ctx.fail(f"{what} takes square matrices, not shape {list(a.shape)}")
-    n = int(a.shape[-1])
-    if n > MAX_SIZE:
-        raise ctx.fail(f"{what} of {n} x {n} matrices has no lowering (unrolled over the columns up to "
+    m, n = int(a.shape[-2]), int(a.shape[-1])
+    if max(m, n) > MAX_SIZE:
+        raise ctx.fail(f"{what} of {m} x {n} matrices has no lowering (unrolled over the columns up to "
                        f"{MAX_SIZE} x {MAX_SIZE})")
     if np.dtype(a.dtype) != np.float32:
         raise ctx.fail(f"{what} in {np.dtype(a.dtype)} has no lowering (float32 only)")
-    return n
+    return m, n, [int(d) for d in a.shape[:-2]]
+
+
+def _square(ctx: LoweringContext, a: ir.Tensor, what: str) -> int:
+    if a.rank >= 2 and all_static(a.shape[-2:]) and a.shape[-1] != a.shape[-2]:
+        raise ctx.fail(f"{what} takes square matrices, not shape {list(a.shape)}")
+    return _matrix(ctx, a, what)[0]
 
 
 def _binary(ctx, opcode, a, b, shape=None):
@@ -387,13 +392,7 @@ def _triangles(ctx, lu: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
 def _lu(ctx, a: ir.Tensor, pivot: bool, what: str) -> tuple[ir.Tensor, list[ir.Tensor], list[ir.Tensor]]:
     """LAPACK's getrf of an m x n matrix: the packed LU, the pivots and the row chosen at each of the min(m, n)
     steps."""
-    if not all_static(a.shape) or a.rank < 2:
-        raise ctx.fail(f"{what} of matrices of run-time size has no lowering")
-    m, n = int(a.shape[-2]), int(a.shape[-1])
-    if max(m, n) > MAX_SIZE:
-        raise ctx.fail(f"{what} of {m} x {n} matrices has no lowering (unrolled up to {MAX_SIZE} x {MAX_SIZE})")
-    if np.dtype(a.dtype) != np.float32:
-        raise ctx.fail(f"{what} in {np.dtype(a.dtype)} has no lowering (float32 only)")
+    m, n, _ = _matrix(ctx, a, what)
     if not pivot:
         raise ctx.fail(f"{what} without pivoting has no lowering (PyTorch has none on the CPU either)")
     lu, pivots, _, chosen = _eliminate(ctx, a, min(m, n), jordan=False, guard_zero=True, multipliers=True)
@@ -436,11 +435,9 @@ def _pivot_indices(ctx, pivots: ir.Tensor, n: int) -> list[ir.Tensor]:
 @lowers(aten.lu_unpack.default)
 def lower_lu_unpack(ctx, node, lu, pivots, unpack_data=True, unpack_pivots=True):
     """(P, L, U) from a packed LU and its pivots (given when the model runs: the swaps are made in order)."""
-    if not all_static(lu.shape) or lu.rank < 2:
-        raise ctx.fail("lu_unpack of matrices of run-time size has no lowering")
-    batch, m, n = [int(d) for d in lu.shape[:-2]], int(lu.shape[-2]), int(lu.shape[-1])
+    m, n, batch = _matrix(ctx, lu, "lu_unpack")
     k = min(m, n)
-    if not all_static(pivots.shape) or [int(d) for d in pivots.shape] != batch + [k] or max(m, n) > MAX_SIZE:
+    if not all_static(pivots.shape) or [int(d) for d in pivots.shape] != batch + [k]:
         raise ctx.fail(f"lu_unpack with pivots of shape {list(pivots.shape)} for LU of shape {list(lu.shape)}")
     p = l = u = None
     if unpack_pivots:
@@ -487,17 +484,6 @@ def _lu_solve(ctx, lu, pivots, b, n, batch, transposed):
 
 
 # ---- QR: Householder reflections, as LAPACK's geqrf and orgqr -----------------------------------------------
-def _matrix(ctx, a: ir.Tensor, what: str) -> tuple[int, int, list[int]]:
-    if not all_static(a.shape) or a.rank < 2:
-        raise ctx.fail(f"{what} of matrices of run-time size has no lowering")
-    m, n = int(a.shape[-2]), int(a.shape[-1])
-    if max(m, n) > MAX_SIZE:
-        raise ctx.fail(f"{what} of {m} x {n} matrices has no lowering (unrolled up to {MAX_SIZE} x {MAX_SIZE})")
-    if np.dtype(a.dtype) != np.float32:
-        raise ctx.fail(f"{what} in {np.dtype(a.dtype)} has no lowering (float32 only)")
-    return m, n, [int(d) for d in a.shape[:-2]]
-
-
 def _scalar_f(ctx, value: float) -> ir.Tensor:
     return ctx.const(np.array(value, np.float32), name="c")
 
