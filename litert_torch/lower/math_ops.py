@@ -4,6 +4,8 @@ and expm1 near 0, where LOG(1 + x) and EXP(x) - 1 lose every digit), and statist
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -403,6 +405,24 @@ def _float_of(ctx: LoweringContext, bits: ir.Tensor) -> ir.Tensor:
 
 def _int_scalar(ctx: LoweringContext, value: int) -> ir.Tensor:
     return ctx.const(np.array(value, np.int32), name="k")
+
+
+@lowers(aten.special_spherical_bessel_j0.default)
+def lower_spherical_bessel_j0(ctx, node, x):
+    """sin(x) / x, as PyTorch computes it: its Taylor polynomial in x**2 (to x**12) below |x| = 0.5, SIN / x
+    above; 0 at +-inf, NaN for NaN."""
+    shape, dtype = out_meta(node)
+    x = ctx.cast(x, np.float32)
+    t2 = _op(ctx, "MUL", x, x)
+    poly = None
+    for k in range(6, -1, -1):  # sum of (-1)**k x**(2k) / (2k + 1)!, by Horner's rule
+        c = (-1.0) ** k / math.factorial(2 * k + 1)
+        poly = ctx.scalar_like(c, x) if poly is None else _plus(ctx, _op(ctx, "MUL", poly, t2), c)
+    ratio = _op(ctx, "DIV", _op(ctx, "SIN", x), x)
+    small = ctx.emit("LESS", [_op(ctx, "ABS", x), ctx.scalar_like(0.5, x)], x.shape, np.bool_)
+    out = ctx.emit("SELECT_V2", [small, poly, ratio], like=x)
+    infinite = ctx.emit("EQUAL", [_op(ctx, "ABS", x), ctx.scalar_like(np.inf, x)], x.shape, np.bool_)
+    return ctx.cast(ctx.emit("SELECT_V2", [infinite, ctx.scalar_like(0.0, x), out], like=x), dtype)
 
 
 @lowers(aten.nextafter.default)

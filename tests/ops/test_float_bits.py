@@ -1,5 +1,6 @@
 """Ops defined on a float's bit pattern, read exactly with BITCAST and integer ops: frexp (subnormals included,
-without any float op seeing one) and nextafter (from zero into the subnormals, at the infinities)."""
+without any float op seeing one) and nextafter (from zero into the subnormals, at the infinities); and the
+spherical Bessel function j0, whose two formulas meet at |x| = 0.5."""
 
 import numpy as np
 import torch
@@ -39,3 +40,17 @@ def test_nextafter_bit_for_bit():
     nan = np.isnan(want)
     np.testing.assert_array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(got[~nan].view(np.int32), want[~nan].view(np.int32))
+
+
+def test_spherical_bessel_j0_on_both_sides_of_its_series():
+    class J0(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.spherical_bessel_j0(x)
+
+    torch.manual_seed(0)
+    x = torch.cat([torch.tensor([0.0, 0.4999, 0.5, -0.5, 1e-30, float("inf"), float("-inf"), float("nan")]),
+                   torch.randn(300) * 20, torch.rand(100) - 0.5])
+    edge = litert_torch.convert(J0(), (x,))
+    got, want = np.asarray(edge(x)), J0()(x).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-5, atol=1e-6)
