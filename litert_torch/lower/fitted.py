@@ -1,6 +1,6 @@
-"""Special functions evaluated by Chebyshev expansions fitted at conversion time: the modified Bessel functions
-(i0, i1, i0e, i1e, K0, K1 and the scaled K0, K1), erfinv, ndtri and erfcx, in float32 to a few units of the last
-place.
+"""Special functions evaluated by Chebyshev expansions fitted at conversion time: the Bessel functions J0, J1,
+Y0 and Y1, the modified Bessel functions (i0, i1, i0e, i1e, K0, K1 and the scaled K0, K1), erfinv, ndtri and
+erfcx, in float32 to a few units of the last place (J and Y in absolute terms near their zeros).
 
 Each is a Chebyshev expansion of a smooth, bounded part of the function, evaluated in the model by Clenshaw's
 recurrence. The expansions are fitted to the part computed by mpmath at 30 digits at the Chebyshev points (the
@@ -13,9 +13,16 @@ Bessel functions, on two ranges each:
     x <= 2:    K0(x) + log(x/2) I0(x), x (K1(x) - log(x/2) I1(x))   (in x: both are power series in x**2)
     x > 2:     sqrt(x) e**x K0(x), sqrt(x) e**x K1(x)       (in 2 / x)
 
+    |x| < 8:   J0(x), J1(x) / x, Y0(x) - (2/pi) log(x/2) J0(x), Y1(x) - (2/pi) (J1(x) log(x/2) - 1/x)
+               (in x: each a power series in x**2, or x times one)
+    |x| >= 8:  Hankel's P and Q of order 0 and 1 (in 8 / |x|): J = sqrt(2/(pi x)) (P cos chi - Q sin chi) and
+               Y = sqrt(2/(pi x)) (P sin chi + Q cos chi), chi = x - (2 order + 1) pi / 4 (taken in float32,
+               as PyTorch takes it)
+
 I0 and I1 are the scaled forms times e**|x| (as e**(|x| + log i0e) from 80 on, so values up to the float32
 limit do not overflow early; I0(+-inf) = inf, I1(+-inf) = +-inf, where PyTorch's float32 functions overflow from
-about 89 on and give NaN at the infinities). K0 and K1 are NaN for x < 0 and +inf at 0, as in PyTorch.
+about 89 on and give NaN at the infinities). K0 and K1 are NaN for x < 0 and +inf at 0, as in PyTorch; so are
+Y0 and Y1, -inf at 0. J0, J1, Y0 and Y1 are NaN at the infinities, as in PyTorch.
 
 erfinv(x) = x g(w) with w = -log((1 - x)(1 + x)) (from log1p, so no digit of a small x is lost): g in w below 5,
 in sqrt(w) above (the form of Giles' single-precision erfinv); ndtri(p) = sqrt(2) erfinv(2p - 1) with w computed
@@ -60,6 +67,22 @@ def _bessel_part(name: str, t):
     if name in ("k0_large", "k1_large"):  # t = 2 / x
         x = 2 / t
         return mpmath.sqrt(x) * mpmath.exp(x) * mpmath.besselk(0 if name == "k0_large" else 1, x)
+    if name == "j0_small":
+        return mpmath.besselj(0, t)
+    if name == "j1_small_over_x":
+        return mpmath.besselj(1, t) / t if t else mpmath.mpf(0.5)
+    if name == "y0_small":  # Y0 less its logarithmic part: a power series in t**2
+        return mpmath.bessely(0, t) - 2 / mpmath.pi * mpmath.log(t / 2) * mpmath.besselj(0, t)
+    if name == "y1_small":  # Y1 less its logarithmic and polar parts: t times a power series in t**2
+        return mpmath.bessely(1, t) - 2 / mpmath.pi * (mpmath.besselj(1, t) * mpmath.log(t / 2) - 1 / t)
+    if name.startswith(("j0_", "j1_")) and name.endswith("_large"):  # t = 8 / x: Hankel's P and Q
+        order, x = int(name[1]), 8 / t
+        chi = x - (2 * order + 1) * mpmath.pi / 4
+        j, y = mpmath.besselj(order, x), mpmath.bessely(order, x)
+        scale = mpmath.sqrt(mpmath.pi * x / 2)
+        if name.endswith("_p_large"):
+            return scale * (j * mpmath.cos(chi) + y * mpmath.sin(chi))
+        return scale * (y * mpmath.cos(chi) - j * mpmath.sin(chi))
     raise KeyError(name)
 
 
@@ -186,6 +209,55 @@ def _k(ctx, x: ir.Tensor, order: int, scaled: bool) -> ir.Tensor:
     return exact.keep_nan(ctx, x, out)
 
 
+def _bessel_jy(ctx, x: ir.Tensor, order: int, second_kind: bool) -> ir.Tensor:
+    """J0, J1, Y0 or Y1 (module notes): below 8 a fitted expansion (with Y's logarithmic and polar parts added),
+    above it Hankel's form sqrt(2 / (pi x)) (P cos chi - Q sin chi) for J and (P sin chi + Q cos chi) for Y,
+    chi = x - (2 order + 1) pi / 4 taken in float32 as PyTorch takes it. Y is NaN below 0 and -inf at 0; all
+    four are NaN at the infinities, as in PyTorch."""
+    a = ctx.emit("ABS", [x], like=x)
+    small = compare(ctx, "LESS", a, 8.0)
+    near = select(ctx, small, a, scalar(ctx, 8.0, a))
+    far = select(ctx, small, scalar(ctx, 8.0, a), a)
+
+    def j_near(k):
+        if k == 0:
+            return _clenshaw(ctx, near, "j0_small", 0.0, 8.0)
+        return float_op(ctx, "MUL", _clenshaw(ctx, near, "j1_small_over_x", 0.0, 8.0), near)
+
+    if not second_kind:
+        inner = j_near(order)
+    else:
+        log_half = exact.log(ctx, float_op(ctx, "MUL", near, scalar(ctx, 0.5, near)))
+        two_over_pi = scalar(ctx, 2.0 / math.pi, near)
+        if order == 0:
+            inner = float_op(ctx, "ADD", _clenshaw(ctx, near, "y0_small", 0.0, 8.0),
+                             float_op(ctx, "MUL", two_over_pi, float_op(ctx, "MUL", log_half, j_near(0))))
+        else:
+            polar = float_op(ctx, "SUB", float_op(ctx, "MUL", j_near(1), log_half),
+                             float_op(ctx, "DIV", scalar(ctx, 1.0, near), near))
+            inner = float_op(ctx, "ADD", _clenshaw(ctx, near, "y1_small", 0.0, 8.0),
+                             float_op(ctx, "MUL", two_over_pi, polar))
+    u = float_op(ctx, "DIV", scalar(ctx, 8.0, far), far)
+    p = _clenshaw(ctx, u, f"j{order}_p_large", 0.0, 1.0)
+    q = _clenshaw(ctx, u, f"j{order}_q_large", 0.0, 1.0)
+    chi = float_op(ctx, "SUB", far, scalar(ctx, (2 * order + 1) * math.pi / 4, far))
+    cos, sin = ctx.emit("COS", [chi], like=chi), ctx.emit("SIN", [chi], like=chi)
+    if second_kind:
+        wave = float_op(ctx, "ADD", float_op(ctx, "MUL", p, sin), float_op(ctx, "MUL", q, cos))
+    else:
+        wave = float_op(ctx, "SUB", float_op(ctx, "MUL", p, cos), float_op(ctx, "MUL", q, sin))
+    amplitude = float_op(ctx, "DIV", scalar(ctx, math.sqrt(2.0 / math.pi), far), exact.sqrt(ctx, far))
+    out = select(ctx, small, inner, float_op(ctx, "MUL", amplitude, wave))
+    if second_kind:
+        out = select(ctx, ctx.emit("EQUAL", [x, scalar(ctx, 0.0, x)], x.shape, np.bool_), scalar(ctx, -np.inf, x), out)
+        out = select(ctx, compare(ctx, "LESS", x, 0.0), scalar(ctx, np.nan, x), out)
+    elif order == 1:  # odd
+        out = select(ctx, compare(ctx, "LESS", x, 0.0), ctx.emit("NEG", [out], like=out), out)
+    infinite = ctx.emit("EQUAL", [a, scalar(ctx, np.inf, a)], a.shape, np.bool_)
+    out = select(ctx, infinite, scalar(ctx, np.nan, x), out)
+    return exact.keep_nan(ctx, x, out)
+
+
 def _erfinv_from(ctx, x: ir.Tensor, w: ir.Tensor) -> ir.Tensor:
     """x g(w) (module notes), for w = -log((1 - x)(1 + x)) >= 0."""
     central = compare(ctx, "LESS", w, 5.0)
@@ -268,6 +340,14 @@ for _targets, _fn, _doc in [
      "e**x K0(x) (Chebyshev expansions; NaN below 0, +inf at 0)."),
     ((aten.special_scaled_modified_bessel_k1.default,), lambda c, x: _k(c, x, 1, True),
      "e**x K1(x) (Chebyshev expansions; NaN below 0, +inf at 0)."),
+    ((aten.special_bessel_j0.default,), lambda c, x: _bessel_jy(c, x, 0, False),
+     "J0(x), the Bessel function of the first kind of order 0 (Chebyshev expansions; module notes)."),
+    ((aten.special_bessel_j1.default,), lambda c, x: _bessel_jy(c, x, 1, False),
+     "J1(x), the Bessel function of the first kind of order 1 (Chebyshev expansions; module notes)."),
+    ((aten.special_bessel_y0.default,), lambda c, x: _bessel_jy(c, x, 0, True),
+     "Y0(x), the Bessel function of the second kind of order 0 (Chebyshev expansions; NaN below 0)."),
+    ((aten.special_bessel_y1.default,), lambda c, x: _bessel_jy(c, x, 1, True),
+     "Y1(x), the Bessel function of the second kind of order 1 (Chebyshev expansions; NaN below 0)."),
     ((aten.erfinv.default,), _erfinv, "The inverse of erf (Chebyshev expansions in w = -log(1 - x**2))."),
     ((aten.special_ndtri.default,), _ndtri,
      "The inverse of the standard normal CDF, sqrt(2) erfinv(2p - 1) with tiny p keeping their digits."),

@@ -1,5 +1,6 @@
-"""Functions evaluated by fitted Chebyshev expansions (lower/fitted.py): the modified Bessel functions, erfinv,
-ndtri and erfcx, against mpmath over the float32 range, and their special values."""
+"""Functions evaluated by fitted Chebyshev expansions (lower/fitted.py): the Bessel functions J and Y, the
+modified Bessel functions, erfinv, ndtri and erfcx, against mpmath over the float32 range, and their special
+values."""
 
 from __future__ import annotations
 
@@ -97,3 +98,33 @@ def test_erfinv_ndtri_and_erfcx_at_their_edges():
         x = torch.tensor(x)
         edge = litert_torch.convert(Fn(fn), (x,))
         np.testing.assert_allclose(np.asarray(edge(x.numpy())), np.array(want, np.float32), rtol=1e-6, atol=1e-7)
+
+
+JY = {"j0": (torch.special.bessel_j0, lambda v: mpmath.besselj(0, v)),
+      "j1": (torch.special.bessel_j1, lambda v: mpmath.besselj(1, v)),
+      "y0": (torch.special.bessel_y0, lambda v: mpmath.bessely(0, v)),
+      "y1": (torch.special.bessel_y1, lambda v: mpmath.bessely(1, v))}
+
+
+@pytest.mark.parametrize("name", list(JY))
+def test_bessel_j_and_y_against_mpmath_and_at_their_edges(name):
+    """Accurate to float32 in absolute terms against mpmath on both sides of the switch at 8 (near the
+    functions' zeros a relative error means little); PyTorch's values at 0, below 0 and at the infinities."""
+    fn, exact = JY[name]
+    g = np.random.default_rng(1)
+    x = np.concatenate([g.uniform(-30, 30, 400), g.uniform(0, 2000, 100), [7.999, 8.0, 8.001, 1e-6, 0.5]])
+    x = x.astype(np.float32)
+    if name.startswith("y"):
+        x = np.abs(x) + np.float32(1e-3)
+    edge = litert_torch.convert(Fn(fn), (torch.from_numpy(x),))
+    got = np.asarray(edge(torch.from_numpy(x)), np.float64)
+    want = np.array([float(exact(mpmath.mpf(float(v)))) for v in x])
+    scale = np.maximum(np.abs(want), 1.0)
+    assert np.max(np.abs(got - want) / scale) < 2e-6
+
+    edges = torch.tensor([0.0, -0.0, -2.0, float("inf"), float("-inf"), float("nan"), 1e-30])
+    edge = litert_torch.convert(Fn(fn), (edges,))
+    got, want = np.asarray(edge(edges)), fn(edges).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = ~np.isnan(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-6)
