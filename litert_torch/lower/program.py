@@ -221,6 +221,33 @@ def _written_before_read(node: torch.fx.Node, shape: tuple) -> bool:
         current = writers[0]
 
 
+def _rrelu_in_eval(program: torch.export.ExportedProgram) -> None:
+    """rrelu outside training is leaky_relu with the mean of its bounds as the slope: rewritten so, and the noise
+    tensor torch.export made for it (uninitialised, and never read in eval mode) dropped."""
+    graph = program.graph
+    for node in list(graph.nodes):
+        if node.target is not torch.ops.aten.rrelu_with_noise_functional.default:
+            continue
+        args = list(node.args) + [None] * (6 - len(node.args))
+        x, noise, lower, upper, training = args[:5]
+        lower = node.kwargs.get("lower", 1.0 / 8.0 if lower is None else lower)
+        upper = node.kwargs.get("upper", 1.0 / 3.0 if upper is None else upper)
+        training = node.kwargs.get("training", bool(training))
+        getters = list(node.users)
+        if training or any(u.target is not operator.getitem or u.args[1] != 0 for u in getters):
+            continue  # training draws random slopes; a read of the noise result is left to the lowering
+        with graph.inserting_before(node):
+            leaky = graph.call_function(torch.ops.aten.leaky_relu.default, (x, (float(lower) + float(upper)) / 2))
+        leaky.meta = dict(node.meta)
+        leaky.meta["val"] = node.meta["val"][0]
+        for getter in getters:
+            getter.replace_all_uses_with(leaky)
+            graph.erase_node(getter)
+        graph.erase_node(node)
+        if isinstance(noise, torch.fx.Node) and not noise.users and noise.target in _EMPTY:
+            graph.erase_node(noise)
+
+
 def _drop_value_checks(program: torch.export.ExportedProgram) -> None:
     """Remove the model's run-time checks on values (`torch._check(n == k)` of a count read from a tensor, as
     vision-language models check their image tokens against their image features), with the ops that only feed
@@ -556,6 +583,7 @@ def lower_program(program: torch.export.ExportedProgram,
     space = space_of_program(program, dim_names, fixed)
     _fill_permuted_empties(program)
     _fill_written_empties(program)
+    _rrelu_in_eval(program)
     _drop_value_checks(program)
     constants = _constant_values(program, weights)
     values, sizes = _values(program, space)

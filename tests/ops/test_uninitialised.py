@@ -1,4 +1,6 @@
-"""resize_ and torch.empty: what is defined is lowered exactly, what PyTorch leaves undefined is refused."""
+"""resize_ and torch.empty: what is defined is lowered exactly, what PyTorch leaves undefined is refused. An
+empty tensor written everywhere before any read is defined; rrelu's empty noise tensor is never read outside
+training."""
 
 from __future__ import annotations
 
@@ -90,3 +92,13 @@ def _read_before_written(a):
 def test_an_empty_tensor_read_where_nothing_was_written_is_refused(fn, shape):
     with pytest.raises(ConversionError, match="undefined values"):
         litert_torch.convert(Fn(fn), (torch.randn(*shape),))
+
+
+def test_rrelu_in_eval_mode_is_leaky_relu_with_the_mean_slope_and_random_slopes_are_refused():
+    """rrelu's noise tensor is made with torch.empty and never read outside training."""
+    x = torch.randn(4, 5)
+    _check(lambda t: torch.nn.functional.rrelu(t, 0.1, 0.3, training=False) * 2, x)
+    model = torch.nn.RReLU(0.2, 0.4).eval()
+    np.testing.assert_array_equal(np.asarray(litert_torch.convert(model, (x,))(x)), model(x).numpy())
+    with pytest.raises(litert_torch.UnsupportedOpsError, match="rrelu_with_noise"):
+        litert_torch.convert(Fn(lambda t: torch.nn.functional.rrelu(t, training=True)), (x,))
