@@ -151,29 +151,30 @@ def _reads_only_shape(node: torch.fx.Node, of: torch.fx.Node) -> bool:
     return False
 
 
-def _written_span(node: torch.fx.Node, of: torch.fx.Node, shape: tuple) -> tuple[int, int, int] | None:
-    """(axis, start, end) of `of` that `node` overwrites, when `node` writes a contiguous span of `of` along
-    one axis (slice_scatter of step 1, select_scatter) or all of it (copy); None otherwise."""
+def _written_span(node: torch.fx.Node, of: torch.fx.Node, shape: tuple) -> tuple[int, range] | None:
+    """(axis, positions along it) of `of` that `node` overwrites, when `node` writes every position of a
+    strided slice of `of` along one axis (slice_scatter, select_scatter) or all of it (copy); None otherwise."""
     rank = len(shape)
     if node.args[0] is not of or of in node.args[1:]:
         return None
     if node.target is torch.ops.aten.copy.default:
-        return (0, 0, shape[0]) if rank else None
+        return (0, range(shape[0])) if rank else None
     if node.target is torch.ops.aten.slice_scatter.default:
         dim, start, end, step = (list(node.args[2:]) + [0, None, None, 1][len(node.args) - 2:])[:4]
         dim, start, end, step = (node.kwargs.get("dim", dim), node.kwargs.get("start", start),
                                  node.kwargs.get("end", end), node.kwargs.get("step", step))
-        if step != 1 or not all(isinstance(v, (int, type(None))) for v in (start, end)):
+        if not all(isinstance(v, (int, type(None))) for v in (start, end)) or not isinstance(step, int) \
+                or step < 1:
             return None
         axis = dim % rank
         size = shape[axis]
         start = 0 if start is None else (start + size if start < 0 else start)
         end = size if end is None else (end + size if end < 0 else end)
-        return axis, max(0, min(start, size)), max(0, min(end, size))
+        return axis, range(max(0, min(start, size)), max(0, min(end, size)), step)
     if node.target is torch.ops.aten.select_scatter.default and isinstance(node.args[3], int):
         axis = node.args[2] % rank
         index = node.args[3] % shape[axis]
-        return axis, index, index + 1
+        return axis, range(index, index + 1)
     return None
 
 
@@ -197,7 +198,7 @@ def _fill_written_empties(program: torch.export.ExportedProgram) -> None:
 def _written_before_read(node: torch.fx.Node, shape: tuple) -> bool:
     """Whether a chain of writes starting at `node` (one writer each, other users reading only shapes)
     overwrites every element of it before anything reads a value."""
-    current, axis, spans = node, None, []
+    current, axis, written = node, None, None
     while True:
         writers = [u for u in current.users if not _reads_only_shape(u, current)]
         if len(writers) != 1:
@@ -205,18 +206,14 @@ def _written_before_read(node: torch.fx.Node, shape: tuple) -> bool:
         span = _written_span(writers[0], current, shape)
         if span is None:
             return False
-        if span[1:] == (0, shape[span[0]]):  # the whole tensor
+        if span[1] == range(shape[span[0]]):  # the whole tensor
             return True
         if axis is not None and span[0] != axis:
             return False
-        axis = span[0]
-        spans.append(span[1:])
-        reached = 0
-        for start, stop in sorted(spans):
-            if start > reached:
-                break
-            reached = max(reached, stop)
-        if reached >= shape[axis]:
+        if axis is None:
+            axis, written = span[0], np.zeros(shape[span[0]], np.bool_)
+        written[span[1].start:span[1].stop:span[1].step] = True
+        if written.all():
             return True
         current = writers[0]
 

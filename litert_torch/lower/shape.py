@@ -170,16 +170,26 @@ def lower_copy(ctx, node, x, src, non_blocking=False):
 
 @lowers(aten.slice_scatter.default)
 def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
-    """`x` with `src` written over x[start:end] along `dim`: CONCATENATION of the slice before, `src` and the
-    slice after (unit steps, static sizes).
-
-    Limits: steps other than 1 have no lowering."""
+    """`x` with `src` written over x[start:end:step] along `dim`: CONCATENATION of the slice before, `src` and
+    the slice after (a unit step), or x and src joined and GATHERed back in place (other steps: each position
+    reads x's element or the src element written there). Static sizes."""
     shape, dtype = out_meta(node)
     axis = normalize_dim(dim, x.rank)
     if not all_static([*x.shape, start or 0, end or 0]):
         raise ctx.fail("slice_scatter over a size known only at run time has no lowering")
     if int(step) != 1:
-        raise ctx.fail(f"slice_scatter with step {step} has no lowering")
+        size = int(x.shape[axis])
+        written = list(range(*slice(start, end, int(step)).indices(size)))
+        if not written:
+            return ctx.cast(x, dtype)
+        index = np.arange(size, dtype=np.int32)
+        index[written] = size + np.arange(len(written), dtype=np.int32)
+        joined_shape = list(x.shape)
+        joined_shape[axis] = size + len(written)
+        joined = ctx.emit("CONCATENATION", [ctx.cast(x, dtype), ctx.cast(src, dtype)], joined_shape, dtype,
+                          axis=axis)
+        return ctx.emit("GATHER", [joined, ctx.const(index, name="positions")], shape, dtype, axis=axis,
+                        batch_dims=0)
     begin, stop, _ = slice(start, end, 1).indices(int(x.shape[axis]))
     stop = max(stop, begin)
     parts = []

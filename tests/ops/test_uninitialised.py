@@ -102,3 +102,23 @@ def test_rrelu_in_eval_mode_is_leaky_relu_with_the_mean_slope_and_random_slopes_
     np.testing.assert_array_equal(np.asarray(litert_torch.convert(model, (x,))(x)), model(x).numpy())
     with pytest.raises(litert_torch.UnsupportedOpsError, match="rrelu_with_noise"):
         litert_torch.convert(Fn(lambda t: torch.nn.functional.rrelu(t, training=True)), (x,))
+
+
+def _interleaved(x1, x2):
+    """Wan's rotary embedding: the even and the odd positions written in turn."""
+    out = torch.empty_like(torch.cat([x1, x2], -1))
+    out[..., 0::2] = x1 * 2
+    out[..., 1::2] = x2 - 1
+    return out
+
+
+def test_an_empty_tensor_written_at_every_stride_before_any_read_is_exact():
+    _check(_interleaved, torch.randn(2, 3, 4), torch.randn(2, 3, 4))
+    with pytest.raises(ConversionError, match="undefined values"):  # the odd positions never written
+        litert_torch.convert(Fn(_evens_only), (torch.randn(2, 3),))
+
+
+def _evens_only(a):
+    out = torch.empty(2, 6)
+    out[:, 0::2] = a
+    return out * 1.0
