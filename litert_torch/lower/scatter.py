@@ -461,24 +461,30 @@ def scatter_rows(ctx: LoweringContext, x: ir.Tensor, rows: ir.Tensor, source: ir
     (or with them added, `accumulate`): the i-th selected row takes source row i (a running count of the
     selected rows, then GATHER). More selected rows than K makes GATHER fail the invocation, as PyTorch raises;
     with `exact_count`, so do fewer."""
+    def i32(opcode, a, b, shape):
+        return ctx.emit(opcode, [a, b], shape, np.int32, fused_activation_function="NONE")
+
     count = ctx.emit("CUMSUM", [ctx.cast(rows, np.int32), ctx.const(np.array(0, np.int32), name="axis")],
                      rows.shape, np.int32, exclusive=False, reverse=False)
-    index = ctx.emit("SUB", [count, ctx.scalar_like(1, count)], like=count, fused_activation_function="NONE")
-    index = ctx.emit("MAXIMUM", [index, ctx.scalar_like(0, index)], like=index)
+    index = i32("SUB", count, ctx.scalar_like(1, count), count.shape)  # the source row each selected row takes
     k = source.shape[0]
-    if exact_count:
-        # every index is moved past the source unless the count of selected rows is K
-        total = ctx.slice(count, [count.shape[0] - 1], [1])
-        k_t = ctx.size_tensor(k)
-        off = ctx.emit("ABS", [ctx.emit("SUB", [total, k_t], [1], np.int32, fused_activation_function="NONE")],
-                       [1], np.int32)
-        off = ctx.emit("MUL", [off, k_t], [1], np.int32, fused_activation_function="NONE")
-        index = ctx.emit("ADD", [index, off], like=index, fused_activation_function="NONE")
-    if not (isinstance(k, int) and k > 0):
-        # a source that may have no rows gets a row of zeros, so that GATHER of no selected row has a row to read
+    padded = not (isinstance(k, int) and k > 0)
+    k_t = ctx.size_tensor(k)
+    if padded:
+        # a source that may have no rows gets a row of zeros, so that the unselected rows have a row to read;
+        # a selected row past the source steps over it, so that GATHER still fails the invocation
         pad = ctx.const(np.zeros((1, *[int(d) for d in source.shape[1:]]), np.dtype(source.dtype)), name="pad")
         source = ctx.emit("CONCATENATION", [source, pad], [k + 1, *source.shape[1:]], source.dtype, axis=0,
                           fused_activation_function="NONE")
+        past = ctx.emit("GREATER_EQUAL", [index, k_t], index.shape, np.bool_)
+        index = i32("ADD", index, ctx.cast(past, np.int32), index.shape)
+    if exact_count:
+        # every index is moved past the source (and its pad row) unless the count of selected rows is K
+        total = ctx.slice(count, [count.shape[0] - 1], [1])
+        off = ctx.emit("ABS", [i32("SUB", total, k_t, [1])], [1], np.int32)
+        index = i32("ADD", index, i32("MUL", off, i32("ADD", k_t, ctx.const(np.array([1], np.int32), name="one"),
+                                                       [1]), [1]), index.shape)
+    index = ctx.emit("SELECT_V2", [rows, index, ctx.scalar_like(0, index)], like=index)  # unselected: any row
     gathered = ctx.emit("GATHER", [source, index], [rows.shape[0], *source.shape[1:]], source.dtype, axis=0,
                         batch_dims=0)
     if accumulate:

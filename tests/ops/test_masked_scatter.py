@@ -188,3 +188,28 @@ def test_put_at_flat_indices(accumulate):
         with torch.no_grad():
             want = Put()(x, torch.tensor(index), source).numpy()
         np.testing.assert_allclose(np.asarray(edge(x, torch.tensor(index), source)), want, rtol=1e-6)
+
+
+def test_a_source_of_run_time_length_too_short_fails_the_call():
+    """A source whose length is known only when the model runs carries a row of padding (so that a source of
+    no elements has one to read); a selected position past the source still fails the call."""
+    model = MaskedScatter()
+    x = torch.randn(4, 3)
+    edge = litert_torch.convert(model, (x, torch.rand(4, 3) > 0.5, torch.randn(5)),
+                                dynamic_shapes=(None, None, {0: torch.export.Dim("k", max=20)}))
+    mask = torch.zeros(4, 3, dtype=torch.bool)
+    mask[0] = True
+    mask[1, 0] = True
+    _run(edge, model, x, mask, torch.randn(4))
+    _run(edge, model, x, torch.zeros(4, 3, dtype=torch.bool), torch.randn(4))
+    with pytest.raises(LiteRTTorchError, match="out of bounds"):
+        edge(x, mask, torch.randn(3))
+
+
+def test_no_rows_of_values_for_selected_rows_fails_the_call():
+    x, values = torch.randn(4, 3), torch.randn(0, 3)
+    model = PutRows()
+    edge = litert_torch.convert(model, (x, torch.zeros(4, dtype=torch.bool), values))
+    _run(edge, model, x, torch.zeros(4, dtype=torch.bool), values)
+    with pytest.raises(LiteRTTorchError, match="out of bounds"):
+        edge(x, torch.tensor([True, False, False, False]), values)
