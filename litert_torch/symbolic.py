@@ -50,13 +50,17 @@ class SymSpace:
     # Sizes that depend on values, not on input sizes (a Reshape to a shape computed when the model runs): each
     # is read when the model runs from the SHAPE of the tensor it first sizes (`LoweringContext.anchor`).
     unbacked: set[sympy.Symbol] = field(default_factory=set)
+    # Of those, the counts of true elements (nonzero, a boolean mask): sizes that are 0 whenever nothing is
+    # selected, which some kernels cannot take (`LoweringContext.emit` keeps such tensors away from them).
+    counts: set[sympy.Symbol] = field(default_factory=set)
 
     def fresh(self, what: str, low: int = 0, high: int | None = None) -> "int | Sym":
         """A new size known only when the model runs, decided by values rather than by the input sizes, in the
         inclusive range [low, high] (a plain int when the range holds one size); `what` names it in messages."""
         if high is not None and int(high) == int(low):
             return int(low)
-        symbol = sympy.Symbol(f"u{len(self.unbacked)}", integer=True, nonnegative=True)
+        # (named apart from torch.export's own `u<n>` symbols, which the same space may hold)
+        symbol = sympy.Symbol(f"v{len(self.unbacked)}", integer=True, nonnegative=True)
         self.add(symbol, f"{what}#{len(self.unbacked)}", low, high)
         self.unbacked.add(symbol)
         return Sym(symbol, self)
@@ -428,6 +432,8 @@ def space_of_program(program: Any, names: dict[str, str] | None = None,
                      fixed: dict[str, int] | None = None) -> SymSpace:
     """The SymSpace of an ExportedProgram: its range constraints, each symbol named after the user's Dim where
     `names` (symbol name -> Dim name) says so; `fixed` (Dim or symbol name -> size) makes those static."""
+    from torch.utils._sympy.symbol import SymT, symbol_is_type
+
     space = SymSpace()
     for node in program.graph.nodes:
         val = node.meta.get("val") if node.op == "placeholder" else None
@@ -442,6 +448,8 @@ def space_of_program(program: Any, names: dict[str, str] | None = None,
         high = high if high is not None and high < 2**31 else None
         name = (names or {}).get(str(symbol), str(symbol))
         space.add(symbol, name, low, high)
+        if symbol_is_type(symbol, SymT.UNBACKED_INT):  # a size a value-sized op decides (nonzero's count)
+            space.unbacked.add(symbol)
         for key in (name, str(symbol)):
             if fixed and key in fixed:
                 space.fixed[symbol] = int(fixed[key])

@@ -9,6 +9,7 @@ from litert_torch import ir
 from litert_torch.lower import exact
 from litert_torch.node import Value
 from litert_torch.lower.registry import LoweringContext, lowers, narrow_int64, numpy_dtype, out_meta
+from litert_torch.symbolic import Sym
 
 aten = torch.ops.aten
 
@@ -180,6 +181,8 @@ def operand(ctx: LoweringContext, value, dtype: np.dtype) -> ir.Tensor:
     """A binary-op operand in the result's element type: TFLite binary ops need equal element types."""
     if isinstance(value, ir.Tensor):
         return ctx.cast(value, dtype)
+    if isinstance(value, Sym):  # a size used as a number (x * x.shape[0]): read when the model runs
+        return ctx.cast(ctx.reshape(ctx.size_tensor(value), []), dtype)
     if np.dtype(dtype) == np.int32 and isinstance(value, int) and not isinstance(value, bool):
         # a number of an int64 computation: the int64 extremes (sentinels) become the int32 ones
         return ctx.const(narrow_int64(np.array(value, np.int64), f"the number {value}"), dtype, "scalar")

@@ -7,6 +7,8 @@ constants or computed at run time."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -19,7 +21,8 @@ from litert_torch.lower.onnx_registry import (
 from litert_torch.lower.reduce import cumprod_along, topk_last_axis
 from litert_torch.lower.reduce import reduce as reduce_over_dims
 from litert_torch.lower.registry import LoweringContext, numpy_dtype
-from litert_torch.symbolic import all_static
+from litert_torch.lower.shape import nonzero_coords
+from litert_torch.symbolic import Sym, all_static
 
 aten = torch.ops.aten
 
@@ -638,3 +641,70 @@ def _flat_positions(ctx, x: ir.Tensor) -> ir.Tensor:
     """[N, C, d1, ..., dk] as [N, C, d1 * ... * dk]."""
     n, c, *rest = (int(d) for d in x.shape)
     return ctx.reshape(x, [n, c, int(np.prod(rest, dtype=np.int64))])
+
+
+# ---- sizes decided by values ----------------------------------------------------------------------------------
+def _count_of(x: Any, fresh) -> Any:
+    total = 1
+    for d in x:
+        total = total * d
+    return fresh("count", 0, total if isinstance(total, int) else None)
+
+
+def _nonzero_shapes(inputs, attrs, n, runtime, fresh):
+    x = tuple(inputs[0].shape) if hasattr(inputs[0], "shape") else tuple(inputs[0])
+    return [(len(x), _count_of(x, fresh))]
+
+
+def _counts(ctx: LoweringContext, *sizes: Any) -> None:
+    """Mark sizes as counts of true elements: 0 when nothing is selected, kept away from kernels that cannot
+    take empty tensors (`LoweringContext.emit`)."""
+    for d in sizes:
+        if isinstance(d, Sym):
+            ctx.space.counts.update(d.symbols & ctx.space.unbacked)
+
+
+@onnx_op("NonZero")
+@runtime_shaped("NonZero", inputs={0}, shapes=_nonzero_shapes)
+def nonzero(ctx, node, inputs, attrs):
+    """The coordinates of the nonzero elements, one column each in row-major order ([rank, count]), their count
+    decided when the model runs: WHERE, transposed."""
+    x = tensor(ctx, inputs[0])
+    rank, count = node.outputs[0].shape
+    _counts(ctx, count)
+    cond = x if np.dtype(x.dtype) == np.bool_ else \
+        ctx.emit("NOT_EQUAL", [x, ctx.scalar_like(0, x)], x.shape, np.bool_)
+    coords = nonzero_coords(ctx, cond, count)
+    return ctx.cast(ctx.transpose(coords, [1, 0]), numpy_dtype(node.outputs[0].dtype))
+
+
+def _compress_shapes(inputs, attrs, n, runtime, fresh):
+    x = tuple(inputs[0].shape) if hasattr(inputs[0], "shape") else tuple(inputs[0])
+    c = tuple(inputs[1].shape) if hasattr(inputs[1], "shape") else tuple(inputs[1])
+    if "axis" not in attrs:
+        return [(_count_of(c, fresh),)]
+    axis = int(attrs["axis"]) % len(x)
+    return [x[:axis] + (_count_of(c, fresh),) + x[axis + 1:]]
+
+
+@onnx_op("Compress")
+@runtime_shaped("Compress", inputs={1}, shapes=_compress_shapes)
+def compress(ctx, node, inputs, attrs):
+    """The slices of the input (flattened without `axis`) where the 1-D condition is true, their count decided
+    when the model runs: WHERE of the condition, then GATHER. A condition shorter than the axis selects among
+    the first slices only, as ONNX defines it."""
+    x, cond = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
+    shape = node.outputs[0].shape
+    if "axis" not in attrs:
+        total = 1
+        for d in x.shape:
+            total = total * d
+        x, axis = ctx.reshape(x, [total]), 0
+    else:
+        axis = int(attrs["axis"]) % x.rank
+    count = shape[axis]
+    _counts(ctx, count)
+    if cond.rank != 1:
+        raise ctx.fail("Compress with a condition of rank other than 1 has no lowering")
+    picked = ctx.reshape(nonzero_coords(ctx, ctx.cast(cond, np.bool_), count), [count])
+    return ctx.emit("GATHER", [x, picked], shape, x.dtype, axis=axis, batch_dims=0)

@@ -16,7 +16,7 @@ OnnxFn = Callable[[LoweringContext, Any, list, dict], Any]
 LOWERINGS: dict[str, OnnxFn] = {}
 DOCS: dict[str, str] = {}
 # Evaluated at conversion when every input is a constant; never lowered.
-FOLD_ONLY = {"Constant", "ConstantOfShape", "Shape", "Size", "Range", "NonZero"}
+FOLD_ONLY = {"Constant", "ConstantOfShape", "Shape", "Size", "Range"}
 # Constant inputs that are parameters in disguise (shapes, axes, bounds): they reach the lowering as numpy
 # arrays. Every other constant input is data and becomes a constant tensor.
 PARAMETER_INPUTS = {

@@ -69,19 +69,41 @@ def _tensor_nodes(args: Any) -> list[torch.fx.Node]:
     return found
 
 
-def _check_static_shapes(program: torch.export.ExportedProgram) -> None:
-    """Raise a LoweringError at the first node whose output size depends on the values of its inputs (boolean
-    masking, nonzero, unique, ...): a TFLite tensor's size comes from shapes, never from data."""
+# Ops whose result has a size its input's values decide, and whose lowering computes that size when the model
+# runs (TFLite's WHERE sizes its output by the count of true elements): the first tensor of each such size is
+# where later ops read it (`LoweringContext.anchor`).
+VALUE_SIZED = {
+    torch.ops.aten.nonzero.default: "nonzero count",
+    torch.ops.aten.masked_select.default: "masked_select count",
+    torch.ops.aten.index.Tensor: "boolean-mask count",
+}
+
+
+def _check_static_shapes(program: torch.export.ExportedProgram, space: SymSpace) -> None:
+    """Raise a LoweringError at the first node whose output size depends on the values of its inputs, unless an
+    op of VALUE_SIZED decided that size (boolean masking, nonzero): those sizes are named after their op in
+    `space` for messages. Any other size decided by values (a size read with .item(), unique) has no lowering."""
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
+    decided: set = set()
     for node in program.graph.nodes:
         val = node.meta.get("val")
-        if node.op != "call_function" or not isinstance(val, torch.Tensor) or not free_unbacked_symbols(val):
+        if node.op != "call_function" or not isinstance(val, torch.Tensor):
             continue
+        new = free_unbacked_symbols(val) - decided
+        if not new:
+            continue
+        if node.target in VALUE_SIZED and len(new) == 1:
+            (symbol,) = new
+            if symbol in space.ranges:
+                decided.add(symbol)
+                space.counts.add(symbol)
+                space.names[symbol] = f"{VALUE_SIZED[node.target]} of {node.name}"
+                continue
         ref = source_ref(node)
         raise LoweringError(f"the output shape {list(val.shape)} of node {node.name} depends on the input's values "
-                            "(a data-dependent size, as from boolean-mask indexing or nonzero); a LiteRT model's "
-                            "shapes cannot: compute on the whole tensor instead (torch.where with a mask)",
+                            "(a data-dependent size, as from a size read with .item() or unique); a LiteRT "
+                            "model's shapes cannot: compute on the whole tensor instead (torch.where with a mask)",
                             target=ref.target, location=ref.location)
 
 
@@ -249,8 +271,9 @@ def _drop_value_checks(program: torch.export.ExportedProgram) -> None:
     """Remove the model's run-time checks on values (`torch._check(n == k)` of a count read from a tensor, as
     vision-language models check their image tokens against their image features), with the ops that only feed
     them: LiteRT has no assertions. Each is logged with its source line. Checks on input sizes stay (they are
-    the signature's own)."""
+    the signature's own). torch.export's checks of what a value-sized op guarantees are dropped silently."""
     graph, warned = program.graph, set()
+    counts = _count_bounds(program)
     for node in list(graph.nodes):
         if (node.target is torch.ops.higher_order.with_effects and len(node.args) > 2
                 and node.args[1] is torch.ops.aten._linalg_check_errors.default):
@@ -267,7 +290,9 @@ def _drop_value_checks(program: torch.export.ExportedProgram) -> None:
         if not isinstance(cond, torch.fx.Node) or not _reads_values(cond):
             continue
         location = source_ref(node).location or "unknown source"
-        if location not in warned:
+        if _op_range_check(cond, counts, program.range_constraints):
+            pass  # what the op guarantees (a count of true elements is at least 0 and at most their number)
+        elif location not in warned:
             warned.add(location)
             log.warning("the run-time check on tensor values at %s (torch._check) is not in the converted "
                         "model: LiteRT has no assertions", location)
@@ -280,6 +305,65 @@ def _drop_value_checks(program: torch.export.ExportedProgram) -> None:
             inputs = n.all_input_nodes
             graph.erase_node(n)
             stack.extend(inputs)
+
+
+def _count_bounds(program: torch.export.ExportedProgram) -> dict[Any, Any]:
+    """Each size a VALUE_SIZED op decides (its unbacked symbol) -> the number of elements it counts among (a
+    sympy expression over the input sizes)."""
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    bounds = {}
+    for node in program.graph.nodes:
+        val = node.meta.get("val")
+        if node.target not in VALUE_SIZED or not isinstance(val, torch.Tensor):
+            continue
+        symbols = free_unbacked_symbols(val)
+        counted = [a for a in _tensor_nodes(node.args) if isinstance(a.meta.get("val"), torch.Tensor)]
+        if node.target is torch.ops.aten.index.Tensor:
+            counted = [a for a in counted[1:] if a.meta["val"].dtype == torch.bool]
+        if len(symbols) != 1 or not counted:
+            continue
+        shapes = [tuple(a.meta["val"].shape) for a in counted]
+        try:
+            full = torch.broadcast_shapes(*shapes) if node.target is torch.ops.aten.masked_select.default \
+                else shapes[-1]
+        except Exception:  # noqa: BLE001 - shapes torch cannot broadcast symbolically: no bound known
+            continue
+        total = sympy.Integer(1)
+        for d in full:
+            total = total * (d.node.expr if isinstance(d, torch.SymInt) else sympy.Integer(int(d)))
+        bounds[next(iter(symbols))] = total
+    return bounds
+
+
+def _op_range_check(cond: torch.fx.Node, counts: dict[Any, Any], ranges: dict[Any, Any]) -> bool:
+    """Whether the check `cond` is `u >= 0` or `u <= n` for a count u of n elements (`_count_bounds`): what
+    torch.export asserts after nonzero or a boolean mask, not a check of the model's."""
+    import sympy
+
+    val = cond.meta.get("val")
+    expr = getattr(getattr(val, "node", None), "expr", None)
+    if not isinstance(expr, sympy.Rel):
+        return False
+    low, high = (expr.lhs, expr.rhs) if isinstance(expr, (sympy.LessThan, sympy.StrictLessThan)) else \
+        (expr.rhs, expr.lhs)
+    if not isinstance(expr, (sympy.LessThan, sympy.GreaterThan)):
+        return False
+    if low == 0 and high in counts:
+        return True
+    if low not in counts:
+        return False
+    if sympy.simplify(high - counts[low]) == 0:
+        return True
+    # with dynamic input sizes torch.export checks against the most elements the inputs can have
+    from torch.utils._sympy.value_ranges import bound_sympy
+
+    try:
+        most = bound_sympy(counts[low], ranges).upper
+        return bool(high.is_number and most.is_number and high >= most)
+    except Exception:  # noqa: BLE001 - a bound sympy cannot compute: not known to be the op's own check
+        return False
 
 
 def _drop_effect(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
@@ -308,6 +392,8 @@ def _reads_values(node: torch.fx.Node) -> bool:
         if n.target in _VALUE_READS or (value is not None and not isinstance(value, torch.Tensor)
                                         and free_unbacked_symbols(value)):
             return True
+        if n.target is torch.ops.aten.sym_size.int and getattr(n.args[0], "target", None) in VALUE_SIZED:
+            return True  # a count of true elements that torch.export fixed (x[mask] += rows of a given count)
         if not isinstance(value, torch.Tensor):
             stack.extend(n.all_input_nodes)
     return False
@@ -590,7 +676,7 @@ def lower_program(program: torch.export.ExportedProgram,
                     and all(not isinstance(d, Sym) for d in values[n.name].shape)
                     and 0 in tuple(values[n.name].shape)}
     constant_nodes = _find_constant_nodes(program, {**constants, **empty_inputs}, sizes)
-    _check_static_shapes(program)
+    _check_static_shapes(program, space)
     _check_mutations(program)
     _check_supported(program, constant_nodes)
 

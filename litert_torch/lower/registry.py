@@ -121,6 +121,14 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
         raise LoweringError(f"dtype {dtype} has no TFLite equivalent here") from None
 
 
+# Kernels that fail (XNNPACK's batch matmul, convolutions and resizes: "failed to reshape runtime"), give
+# garbage output shapes (XNNPACK's pooling over a batch of none) or crash the process (the built-in SOFTMAX over
+# an axis of no elements) on tensors with no elements, or refuse them (UNPACK).
+EMPTY_UNSAFE = frozenset({"SOFTMAX", "LOG_SOFTMAX", "BATCH_MATMUL", "UNPACK", "CONV_2D", "DEPTHWISE_CONV_2D",
+                          "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "MAX_POOL_2D", "AVERAGE_POOL_2D",
+                          "L2_POOL_2D", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE"})
+
+
 class LoweringContext:
     """Emits IR ops for the node being lowered, naming tensors after it and tagging ops with its source."""
 
@@ -208,6 +216,8 @@ class LoweringContext:
         if like is not None:
             shape = like.shape if shape is None else shape
             dtype = like.dtype if dtype is None else dtype
+        if opcode in EMPTY_UNSAFE and any(self.counted(t) for t in inputs):
+            return self._emit_padded(opcode, inputs, [(shape, dtype)], options)[0]
         out = self.tensor(shape, dtype)
         self.graph.ops.append(ir.Op(opcode, inputs, [out], options, self.source))
         return out
@@ -216,9 +226,66 @@ class LoweringContext:
         self, opcode: str, inputs: Iterable[ir.Tensor | None], outputs: Sequence[tuple[Sequence[int], Any]],
         **options: Any,
     ) -> list[ir.Tensor]:
+        inputs = list(inputs)
+        if opcode in EMPTY_UNSAFE and any(self.counted(t) for t in inputs):
+            return self._emit_padded(opcode, inputs, outputs, options)
         outs = [self.tensor(shape, dtype) for shape, dtype in outputs]
-        self.graph.ops.append(ir.Op(opcode, list(inputs), outs, options, self.source))
+        self.graph.ops.append(ir.Op(opcode, inputs, outs, options, self.source))
         return outs
+
+    # ---- sizes that may be 0 when the model runs ---------------------------------------------------------------
+    def counted(self, t: ir.Tensor | None) -> bool:
+        """Whether some size of `t` is a count of true elements (`SymSpace.counts`), 0 when nothing is selected."""
+        return t is not None and bool(self.space.counts) and any(
+            isinstance(d, Sym) and d.symbols & self.space.counts for d in t.shape)
+
+    def _counted_axes(self, t: ir.Tensor) -> list[int]:
+        return [a for a, d in enumerate(t.shape) if isinstance(d, Sym) and d.symbols & self.space.counts]
+
+    def _grow(self, t: ir.Tensor, axes: Sequence[int], value: float = 0.0) -> ir.Tensor:
+        """`t` with one more element of `value` at the end of each of `axes`."""
+        if not axes:
+            return t
+        pads = np.array([[0, 1 if a in axes else 0] for a in range(t.rank)], np.int32)
+        shape = [d + 1 if a in axes else d for a, d in enumerate(t.shape)]
+        paddings = self.const(pads, name="paddings")
+        if value == 0:
+            return self._append("PAD", [t, paddings], shape, t.dtype)
+        return self._append("PADV2", [t, paddings, self.scalar_like(value, t)], shape, t.dtype)
+
+    def _append(self, opcode: str, inputs: list, shape: Sequence[Any], dtype: Any, **options: Any) -> ir.Tensor:
+        out = self.tensor(shape, dtype)
+        self.graph.ops.append(ir.Op(opcode, inputs, [out], options, self.source))
+        return out
+
+    def _emit_padded(self, opcode: str, inputs: list, outputs: Sequence[tuple[Sequence[Any], Any]],
+                     options: dict[str, Any]) -> list[ir.Tensor]:
+        """`opcode` on operands that may have no elements when the model runs, for a kernel that fails or
+        crashes on them (EMPTY_UNSAFE): each counted size gets one more element, made so that it changes no
+        result the op keeps (zeros; -inf where a softmax normalises over it), and the results are sliced back.
+        Never empty, the kernel runs the same way for every count."""
+        inputs = list(inputs)
+        if opcode in ("SOFTMAX", "LOG_SOFTMAX"):
+            x = inputs[0]
+            inputs[0] = self._grow(x, self._counted_axes(x), float("-inf") if self.counted(x) and
+                                   x.rank - 1 in self._counted_axes(x) else 0.0)
+        elif opcode == "BATCH_MATMUL":
+            inputs = [self._grow(t, self._counted_axes(t)) for t in inputs]
+        elif opcode == "UNPACK":
+            axis = int(options.get("axis", 0)) % max(inputs[0].rank, 1)
+            inputs[0] = self._grow(inputs[0], [a for a in self._counted_axes(inputs[0]) if a != axis])
+        else:  # convolutions and resizes over a batch of counted size
+            x = inputs[0]
+            if self._counted_axes(x) != [0]:
+                raise self.fail(f"{opcode} over a spatial or channel size decided by values (a count of true "
+                                "elements) has no lowering")
+            inputs[0] = self._grow(x, [0])
+        wide = [[d + 1 if isinstance(d, Sym) and d.symbols & self.space.counts else d for d in shape]
+                for shape, _ in outputs]
+        outs = [self.tensor(w, dtype) for w, (_, dtype) in zip(wide, outputs)]
+        self.graph.ops.append(ir.Op(opcode, inputs, outs, options, self.source))
+        return [o if list(o.shape) == list(shape) else self.slice(o, [0] * len(shape), shape)
+                for o, (shape, _) in zip(outs, outputs)]
 
     # ---- sizes known at run time ----------------------------------------------------------------------------
     def shape_of(self, x: ir.Tensor) -> ir.Tensor:

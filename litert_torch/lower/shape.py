@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -39,7 +41,8 @@ def lower_permute(ctx, node, x, dims):
 def lower_cat(ctx, node, tensors, dim=0):
     """CONCATENATION along `dim`; empty parts (which add nothing) are left out."""
     shape, dtype = out_meta(node)
-    parts = [ctx.cast(t, dtype) for t in tensors if t.size]
+    # parts of no elements add nothing (a part whose size is known only when the model runs is kept)
+    parts = [ctx.cast(t, dtype) for t in tensors if not all_static(t.shape) or t.size]
     axis = normalize_dim(dim, len(shape))
     if len(parts) == 1:
         return parts[0]
@@ -364,25 +367,96 @@ def lower_embedding(ctx, node, weight, indices, padding_idx=-1, scale_grad_by_fr
     return ctx.emit("GATHER", [weight, ctx.cast(indices, np.int32)], shape, weight.dtype, axis=0, batch_dims=0)
 
 
+def nonzero_coords(ctx: LoweringContext, cond: ir.Tensor, count: Any) -> ir.Tensor:
+    """The coordinates of the true elements of the bool tensor `cond`, in row-major order, as an int32
+    [count, rank] tensor: TFLite's WHERE, whose output the model sizes when it runs (`count` is the size
+    torch.export gave it; later ops read it from this tensor's shape)."""
+    if cond.rank == 0:  # [1, 0] or [0, 0]: whether the one element is true, in the count of rows
+        coords = ctx.emit("WHERE", [ctx.reshape(cond, [1])], [count, 1], np.int64)
+        ctx.anchor(coords)
+        return ctx.slice(ctx.cast(coords, np.int32), [0, 0], [count, 0])
+    coords = ctx.emit("WHERE", [cond], [count, cond.rank], np.int64)
+    ctx.anchor(coords)
+    return ctx.cast(coords, np.int32)
+
+
+def _truth(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
+    """x != 0 as a bool tensor (NaN counts as nonzero, as in PyTorch)."""
+    if np.dtype(x.dtype) == np.bool_:
+        return x
+    return ctx.emit("NOT_EQUAL", [x, ctx.scalar_like(0, x)], x.shape, np.bool_)
+
+
+@lowers(aten.nonzero.default)
+def lower_nonzero(ctx, node, x):
+    """The coordinates of the nonzero elements, row by row in row-major order (`nonzero_coords`); their count
+    is decided when the model runs."""
+    shape, _ = out_meta(node)
+    return nonzero_coords(ctx, _truth(ctx, x), shape[0])
+
+
+@lowers(aten.masked_select.default)
+def lower_masked_select(ctx, node, x, mask):
+    """The elements of x where mask (broadcast together) is True, in row-major order: the flattened mask's
+    true positions (WHERE) gathered from the flattened x."""
+    shape, dtype = out_meta(node)
+    full = list(broadcast_shapes(x.shape, mask.shape))
+    total = 1
+    for d in full:
+        total = total * d
+    flat_x = ctx.reshape(_broadcast(ctx, ctx.cast(x, dtype), full), [total])
+    flat_mask = ctx.reshape(_broadcast(ctx, mask, full), [total])
+    coords = nonzero_coords(ctx, flat_mask, shape[0])
+    return ctx.emit("GATHER", [flat_x, ctx.reshape(coords, [shape[0]])], shape, dtype, axis=0, batch_dims=0)
+
+
+def _broadcast(ctx: LoweringContext, t: ir.Tensor, shape: list) -> ir.Tensor:
+    t = ctx.reshape(t, (1,) * (len(shape) - t.rank) + tuple(t.shape))
+    if list(t.shape) == list(shape):
+        return t
+    return ctx.emit("BROADCAST_TO", [t, ctx.dims_tensor(shape)], shape, t.dtype)
+
+
+def _mask_indices(ctx: LoweringContext, node, indices: list) -> list:
+    """x[..., mask, ...] as PyTorch reads it: a boolean mask over k axes is the k columns of its true elements'
+    coordinates (`nonzero_coords`), one integer index per axis it covers."""
+    if not any(t is not None and np.dtype(t.dtype) == np.bool_ for t in indices):
+        return list(indices)
+    masks = [t for t in indices if t is not None and np.dtype(t.dtype) == np.bool_]
+    if len(masks) > 1:
+        raise ctx.fail("indexing with more than one boolean mask has no lowering")
+    shape, _ = out_meta(node)
+    # the indexed axes' result sits where the first index is (the indices being adjacent); its size is the
+    # count of true elements, or the count torch.export fixed where the model checks it (torch._check)
+    count = shape[next(i for i, t in enumerate(indices) if t is not None)]
+    out = []
+    for t in indices:
+        if t is None or np.dtype(t.dtype) != np.bool_:
+            out.append(t)
+            continue
+        coords = nonzero_coords(ctx, t, count)
+        for axis in range(t.rank):
+            out.append(ctx.reshape(ctx.slice(coords, [0, axis], [count, 1]), [count]))
+    return out
+
+
 @lowers(aten.index.Tensor)
 def lower_index(ctx, node, x, indices):
     """x[idx] with one index tensor -> GATHER on that axis; with index tensors on the leading axes ->
-    GATHER_ND of their broadcast, stacked coordinates.
+    GATHER_ND of their broadcast, stacked coordinates. A boolean mask stands for the coordinates of its true
+    elements (`_mask_indices`), so x[mask] has a size decided when the model runs.
 
-    Limits: boolean-mask indexing (data-dependent shapes); index tensors on non-leading axes together."""
+    Limits: index tensors on non-leading axes together; more than one boolean mask."""
     shape, _ = out_meta(node)
+    indices = _mask_indices(ctx, node, indices)
     present = [i for i, t in enumerate(indices) if t is not None]
     if len(present) == 1:
         axis = present[0]
         idx = indices[axis]
-        if idx.dtype == np.bool_:
-            raise ctx.fail("boolean-mask indexing has a data-dependent output shape and cannot be converted")
         return ctx.emit("GATHER", [x, index_tensor(ctx, idx, x.shape[axis])], shape, x.dtype, axis=axis,
                         batch_dims=0)
     if present != list(range(len(present))):
         raise ctx.fail("advanced indexing with index tensors on non-leading or non-adjacent axes has no lowering")
-    if any(indices[i].dtype == np.bool_ for i in present):
-        raise ctx.fail("boolean-mask indexing has a data-dependent output shape and cannot be converted")
     batch = list(broadcast_shapes(*[indices[i].shape for i in present]))
     coords = []
     for i in present:

@@ -393,6 +393,15 @@ def scatter_nd(op: ir.Op) -> None:
     _expect(op, tuple(int(v) for v in want))
 
 
+def where(op: ir.Op) -> None:
+    (x,), (out,) = op.inputs, op.outputs
+    if out.dtype not in (np.dtype(np.int64), np.dtype(np.int32)) or out.rank != 2:
+        raise OpProblem(f"coordinates of dtype {out.dtype} and rank {out.rank}")
+    width = int((out.shape_signature or out.shape)[1])
+    if width >= 0 and width != x.rank:
+        raise OpProblem(f"coordinates of {out.shape[1]} values for a rank-{x.rank} tensor")
+
+
 def fill(op: ir.Op) -> None:
     dims_t, value = op.inputs
     if value.size != 1:
@@ -689,6 +698,7 @@ _register(gather, (2, 2), "GATHER")
 _register(gather_nd, (2, 2), "GATHER_ND")
 _register(scatter_nd, (3, 3), "SCATTER_ND")
 _register(fill, (2, 2), "FILL")
+_register(where, (1, 1), "WHERE")
 _register(axis_op, (2, 2), "CUMSUM", "REVERSE_V2")
 _register(split_v, (3, 3, (1, 1 << 16)), "SPLIT_V")
 _register(topk, (2, 2, 2), "TOPK_V2")

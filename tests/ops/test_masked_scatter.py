@@ -117,16 +117,23 @@ def test_put_one_row_of_values_per_selected_row():
         edge(x, fewer, values)
 
 
-def test_a_masked_read_is_refused_naming_it():
+def test_a_masked_read_modify_write_converts():
+    """x[mask] += values reads the selected rows (a count decided by the mask) and writes them back."""
     class AddRows(torch.nn.Module):
         def forward(self, x, mask, values):
             x = x.clone()
             x[mask] += values
             return x
 
-    with pytest.raises(litert_torch.LoweringError, match="aten.index.Tensor.*data-dependent output shape"):
-        litert_torch.convert(AddRows(), (torch.randn(5, 3), torch.tensor([True, False, True, True, False]),
-                                         torch.randn(3, 3)))
+    torch.manual_seed(0)
+    x, values = torch.randn(5, 3), torch.randn(3, 3)
+    model = AddRows()
+    edge = litert_torch.convert(model, (x, torch.tensor([True, False, True, True, False]), values))
+    for mask in ([True, False, True, True, False], [False, True, True, False, True]):
+        _run(edge, model, x, torch.tensor(mask), values)
+    # a count other than the values' rows: PyTorch raises, and so does the converted model
+    with pytest.raises(LiteRTTorchError):
+        edge(x, torch.tensor([True, True, True, True, False]), values)
 
 
 def test_a_check_on_tensor_values_is_dropped_with_a_warning():
