@@ -76,19 +76,22 @@ VALUE_SIZED = {
     torch.ops.aten.nonzero.default: "nonzero count",
     torch.ops.aten.masked_select.default: "masked_select count",
     torch.ops.aten.index.Tensor: "boolean-mask count",
+    torch.ops.aten._unique2.default: "unique count",
+    torch.ops.aten.unique_consecutive.default: "unique_consecutive count",
 }
 
 
 def _check_static_shapes(program: torch.export.ExportedProgram, space: SymSpace) -> None:
     """Raise a LoweringError at the first node whose output size depends on the values of its inputs, unless an
     op of VALUE_SIZED decided that size (boolean masking, nonzero): those sizes are named after their op in
-    `space` for messages. Any other size decided by values (a size read with .item(), unique) has no lowering."""
+    `space` for messages. Any other size decided by values (a size read with .item()) has no lowering."""
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
     decided: set = set()
     for node in program.graph.nodes:
         val = node.meta.get("val")
-        if node.op != "call_function" or not isinstance(val, torch.Tensor):
+        if node.op != "call_function" or not (isinstance(val, torch.Tensor) or isinstance(val, (tuple, list))
+                                              and any(isinstance(v, torch.Tensor) for v in val)):
             continue
         new = free_unbacked_symbols(val) - decided
         if not new:
@@ -102,7 +105,7 @@ def _check_static_shapes(program: torch.export.ExportedProgram, space: SymSpace)
                 continue
         ref = source_ref(node)
         raise LoweringError(f"the output shape {list(val.shape)} of node {node.name} depends on the input's values "
-                            "(a data-dependent size, as from a size read with .item() or unique); a LiteRT "
+                            "(a data-dependent size, as from a size read with .item()); a LiteRT "
                             "model's shapes cannot: compute on the whole tensor instead (torch.where with a mask)",
                             target=ref.target, location=ref.location)
 
@@ -316,7 +319,7 @@ def _count_bounds(program: torch.export.ExportedProgram) -> dict[Any, Any]:
     bounds = {}
     for node in program.graph.nodes:
         val = node.meta.get("val")
-        if node.target not in VALUE_SIZED or not isinstance(val, torch.Tensor):
+        if node.target not in VALUE_SIZED or val is None:
             continue
         symbols = free_unbacked_symbols(val)
         counted = [a for a in _tensor_nodes(node.args) if isinstance(a.meta.get("val"), torch.Tensor)]

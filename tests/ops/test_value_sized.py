@@ -1,4 +1,4 @@
-"""Sizes decided by values: nonzero, argwhere, masked_select and boolean-mask indexing.
+"""Sizes decided by values: nonzero, argwhere, masked_select, boolean-mask indexing and unique.
 
 Their results are sized when the model runs (TFLite's WHERE), and what follows them reads that size from the
 tensor. Every model here is run with several masks, all-false (a count of 0) and all-true among them, on both
@@ -184,3 +184,26 @@ def test_nonzero_of_a_scalar_has_one_row_or_none(kernels):
     edge = litert_torch.convert(M(), (torch.randn(3),)).with_kernels(kernels)
     for x in (torch.ones(3), -torch.ones(3)):
         _check(edge, M(), (x,))
+
+
+class Unique(torch.nn.Module):
+    def forward(self, x):
+        values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+        runs, run_of, lengths = torch.unique_consecutive(x, return_inverse=True, return_counts=True)
+        return values, inverse, counts, runs, run_of, lengths, torch.unique(x.flip(0))
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_unique_and_unique_consecutive_with_inverse_and_counts(kernels):
+    edge = litert_torch.convert(Unique(), (torch.randint(0, 4, (3, 5)),)).with_kernels(kernels)
+    g = torch.Generator().manual_seed(0)
+    for high in (1, 2, 4, 9, 100):  # one distinct value up to (nearly) all distinct
+        _check(edge, Unique(), (torch.randint(0, high, (3, 5), generator=g),))
+
+
+def test_unique_of_floats_keeps_each_nan_and_one_zero():
+    x = torch.tensor([1.0, float("nan"), 0.0, -0.0, float("nan"), 2.0, 1.0, float("-inf")])
+    edge = litert_torch.convert(Unique(), (x,))
+    got, want = edge(x), Unique()(x)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w.numpy())
