@@ -26,7 +26,8 @@ from litert_torch.lower.quantized import RUN_TIME_ONLY
 from litert_torch.node import Node, Value
 from litert_torch.lower.registry import LoweringContext, lowering_for, narrow_int64, numpy_dtype
 from litert_torch.passes.kernel_types import F16, F32
-from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, from_torch, same_size, space_of_program
+from litert_torch.symbolic import (EXHAUSTIVE_POINTS, DynamicSizeError, Sym, SymSpace, evaluate, from_torch,
+                                   same_size, space_of_program)
 
 
 @dataclass
@@ -349,6 +350,8 @@ def _op_range_check(cond: torch.fx.Node, counts: dict[Any, Any], ranges: dict[An
     expr = getattr(getattr(val, "node", None), "expr", None)
     if not isinstance(expr, sympy.Rel):
         return False
+    if _holds_for_every_count(expr, counts, ranges):
+        return True
     low, high = (expr.lhs, expr.rhs) if isinstance(expr, (sympy.LessThan, sympy.StrictLessThan)) else \
         (expr.rhs, expr.lhs)
     if not isinstance(expr, (sympy.LessThan, sympy.GreaterThan)):
@@ -366,6 +369,30 @@ def _op_range_check(cond: torch.fx.Node, counts: dict[Any, Any], ranges: dict[An
         most = bound_sympy(counts[low], ranges).upper
         return bool(high.is_number and most.is_number and high >= most)
     except Exception:  # noqa: BLE001 - a bound sympy cannot compute: not known to be the op's own check
+        return False
+
+
+def _holds_for_every_count(expr: Any, counts: dict[Any, Any], ranges: dict[Any, Any]) -> bool:
+    """Whether the relation `expr` over one count (and nothing else) holds at every count from 0 to the most
+    elements it counts among (`Min(3, u) <= u`, which torch.export asserts after `topk(min(3, count))`)."""
+    import operator as op
+
+    import sympy
+    from torch.utils._sympy.value_ranges import bound_sympy
+
+    compare = {sympy.LessThan: op.le, sympy.StrictLessThan: op.lt, sympy.GreaterThan: op.ge,
+               sympy.StrictGreaterThan: op.gt, sympy.Eq: op.eq, sympy.Ne: op.ne}.get(type(expr))
+    symbols = expr.free_symbols
+    if compare is None or len(symbols) != 1 or not symbols <= counts.keys():
+        return False
+    (u,) = symbols
+    try:
+        most = bound_sympy(counts[u], ranges).upper
+        if not most.is_number or int(most) > EXHAUSTIVE_POINTS:
+            return False
+        values = {u: np.arange(int(most) + 1, dtype=np.int64)}
+        return bool(np.all(compare(evaluate(expr.lhs, values), evaluate(expr.rhs, values))))
+    except (ConversionError, TypeError, ValueError):
         return False
 
 

@@ -12,7 +12,7 @@ from litert_torch import ir
 from litert_torch.lower import exact
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, numpy_dtype, out_meta
 from litert_torch.lower.shape import nonzero_coords
-from litert_torch.symbolic import all_static
+from litert_torch.symbolic import Sym, all_static
 
 aten = torch.ops.aten
 
@@ -270,6 +270,8 @@ def lower_topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
     """TOPK_V2 on the last axis (other axes are moved last and back) of order keys (`order_keys`: NaN above
     everything, -0.0 equal to 0.0, as PyTorch orders them); smallest-k is top-k of the keys reversed
     (-1 - key, which never overflows). Equal values come in index order."""
+    if isinstance(k, Sym):  # a k computed from sizes (min(k, count) after a mask): read when the model runs
+        return topk_last_axis(ctx, x, normalize_dim(dim, x.rank), ctx.reshape(ctx.size_tensor(k), []), k, largest)
     return topk_last_axis(ctx, x, normalize_dim(dim, x.rank), int(k), int(k), largest)
 
 

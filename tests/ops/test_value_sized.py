@@ -207,3 +207,22 @@ def test_unique_of_floats_keeps_each_nan_and_one_zero():
     got, want = edge(x), Unique()(x)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), w.numpy())
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_the_best_few_of_a_selection(kernels):
+    """topk(min(k, count)): k computed from a count, read when the model runs; torch.export's check that
+    min(3, count) <= count holds for every count, so it is not reported."""
+    class Best(torch.nn.Module):
+        def forward(self, scores, boxes):
+            keep = scores > 0.5
+            kept, kept_boxes = scores[keep], boxes[keep]
+            top, index = kept.topk(min(3, kept.shape[0]))
+            return top, kept_boxes[index]
+
+    with litert_warnings() as records:
+        edge = litert_torch.convert(Best(), (torch.rand(10), torch.rand(10, 4))).with_kernels(kernels)
+    assert not records
+    g = torch.Generator().manual_seed(0)
+    for scale in (0.0, 0.6, 0.8, 1.0, 2.0):
+        _check(edge, Best(), (torch.rand(10, generator=g) * scale, torch.rand(10, 4, generator=g)))
