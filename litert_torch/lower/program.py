@@ -91,6 +91,13 @@ def _check_static_shapes(program: torch.export.ExportedProgram, space: SymSpace)
     decided: set = set()
     for node in program.graph.nodes:
         val = node.meta.get("val")
+        if node.target in _VALUE_READS and isinstance(val, torch.SymInt) and val.node.expr in space.ranges \
+                and val.node.expr.is_Symbol and free_unbacked_symbols(val):
+            # a size read from a tensor's value (.item(), .tolist()): the lowering reads it from that tensor
+            decided.add(val.node.expr)
+            space.counts.add(val.node.expr)
+            space.names[val.node.expr] = f"the value read by {node.name}"
+            continue
         if node.op != "call_function" or not (isinstance(val, torch.Tensor) or isinstance(val, (tuple, list))
                                               and any(isinstance(v, torch.Tensor) for v in val)):
             continue
@@ -104,8 +111,19 @@ def _check_static_shapes(program: torch.export.ExportedProgram, space: SymSpace)
                 space.counts.add(symbol)
                 space.names[symbol] = f"{VALUE_SIZED[node.target]} of {node.name}"
                 continue
+        if lowering_for(node.target) is not None and new <= space.ranges.keys():
+            # a size torch.export could not name in terms of others (a slice to a bound read from a value): the
+            # lowering computes it as the op defines it, and later ops read it from the result's shape
+            # (`_anchor_results`); a lowering that needs it as a number is refused there
+            decided |= new
+            space.counts |= new
+            for symbol in new:
+                space.names[symbol] = f"the size of {node.name}"
+            continue
         ref = source_ref(node)
-        raise LoweringError(f"the output shape {list(val.shape)} of node {node.name} depends on the input's values "
+        shape = list(val.shape) if isinstance(val, torch.Tensor) else \
+            [list(v.shape) for v in val if isinstance(v, torch.Tensor)]
+        raise LoweringError(f"the output shape {shape} of node {node.name} depends on the input's values "
                             "(a data-dependent size, as from a size read with .item()); a LiteRT "
                             "model's shapes cannot: compute on the whole tensor instead (torch.where with a mask)",
                             target=ref.target, location=ref.location)
@@ -747,6 +765,11 @@ def lower_program(program: torch.export.ExportedProgram,
         if node.op == "output":
             break
         if node.name in sizes:
+            value = sizes[node.name]
+            if node.target in _VALUE_READS and isinstance(value, Sym) and value.expr in space.counts:
+                ref = source_ref(node)
+                ctx.begin(_contract(node, values, sizes, ref), ref)
+                ctx.bind(value.expr, env[node.args[0].name])
             continue
         ref = source_ref(node)
         contract = _contract(node, values, sizes, ref)
@@ -793,6 +816,7 @@ def lower_program(program: torch.export.ExportedProgram,
             ) from exc
         _check_result(contract, result)
         env[node.name] = result
+        _anchor_results(ctx, result)
 
     output_node = next(n for n in program.graph.nodes if n.op == "output")
     out_args = output_node.args[0]
@@ -874,6 +898,15 @@ def _lower_node(ctx: LoweringContext, fn, contract: Node, args: tuple, kwargs: d
     if isinstance(result, (list, tuple)):
         return type(result)(narrow(r, w) for r, w in zip(result, contract.outputs))
     return narrow(result, contract.outputs[0] if contract.outputs else None)
+
+
+def _anchor_results(ctx: LoweringContext, result: Any) -> None:
+    """Make the sizes decided by values that first appear in a node's results readable by later ops."""
+    if not ctx.space.unbacked:
+        return
+    for t in result if isinstance(result, (list, tuple)) else [result]:
+        if isinstance(t, ir.Tensor):
+            ctx.anchor(t)
 
 
 def _has_half(contract: Node) -> bool:

@@ -142,6 +142,7 @@ class LoweringContext:
         self._anchors: list[ir.Tensor] = []  # tensors whose shapes hold sizes decided by values (`anchor`)
         self._sizes: dict[Any, ir.Tensor] = {}  # size expression -> its [1] int32 tensor
         self._shape_of: dict[int, ir.Tensor] = {}  # id(tensor) -> its SHAPE
+        self._bound: dict[Any, ir.Tensor] = {}  # size symbol read from a tensor's value (`bind`) -> [1] int32
         self.reported: set[str] = set()  # warnings already logged for this graph (`warn_once`)
 
     def begin(self, node: Node, source: ir.SourceRef) -> None:
@@ -176,6 +177,11 @@ class LoweringContext:
         known = {s for a in self._anchors for d in a.shape if isinstance(d, Sym) for s in d.symbols}
         if new - known:
             self._anchors.append(t)
+
+    def bind(self, symbol: Any, value: ir.Tensor) -> None:
+        """Make the size `symbol` (decided by values: a count read with .item() or .tolist()) readable when the
+        model runs, from the one-element integer tensor `value` it was read from."""
+        self._bound[symbol] = self.reshape(self.cast(value, np.int32), [1])
 
     def _name(self, hint: str | None = None) -> str:
         base = self.node.name if self.node is not None else "t"
@@ -309,7 +315,9 @@ class LoweringContext:
         if expr.is_Integer:
             return self.const(np.array([int(expr)], np.int32), name="size")
         name = type(expr).__name__
-        if expr.is_Symbol:
+        if expr.is_Symbol and expr in self._bound:
+            out = self._bound[expr]
+        elif expr.is_Symbol:
             found = next(((t, axis) for t in (*self._inputs, *self._anchors) for axis, d in enumerate(t.shape)
                           if isinstance(d, Sym) and d.expr == expr), None)
             if found is None:

@@ -381,7 +381,7 @@ def lower_index_put(ctx, node, x, indices, values, accumulate=False):
         if t.dtype == np.bool_:
             raise ctx.fail("index_put with a boolean mask among other indices has no lowering (its positions are "
                            "decided by values)")
-    _static(ctx, x, values, *(t for _, t in tensors))
+    _static(ctx, x, *(t for _, t in tensors))
     dims = [d for d, _ in tensors]
     b = [int(v) for v in broadcast_shapes(*[tuple(t.shape) for _, t in tensors])]
     adjacent = dims == list(range(dims[0], dims[-1] + 1))
@@ -391,6 +391,13 @@ def lower_index_put(ctx, node, x, indices, values, accumulate=False):
     if any(v == 0 for v in region):
         return x
     start = len(before)  # where the index dimensions sit in the region
+    if not all_static(values.shape):
+        # values whose rows are counted when the model runs (the experts' outputs concatenated): they must
+        # fill the region, as PyTorch checks; a RESHAPE to it fails the invocation where they do not
+        if values.rank != len(region):
+            raise ctx.fail("index_put of values of run-time size that do not span the written region has no "
+                           "lowering")
+        values = ctx.reshape(values, [region[a] if not isinstance(d, int) else d for a, d in enumerate(values.shape)])
     parts = []
     for d in range(x.rank):
         t = indices[d]

@@ -10,7 +10,7 @@ import torch
 from litert_torch import ir
 from litert_torch.lower.conv import TO_NCHW, TO_NHWC, pair
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
-from litert_torch.symbolic import all_static, broadcast_shapes, is_static, smax, smin
+from litert_torch.symbolic import Sym, all_static, broadcast_shapes, is_static, smax, smin
 
 aten = torch.ops.aten
 
@@ -51,9 +51,14 @@ def lower_cat(ctx, node, tensors, dim=0):
 
 @lowers(aten.split_with_sizes.default)
 def lower_split(ctx, node, x, split, dim=0):
-    """SPLIT for equal parts, SPLIT_V for given sizes."""
+    """SPLIT for equal parts, SPLIT_V for given sizes (read when the model runs where values decide them: the
+    rows routed to each expert of a mixture, counted and read with .tolist())."""
     axis = normalize_dim(dim, x.rank)
-    sizes = [int(s) for s in split]
+    sizes = [s if isinstance(s, Sym) else int(s) for s in split]
+    if not all_static(sizes):
+        shapes = [([size if a == axis else d for a, d in enumerate(x.shape)], x.dtype) for size in sizes]
+        axis_t = ctx.const(np.array(axis, np.int32), name="axis")
+        return ctx.emit_multi("SPLIT_V", [x, ctx.dims_tensor(sizes), axis_t], shapes, num_splits=len(sizes))
     shapes = []
     for size in sizes:
         shape = list(x.shape)
@@ -178,7 +183,7 @@ def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
     reads x's element or the src element written there). Static sizes."""
     shape, dtype = out_meta(node)
     axis = normalize_dim(dim, x.rank)
-    if not all_static([*x.shape, start or 0, end or 0]):
+    if not all_static([*x.shape, 0 if start is None else start, 0 if end is None else end]):
         raise ctx.fail("slice_scatter over a size known only at run time has no lowering")
     if int(step) != 1:
         size = int(x.shape[axis])
@@ -220,7 +225,7 @@ def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1):
     size = x.shape[axis]
     if shape == x.shape:
         return x
-    if not all_static([*x.shape, start or 0, end or 0]):
+    if not all_static([*x.shape, 0 if start is None else start, 0 if end is None else end]):
         return _dynamic_slice(ctx, x, shape, axis, start, end, int(step))
     begin, stop, _ = slice(start, end, step).indices(size)
     begins = [0] * x.rank
@@ -257,6 +262,11 @@ def _dynamic_slice(ctx, x, shape, axis, start, end, step):
     if step == 1:
         begins = [0] * x.rank
         begins[axis] = begin
+        if any(isinstance(d, Sym) and d.symbols & ctx.space.counts for d in shape):
+            # a length torch.export names by a symbol of its own: computed here from the bounds
+            sizes = list(x.shape)
+            sizes[axis] = smax(stop - begin, 0)
+            return ctx.emit("SLICE", [x, ctx.dims_tensor(begins), ctx.dims_tensor(sizes)], shape, x.dtype)
         return ctx.slice(x, begins, shape)
     begins, ends, strides = [0] * x.rank, [0] * x.rank, [1] * x.rank
     begins[axis], strides[axis] = begin, step

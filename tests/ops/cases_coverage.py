@@ -206,9 +206,7 @@ COVERAGE_CASES: list[OpCase] = [
     OpCase("bool_mask_index", fn(lambda x: x[x > 0] * 2), r(6), {"WHERE": 1}),
     OpCase("nonzero", fn(lambda x: torch.nonzero(x > 0)), r(3, 4), {"WHERE": 1}),
     OpCase("unique", fn(lambda x: torch.unique(x.round(), return_counts=True)), r(6), {"WHERE": 1}),
-    OpCase("size_from_item_unsupported", fn(lambda x: torch.zeros(x.sum().int().item() % 4)), ints(3, high=3),
-           raises=ConversionError, reason="a size read with .item() has no lowering",
-           match="depends on the input's values"),
+    OpCase("size_from_item", fn(lambda x: torch.ones(x.sum().int().item() % 4) * 2), ints(3, high=3), {"FILL": 1}),
     # ---- comparisons, logic, where --------------------------------------------------------------------------
     OpCase("compare_eq_scalar", fn(lambda x: x == 2), ints(5, 4, high=4), {"EQUAL": 1}),
     OpCase("compare_lt_tensor", fn(torch.lt), r2((3, 4), (4,)), {"LESS": 1}),

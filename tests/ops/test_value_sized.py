@@ -226,3 +226,51 @@ def test_the_best_few_of_a_selection(kernels):
     g = torch.Generator().manual_seed(0)
     for scale in (0.0, 0.6, 0.8, 1.0, 2.0):
         _check(edge, Best(), (torch.rand(10, generator=g) * scale, torch.rand(10, 4, generator=g)))
+
+
+class SplitExperts(torch.nn.Module):
+    """A mixture of experts that groups each expert's rows with a split by counts read with .tolist() (as
+    JetMoE and ScatterMoE-style layers do): each expert's linear on its rows, the results added back in place."""
+
+    def __init__(self, experts: int = 4, width: int = 8, k: int = 2):
+        super().__init__()
+        self.router = torch.nn.Linear(width, experts)
+        self.weight = torch.nn.Parameter(torch.randn(experts, width, width) / width ** 0.5)
+        self.experts, self.k = experts, k
+
+    def forward(self, x):
+        weights, chosen = self.router(x).softmax(-1).topk(self.k, -1)
+        flat = chosen.reshape(-1)
+        order = flat.sort(stable=True).indices
+        rows = order // self.k
+        sizes = torch.stack([(flat == e).sum() for e in range(self.experts)]).tolist()
+        parts = x[rows].split(sizes, 0)
+        out = torch.cat([torch.nn.functional.linear(p, self.weight[e]) for e, p in enumerate(parts)], 0)
+        out = out * weights.reshape(-1)[order].unsqueeze(-1)
+        return torch.zeros(x.shape[0] * self.k, x.shape[1]).index_add(0, order, out).reshape(-1, self.k,
+                                                                                           x.shape[1]).sum(1)
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_experts_grouped_by_a_split_of_counts_read_with_tolist(kernels):
+    torch.manual_seed(0)
+    model = SplitExperts().eval()
+    edge = litert_torch.convert(model, (torch.randn(6, 8),)).with_kernels(kernels)
+    g = torch.Generator().manual_seed(1)
+    for scale in (0.1, 1.0, 10.0, 100.0):  # large inputs send every row to the same experts: empty groups
+        _check(edge, model, (torch.randn(6, 8, generator=g) * scale,))
+
+
+class ReadSizes(torch.nn.Module):
+    """Sizes read from values with .item(): a slice, a range and a new tensor that long."""
+
+    def forward(self, n, y):
+        k = n.max().item()
+        return y[:k] * 2, torch.arange(k) + 1, y.new_ones(k, 2), torch.zeros(n.sum().item() % 4)
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_sizes_read_with_item(kernels):
+    edge = litert_torch.convert(ReadSizes(), (torch.tensor([3, 1]), torch.randn(6))).with_kernels(kernels)
+    for k in (0, 1, 3, 6, 9):
+        _check(edge, ReadSizes(), (torch.tensor([k, 1]), torch.randn(6)))
