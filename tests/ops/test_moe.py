@@ -1,6 +1,7 @@
 """Mixture-of-experts layers as Hugging Face transformers writes them (tokens sorted by expert, torch.histc for
 the tokens per expert, the grouped matrix product `transformers::grouped_mm_fallback`, the inverse permutation
-written into torch.empty), converted through the general path; and torch.histc itself."""
+written into torch.empty; JetMoE's split by expert counts read with .tolist()), converted through the general
+path; and torch.histc itself."""
 
 import numpy as np
 import pytest
@@ -48,6 +49,19 @@ def test_mixture_of_experts_causal_lm(model_type, gathered, monkeypatch):
     with torch.no_grad():
         want = model(ids).numpy()
     np.testing.assert_allclose(np.asarray(edge(ids)), want, rtol=1e-5, atol=1e-5)
+
+
+def test_jetmoe_experts_grouped_by_a_split_of_counts_read_with_tolist():
+    """JetMoE groups each expert's rows with `split(expert_size.tolist())`: sizes read from values, followed
+    when the model runs; each new prompt routes differently."""
+    model = _causal_lm("jetmoe", num_local_experts=4, num_experts_per_tok=2, kv_channels=16)
+    edge = litert_torch.convert(model, (torch.randint(0, 100, (1, 12)),))
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        ids = torch.randint(0, 100, (1, 12), generator=g)
+        with torch.no_grad():
+            want = model(ids).numpy()
+        np.testing.assert_allclose(np.asarray(edge(ids)), want, rtol=1e-5, atol=1e-5)
 
 
 HISTC = {
