@@ -331,13 +331,23 @@ def _drop_value_checks(program: torch.export.ExportedProgram) -> None:
 
 def _count_bounds(program: torch.export.ExportedProgram) -> dict[Any, Any]:
     """Each size a VALUE_SIZED op decides (its unbacked symbol) -> the number of elements it counts among (a
-    sympy expression over the input sizes)."""
+    sympy expression over the input sizes); any other size decided by values that first appears as the size of
+    an op's result (repeat_interleave's length) -> infinity: at least 0, as every size is. A value read with
+    .item() is none of these (it may be negative)."""
     import sympy
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-    bounds = {}
+    bounds, read = {}, set()
     for node in program.graph.nodes:
         val = node.meta.get("val")
+        if node.target in _VALUE_READS and isinstance(val, torch.SymInt):
+            read |= free_unbacked_symbols(val)
+        elif node.op == "call_function" and node.target not in VALUE_SIZED and isinstance(val, torch.Tensor):
+            for d in val.shape:
+                expr = getattr(getattr(d, "node", None), "expr", None)
+                if expr is not None and expr.is_Symbol and expr not in read and expr not in bounds \
+                        and free_unbacked_symbols(d):
+                    bounds[expr] = sympy.oo
         if node.target not in VALUE_SIZED or val is None:
             continue
         symbols = free_unbacked_symbols(val)

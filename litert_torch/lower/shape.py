@@ -786,3 +786,32 @@ def lower_diagonal(ctx, node, x, offset=0, dim1=0, dim2=1):
     y = ctx.emit("GATHER", [flat, ctx.const(positions, name="diagonal")], shape, x.dtype, axis=len(rest),
                  batch_dims=0)
     return y
+
+
+@lowers(aten.repeat_interleave.Tensor)
+def lower_repeat_interleave_indices(ctx, node, repeats, output_size=None):
+    """The index of each output position when position i is repeated repeats[i] times (what
+    repeat_interleave(x, repeats) gathers with): output position j takes the number of running totals of
+    `repeats` at or below j. The length, the sum of `repeats`, is decided by values (RANGE up to it); a
+    duration model's length regulator expands its frames this way.
+
+    Limits: repeats must be 1-D; negative repeats (PyTorch raises) give unspecified indices."""
+    shape, dtype = out_meta(node)
+    if repeats.rank != 1:
+        raise ctx.fail("repeat_interleave with repeats of rank other than 1 has no lowering")
+    counts = ctx.cast(repeats, np.int32)
+    totals = ctx.emit("CUMSUM", [counts, ctx.const(np.array(0, np.int32), name="axis")], counts.shape, np.int32,
+                      exclusive=False, reverse=False)
+    if output_size is not None:
+        total = ctx.const(np.array(int(output_size), np.int32), name="total")
+    else:
+        total = ctx.emit("SUM", [counts, ctx.const(np.array([0], np.int32), name="axis")], [], np.int32,
+                         keep_dims=False)
+    positions = ctx.emit("RANGE", [ctx.const(np.array(0, np.int32), name="start"), total,
+                                   ctx.const(np.array(1, np.int32), name="delta")], shape, np.int32)
+    n = repeats.shape[0]
+    reached = ctx.emit("GREATER_EQUAL", [ctx.reshape(positions, [shape[0], 1]), ctx.reshape(totals, [1, n])],
+                       [shape[0], n], np.bool_)
+    index = ctx.emit("SUM", [ctx.cast(reached, np.int32), ctx.const(np.array([1], np.int32), name="axis")],
+                     shape, np.int32, keep_dims=False)
+    return ctx.cast(index, dtype)

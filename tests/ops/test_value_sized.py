@@ -1,4 +1,5 @@
-"""Sizes decided by values: nonzero, argwhere, masked_select, boolean-mask indexing and unique.
+"""Sizes decided by values: nonzero, argwhere, masked_select, boolean-mask indexing, unique,
+repeat_interleave by run-time counts and sizes read with .item().
 
 Their results are sized when the model runs (TFLite's WHERE), and what follows them reads that size from the
 tensor. Every model here is run with several masks, all-false (a count of 0) and all-true among them, on both
@@ -274,3 +275,20 @@ def test_sizes_read_with_item(kernels):
     edge = litert_torch.convert(ReadSizes(), (torch.tensor([3, 1]), torch.randn(6))).with_kernels(kernels)
     for k in (0, 1, 3, 6, 9):
         _check(edge, ReadSizes(), (torch.tensor([k, 1]), torch.randn(6)))
+
+
+class LengthRegulator(torch.nn.Module):
+    """A duration model's length regulator: each phoneme's features repeated for its predicted frame count."""
+
+    def forward(self, features, durations):
+        return torch.repeat_interleave(features, durations, dim=1) * 2, torch.repeat_interleave(durations)
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_repeat_interleave_by_counts_given_at_run_time(kernels):
+    sample = (torch.randn(1, 5, 3), torch.tensor([1, 0, 3, 2, 1]))
+    with litert_warnings() as records:
+        edge = litert_torch.convert(LengthRegulator(), sample).with_kernels(kernels)
+    assert not [r for r in records if "run-time check" in r.getMessage()]  # a length is never below 0
+    for durations in ([1, 0, 3, 2, 1], [0, 0, 0, 0, 0], [7, 7, 7, 7, 7], [0, 0, 0, 0, 1], [2, 0, 0, 0, 0]):
+        _check(edge, LengthRegulator(), (torch.randn(1, 5, 3), torch.tensor(durations)))
