@@ -19,7 +19,7 @@ from litert_torch.errors import LoweringError
 from litert_torch.lower import grid_sample
 from litert_torch.lower import interpolate as ip
 from litert_torch.lower.onnx_dynamic import _length, _shape, runtime_shaped
-from litert_torch.lower.onnx_registry import onnx_op
+from litert_torch.lower.onnx_registry import const_list, onnx_op, tensor
 from litert_torch.lower.registry import lowering_for
 from litert_torch.lower.resize import check_scales
 from litert_torch.symbolic import DynamicSizeError, Sym
@@ -281,3 +281,42 @@ def grid_sample_op(ctx, node, inputs, attrs):
     mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
     return grid_sample.grid_sample(ctx, inputs[0], inputs[1], mode, _text(attrs.get("padding_mode"), "zeros"),
                                    bool(attrs.get("align_corners", 0)), onnx=True)
+
+
+def _unit_coordinates(n: int, align_corners: bool) -> np.ndarray:
+    """The normalised coordinates of n samples along an axis, as AffineGrid places them: the corners' centres
+    at -1 and 1 with align_corners, else the pixels' centres."""
+    steps = np.arange(n, dtype=np.float64)
+    return 2 * steps / (n - 1) - 1 if align_corners else (2 * steps + 1) / n - 1
+
+
+@onnx_op("AffineGrid")
+def affine_grid(ctx, node, inputs, attrs):
+    """The sampling grid of an affine transform, as torch's affine_grid: the constant base grid of normalised
+    output coordinates (x, y[, z], 1), times each batch's theta^T (BATCH_MATMUL), in [N, (D,) H, W, 2 or 3].
+
+    Limits: a size computed at run time; align_corners=1 over an axis of size 1."""
+    theta = tensor(ctx, inputs[0])
+    size = [int(v) for v in const_list(inputs[1], "AffineGrid size", ctx)]
+    align = bool(attrs.get("align_corners", 0))
+    spatial = size[2:]
+    if len(spatial) not in (2, 3) or theta.rank != 3 or theta.shape[1] != len(spatial) \
+            or theta.shape[2] != len(spatial) + 1:
+        raise ctx.fail(f"AffineGrid with theta of shape {list(theta.shape)} for size {size} has no lowering")
+    if align and 1 in spatial:
+        # one sample between corners -1 and 1: ONNX's reference puts it at -1, ONNX Runtime at 1, PyTorch at 0
+        raise ctx.fail(f"AffineGrid with align_corners=1 over an axis of size 1 (size {size}) has no agreed "
+                       "meaning: implementations place that sample at -1, 0 or 1")
+    axes = [_unit_coordinates(n, align) for n in reversed(spatial)]  # x (width) first
+    mesh = np.meshgrid(*reversed(axes), indexing="ij")  # over (D,) H, W
+    base = np.stack([*reversed(mesh), np.ones_like(mesh[0])], axis=-1).reshape(1, -1, len(spatial) + 1)
+    points = int(np.prod(spatial))
+    n = theta.shape[0]
+    dtype = theta.dtype
+    base_t = ctx.const(base.astype(np.dtype(dtype)), name="base_grid")
+    if n != 1:
+        base_t = ctx.emit("BROADCAST_TO", [base_t, ctx.dims_tensor([n, points, len(spatial) + 1])],
+                          [n, points, len(spatial) + 1], dtype)
+    grid = ctx.emit("BATCH_MATMUL", [base_t, theta], [n, points, len(spatial)], dtype, adj_x=False, adj_y=True,
+                    asymmetric_quantize_inputs=False)
+    return ctx.reshape(grid, [n, *spatial, len(spatial)])

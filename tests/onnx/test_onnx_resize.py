@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 import litert_torch
 from litert_torch.flatbuffer.reader import read_model
 from tests.helpers import op_counts
-from tests.onnx.helpers import graph_model
+from tests.onnx.helpers import assert_matches_ort, graph_model
 
 RNG = np.random.default_rng(11)
 ELEM = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.uint8: TensorProto.UINT8,
@@ -237,3 +237,18 @@ def test_tables_sized_by_run_time_scales_stay_right_over_many_fresh_runtimes():
         fresh = litert_torch.EdgeModel(edge.flatbuffer)
         for feeds, want in zip(runs, expected):
             np.testing.assert_allclose(np.asarray(fresh(*feeds.values())), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [2, 3, 2, 4, 5], [1, 1, 1, 6]], ids=["2d", "3d", "one_row"])
+def test_affine_grid_matches_onnxruntime(size, align):
+    dims = len(size) - 2
+    model = graph_model([helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align)],
+                        {"theta": (size[0], dims, dims + 1)}, ["grid"], {"size": np.array(size, np.int64)}, opset=20)
+    theta = np.random.default_rng(0).standard_normal((size[0], dims, dims + 1)).astype(np.float32)
+    if align and 1 in size[2:]:
+        # ONNX's reference, ONNX Runtime and PyTorch place a lone sample at -1, 1 and 0
+        with pytest.raises(litert_torch.ConversionError, match="align_corners=1 over an axis of size 1"):
+            litert_torch.convert_onnx(model)
+        return
+    assert_matches_ort(model, {"theta": theta})
