@@ -21,7 +21,7 @@ from litert_torch.lower.onnx_registry import (
 from litert_torch.lower.reduce import cumprod_along, topk_last_axis
 from litert_torch.lower.reduce import reduce as reduce_over_dims
 from litert_torch.lower.registry import LoweringContext, numpy_dtype
-from litert_torch.lower.shape import nonzero_coords
+from litert_torch.lower.selection import nonzero_coords, truth
 from litert_torch.symbolic import Sym, all_static
 
 aten = torch.ops.aten
@@ -672,9 +672,7 @@ def nonzero(ctx, node, inputs, attrs):
     x = tensor(ctx, inputs[0])
     rank, count = node.outputs[0].shape
     _counts(ctx, count)
-    cond = x if np.dtype(x.dtype) == np.bool_ else \
-        ctx.emit("NOT_EQUAL", [x, ctx.scalar_like(0, x)], x.shape, np.bool_)
-    coords = nonzero_coords(ctx, cond, count)
+    coords = nonzero_coords(ctx, truth(ctx, x), count)
     return ctx.cast(ctx.transpose(coords, [1, 0]), numpy_dtype(node.outputs[0].dtype))
 
 

@@ -11,8 +11,7 @@ import torch
 from litert_torch import ir
 from litert_torch.lower import exact
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, numpy_dtype, out_meta
-from litert_torch.lower.shape import nonzero_coords
-from litert_torch.symbolic import Sym, all_static
+from litert_torch.symbolic import Sym
 
 aten = torch.ops.aten
 
@@ -507,67 +506,3 @@ def lower_searchsorted(ctx, node, seq, values, *, out_int32=False, right=False, 
         raise ctx.fail("searchsorted with a sorter permutation has no lowering")
     right = bool(right) or side == "right"
     return _insertion_points(ctx, node, seq, values, right, seq.rank > 1)
-
-
-# ---- unique: sizes decided by values ----------------------------------------------------------------------------
-def _unique_groups(ctx: LoweringContext, values: ir.Tensor, count):
-    """For a 1-D tensor whose equal values are adjacent: the position of each run's first element ([count]
-    int32, WHERE of where the value changes; NaN never equals NaN, so each is a run of its own, as in
-    PyTorch), each element's run ([n] int32, a running count of the changes) and each run's length."""
-    n = values.shape[0]
-    first = ctx.const(np.array([True]), name="first")
-    if n == 1:
-        new = first
-    else:
-        changes = ctx.emit("NOT_EQUAL", [ctx.slice(values, [1], [n - 1]), ctx.slice(values, [0], [n - 1])],
-                           [n - 1], np.bool_)
-        new = ctx.emit("CONCATENATION", [first, changes], [n], np.bool_, axis=0, fused_activation_function="NONE")
-    starts = ctx.reshape(nonzero_coords(ctx, new, count), [count])
-    run = ctx.emit("CUMSUM", [ctx.cast(new, np.int32), ctx.const(np.array(0, np.int32), name="axis")], [n],
-                   np.int32, exclusive=False, reverse=False)
-    run = ctx.emit("SUB", [run, ctx.const(np.array(1, np.int32), name="one")], like=run,
-                   fused_activation_function="NONE")
-    ends = ctx.emit("CONCATENATION", [ctx.slice(starts, [1], [count - 1]), ctx.const(np.array([n], np.int32),
-                                                                                    name="length")],
-                    [count], np.int32, axis=0, fused_activation_function="NONE")
-    lengths = ctx.emit("SUB", [ends, starts], like=starts, fused_activation_function="NONE")
-    return starts, run, lengths
-
-
-def _unique(ctx, node, x, sort: bool, return_inverse: bool, return_counts: bool):
-    if not all_static(x.shape):
-        raise ctx.fail("unique of a tensor of run-time size has no lowering")
-    n = int(np.prod([int(d) for d in x.shape]))
-    count = node.outputs[0].shape[0]
-    flat = ctx.reshape(x, [n])
-    values, order = _sort(ctx, node, flat, 0, False) if sort else (flat, None)
-    starts, run, lengths = _unique_groups(ctx, values, count)
-    uniques = ctx.emit("GATHER", [values, starts], [count], values.dtype, axis=0, batch_dims=0)
-    inverse = counts = ctx.const(np.zeros(0, np.int32), name="unused")
-    if return_inverse:
-        if order is not None:  # each element's run, put back in the input's order
-            run = ctx.emit("SCATTER_ND", [ctx.reshape(order, [n, 1]), run, ctx.const(np.array([n], np.int32),
-                                                                                   name="shape")], [n], np.int32)
-        inverse = ctx.reshape(run, list(x.shape))
-    if return_counts:
-        counts = lengths
-    return uniques, inverse, counts
-
-
-@lowers(aten._unique2.default)
-def lower_unique(ctx, node, x, sorted=True, return_inverse=False, return_counts=False):
-    """The distinct values of the flattened input in ascending order (always sorted: PyTorch's order without
-    `sorted` is unspecified), their count decided when the model runs: the sort (NaN last, each NaN distinct),
-    WHERE of the positions where the value changes, GATHER; the inverse is each element's running count of
-    changes scattered back through the sort's permutation, the counts the gaps between the changes."""
-    return _unique(ctx, node, x, True, bool(return_inverse), bool(return_counts))
-
-
-@lowers(aten.unique_consecutive.default)
-def lower_unique_consecutive(ctx, node, x, return_inverse=False, return_counts=False, dim=None):
-    """The flattened input with each run of equal values kept once, as `unique` without the sort.
-
-    Limits: `dim`."""
-    if dim is not None:
-        raise ctx.fail("unique_consecutive along a dim has no lowering")
-    return _unique(ctx, node, x, False, bool(return_inverse), bool(return_counts))

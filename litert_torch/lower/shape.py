@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
 from litert_torch import ir
 from litert_torch.lower.conv import TO_NCHW, TO_NHWC, pair
 from litert_torch.lower.registry import LoweringContext, lowers, normalize_dim, out_meta
+from litert_torch.lower.selection import mask_indices
 from litert_torch.symbolic import Sym, all_static, broadcast_shapes, is_static, smax, smin
 
 aten = torch.ops.aten
@@ -377,88 +376,15 @@ def lower_embedding(ctx, node, weight, indices, padding_idx=-1, scale_grad_by_fr
     return ctx.emit("GATHER", [weight, ctx.cast(indices, np.int32)], shape, weight.dtype, axis=0, batch_dims=0)
 
 
-def nonzero_coords(ctx: LoweringContext, cond: ir.Tensor, count: Any) -> ir.Tensor:
-    """The coordinates of the true elements of the bool tensor `cond`, in row-major order, as an int32
-    [count, rank] tensor: TFLite's WHERE, whose output the model sizes when it runs (`count` is the size
-    torch.export gave it; later ops read it from this tensor's shape)."""
-    if cond.rank == 0:  # [1, 0] or [0, 0]: whether the one element is true, in the count of rows
-        coords = ctx.emit("WHERE", [ctx.reshape(cond, [1])], [count, 1], np.int64)
-        ctx.anchor(coords)
-        return ctx.slice(ctx.cast(coords, np.int32), [0, 0], [count, 0])
-    coords = ctx.emit("WHERE", [cond], [count, cond.rank], np.int64)
-    ctx.anchor(coords)
-    return ctx.cast(coords, np.int32)
-
-
-def _truth(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
-    """x != 0 as a bool tensor (NaN counts as nonzero, as in PyTorch)."""
-    if np.dtype(x.dtype) == np.bool_:
-        return x
-    return ctx.emit("NOT_EQUAL", [x, ctx.scalar_like(0, x)], x.shape, np.bool_)
-
-
-@lowers(aten.nonzero.default)
-def lower_nonzero(ctx, node, x):
-    """The coordinates of the nonzero elements, row by row in row-major order (`nonzero_coords`); their count
-    is decided when the model runs."""
-    shape, _ = out_meta(node)
-    return nonzero_coords(ctx, _truth(ctx, x), shape[0])
-
-
-@lowers(aten.masked_select.default)
-def lower_masked_select(ctx, node, x, mask):
-    """The elements of x where mask (broadcast together) is True, in row-major order: the flattened mask's
-    true positions (WHERE) gathered from the flattened x."""
-    shape, dtype = out_meta(node)
-    full = list(broadcast_shapes(x.shape, mask.shape))
-    total = 1
-    for d in full:
-        total = total * d
-    flat_x = ctx.reshape(_broadcast(ctx, ctx.cast(x, dtype), full), [total])
-    flat_mask = ctx.reshape(_broadcast(ctx, mask, full), [total])
-    coords = nonzero_coords(ctx, flat_mask, shape[0])
-    return ctx.emit("GATHER", [flat_x, ctx.reshape(coords, [shape[0]])], shape, dtype, axis=0, batch_dims=0)
-
-
-def _broadcast(ctx: LoweringContext, t: ir.Tensor, shape: list) -> ir.Tensor:
-    t = ctx.reshape(t, (1,) * (len(shape) - t.rank) + tuple(t.shape))
-    if list(t.shape) == list(shape):
-        return t
-    return ctx.emit("BROADCAST_TO", [t, ctx.dims_tensor(shape)], shape, t.dtype)
-
-
-def _mask_indices(ctx: LoweringContext, node, indices: list) -> list:
-    """x[..., mask, ...] as PyTorch reads it: a boolean mask over k axes is the k columns of its true elements'
-    coordinates (`nonzero_coords`), one integer index per axis it covers."""
-    if not any(t is not None and np.dtype(t.dtype) == np.bool_ for t in indices):
-        return list(indices)
-    masks = [t for t in indices if t is not None and np.dtype(t.dtype) == np.bool_]
-    if len(masks) > 1:
-        raise ctx.fail("indexing with more than one boolean mask has no lowering")
-    shape, _ = out_meta(node)
-    # the indexed axes' result sits where the first index is (the indices being adjacent); its size is the
-    # count of true elements, or the count torch.export fixed where the model checks it (torch._check)
-    count = shape[next(i for i, t in enumerate(indices) if t is not None)]
-    out = []
-    for t in indices:
-        if t is None or np.dtype(t.dtype) != np.bool_:
-            out.append(t)
-            continue
-        coords = nonzero_coords(ctx, t, count)
-        for axis in range(t.rank):
-            out.append(ctx.reshape(ctx.slice(coords, [0, axis], [count, 1]), [count]))
-    return out
-
-
 @lowers(aten.index.Tensor)
 def lower_index(ctx, node, x, indices):
     """x[idx] with one index tensor -> GATHER on that axis; with index tensors on the leading axes ->
     GATHER_ND of their broadcast, stacked coordinates. A boolean mask stands for the coordinates of its true
-    elements (`_mask_indices`), so x[mask] has a size decided when the model runs.
+    elements (`selection.mask_indices`), so x[mask] has a size decided when the model runs.
 
     Limits: index tensors on non-leading axes together; more than one boolean mask."""
     shape, _ = out_meta(node)
-    indices = _mask_indices(ctx, node, indices)
+    indices = mask_indices(ctx, node, indices)
     present = [i for i, t in enumerate(indices) if t is not None]
     if len(present) == 1:
         axis = present[0]
@@ -786,32 +712,3 @@ def lower_diagonal(ctx, node, x, offset=0, dim1=0, dim2=1):
     y = ctx.emit("GATHER", [flat, ctx.const(positions, name="diagonal")], shape, x.dtype, axis=len(rest),
                  batch_dims=0)
     return y
-
-
-@lowers(aten.repeat_interleave.Tensor)
-def lower_repeat_interleave_indices(ctx, node, repeats, output_size=None):
-    """The index of each output position when position i is repeated repeats[i] times (what
-    repeat_interleave(x, repeats) gathers with): output position j takes the number of running totals of
-    `repeats` at or below j. The length, the sum of `repeats`, is decided by values (RANGE up to it); a
-    duration model's length regulator expands its frames this way.
-
-    Limits: repeats must be 1-D; negative repeats (PyTorch raises) give unspecified indices."""
-    shape, dtype = out_meta(node)
-    if repeats.rank != 1:
-        raise ctx.fail("repeat_interleave with repeats of rank other than 1 has no lowering")
-    counts = ctx.cast(repeats, np.int32)
-    totals = ctx.emit("CUMSUM", [counts, ctx.const(np.array(0, np.int32), name="axis")], counts.shape, np.int32,
-                      exclusive=False, reverse=False)
-    if output_size is not None:
-        total = ctx.const(np.array(int(output_size), np.int32), name="total")
-    else:
-        total = ctx.emit("SUM", [counts, ctx.const(np.array([0], np.int32), name="axis")], [], np.int32,
-                         keep_dims=False)
-    positions = ctx.emit("RANGE", [ctx.const(np.array(0, np.int32), name="start"), total,
-                                   ctx.const(np.array(1, np.int32), name="delta")], shape, np.int32)
-    n = repeats.shape[0]
-    reached = ctx.emit("GREATER_EQUAL", [ctx.reshape(positions, [shape[0], 1]), ctx.reshape(totals, [1, n])],
-                       [shape[0], n], np.bool_)
-    index = ctx.emit("SUM", [ctx.cast(reached, np.int32), ctx.const(np.array([1], np.int32), name="axis")],
-                     shape, np.int32, keep_dims=False)
-    return ctx.cast(index, dtype)
