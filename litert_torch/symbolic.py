@@ -50,8 +50,9 @@ class SymSpace:
     # Sizes that depend on values, not on input sizes (a Reshape to a shape computed when the model runs): each
     # is read when the model runs from the SHAPE of the tensor it first sizes (`LoweringContext.anchor`).
     unbacked: set[sympy.Symbol] = field(default_factory=set)
-    # Of those, the counts of true elements (nonzero, a boolean mask): sizes that are 0 whenever nothing is
-    # selected, which some kernels cannot take (`LoweringContext.emit` keeps such tensors away from them).
+    # Of those, the ones a traced program's values decide (a count of true elements, a size read with .item(),
+    # the length of a result that depends on them): 0 whenever nothing is selected, which some kernels cannot
+    # take (`LoweringContext.emit` keeps tensors of such sizes away from them).
     counts: set[sympy.Symbol] = field(default_factory=set)
 
     def fresh(self, what: str, low: int = 0, high: int | None = None) -> "int | Sym":

@@ -241,7 +241,7 @@ class LoweringContext:
 
     # ---- sizes that may be 0 when the model runs ---------------------------------------------------------------
     def counted(self, t: ir.Tensor | None) -> bool:
-        """Whether some size of `t` is a count of true elements (`SymSpace.counts`), 0 when nothing is selected."""
+        """Whether some size of `t` is decided by the program's values (`SymSpace.counts`) and may be 0."""
         return t is not None and bool(self.space.counts) and any(
             isinstance(d, Sym) and d.symbols & self.space.counts for d in t.shape)
 
@@ -256,13 +256,8 @@ class LoweringContext:
         shape = [d + 1 if a in axes else d for a, d in enumerate(t.shape)]
         paddings = self.const(pads, name="paddings")
         if value == 0:
-            return self._append("PAD", [t, paddings], shape, t.dtype)
-        return self._append("PADV2", [t, paddings, self.scalar_like(value, t)], shape, t.dtype)
-
-    def _append(self, opcode: str, inputs: list, shape: Sequence[Any], dtype: Any, **options: Any) -> ir.Tensor:
-        out = self.tensor(shape, dtype)
-        self.graph.ops.append(ir.Op(opcode, inputs, [out], options, self.source))
-        return out
+            return self.emit("PAD", [t, paddings], shape, t.dtype)
+        return self.emit("PADV2", [t, paddings, self.scalar_like(value, t)], shape, t.dtype)
 
     def _emit_padded(self, opcode: str, inputs: list, outputs: Sequence[tuple[Sequence[Any], Any]],
                      options: dict[str, Any]) -> list[ir.Tensor]:
@@ -273,8 +268,8 @@ class LoweringContext:
         inputs = list(inputs)
         if opcode in ("SOFTMAX", "LOG_SOFTMAX"):
             x = inputs[0]
-            inputs[0] = self._grow(x, self._counted_axes(x), float("-inf") if self.counted(x) and
-                                   x.rank - 1 in self._counted_axes(x) else 0.0)
+            axes = self._counted_axes(x)
+            inputs[0] = self._grow(x, axes, float("-inf") if x.rank - 1 in axes else 0.0)
         elif opcode == "BATCH_MATMUL":
             inputs = [self._grow(t, self._counted_axes(t)) for t in inputs]
         elif opcode == "UNPACK":
