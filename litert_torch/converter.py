@@ -15,16 +15,17 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from litert_torch import ir, metadata
+from litert_torch import ir
 from litert_torch.errors import InvalidArgumentError
 from litert_torch.structure import portable_spec_json
-from litert_torch.delegates.plan import PLAN_KEY, check_targets, plan_for, plans_json, with_before
+from litert_torch.assemble import Part as _Part, assemble as _assemble, delegate_aware
+from litert_torch.delegates.plan import check_targets
 from litert_torch.flatbuffer.writer import needs_external, serialize, write_model
 from litert_torch.frontend.export import export_module
 from litert_torch.lower import lower_program
 from litert_torch.memory import collections_for_large_graphs
 from litert_torch.passes import channel_last_io as channel_last_io_pass
-from litert_torch.passes import cleanup, delegate_rewrites, run_pipeline
+from litert_torch.passes import run_pipeline
 from litert_torch.runtime.edge_model import DEFAULT_SIGNATURE, EdgeModel
 
 log = logging.getLogger("litert_torch")
@@ -359,18 +360,6 @@ def experimental_add_compilation_backend(target: Any = None, **config: Any) -> C
     return Converter().experimental_add_compilation_backend(target, **config)
 
 
-@dataclass
-class _Part:
-    """One signature's subgraph with its plan and I/O metadata."""
-
-    key: str
-    graph: ir.Graph
-    input_names: list[str]
-    output_names: list[str]
-    io: dict[str, Any]
-    plan: Any
-
-
 def _convert_signature(key: str, module, sample_args, sample_kwargs, opts: _Options,
                        report: Callable[[str], None], dynamic_shapes: Any = None) -> _Part:
     if not isinstance(sample_args, tuple):
@@ -553,34 +542,6 @@ def _write(model: ir.Model, num_threads: int | None) -> EdgeModel:
         os.unlink(path)
         raise
     return EdgeModel._from_temp_file(path, num_threads=num_threads)
-
-
-def _assemble(parts: list[_Part], bucket_info: dict | None = None) -> ir.Model:
-    """One model: a subgraph and a SignatureDef per part (identical constants stored once), the source map,
-    the delegate plans and the I/O metadata."""
-    for i, part in enumerate(parts):
-        part.graph.name = part.key if len(parts) > 1 else part.graph.name
-    model = ir.Model([p.graph for p in parts],
-                     [ir.Signature(p.key, i, p.input_names, p.output_names) for i, p in enumerate(parts)])
-    model.metadata[metadata.SOURCE_MAP_KEY] = metadata.source_map_json(model)
-    model.metadata[PLAN_KEY] = plans_json(parts[0].plan, {p.key: p.plan for p in parts}
-                                          if len(parts) > 1 else None, bucket_info)
-    model.metadata[metadata.IO_KEY] = metadata.io_json({p.key: p.io for p in parts})
-    return model
-
-
-def delegate_aware(graph: ir.Graph, targets: tuple[str, ...]):
-    """Run the delegate-aware rewrites serving `targets` and return the delegate plan, with the residency
-    before the rewrites for each target they changed."""
-    before = plan_for(graph, targets)
-    done = delegate_rewrites.run(graph, targets)
-    if not done:
-        return before
-    cleanup.run(graph)
-    per_target = {t: {name: n for name, n in done.items()
-                      if t in next(r for r in delegate_rewrites.REWRITES if r.name == name).targets}
-                  for t in targets}
-    return with_before(plan_for(graph, targets), before, per_target)
 
 
 def convert_onnx(

@@ -40,6 +40,9 @@ from typing import Any
 from litert_torch import ir
 from litert_torch.errors import ModelFileError
 
+# The signature key of a model converted without naming its signatures (TFLite's own default).
+DEFAULT_SIGNATURE = "serving_default"
+
 SOURCE_MAP_KEY = "litert_torch.source_map"
 IO_KEY = "litert_torch.io"
 FORMAT_VERSION = 1

@@ -34,9 +34,9 @@ import numpy as np
 
 from litert_torch import ir
 from litert_torch import metadata as md
+from litert_torch.metadata import DEFAULT_SIGNATURE
 from litert_torch.errors import CalibrationError, ModelInputError, QuantizationArgumentError, QuantizationError
 from litert_torch.quantization_report import QUANTIZATION_KEY, FloatOp, QuantizationReport  # noqa: F401 (re-exported)
-from litert_torch.runtime.edge_model import DEFAULT_SIGNATURE
 
 MODES = ("fp16", "dynamic-int8", "int8")
 MIN_CALIBRATION_SAMPLES = 8

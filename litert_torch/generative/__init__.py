@@ -13,7 +13,16 @@ See docs/LLM.md for the architectures, signatures, cache layout and options.
 
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError
 from litert_torch.generative.runner import CacheFullError, LlmRunner, Sampling, load
-from litert_torch.generative.validate import LlmValidationReport, validate_llm
+
+
+def __getattr__(name: str):
+    # validation runs the Hugging Face model beside the converted one: PyTorch is imported only when it is used
+    if name in ("LlmValidationReport", "validate_llm"):
+        from litert_torch.generative import validate
+
+        return getattr(validate, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["CacheFullError", "LlmConfig", "LlmRunner", "LlmValidationReport", "Sampling", "UnsupportedModelError",
            "load", "validate_llm"]

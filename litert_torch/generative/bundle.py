@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from litert_torch.errors import ConversionError
 from litert_torch.files import atomic_file, scratch_folder
-from litert_torch.generative.convert import LlmLayout
+from litert_torch.generative.layout import LlmLayout
 
 
 class BundleError(ConversionError):

@@ -8,10 +8,13 @@ happens before any weight is read or anything is written.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from litert_torch.errors import ConversionError
+
+log = logging.getLogger("litert_torch")
 
 
 class UnsupportedModelError(ConversionError):
@@ -268,3 +271,19 @@ def _check_rope(get, family: str) -> tuple[int, str] | None:
                 f"config.{where}.rope_type = {rope_type!r} is not supported (its tables change with the sequence "
                 f"length at run time); supported: {', '.join(STATIC_ROPE_TYPES + BOUNDED_ROPE_TYPES)}")
     return limit
+
+
+def check_cache_length(cfg: LlmConfig, cache_length: int) -> None:
+    """Refuse a cache longer than the positions a bounded RoPE (LongRoPE, dynamic NTK) computes with fixed
+    tables; warn when the cache holds positions past those the model was trained for (its RoPE tables are still
+    exact there; what the model does with them is the model's affair)."""
+    if cfg.rope_limit is not None and cache_length > cfg.rope_limit[0]:
+        raise UnsupportedModelError(
+            f"config.{cfg.rope_limit[1]}: Hugging Face changes these RoPE tables once a sequence is longer than "
+            f"{cfg.rope_limit[0]} tokens, which a converted model cannot follow; use cache_length <= "
+            f"{cfg.rope_limit[0]} (asked for {cache_length})")
+    if cfg.max_position_embeddings and cache_length > cfg.max_position_embeddings:
+        log.warning("cache_length %d exceeds the model's max_position_embeddings (%d)", cache_length,
+                    cfg.max_position_embeddings)
+
+

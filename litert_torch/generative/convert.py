@@ -9,7 +9,7 @@ computes logits (and a padded last chunk needs none). The weights are shared bet
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import torch
@@ -18,16 +18,11 @@ from torch import nn
 
 from litert_torch import converter, ir, metadata
 from litert_torch.frontend.export import export_module
-from litert_torch.generative.model import DecoderLM, kv_names
+from litert_torch.generative.layout import (  # noqa: F401 (re-exported)
+    DECODE, LAYOUT_KEY, LlmLayout, kv_names, layer_output_name, prefill_signature)
+from litert_torch.generative.model import DecoderLM
 from litert_torch.lower import LoweredProgram, lower_program
 from litert_torch.passes import run_pipeline
-
-DECODE = "decode"
-
-
-def prefill_signature(length: int) -> str:
-    return f"prefill_{length}"
-
 
 class _LayerStep(nn.Module):
     """One decoder layer as a module of its own, so that one trace of it serves every layer."""
@@ -38,31 +33,6 @@ class _LayerStep(nn.Module):
 
     def forward(self, x, cos, sin, mask, k_cache, v_cache, k_start, v_start):
         return self.layer(x, cos, sin, mask, k_cache, v_cache, k_start, v_start)
-
-
-@dataclass
-class LlmLayout:
-    """What a runner needs to know of the converted model (stored in its metadata as `litert_torch.llm`)."""
-
-    prefill_lengths: list[int]
-    cache_length: int
-    num_layers: int
-    cache_shapes: dict[str, list[int]]
-    vocab_size: int
-    cache_names: list[str]
-    sequence_axes: dict[str, int]
-    start_token_id: int | None = None  # prepended to a prompt by the runtime (the tokenizer's BOS), if any
-    stop_token_ids: list[int] = field(default_factory=list)
-    # per signature, the name of each decoder layer's output tensor (the hidden state after its residual
-    # additions), None where the passes merged it away: what layer-by-layer validation compares
-    layer_outputs: dict[str, list[str | None]] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "LlmLayout":
-        return cls(**data)
 
 
 def sample_inputs(lm: DecoderLM, length: int) -> tuple:
@@ -161,11 +131,6 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
     return converter._Part(key, graph, input_names, output_names, io, plan), kept
 
 
-def layer_output_name(layer: int) -> str:
-    """The name of decoder layer `layer`'s output tensor (the writer puts its signature's name before it)."""
-    return f"layers.{layer}/output"
-
-
 def _structure(cfg, layer: int) -> tuple:
     """Layers with equal keys have the same traced graph (only their weights differ)."""
     return cfg.moe_layers[layer], cfg.has_rope(layer)
@@ -185,10 +150,3 @@ def _splice(graph: ir.Graph, part: ir.Graph, feeds: dict[ir.Tensor, ir.Tensor], 
             op.value_node = f"{prefix}.{op.value_node}" if op.value_node else None
         graph.ops.append(op)
     return [feeds.get(t, t) for t in part.outputs]
-
-
-LAYOUT_KEY = "litert_torch.llm"
-
-
-
-

@@ -72,7 +72,7 @@ def _read_config(path: str) -> tuple[LlmConfig, Any]:
 def _read_directory(path: str, cache_length: int | None) -> tuple[LlmConfig, Any, list[str]]:
     """The checked config of the model directory `path` (and `cache_length` against it, when given), the
     transformers config, and the weight files, which must exist."""
-    from litert_torch.generative.model import check_cache_length
+    from litert_torch.generative.config import check_cache_length
 
     config, hf_config = _read_config(path)
     if cache_length is not None:
@@ -88,7 +88,7 @@ def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trus
     """Read `model` (a directory or a transformers PreTrainedModel) and its tokenizer, checking the config
     first (and `cache_length` against it, when given). A directory's weights are mapped from its files by name;
     no Hugging Face model is built."""
-    from litert_torch.generative.model import check_cache_length
+    from litert_torch.generative.config import check_cache_length
 
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError
+from litert_torch.generative.layout import cache_shapes, kv_names, sequence_axis
 from litert_torch.lower.llm_ops import embedding_lookup, update_cache
 
 log = logging.getLogger("litert_torch")
@@ -33,13 +34,6 @@ log = logging.getLogger("litert_torch")
 # A large negative score for masked-out keys: finite, so that no row is ever all -inf (softmax of such a row
 # would be NaN); exp() of it relative to any real score is exactly 0 in float32.
 MASKED = -1e30
-
-
-def kv_names(num_layers: int) -> list[str]:
-    names = []
-    for i in range(num_layers):
-        names += [f"kv_cache_k_{i}", f"kv_cache_v_{i}"]
-    return names
 
 
 class RMSNorm(nn.Module):
@@ -395,13 +389,9 @@ class DecoderLM(nn.Module):
 
     def cache_shapes(self) -> dict[str, tuple[int, int, int, int]]:
         """Each cache's shape: keys [1, KV, C, D], values transposed [1, KV, D, C]."""
-        kv, c, d = self.cfg.num_kv_heads, self.cache_length, self.cfg.head_dim
-        names = kv_names(self.cfg.num_layers)
-        return {n: (1, kv, c, d) if n.startswith("kv_cache_k_") else (1, kv, d, c) for n in names}
+        return cache_shapes(self.cfg.num_layers, self.cfg.num_kv_heads, self.cache_length, self.cfg.head_dim)
 
-    @staticmethod
-    def sequence_axis(name: str) -> int:
-        return 2 if name.startswith("kv_cache_k_") else 3
+    sequence_axis = staticmethod(sequence_axis)
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, caches: list[torch.Tensor],
                 logits: bool = True) -> dict[str, Any]:
@@ -538,19 +528,3 @@ def rope_tables(hf_config: Any, cfg: LlmConfig, length: int) -> dict[str, tuple[
         angles = torch.cat((freqs, freqs), dim=-1)
         tables[layer_type] = (angles.cos() * scaling, angles.sin() * scaling)
     return tables
-
-
-def check_cache_length(cfg: LlmConfig, cache_length: int) -> None:
-    """Refuse a cache longer than the positions a bounded RoPE (LongRoPE, dynamic NTK) computes with fixed
-    tables; warn when the cache holds positions past those the model was trained for (its RoPE tables are still
-    exact there; what the model does with them is the model's affair)."""
-    if cfg.rope_limit is not None and cache_length > cfg.rope_limit[0]:
-        raise UnsupportedModelError(
-            f"config.{cfg.rope_limit[1]}: Hugging Face changes these RoPE tables once a sequence is longer than "
-            f"{cfg.rope_limit[0]} tokens, which a converted model cannot follow; use cache_length <= "
-            f"{cfg.rope_limit[0]} (asked for {cache_length})")
-    if cfg.max_position_embeddings and cache_length > cfg.max_position_embeddings:
-        log.warning("cache_length %d exceeds the model's max_position_embeddings (%d)", cache_length,
-                    cfg.max_position_embeddings)
-
-

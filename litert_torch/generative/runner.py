@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from litert_torch.errors import InvalidArgumentError, LiteRTTorchError, ModelInputError
-from litert_torch.generative.convert import DECODE, LAYOUT_KEY, LlmLayout, prefill_signature
+from litert_torch.generative.layout import DECODE, LAYOUT_KEY, LlmLayout, prefill_signature
 from litert_torch.metadata import decode
 
 

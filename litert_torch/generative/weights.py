@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-
-import torch
+from typing import Any
 
 from litert_torch.errors import ModelFileError
 
@@ -59,9 +58,9 @@ def weight_files(path: str) -> list[str]:
     return [os.path.join(path, n) for n in chosen]
 
 
-def read_weights(files: list[str]) -> dict[str, torch.Tensor]:
+def read_weights(files: list[str]) -> dict[str, Any]:
     """Every tensor of the weight `files` (`weight_files`) by its checkpoint name (views of the mapped files)."""
-    weights: dict[str, torch.Tensor] = {}
+    weights: dict[str, Any] = {}
     for file in files:
         try:
             tensors = _read_safetensors(file) if file.endswith(".safetensors") else _read_bin(file)
@@ -77,7 +76,7 @@ def read_weights(files: list[str]) -> dict[str, torch.Tensor]:
     return weights
 
 
-def _read_safetensors(file: str) -> dict[str, torch.Tensor]:
+def _read_safetensors(file: str) -> dict[str, Any]:
     from safetensors import safe_open
 
     # The tensors are views of the file's mapping, which they keep alive after the handle is closed.
@@ -85,7 +84,9 @@ def _read_safetensors(file: str) -> dict[str, torch.Tensor]:
         return {name: f.get_tensor(name) for name in f.keys()}
 
 
-def _read_bin(file: str) -> dict[str, torch.Tensor]:
+def _read_bin(file: str) -> dict[str, Any]:
+    import torch
+
     state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ModelSourceError(f"{file} does not hold a state dict (names to tensors)")

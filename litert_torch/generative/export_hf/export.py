@@ -13,14 +13,16 @@ import os
 import shutil
 from typing import Any, Callable, Sequence
 
+import logging
+
 from litert_torch.errors import InvalidArgumentError
 from litert_torch.files import atomic_file, scratch_folder
 from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
-from litert_torch.generative import bundle, hf
-from litert_torch.generative.convert import lower_llm
-from litert_torch.generative.model import build, rope_tables
+from litert_torch.generative import bundle, direct
+from litert_torch.generative import source as direct_source
 from litert_torch.memory import FilePages, collections_for_large_graphs
-from litert_torch.runtime.edge_model import EdgeModel
+
+log = logging.getLogger("litert_torch")
 
 BUNDLE_NAME = "model.litertlm"
 TFLITE_NAME = "model.tflite"
@@ -107,14 +109,31 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
         if path is not None:
             _check_output_dir(os.path.dirname(os.path.abspath(path)))
     report("read")
-    source = hf.load(model, tokenizer, need_tokenizer=bundle_path is not None or tokenizer_path is not None,
-                     trust_remote_code=trust_remote_code, cache_length=cache_length)
-    info = hf.bundle_info(source, cache_length, use_jinja_template) if source.tokenizer is not None else None
+    need_tokenizer = bundle_path is not None or tokenizer_path is not None
+    read = _read_direct(model, tokenizer, need_tokenizer, cache_length)
+    if read is not None:
+        # a dense decoder in a directory: built op by op, without PyTorch or transformers (generative/direct.py)
+        info = read.info
+        if info is not None and not use_jinja_template:
+            info.chat_template = None
+        owned, tokenizer_file = True, read.tokenizer_json
+        weights = direct.DenseWeights(read.weights, read.config, direct_source.widen)
+        model, layout = direct.build_llm(weights, read.config, read.rope_parameters, cache_length, lengths,
+                                         start_token_id=info.start_token_id if info else None,
+                                         stop_token_ids=info.stop_token_ids if info else (), progress=report)
+    else:
+        from litert_torch.generative import hf
+        from litert_torch.generative.convert import lower_llm
+        from litert_torch.generative.model import build, rope_tables
 
-    lm = build(source.weights, source.config, rope_tables(source.hf_config, source.config, cache_length),
-               cache_length)
-    model, layout = lower_llm(lm, lengths, start_token_id=info.start_token_id if info else None,
-                              stop_token_ids=info.stop_token_ids if info else (), progress=report)
+        source = hf.load(model, tokenizer, need_tokenizer=need_tokenizer, trust_remote_code=trust_remote_code,
+                         cache_length=cache_length)
+        info = hf.bundle_info(source, cache_length, use_jinja_template) if source.tokenizer is not None else None
+        owned, tokenizer_file = source.owned, source.tokenizer
+        lm = build(source.weights, source.config, rope_tables(source.hf_config, source.config, cache_length),
+                   cache_length)
+        model, layout = lower_llm(lm, lengths, start_token_id=info.start_token_id if info else None,
+                                  stop_token_ids=info.stop_token_ids if info else (), progress=report)
 
     written: list[str] = []
     created: list[str] = []
@@ -123,7 +142,7 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
             model_file = os.path.join(scratch, "model.tflite")
             # A model read from a directory is ours alone: the pages of its weights, mapped from safetensors,
             # are handed back as soon as they are written or quantized.
-            release = FilePages().release if source.owned else None
+            release = FilePages().release if owned else None
             if recipe is None:
                 report("write")
                 write_model(model, model_file, release=release)  # constants streamed from the weights
@@ -134,8 +153,9 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
                 report("quantize")
                 from litert_torch.quantization import quantize_model
 
-                data = quantize_model(EdgeModel(serialize(model), verify=False), recipe
-                                ).flatbuffer
+                from litert_torch.runtime.edge_model import EdgeModel
+
+                data = quantize_model(EdgeModel(serialize(model), verify=False), recipe).flatbuffer
                 with open(model_file, "wb") as f:
                     f.write(data)
                 del data
@@ -145,7 +165,7 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
                 if folder is not None and not os.path.isdir(folder):
                     os.makedirs(folder)
                     created.append(folder)
-            scratch_tokenizer = hf.tokenizer_json(source.tokenizer, scratch) if source.tokenizer is not None else None
+            scratch_tokenizer = _tokenizer_json(tokenizer_file, scratch) if tokenizer_file is not None else None
             if bundle_path is not None:
                 bundle.write_bundle(bundle_path, model_file, scratch_tokenizer, layout, info)
                 written.append(bundle_path)
@@ -163,6 +183,31 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
                 if os.path.isdir(folder) and not os.listdir(folder):
                     os.rmdir(folder)
             raise
+
+
+def _read_direct(model: Any, tokenizer: Any, need_tokenizer: bool, cache_length: int):
+    """The directory `model` read for the direct builder, or None when it is read with transformers and traced
+    (a model in memory, an architecture or a config the direct builder does not take)."""
+    if not isinstance(model, (str, os.PathLike)) or tokenizer is not None:
+        return None
+    read = direct_source.read(os.fspath(model), need_tokenizer=need_tokenizer, cache_length=cache_length)
+    reason = read if isinstance(read, str) else direct.can_build(read.config, read.rope_parameters)
+    if reason is not None:
+        log.info("building the decoder by tracing it: %s", reason)
+        return None
+    return read
+
+
+def _tokenizer_json(tokenizer: Any, directory: str) -> str:
+    """The tokenizer.json of `tokenizer` (a transformers tokenizer, or the path of the directory's file) written
+    into `directory`; its path."""
+    if isinstance(tokenizer, str):
+        path = os.path.join(directory, "tokenizer.json")
+        shutil.copyfile(tokenizer, path)
+        return path
+    from litert_torch.generative import hf
+
+    return hf.tokenizer_json(tokenizer, directory)
 
 
 def _copy_atomic(source: str, target: str) -> None:

@@ -1,0 +1,481 @@
+"""The LLM graph built op by op from the config and the weights, without PyTorch.
+
+`convert.lower_llm` traces our PyTorch decoder (`model.DecoderLM`) with torch.export and lowers the trace. For a
+dense decoder read from a directory, this module writes the same graph directly: the ops that lowering emits for
+each line of `model.py`, in the same order and with the same constants, then the same passes. Nothing here
+imports PyTorch, so an export through it neither pays for importing PyTorch (about 2 s and 0.5 GB of resident
+memory, most of a small model's conversion) nor for tracing. Every op records the line of this module that
+wrote it and the decoder part it belongs to (`layers.3.attention`), as the source map.
+
+What it builds is checked against the traced graph (tests/generative/test_direct.py): the same ops, and the same
+outputs, for every dense architecture. Mixture-of-experts layers, checkpoints in PyTorch's .bin format and RoPE
+types other than `ROPE_TYPES` are built by tracing (`can_build` says which).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+from collections.abc import Mapping
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from litert_torch import ir, metadata
+from litert_torch.assemble import Part, assemble, delegate_aware
+from litert_torch.generative.config import LlmConfig, UnsupportedModelError
+from litert_torch.generative.layout import (DECODE, LAYOUT_KEY, LlmLayout, cache_shapes, kv_names,
+                                            layer_output_name, prefill_signature, sequence_axis)
+from litert_torch.passes import run_pipeline
+
+# A large negative score for masked-out keys (as `model.MASKED`).
+MASKED = -1e30
+# RoPE types whose tables this module computes (as transformers' rotary modules do); others are traced.
+ROPE_TYPES = ("default", "linear", "llama3")
+# Inputs known to be at least this large get RSQRT(x * 2**-8) * 2**-4 (`lower.exact.rsqrt`).
+_RSQRT_SAFE_LOW = 2.0 ** -100
+
+
+def can_build(cfg: LlmConfig, rope_parameters: Any) -> str | None:
+    """None when this module builds `cfg`'s decoder, else why it is traced instead."""
+    if any(cfg.moe_layers):
+        return "mixture-of-experts layers"
+    if cfg.rms_norm_eps < _RSQRT_SAFE_LOW:
+        return f"rms_norm_eps {cfg.rms_norm_eps} below {_RSQRT_SAFE_LOW}"
+    for params in _rope_params_by_type(cfg, rope_parameters).values():
+        rope_type = (params or {}).get("rope_type", (params or {}).get("type", "default"))
+        if rope_type not in ROPE_TYPES:
+            return f"RoPE type {rope_type!r}"
+    return None
+
+
+def _rope_params_by_type(cfg: LlmConfig, rope_parameters: Any) -> dict[str, Any]:
+    if cfg.family == "gemma3" and isinstance(rope_parameters, dict) \
+            and all(isinstance(v, dict) for v in rope_parameters.values()):
+        return {t: rope_parameters.get(t) for t in sorted(set(cfg.layer_types))}
+    return {t: rope_parameters for t in sorted(set(cfg.layer_types))}
+
+
+def rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per layer type, cos and sin [length, R/2] of positions 0..length-1: one half of the rows Hugging Face's
+    rotary module computes (its rows are two equal halves), in float32 as it computes them."""
+    tables = {}
+    positions = np.arange(length, dtype=np.float32)
+    for layer_type, params in _rope_params_by_type(cfg, rope_parameters).items():
+        if not params:
+            raise UnsupportedModelError("config.rope_parameters is not set: the exporter needs the RoPE of every "
+                                        "layer type")
+        rope_type = params.get("rope_type", params.get("type", "default"))
+        factor = params.get("partial_rotary_factor", 1.0) if cfg.family == "phi3" else 1.0
+        dim = int(cfg.head_dim * factor)
+        theta = np.float32(params["rope_theta"])
+        inv_freq = (np.float32(1.0) / theta ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
+        inv_freq = inv_freq.astype(np.float32)
+        if rope_type == "linear":
+            inv_freq = (inv_freq / np.float32(params["factor"])).astype(np.float32)
+        elif rope_type == "llama3":
+            inv_freq = _llama3(inv_freq, params)
+        elif rope_type != "default":
+            raise UnsupportedModelError(f"RoPE type {rope_type!r} is built by tracing")
+        freqs = positions[:, None] * inv_freq[None, :]
+        tables[layer_type] = (np.cos(freqs).astype(np.float32), np.sin(freqs).astype(np.float32))
+    return tables
+
+
+def _llama3(inv_freq: np.ndarray, params: Mapping[str, Any]) -> np.ndarray:
+    """Llama 3's frequency scaling: long wavelengths divided by `factor`, short ones kept, a smooth blend
+    between (float32, in transformers' order of operations)."""
+    f32 = np.float32
+    factor, low, high = f32(params["factor"]), f32(params["low_freq_factor"]), f32(params["high_freq_factor"])
+    old = f32(params["original_max_position_embeddings"])
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = (f32(2 * math.pi) / inv_freq).astype(np.float32)
+    scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq).astype(np.float32)
+    smooth = ((old / wavelen - low) / (high - low)).astype(np.float32)
+    smoothed = ((f32(1) - smooth) * scaled / factor + smooth * scaled).astype(np.float32)
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return np.where(medium, smoothed, scaled).astype(np.float32)
+
+
+class _Builder:
+    """Appends ops to one graph; names tensors `<module>/<what>_<n>` and records where each op was written."""
+
+    def __init__(self, graph: ir.Graph):
+        self.graph = graph
+        self.module = ""
+        self._count = itertools.count()
+
+    def name(self, what: str) -> str:
+        n = next(self._count)
+        return f"{self.module}/{what}_{n}" if self.module else f"{what}_{n}"
+
+    def const(self, data: Any, what: str = "const", dtype: Any = None) -> ir.Tensor:
+        array = np.asarray(data, dtype=dtype)
+        return ir.Tensor(self.name(what), array.shape, array.dtype, array)
+
+    def scalar(self, value: float, dtype: Any = np.float32) -> ir.Tensor:
+        return self.const(np.array(value, dtype=dtype), "scalar")
+
+    def emit(self, opcode: str, inputs: Sequence[ir.Tensor | None], shape: Sequence[int], dtype: Any, what: str,
+             **options: Any) -> ir.Tensor:
+        out = ir.Tensor(self.name(what), shape, dtype)
+        caller = sys._getframe(1)
+        while caller.f_back is not None and caller.f_locals.get("self") is self:
+            caller = caller.f_back  # a helper of this class: the line that called it
+        location = f"litert_torch/generative/direct.py:{caller.f_lineno}"
+        module = self.module.replace("/", ".") or None
+        self.graph.ops.append(ir.Op(opcode, list(inputs), [out], options,
+                                    ir.SourceRef(out.name, f"direct.{what}", location, module)))
+        return out
+
+    # -- the forms the lowerings give each PyTorch op ------------------------------------------------------
+    def _like(self, opcode: str, x: ir.Tensor, *others: ir.Tensor, what: str = "", **options) -> ir.Tensor:
+        return self.emit(opcode, [x, *others], x.shape, x.dtype, what or opcode.lower(), **options)
+
+    def _binary(self, opcode: str, a: ir.Tensor, b: ir.Tensor | float, what: str = "") -> ir.Tensor:
+        if not isinstance(b, ir.Tensor):
+            b = self.scalar(b, a.dtype)
+        shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+        return self.emit(opcode, [a, b], shape, a.dtype, what or opcode.lower())
+
+    def _mul(self, a, b, what=""):
+        return self._binary("MUL", a, b, what)
+
+    def _add(self, a, b, what=""):
+        return self._binary("ADD", a, b, what)
+
+    def _div(self, a: ir.Tensor, divisor: float, what: str = "div") -> ir.Tensor:
+        """x / c: a MUL by 1/c when that is exact (c a power of 2), else DIV (`lower.elementwise.lower_div`)."""
+        if divisor != 0 and np.frexp(float(divisor))[0] in (0.5, -0.5):
+            return self._mul(a, 1.0 / float(divisor), what)
+        return self._binary("DIV", a, divisor, what)
+
+    def _reshape(self, x: ir.Tensor, shape: Sequence[int], what: str = "reshape") -> ir.Tensor:
+        shape = [int(d) for d in shape]
+        return self.emit("RESHAPE", [x, self.const(np.array(shape, np.int32), "shape")], shape, x.dtype, what,
+                         new_shape=shape)
+
+    def _transpose(self, x: ir.Tensor, perm: Sequence[int], what: str = "transpose") -> ir.Tensor:
+        return self.emit("TRANSPOSE", [x, self.const(np.array(perm, np.int32), "perm")],
+                         [x.shape[p] for p in perm], x.dtype, what)
+
+    def _slice(self, x: ir.Tensor, axis: int, start: int, length: int, what: str = "slice") -> ir.Tensor:
+        begin = [0] * x.rank
+        size = list(x.shape)
+        begin[axis], size[axis] = start, length
+        return self.emit("SLICE", [x, self.const(np.array(begin, np.int32), "begin"),
+                                   self.const(np.array(size, np.int32), "size")], size, x.dtype, what)
+
+    def _concat(self, parts: Sequence[ir.Tensor], axis: int, what: str = "cat") -> ir.Tensor:
+        shape = list(parts[0].shape)
+        shape[axis] = sum(p.shape[axis] for p in parts)
+        return self.emit("CONCATENATION", list(parts), shape, parts[0].dtype, what, axis=axis,
+                         fused_activation_function="NONE")
+
+    def _linear(self, x: ir.Tensor, weight: np.ndarray, bias: np.ndarray | None, what: str) -> ir.Tensor:
+        w = self.const(weight, f"{what}_weight")
+        b = self.const(bias, f"{what}_bias") if bias is not None else None
+        return self.emit("FULLY_CONNECTED", [x, w, b], [*x.shape[:-1], w.shape[0]], x.dtype, what,
+                         fused_activation_function="NONE", keep_num_dims=True)
+
+    def _rms_norm(self, x: ir.Tensor, weight: np.ndarray, cfg: LlmConfig, what: str = "norm") -> ir.Tensor:
+        """x * rsqrt(mean(x^2) + eps) * w (or * (1 + w)): `model.RMSNorm` as lowered, the rsqrt scaled so
+        that RSQRT never sees a value past its range (`lower.exact.rsqrt`)."""
+        reduced = [*x.shape[:-1], 1]
+        mean = self.emit("MEAN", [self._mul(x, x, "pow"), self.const(np.array([x.rank - 1], np.int32), "axes")],
+                         reduced, x.dtype, "mean", keep_dims=True)
+        var = self._add(mean, float(cfg.rms_norm_eps), "add")
+        inv = self._like("RSQRT", self._mul(var, 2.0 ** -8, "rsqrt"), what="rsqrt")
+        inv = self._mul(inv, 2.0 ** -4, "rsqrt")
+        scale = np.asarray(weight, np.float32)
+        if cfg.norm_plus_one:
+            scale = np.float32(1.0) + scale
+        return self._mul(self._mul(x, inv, "mul"), self.const(scale, f"{what}_weight"), what)
+
+    def _act(self, x: ir.Tensor, name: str) -> ir.Tensor:
+        if name == "silu":
+            return self._mul(x, self._like("LOGISTIC", x, what="silu"), "silu")
+        return self._like("GELU", x, what="gelu", approximate=name == "gelu_tanh")
+
+    def _softcap(self, x: ir.Tensor, cap: float) -> ir.Tensor:
+        return self._mul(self._like("TANH", self._div(x, cap)), float(cap))
+
+
+class DenseWeights:
+    """A dense decoder's weights by role, checked against the shapes its config gives them (as `model.build`
+    checks), each a float32 numpy array (views of the checkpoint where it is float32)."""
+
+    def __init__(self, weights: Mapping[str, Any], cfg: LlmConfig, widen: Callable[[str, Any], np.ndarray]):
+        self.weights, self.cfg, self._widen = weights, cfg, widen
+
+    def get(self, name: str, *shape: int, prefix: str = "model.", required: bool = True) -> np.ndarray | None:
+        full = prefix + name
+        if full not in self.weights:
+            if not required:
+                return None
+            raise UnsupportedModelError(f"the model has no weight {full}, which its config's architecture has")
+        array = self._widen(full, self.weights[full])
+        if tuple(array.shape) != tuple(shape):
+            raise UnsupportedModelError(f"weight {full} has shape {list(array.shape)}, where the config gives "
+                                        f"{list(shape)}: the weights do not belong to this config")
+        return array
+
+
+def build_llm(weights: DenseWeights, cfg: LlmConfig, rope_parameters: Any, cache_length: int,
+              prefill_lengths: Sequence[int], *, start_token_id: int | None = None,
+              stop_token_ids: Sequence[int] = (), progress: Callable[[str], None] | None = None
+              ) -> tuple[ir.Model, LlmLayout]:
+    """The IR model of the dense decoder `cfg` over `weights` (a `prefill_<N>` signature per length and a
+    `decode` signature, with its metadata) and its layout: what `convert.lower_llm` gives for the same model."""
+    report = progress or (lambda stage: None)
+    tables = rope_tables(cfg, rope_parameters, cache_length)
+    params = _Params(weights, cfg)
+    keys = [*((prefill_signature(n), n) for n in prefill_lengths), (DECODE, 1)]
+    parts, kept = [], {}
+    for key, length in keys:
+        report(f"build {key}")
+        part, kept[key] = _signature(params, cfg, tables, cache_length, key, length, key == DECODE, report)
+        parts.append(part)
+    names = kv_names(cfg.num_layers)
+    shapes = cache_shapes(cfg.num_layers, cfg.num_kv_heads, cache_length, cfg.head_dim)
+    layout = LlmLayout(sorted(prefill_lengths), cache_length, cfg.num_layers, {n: list(s) for n, s in shapes.items()},
+                       cfg.vocab_size, names, {n: sequence_axis(n) for n in names}, start_token_id=start_token_id,
+                       stop_token_ids=[int(t) for t in stop_token_ids], layer_outputs=kept)
+    report("assemble")
+    model = assemble(parts)
+    model.metadata[LAYOUT_KEY] = metadata.encode(layout.to_json())
+    return model, layout
+
+
+class _Params:
+    """Every weight the graph reads, widened and checked once and shared by all signatures (so that the writer
+    stores each once)."""
+
+    def __init__(self, w: DenseWeights, cfg: LlmConfig):
+        hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
+        nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
+        self.embed = w.get("embed_tokens.weight", cfg.vocab_size, hidden)
+        self.final_norm = w.get("norm.weight", hidden)
+        self.lm_head = self.embed if cfg.tie_word_embeddings else \
+            w.get("lm_head.weight", cfg.vocab_size, hidden, prefix="")
+        self.layers = []
+        for i in range(cfg.num_layers):
+            p = f"layers.{i}."
+            layer: dict[str, Any] = {}
+            if cfg.family == "phi3":
+                qkv = w.get(p + "self_attn.qkv_proj.weight", nq + 2 * nkv, hidden)
+                layer.update(q=qkv[:nq], k=qkv[nq:nq + nkv], v=qkv[nq + nkv:], q_bias=None, k_bias=None,
+                             v_bias=None)
+                layer["o_bias"] = w.get(p + "self_attn.o_proj.bias", hidden, required=False)
+                gate_up = w.get(p + "mlp.gate_up_proj.weight", 2 * inter, hidden)
+                layer.update(gate=gate_up[:inter], up=gate_up[inter:], gate_bias=None, up_bias=None, down_bias=None)
+            else:
+                for n, rows in zip("qkv", (nq, nkv, nkv)):
+                    layer[n] = w.get(p + f"self_attn.{n}_proj.weight", rows, hidden)
+                for n, rows in zip("qkvo", (nq, nkv, nkv, hidden)):
+                    layer[f"{n}_bias"] = w.get(p + f"self_attn.{n}_proj.bias", rows, required=False)
+                for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden))):
+                    layer[n] = w.get(p + f"mlp.{n}_proj.weight", *shape)
+                for n, rows in (("gate", inter), ("up", inter), ("down", hidden)):
+                    layer[f"{n}_bias"] = w.get(p + f"mlp.{n}_proj.bias", rows, required=False)
+            layer["o"] = w.get(p + "self_attn.o_proj.weight", hidden, nq)
+            layer["down"] = w.get(p + "mlp.down_proj.weight", hidden, inter)
+            layer["q_norm"] = w.get(p + "self_attn.q_norm.weight", d, required=False)
+            layer["k_norm"] = w.get(p + "self_attn.k_norm.weight", d, required=False)
+            norms = {"input": "input_layernorm", "post_attention": "post_attention_layernorm"}
+            if cfg.sandwich_norms:
+                norms.update(pre_mlp="pre_feedforward_layernorm", post_mlp="post_feedforward_layernorm")
+            for key, name in norms.items():
+                layer[f"{key}_norm"] = w.get(p + f"{name}.weight", hidden)
+            self.layers.append(layer)
+
+
+def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: str, length: int, logits: bool,
+               report: Callable[[str], None]) -> tuple[Part, list[str | None]]:
+    graph = ir.Graph(key)
+    b = _Builder(graph)
+    tokens = ir.Tensor("tokens", [1, length], np.int32)
+    input_pos = ir.Tensor("input_pos", [length], np.int32)
+    graph.inputs = [tokens, input_pos]
+    x, k_start, v_start, per_type = _prologue(b, params, cfg, tables, cache_length, tokens, input_pos, length)
+    names = kv_names(cfg.num_layers)
+    shapes = cache_shapes(cfg.num_layers, cfg.num_kv_heads, cache_length, cfg.head_dim)
+    cache_outputs, layer_outputs = [], []
+    for i in range(cfg.num_layers):
+        k_in, v_in = (ir.Tensor(n, shapes[n], np.float32) for n in names[2 * i: 2 * i + 2])
+        graph.inputs += [k_in, v_in]
+        b.module = f"layers.{i}"
+        mask, cos, sin = per_type[cfg.layer_types[i]]
+        x, k_out, v_out = _layer(b, params.layers[i], cfg, i, x, cos, sin, mask, k_in, v_in, k_start, v_start)
+        x.name = layer_output_name(i)
+        layer_outputs.append(x)
+        cache_outputs += [k_out, v_out]
+    graph.outputs = list(cache_outputs)
+    output_names = list(names)
+    if logits:
+        b.module = "epilogue"
+        graph.outputs.insert(0, _epilogue(b, params, cfg, x))
+        output_names.insert(0, "logits")
+
+    report(f"optimize {key}")
+    run_pipeline(graph)
+    produced = {id(t) for op in graph.ops for t in op.outputs}
+    kept = [t.name if id(t) in produced and t.name == layer_output_name(i) else None
+            for i, t in enumerate(layer_outputs)]
+    plan = delegate_aware(graph, ("cpu",))
+    input_names = ["tokens", "input_pos", *names]
+    return Part(key, graph, input_names, output_names, _io(input_names, output_names), plan), kept
+
+
+def _io(input_names: list[str], output_names: list[str]) -> dict[str, Any]:
+    """The signature's `litert_torch.io` entry: positional tensor inputs, outputs by name (what the traced
+    builder records with PyTorch's pytree specs, written out here)."""
+    import json
+
+    leaf = {"type": None, "context": None, "children_spec": []}
+    in_spec = [1, {"type": "builtins.tuple", "context": "null", "children_spec": [
+        {"type": "builtins.tuple", "context": "null", "children_spec": [leaf] * len(input_names)},
+        {"type": "builtins.dict", "context": "[]", "children_spec": []}]}]
+    out_spec = [1, {"type": "builtins.dict", "context": json.dumps(output_names),
+                    "children_spec": [leaf] * len(output_names)}]
+    return {"inputs": input_names, "parameters": [], "outputs": output_names,
+            "in_spec": json.dumps(in_spec), "out_spec": json.dumps(out_spec),
+            "tensor_input_positions": list(range(len(input_names))),
+            "input_dtypes": ["int32", "int32", *["float32"] * (len(input_names) - 2)],
+            "output_dtypes": ["float32"] * len(output_names), "channel_last_inputs": [], "channel_last_outputs": []}
+
+
+def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length: int, tokens: ir.Tensor,
+              input_pos: ir.Tensor, length: int):
+    """`model.Prologue`: the embedded tokens, the cache write positions, and per layer type its mask and RoPE
+    rows."""
+    hidden = cfg.hidden_size
+    flat = b._reshape(tokens, [length], "embedding_lookup")
+    rows = b.emit("EMBEDDING_LOOKUP", [flat, b.const(params.embed, "embed")], [length, hidden], np.float32,
+                  "embedding_lookup")
+    x = b._reshape(rows, [1, length, hidden], "embedding_lookup")
+    if cfg.embed_scale is not None:
+        x = b._mul(x, float(cfg.embed_scale))
+    keys = b.const(np.arange(cache_length, dtype=np.int32)[None, :], "positions")
+    pos = b._reshape(input_pos, [length, 1], "unsqueeze")
+    causal = b.emit("LESS_EQUAL", [keys, pos], [length, cache_length], np.bool_, "le")
+    masks = {"full_attention": _where(b, causal)}
+    if cfg.sliding_window:
+        start = b.emit("SUB", [pos, b.scalar(cfg.sliding_window, np.int32)], [length, 1], np.int32, "sub")
+        inside = b.emit("GREATER", [keys, start], [length, cache_length], np.bool_, "gt")
+        window = b.emit("LOGICAL_AND", [causal, inside], [length, cache_length], np.bool_, "and")
+        masks["sliding_attention"] = _where(b, window)
+    zero = b.const(np.zeros(1, np.int32), "zeros_like")
+    first = input_pos if length == 1 else b._slice(input_pos, 0, 0, 1)
+    k_start = b._concat([zero, zero, first, zero], 0)
+    v_start = b._concat([zero, zero, zero, first], 0)
+    per_type = {}
+    for layer_type in sorted(tables):
+        mask = masks[layer_type]
+        if cfg.kv_groups > 1:
+            mask = b._concat([mask] * cfg.kv_groups, 0)
+        added = b._add(input_pos, b.scalar(cache_length, np.int32), "index")
+        negative = b.emit("LESS", [input_pos, b.scalar(0, np.int32)], [length], np.bool_, "index")
+        wrapped = b.emit("SELECT_V2", [negative, added, input_pos], [length], np.int32, "index")
+        cos_half, sin_half = tables[layer_type]
+        half = cos_half.shape[1]
+        cos = b.emit("GATHER", [b.const(cos_half, f"cos_{layer_type}"), wrapped], [length, half], np.float32,
+                     "index", axis=0, batch_dims=0)
+        sin = b.emit("GATHER", [b.const(sin_half, f"sin_{layer_type}"), wrapped], [length, half], np.float32,
+                     "index", axis=0, batch_dims=0)
+        cos = b._concat([cos, cos], 1)
+        sin = b._concat([b._like("NEG", sin), sin], 1)
+        per_type[layer_type] = (mask, b._reshape(cos, [1, length, 1, 2 * half], "unsqueeze"),
+                                b._reshape(sin, [1, length, 1, 2 * half], "unsqueeze"))
+    return x, k_start, v_start, per_type
+
+
+def _where(b: _Builder, condition: ir.Tensor) -> ir.Tensor:
+    return b.emit("SELECT_V2", [condition, b.scalar(0.0), b.scalar(MASKED)], condition.shape, np.float32, "where")
+
+
+def _layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, sin, mask, k_cache, v_cache,
+           k_start, v_start):
+    """`model.Layer`: attention and MLP with their norms and residual additions."""
+    module = b.module
+    b.module = f"{module}/attention"
+    h, k_cache, v_cache = _attention(b, w, cfg, index, b._rms_norm(x, w["input_norm"], cfg, "input_norm"), cos,
+                                     sin, mask, k_cache, v_cache, k_start, v_start)
+    b.module = module
+    if cfg.sandwich_norms:
+        x = b._add(x, b._rms_norm(h, w["post_attention_norm"], cfg, "post_attention_norm"))
+        b.module = f"{module}/mlp"
+        out = _mlp(b, w, cfg, b._rms_norm(x, w["pre_mlp_norm"], cfg, "pre_mlp_norm"))
+        b.module = module
+        return b._add(x, b._rms_norm(out, w["post_mlp_norm"], cfg, "post_mlp_norm")), k_cache, v_cache
+    x = b._add(x, _scaled(b, cfg, h))
+    normed = b._rms_norm(x, w["post_attention_norm"], cfg, "post_attention_norm")
+    b.module = f"{module}/mlp"
+    out = _mlp(b, w, cfg, normed)
+    b.module = module
+    return b._add(x, _scaled(b, cfg, out)), k_cache, v_cache
+
+
+def _scaled(b: _Builder, cfg: LlmConfig, h: ir.Tensor) -> ir.Tensor:
+    return h if cfg.residual_scale is None else b._mul(h, float(cfg.residual_scale))
+
+
+def _mlp(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Tensor:
+    gate = b._act(b._linear(x, w["gate"], w["gate_bias"], "gate"), cfg.activation)
+    return b._linear(b._mul(gate, b._linear(x, w["up"], w["up_bias"], "up")), w["down"], w["down_bias"], "down")
+
+
+def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, sin, mask, k_cache, v_cache,
+               k_start, v_start):
+    """`model.Attention`: grouped-query attention over the whole cache, the new keys and values written at
+    the input positions first."""
+    _, length, _ = x.shape
+    heads, kv_heads, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    groups = heads // kv_heads
+    q = b._reshape(b._linear(x, w["q"], w["q_bias"], "q"), [1, length, heads, d], "view")
+    k = b._reshape(b._linear(x, w["k"], w["k_bias"], "k"), [1, length, kv_heads, d], "view")
+    v = b._reshape(b._linear(x, w["v"], w["v_bias"], "v"), [1, length, kv_heads, d], "view")
+    if w["q_norm"] is not None:
+        q, k = b._rms_norm(q, w["q_norm"], cfg, "q_norm"), b._rms_norm(k, w["k_norm"], cfg, "k_norm")
+    if cfg.has_rope(index):
+        q, k = _rope(b, q, cos, sin), _rope(b, k, cos, sin)
+    k_cache = b.emit("DYNAMIC_UPDATE_SLICE", [k_cache, b._transpose(k, [0, 2, 1, 3]), k_start], k_cache.shape,
+                     np.float32, "update_cache")
+    v_cache = b.emit("DYNAMIC_UPDATE_SLICE", [v_cache, b._transpose(v, [0, 2, 3, 1], "permute"), v_start],
+                     v_cache.shape, np.float32, "update_cache")
+    q = b._transpose(b._mul(q, float(cfg.attention_scale)), [0, 2, 1, 3])
+    q = b._reshape(q, [1, kv_heads, groups * length, d])
+    cache = k_cache.shape[2]
+    scores = b.emit("BATCH_MATMUL", [q, k_cache], [1, kv_heads, groups * length, cache], np.float32, "matmul",
+                    adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
+    if cfg.attn_softcap is not None:
+        scores = b._softcap(scores, cfg.attn_softcap)
+    probs = b._like("SOFTMAX", b._add(scores, mask), what="softmax", beta=1.0)
+    out = b.emit("BATCH_MATMUL", [probs, v_cache], [1, kv_heads, groups * length, d], np.float32, "matmul",
+                 adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
+    out = b._transpose(b._reshape(out, [1, heads, length, d]), [0, 2, 1, 3])
+    out = b._reshape(out, [1, length, heads * d])
+    return b._linear(out, w["o"], w["o_bias"], "o"), k_cache, v_cache
+
+
+def _rope(b: _Builder, x: ir.Tensor, cos: ir.Tensor, sin: ir.Tensor) -> ir.Tensor:
+    """`model._rope`: rotate-half RoPE on the first R features of each head (sin's first half negated)."""
+    rot, d = cos.shape[-1], x.shape[-1]
+    xr = b._slice(x, 3, 0, rot) if rot < d else x
+    half = rot // 2
+    rotated = b._concat([b._slice(xr, 3, half, rot - half), b._slice(xr, 3, 0, half)], 3)
+    out = b._add(b._mul(xr, cos), b._mul(rotated, sin))
+    return b._concat([out, b._slice(x, 3, rot, d - rot)], 3) if rot < d else out
+
+
+def _epilogue(b: _Builder, params: _Params, cfg: LlmConfig, x: ir.Tensor) -> ir.Tensor:
+    """`model.Epilogue`: the last token's hidden state, normed, times the output embedding."""
+    if x.shape[1] > 1:
+        x = b._slice(x, 1, x.shape[1] - 1, 1)
+    scores = b._linear(b._rms_norm(x, params.final_norm, cfg), params.lm_head, None, "lm_head")
+    if cfg.logit_divisor is not None:
+        scores = b._div(scores, cfg.logit_divisor)
+    if cfg.final_logit_softcap:
+        scores = b._softcap(scores, float(cfg.final_logit_softcap))
+    return scores

@@ -1,0 +1,66 @@
+"""What a converted LLM's signatures and caches look like: the names both builders of its graph
+(`litert_torch.generative.convert`, `litert_torch.generative.direct`) and the runner agree on, and the layout
+stored in the model's metadata. Nothing here needs PyTorch, so a runner or a torch-free export imports only this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DECODE = "decode"
+LAYOUT_KEY = "litert_torch.llm"
+
+
+def prefill_signature(length: int) -> str:
+    return f"prefill_{length}"
+
+
+def kv_names(num_layers: int) -> list[str]:
+    """The cache tensors' names, layer by layer: kv_cache_k_<i>, kv_cache_v_<i>."""
+    names = []
+    for i in range(num_layers):
+        names += [f"kv_cache_k_{i}", f"kv_cache_v_{i}"]
+    return names
+
+
+def cache_shapes(num_layers: int, kv_heads: int, cache_length: int, head_dim: int
+                 ) -> dict[str, tuple[int, int, int, int]]:
+    """Each cache's shape: keys [1, KV, C, D], values transposed [1, KV, D, C]."""
+    return {n: (1, kv_heads, cache_length, head_dim) if n.startswith("kv_cache_k_")
+            else (1, kv_heads, head_dim, cache_length) for n in kv_names(num_layers)}
+
+
+def sequence_axis(name: str) -> int:
+    """The axis of cache `name` that runs over positions."""
+    return 2 if name.startswith("kv_cache_k_") else 3
+
+
+def layer_output_name(layer: int) -> str:
+    """The name of decoder layer `layer`'s output tensor (the writer puts its signature's name before it)."""
+    return f"layers.{layer}/output"
+
+
+@dataclass
+class LlmLayout:
+    """What a runner needs to know of the converted model (stored in its metadata as `litert_torch.llm`)."""
+
+    prefill_lengths: list[int]
+    cache_length: int
+    num_layers: int
+    cache_shapes: dict[str, list[int]]
+    vocab_size: int
+    cache_names: list[str]
+    sequence_axes: dict[str, int]
+    start_token_id: int | None = None  # prepended to a prompt by the runtime (the tokenizer's BOS), if any
+    stop_token_ids: list[int] = field(default_factory=list)
+    # per signature, the name of each decoder layer's output tensor (the hidden state after its residual
+    # additions), None where the passes merged it away: what layer-by-layer validation compares
+    layer_outputs: dict[str, list[str | None]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "LlmLayout":
+        return cls(**data)

@@ -1,0 +1,299 @@
+"""A Hugging Face model directory read without PyTorch or transformers: the config from config.json, the weights
+mapped from safetensors files, the tokenizer from tokenizer.json with the `tokenizers` library.
+
+transformers reads a config through its architecture's config class, which fills in defaults and rewrites some
+fields (`use_sliding_window` clears `sliding_window` on Qwen; older files name RoPE `rope_theta` and
+`rope_scaling`); importing any of that imports PyTorch. So a directory is read here only when its config.json
+states every field the exporter reads (`CONFIG_FIELDS`: the fields each architecture's config class has, as
+transformers defines them) in the current form, and its tokenizer config asks for nothing that transformers
+would rewrite in the tokenizer. Otherwise `read` says why, and the caller reads the directory with transformers.
+tests/generative/test_direct.py checks both readings agree, and that `CONFIG_FIELDS` matches transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from litert_torch.generative.bundle import BundleInfo
+from litert_torch.generative.config import LlmConfig, UnsupportedModelError, check_cache_length, token_ids
+from litert_torch.generative.weights import ModelSourceError, weight_files
+
+# The fields of each architecture's transformers config class that `LlmConfig.from_hf` reads (generated from
+# transformers: `config_fields()`; a test checks they still match).
+CONFIG_FIELDS: dict[str, tuple[str, ...]] = {
+    "llama": ("attention_bias", "bos_token_id", "eos_token_id", "head_dim", "hidden_act", "hidden_size",
+              "intermediate_size", "max_position_embeddings", "mlp_bias", "num_attention_heads", "num_hidden_layers",
+              "num_key_value_heads", "pad_token_id", "pretraining_tp", "rms_norm_eps", "rope_parameters",
+              "tie_word_embeddings", "vocab_size"),
+    "mistral": ("bos_token_id", "eos_token_id", "head_dim", "hidden_act", "hidden_size", "intermediate_size",
+                "max_position_embeddings", "num_attention_heads", "num_hidden_layers", "num_key_value_heads",
+                "pad_token_id", "rms_norm_eps", "rope_parameters", "sliding_window", "tie_word_embeddings",
+                "vocab_size"),
+    "granite": ("attention_bias", "attention_multiplier", "bos_token_id", "embedding_multiplier", "eos_token_id",
+                "hidden_act", "hidden_size", "intermediate_size", "logits_scaling", "max_position_embeddings",
+                "mlp_bias", "num_attention_heads", "num_hidden_layers", "num_key_value_heads", "pad_token_id",
+                "residual_multiplier", "rms_norm_eps", "rope_parameters", "tie_word_embeddings", "vocab_size"),
+    "smollm3": ("attention_bias", "bos_token_id", "eos_token_id", "hidden_act", "hidden_size", "intermediate_size",
+                "layer_types", "max_position_embeddings", "mlp_bias", "no_rope_layers", "num_attention_heads",
+                "num_hidden_layers", "num_key_value_heads", "pad_token_id", "rms_norm_eps", "rope_parameters",
+                "sliding_window", "tie_word_embeddings", "use_sliding_window", "vocab_size"),
+    "qwen2": ("bos_token_id", "eos_token_id", "hidden_act", "hidden_size", "intermediate_size", "layer_types",
+              "max_position_embeddings", "num_attention_heads", "num_hidden_layers", "num_key_value_heads",
+              "pad_token_id", "rms_norm_eps", "rope_parameters", "sliding_window", "tie_word_embeddings",
+              "use_sliding_window", "vocab_size"),
+    "qwen3": ("attention_bias", "bos_token_id", "eos_token_id", "head_dim", "hidden_act", "hidden_size",
+              "intermediate_size", "layer_types", "max_position_embeddings", "num_attention_heads",
+              "num_hidden_layers", "num_key_value_heads", "pad_token_id", "rms_norm_eps", "rope_parameters",
+              "sliding_window", "tie_word_embeddings", "use_sliding_window", "vocab_size"),
+    "phi3": ("bos_token_id", "eos_token_id", "hidden_act", "hidden_size", "intermediate_size",
+             "max_position_embeddings", "num_attention_heads", "num_hidden_layers", "num_key_value_heads",
+             "original_max_position_embeddings", "pad_token_id", "rms_norm_eps", "rope_parameters", "sliding_window",
+             "tie_word_embeddings", "vocab_size"),
+    "gemma": ("attention_bias", "bos_token_id", "eos_token_id", "head_dim", "hidden_act", "hidden_size",
+              "intermediate_size", "max_position_embeddings", "num_attention_heads", "num_hidden_layers",
+              "num_key_value_heads", "pad_token_id", "rms_norm_eps", "rope_parameters", "tie_word_embeddings",
+              "use_bidirectional_attention", "vocab_size"),
+    "gemma2": ("attention_bias", "attn_logit_softcapping", "bos_token_id", "eos_token_id",
+               "final_logit_softcapping", "head_dim", "hidden_activation", "hidden_size", "intermediate_size",
+               "layer_types", "max_position_embeddings", "num_attention_heads", "num_hidden_layers",
+               "num_key_value_heads", "pad_token_id", "query_pre_attn_scalar", "rms_norm_eps", "rope_parameters",
+               "sliding_window", "tie_word_embeddings", "use_bidirectional_attention", "vocab_size"),
+    "gemma3_text": ("attention_bias", "attn_logit_softcapping", "bos_token_id", "eos_token_id",
+                    "final_logit_softcapping", "head_dim", "hidden_activation", "hidden_size", "intermediate_size",
+                    "layer_types", "max_position_embeddings", "num_attention_heads", "num_hidden_layers",
+                    "num_key_value_heads", "pad_token_id", "query_pre_attn_scalar", "rms_norm_eps",
+                    "rope_parameters", "sliding_window", "tie_word_embeddings", "use_bidirectional_attention",
+                    "vocab_size"),
+}
+# Fields in an older form that the config classes rewrite on reading.
+_LEGACY_FIELDS = ("rope_theta", "rope_scaling", "partial_rotary_factor")
+# Tokenizer config fields with which transformers rebuilds the tokenizer's post-processor.
+_TOKENIZER_REWRITES = ("add_bos_token", "add_eos_token")
+_SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
+
+
+def config_fields(model_types=tuple(CONFIG_FIELDS)) -> dict[str, tuple[str, ...]]:
+    """`CONFIG_FIELDS` as computed from the installed transformers (imports it, and PyTorch with it)."""
+    import transformers
+
+    from litert_torch.generative import config as config_module
+
+    read = set(_read_fields(config_module))
+    out = {}
+    for model_type in model_types:
+        defaults = transformers.AutoConfig.for_model(model_type).to_dict()
+        out[model_type] = tuple(sorted(k for k in read if k in defaults and k != "model_type"))
+    return out
+
+
+def _read_fields(module) -> list[str]:
+    import inspect
+    import re
+
+    text = inspect.getsource(module)
+    return sorted(set(re.findall(r'(?:get|need)\("([a-z_]+)"', text)) | {"hidden_activation"})
+
+
+@dataclass
+class DirectSource:
+    """A directory read without transformers: what the direct builder and the bundle need."""
+
+    config: LlmConfig
+    rope_parameters: Any
+    weights: dict[str, np.ndarray]  # views of the mapped safetensors files, in their stored dtype
+    tokenizer_json: str | None  # path of the directory's tokenizer.json
+    info: BundleInfo | None
+    generation_stop_ids: list[int] = field(default_factory=list)
+
+
+def read_config(path: str) -> tuple[LlmConfig, dict] | str:
+    """The checked config of directory `path` read from its config.json alone, with the raw fields; or why
+    transformers must read it."""
+    config_path = os.path.join(path, "config.json")
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ModelSourceError(f"{config_path} is not readable JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ModelSourceError(f"{config_path} does not hold a JSON object")
+    model_type = raw.get("model_type")
+    fields = CONFIG_FIELDS.get(model_type)
+    if fields is None:
+        return f"model_type {model_type!r} is read by transformers"
+    missing = [k for k in fields if k not in raw]
+    if missing:
+        return f"config.json leaves {', '.join(missing[:3])} to transformers' defaults"
+    legacy = [k for k in _LEGACY_FIELDS if k in raw]
+    if legacy:
+        return f"config.json names {', '.join(legacy)} (an older form transformers rewrites)"
+    fields_read = dict(raw)
+    if model_type in ("qwen2", "qwen3") and not raw.get("use_sliding_window"):
+        fields_read["sliding_window"] = None  # as Qwen2Config / Qwen3Config read it
+    return LlmConfig.from_hf(fields_read), fields_read
+
+
+def read(path: str, *, need_tokenizer: bool, cache_length: int | None) -> DirectSource | str:
+    """Directory `path` read without transformers, or why it cannot be (the caller then reads it with
+    transformers). Errors in the directory itself (no weights, no tokenizer, malformed files) raise."""
+    if not os.path.isdir(path):
+        raise ModelSourceError(f"{path} is not a directory (a Hugging Face model saved with save_pretrained)")
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise ModelSourceError(f"{path} has no config.json: not a Hugging Face model directory")
+    read_cfg = read_config(path)
+    if isinstance(read_cfg, str):
+        return read_cfg
+    cfg, fields_read = read_cfg
+    if cache_length is not None:
+        check_cache_length(cfg, cache_length)
+    files = weight_files(path)
+    if not files:
+        raise ModelSourceError(f"{path} has no weights (*.safetensors or *.bin)")
+    if not all(f.endswith(".safetensors") for f in files):
+        return "the weights are a PyTorch checkpoint"
+    tokenizer_path = os.path.join(path, "tokenizer.json")
+    info = None
+    if need_tokenizer:
+        if not os.path.isfile(tokenizer_path):
+            raise ModelSourceError(f"{path} has no tokenizer.json: the LiteRT-LM bundle carries the Hugging Face "
+                                   "tokenizer (save it with tokenizer.save_pretrained into the model directory)")
+        tokenizer_config = _json_file(os.path.join(path, "tokenizer_config.json"))
+        rewrites = [k for k in _TOKENIZER_REWRITES if k in tokenizer_config]
+        if rewrites:
+            return f"tokenizer_config.json sets {', '.join(rewrites)}"
+        info = _bundle_info(path, tokenizer_path, tokenizer_config, cfg, cache_length or 0)
+        if isinstance(info, str):
+            return info
+    weights: dict[str, np.ndarray] = {}
+    for file in files:
+        for name, array in read_safetensors(file).items():
+            if name in weights:
+                raise ModelSourceError(f"{name} is stored twice in the weight files ({file} and another)")
+            weights[name] = array
+    return DirectSource(cfg, fields_read.get("rope_parameters"), weights,
+                        tokenizer_path if need_tokenizer else None, info, _generation_stop_ids(path))
+
+
+def _json_file(path: str) -> dict:
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ModelSourceError(f"{path} is not readable JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ModelSourceError(f"{path} does not hold a JSON object")
+    return data
+
+
+def _generation_stop_ids(path: str) -> list[int]:
+    file = os.path.join(path, "generation_config.json")
+    try:
+        return token_ids(_json_file(file).get("eos_token_id"))
+    except (TypeError, ValueError) as exc:
+        raise ModelSourceError(f"{file} is not a readable generation config: {exc}") from exc
+
+
+def _token(tokenizer, value: Any) -> int | None:
+    """The id of a special token as a tokenizer config names it (a string, or an added-token object)."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    if not isinstance(value, str):
+        return None
+    return tokenizer.token_to_id(value)
+
+
+def _bundle_info(path: str, tokenizer_path: str, tokenizer_config: dict, cfg: LlmConfig,
+                 cache_length: int) -> BundleInfo | str:
+    """`hf.bundle_info` from the tokenizer files: the start token (what the tokenizer prepends to a text), the
+    stop tokens, the chat template."""
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(tokenizer_path)
+    except Exception as exc:  # the tokenizers library's own errors
+        raise ModelSourceError(f"could not load the tokenizer in {path}: {exc}") from exc
+    bos = _token(tokenizer, tokenizer_config.get("bos_token"))
+    eos = _token(tokenizer, tokenizer_config.get("eos_token"))
+    with_special = tokenizer.encode("a").ids
+    without = tokenizer.encode("a", add_special_tokens=False).ids
+    start = None
+    if len(with_special) > len(without) and with_special[1:] == without[:len(with_special) - 1] \
+            and bos is not None and with_special[0] == bos:
+        start = int(bos)
+    stops = set(cfg.eos_token_ids)
+    stops.update(_generation_stop_ids(path))
+    if eos is not None:
+        stops.add(eos)
+    template_file = os.path.join(path, "chat_template.jinja")
+    template = tokenizer_config.get("chat_template")
+    if os.path.isfile(template_file):
+        with open(template_file, encoding="utf-8") as f:
+            template = f.read()
+    elif template is not None and not isinstance(template, str):
+        return "tokenizer_config.json holds several chat templates"
+    return BundleInfo(start_token_id=start, stop_token_ids=sorted(int(s) for s in stops), chat_template=template,
+                      max_num_tokens=cache_length)
+
+
+def read_safetensors(file: str) -> dict[str, np.ndarray]:
+    """Every tensor of a safetensors file as a view of the file's mapping (bfloat16 as ml_dtypes.bfloat16)."""
+    size = os.path.getsize(file)
+    try:
+        with open(file, "rb") as f:
+            header_size = int.from_bytes(f.read(8), "little")
+            if header_size <= 0 or 8 + header_size > size:
+                raise ModelSourceError(f"could not read the weights in {file}: its header size {header_size} does "
+                                       f"not fit the file ({size} bytes)")
+            header = json.loads(f.read(header_size))
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise ModelSourceError(f"could not read the weights in {file}: {exc}") from exc
+    if not isinstance(header, dict):
+        raise ModelSourceError(f"could not read the weights in {file}: its header is not a JSON object")
+    body = 8 + header_size
+    mapped = np.memmap(file, dtype=np.uint8, mode="r") if size > body else np.zeros(0, np.uint8)
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype_name = _SAFETENSORS_DTYPES.get(entry["dtype"])
+            shape = [int(d) for d in entry["shape"]]
+            begin, end = (int(o) for o in entry["data_offsets"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelSourceError(f"could not read the weights in {file}: malformed entry {name!r}") from exc
+        if dtype_name is None:
+            raise UnsupportedModelError(f"weight {name} is {entry['dtype']}: the exporter reads floating-point "
+                                        "weights (quantize with quantization_recipe instead of exporting a "
+                                        "quantized checkpoint)")
+        dtype = np.dtype(_bfloat16() if dtype_name == "bfloat16" else dtype_name)
+        count = int(np.prod(shape, dtype=np.int64))
+        if any(d < 0 for d in shape) or not 0 <= begin <= end or body + end > size \
+                or end - begin != count * dtype.itemsize:
+            raise ModelSourceError(f"could not read the weights in {file}: tensor {name!r} ({entry['dtype']} "
+                                   f"{shape}) does not fit its bytes [{begin}, {end}) of the file")
+        out[name] = mapped[body + begin: body + end].view(dtype).reshape(shape)
+    return out
+
+
+def _bfloat16():
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
+
+
+def widen(name: str, array: np.ndarray) -> np.ndarray:
+    """A weight as float32: float32 views as they are, other float types converted (as PyTorch's
+    .to(torch.float32) converts them)."""
+    if array.dtype == np.float32:
+        return array
+    if array.dtype.kind == "f" or array.dtype == np.dtype(_bfloat16()):
+        return array.astype(np.float32)
+    raise UnsupportedModelError(f"weight {name} is {array.dtype}: the exporter reads floating-point weights "
+                                "(quantize with quantization_recipe instead of exporting a quantized checkpoint)")
