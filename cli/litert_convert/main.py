@@ -691,7 +691,6 @@ class _progress:
 def export_hf(model_dir, output, prefill, cache_length, quantize, keep_tflite, trust_remote_code, force, quiet, debug):
     from litert_torch.generative.export_hf.export import export_files
 
-    _quiet_torch(debug)
     if os.path.isdir(output):
         raise BadInput(f"{output} is a directory")
     if os.path.exists(output) and not force:
@@ -710,6 +709,8 @@ def export_hf(model_dir, output, prefill, cache_length, quantize, keep_tflite, t
     def progress(stage: str) -> None:
         nonlocal last
         now = time.perf_counter()
+        if stage == "trace":  # the exporter imports PyTorch next (a dense decoder is built without it)
+            _quiet_torch(debug)
         if not quiet:
             console.print(f"[{now - start:6.1f} s] {stage}")
         last = now

@@ -122,6 +122,7 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
                                          start_token_id=info.start_token_id if info else None,
                                          stop_token_ids=info.stop_token_ids if info else (), progress=report)
     else:
+        report("trace")  # PyTorch and transformers are imported from here on
         from litert_torch.generative import hf
         from litert_torch.generative.convert import lower_llm
         from litert_torch.generative.model import build, rope_tables
