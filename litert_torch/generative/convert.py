@@ -13,16 +13,15 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import torch
-import torch.utils._pytree as pytree
 from torch import nn
 
 from litert_torch import converter, ir, metadata
 from litert_torch.frontend.export import export_module
+from litert_torch.generative.direct import finish_signature
 from litert_torch.generative.layout import (  # noqa: F401 (re-exported)
     DECODE, LAYOUT_KEY, LlmLayout, kv_names, layer_output_name, prefill_signature)
 from litert_torch.generative.model import DecoderLM
-from litert_torch.lower import LoweredProgram, lower_program
-from litert_torch.passes import run_pipeline
+from litert_torch.lower import lower_program
 
 class _LayerStep(nn.Module):
     """One decoder layer as a module of its own, so that one trace of it serves every layer."""
@@ -116,19 +115,7 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
         graph.outputs.insert(0, logits_t)
         output_names.insert(0, "logits")
 
-    report(f"optimize {key}")
-    run_pipeline(graph)
-    produced = {id(t) for op in graph.ops for t in op.outputs}
-    kept = [t.name if id(t) in produced and t.name == layer_output_name(i) else None
-            for i, t in enumerate(layer_outputs)]
-    plan = converter.delegate_aware(graph, ("cpu",))
-    input_names = ["tokens", "input_pos", *names]
-    lowered = LoweredProgram(graph, input_names, output_names, list(range(len(input_names))),
-                             ["int32", "int32", *["float32"] * len(names)], ["float32"] * len(output_names))
-    in_spec = pytree.tree_flatten((tuple(range(len(input_names))), {}))[1]
-    out_spec = pytree.tree_flatten({n: 0 for n in output_names})[1]
-    io = converter._io(lowered, in_spec, out_spec, lowered.tensor_input_positions, [], [])
-    return converter._Part(key, graph, input_names, output_names, io, plan), kept
+    return finish_signature(graph, key, output_names, layer_outputs, report)
 
 
 def _structure(cfg, layer: int) -> tuple:

@@ -318,13 +318,21 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
         graph.outputs.insert(0, _epilogue(b, params, cfg, x))
         output_names.insert(0, "logits")
 
+    return finish_signature(graph, key, output_names, layer_outputs, report)
+
+
+def finish_signature(graph: ir.Graph, key: str, output_names: list[str], layer_outputs: list[ir.Tensor],
+                     report: Callable[[str], None]) -> tuple[Part, list[str | None]]:
+    """A signature's graph (inputs tokens, input_pos and the caches; outputs named `output_names`) through the
+    passes and the delegate plan, as a Part; with the names of the layer outputs the passes kept (None where
+    they merged one away). Both builders end here."""
     report(f"optimize {key}")
     run_pipeline(graph)
     produced = {id(t) for op in graph.ops for t in op.outputs}
     kept = [t.name if id(t) in produced and t.name == layer_output_name(i) else None
             for i, t in enumerate(layer_outputs)]
     plan = delegate_aware(graph, ("cpu",))
-    input_names = ["tokens", "input_pos", *names]
+    input_names = ["tokens", "input_pos", *(t.name for t in graph.inputs[2:])]  # then the caches
     return Part(key, graph, input_names, output_names, _io(input_names, output_names), plan), kept
 
 

@@ -9,7 +9,6 @@ copy of its weights costs time or memory.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import torch
 
 from litert_torch.generative.bundle import BundleInfo
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError, token_ids
+from litert_torch.generative.source import config_json, generation_stop_ids
 from litert_torch.generative.weights import ModelSourceError, read_weights, weight_files
 
 
@@ -48,18 +48,7 @@ def read_config(path: str) -> LlmConfig:
 
 def _read_config(path: str) -> tuple[LlmConfig, Any]:
     """The checked config of the model directory `path` and the transformers config it was read from."""
-    if not os.path.isdir(path):
-        raise ModelSourceError(f"{path} is not a directory (a Hugging Face model saved with save_pretrained)")
-    config_path = os.path.join(path, "config.json")
-    if not os.path.isfile(config_path):
-        raise ModelSourceError(f"{path} has no config.json: not a Hugging Face model directory")
-    try:
-        with open(config_path, encoding="utf-8") as f:
-            raw = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise ModelSourceError(f"{config_path} is not readable JSON: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ModelSourceError(f"{config_path} does not hold a JSON object")
+    raw = config_json(path)
     if raw.get("model_type") == "gemma3" and isinstance(raw.get("text_config"), dict):
         return LlmConfig.from_hf(raw), None  # refused with the reason
     try:
@@ -97,7 +86,7 @@ def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trus
             tokenizer = _load_tokenizer(path, need_tokenizer, trust_remote_code)
         _check_tokenizer(tokenizer, need_tokenizer)
         weights = read_weights(files)
-        stops = _generation_stop_ids(path)
+        stops = generation_stop_ids(path)
     elif isinstance(model, torch.nn.Module) and hasattr(model, "config"):
         config, hf_config = LlmConfig.from_hf(model.config), model.config
         if cache_length is not None:
@@ -136,19 +125,6 @@ def _check_tokenizer(tokenizer: Any, need: bool) -> None:
     if need and not getattr(tokenizer, "is_fast", False):
         raise ModelSourceError("the tokenizer must be a fast (tokenizers-backed) tokenizer with a tokenizer.json; "
                                f"got {type(tokenizer).__name__}")
-
-
-def _generation_stop_ids(path: str) -> list[int]:
-    """The eos_token_id of the directory's generation_config.json (none when it has no such file)."""
-    file = os.path.join(path, "generation_config.json")
-    if not os.path.isfile(file):
-        return []
-    try:
-        with open(file, encoding="utf-8") as f:
-            raw = json.load(f)
-        return token_ids(raw.get("eos_token_id"))
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
-        raise ModelSourceError(f"{file} is not a readable generation config: {exc}") from exc
 
 
 def _load_tokenizer(path: str, need: bool, trust_remote_code: bool) -> Any:

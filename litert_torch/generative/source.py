@@ -111,17 +111,20 @@ class DirectSource:
     generation_stop_ids: list[int] = field(default_factory=list)
 
 
+def config_json(path: str) -> dict:
+    """The config.json of the model directory `path`, which must be one."""
+    if not os.path.isdir(path):
+        raise ModelSourceError(f"{path} is not a directory (a Hugging Face model saved with save_pretrained)")
+    config_path = os.path.join(path, "config.json")
+    if not os.path.isfile(config_path):
+        raise ModelSourceError(f"{path} has no config.json: not a Hugging Face model directory")
+    return _json_file(config_path)
+
+
 def read_config(path: str) -> tuple[LlmConfig, dict] | str:
     """The checked config of directory `path` read from its config.json alone, with the raw fields; or why
     transformers must read it."""
-    config_path = os.path.join(path, "config.json")
-    try:
-        with open(config_path, encoding="utf-8") as f:
-            raw = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise ModelSourceError(f"{config_path} is not readable JSON: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ModelSourceError(f"{config_path} does not hold a JSON object")
+    raw = config_json(path)
     model_type = raw.get("model_type")
     fields = CONFIG_FIELDS.get(model_type)
     if fields is None:
@@ -141,10 +144,6 @@ def read_config(path: str) -> tuple[LlmConfig, dict] | str:
 def read(path: str, *, need_tokenizer: bool, cache_length: int | None) -> DirectSource | str:
     """Directory `path` read without transformers, or why it cannot be (the caller then reads it with
     transformers). Errors in the directory itself (no weights, no tokenizer, malformed files) raise."""
-    if not os.path.isdir(path):
-        raise ModelSourceError(f"{path} is not a directory (a Hugging Face model saved with save_pretrained)")
-    if not os.path.isfile(os.path.join(path, "config.json")):
-        raise ModelSourceError(f"{path} has no config.json: not a Hugging Face model directory")
     read_cfg = read_config(path)
     if isinstance(read_cfg, str):
         return read_cfg
@@ -176,7 +175,7 @@ def read(path: str, *, need_tokenizer: bool, cache_length: int | None) -> Direct
                 raise ModelSourceError(f"{name} is stored twice in the weight files ({file} and another)")
             weights[name] = array
     return DirectSource(cfg, fields_read.get("rope_parameters"), weights,
-                        tokenizer_path if need_tokenizer else None, info, _generation_stop_ids(path))
+                        tokenizer_path if need_tokenizer else None, info, generation_stop_ids(path))
 
 
 def _json_file(path: str) -> dict:
@@ -192,11 +191,15 @@ def _json_file(path: str) -> dict:
     return data
 
 
-def _generation_stop_ids(path: str) -> list[int]:
+def generation_stop_ids(path: str) -> list[int]:
+    """The eos_token_id of the directory's generation_config.json (none when it has no such file)."""
     file = os.path.join(path, "generation_config.json")
+    if not os.path.isfile(file):
+        return []
     try:
-        return token_ids(_json_file(file).get("eos_token_id"))
-    except (TypeError, ValueError) as exc:
+        with open(file, encoding="utf-8") as f:
+            return token_ids(json.load(f).get("eos_token_id"))
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
         raise ModelSourceError(f"{file} is not a readable generation config: {exc}") from exc
 
 
@@ -228,7 +231,7 @@ def _bundle_info(path: str, tokenizer_path: str, tokenizer_config: dict, cfg: Ll
             and bos is not None and with_special[0] == bos:
         start = int(bos)
     stops = set(cfg.eos_token_ids)
-    stops.update(_generation_stop_ids(path))
+    stops.update(generation_stop_ids(path))
     if eos is not None:
         stops.add(eos)
     template_file = os.path.join(path, "chat_template.jinja")

@@ -15,7 +15,7 @@ from litert_torch.flatbuffer.writer import serialize
 from litert_torch.generative import direct, hf, source
 from litert_torch.generative.convert import lower_llm
 from litert_torch.generative.model import build, rope_tables
-from litert_torch.metadata import decode
+from litert_torch.metadata import IO_KEY, decode
 from litert_torch.runtime.edge_model import EdgeModel
 from tests.generative import tiny_lm
 
@@ -67,6 +67,8 @@ def test_same_config_tokenizer_ops_and_outputs(model_dir):
     for a, b in zip(traced.subgraphs, built.subgraphs):
         assert [op.opcode for op in a.ops] == [op.opcode for op in b.ops], a.name
     assert [s.key for s in traced.signatures] == [s.key for s in built.signatures]
+    for key in (IO_KEY, "litert_torch.llm"):
+        assert decode(built.metadata[key]) == decode(traced.metadata[key]), key
     runs = [EdgeModel(serialize(m), verify=False) for m in (traced, built)]
     rng = np.random.default_rng(0)
     layout = decode(built.metadata["litert_torch.llm"])
