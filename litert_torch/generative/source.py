@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from litert_torch.generative.bundle import BundleInfo
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError, check_cache_length, token_ids
-from litert_torch.generative.weights import ModelSourceError, weight_files
+from litert_torch.generative.weights import ModelSourceError, read_weights, weight_files
 
 # The fields of each architecture's transformers config class that `LlmConfig.from_hf` reads (generated from
 # transformers: `config_fields()`; a test checks they still match).
@@ -74,7 +74,8 @@ CONFIG_FIELDS: dict[str, tuple[str, ...]] = {
 _LEGACY_FIELDS = ("rope_theta", "rope_scaling", "partial_rotary_factor")
 # Tokenizer config fields with which transformers rebuilds the tokenizer's post-processor.
 _TOKENIZER_REWRITES = ("add_bos_token", "add_eos_token")
-_SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
+_SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64", "I8": "int8",
+                       "U8": "uint8", "I16": "int16", "I32": "int32", "I64": "int64", "BOOL": "bool"}
 
 
 def config_fields(model_types=tuple(CONFIG_FIELDS)) -> dict[str, tuple[str, ...]]:
@@ -108,7 +109,6 @@ class DirectSource:
     weights: dict[str, np.ndarray]  # views of the mapped safetensors files, in their stored dtype
     tokenizer_json: str | None  # path of the directory's tokenizer.json
     info: BundleInfo | None
-    generation_stop_ids: list[int] = field(default_factory=list)
 
 
 def config_json(path: str) -> dict:
@@ -141,13 +141,20 @@ def read_config(path: str) -> tuple[LlmConfig, dict] | str:
     return LlmConfig.from_hf(fields_read), fields_read
 
 
-def read(path: str, *, need_tokenizer: bool, cache_length: int | None) -> DirectSource | str:
-    """Directory `path` read without transformers, or why it cannot be (the caller then reads it with
-    transformers). Errors in the directory itself (no weights, no tokenizer, malformed files) raise."""
+def read(path: str, *, need_tokenizer: bool, cache_length: int | None, use_jinja_template: bool = True
+         ) -> DirectSource | str:
+    """Directory `path` read for the direct builder without transformers, or why it cannot be (the caller then
+    reads it with transformers and traces it). Errors in the directory itself (no weights, no tokenizer,
+    malformed files) raise."""
+    from litert_torch.generative.direct import can_build
+
     read_cfg = read_config(path)
     if isinstance(read_cfg, str):
         return read_cfg
     cfg, fields_read = read_cfg
+    reason = can_build(cfg, fields_read.get("rope_parameters"))
+    if reason is not None:
+        return reason
     if cache_length is not None:
         check_cache_length(cfg, cache_length)
     files = weight_files(path)
@@ -165,17 +172,11 @@ def read(path: str, *, need_tokenizer: bool, cache_length: int | None) -> Direct
         rewrites = [k for k in _TOKENIZER_REWRITES if k in tokenizer_config]
         if rewrites:
             return f"tokenizer_config.json sets {', '.join(rewrites)}"
-        info = _bundle_info(path, tokenizer_path, tokenizer_config, cfg, cache_length or 0)
+        info = _bundle_info(path, tokenizer_path, tokenizer_config, cfg, cache_length or 0, use_jinja_template)
         if isinstance(info, str):
             return info
-    weights: dict[str, np.ndarray] = {}
-    for file in files:
-        for name, array in read_safetensors(file).items():
-            if name in weights:
-                raise ModelSourceError(f"{name} is stored twice in the weight files ({file} and another)")
-            weights[name] = array
-    return DirectSource(cfg, fields_read.get("rope_parameters"), weights,
-                        tokenizer_path if need_tokenizer else None, info, generation_stop_ids(path))
+    return DirectSource(cfg, fields_read.get("rope_parameters"), read_weights(files, read_safetensors),
+                        tokenizer_path if need_tokenizer else None, info)
 
 
 def _json_file(path: str) -> dict:
@@ -212,8 +213,8 @@ def _token(tokenizer, value: Any) -> int | None:
     return tokenizer.token_to_id(value)
 
 
-def _bundle_info(path: str, tokenizer_path: str, tokenizer_config: dict, cfg: LlmConfig,
-                 cache_length: int) -> BundleInfo | str:
+def _bundle_info(path: str, tokenizer_path: str, tokenizer_config: dict, cfg: LlmConfig, cache_length: int,
+                 use_jinja_template: bool) -> BundleInfo | str:
     """`hf.bundle_info` from the tokenizer files: the start token (what the tokenizer prepends to a text), the
     stop tokens, the chat template."""
     from tokenizers import Tokenizer
@@ -241,8 +242,8 @@ def _bundle_info(path: str, tokenizer_path: str, tokenizer_config: dict, cfg: Ll
             template = f.read()
     elif template is not None and not isinstance(template, str):
         return "tokenizer_config.json holds several chat templates"
-    return BundleInfo(start_token_id=start, stop_token_ids=sorted(int(s) for s in stops), chat_template=template,
-                      max_num_tokens=cache_length)
+    return BundleInfo(start_token_id=start, stop_token_ids=sorted(int(s) for s in stops),
+                      chat_template=template if use_jinja_template else None, max_num_tokens=cache_length)
 
 
 def read_safetensors(file: str) -> dict[str, np.ndarray]:
@@ -272,9 +273,8 @@ def read_safetensors(file: str) -> dict[str, np.ndarray]:
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelSourceError(f"could not read the weights in {file}: malformed entry {name!r}") from exc
         if dtype_name is None:
-            raise UnsupportedModelError(f"weight {name} is {entry['dtype']}: the exporter reads floating-point "
-                                        "weights (quantize with quantization_recipe instead of exporting a "
-                                        "quantized checkpoint)")
+            raise ModelSourceError(f"could not read the weights in {file}: tensor {name!r} has dtype "
+                                   f"{entry['dtype']!r}, which the reader does not know")
         dtype = np.dtype(_bfloat16() if dtype_name == "bfloat16" else dtype_name)
         count = int(np.prod(shape, dtype=np.int64))
         if any(d < 0 for d in shape) or not 0 <= begin <= end or body + end > size \

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Callable
 
 from litert_torch.errors import ModelFileError
 
@@ -58,12 +58,14 @@ def weight_files(path: str) -> list[str]:
     return [os.path.join(path, n) for n in chosen]
 
 
-def read_weights(files: list[str]) -> dict[str, Any]:
-    """Every tensor of the weight `files` (`weight_files`) by its checkpoint name (views of the mapped files)."""
+def read_weights(files: list[str], read_safetensors: Callable[[str], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Every tensor of the weight `files` (`weight_files`) by its checkpoint name (views of the mapped files):
+    PyTorch tensors, or what `read_safetensors` gives for a safetensors file (the numpy reader)."""
     weights: dict[str, Any] = {}
     for file in files:
         try:
-            tensors = _read_safetensors(file) if file.endswith(".safetensors") else _read_bin(file)
+            tensors = (read_safetensors or _read_safetensors)(file) if file.endswith(".safetensors") \
+                else _read_bin(file)
         except ModelSourceError:
             raise
         except Exception as exc:  # the readers' own errors: malformed headers, truncated data, bad pickles

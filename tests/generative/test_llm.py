@@ -458,8 +458,18 @@ def test_weights_that_do_not_fit_their_config_are_named_and_leave_nothing(tmp_pa
     with pytest.raises(UnsupportedModelError, match="no weight lm_head.weight"):
         export.export(model=src, output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
 
+    quantized = dict(weights)  # an integer weight: a quantized checkpoint, refused by name
+    quantized["model.layers.0.mlp.up_proj.weight"] = torch.zeros_like(weights["model.layers.0.mlp.up_proj.weight"],
+                                                                      dtype=torch.int8)
+    save_file(quantized, file)
+    with pytest.raises(UnsupportedModelError, match=r"model.layers.0.mlp.up_proj.weight is int8"):
+        export.export(model=src, output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
+
     save_file(weights, file)
     data = open(file, "rb").read()
+    open(file, "wb").write(b"\xff" * 8 + data[8:])  # a header size past the end of the file
+    with pytest.raises(ModelSourceError, match="could not read the weights"):
+        export.export(model=src, output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
     open(file, "wb").write(data[:len(data) // 2])  # truncated
     with pytest.raises(ModelSourceError, match="could not read the weights"):
         export.export(model=src, output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)

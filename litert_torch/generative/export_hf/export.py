@@ -110,12 +110,10 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
             _check_output_dir(os.path.dirname(os.path.abspath(path)))
     report("read")
     need_tokenizer = bundle_path is not None or tokenizer_path is not None
-    read = _read_direct(model, tokenizer, need_tokenizer, cache_length)
+    read = _read_direct(model, tokenizer, need_tokenizer, cache_length, use_jinja_template)
     if read is not None:
         # a dense decoder in a directory: built op by op, without PyTorch or transformers (generative/direct.py)
         info = read.info
-        if info is not None and not use_jinja_template:
-            info.chat_template = None
         owned, tokenizer_file = True, read.tokenizer_json
         weights = direct.DenseWeights(read.weights, read.config, direct_source.widen)
         model, layout = direct.build_llm(weights, read.config, read.rope_parameters, cache_length, lengths,
@@ -186,15 +184,15 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
             raise
 
 
-def _read_direct(model: Any, tokenizer: Any, need_tokenizer: bool, cache_length: int):
+def _read_direct(model: Any, tokenizer: Any, need_tokenizer: bool, cache_length: int, use_jinja_template: bool):
     """The directory `model` read for the direct builder, or None when it is read with transformers and traced
     (a model in memory, an architecture or a config the direct builder does not take)."""
     if not isinstance(model, (str, os.PathLike)) or tokenizer is not None:
         return None
-    read = direct_source.read(os.fspath(model), need_tokenizer=need_tokenizer, cache_length=cache_length)
-    reason = read if isinstance(read, str) else direct.can_build(read.config, read.rope_parameters)
-    if reason is not None:
-        log.info("building the decoder by tracing it: %s", reason)
+    read = direct_source.read(os.fspath(model), need_tokenizer=need_tokenizer, cache_length=cache_length,
+                              use_jinja_template=use_jinja_template)
+    if isinstance(read, str):
+        log.info("building the decoder by tracing it: %s", read)
         return None
     return read
 
