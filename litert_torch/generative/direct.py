@@ -203,11 +203,11 @@ class _Builder:
 
 
 class DenseWeights:
-    """A dense decoder's weights by role, checked against the shapes its config gives them (as `model.build`
-    checks), each a float32 numpy array (views of the checkpoint where it is float32)."""
+    """A checkpoint's weights by name, each taken as a float32 numpy array (`widen`: views of the checkpoint where
+    it is float32) and checked against the shape the config gives it, as `model.build` checks."""
 
-    def __init__(self, weights: Mapping[str, Any], cfg: LlmConfig, widen: Callable[[str, Any], np.ndarray]):
-        self.weights, self.cfg, self._widen = weights, cfg, widen
+    def __init__(self, weights: Mapping[str, Any], widen: Callable[[str, Any], np.ndarray]):
+        self.weights, self._widen = weights, widen
 
     def get(self, name: str, *shape: int, prefix: str = "model.", required: bool = True) -> np.ndarray | None:
         full = prefix + name

@@ -54,7 +54,7 @@ def _direct(path):
     read = source.read(path, need_tokenizer=True, cache_length=CACHE)
     assert not isinstance(read, str), read
     assert direct.can_build(read.config, read.rope_parameters) is None
-    weights = direct.DenseWeights(read.weights, read.config, source.widen)
+    weights = direct.DenseWeights(read.weights, source.widen)
     return read, direct.build_llm(weights, read.config, read.rope_parameters, CACHE, PREFILL)[0]
 
 
