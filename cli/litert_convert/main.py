@@ -709,7 +709,7 @@ def export_hf(model_dir, output, prefill, cache_length, quantize, keep_tflite, t
     def progress(stage: str) -> None:
         nonlocal last
         now = time.perf_counter()
-        if stage == "trace":  # the exporter imports PyTorch next (a dense decoder is built without it)
+        if stage == "trace":  # the exporter imports PyTorch next (a decoder read from a directory is built without it)
             _quiet_torch(debug)
         if not quiet:
             console.print(f"[{now - start:6.1f} s] {stage}")

@@ -1,15 +1,15 @@
 """The LLM graph built op by op from the config and the weights, without PyTorch.
 
 `convert.lower_llm` traces our PyTorch decoder (`model.DecoderLM`) with torch.export and lowers the trace. For a
-dense decoder read from a directory, this module writes the same graph directly: the ops that lowering emits for
-each line of `model.py`, in the same order and with the same constants, then the same passes. Nothing here
+decoder read from a directory, this module writes the same graph directly: the ops that lowering emits for each
+line of `model.py`, in the same order and with the same constants, then the same passes. Nothing here
 imports PyTorch, so an export through it neither pays for importing PyTorch (about 2 s and 0.5 GB of resident
 memory, most of a small model's conversion) nor for tracing. Every op records the line of this module that
 wrote it and the decoder part it belongs to (`layers.3.attention`), as the source map.
 
 What it builds is checked against the traced graph (tests/generative/test_direct.py): the same ops, and the same
-outputs, for every dense architecture. Mixture-of-experts layers, checkpoints in PyTorch's .bin format and RoPE
-types other than `ROPE_TYPES` are built by tracing (`can_build` says which).
+outputs, for every architecture, routed experts included. Checkpoints in PyTorch's .bin format and RoPE types
+other than `ROPE_TYPES` are built by tracing (`can_build` says which).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from litert_torch.assemble import Part, assemble, delegate_aware
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError
 from litert_torch.generative.layout import (DECODE, LAYOUT_KEY, LlmLayout, cache_shapes, kv_names,
                                             layer_output_name, prefill_signature, sequence_axis)
+from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
 from litert_torch.passes import run_pipeline
 
 # A large negative score for masked-out keys (as `model.MASKED`).
@@ -39,8 +40,6 @@ _RSQRT_SAFE_LOW = 2.0 ** -100
 
 def can_build(cfg: LlmConfig, rope_parameters: Any) -> str | None:
     """None when this module builds `cfg`'s decoder, else why it is traced instead."""
-    if any(cfg.moe_layers):
-        return "mixture-of-experts layers"
     if cfg.rms_norm_eps < _RSQRT_SAFE_LOW:
         return f"rms_norm_eps {cfg.rms_norm_eps} below {_RSQRT_SAFE_LOW}"
     for params in _rope_params_by_type(cfg, rope_parameters).values():
@@ -119,15 +118,19 @@ class _Builder:
 
     def emit(self, opcode: str, inputs: Sequence[ir.Tensor | None], shape: Sequence[int], dtype: Any, what: str,
              **options: Any) -> ir.Tensor:
-        out = ir.Tensor(self.name(what), shape, dtype)
+        return self.emit_multi(opcode, inputs, [(shape, dtype)], what, **options)[0]
+
+    def emit_multi(self, opcode: str, inputs: Sequence[ir.Tensor | None], outputs: Sequence[tuple[Sequence[int], Any]],
+                   what: str, **options: Any) -> list[ir.Tensor]:
+        outs = [ir.Tensor(self.name(what), shape, dtype) for shape, dtype in outputs]
         caller = sys._getframe(1)
         while caller.f_back is not None and caller.f_locals.get("self") is self:
             caller = caller.f_back  # a helper of this class: the line that called it
         location = f"litert_torch/generative/direct.py:{caller.f_lineno}"
         module = self.module.replace("/", ".") or None
-        self.graph.ops.append(ir.Op(opcode, list(inputs), [out], options,
-                                    ir.SourceRef(out.name, f"direct.{what}", location, module)))
-        return out
+        self.graph.ops.append(ir.Op(opcode, list(inputs), outs, options,
+                                    ir.SourceRef(outs[0].name, f"direct.{what}", location, module)))
+        return outs
 
     # -- the forms the lowerings give each PyTorch op ------------------------------------------------------
     def _like(self, opcode: str, x: ir.Tensor, *others: ir.Tensor, what: str = "", **options) -> ir.Tensor:
@@ -177,7 +180,48 @@ class _Builder:
         w = self.const(weight, f"{what}_weight")
         b = self.const(bias, f"{what}_bias") if bias is not None else None
         return self.emit("FULLY_CONNECTED", [x, w, b], [*x.shape[:-1], w.shape[0]], x.dtype, what,
-                         fused_activation_function="NONE", keep_num_dims=True)
+                         fused_activation_function="NONE", keep_num_dims=x.rank > 2)
+
+    def _sum(self, x: ir.Tensor, axis: int, keep_dims: bool = False, what: str = "sum") -> ir.Tensor:
+        shape = [1 if i == axis else d for i, d in enumerate(x.shape) if keep_dims or i != axis]
+        return self.emit("SUM", [x, self.const(np.array([axis], np.int32), "axes")], shape, x.dtype, what,
+                         keep_dims=keep_dims)
+
+    def _cumsum(self, x: ir.Tensor, what: str = "cumsum") -> ir.Tensor:
+        """Running sums along the first axis."""
+        return self._like("CUMSUM", x, self.const(np.array(0, np.int32), "axis"), what=what, exclusive=False,
+                          reverse=False)
+
+    def _wrapped(self, index: ir.Tensor, size: int, what: str = "index") -> ir.Tensor:
+        """An index tensor with negative entries counted from the end (PyTorch's indexing, as lowered)."""
+        added = self._add(index, self.scalar(size, np.int32), what)
+        negative = self.emit("LESS", [index, self.scalar(0, np.int32)], index.shape, np.bool_, what)
+        return self.emit("SELECT_V2", [negative, added, index], index.shape, np.int32, what)
+
+    def _gather(self, table: ir.Tensor, index: ir.Tensor, what: str = "index") -> ir.Tensor:
+        """table[index] along the first axis (`index` int32, of any shape)."""
+        return self.emit("GATHER", [table, self._wrapped(index, table.shape[0], what)],
+                         [*index.shape, *table.shape[1:]], table.dtype, what, axis=0, batch_dims=0)
+
+    def _topk(self, x: ir.Tensor, k: int) -> tuple[ir.Tensor, ir.Tensor]:
+        """The k largest of each row of float32 `x` [N, M] and their int32 indices, in PyTorch's order (TOPK_V2
+        of integer order keys, `lower.reduce.topk_last_axis`)."""
+        zero = self.scalar(0.0)
+        f = self.emit("SELECT_V2", [self.emit("EQUAL", [x, zero], x.shape, np.bool_, "topk"), zero, x], x.shape,
+                      x.dtype, "topk")
+        bits = self.emit("BITCAST", [f], f.shape, np.int32, "topk")
+        flipped = self._like("BITWISE_XOR", bits, self.const(np.array(0x7FFFFFFF, np.int32), "magnitude_bits"),
+                             what="topk")
+        negative = self.emit("LESS", [bits, self.const(np.array(0, np.int32), "zero")], bits.shape, np.bool_, "topk")
+        keys = self.emit("SELECT_V2", [negative, flipped, bits], bits.shape, np.int32, "topk")
+        nan = self.emit("NOT_EQUAL", [f, f], f.shape, np.bool_, "topk")
+        keys = self.emit("SELECT_V2", [nan, self.const(np.array(np.iinfo(np.int32).max, np.int32), "nan_key"), keys],
+                         keys.shape, np.int32, "topk")
+        shape = [*x.shape[:-1], k]
+        _, indices = self.emit_multi("TOPK_V2", [keys, self.const(np.array(k, np.int32), "k")],
+                                     [(shape, np.int32), (shape, np.int32)], "topk")
+        values = self.emit("GATHER", [x, indices], shape, x.dtype, "topk", axis=x.rank - 1, batch_dims=x.rank - 1)
+        return values, indices
 
     def _rms_norm(self, x: ir.Tensor, weight: np.ndarray, cfg: LlmConfig, what: str = "norm") -> ir.Tensor:
         """x * rsqrt(mean(x^2) + eps) * w (or * (1 + w)): `model.RMSNorm` as lowered, the rsqrt scaled so
@@ -202,12 +246,15 @@ class _Builder:
         return self._mul(self._like("TANH", self._div(x, cap)), float(cap))
 
 
-class DenseWeights:
+class Weights:
     """A checkpoint's weights by name, each taken as a float32 numpy array (`widen`: views of the checkpoint where
     it is float32) and checked against the shape the config gives it, as `model.build` checks."""
 
     def __init__(self, weights: Mapping[str, Any], widen: Callable[[str, Any], np.ndarray]):
         self.weights, self._widen = weights, widen
+
+    def has(self, name: str, prefix: str = "model.") -> bool:
+        return prefix + name in self.weights
 
     def get(self, name: str, *shape: int, prefix: str = "model.", required: bool = True) -> np.ndarray | None:
         full = prefix + name
@@ -222,11 +269,11 @@ class DenseWeights:
         return array
 
 
-def build_llm(weights: DenseWeights, cfg: LlmConfig, rope_parameters: Any, cache_length: int,
+def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_length: int,
               prefill_lengths: Sequence[int], *, start_token_id: int | None = None,
               stop_token_ids: Sequence[int] = (), progress: Callable[[str], None] | None = None
               ) -> tuple[ir.Model, LlmLayout]:
-    """The IR model of the dense decoder `cfg` over `weights` (a `prefill_<N>` signature per length and a
+    """The IR model of the decoder `cfg` over `weights` (a `prefill_<N>` signature per length and a
     `decode` signature, with its metadata) and its layout: what `convert.lower_llm` gives for the same model."""
     report = progress or (lambda stage: None)
     tables = rope_tables(cfg, rope_parameters, cache_length)
@@ -252,7 +299,7 @@ class _Params:
     """Every weight the graph reads, widened and checked once and shared by all signatures (so that the writer
     stores each once)."""
 
-    def __init__(self, w: DenseWeights, cfg: LlmConfig):
+    def __init__(self, w: Weights, cfg: LlmConfig):
         hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
         nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
         self.embed = w.get("embed_tokens.weight", cfg.vocab_size, hidden)
@@ -268,19 +315,24 @@ class _Params:
                 layer.update(q=qkv[:nq], k=qkv[nq:nq + nkv], v=qkv[nq + nkv:], q_bias=None, k_bias=None,
                              v_bias=None)
                 layer["o_bias"] = w.get(p + "self_attn.o_proj.bias", hidden, required=False)
-                gate_up = w.get(p + "mlp.gate_up_proj.weight", 2 * inter, hidden)
-                layer.update(gate=gate_up[:inter], up=gate_up[inter:], gate_bias=None, up_bias=None, down_bias=None)
             else:
                 for n, rows in zip("qkv", (nq, nkv, nkv)):
                     layer[n] = w.get(p + f"self_attn.{n}_proj.weight", rows, hidden)
                 for n, rows in zip("qkvo", (nq, nkv, nkv, hidden)):
                     layer[f"{n}_bias"] = w.get(p + f"self_attn.{n}_proj.bias", rows, required=False)
+            layer["o"] = w.get(p + "self_attn.o_proj.weight", hidden, nq)
+            if cfg.moe_layers[i]:
+                layer["moe"] = _expert_params(w, cfg, p)
+            elif cfg.family == "phi3":
+                gate_up = w.get(p + "mlp.gate_up_proj.weight", 2 * inter, hidden)
+                layer.update(gate=gate_up[:inter], up=gate_up[inter:], gate_bias=None, up_bias=None, down_bias=None)
+            else:
                 for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden))):
                     layer[n] = w.get(p + f"mlp.{n}_proj.weight", *shape)
                 for n, rows in (("gate", inter), ("up", inter), ("down", hidden)):
                     layer[f"{n}_bias"] = w.get(p + f"mlp.{n}_proj.bias", rows, required=False)
-            layer["o"] = w.get(p + "self_attn.o_proj.weight", hidden, nq)
-            layer["down"] = w.get(p + "mlp.down_proj.weight", hidden, inter)
+            if not cfg.moe_layers[i]:
+                layer["down"] = w.get(p + "mlp.down_proj.weight", hidden, inter)
             layer["q_norm"] = w.get(p + "self_attn.q_norm.weight", d, required=False)
             layer["k_norm"] = w.get(p + "self_attn.k_norm.weight", d, required=False)
             norms = {"input": "input_layernorm", "post_attention": "post_attention_layernorm"}
@@ -289,6 +341,40 @@ class _Params:
             for key, name in norms.items():
                 layer[f"{key}_norm"] = w.get(p + f"{name}.weight", hidden)
             self.layers.append(layer)
+
+
+def _expert_params(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
+    """A routed-experts layer's weights, as `model.build` takes them: the router [E, H], and each projection's
+    tables stacked as the right operands of their products (gate and up [E, H, I], down [E, I, H], float32)."""
+    hidden, count, inter = cfg.hidden_size, cfg.num_experts, cfg.moe_intermediate_size
+    if cfg.family == "mixtral" and not w.has(p + "mlp.gate.weight"):
+        router = w.get(p + "block_sparse_moe.gate.weight", count, hidden)
+    else:
+        router = w.get(p + "mlp.gate.weight", count, hidden)
+    if w.has(p + "mlp.experts.gate_up_proj"):  # the experts fused, as transformers holds them in memory
+        gate_up = w.get(p + "mlp.experts.gate_up_proj", count, 2 * inter, hidden)
+        mats = (gate_up[:, :inter], gate_up[:, inter:], w.get(p + "mlp.experts.down_proj", count, hidden, inter))
+    elif cfg.family == "mixtral":  # Mixtral's checkpoints: w1 gate, w3 up, w2 down
+        mats = tuple([w.get(p + f"block_sparse_moe.experts.{e}.{n}.weight", *shape) for e in range(count)]
+                     for n, shape in (("w1", (inter, hidden)), ("w3", (inter, hidden)), ("w2", (hidden, inter))))
+    else:
+        mats = tuple([w.get(p + f"mlp.experts.{e}.{n}_proj.weight", *shape) for e in range(count)]
+                     for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden)), ("down", (hidden, inter))))
+    params = {"router": router}
+    for name, matrices in zip(("gate_w", "up_w", "down_w"), mats):
+        table = np.empty((count, *matrices[0].shape[::-1]), np.float32)  # one C-ordered copy
+        for e, m in enumerate(matrices):
+            table[e] = m.T
+        params[name] = table
+    if cfg.shared_expert_intermediate_size:
+        shared = cfg.shared_expert_intermediate_size
+        params["shared"] = {
+            "gate": w.get(p + "mlp.shared_expert.gate_proj.weight", shared, hidden),
+            "up": w.get(p + "mlp.shared_expert.up_proj.weight", shared, hidden),
+            "down": w.get(p + "mlp.shared_expert.down_proj.weight", hidden, shared),
+            "gate_bias": None, "up_bias": None, "down_bias": None}
+        params["shared_gate"] = w.get(p + "mlp.shared_expert_gate.weight", 1, hidden)
+    return params
 
 
 def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: str, length: int, logits: bool,
@@ -383,9 +469,7 @@ def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length
         mask = masks[layer_type]
         if cfg.kv_groups > 1:
             mask = b._concat([mask] * cfg.kv_groups, 0)
-        added = b._add(input_pos, b.scalar(cache_length, np.int32), "index")
-        negative = b.emit("LESS", [input_pos, b.scalar(0, np.int32)], [length], np.bool_, "index")
-        wrapped = b.emit("SELECT_V2", [negative, added, input_pos], [length], np.int32, "index")
+        wrapped = b._wrapped(input_pos, cache_length)
         cos_half, sin_half = tables[layer_type]
         half = cos_half.shape[1]
         cos = b.emit("GATHER", [b.const(cos_half, f"cos_{layer_type}"), wrapped], [length, half], np.float32,
@@ -430,8 +514,106 @@ def _scaled(b: _Builder, cfg: LlmConfig, h: ir.Tensor) -> ir.Tensor:
 
 
 def _mlp(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Tensor:
+    """`model.MLP`, or the layer's routed experts (`_moe`)."""
+    if "moe" in w:
+        return _moe(b, w["moe"], cfg, x)
     gate = b._act(b._linear(x, w["gate"], w["gate_bias"], "gate"), cfg.activation)
     return b._linear(b._mul(gate, b._linear(x, w["up"], w["up_bias"], "up")), w["down"], w["down_bias"], "down")
+
+
+def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Tensor:
+    """`model.MoE`: each token's top-k experts by router softmax (renormalised when the config says so), a token
+    alone gathering its experts' tables, a chunk sorted into tiles (`_tiles`); then Qwen2-MoE's shared expert
+    (`model.SharedExpert`) where the layer has one."""
+    _, length, hidden = x.shape
+    k, experts = cfg.num_experts_per_tok, cfg.num_experts
+    flat = b._reshape(x, [length, hidden])
+    probs = b._like("SOFTMAX", b._linear(flat, w["router"], None, "router"), what="softmax", beta=1.0)
+    weights, chosen = b._topk(probs, k)
+    if cfg.norm_topk_prob:
+        weights = b._binary("DIV", weights, b._sum(weights, 1, keep_dims=True), "div")
+    tables = [b.const(w[n], n) for n in ("gate_w", "up_w", "down_w")]
+    pairs = length * k
+    if expert_tile_rows(pairs, experts) > 1:
+        out = _tiles(b, cfg, flat, weights, chosen, tables, first_tile_rows(pairs, experts))
+    else:
+        # each of a token's k experts' gathered tables times the token, summed over the table's first axis
+        index = b._reshape(chosen, [pairs])
+        rows = b._reshape(flat, [length, 1, hidden], "unsqueeze")
+        rows = b.emit("BROADCAST_TO", [rows, b.const(np.array([length, k, hidden], np.int32), "shape")],
+                      [length, k, hidden], np.float32, "expand")
+        rows = b._reshape(rows, [pairs, hidden, 1])
+        gate = b._sum(b._mul(b._gather(tables[0], index), rows), 1)
+        up = b._sum(b._mul(b._gather(tables[1], index), rows), 1)
+        inner = b._reshape(b._mul(b._act(gate, cfg.activation), up), [pairs, gate.shape[1], 1], "unsqueeze")
+        out = b._reshape(b._sum(b._mul(b._gather(tables[2], index), inner), 1), [length, k, hidden])
+        out = b._sum(b._mul(out, b._reshape(weights, [length, k, 1], "unsqueeze")), 1)
+    out = b._reshape(out, [1, length, hidden])
+    if "shared" not in w:
+        return out
+    scale = b._like("LOGISTIC", b._linear(x, w["shared_gate"], None, "shared_expert_gate"), what="sigmoid")
+    return b._add(out, b._mul(scale, _mlp(b, w["shared"], cfg, x)))
+
+
+def _tiles(b: _Builder, cfg: LlmConfig, flat: ir.Tensor, weights: ir.Tensor, chosen: ir.Tensor,
+           tables: list[ir.Tensor], rows: int) -> ir.Tensor:
+    """`model.MoE._tiled` (in place): the chunk's (token, expert) pairs sorted by expert into each expert's first
+    tile of `rows` rows, multiplied by the tables in place, and overflow tiles of `rows`, each one expert's,
+    multiplied by its gathered tables; each pair's result read back and weighted."""
+    tokens, hidden = flat.shape
+    experts, k = cfg.num_experts, cfg.num_experts_per_tok
+    pairs, first_slots = tokens * k, experts * rows
+    extra = overflow_tiles(pairs, rows)
+    slots = first_slots + extra * rows
+    expert = b._reshape(chosen, [pairs])
+    onehot = b.emit("EQUAL", [b._reshape(expert, [pairs, 1], "unsqueeze"),
+                              b.const(np.arange(experts, dtype=np.int32), "arange")], [pairs, experts], np.bool_, "eq")
+    onehot = b.emit("CAST", [onehot], onehot.shape, np.int32, "to")
+    rank = b._sum(b._mul(b._binary("SUB", b._cumsum(onehot), onehot), onehot), 1)  # earlier pairs of its expert
+    past = b._binary("MAXIMUM", b._binary("SUB", b._sum(onehot, 0), rows), 0)  # each expert's overflow...
+    past = b._mul(b._binary("FLOOR_DIV", b._add(past, rows - 1), rows), rows)  # ... in whole tiles
+    ends = b._cumsum(past)
+    # each pair's slot: in its expert's first tile, or in that expert's overflow tiles
+    inside = b.emit("LESS", [rank, b.scalar(rows, np.int32)], rank.shape, np.bool_, "lt")
+    in_first = b._add(b._mul(expert, rows), rank)
+    over = b._binary("SUB", b._add(b._gather(ends, expert), first_slots), b._gather(past, expert))
+    over = b._binary("SUB", b._add(over, rank), rows)
+    slot = b.emit("SELECT_V2", [inside, in_first, over], [pairs], np.int32, "where")
+    # the token each slot holds (token 0 in spare slots, never read back): a scatter of the pairs' tokens
+    negative = b.emit("LESS", [slot, b.scalar(0, np.int32)], [pairs], np.bool_, "scatter_add")
+    added = b.emit("ADD", [slot, b.scalar(slots, np.int32)], [pairs], np.int32, "scatter_add",
+                   fused_activation_function="NONE")
+    index = b.emit("SELECT_V2", [negative, added, slot], [pairs], np.int32, "scatter_add")
+    index = b._concat([b._reshape(index, [pairs, 1], "scatter_add")], 1, "scatter_add")
+    scattered = b.emit("SCATTER_ND", [index, b.const(np.arange(pairs, dtype=np.int32) // k, "pair_tokens"),
+                                      b.const(np.array([slots], np.int32), "shape")], [slots], np.int32, "scatter_add")
+    slot_token = b.emit("ADD", [b.const(np.zeros(slots, np.int32), "zeros"), scattered], [slots], np.int32,
+                        "scatter_add", fused_activation_function="NONE")
+    xs = b._gather(flat, slot_token)  # [S, H]
+    first = b._slice(xs, 0, 0, first_slots) if extra else xs
+    out = [_expert_tiles(b, cfg, b._reshape(first, [experts, rows, hidden]), tables)]
+    if extra:
+        starts = b.const((np.arange(extra, dtype=np.int32) * rows)[:, None], "starts")
+        before = b.emit("LESS_EQUAL", [b._reshape(ends, [1, experts], "unsqueeze"), starts], [extra, experts],
+                        np.bool_, "le")
+        tile_expert = b._sum(b.emit("CAST", [before], before.shape, np.int32, "to"), 1)
+        tile_expert = b._binary("MINIMUM", tile_expert, experts - 1)
+        overflow = b._reshape(b._slice(xs, 0, first_slots, extra * rows), [extra, rows, hidden])
+        out.append(_expert_tiles(b, cfg, overflow, [b._gather(t, tile_expert) for t in tables]))
+    out = [b._reshape(o, [o.shape[0] * rows, hidden]) for o in out]
+    joined = out[0] if len(out) == 1 else b.emit("CONCATENATION", out, [slots, hidden], np.float32, "cat", axis=0)
+    out = b._reshape(b._gather(joined, slot), [tokens, k, hidden])
+    return b._sum(b._mul(out, b._reshape(weights, [tokens, k, 1], "unsqueeze")), 1)
+
+
+def _expert_tiles(b: _Builder, cfg: LlmConfig, x: ir.Tensor, tables: list[ir.Tensor]) -> ir.Tensor:
+    """`model.MoE._experts`: tiles x [T, B, H] through the tables [T, ...] of their experts."""
+    def bmm(a: ir.Tensor, table: ir.Tensor) -> ir.Tensor:
+        return b.emit("BATCH_MATMUL", [a, table], [*a.shape[:-1], table.shape[-1]], np.float32, "bmm", adj_x=False,
+                      adj_y=False, asymmetric_quantize_inputs=False)
+
+    gate, up, down = tables
+    return bmm(b._mul(b._act(bmm(x, gate), cfg.activation), bmm(x, up)), down)
 
 
 def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, sin, mask, k_cache, v_cache,

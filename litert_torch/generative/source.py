@@ -69,7 +69,30 @@ CONFIG_FIELDS: dict[str, tuple[str, ...]] = {
                     "num_key_value_heads", "pad_token_id", "query_pre_attn_scalar", "rms_norm_eps",
                     "rope_parameters", "sliding_window", "tie_word_embeddings", "use_bidirectional_attention",
                     "vocab_size"),
+    "qwen3_moe": ("attention_bias", "bos_token_id", "decoder_sparse_step", "eos_token_id", "hidden_act",
+                  "hidden_size", "intermediate_size", "max_position_embeddings", "mlp_only_layers",
+                  "moe_intermediate_size", "norm_topk_prob", "num_attention_heads", "num_experts_per_tok",
+                  "num_hidden_layers", "num_key_value_heads", "num_local_experts", "pad_token_id", "rms_norm_eps",
+                  "rope_parameters", "sliding_window", "tie_word_embeddings", "use_sliding_window", "vocab_size"),
+    "qwen2_moe": ("bos_token_id", "decoder_sparse_step", "eos_token_id", "hidden_act", "hidden_size",
+                  "intermediate_size", "layer_types", "max_position_embeddings", "mlp_only_layers",
+                  "moe_intermediate_size", "norm_topk_prob", "num_attention_heads", "num_experts",
+                  "num_experts_per_tok", "num_hidden_layers", "num_key_value_heads", "pad_token_id", "rms_norm_eps",
+                  "rope_parameters", "shared_expert_intermediate_size", "sliding_window", "tie_word_embeddings",
+                  "use_sliding_window", "vocab_size"),
+    "mixtral": ("bos_token_id", "eos_token_id", "head_dim", "hidden_act", "hidden_size", "intermediate_size",
+                "max_position_embeddings", "num_attention_heads", "num_experts_per_tok", "num_hidden_layers",
+                "num_key_value_heads", "num_local_experts", "pad_token_id", "rms_norm_eps", "rope_parameters",
+                "sliding_window", "tie_word_embeddings", "vocab_size"),
 }
+# Fields a config class stores under another name (its `attribute_map`: the name read -> the name stored; a
+# config.json may hold either). Generated with `config_aliases()`; a test checks it.
+CONFIG_ALIASES: dict[str, dict[str, str]] = {
+    "qwen3_moe": {"num_experts": "num_local_experts"},
+    "mixtral": {"num_experts": "num_local_experts"},
+}
+# Architectures whose config class clears sliding_window unless use_sliding_window is set.
+_WINDOW_SWITCHED = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")
 # Fields in an older form that the config classes rewrite on reading.
 _LEGACY_FIELDS = ("rope_theta", "rope_scaling", "partial_rotary_factor")
 # Tokenizer config fields with which transformers rebuilds the tokenizer's post-processor.
@@ -89,6 +112,18 @@ def config_fields(model_types=tuple(CONFIG_FIELDS)) -> dict[str, tuple[str, ...]
     for model_type in model_types:
         defaults = transformers.AutoConfig.for_model(model_type).to_dict()
         out[model_type] = tuple(sorted(k for k in read if k in defaults and k != "model_type"))
+    return out
+
+
+def config_aliases(model_types=tuple(CONFIG_FIELDS)) -> dict[str, dict[str, str]]:
+    """`CONFIG_ALIASES` as computed from the installed transformers (imports it, and PyTorch with it)."""
+    import transformers
+
+    out = {}
+    for model_type in model_types:
+        aliases = dict(type(transformers.AutoConfig.for_model(model_type)).attribute_map)
+        if aliases:
+            out[model_type] = aliases
     return out
 
 
@@ -129,15 +164,22 @@ def read_config(path: str) -> tuple[LlmConfig, dict] | str:
     fields = CONFIG_FIELDS.get(model_type)
     if fields is None:
         return f"model_type {model_type!r} is read by transformers"
-    missing = [k for k in fields if k not in raw]
+    fields_read = dict(raw)
+    for name, stored in CONFIG_ALIASES.get(model_type, {}).items():
+        if name in raw and stored in raw:
+            return f"config.json sets both {name} and {stored}"
+        if name in raw:
+            fields_read[stored] = raw[name]
+        if stored in fields_read:
+            fields_read[name] = fields_read[stored]
+    missing = [k for k in fields if k not in fields_read]
     if missing:
         return f"config.json leaves {', '.join(missing[:3])} to transformers' defaults"
     legacy = [k for k in _LEGACY_FIELDS if k in raw]
     if legacy:
         return f"config.json names {', '.join(legacy)} (an older form transformers rewrites)"
-    fields_read = dict(raw)
-    if model_type in ("qwen2", "qwen3") and not raw.get("use_sliding_window"):
-        fields_read["sliding_window"] = None  # as Qwen2Config / Qwen3Config read it
+    if model_type in _WINDOW_SWITCHED and not raw.get("use_sliding_window"):
+        fields_read["sliding_window"] = None  # as their config classes read it
     return LlmConfig.from_hf(fields_read), fields_read
 
 

@@ -1,5 +1,6 @@
 """The direct LLM builder (generative/direct.py, generative/source.py) against the traced one: the same config,
-tokenizer facts, ops and outputs for every dense architecture, and an export that never imports PyTorch."""
+tokenizer facts, ops and outputs for every architecture (routed experts included), and an export that never
+imports PyTorch."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from litert_torch.metadata import IO_KEY, decode
 from litert_torch.runtime.edge_model import EdgeModel
 from tests.generative import tiny_lm
 
-DENSE = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3")
+ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe",
+         "mixtral", "qwen2_moe")
 # configs that exercise the rest of what the builder writes
 VARIANTS = {
     "llama3_rope": ("llama", dict(rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
@@ -34,10 +36,12 @@ VARIANTS = {
                                    layer_types=["full_attention", "sliding_attention"])),
     "qwen2_window_off": ("qwen2", dict(use_sliding_window=False, sliding_window=5)),
 }
+# prefill_4 sorts a MoE toy's 8 (token, expert) pairs into first tiles only, prefill_7 overflows into a gathered
+# tile; decode gathers its experts
 CACHE, PREFILL = 24, (4, 7)
 
 
-@pytest.fixture(scope="module", params=[*DENSE, *VARIANTS])
+@pytest.fixture(scope="module", params=[*ARCHS, *VARIANTS])
 def model_dir(request, tmp_path_factory):
     name = request.param
     arch, overrides = VARIANTS.get(name, (name, {}))
@@ -54,7 +58,7 @@ def _direct(path):
     read = source.read(path, need_tokenizer=True, cache_length=CACHE)
     assert not isinstance(read, str), read
     assert direct.can_build(read.config, read.rope_parameters) is None
-    weights = direct.DenseWeights(read.weights, source.widen)
+    weights = direct.Weights(read.weights, source.widen)
     return read, direct.build_llm(weights, read.config, read.rope_parameters, CACHE, PREFILL)[0]
 
 
@@ -87,12 +91,13 @@ def test_same_config_tokenizer_ops_and_outputs(model_dir):
 
 def test_config_fields_match_transformers():
     assert source.config_fields() == source.CONFIG_FIELDS
+    assert source.config_aliases() == source.CONFIG_ALIASES
 
 
 @pytest.mark.parametrize("change, reason", [
     (lambda c: c.pop("rms_norm_eps"), "defaults"),
     (lambda c: c.update(rope_theta=10000.0), "older form"),
-    (lambda c: c.update(model_type="qwen3_moe"), "read by transformers"),
+    (lambda c: c.update(model_type="olmo2"), "read by transformers"),
 ])
 def test_configs_left_to_transformers_are_read_by_it(tmp_path, change, reason):
     path = tiny_lm.save(str(tmp_path / "m"), "llama")
@@ -118,8 +123,9 @@ def test_bfloat16_checkpoint_is_widened_as_pytorch_widens_it(tmp_path):
     np.testing.assert_array_equal(source.widen("w", read.weights["model.embed_tokens.weight"]), expected)
 
 
-def test_export_of_a_dense_directory_never_imports_torch(tmp_path):
-    path = tiny_lm.save(str(tmp_path / "m"), "qwen3")
+@pytest.mark.parametrize("arch", ["qwen3", "qwen3_moe"])
+def test_export_of_a_directory_never_imports_torch(tmp_path, arch):
+    path = tiny_lm.save(str(tmp_path / "m"), arch)
     code = ("import sys\nfrom litert_torch.generative.export_hf import export\n"
             f"export.export(model={path!r}, output_dir={str(tmp_path / 'out')!r}, prefill_lengths=[8], "
             "cache_length=32)\nprint('torch' in sys.modules, 'transformers' in sys.modules)")
@@ -127,3 +133,52 @@ def test_export_of_a_dense_directory_never_imports_torch(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["False", "False"]
     assert os.path.getsize(tmp_path / "out" / "model.litertlm") > 0
+
+
+def _rewrite_config(path, change):
+    with open(os.path.join(path, "config.json")) as f:
+        cfg = json.load(f)
+    change(cfg)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f)
+
+
+def test_expert_count_under_either_name(tmp_path):
+    """Qwen3-MoE's config class stores num_experts as num_local_experts; a config.json may hold either name, and
+    one holding both is left to transformers."""
+    path = tiny_lm.save(str(tmp_path / "m"), "qwen3_moe")
+    stored = source.read_config(path)[0]
+    _rewrite_config(path, lambda c: c.update(num_experts=c.pop("num_local_experts")))
+    assert source.read_config(path)[0] == stored
+    _rewrite_config(path, lambda c: c.update(num_local_experts=c["num_experts"]))
+    assert "both" in source.read_config(path)
+
+
+def test_fused_expert_tables_build_the_same_model(tmp_path):
+    """A checkpoint holding each layer's experts fused (`mlp.experts.gate_up_proj` [E, 2I, H], `down_proj`
+    [E, H, I], as transformers holds them in memory) gives the same tables as one holding each expert's
+    projections."""
+    from safetensors.numpy import load_file, save_file
+
+    path = tiny_lm.save(str(tmp_path / "m"), "qwen3_moe")
+    per_expert = _direct(path)[1]
+    file = os.path.join(path, "model.safetensors")
+    tensors, fused = load_file(file), {}
+    for name, array in tensors.items():
+        head, sep, tail = name.partition(".mlp.experts.")
+        if not sep:
+            fused[name] = array
+            continue
+        expert, proj = int(tail.split(".")[0]), tail.split(".")[1]
+        fused.setdefault((head, proj), {})[expert] = array
+    out = {k: v for k, v in fused.items() if isinstance(k, str)}
+    for head in {k[0] for k in fused if isinstance(k, tuple)}:
+        stack = {proj: np.stack([fused[(head, proj)][e] for e in sorted(fused[(head, proj)])])
+                 for proj in ("gate_proj", "up_proj", "down_proj")}
+        out[f"{head}.mlp.experts.gate_up_proj"] = np.concatenate([stack["gate_proj"], stack["up_proj"]], axis=1)
+        out[f"{head}.mlp.experts.down_proj"] = stack["down_proj"]
+    save_file(out, file, metadata={"format": "pt"})
+    built = _direct(path)[1]
+    tables = lambda m: sorted((t.name, np.asarray(t.data).tobytes()) for g in m.subgraphs  # noqa: E731
+                              for t in g.tensors() if t.is_constant and t.rank == 3 and "_w_" in t.name)
+    assert tables(built) and tables(built) == tables(per_expert)

@@ -112,10 +112,10 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
     need_tokenizer = bundle_path is not None or tokenizer_path is not None
     read = _read_direct(model, tokenizer, need_tokenizer, cache_length, use_jinja_template)
     if read is not None:
-        # a dense decoder in a directory: built op by op, without PyTorch or transformers (generative/direct.py)
+        # a decoder in a directory: built op by op, without PyTorch or transformers (generative/direct.py)
         info = read.info
         owned, tokenizer_file = True, read.tokenizer_json
-        weights = direct.DenseWeights(read.weights, direct_source.widen)
+        weights = direct.Weights(read.weights, direct_source.widen)
         model, layout = direct.build_llm(weights, read.config, read.rope_parameters, cache_length, lengths,
                                          start_token_id=info.start_token_id if info else None,
                                          stop_token_ids=info.stop_token_ids if info else (), progress=report)
