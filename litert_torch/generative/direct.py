@@ -8,8 +8,8 @@ memory, most of a small model's conversion) nor for tracing. Every op records th
 wrote it and the decoder part it belongs to (`layers.3.attention`), as the source map.
 
 What it builds is checked against the traced graph (tests/generative/test_direct.py): the same ops, and the same
-outputs, for every architecture, routed experts included. Checkpoints in PyTorch's .bin format and RoPE types
-other than `ROPE_TYPES` are built by tracing (`can_build` says which).
+outputs, for every architecture and RoPE type, routed experts included. Models in memory and checkpoints in
+PyTorch's .bin format are built by tracing, as are configs `can_build` refuses.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ from litert_torch.passes import run_pipeline
 
 # A large negative score for masked-out keys (as `model.MASKED`).
 MASKED = -1e30
-# RoPE types whose tables this module computes (as transformers' rotary modules do); others are traced.
-ROPE_TYPES = ("default", "linear", "llama3")
 # Inputs known to be at least this large get RSQRT(x * 2**-8) * 2**-4 (`lower.exact.rsqrt`).
 _RSQRT_SAFE_LOW = 2.0 ** -100
 
@@ -42,10 +40,6 @@ def can_build(cfg: LlmConfig, rope_parameters: Any) -> str | None:
     """None when this module builds `cfg`'s decoder, else why it is traced instead."""
     if cfg.rms_norm_eps < _RSQRT_SAFE_LOW:
         return f"rms_norm_eps {cfg.rms_norm_eps} below {_RSQRT_SAFE_LOW}"
-    for params in _rope_params_by_type(cfg, rope_parameters).values():
-        rope_type = (params or {}).get("rope_type", (params or {}).get("type", "default"))
-        if rope_type not in ROPE_TYPES:
-            return f"RoPE type {rope_type!r}"
     return None
 
 
@@ -58,28 +52,98 @@ def _rope_params_by_type(cfg: LlmConfig, rope_parameters: Any) -> dict[str, Any]
 
 def rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per layer type, cos and sin [length, R/2] of positions 0..length-1: one half of the rows Hugging Face's
-    rotary module computes (its rows are two equal halves), in float32 as it computes them."""
+    rotary module computes (its rows are two equal halves), in float32 as transformers' RoPE functions compute
+    them (`rope_parameters` standardised as its config classes standardise them, `source.read_config`). The
+    bounded types (LongRoPE, dynamic NTK) give the tables of positions within their original length, which
+    `config.check_cache_length` holds the cache to."""
     tables = {}
     positions = np.arange(length, dtype=np.float32)
     for layer_type, params in _rope_params_by_type(cfg, rope_parameters).items():
         if not params:
             raise UnsupportedModelError("config.rope_parameters is not set: the exporter needs the RoPE of every "
                                         "layer type")
-        rope_type = params.get("rope_type", params.get("type", "default"))
-        factor = params.get("partial_rotary_factor", 1.0) if cfg.family == "phi3" else 1.0
-        dim = int(cfg.head_dim * factor)
-        theta = np.float32(params["rope_theta"])
-        inv_freq = (np.float32(1.0) / theta ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
-        inv_freq = inv_freq.astype(np.float32)
+        inv_freq, scaling = _inv_freq(cfg, params, rope_parameters)
+        freqs = positions[:, None] * inv_freq[None, :]
+        cos, sin = np.cos(freqs).astype(np.float32), np.sin(freqs).astype(np.float32)
+        if scaling != 1.0:
+            cos, sin = cos * np.float32(scaling), sin * np.float32(scaling)
+        tables[layer_type] = (cos, sin)
+    return tables
+
+
+def _inv_freq(cfg: LlmConfig, params: Mapping[str, Any], rope_parameters: Any) -> tuple[np.ndarray, float]:
+    """The inverse frequencies [R/2] of one RoPE and the factor its cos and sin are scaled by: transformers'
+    function for the type, in its order of operations (float32 arrays, Python floats for scalars)."""
+    f32 = np.float32
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    theta = params["rope_theta"]
+    rotary = params.get("partial_rotary_factor", 1.0)
+    if rope_type == "default" and cfg.family != "phi3":
+        rotary = 1.0  # the architectures' own default RoPE rotates every feature but Phi-3's
+    dim = int(cfg.head_dim * rotary)
+
+    def powers(base: float, count: int, divisor: int) -> np.ndarray:  # base ** (2i / divisor), i < count
+        return (f32(base) ** (np.arange(0, 2 * count, 2, dtype=np.float32) / f32(divisor))).astype(np.float32)
+
+    if rope_type in ("default", "linear", "llama3"):
+        inv_freq = (f32(1.0) / powers(theta, (dim + 1) // 2, dim)).astype(np.float32)
         if rope_type == "linear":
-            inv_freq = (inv_freq / np.float32(params["factor"])).astype(np.float32)
+            inv_freq = (inv_freq / f32(params["factor"])).astype(np.float32)
         elif rope_type == "llama3":
             inv_freq = _llama3(inv_freq, params)
-        elif rope_type != "default":
-            raise UnsupportedModelError(f"RoPE type {rope_type!r} is built by tracing")
-        freqs = positions[:, None] * inv_freq[None, :]
-        tables[layer_type] = (np.cos(freqs).astype(np.float32), np.sin(freqs).astype(np.float32))
-    return tables
+        return inv_freq, 1.0
+    if rope_type == "dynamic":  # at the model's own length, where Hugging Face's tables start
+        seq = cfg.max_position_embeddings
+        factor = params["factor"]
+        base = theta * ((factor * seq / cfg.max_position_embeddings) - (factor - 1)) ** (dim / (dim - 2))
+        return (f32(1.0) / powers(base, (dim + 1) // 2, dim)).astype(np.float32), 1.0
+    if rope_type == "proportional":  # a fraction of the angles rotate; the rest stay 0 (cos 1, sin 0)
+        head_dim = cfg.head_dim
+        angles = int(rotary * head_dim // 2)
+        inv_freq = np.zeros(head_dim // 2, np.float32)
+        inv_freq[:angles] = f32(1.0) / powers(theta, angles, head_dim)
+        return (inv_freq / f32(params.get("factor", 1.0))).astype(np.float32), 1.0
+    original = params["original_max_position_embeddings"]
+    factor = params.get("factor")
+    if factor is None:
+        factor = cfg.max_position_embeddings / original
+    attention = params.get("attention_factor")
+    if rope_type == "longrope":  # the short factors: positions within the original length
+        if attention is None:
+            attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+        short = np.asarray(params["short_factor"], np.float32)
+        if short.shape != ((dim + 1) // 2,):
+            raise UnsupportedModelError(f"config.rope_parameters.short_factor has {short.size} entries, where the "
+                                        f"rotated features of a head take {(dim + 1) // 2}")
+        return (f32(1.0) / (short * powers(theta, (dim + 1) // 2, dim))).astype(np.float32), float(attention)
+    if rope_type != "yarn":
+        raise UnsupportedModelError(f"config.rope_parameters.rope_type = {rope_type!r} is not supported")
+    if attention is None:
+        mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
+        attention = (_yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+                     if mscale and mscale_all_dim else _yarn_mscale(factor))
+    fast, slow = params.get("beta_fast") or 32, params.get("beta_slow") or 1
+
+    def correction(rotations: float) -> float:  # the dimension at which a wavelength makes `rotations` turns
+        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = correction(fast), correction(slow)
+    truncate = rope_parameters.get("truncate", True) if isinstance(rope_parameters, dict) else True
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    pos = powers(theta, (dim + 1) // 2, dim)
+    extrapolation = (f32(1.0) / pos).astype(np.float32)
+    interpolation = (f32(1.0) / (f32(factor) * pos)).astype(np.float32)
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float32) - f32(low)) / f32(high - low), 0, 1).astype(np.float32)
+    keep = (f32(1) - ramp).astype(np.float32)
+    return (interpolation * (f32(1) - keep) + extrapolation * keep).astype(np.float32), float(attention)
+
+
+def _yarn_mscale(scale: float, mscale: float = 1) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
 def _llama3(inv_freq: np.ndarray, params: Mapping[str, Any]) -> np.ndarray:

@@ -180,7 +180,28 @@ def read_config(path: str) -> tuple[LlmConfig, dict] | str:
         return f"config.json names {', '.join(legacy)} (an older form transformers rewrites)"
     if model_type in _WINDOW_SWITCHED and not raw.get("use_sliding_window"):
         fields_read["sliding_window"] = None  # as their config classes read it
+    fields_read["rope_parameters"] = _standard_rope(raw)
     return LlmConfig.from_hf(fields_read), fields_read
+
+
+def _standard_rope(raw: dict) -> Any:
+    """config.json's rope_parameters as a config class standardises them: each RoPE's type named, and the
+    pre-training length of the types that scale by it (llama3, yarn, longrope) in the RoPE's parameters, a
+    top-level original_max_position_embeddings first."""
+    params = raw.get("rope_parameters")
+    if not isinstance(params, dict):
+        return params
+    layer_types = raw.get("layer_types") or ()
+    nested = [k for k in params if k in layer_types]
+    out = {k: (dict(v) if k in nested and isinstance(v, dict) else v) for k, v in params.items()}
+    for rope in ([out[k] for k in nested if isinstance(out[k], dict)] if nested else [out]):
+        rope.setdefault("rope_type", rope.get("type", "default"))
+        if rope["rope_type"] in ("llama3", "yarn", "longrope"):
+            if not nested and "original_max_position_embeddings" in raw:
+                rope["original_max_position_embeddings"] = raw["original_max_position_embeddings"]
+            else:
+                rope.setdefault("original_max_position_embeddings", raw.get("max_position_embeddings"))
+    return out
 
 
 def read(path: str, *, need_tokenizer: bool, cache_length: int | None, use_jinja_template: bool = True

@@ -35,6 +35,16 @@ VARIANTS = {
     "qwen2_window": ("qwen2", dict(use_sliding_window=True, sliding_window=5, max_window_layers=1,
                                    layer_types=["full_attention", "sliding_attention"])),
     "qwen2_window_off": ("qwen2", dict(use_sliding_window=False, sliding_window=5)),
+    "yarn_rope": ("llama", dict(rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                                 "original_max_position_embeddings": 16})),
+    "dynamic_rope": ("llama", dict(rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})),
+    "proportional_rope": ("llama", dict(rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0,
+                                                         "partial_rotary_factor": 0.5, "factor": 2.0})),
+    "phi3_longrope": ("phi3", dict(rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                                    "partial_rotary_factor": 0.5,
+                                                    "short_factor": [1.0 + i / 8 for i in range(4)],
+                                                    "long_factor": [2.0 + i for i in range(4)]},
+                                   original_max_position_embeddings=32, max_position_embeddings=128)),
 }
 # prefill_4 sorts a MoE toy's 8 (token, expert) pairs into first tiles only, prefill_7 overflows into a gathered
 # tile; decode gathers its experts
@@ -87,6 +97,22 @@ def test_same_config_tokenizer_ops_and_outputs(model_dir):
         for key in outs[0]:
             np.testing.assert_allclose(outs[1][key], outs[0][key], rtol=1e-5, atol=1e-5,
                                        err_msg=f"{name} {signature.key} {key}")
+
+
+def test_rope_tables_are_transformers_within_float32_rounding(model_dir):
+    """The RoPE tables computed with numpy are transformers' own (which the traced builder takes) to float32
+    rounding: numpy's float32 pow, cos and sin round differently from PyTorch's in the last bit."""
+    name, path = model_dir
+    src = hf.load(path, need_tokenizer=False, cache_length=CACHE)
+    read = source.read(path, need_tokenizer=False, cache_length=CACHE)
+    ours = direct.rope_tables(read.config, read.rope_parameters, CACHE)
+    theirs = rope_tables(src.hf_config, src.config, CACHE)
+    assert sorted(ours) == sorted(theirs)
+    for layer_type, (cos, sin) in theirs.items():
+        half = cos.shape[-1] // 2
+        for a, b in zip(ours[layer_type], (cos[:, :half].numpy(), sin[:, :half].numpy())):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            np.testing.assert_allclose(a, b, rtol=0, atol=2 * 2.0 ** -23, err_msg=f"{name} {layer_type}")
 
 
 def test_config_fields_match_transformers():
@@ -182,3 +208,24 @@ def test_fused_expert_tables_build_the_same_model(tmp_path):
     tables = lambda m: sorted((t.name, np.asarray(t.data).tobytes()) for g in m.subgraphs  # noqa: E731
                               for t in g.tensors() if t.is_constant and t.rank == 3 and "_w_" in t.name)
     assert tables(built) and tables(built) == tables(per_expert)
+
+
+def test_rope_parameters_standardised_as_config_classes_do():
+    """A scaled RoPE's pre-training length comes from a top-level original_max_position_embeddings first (Phi-3
+    keeps it there), else from the RoPE's own parameters, else max_position_embeddings; each RoPE names its
+    type; per-layer-type RoPEs take their own."""
+    llama3 = {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0}
+    raw = {"max_position_embeddings": 64, "rope_parameters": dict(llama3)}
+    assert source._standard_rope(raw)["original_max_position_embeddings"] == 64
+    raw["rope_parameters"]["original_max_position_embeddings"] = 16
+    assert source._standard_rope(raw)["original_max_position_embeddings"] == 16
+    raw["original_max_position_embeddings"] = 32
+    assert source._standard_rope(raw)["original_max_position_embeddings"] == 32
+    nested = {"max_position_embeddings": 64, "original_max_position_embeddings": 32,
+              "layer_types": ["full_attention", "sliding_attention"],
+              "rope_parameters": {"full_attention": dict(llama3), "sliding_attention": {"rope_theta": 1e4}}}
+    out = source._standard_rope(nested)
+    assert out["full_attention"]["original_max_position_embeddings"] == 64
+    assert out["sliding_attention"]["rope_type"] == "default"
+    assert "rope_type" not in nested["rope_parameters"]["sliding_attention"]  # the config itself is left alone
