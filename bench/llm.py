@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -245,11 +246,10 @@ def render(rows, threads, args, bandwidth) -> str:
     from importlib.metadata import version
 
     lines = ["# LLM export benchmark", "",
-             f"`python bench/llm.py --models {args.models} --recipes {args.recipes} --threads {args.threads}"
-             f"{f' --repeats {args.repeats}' if args.repeats != 2 else ''}` on "
+             f"`python bench/llm.py {' '.join(shlex.quote(a) for a in sys.argv[1:])}` on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.processor() or platform.machine()}, "
-             f"{os.cpu_count()} cores; litert-lm-api {version('litert-lm-api')}, torch {version('torch')}; the "
-             "official exporter: litert-torch in bench/.venv-official.",
+             f"{os.cpu_count()} cores; litert-lm-api {version('litert-lm-api')}, torch {version('torch')}"
+             + ("." if args.no_official else "; the official exporter: litert-torch in bench/.venv-official."),
              f"Prefill {args.prefill} tokens, cache {args.cache}, {args.decode_tokens} decode tokens, both bundles "
              f"timed by litert_lm.Benchmark in this process, alternating, best of {args.repeats}; memory read bandwidth measured in this run: "
              f"{bandwidth / 1e9:.1f} GB/s (one thread).", "",
