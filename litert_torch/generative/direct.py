@@ -53,7 +53,8 @@ def _rope_params_by_type(cfg: LlmConfig, rope_parameters: Any) -> dict[str, Any]
 def rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per layer type, cos and sin [length, R/2] of positions 0..length-1: one half of the rows Hugging Face's
     rotary module computes (its rows are two equal halves), in float32 as transformers' RoPE functions compute
-    them (`rope_parameters` standardised as its config classes standardise them, `source.read_config`). The
+    them (`rope_parameters` standardised as its config classes standardise them, `source.read_config`), but
+    with powers, cosines and sines correctly rounded where PyTorch's are within an ulp or two. The
     bounded types (LongRoPE, dynamic NTK) give the tables of positions within their original length, which
     `config.check_cache_length` holds the cache to."""
     tables = {}
@@ -63,8 +64,8 @@ def rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, 
             raise UnsupportedModelError("config.rope_parameters is not set: the exporter needs the RoPE of every "
                                         "layer type")
         inv_freq, scaling = _inv_freq(cfg, params, rope_parameters)
-        freqs = positions[:, None] * inv_freq[None, :]
-        cos, sin = np.cos(freqs).astype(np.float32), np.sin(freqs).astype(np.float32)
+        freqs = (positions[:, None] * inv_freq[None, :]).astype(np.float64)
+        cos, sin = np.cos(freqs).astype(np.float32), np.sin(freqs).astype(np.float32)  # correctly rounded
         if scaling != 1.0:
             cos, sin = cos * np.float32(scaling), sin * np.float32(scaling)
         tables[layer_type] = (cos, sin)
@@ -82,8 +83,11 @@ def _inv_freq(cfg: LlmConfig, params: Mapping[str, Any], rope_parameters: Any) -
         rotary = 1.0  # the architectures' own default RoPE rotates every feature but Phi-3's
     dim = int(cfg.head_dim * rotary)
 
-    def powers(base: float, count: int, divisor: int) -> np.ndarray:  # base ** (2i / divisor), i < count
-        return (f32(base) ** (np.arange(0, 2 * count, 2, dtype=np.float32) / f32(divisor))).astype(np.float32)
+    def powers(base: float, count: int, divisor: int) -> np.ndarray:
+        """f32(base) ** (2i / divisor) for i < count, each correctly rounded to float32 (the float32 powers of
+        numpy and PyTorch are not, and differ in the last bit)."""
+        exponents = (np.arange(0, 2 * count, 2, dtype=np.float32) / f32(divisor)).astype(np.float64)
+        return (np.float64(f32(base)) ** exponents).astype(np.float32)
 
     if rope_type in ("default", "linear", "llama3"):
         inv_freq = (f32(1.0) / powers(theta, (dim + 1) // 2, dim)).astype(np.float32)

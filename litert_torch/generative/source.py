@@ -1,17 +1,20 @@
 """A Hugging Face model directory read without PyTorch or transformers: the config from config.json, the weights
 mapped from safetensors files, the tokenizer from tokenizer.json with the `tokenizers` library.
 
-transformers reads a config through its architecture's config class, which fills in defaults and rewrites some
-fields (`use_sliding_window` clears `sliding_window` on Qwen; older files name RoPE `rope_theta` and
-`rope_scaling`); importing any of that imports PyTorch. So a directory is read here only when its config.json
-states every field the exporter reads (`CONFIG_FIELDS`: the fields each architecture's config class has, as
-transformers defines them) in the current form, and its tokenizer config asks for nothing that transformers
-would rewrite in the tokenizer. Otherwise `read` says why, and the caller reads the directory with transformers.
-tests/generative/test_direct.py checks both readings agree, and that `CONFIG_FIELDS` matches transformers.
+transformers reads a config through its architecture's config class, which fills in defaults, computes some
+fields from others and rewrites some (`use_sliding_window` clears `sliding_window` on Qwen; older files name RoPE
+`rope_theta` and `rope_scaling`); importing any of that imports PyTorch. So `read_config` does the same for the
+fields the exporter reads (`CONFIG_FIELDS`): the class defaults (`CONFIG_DEFAULTS`), the computed fields
+(`_derive`), the older RoPE form as the base class rewrites it. What it does not follow (a computed field by a
+rule not written here, the older RoPE form of the classes that rewrite it their own way, a tokenizer config that
+makes transformers rebuild the tokenizer) `read` reports, and the caller reads the directory with transformers.
+The tables are generated from transformers; tests/generative/test_direct.py checks they still match it, and that
+both readings agree on configs as the Hub holds them.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import dataclass
@@ -85,6 +88,79 @@ CONFIG_FIELDS: dict[str, tuple[str, ...]] = {
                 "num_key_value_heads", "num_local_experts", "pad_token_id", "rms_norm_eps", "rope_parameters",
                 "sliding_window", "tie_word_embeddings", "vocab_size"),
 }
+# The class default of each field above that a config.json may leave out (the class keeps it as it is), and the
+# RoPE base (`rope_theta`) of a config that names none. Generated with `config_defaults()`; a test checks it.
+# Fields the classes compute from others when left out are handled in `_derived`.
+CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"attention_bias": False, "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+              "hidden_size": 4096, "intermediate_size": 11008, "max_position_embeddings": 2048, "mlp_bias": False,
+              "num_attention_heads": 32, "num_hidden_layers": 32, "pad_token_id": None, "pretraining_tp": 1,
+              "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False, "vocab_size": 32000},
+    "mistral": {"bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096,
+                "intermediate_size": 14336, "max_position_embeddings": 131072, "num_attention_heads": 32,
+                "num_hidden_layers": 32, "num_key_value_heads": 8, "pad_token_id": None, "rms_norm_eps": 1e-06,
+                "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": False, "vocab_size": 32000},
+    "granite": {"attention_bias": False, "attention_multiplier": 1.0, "bos_token_id": 1, "embedding_multiplier": 1.0,
+                "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 11008,
+                "logits_scaling": 1.0, "max_position_embeddings": 2048, "mlp_bias": False, "num_attention_heads": 32,
+                "num_hidden_layers": 32, "pad_token_id": None, "residual_multiplier": 1.0, "rms_norm_eps": 1e-06,
+                "rope_theta": 10000.0, "tie_word_embeddings": False, "vocab_size": 32000},
+    "smollm3": {"attention_bias": False, "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu",
+                "hidden_size": 2048, "intermediate_size": 11008, "max_position_embeddings": 32768, "mlp_bias": False,
+                "num_attention_heads": 16, "num_hidden_layers": 36, "num_key_value_heads": 4, "pad_token_id": 128004,
+                "rms_norm_eps": 1e-06, "rope_theta": 2000000.0, "sliding_window": None, "tie_word_embeddings": True,
+                "use_sliding_window": False, "vocab_size": 128256},
+    "qwen2": {"bos_token_id": None, "eos_token_id": None, "hidden_act": "silu", "hidden_size": 4096,
+              "intermediate_size": 22016, "max_position_embeddings": 32768, "num_attention_heads": 32,
+              "num_hidden_layers": 32, "num_key_value_heads": 32, "pad_token_id": None, "rms_norm_eps": 1e-06,
+              "rope_theta": 10000.0, "tie_word_embeddings": False, "use_sliding_window": False, "vocab_size": 151936},
+    "qwen3": {"attention_bias": False, "bos_token_id": None, "eos_token_id": None, "head_dim": 128,
+              "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 22016, "max_position_embeddings": 32768,
+              "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "pad_token_id": None,
+              "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False, "use_sliding_window": False,
+              "vocab_size": 151936},
+    "phi3": {"bos_token_id": 1, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
+             "intermediate_size": 8192, "max_position_embeddings": 4096, "num_attention_heads": 32,
+             "num_hidden_layers": 32, "original_max_position_embeddings": 4096, "pad_token_id": 32000,
+             "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": None, "tie_word_embeddings": False,
+             "vocab_size": 32064},
+    "gemma": {"attention_bias": False, "bos_token_id": 2, "eos_token_id": 1, "head_dim": 256,
+              "hidden_act": "gelu_pytorch_tanh", "hidden_size": 3072, "intermediate_size": 24576,
+              "max_position_embeddings": 8192, "num_attention_heads": 16, "num_hidden_layers": 28,
+              "num_key_value_heads": 16, "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+              "tie_word_embeddings": True, "use_bidirectional_attention": None, "vocab_size": 256000},
+    "gemma2": {"attention_bias": False, "attn_logit_softcapping": 50.0, "bos_token_id": 2, "eos_token_id": 1,
+               "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+               "hidden_size": 2304, "intermediate_size": 9216, "max_position_embeddings": 8192,
+               "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0,
+               "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096,
+               "tie_word_embeddings": True, "use_bidirectional_attention": None, "vocab_size": 256000},
+    "gemma3_text": {"attention_bias": False, "attn_logit_softcapping": None, "bos_token_id": 2, "eos_token_id": 1,
+                    "final_logit_softcapping": None, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+                    "hidden_size": 2304, "intermediate_size": 9216, "max_position_embeddings": 131072,
+                    "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0,
+                    "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "sliding_window": 4096,
+                    "tie_word_embeddings": True, "use_bidirectional_attention": False, "vocab_size": 262208},
+    "qwen3_moe": {"attention_bias": False, "bos_token_id": None, "decoder_sparse_step": 1, "eos_token_id": None,
+                  "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 6144,
+                  "max_position_embeddings": 32768, "moe_intermediate_size": 768, "norm_topk_prob": False,
+                  "num_attention_heads": 32, "num_experts_per_tok": 8, "num_hidden_layers": 24,
+                  "num_key_value_heads": 4, "num_local_experts": 128, "pad_token_id": None, "rms_norm_eps": 1e-06,
+                  "rope_theta": 10000.0, "tie_word_embeddings": False, "use_sliding_window": False,
+                  "vocab_size": 151936},
+    "qwen2_moe": {"bos_token_id": None, "decoder_sparse_step": 1, "eos_token_id": None, "hidden_act": "silu",
+                  "hidden_size": 2048, "intermediate_size": 5632, "max_position_embeddings": 32768,
+                  "moe_intermediate_size": 1408, "norm_topk_prob": False, "num_attention_heads": 16,
+                  "num_experts": 60, "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 16,
+                  "pad_token_id": None, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+                  "shared_expert_intermediate_size": 5632, "tie_word_embeddings": False, "use_sliding_window": False,
+                  "vocab_size": 151936},
+    "mixtral": {"bos_token_id": 1, "eos_token_id": 2, "head_dim": None, "hidden_act": "silu", "hidden_size": 4096,
+                "intermediate_size": 14336, "max_position_embeddings": 131072, "num_attention_heads": 32,
+                "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8,
+                "pad_token_id": None, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": None,
+                "tie_word_embeddings": False, "vocab_size": 32000},
+}
 # Fields a config class stores under another name (its `attribute_map`: the name read -> the name stored; a
 # config.json may hold either). Generated with `config_aliases()`; a test checks it.
 CONFIG_ALIASES: dict[str, dict[str, str]] = {
@@ -93,8 +169,10 @@ CONFIG_ALIASES: dict[str, dict[str, str]] = {
 }
 # Architectures whose config class clears sliding_window unless use_sliding_window is set.
 _WINDOW_SWITCHED = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")
-# Fields in an older form that the config classes rewrite on reading.
+# RoPE fields in an older form, which the config classes rewrite on reading: here as the base class does
+# (`_derive`), except for the architectures whose classes read them their own way (`_OWN_ROPE_READING`).
 _LEGACY_FIELDS = ("rope_theta", "rope_scaling", "partial_rotary_factor")
+_OWN_ROPE_READING = ("phi3", "gemma3_text")
 # Tokenizer config fields with which transformers rebuilds the tokenizer's post-processor.
 _TOKENIZER_REWRITES = ("add_bos_token", "add_eos_token")
 _SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64", "I8": "int8",
@@ -112,6 +190,40 @@ def config_fields(model_types=tuple(CONFIG_FIELDS)) -> dict[str, tuple[str, ...]
     for model_type in model_types:
         defaults = transformers.AutoConfig.for_model(model_type).to_dict()
         out[model_type] = tuple(sorted(k for k in read if k in defaults and k != "model_type"))
+    return out
+
+
+def config_defaults(model_types=tuple(CONFIG_FIELDS)) -> dict[str, dict[str, Any]]:
+    """`CONFIG_DEFAULTS` as computed from the installed transformers (imports it, and PyTorch with it): per
+    architecture, the class default of each of its `CONFIG_FIELDS` that the class keeps as it is when a config
+    leaves the field out (a field its `__post_init__` computes from others is not listed), and under
+    `rope_theta` the RoPE base of a config that names none."""
+    import dataclasses
+
+    import transformers
+
+    out = {}
+    for model_type in model_types:
+        built = transformers.AutoConfig.for_model(model_type)
+        as_built = built.to_dict()
+        stored_as = CONFIG_ALIASES.get(model_type, {})
+        defaults: dict[str, Any] = {}
+        for field in dataclasses.fields(type(built)):
+            name = stored_as.get(field.name, field.name)
+            if name not in CONFIG_FIELDS[model_type] or name == "rope_parameters":
+                continue
+            if field.default is not dataclasses.MISSING:
+                default = field.default
+            elif field.default_factory is not dataclasses.MISSING:
+                default = field.default_factory()
+            else:
+                continue
+            if as_built.get(name) == default:
+                defaults[name] = default
+        theta = type(built).default_theta
+        if not isinstance(theta, dict):
+            defaults["rope_theta"] = theta
+        out[model_type] = dict(sorted(defaults.items()))
     return out
 
 
@@ -157,37 +269,83 @@ def config_json(path: str) -> dict:
 
 
 def read_config(path: str) -> tuple[LlmConfig, dict] | str:
-    """The checked config of directory `path` read from its config.json alone, with the raw fields; or why
-    transformers must read it."""
+    """The checked config of directory `path` read from its config.json alone, as its transformers config class
+    reads it (class defaults, the fields the class computes, the RoPE in its current form), with the fields
+    read; or why transformers must read it."""
     raw = config_json(path)
     model_type = raw.get("model_type")
     fields = CONFIG_FIELDS.get(model_type)
     if fields is None:
         return f"model_type {model_type!r} is read by transformers"
     fields_read = dict(raw)
-    for name, stored in CONFIG_ALIASES.get(model_type, {}).items():
+    aliases = CONFIG_ALIASES.get(model_type, {})
+    for name, stored in aliases.items():
         if name in raw and stored in raw:
             return f"config.json sets both {name} and {stored}"
         if name in raw:
-            fields_read[stored] = raw[name]
-        if stored in fields_read:
-            fields_read[name] = fields_read[stored]
+            fields_read[stored] = fields_read.pop(name)
+    for name, default in CONFIG_DEFAULTS[model_type].items():
+        if name != "rope_theta" and name not in fields_read:
+            fields_read[name] = copy.deepcopy(default)
+    reason = _derive(model_type, raw, fields_read)
+    if reason is not None:
+        return reason
     missing = [k for k in fields if k not in fields_read]
     if missing:
-        return f"config.json leaves {', '.join(missing[:3])} to transformers' defaults"
-    legacy = [k for k in _LEGACY_FIELDS if k in raw]
-    if legacy:
-        return f"config.json names {', '.join(legacy)} (an older form transformers rewrites)"
-    if model_type in _WINDOW_SWITCHED and not raw.get("use_sliding_window"):
-        fields_read["sliding_window"] = None  # as their config classes read it
-    fields_read["rope_parameters"] = _standard_rope(raw)
+        return f"config.json leaves {', '.join(missing[:3])} for transformers to compute"
+    for name, stored in aliases.items():
+        fields_read[name] = fields_read[stored]
     return LlmConfig.from_hf(fields_read), fields_read
 
 
+def _derive(model_type: str, raw: dict, fields_read: dict) -> str | None:
+    """Set the fields that `model_type`'s config class computes from others, as it computes them, in
+    `fields_read`; or say why transformers must read the config (a rule not followed here leaves the field
+    missing)."""
+    fields = CONFIG_FIELDS[model_type]
+    for name in ("head_dim", "num_key_value_heads", "mlp_only_layers"):
+        # left out, the class computes hidden_size // num_attention_heads, num_attention_heads and no layers:
+        # what LlmConfig.from_hf reads from None
+        if name in fields and fields_read.get(name) is None:
+            fields_read[name] = None
+    switched_off = model_type in _WINDOW_SWITCHED and not fields_read.get("use_sliding_window")
+    if switched_off:
+        fields_read["sliding_window"] = None
+    if "layer_types" in fields and fields_read.get("layer_types") is None:
+        layers = int(fields_read["num_hidden_layers"])
+        if switched_off:
+            fields_read["layer_types"] = ["full_attention"] * layers
+        elif model_type in ("gemma2", "gemma3_text"):  # every 2nd (Gemma 2) or pattern-th (Gemma 3) layer full
+            pattern = 2 if model_type == "gemma2" else raw.get("sliding_window_pattern", 6)
+            fields_read["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                                          for i in range(layers)]
+        else:
+            fields_read.pop("layer_types", None)
+    if model_type == "gemma" and fields_read.get("hidden_act") == "gelu":
+        fields_read["hidden_act"] = "gelu_pytorch_tanh"  # as GemmaConfig reads the official releases
+    if model_type in _OWN_ROPE_READING:
+        legacy = [k for k in _LEGACY_FIELDS if k in raw]
+        if legacy:
+            return f"config.json names {', '.join(legacy)} (an older form its config class rewrites)"
+    else:
+        # the older form: rope_scaling for rope_parameters, rope_theta and partial_rotary_factor beside it
+        params = raw.get("rope_scaling") or raw.get("rope_parameters")
+        params = copy.deepcopy(params) if isinstance(params, dict) else {}
+        if any(isinstance(v, dict) for v in params.values()):
+            return "config.json gives a RoPE per layer type"
+        params.setdefault("rope_theta", raw.get("rope_theta", CONFIG_DEFAULTS[model_type]["rope_theta"]))
+        if raw.get("partial_rotary_factor") is not None:
+            params.setdefault("partial_rotary_factor", raw["partial_rotary_factor"])
+        fields_read["rope_parameters"] = params
+    if "rope_parameters" in fields_read:
+        fields_read["rope_parameters"] = _standard_rope(fields_read)
+    return None
+
+
 def _standard_rope(raw: dict) -> Any:
-    """config.json's rope_parameters as a config class standardises them: each RoPE's type named, and the
-    pre-training length of the types that scale by it (llama3, yarn, longrope) in the RoPE's parameters, a
-    top-level original_max_position_embeddings first."""
+    """The rope_parameters of config fields `raw` as a config class standardises them: each RoPE's type named,
+    and the pre-training length of the types that scale by it (llama3, yarn, longrope) in the RoPE's parameters,
+    a top-level original_max_position_embeddings first."""
     params = raw.get("rope_parameters")
     if not isinstance(params, dict):
         return params
