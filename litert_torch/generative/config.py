@@ -9,6 +9,7 @@ happens before any weight is read or anything is written.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,9 +124,15 @@ class LlmConfig:
                 raise UnsupportedModelError(f"config.{key} is missing ({model_type})")
             return value
 
-        hidden, heads = int(need("hidden_size")), int(need("num_attention_heads"))
-        kv_heads = int(get("num_key_value_heads") or heads)
-        head_dim = int(get("head_dim") or hidden // heads)
+        def count(key: str, default: Any = None, minimum: int = 1) -> int:
+            value = get(key)
+            if value is None and default is not None:
+                return default
+            return integer(key, need(key), minimum)
+
+        hidden, heads = count("hidden_size"), count("num_attention_heads")
+        kv_heads = count("num_key_value_heads", heads)
+        head_dim = count("head_dim", hidden // heads)
         if heads % kv_heads:
             raise UnsupportedModelError(f"config.num_attention_heads ({heads}) is not a multiple of "
                                         f"config.num_key_value_heads ({kv_heads})")
@@ -134,7 +141,7 @@ class LlmConfig:
         if act not in _ACTIVATIONS:
             raise UnsupportedModelError(f"config.{act_key} {act!r} is not supported; supported: "
                                         f"{', '.join(_ACTIVATIONS)}")
-        layers = int(need("num_hidden_layers"))
+        layers = count("num_hidden_layers")
         rope_limit = _check_rope(get, family)
         softcap = get("attn_logit_softcapping")
         if softcap is not None and family not in ("gemma2", "gemma3"):
@@ -146,7 +153,7 @@ class LlmConfig:
         if get("pretraining_tp", 1) not in (1, None):
             raise UnsupportedModelError(f"config.pretraining_tp = {get('pretraining_tp')}: only 1 is supported")
 
-        layer_types = list(get("layer_types") or ["full_attention"] * layers)
+        layer_types = _strings("layer_types", get("layer_types")) or ["full_attention"] * layers
         if len(layer_types) != layers:
             raise UnsupportedModelError(f"config.layer_types has {len(layer_types)} entries for {layers} layers")
         unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention"})
@@ -162,7 +169,7 @@ class LlmConfig:
                 if len(flags) != layers:
                     raise UnsupportedModelError(f"config.no_rope_layers has {len(flags)} entries for {layers} "
                                                 "layers")
-                rope_layers = [bool(f) for f in flags]
+                rope_layers = [bool(integer("no_rope_layers[]", f, 0)) for f in _sequence("no_rope_layers", flags)]
             if not get("use_sliding_window"):
                 layer_types = ["full_attention"] * layers
         window = get("sliding_window")
@@ -177,29 +184,32 @@ class LlmConfig:
 
         scale = head_dim ** -0.5
         if family in ("gemma2", "gemma3"):
-            scale = float(need("query_pre_attn_scalar")) ** -0.5
+            scale = number("query_pre_attn_scalar", need("query_pre_attn_scalar"), positive=True) ** -0.5
         embed_scale = hidden ** 0.5 if family in GEMMA else None
         residual_scale = logit_divisor = None
         if model_type == "granite":  # Llama with a multiplier at each of these places
-            scale = float(need("attention_multiplier"))
-            embed_scale = float(need("embedding_multiplier"))
-            residual_scale = float(need("residual_multiplier"))
-            logit_divisor = float(need("logits_scaling"))
+            scale = number("attention_multiplier", need("attention_multiplier"))
+            embed_scale = number("embedding_multiplier", need("embedding_multiplier"))
+            residual_scale = number("residual_multiplier", need("residual_multiplier"))
+            logit_divisor = number("logits_scaling", need("logits_scaling"))
+            if logit_divisor == 0:
+                raise UnsupportedModelError("config.logits_scaling = 0: the logits are divided by it")
         cfg = cls(
             model_type=model_type,
             family=family,
-            vocab_size=int(need("vocab_size")),
+            vocab_size=count("vocab_size"),
             hidden_size=hidden,
-            intermediate_size=int(need("intermediate_size")),
+            intermediate_size=count("intermediate_size"),
             num_layers=layers,
             num_heads=heads,
             num_kv_heads=kv_heads,
             head_dim=head_dim,
-            rms_norm_eps=float(get("rms_norm_eps") or 1e-6),
+            rms_norm_eps=number("rms_norm_eps", get("rms_norm_eps"), minimum=0.0) if get("rms_norm_eps") is not None
+            else 1e-6,
             activation=_ACTIVATIONS[act],
             tie_word_embeddings=bool(get("tie_word_embeddings", False)),
             attention_scale=scale,
-            attn_softcap=float(softcap) if softcap is not None else None,
+            attn_softcap=number("attn_logit_softcapping", softcap, positive=True) if softcap is not None else None,
             qkv_bias=bool(get("attention_bias", False)) or family in ("qwen2", "qwen2_moe"),
             o_bias=bool(get("attention_bias", False)) and family not in ("qwen2", "qwen2_moe"),
             mlp_bias=bool(get("mlp_bias", False)),
@@ -210,41 +220,82 @@ class LlmConfig:
             residual_scale=residual_scale,
             logit_divisor=logit_divisor,
             layer_types=layer_types,
-            sliding_window=int(window) if window and "sliding_attention" in layer_types else None,
-            final_logit_softcap=get("final_logit_softcapping"),
+            sliding_window=integer("sliding_window", window) if window and "sliding_attention" in layer_types
+            else None,
+            final_logit_softcap=(number("final_logit_softcapping", get("final_logit_softcapping"), positive=True)
+                                 if get("final_logit_softcapping") else None),
             bos_token_id=get("bos_token_id"),
-            eos_token_ids=token_ids(get("eos_token_id")),
+            eos_token_ids=token_ids(get("eos_token_id"), "config.eos_token_id"),
             pad_token_id=get("pad_token_id"),
             max_position_embeddings=get("max_position_embeddings"),
             rope_limit=rope_limit,
             rope_layers=rope_layers,
         )
         if family == "mixtral":  # every layer's MLP: experts of intermediate_size, top-k weights renormalized
-            cfg.num_experts = int(need("num_local_experts"))
-            cfg.num_experts_per_tok = int(need("num_experts_per_tok"))
+            cfg.num_experts = count("num_local_experts")
+            cfg.num_experts_per_tok = count("num_experts_per_tok")
             cfg.moe_intermediate_size = cfg.intermediate_size
             cfg.norm_topk_prob = True
             cfg.moe_layers = [cfg.num_experts > 0] * layers
         elif family in ("qwen3_moe", "qwen2_moe"):
             if family == "qwen2_moe":  # a shared expert beside the routed ones, gated by sigmoid(x . g)
-                cfg.shared_expert_intermediate_size = int(need("shared_expert_intermediate_size"))
-            cfg.num_experts = int(need("num_experts"))
-            cfg.num_experts_per_tok = int(need("num_experts_per_tok"))
-            cfg.moe_intermediate_size = int(need("moe_intermediate_size"))
+                cfg.shared_expert_intermediate_size = count("shared_expert_intermediate_size", minimum=0)
+            cfg.num_experts = count("num_experts")
+            cfg.num_experts_per_tok = count("num_experts_per_tok")
+            cfg.moe_intermediate_size = count("moe_intermediate_size")
             cfg.norm_topk_prob = bool(get("norm_topk_prob", False))
-            step = int(get("decoder_sparse_step") or 1)
-            dense = set(get("mlp_only_layers") or [])
+            step = count("decoder_sparse_step", 1)
+            dense = {integer("mlp_only_layers[]", i, 0) for i in _sequence("mlp_only_layers", get("mlp_only_layers"))}
             cfg.moe_layers = [i not in dense and cfg.num_experts > 0 and (i + 1) % step == 0 for i in range(layers)]
         else:
             cfg.moe_layers = [False] * layers
+        if any(cfg.moe_layers) and cfg.num_experts_per_tok > cfg.num_experts:
+            raise UnsupportedModelError(f"config.num_experts_per_tok = {cfg.num_experts_per_tok} is more than the "
+                                        f"{cfg.num_experts} experts")
         return cfg
 
 
-def token_ids(value: Any) -> list[int]:
+def integer(key: str, value: Any, minimum: int = 1) -> int:
+    """A config field that must be an integer of at least `minimum`, or an error naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UnsupportedModelError(f"config.{key} = {value!r}: expected an integer of at least {minimum}")
+    return value
+
+
+def number(key: str, value: Any, *, positive: bool = False, minimum: float | None = None) -> float:
+    """A config field that must be a finite number (positive, or at least `minimum`, when asked), or an error
+    naming it."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or (positive and value <= 0) or (minimum is not None and value < minimum)):
+        what = "a positive number" if positive else f"a number of at least {minimum}" if minimum is not None \
+            else "a finite number"
+        raise UnsupportedModelError(f"config.{key} = {value!r}: expected {what}")
+    return float(value)
+
+
+def _sequence(key: str, value: Any) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise UnsupportedModelError(f"config.{key} = {value!r}: expected a list")
+    return list(value)
+
+
+def _strings(key: str, value: Any) -> list[str]:
+    items = _sequence(key, value)
+    if not all(isinstance(v, str) for v in items):
+        raise UnsupportedModelError(f"config.{key} = {value!r}: expected a list of names")
+    return items
+
+
+def token_ids(value: Any, where: str = "a token id field") -> list[int]:
     """A config's token id field (one id, a list of them, or None) as a list."""
     if value is None:
         return []
-    return [int(v) for v in (value if isinstance(value, (list, tuple)) else [value]) if v is not None]
+    ids = [v for v in (value if isinstance(value, (list, tuple)) else [value]) if v is not None]
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in ids):
+        raise UnsupportedModelError(f"{where} = {value!r}: expected token ids (integers of at least 0)")
+    return ids
 
 
 def _check_rope(get, family: str) -> tuple[int, str] | None:
@@ -252,20 +303,30 @@ def _check_rope(get, family: str) -> tuple[int, str] | None:
     params = get("rope_parameters") or get("rope_scaling")
     if not params:
         return None
+    if not isinstance(params, dict):
+        raise UnsupportedModelError(f"config.rope_parameters = {params!r}: expected a mapping")
     per_type = params if family == "gemma3" and all(isinstance(v, dict) for v in params.values()) else {"": params}
     limit = None
     for layer_type, p in per_type.items():
-        rope_type = p.get("rope_type", p.get("type", "default"))
         where = f"rope_parameters[{layer_type!r}]" if layer_type else "rope_parameters"
+        if p is None:
+            continue
+        if not isinstance(p, dict):
+            raise UnsupportedModelError(f"config.{where} = {p!r}: expected a mapping")
+        rope_type = p.get("rope_type", p.get("type", "default"))
+        for key in ("rope_theta", "factor"):
+            if p.get(key) is not None:
+                number(f"{where}.{key}", p[key], positive=True)
         if rope_type in BOUNDED_ROPE_TYPES:
             original = p.get("original_max_position_embeddings") or get("original_max_position_embeddings") \
                 or get("max_position_embeddings")
             if not original:
                 raise UnsupportedModelError(f"config.{where}.rope_type = {rope_type!r} without "
                                             "original_max_position_embeddings or max_position_embeddings")
-            if limit is None or int(original) < limit[0]:
-                limit = (int(original), f"{where}.rope_type = {rope_type!r} (original_max_position_embeddings "
-                                        f"{int(original)})")
+            original = integer(f"{where}.original_max_position_embeddings", original)
+            if limit is None or original < limit[0]:
+                limit = (original, f"{where}.rope_type = {rope_type!r} (original_max_position_embeddings "
+                                   f"{original})")
         elif rope_type not in STATIC_ROPE_TYPES:
             raise UnsupportedModelError(
                 f"config.{where}.rope_type = {rope_type!r} is not supported (its tables change with the sequence "

@@ -24,7 +24,7 @@ import numpy as np
 
 from litert_torch import ir, metadata
 from litert_torch.assemble import Part, assemble, delegate_aware
-from litert_torch.generative.config import LlmConfig, UnsupportedModelError
+from litert_torch.generative.config import LlmConfig, UnsupportedModelError, number
 from litert_torch.generative.layout import (DECODE, LAYOUT_KEY, LlmLayout, cache_shapes, kv_names,
                                             layer_output_name, prefill_signature, sequence_axis)
 from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
@@ -63,13 +63,39 @@ def rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, 
         if not params:
             raise UnsupportedModelError("config.rope_parameters is not set: the exporter needs the RoPE of every "
                                         "layer type")
-        inv_freq, scaling = _inv_freq(cfg, params, rope_parameters)
+        _check_rope_numbers(params, layer_type if params is not rope_parameters else None)
+        try:
+            inv_freq, scaling = _inv_freq(cfg, params, rope_parameters)
+        except KeyError as exc:
+            raise UnsupportedModelError(f"config.rope_parameters has no {exc.args[0]!r}, which its RoPE type "
+                                        f"{params.get('rope_type', 'default')!r} needs") from None
         freqs = (positions[:, None] * inv_freq[None, :]).astype(np.float64)
         cos, sin = np.cos(freqs).astype(np.float32), np.sin(freqs).astype(np.float32)  # correctly rounded
         if scaling != 1.0:
             cos, sin = cos * np.float32(scaling), sin * np.float32(scaling)
         tables[layer_type] = (cos, sin)
     return tables
+
+
+_ROPE_NUMBERS = ("rope_theta", "factor", "partial_rotary_factor", "low_freq_factor", "high_freq_factor",
+                 "original_max_position_embeddings", "attention_factor", "mscale", "mscale_all_dim", "beta_fast",
+                 "beta_slow")
+
+
+def _check_rope_numbers(params: Any, layer_type: str | None) -> None:
+    """Refuse a RoPE whose parameters are not numbers, naming the field."""
+    where = f"rope_parameters[{layer_type!r}]" if layer_type else "rope_parameters"
+    if not isinstance(params, dict):
+        raise UnsupportedModelError(f"config.{where} = {params!r}: expected a mapping")
+    for key in _ROPE_NUMBERS:
+        if params.get(key) is not None:
+            number(f"{where}.{key}", params[key])
+    for key in ("short_factor", "long_factor"):
+        values = params.get(key)
+        if values is not None and (not isinstance(values, list) or not values):
+            raise UnsupportedModelError(f"config.{where}.{key} = {values!r}: expected a list of numbers")
+        for value in values or ():
+            number(f"{where}.{key}[]", value)
 
 
 def _inv_freq(cfg: LlmConfig, params: Mapping[str, Any], rope_parameters: Any) -> tuple[np.ndarray, float]:

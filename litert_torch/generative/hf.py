@@ -53,7 +53,7 @@ def _read_config(path: str) -> tuple[LlmConfig, Any]:
         return LlmConfig.from_hf(raw), None  # refused with the reason
     try:
         config = _transformers().AutoConfig.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except Exception as exc:  # transformers' and huggingface_hub's own errors for a malformed config
         raise ModelSourceError(f"could not read the config in {path}: {exc}") from exc
     return LlmConfig.from_hf(config), config
 

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from litert_torch.generative.bundle import BundleInfo
-from litert_torch.generative.config import LlmConfig, UnsupportedModelError, check_cache_length, token_ids
+from litert_torch.generative.config import (LlmConfig, UnsupportedModelError, check_cache_length, integer,
+                                            token_ids)
 from litert_torch.generative.weights import ModelSourceError, read_weights, weight_files
 
 # The fields of each architecture's transformers config class that `LlmConfig.from_hf` reads (generated from
@@ -244,7 +245,7 @@ def _read_fields(module) -> list[str]:
     import re
 
     text = inspect.getsource(module)
-    return sorted(set(re.findall(r'(?:get|need)\("([a-z_]+)"', text)) | {"hidden_activation"})
+    return sorted(set(re.findall(r'(?:get|need|count)\("([a-z_]+)"', text)) | {"hidden_activation"})
 
 
 @dataclass
@@ -303,6 +304,9 @@ def _derive(model_type: str, raw: dict, fields_read: dict) -> str | None:
     `fields_read`; or say why transformers must read the config (a rule not followed here leaves the field
     missing)."""
     fields = CONFIG_FIELDS[model_type]
+    for name, default in CONFIG_DEFAULTS[model_type].items():
+        if isinstance(default, bool) and not isinstance(fields_read.get(name, False), bool):
+            raise UnsupportedModelError(f"config.{name} = {fields_read[name]!r}: expected true or false")
     for name in ("head_dim", "num_key_value_heads", "mlp_only_layers"):
         # left out, the class computes hidden_size // num_attention_heads, num_attention_heads and no layers:
         # what LlmConfig.from_hf reads from None
@@ -312,11 +316,14 @@ def _derive(model_type: str, raw: dict, fields_read: dict) -> str | None:
     if switched_off:
         fields_read["sliding_window"] = None
     if "layer_types" in fields and fields_read.get("layer_types") is None:
-        layers = int(fields_read["num_hidden_layers"])
-        if switched_off:
+        layers = fields_read.get("num_hidden_layers")
+        if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+            fields_read["layer_types"] = None  # LlmConfig.from_hf refuses num_hidden_layers, naming it
+        elif switched_off:
             fields_read["layer_types"] = ["full_attention"] * layers
         elif model_type in ("gemma2", "gemma3_text"):  # every 2nd (Gemma 2) or pattern-th (Gemma 3) layer full
-            pattern = 2 if model_type == "gemma2" else raw.get("sliding_window_pattern", 6)
+            pattern = 2 if model_type == "gemma2" else integer("sliding_window_pattern",
+                                                                raw.get("sliding_window_pattern", 6))
             fields_read["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
                                           for i in range(layers)]
         else:
@@ -330,7 +337,10 @@ def _derive(model_type: str, raw: dict, fields_read: dict) -> str | None:
     else:
         # the older form: rope_scaling for rope_parameters, rope_theta and partial_rotary_factor beside it
         params = raw.get("rope_scaling") or raw.get("rope_parameters")
-        params = copy.deepcopy(params) if isinstance(params, dict) else {}
+        if params is not None and not isinstance(params, dict):
+            name = "rope_scaling" if raw.get("rope_scaling") else "rope_parameters"
+            raise UnsupportedModelError(f"config.{name} = {params!r}: expected a mapping")
+        params = copy.deepcopy(params) if params else {}
         if any(isinstance(v, dict) for v in params.values()):
             return "config.json gives a RoPE per layer type"
         params.setdefault("rope_theta", raw.get("rope_theta", CONFIG_DEFAULTS[model_type]["rope_theta"]))
@@ -349,7 +359,8 @@ def _standard_rope(raw: dict) -> Any:
     params = raw.get("rope_parameters")
     if not isinstance(params, dict):
         return params
-    layer_types = raw.get("layer_types") or ()
+    layer_types = raw.get("layer_types")
+    layer_types = layer_types if isinstance(layer_types, list) else ()
     nested = [k for k in params if k in layer_types]
     out = {k: (dict(v) if k in nested and isinstance(v, dict) else v) for k, v in params.items()}
     for rope in ([out[k] for k in nested if isinstance(out[k], dict)] if nested else [out]):

@@ -332,3 +332,31 @@ def test_hub_configs_read_as_transformers_reads_them(tmp_path, arch):
     expected_left = {"smollm3": {"without layer_types", "without no_rope_layers"}}.get(arch, set())
     assert {what for what, _ in left} == expected_left, left
     assert read > 10
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"num_hidden_layers": "abc"}, "num_hidden_layers"),
+    ({"hidden_size": 64.5}, "hidden_size"),
+    ({"num_attention_heads": True}, "num_attention_heads"),
+    ({"layer_types": 5}, "layer_types"),
+    ({"layer_types": [1, 2]}, "layer_types"),
+    ({"rope_parameters": "x"}, "rope_parameters"),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": "big"}}, "rope_theta"),
+    ({"rope_parameters": {"rope_type": "linear", "rope_theta": 1e4}}, "factor"),
+    ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0, "low_freq_factor": [1],
+                          "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}, "low_freq_factor"),
+    ({"rms_norm_eps": "tiny"}, "rms_norm_eps"),
+    ({"eos_token_id": "two"}, "eos_token_id"),
+    ({"use_sliding_window": "yes"}, "use_sliding_window"),
+])
+def test_malformed_config_values_are_refused_naming_the_field(tmp_path, change, field):
+    """A config.json whose values have the wrong type or range is refused before any work, with an error that
+    names the field, and nothing is written."""
+    from litert_torch.errors import LiteRTTorchError
+    from litert_torch.generative.export_hf import export
+
+    path = tiny_lm.save(str(tmp_path / "m"), "qwen3")
+    _rewrite_config(path, lambda c: c.update(change))
+    with pytest.raises(LiteRTTorchError, match=field):
+        export.export(model=path, output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32)
+    assert not os.path.exists(tmp_path / "out") or not os.listdir(tmp_path / "out")
