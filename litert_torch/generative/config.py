@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litert_torch.errors import ConversionError
+from litert_torch.generative.weights import ModelSourceError
 
 log = logging.getLogger("litert_torch")
 
@@ -193,7 +194,7 @@ class LlmConfig:
             residual_scale = number("residual_multiplier", need("residual_multiplier"))
             logit_divisor = number("logits_scaling", need("logits_scaling"))
             if logit_divisor == 0:
-                raise UnsupportedModelError("config.logits_scaling = 0: the logits are divided by it")
+                raise ModelSourceError("config.logits_scaling = 0: the logits are divided by it")
         cfg = cls(
             model_type=model_type,
             family=family,
@@ -250,7 +251,7 @@ class LlmConfig:
         else:
             cfg.moe_layers = [False] * layers
         if any(cfg.moe_layers) and cfg.num_experts_per_tok > cfg.num_experts:
-            raise UnsupportedModelError(f"config.num_experts_per_tok = {cfg.num_experts_per_tok} is more than the "
+            raise ModelSourceError(f"config.num_experts_per_tok = {cfg.num_experts_per_tok} is more than the "
                                         f"{cfg.num_experts} experts")
         return cfg
 
@@ -258,7 +259,7 @@ class LlmConfig:
 def integer(key: str, value: Any, minimum: int = 1) -> int:
     """A config field that must be an integer of at least `minimum`, or an error naming it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UnsupportedModelError(f"config.{key} = {value!r}: expected an integer of at least {minimum}")
+        raise ModelSourceError(f"config.{key} = {value!r}: expected an integer of at least {minimum}")
     return value
 
 
@@ -269,7 +270,7 @@ def number(key: str, value: Any, *, positive: bool = False, minimum: float | Non
             or (positive and value <= 0) or (minimum is not None and value < minimum)):
         what = "a positive number" if positive else f"a number of at least {minimum}" if minimum is not None \
             else "a finite number"
-        raise UnsupportedModelError(f"config.{key} = {value!r}: expected {what}")
+        raise ModelSourceError(f"config.{key} = {value!r}: expected {what}")
     return float(value)
 
 
@@ -277,14 +278,14 @@ def _sequence(key: str, value: Any) -> list:
     if value is None:
         return []
     if not isinstance(value, (list, tuple)):
-        raise UnsupportedModelError(f"config.{key} = {value!r}: expected a list")
+        raise ModelSourceError(f"config.{key} = {value!r}: expected a list")
     return list(value)
 
 
 def _strings(key: str, value: Any) -> list[str]:
     items = _sequence(key, value)
     if not all(isinstance(v, str) for v in items):
-        raise UnsupportedModelError(f"config.{key} = {value!r}: expected a list of names")
+        raise ModelSourceError(f"config.{key} = {value!r}: expected a list of names")
     return items
 
 
@@ -294,7 +295,7 @@ def token_ids(value: Any, where: str = "a token id field") -> list[int]:
         return []
     ids = [v for v in (value if isinstance(value, (list, tuple)) else [value]) if v is not None]
     if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in ids):
-        raise UnsupportedModelError(f"{where} = {value!r}: expected token ids (integers of at least 0)")
+        raise ModelSourceError(f"{where} = {value!r}: expected token ids (integers of at least 0)")
     return ids
 
 
@@ -312,7 +313,7 @@ def _check_rope(get, family: str) -> tuple[int, str] | None:
         if p is None:
             continue
         if not isinstance(p, dict):
-            raise UnsupportedModelError(f"config.{where} = {p!r}: expected a mapping")
+            raise ModelSourceError(f"config.{where} = {p!r}: expected a mapping")
         rope_type = p.get("rope_type", p.get("type", "default"))
         for key in ("rope_theta", "factor"):
             if p.get(key) is not None:

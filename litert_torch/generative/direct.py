@@ -28,6 +28,7 @@ from litert_torch.generative.config import LlmConfig, UnsupportedModelError, num
 from litert_torch.generative.layout import (DECODE, LAYOUT_KEY, LlmLayout, cache_shapes, kv_names,
                                             layer_output_name, prefill_signature, sequence_axis)
 from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
+from litert_torch.generative.weights import ModelSourceError
 from litert_torch.passes import run_pipeline
 
 # A large negative score for masked-out keys (as `model.MASKED`).
@@ -67,7 +68,7 @@ def rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, 
         try:
             inv_freq, scaling = _inv_freq(cfg, params, rope_parameters)
         except KeyError as exc:
-            raise UnsupportedModelError(f"config.rope_parameters has no {exc.args[0]!r}, which its RoPE type "
+            raise ModelSourceError(f"config.rope_parameters has no {exc.args[0]!r}, which its RoPE type "
                                         f"{params.get('rope_type', 'default')!r} needs") from None
         freqs = (positions[:, None] * inv_freq[None, :]).astype(np.float64)
         cos, sin = np.cos(freqs).astype(np.float32), np.sin(freqs).astype(np.float32)  # correctly rounded
@@ -86,14 +87,14 @@ def _check_rope_numbers(params: Any, layer_type: str | None) -> None:
     """Refuse a RoPE whose parameters are not numbers, naming the field."""
     where = f"rope_parameters[{layer_type!r}]" if layer_type else "rope_parameters"
     if not isinstance(params, dict):
-        raise UnsupportedModelError(f"config.{where} = {params!r}: expected a mapping")
+        raise ModelSourceError(f"config.{where} = {params!r}: expected a mapping")
     for key in _ROPE_NUMBERS:
         if params.get(key) is not None:
             number(f"{where}.{key}", params[key])
     for key in ("short_factor", "long_factor"):
         values = params.get(key)
         if values is not None and (not isinstance(values, list) or not values):
-            raise UnsupportedModelError(f"config.{where}.{key} = {values!r}: expected a list of numbers")
+            raise ModelSourceError(f"config.{where}.{key} = {values!r}: expected a list of numbers")
         for value in values or ():
             number(f"{where}.{key}[]", value)
 
@@ -143,7 +144,7 @@ def _inv_freq(cfg: LlmConfig, params: Mapping[str, Any], rope_parameters: Any) -
             attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
         short = np.asarray(params["short_factor"], np.float32)
         if short.shape != ((dim + 1) // 2,):
-            raise UnsupportedModelError(f"config.rope_parameters.short_factor has {short.size} entries, where the "
+            raise ModelSourceError(f"config.rope_parameters.short_factor has {short.size} entries, where the "
                                         f"rotated features of a head take {(dim + 1) // 2}")
         return (f32(1.0) / (short * powers(theta, (dim + 1) // 2, dim))).astype(np.float32), float(attention)
     if rope_type != "yarn":

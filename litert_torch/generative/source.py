@@ -306,7 +306,7 @@ def _derive(model_type: str, raw: dict, fields_read: dict) -> str | None:
     fields = CONFIG_FIELDS[model_type]
     for name, default in CONFIG_DEFAULTS[model_type].items():
         if isinstance(default, bool) and not isinstance(fields_read.get(name, False), bool):
-            raise UnsupportedModelError(f"config.{name} = {fields_read[name]!r}: expected true or false")
+            raise ModelSourceError(f"config.{name} = {fields_read[name]!r}: expected true or false")
     for name in ("head_dim", "num_key_value_heads", "mlp_only_layers"):
         # left out, the class computes hidden_size // num_attention_heads, num_attention_heads and no layers:
         # what LlmConfig.from_hf reads from None
@@ -339,7 +339,7 @@ def _derive(model_type: str, raw: dict, fields_read: dict) -> str | None:
         params = raw.get("rope_scaling") or raw.get("rope_parameters")
         if params is not None and not isinstance(params, dict):
             name = "rope_scaling" if raw.get("rope_scaling") else "rope_parameters"
-            raise UnsupportedModelError(f"config.{name} = {params!r}: expected a mapping")
+            raise ModelSourceError(f"config.{name} = {params!r}: expected a mapping")
         params = copy.deepcopy(params) if params else {}
         if any(isinstance(v, dict) for v in params.values()):
             return "config.json gives a RoPE per layer type"

@@ -350,13 +350,16 @@ def test_hub_configs_read_as_transformers_reads_them(tmp_path, arch):
     ({"use_sliding_window": "yes"}, "use_sliding_window"),
 ])
 def test_malformed_config_values_are_refused_naming_the_field(tmp_path, change, field):
-    """A config.json whose values have the wrong type or range is refused before any work, with an error that
-    names the field, and nothing is written."""
-    from litert_torch.errors import LiteRTTorchError
+    """A config.json whose values have the wrong type or range is bad input: refused before any work, with an
+    error that names the field (the CLI's exit 2), and nothing is written."""
+    from litert_convert.main import main
+
     from litert_torch.generative.export_hf import export
+    from litert_torch.generative.weights import ModelSourceError
 
     path = tiny_lm.save(str(tmp_path / "m"), "qwen3")
     _rewrite_config(path, lambda c: c.update(change))
-    with pytest.raises(LiteRTTorchError, match=field):
+    with pytest.raises(ModelSourceError, match=field):
         export.export(model=path, output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32)
+    assert main(["export-hf", path, "-o", str(tmp_path / "out" / "m.litertlm"), "--quiet"]) == 2
     assert not os.path.exists(tmp_path / "out") or not os.listdir(tmp_path / "out")
