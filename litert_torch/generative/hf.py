@@ -10,7 +10,7 @@ copy of its weights costs time or memory.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,7 +150,21 @@ def tokenizer_json(tokenizer: Any, directory: str) -> str:
 def bundle_info(source: HfSource, cache_length: int, use_jinja_template: bool = True) -> BundleInfo:
     """Start token (what the tokenizer prepends to a text: LiteRT-LM prepends it itself), stop tokens (the
     generation config's and the config's end-of-sequence ids, and the tokenizer's), the chat template."""
-    tok, cfg = source.tokenizer, source.config
+    return tokenizer_info(source.tokenizer, source.config, source.generation_stop_ids, cache_length,
+                          use_jinja_template)
+
+
+def load_tokenizer(path: str, trust_remote_code: bool = False) -> Any:
+    """The tokenizer of directory `path` as transformers builds it, which must be a fast one."""
+    tokenizer = _load_tokenizer(path, True, trust_remote_code)
+    _check_tokenizer(tokenizer, True)
+    return tokenizer
+
+
+def tokenizer_info(tok: Any, cfg: LlmConfig, stop_ids: Sequence[int], cache_length: int,
+                   use_jinja_template: bool = True) -> BundleInfo:
+    """`bundle_info` of the transformers tokenizer `tok` of a model of config `cfg`, with the generation
+    config's stop ids `stop_ids`."""
     start = None
     with_special = tok("a")["input_ids"]
     without = tok("a", add_special_tokens=False)["input_ids"]
@@ -158,7 +172,7 @@ def bundle_info(source: HfSource, cache_length: int, use_jinja_template: bool = 
             and with_special[0] == tok.bos_token_id:
         start = int(tok.bos_token_id)
     stops = set(cfg.eos_token_ids)
-    stops.update(source.generation_stop_ids)
+    stops.update(stop_ids)
     if tok.eos_token_id is not None:
         stops.add(tok.eos_token_id)
     template = tok.chat_template if use_jinja_template and isinstance(tok.chat_template, str) else None

@@ -6,8 +6,9 @@ fields from others and rewrites some (`use_sliding_window` clears `sliding_windo
 `rope_theta` and `rope_scaling`); importing any of that imports PyTorch. So `read_config` does the same for the
 fields the exporter reads (`CONFIG_FIELDS`): the class defaults (`CONFIG_DEFAULTS`), the computed fields
 (`_derive`), the older RoPE form as the base class rewrites it. What it does not follow (a computed field by a
-rule not written here, the older RoPE form of the classes that rewrite it their own way, a tokenizer config that
-makes transformers rebuild the tokenizer) `read` reports, and the caller reads the directory with transformers.
+rule not written here, the older RoPE form of the classes that rewrite it their own way) `read` reports, and the
+caller reads the directory with transformers; a tokenizer that transformers rebuilds (`tokenizer_reason`) the
+caller reads with transformers alone.
 The tables are generated from transformers; tests/generative/test_direct.py checks they still match it, and that
 both readings agree on configs as the Hub holds them.
 """
@@ -176,6 +177,9 @@ _LEGACY_FIELDS = ("rope_theta", "rope_scaling", "partial_rotary_factor")
 _OWN_ROPE_READING = ("phi3", "gemma3_text")
 # Tokenizer config fields with which transformers rebuilds the tokenizer's post-processor.
 _TOKENIZER_REWRITES = ("add_bos_token", "add_eos_token")
+# Tokenizer classes that transformers runs as tokenizer.json has them (the others, such as Qwen2Tokenizer or
+# GemmaTokenizer, rebuild the normalizer, pre-tokenizer and model from the vocabulary).
+_TOKENIZERS_AS_SAVED = (None, "TokenizersBackend", "PreTrainedTokenizerFast")
 _SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64", "I8": "int8",
                        "U8": "uint8", "I16": "int16", "I32": "int32", "I64": "int64", "BOOL": "bool"}
 
@@ -257,6 +261,9 @@ class DirectSource:
     weights: dict[str, np.ndarray]  # views of the mapped safetensors files, in their stored dtype
     tokenizer_json: str | None  # path of the directory's tokenizer.json
     info: BundleInfo | None
+    # why the tokenizer is read with transformers (which rebuilds it), when it is; then tokenizer_json and info
+    # are None
+    tokenizer_reason: str | None = None
 
 
 def config_json(path: str) -> dict:
@@ -395,20 +402,24 @@ def read(path: str, *, need_tokenizer: bool, cache_length: int | None, use_jinja
     if not all(f.endswith(".safetensors") for f in files):
         return "the weights are a PyTorch checkpoint"
     tokenizer_path = os.path.join(path, "tokenizer.json")
-    info = None
+    info = reason = None
     if need_tokenizer:
         if not os.path.isfile(tokenizer_path):
             raise ModelSourceError(f"{path} has no tokenizer.json: the LiteRT-LM bundle carries the Hugging Face "
                                    "tokenizer (save it with tokenizer.save_pretrained into the model directory)")
         tokenizer_config = _json_file(os.path.join(path, "tokenizer_config.json"))
         rewrites = [k for k in _TOKENIZER_REWRITES if k in tokenizer_config]
+        tokenizer_class = tokenizer_config.get("tokenizer_class")
         if rewrites:
-            return f"tokenizer_config.json sets {', '.join(rewrites)}"
-        info = _bundle_info(path, tokenizer_path, tokenizer_config, cfg, cache_length or 0, use_jinja_template)
-        if isinstance(info, str):
-            return info
+            reason = f"tokenizer_config.json sets {', '.join(rewrites)}"
+        elif tokenizer_class not in _TOKENIZERS_AS_SAVED:
+            reason = (f"tokenizer_config.json names tokenizer_class {tokenizer_class!r}, which transformers "
+                      "rebuilds from the vocabulary its own way")
+        else:
+            info = _bundle_info(path, tokenizer_path, tokenizer_config, cfg, cache_length or 0, use_jinja_template)
+            reason, info = (info, None) if isinstance(info, str) else (None, info)
     return DirectSource(cfg, fields_read.get("rope_parameters"), read_weights(files, read_safetensors),
-                        tokenizer_path if need_tokenizer else None, info)
+                        tokenizer_path if need_tokenizer and reason is None else None, info, reason)
 
 
 def _json_file(path: str) -> dict:

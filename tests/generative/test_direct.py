@@ -363,3 +363,33 @@ def test_malformed_config_values_are_refused_naming_the_field(tmp_path, change, 
         export.export(model=path, output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32)
     assert main(["export-hf", path, "-o", str(tmp_path / "out" / "m.litertlm"), "--quiet"]) == 2
     assert not os.path.exists(tmp_path / "out") or not os.listdir(tmp_path / "out")
+
+
+@pytest.mark.parametrize("tokenizer_config", [{"tokenizer_class": "Qwen2Tokenizer"}, {"add_bos_token": True}])
+def test_tokenizer_transformers_rebuilds_is_read_by_it_beside_a_direct_build(tmp_path, tokenizer_config):
+    """A tokenizer that transformers rebuilds (a tokenizer class of its own, or a post-processor rewritten by
+    add_bos_token) is read by transformers, as the reference model runs it, and bundled as it builds it; the
+    graph is still built directly."""
+    import transformers
+
+    from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.generative.bundle import unpack_bundle
+    from litert_torch.generative.export_hf import export
+
+    path = tiny_lm.save(str(tmp_path / "m"), "qwen3")
+    file = os.path.join(path, "tokenizer_config.json")
+    with open(file) as f:
+        saved = json.load(f)
+    with open(file, "w") as f:
+        json.dump({**saved, **tokenizer_config}, f)
+    read = source.read(path, need_tokenizer=True, cache_length=32)
+    assert not isinstance(read, str) and read.tokenizer_reason and read.info is None
+    stages = []
+    out = export.export(model=path, output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32,
+                        progress=stages.append)
+    assert "trace" not in stages
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    assert json.loads(unpack_bundle(out)[1]) == json.loads(tok.backend_tokenizer.to_str())
+    src = hf.load(path, need_tokenizer=True, cache_length=32)
+    model = read_model(unpack_bundle(out)[0])
+    assert decode(model.metadata["litert_torch.llm"])["start_token_id"] == hf.bundle_info(src, 32).start_token_id

@@ -115,6 +115,14 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
         # a decoder in a directory: built op by op, without PyTorch or transformers (generative/direct.py)
         info = read.info
         owned, tokenizer_file = True, read.tokenizer_json
+        if read.tokenizer_reason is not None:  # the tokenizer as transformers rebuilds it, as the reference runs
+            log.info("reading the tokenizer with transformers: %s", read.tokenizer_reason)
+            from litert_torch.generative import hf
+
+            path = os.fspath(model)
+            tokenizer_file = hf.load_tokenizer(path, trust_remote_code)
+            info = hf.tokenizer_info(tokenizer_file, read.config, direct_source.generation_stop_ids(path),
+                                     cache_length, use_jinja_template)
         weights = direct.Weights(read.weights, direct_source.widen)
         model, layout = direct.build_llm(weights, read.config, read.rope_parameters, cache_length, lengths,
                                          start_token_id=info.start_token_id if info else None,
