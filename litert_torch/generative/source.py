@@ -5,10 +5,9 @@ transformers reads a config through its architecture's config class, which fills
 fields from others and rewrites some (`use_sliding_window` clears `sliding_window` on Qwen; older files name RoPE
 `rope_theta` and `rope_scaling`); importing any of that imports PyTorch. So `read_config` does the same for the
 fields the exporter reads (`CONFIG_FIELDS`): the class defaults (`CONFIG_DEFAULTS`), the computed fields
-(`_derive`), the older RoPE form as the base class rewrites it. What it does not follow (a computed field by a
-rule not written here, the older RoPE form of the classes that rewrite it their own way) `read` reports, and the
-caller reads the directory with transformers; a tokenizer that transformers rebuilds (`tokenizer_reason`) the
-caller reads with transformers alone.
+(`_derive`), the older RoPE form as each class rewrites it (`_rope_parameters`). What it does not follow (a
+computed field by a rule not written here) `read` reports, and the caller reads the directory with transformers;
+a tokenizer that transformers rebuilds (`tokenizer_reason`) the caller reads with transformers alone.
 The tables are generated from transformers; tests/generative/test_direct.py checks they still match it, and that
 both readings agree on configs as the Hub holds them.
 """
@@ -141,7 +140,8 @@ CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
                     "final_logit_softcapping": None, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
                     "hidden_size": 2304, "intermediate_size": 9216, "max_position_embeddings": 131072,
                     "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0,
-                    "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "sliding_window": 4096,
+                    "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+                    "rope_theta": {"global": 1000000.0, "local": 10000.0}, "sliding_window": 4096,
                     "tie_word_embeddings": True, "use_bidirectional_attention": False, "vocab_size": 262208},
     "qwen3_moe": {"attention_bias": False, "bos_token_id": None, "decoder_sparse_step": 1, "eos_token_id": None,
                   "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 6144,
@@ -171,9 +171,8 @@ CONFIG_ALIASES: dict[str, dict[str, str]] = {
 }
 # Architectures whose config class clears sliding_window unless use_sliding_window is set.
 _WINDOW_SWITCHED = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")
-# RoPE fields in an older form, which the config classes rewrite on reading: here as the base class does
-# (`_derive`), except for the architectures whose classes read them their own way (`_OWN_ROPE_READING`).
-_LEGACY_FIELDS = ("rope_theta", "rope_scaling", "partial_rotary_factor")
+# The architectures whose config classes read the older RoPE fields their own way (`_rope_parameters` follows
+# each; a test checks no other class does).
 _OWN_ROPE_READING = ("phi3", "gemma3_text")
 # Tokenizer config fields with which transformers rebuilds the tokenizer's post-processor.
 _TOKENIZER_REWRITES = ("add_bos_token", "add_eos_token")
@@ -225,9 +224,7 @@ def config_defaults(model_types=tuple(CONFIG_FIELDS)) -> dict[str, dict[str, Any
                 continue
             if as_built.get(name) == default:
                 defaults[name] = default
-        theta = type(built).default_theta
-        if not isinstance(theta, dict):
-            defaults["rope_theta"] = theta
+        defaults["rope_theta"] = type(built).default_theta
         out[model_type] = dict(sorted(defaults.items()))
     return out
 
@@ -337,26 +334,45 @@ def _derive(model_type: str, raw: dict, fields_read: dict) -> str | None:
             fields_read.pop("layer_types", None)
     if model_type == "gemma" and fields_read.get("hidden_act") == "gelu":
         fields_read["hidden_act"] = "gelu_pytorch_tanh"  # as GemmaConfig reads the official releases
-    if model_type in _OWN_ROPE_READING:
-        legacy = [k for k in _LEGACY_FIELDS if k in raw]
-        if legacy:
-            return f"config.json names {', '.join(legacy)} (an older form its config class rewrites)"
-    else:
-        # the older form: rope_scaling for rope_parameters, rope_theta and partial_rotary_factor beside it
-        params = raw.get("rope_scaling") or raw.get("rope_parameters")
-        if params is not None and not isinstance(params, dict):
-            name = "rope_scaling" if raw.get("rope_scaling") else "rope_parameters"
-            raise ModelSourceError(f"config.{name} = {params!r}: expected a mapping")
-        params = copy.deepcopy(params) if params else {}
-        if any(isinstance(v, dict) for v in params.values()):
-            return "config.json gives a RoPE per layer type"
-        params.setdefault("rope_theta", raw.get("rope_theta", CONFIG_DEFAULTS[model_type]["rope_theta"]))
-        if raw.get("partial_rotary_factor") is not None:
-            params.setdefault("partial_rotary_factor", raw["partial_rotary_factor"])
-        fields_read["rope_parameters"] = params
-    if "rope_parameters" in fields_read:
-        fields_read["rope_parameters"] = _standard_rope(fields_read)
+    fields_read["rope_parameters"] = _rope_parameters(model_type, raw)
+    fields_read["rope_parameters"] = _standard_rope(fields_read)
     return None
+
+
+def _rope_parameters(model_type: str, raw: dict) -> dict:
+    """config.json's RoPE in the current form (`rope_parameters`, with its theta), as the config class of
+    `model_type` reads the older form (`rope_theta`, `rope_scaling`, `partial_rotary_factor` at the top level)
+    and fills in what is left out; `_standard_rope` completes it."""
+    theta = CONFIG_DEFAULTS[model_type]["rope_theta"]
+    for name in ("rope_scaling", "rope_parameters"):
+        if raw.get(name) is not None and not isinstance(raw[name], dict):
+            raise ModelSourceError(f"config.{name} = {raw[name]!r}: expected a mapping")
+    scaling = copy.deepcopy(raw.get("rope_scaling"))
+    if model_type == "gemma3_text":  # one RoPE per layer type: the global theta for full attention, the local
+        params = copy.deepcopy(raw.get("rope_parameters")) or {"sliding_attention": {"rope_type": "default"},
+                                                               "full_attention": {"rope_type": "default"}}
+        for layer_type, key, default in (("full_attention", "rope_theta", theta["global"]),
+                                         ("sliding_attention", "rope_local_base_freq", theta["local"])):
+            if params.get(layer_type) is None:
+                params[layer_type] = {"rope_type": "default"}
+            if not isinstance(params[layer_type], dict):
+                raise ModelSourceError(f"config.rope_parameters[{layer_type!r}] = {params[layer_type]!r}: "
+                                       "expected a mapping")
+            if layer_type == "full_attention" and scaling is not None:
+                params[layer_type].update(scaling)
+            params[layer_type].setdefault("rope_theta", raw.get(key, default))
+        return params
+    params = scaling or copy.deepcopy(raw.get("rope_parameters")) or {}
+    if any(isinstance(v, dict) for v in params.values()):
+        raise ModelSourceError(f"config.rope_parameters of a {model_type} model gives a RoPE per layer type")
+    params.setdefault("rope_theta", raw.get("rope_theta", theta))
+    if model_type == "phi3":  # Phi3Config: a partial factor always, and its older type names for LongRoPE
+        params.setdefault("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
+        if params.get("rope_type", params.get("type")) in ("su", "yarn"):
+            params["rope_type"] = "longrope"
+    elif raw.get("partial_rotary_factor") is not None:
+        params.setdefault("partial_rotary_factor", raw["partial_rotary_factor"])
+    return params
 
 
 def _standard_rope(raw: dict) -> Any:

@@ -4,6 +4,7 @@ imports PyTorch."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -164,7 +165,6 @@ def test_older_rope_form_read_here_where_the_base_class_reads_it():
 @pytest.mark.parametrize("arch, change, reason", [
     ("smollm3", lambda c: c.pop("no_rope_layers"), "compute"),
     ("qwen2", lambda c: (c.pop("layer_types"), c.update(use_sliding_window=True, sliding_window=4)), "compute"),
-    ("phi3", lambda c: c.update(rope_theta=10000.0), "older form"),
     ("llama", lambda c: c.update(model_type="olmo2"), "read by transformers"),
 ])
 def test_configs_left_to_transformers_are_read_by_it(tmp_path, arch, change, reason):
@@ -283,14 +283,29 @@ def _config_variants(arch: str):
     yield "as saved", base
     if model_type == "gemma":  # the official Gemma releases' activation, which GemmaConfig reads as tanh GELU
         yield "hidden_act gelu", {**base, "hidden_act": "gelu"}
-    rope = dict(base.get("rope_parameters") or {})
-    if model_type not in source._OWN_ROPE_READING and rope:
-        legacy = {k: v for k, v in base.items() if k != "rope_parameters"}
+    rope = copy.deepcopy(base.get("rope_parameters") or {})
+    legacy = {k: v for k, v in base.items() if k != "rope_parameters"}
+    if model_type == "gemma3_text":  # Gemma 3's older form: a global and a local theta, scaling for the global
+        full, local = rope["full_attention"], rope["sliding_attention"]
+        legacy["rope_theta"], legacy["rope_local_base_freq"] = full.pop("rope_theta"), local["rope_theta"]
+        if full.get("rope_type") != "default" or set(full) != {"rope_type"}:
+            legacy["rope_scaling"] = full
+        legacy_fields = ("rope_theta", "rope_local_base_freq", "rope_scaling")
+    else:
         legacy["rope_theta"] = rope.pop("rope_theta")
+        if "partial_rotary_factor" in rope:
+            legacy["partial_rotary_factor"] = rope.pop("partial_rotary_factor")
         if set(rope) != {"rope_type"} or rope.get("rope_type") != "default":
             legacy["rope_scaling"] = {**rope, "type": rope.pop("rope_type")}
-        yield "older RoPE form", legacy
-        yield "no RoPE fields", {k: v for k, v in legacy.items() if k not in ("rope_theta", "rope_scaling")}
+        legacy_fields = ("rope_theta", "rope_scaling", "partial_rotary_factor")
+    yield "older RoPE form", legacy
+    yield "no RoPE fields", {k: v for k, v in legacy.items() if k not in legacy_fields}
+    if model_type == "gemma3_text":  # as Gemma 3 4B has it: the global RoPE scaled
+        yield "older form, scaled", {**legacy, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+    if model_type == "phi3":  # LongRoPE under its older type names
+        long = {"rope_theta": 10000.0, "short_factor": [1.0 + i / 8 for i in range(8)],
+                "long_factor": [2.0 + i for i in range(8)]}
+        yield "su", {**legacy, "rope_scaling": {**long, "type": "su"}, "original_max_position_embeddings": 256}
     computed = ("head_dim", "num_key_value_heads", "mlp_only_layers", "layer_types", "sliding_window", "no_rope_layers")
     for name in [*source.CONFIG_DEFAULTS[model_type], *computed]:
         stored = source.CONFIG_ALIASES.get(model_type, {}).get(name, name)
