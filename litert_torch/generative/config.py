@@ -299,13 +299,33 @@ def token_ids(value: Any, where: str = "a token id field") -> list[int]:
     return ids
 
 
+# RoPE parameters that are numbers (the first two positive), and those that are lists of numbers.
+_ROPE_NUMBERS = ("rope_theta", "factor", "partial_rotary_factor", "low_freq_factor", "high_freq_factor",
+                 "original_max_position_embeddings", "attention_factor", "mscale", "mscale_all_dim", "beta_fast",
+                 "beta_slow")
+_ROPE_LISTS = ("short_factor", "long_factor")
+
+
+def _check_rope_numbers(params: dict, where: str) -> None:
+    """Refuse a RoPE whose parameters are not numbers, naming the field."""
+    for key in _ROPE_NUMBERS:
+        if params.get(key) is not None:
+            number(f"{where}.{key}", params[key], positive=key in ("rope_theta", "factor"))
+    for key in _ROPE_LISTS:
+        values = params.get(key)
+        if values is not None and (not isinstance(values, list) or not values):
+            raise ModelSourceError(f"config.{where}.{key} = {values!r}: expected a list of numbers")
+        for value in values or ():
+            number(f"{where}.{key}[]", value)
+
+
 def _check_rope(get, family: str) -> tuple[int, str] | None:
     """Refuse RoPE types the exporter cannot reproduce; return the cache-length limit of a bounded one."""
     params = get("rope_parameters") or get("rope_scaling")
     if not params:
         return None
     if not isinstance(params, dict):
-        raise UnsupportedModelError(f"config.rope_parameters = {params!r}: expected a mapping")
+        raise ModelSourceError(f"config.rope_parameters = {params!r}: expected a mapping")
     per_type = params if family == "gemma3" and all(isinstance(v, dict) for v in params.values()) else {"": params}
     limit = None
     for layer_type, p in per_type.items():
@@ -315,9 +335,7 @@ def _check_rope(get, family: str) -> tuple[int, str] | None:
         if not isinstance(p, dict):
             raise ModelSourceError(f"config.{where} = {p!r}: expected a mapping")
         rope_type = p.get("rope_type", p.get("type", "default"))
-        for key in ("rope_theta", "factor"):
-            if p.get(key) is not None:
-                number(f"{where}.{key}", p[key], positive=True)
+        _check_rope_numbers(p, where)
         if rope_type in BOUNDED_ROPE_TYPES:
             original = p.get("original_max_position_embeddings") or get("original_max_position_embeddings") \
                 or get("max_position_embeddings")

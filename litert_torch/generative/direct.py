@@ -24,7 +24,7 @@ import numpy as np
 
 from litert_torch import ir, metadata
 from litert_torch.assemble import Part, assemble, delegate_aware
-from litert_torch.generative.config import LlmConfig, UnsupportedModelError, number
+from litert_torch.generative.config import LlmConfig, UnsupportedModelError
 from litert_torch.generative.layout import (DECODE, LAYOUT_KEY, LlmLayout, cache_shapes, kv_names,
                                             layer_output_name, prefill_signature, sequence_axis)
 from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
@@ -37,7 +37,7 @@ MASKED = -1e30
 _RSQRT_SAFE_LOW = 2.0 ** -100
 
 
-def can_build(cfg: LlmConfig, rope_parameters: Any) -> str | None:
+def can_build(cfg: LlmConfig) -> str | None:
     """None when this module builds `cfg`'s decoder, else why it is traced instead."""
     if cfg.rms_norm_eps < _RSQRT_SAFE_LOW:
         return f"rms_norm_eps {cfg.rms_norm_eps} below {_RSQRT_SAFE_LOW}"
@@ -64,8 +64,7 @@ def rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, 
         if not params:
             raise UnsupportedModelError("config.rope_parameters is not set: the exporter needs the RoPE of every "
                                         "layer type")
-        _check_rope_numbers(params, layer_type if params is not rope_parameters else None)
-        try:
+        try:  # the parameters' types were checked with the config (`config._check_rope`)
             inv_freq, scaling = _inv_freq(cfg, params, rope_parameters)
         except KeyError as exc:
             raise ModelSourceError(f"config.rope_parameters has no {exc.args[0]!r}, which its RoPE type "
@@ -76,27 +75,6 @@ def rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, 
             cos, sin = cos * np.float32(scaling), sin * np.float32(scaling)
         tables[layer_type] = (cos, sin)
     return tables
-
-
-_ROPE_NUMBERS = ("rope_theta", "factor", "partial_rotary_factor", "low_freq_factor", "high_freq_factor",
-                 "original_max_position_embeddings", "attention_factor", "mscale", "mscale_all_dim", "beta_fast",
-                 "beta_slow")
-
-
-def _check_rope_numbers(params: Any, layer_type: str | None) -> None:
-    """Refuse a RoPE whose parameters are not numbers, naming the field."""
-    where = f"rope_parameters[{layer_type!r}]" if layer_type else "rope_parameters"
-    if not isinstance(params, dict):
-        raise ModelSourceError(f"config.{where} = {params!r}: expected a mapping")
-    for key in _ROPE_NUMBERS:
-        if params.get(key) is not None:
-            number(f"{where}.{key}", params[key])
-    for key in ("short_factor", "long_factor"):
-        values = params.get(key)
-        if values is not None and (not isinstance(values, list) or not values):
-            raise ModelSourceError(f"config.{where}.{key} = {values!r}: expected a list of numbers")
-        for value in values or ():
-            number(f"{where}.{key}[]", value)
 
 
 def _inv_freq(cfg: LlmConfig, params: Mapping[str, Any], rope_parameters: Any) -> tuple[np.ndarray, float]:

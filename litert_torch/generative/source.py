@@ -91,7 +91,7 @@ CONFIG_FIELDS: dict[str, tuple[str, ...]] = {
 }
 # The class default of each field above that a config.json may leave out (the class keeps it as it is), and the
 # RoPE base (`rope_theta`) of a config that names none. Generated with `config_defaults()`; a test checks it.
-# Fields the classes compute from others when left out are handled in `_derived`.
+# Fields the classes compute from others when left out are handled in `_derive`.
 CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {"attention_bias": False, "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
               "hidden_size": 4096, "intermediate_size": 11008, "max_position_embeddings": 2048, "mlp_bias": False,
@@ -292,9 +292,7 @@ def read_config(path: str) -> tuple[LlmConfig, dict] | str:
     for name, default in CONFIG_DEFAULTS[model_type].items():
         if name != "rope_theta" and name not in fields_read:
             fields_read[name] = copy.deepcopy(default)
-    reason = _derive(model_type, raw, fields_read)
-    if reason is not None:
-        return reason
+    _derive(model_type, raw, fields_read)
     missing = [k for k in fields if k not in fields_read]
     if missing:
         return f"config.json leaves {', '.join(missing[:3])} for transformers to compute"
@@ -303,10 +301,10 @@ def read_config(path: str) -> tuple[LlmConfig, dict] | str:
     return LlmConfig.from_hf(fields_read), fields_read
 
 
-def _derive(model_type: str, raw: dict, fields_read: dict) -> str | None:
+def _derive(model_type: str, raw: dict, fields_read: dict) -> None:
     """Set the fields that `model_type`'s config class computes from others, as it computes them, in
-    `fields_read`; or say why transformers must read the config (a rule not followed here leaves the field
-    missing)."""
+    `fields_read` (a rule not followed here leaves the field missing, which `read_config` reports); the RoPE in
+    its current form."""
     fields = CONFIG_FIELDS[model_type]
     for name, default in CONFIG_DEFAULTS[model_type].items():
         if isinstance(default, bool) and not isinstance(fields_read.get(name, False), bool):
@@ -336,7 +334,6 @@ def _derive(model_type: str, raw: dict, fields_read: dict) -> str | None:
         fields_read["hidden_act"] = "gelu_pytorch_tanh"  # as GemmaConfig reads the official releases
     fields_read["rope_parameters"] = _rope_parameters(model_type, raw)
     fields_read["rope_parameters"] = _standard_rope(fields_read)
-    return None
 
 
 def _rope_parameters(model_type: str, raw: dict) -> dict:
@@ -375,13 +372,11 @@ def _rope_parameters(model_type: str, raw: dict) -> dict:
     return params
 
 
-def _standard_rope(raw: dict) -> Any:
-    """The rope_parameters of config fields `raw` as a config class standardises them: each RoPE's type named,
-    and the pre-training length of the types that scale by it (llama3, yarn, longrope) in the RoPE's parameters,
-    a top-level original_max_position_embeddings first."""
-    params = raw.get("rope_parameters")
-    if not isinstance(params, dict):
-        return params
+def _standard_rope(raw: dict) -> dict:
+    """The rope_parameters of config fields `raw` (a mapping) as a config class standardises them: each RoPE's
+    type named, and the pre-training length of the types that scale by it (llama3, yarn, longrope) in the RoPE's
+    parameters, a top-level original_max_position_embeddings first. `raw` is left as it is."""
+    params = raw["rope_parameters"]
     layer_types = raw.get("layer_types")
     layer_types = layer_types if isinstance(layer_types, list) else ()
     nested = [k for k in params if k in layer_types]
@@ -407,7 +402,7 @@ def read(path: str, *, need_tokenizer: bool, cache_length: int | None, use_jinja
     if isinstance(read_cfg, str):
         return read_cfg
     cfg, fields_read = read_cfg
-    reason = can_build(cfg, fields_read.get("rope_parameters"))
+    reason = can_build(cfg)
     if reason is not None:
         return reason
     if cache_length is not None:

@@ -68,7 +68,7 @@ def _traced(path):
 def _direct(path):
     read = source.read(path, need_tokenizer=True, cache_length=CACHE)
     assert not isinstance(read, str), read
-    assert direct.can_build(read.config, read.rope_parameters) is None
+    assert direct.can_build(read.config) is None
     weights = direct.Weights(read.weights, source.widen)
     return read, direct.build_llm(weights, read.config, read.rope_parameters, CACHE, PREFILL)[0]
 
