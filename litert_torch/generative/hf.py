@@ -84,7 +84,7 @@ def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trus
         config, hf_config, files = _read_directory(path, cache_length)
         if tokenizer is None:
             tokenizer = _load_tokenizer(path, need_tokenizer, trust_remote_code)
-        _check_tokenizer(tokenizer, need_tokenizer)
+        check_tokenizer(tokenizer, need_tokenizer)
         weights = read_weights(files)
         stops = generation_stop_ids(path)
     elif isinstance(model, torch.nn.Module) and hasattr(model, "config"):
@@ -96,7 +96,7 @@ def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trus
                                         "(expected *ForCausalLM with model.rotary_emb)")
         if tokenizer is None and need_tokenizer:
             raise ModelSourceError("a model given in memory needs its tokenizer: export(model=..., tokenizer=...)")
-        _check_tokenizer(tokenizer, need_tokenizer)
+        check_tokenizer(tokenizer, need_tokenizer)
         weights = dict(model.state_dict())
         stops = token_ids(getattr(getattr(model, "generation_config", None), "eos_token_id", None))
     else:
@@ -121,7 +121,8 @@ def reference_model(model: Any, trust_remote_code: bool = False) -> torch.nn.Mod
     return hf.eval()
 
 
-def _check_tokenizer(tokenizer: Any, need: bool) -> None:
+def check_tokenizer(tokenizer: Any, need: bool) -> None:
+    """A tokenizer the bundle can carry (when one is needed): a fast one, backed by a tokenizer.json."""
     if need and not getattr(tokenizer, "is_fast", False):
         raise ModelSourceError("the tokenizer must be a fast (tokenizers-backed) tokenizer with a tokenizer.json; "
                                f"got {type(tokenizer).__name__}")
@@ -157,7 +158,7 @@ def bundle_info(source: HfSource, cache_length: int, use_jinja_template: bool = 
 def load_tokenizer(path: str, trust_remote_code: bool = False) -> Any:
     """The tokenizer of directory `path` as transformers builds it, which must be a fast one."""
     tokenizer = _load_tokenizer(path, True, trust_remote_code)
-    _check_tokenizer(tokenizer, True)
+    check_tokenizer(tokenizer, True)
     return tokenizer
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from litert_torch.generative.bundle import BundleInfo
 from litert_torch.generative.config import (LlmConfig, UnsupportedModelError, check_cache_length, integer,
                                             token_ids)
-from litert_torch.generative.weights import ModelSourceError, read_weights, weight_files
+from litert_torch.generative.weights import ModelSourceError, numpy_weights, read_weights, weight_files
 
 # The fields of each architecture's transformers config class that `LlmConfig.from_hf` reads (generated from
 # transformers: `config_fields()`; a test checks they still match).
@@ -410,8 +410,11 @@ def read(path: str, *, need_tokenizer: bool, cache_length: int | None, use_jinja
     files = weight_files(path)
     if not files:
         raise ModelSourceError(f"{path} has no weights (*.safetensors or *.bin)")
-    if not all(f.endswith(".safetensors") for f in files):
-        return "the weights are a PyTorch checkpoint"
+    weights = read_weights(files, read_safetensors)
+    if not all(f.endswith(".safetensors") for f in files):  # a PyTorch checkpoint: loaded with torch (mapped)
+        weights = numpy_weights(weights)
+        if isinstance(weights, str):
+            return weights
     tokenizer_path = os.path.join(path, "tokenizer.json")
     info = reason = None
     if need_tokenizer:
@@ -429,7 +432,7 @@ def read(path: str, *, need_tokenizer: bool, cache_length: int | None, use_jinja
         else:
             info = _bundle_info(path, tokenizer_path, tokenizer_config, cfg, cache_length or 0, use_jinja_template)
             reason, info = (info, None) if isinstance(info, str) else (None, info)
-    return DirectSource(cfg, fields_read.get("rope_parameters"), read_weights(files, read_safetensors),
+    return DirectSource(cfg, fields_read.get("rope_parameters"), weights,
                         tokenizer_path if need_tokenizer and reason is None else None, info, reason)
 
 
@@ -529,7 +532,7 @@ def read_safetensors(file: str) -> dict[str, np.ndarray]:
         if dtype_name is None:
             raise ModelSourceError(f"could not read the weights in {file}: tensor {name!r} has dtype "
                                    f"{entry['dtype']!r}, which the reader does not know")
-        dtype = np.dtype(_bfloat16() if dtype_name == "bfloat16" else dtype_name)
+        dtype = np.dtype(bfloat16() if dtype_name == "bfloat16" else dtype_name)
         count = int(np.prod(shape, dtype=np.int64))
         if any(d < 0 for d in shape) or not 0 <= begin <= end or body + end > size \
                 or end - begin != count * dtype.itemsize:
@@ -539,7 +542,8 @@ def read_safetensors(file: str) -> dict[str, np.ndarray]:
     return out
 
 
-def _bfloat16():
+def bfloat16():
+    """numpy's bfloat16 type (ml_dtypes')."""
     import ml_dtypes
 
     return ml_dtypes.bfloat16
@@ -550,7 +554,7 @@ def widen(name: str, array: np.ndarray) -> np.ndarray:
     .to(torch.float32) converts them)."""
     if array.dtype == np.float32:
         return array
-    if array.dtype.kind == "f" or array.dtype == np.dtype(_bfloat16()):
+    if array.dtype.kind == "f" or array.dtype == np.dtype(bfloat16()):
         return array.astype(np.float32)
     raise UnsupportedModelError(f"weight {name} is {array.dtype}: the exporter reads floating-point weights "
                                 "(quantize with quantization_recipe instead of exporting a quantized checkpoint)")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from litert_torch.errors import ModelFileError
@@ -93,3 +94,28 @@ def _read_bin(file: str) -> dict[str, Any]:
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ModelSourceError(f"{file} does not hold a state dict (names to tensors)")
     return state
+
+
+def numpy_weights(weights: Mapping[str, Any]) -> dict[str, Any] | str:
+    """The tensors of a state dict as numpy arrays sharing their memory (bfloat16 as ml_dtypes.bfloat16; a
+    tensor elsewhere than the CPU copied to it), or why they cannot be taken so (a tensor subclass, a dtype
+    numpy has no type for). A weight never loaded (on the meta device) is an error."""
+    import torch
+
+    out = {}
+    for name, tensor in weights.items():
+        if not isinstance(tensor, torch.Tensor) or type(tensor) not in (torch.Tensor, torch.nn.Parameter):
+            return f"weight {name} is a {type(tensor).__name__}"
+        if tensor.device.type == "meta":
+            raise ModelSourceError(f"weight {name} is on the meta device: the model's weights were never loaded")
+        tensor = tensor.detach().cpu()
+        if tensor.dtype == torch.bfloat16:
+            import ml_dtypes
+
+            out[name] = tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+            continue
+        try:
+            out[name] = tensor.numpy()
+        except (TypeError, RuntimeError) as exc:
+            return f"weight {name} ({tensor.dtype}) has no numpy form: {exc}"
+    return out

@@ -16,7 +16,10 @@ import pytest
 from litert_torch.flatbuffer.writer import serialize
 from litert_torch.generative import direct, hf, source
 from litert_torch.generative.convert import lower_llm
+from litert_torch.generative.export_hf import export
 from litert_torch.generative.model import build, rope_tables
+from litert_torch.generative.runner import LlmRunner
+from litert_torch.generative.weights import numpy_weights
 from litert_torch.metadata import IO_KEY, decode
 from litert_torch.runtime.edge_model import EdgeModel
 from tests.generative import tiny_lm
@@ -99,6 +102,10 @@ def _compare_builders(name, path):
     read, built = _direct(path)
     assert read.config == src.config
     assert read.info == hf.bundle_info(src, CACHE)
+    _compare_models(name, traced, built)
+
+
+def _compare_models(name, traced, built):
     for a, b in zip(traced.subgraphs, built.subgraphs):
         assert [op.opcode for op in a.ops] == [op.opcode for op in b.ops], a.name
     assert [s.key for s in traced.signatures] == [s.key for s in built.signatures]
@@ -118,6 +125,89 @@ def _compare_builders(name, path):
         for key in outs[0]:
             np.testing.assert_allclose(outs[1][key], outs[0][key], rtol=1e-5, atol=1e-5,
                                        err_msg=f"{name} {signature.key} {key}")
+
+
+@pytest.mark.parametrize("name", [*ARCHS, "phi3_longrope", "llama3_rope"])
+def test_model_in_memory_is_built_directly(name):
+    """A transformers model given in memory is built by the direct builder from its config object and its
+    state dict (numpy views of its tensors): the model the traced builder gives."""
+    arch, overrides = VARIANTS.get(name, (name, {}))
+    tok = tiny_lm.tokenizer()
+    model = tiny_lm.model(arch, len(tok), **overrides)
+    src = hf.load(model, tok, cache_length=CACHE)
+    traced = lower_llm(build(src.weights, src.config, rope_tables(src.hf_config, src.config, CACHE), CACHE),
+                       PREFILL)[0]
+    read = export._read_in_memory(model, tok, True, CACHE, True)
+    assert read is not None and not read.owned and read.tokenizer is tok
+    assert read.config == src.config and read.info == hf.bundle_info(src, CACHE)
+    weight = read.weights["model.embed_tokens.weight"]
+    assert np.shares_memory(weight, model.model.embed_tokens.weight.detach().numpy())
+    built = direct.build_llm(direct.Weights(read.weights, source.widen), read.config, read.rope_parameters, CACHE,
+                             PREFILL)[0]
+    _compare_models(name, traced, built)
+
+
+def test_pytorch_checkpoint_is_built_directly(tmp_path):
+    """A directory whose weights are a PyTorch .bin state dict (loaded with weights_only, mapped) is built by the
+    direct builder from numpy views of the loaded tensors: the model the traced builder gives."""
+    import torch
+    from safetensors.torch import load_file
+
+    path = tiny_lm.save(str(tmp_path / "m"), "qwen2_moe")
+    file = os.path.join(path, "model.safetensors")
+    torch.save(load_file(file), os.path.join(path, "pytorch_model.bin"))
+    os.unlink(file)
+    _compare_builders("qwen2_moe from .bin", path)
+
+
+@pytest.fixture
+def no_tracing(monkeypatch):
+    """Fails a test that builds the decoder by tracing it."""
+    from litert_torch.generative import convert
+
+    def traced(*args, **kwargs):
+        raise AssertionError("the decoder was traced")
+
+    monkeypatch.setattr(convert, "lower_llm", traced)
+
+
+@pytest.mark.parametrize("given", ["bfloat16 model", "directory and tokenizer"])
+def test_export_with_a_tokenizer_object_is_built_directly(tmp_path, no_tracing, given):
+    """A bfloat16 model in memory (its weights widened as PyTorch widens them), and a directory given with a
+    tokenizer object, are exported without tracing and generate what Hugging Face generates."""
+    import torch
+
+    tok = tiny_lm.tokenizer()
+    model = tiny_lm.model("qwen3", len(tok))
+    if given == "bfloat16 model":
+        model = model.to(torch.bfloat16)
+        argument = model
+    else:
+        argument = tiny_lm.save(str(tmp_path / "m"), "qwen3")
+    out = export.export(model=argument, tokenizer=tok, output_dir=str(tmp_path / "out"), prefill_lengths=[8],
+                        cache_length=CACHE, quantization_recipe="none", bundle_litert_lm=False)
+    ids = tok("the cat sat on the mat").input_ids[:12]
+    llm = LlmRunner(open(out, "rb").read(), tok)
+    reference = model.float().eval()
+    expected = reference.generate(torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False)
+    assert list(llm.generate_ids(ids, 8, stop=False)) == expected[0, len(ids):].tolist()
+
+
+def test_model_in_memory_without_its_weights_is_refused(tmp_path):
+    tok = tiny_lm.tokenizer()
+    model = tiny_lm.model("llama", len(tok)).to("meta")
+    with pytest.raises(hf.ModelSourceError, match="meta device"):
+        export.export(model=model, tokenizer=tok, output_dir=str(tmp_path / "out"), prefill_lengths=[8],
+                      cache_length=CACHE)
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_weights_numpy_cannot_hold_are_traced():
+    import torch
+
+    assert isinstance(numpy_weights({"w": torch.zeros(2, dtype=torch.float8_e4m3fn)}), str)
+    weights = numpy_weights({"w": torch.ones(2, 3, dtype=torch.bfloat16).t()})
+    np.testing.assert_array_equal(weights["w"].astype(np.float32), np.ones((3, 2), np.float32))
 
 
 def _assert_tables_close(ours, theirs, what):

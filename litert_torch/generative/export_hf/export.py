@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import logging
@@ -20,6 +21,7 @@ from litert_torch.files import atomic_file, scratch_folder
 from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
 from litert_torch.generative import bundle, direct
 from litert_torch.generative import source as direct_source
+from litert_torch.generative.weights import numpy_weights
 from litert_torch.memory import FilePages, collections_for_large_graphs
 
 log = logging.getLogger("litert_torch")
@@ -110,19 +112,11 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
             _check_output_dir(os.path.dirname(os.path.abspath(path)))
     report("read")
     need_tokenizer = bundle_path is not None or tokenizer_path is not None
-    read = _read_direct(model, tokenizer, need_tokenizer, cache_length, use_jinja_template)
+    read = _read_direct(model, tokenizer, need_tokenizer, cache_length, use_jinja_template, trust_remote_code)
     if read is not None:
-        # a decoder in a directory: built op by op, without PyTorch or transformers (generative/direct.py)
-        info = read.info
-        owned, tokenizer_file = True, read.tokenizer_json
-        if read.tokenizer_reason is not None:  # the tokenizer as transformers rebuilds it, as the reference runs
-            log.info("reading the tokenizer with transformers: %s", read.tokenizer_reason)
-            from litert_torch.generative import hf
-
-            path = os.fspath(model)
-            tokenizer_file = hf.load_tokenizer(path, trust_remote_code)
-            info = hf.tokenizer_info(tokenizer_file, read.config, direct_source.generation_stop_ids(path),
-                                     cache_length, use_jinja_template)
+        # built op by op from the config and the weights, without tracing (generative/direct.py); a directory
+        # with its own tokenizer is read without PyTorch or transformers
+        owned, tokenizer_file, info = read.owned, read.tokenizer, read.info
         weights = direct.Weights(read.weights, direct_source.widen)
         model, layout = direct.build_llm(weights, read.config, read.rope_parameters, cache_length, lengths,
                                          start_token_id=info.start_token_id if info else None,
@@ -192,17 +186,61 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
             raise
 
 
-def _read_direct(model: Any, tokenizer: Any, need_tokenizer: bool, cache_length: int, use_jinja_template: bool):
-    """The directory `model` read for the direct builder, or None when it is read with transformers and traced
-    (a model in memory, an architecture or a config the direct builder does not take)."""
-    if not isinstance(model, (str, os.PathLike)) or tokenizer is not None:
-        return None
-    read = direct_source.read(os.fspath(model), need_tokenizer=need_tokenizer, cache_length=cache_length,
+@dataclass
+class _DirectRead:
+    """What the direct builder and the bundle take, however the model was given."""
+
+    config: Any  # LlmConfig
+    rope_parameters: Any
+    weights: Any  # numpy arrays by checkpoint name
+    tokenizer: Any  # the path of a tokenizer.json, a transformers tokenizer, or None
+    info: Any  # BundleInfo, or None without a tokenizer
+    owned: bool  # the weights are mapped from files here and nothing else holds them
+
+
+def _read_direct(model: Any, tokenizer: Any, need_tokenizer: bool, cache_length: int, use_jinja_template: bool,
+                 trust_remote_code: bool) -> _DirectRead | None:
+    """`model` read for the direct builder, or None when it is traced instead (an architecture, config or weights
+    the direct builder does not take; the reason is logged). A directory is read without transformers unless
+    its tokenizer is one transformers rebuilds, or a tokenizer is given; a model in memory is read as it is,
+    its weights taken as numpy arrays sharing their memory."""
+    if not isinstance(model, (str, os.PathLike)):
+        return _read_in_memory(model, tokenizer, need_tokenizer, cache_length, use_jinja_template)
+    path = os.fspath(model)
+    read = direct_source.read(path, need_tokenizer=need_tokenizer and tokenizer is None, cache_length=cache_length,
                               use_jinja_template=use_jinja_template)
     if isinstance(read, str):
         log.info("building the decoder by tracing it: %s", read)
         return None
-    return read
+    tokenizer_file, info = read.tokenizer_json, read.info
+    if need_tokenizer and (tokenizer is not None or read.tokenizer_reason is not None):
+        from litert_torch.generative import hf
+
+        if tokenizer is None:  # the tokenizer as transformers rebuilds it, as the reference model runs
+            log.info("reading the tokenizer with transformers: %s", read.tokenizer_reason)
+            tokenizer = hf.load_tokenizer(path, trust_remote_code)
+        hf.check_tokenizer(tokenizer, True)
+        tokenizer_file = tokenizer
+        info = hf.tokenizer_info(tokenizer, read.config, direct_source.generation_stop_ids(path), cache_length,
+                                 use_jinja_template)
+    return _DirectRead(read.config, read.rope_parameters, read.weights, tokenizer_file, info, owned=True)
+
+
+def _read_in_memory(model: Any, tokenizer: Any, need_tokenizer: bool, cache_length: int,
+                    use_jinja_template: bool) -> _DirectRead | None:
+    from litert_torch.generative import hf
+
+    source = hf.load(model, tokenizer, need_tokenizer=need_tokenizer, cache_length=cache_length)
+    reason = direct.can_build(source.config)
+    arrays = numpy_weights(source.weights) if reason is None else None
+    if isinstance(arrays, str):
+        reason, arrays = arrays, None
+    if reason is not None:
+        log.info("building the decoder by tracing it: %s", reason)
+        return None
+    info = hf.bundle_info(source, cache_length, use_jinja_template) if source.tokenizer is not None else None
+    return _DirectRead(source.config, source.hf_config.rope_parameters, arrays, source.tokenizer, info,
+                       owned=False)
 
 
 def _tokenizer_json(tokenizer: Any, directory: str) -> str:
