@@ -5,9 +5,9 @@ transformers reads a config through its architecture's config class, which fills
 fields from others and rewrites some (`use_sliding_window` clears `sliding_window` on Qwen; older files name RoPE
 `rope_theta` and `rope_scaling`); importing any of that imports PyTorch. So `read_config` does the same for the
 fields the exporter reads (`CONFIG_FIELDS`): the class defaults (`CONFIG_DEFAULTS`), the computed fields
-(`_derive`), the older RoPE form as each class rewrites it (`_rope_parameters`). What it does not follow (a
-computed field by a rule not written here) `read` reports, and the caller reads the directory with transformers;
-a tokenizer that transformers rebuilds (`tokenizer_reason`) the caller reads with transformers alone.
+(`_derive`), the older RoPE form as each class rewrites it (`_rope_parameters`). What it does not follow (an
+architecture not in the table, a field given under both its names) `read` reports, and the caller reads the
+directory with transformers; a tokenizer that transformers rebuilds (`tokenizer_reason`) the caller reads with transformers alone.
 The tables are generated from transformers; tests/generative/test_direct.py checks they still match it, and that
 both readings agree on configs as the Hub holds them.
 """
@@ -169,6 +169,10 @@ CONFIG_ALIASES: dict[str, dict[str, str]] = {
     "qwen3_moe": {"num_experts": "num_local_experts"},
     "mixtral": {"num_experts": "num_local_experts"},
 }
+# The class defaults of the fields that only the rules computing other fields read (`_derive`); a test checks
+# them.
+_RULE_DEFAULTS = {"qwen2": {"max_window_layers": 28}, "qwen3": {"max_window_layers": 28},
+                  "qwen2_moe": {"max_window_layers": 28}, "smollm3": {"no_rope_layer_interval": 4}}
 # Architectures whose config class clears sliding_window unless use_sliding_window is set.
 _WINDOW_SWITCHED = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")
 # The architectures whose config classes read the older RoPE fields their own way (`_rope_parameters` follows
@@ -328,12 +332,41 @@ def _derive(model_type: str, raw: dict, fields_read: dict) -> None:
                                                                 raw.get("sliding_window_pattern", 6))
             fields_read["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
                                           for i in range(layers)]
+        elif model_type in ("qwen2", "qwen3", "qwen2_moe"):  # the window on: layers from max_window_layers on
+            # (Qwen2, Qwen3), or the odd-numbered layers before it (Qwen2-MoE)
+            first = _rule_input(model_type, raw, "max_window_layers", 0)
+            sliding = [(i + 1) % 2 == 1 and i < first if model_type == "qwen2_moe"
+                       else fields_read.get("sliding_window") is not None and i >= first for i in range(layers)]
+            fields_read["layer_types"] = ["sliding_attention" if s else "full_attention" for s in sliding]
+        elif model_type == "smollm3":  # the window, when on, on the layers without RoPE
+            no_rope = _no_rope_layers(raw, fields_read, layers)
+            window = fields_read.get("use_sliding_window") and fields_read.get("sliding_window") is not None
+            fields_read["layer_types"] = ["sliding_attention" if window and not has_rope else "full_attention"
+                                          for has_rope in no_rope]
         else:
             fields_read.pop("layer_types", None)
+    if model_type == "smollm3" and fields_read.get("no_rope_layers") is None:
+        layers = fields_read.get("num_hidden_layers")
+        if not isinstance(layers, bool) and isinstance(layers, int) and layers >= 1:
+            fields_read["no_rope_layers"] = _no_rope_layers(raw, fields_read, layers)
     if model_type == "gemma" and fields_read.get("hidden_act") == "gelu":
         fields_read["hidden_act"] = "gelu_pytorch_tanh"  # as GemmaConfig reads the official releases
     fields_read["rope_parameters"] = _rope_parameters(model_type, raw)
     fields_read["rope_parameters"] = _standard_rope(fields_read)
+
+
+def _rule_input(model_type: str, raw: dict, name: str, minimum: int) -> int:
+    """A config field that only a computed field's rule reads: config.json's value, else the class default."""
+    return integer(name, raw.get(name, _RULE_DEFAULTS[model_type][name]), minimum)
+
+
+def _no_rope_layers(raw: dict, fields_read: dict, layers: int) -> list:
+    """SmolLM3's no_rope_layers (1: the layer rotates): as given, else every layer but each
+    no_rope_layer_interval-th."""
+    if fields_read.get("no_rope_layers") is not None:
+        return fields_read["no_rope_layers"]
+    interval = _rule_input("smollm3", raw, "no_rope_layer_interval", 1)
+    return [int((i + 1) % interval != 0) for i in range(layers)]
 
 
 def _rope_parameters(model_type: str, raw: dict) -> dict:

@@ -235,9 +235,16 @@ def test_rope_tables_are_transformers_within_float32_rounding(model_dir):
 
 
 def test_config_fields_match_transformers():
+    import dataclasses
+
+    import transformers
+
     assert source.config_fields() == source.CONFIG_FIELDS
     assert source.config_aliases() == source.CONFIG_ALIASES
     assert source.config_defaults() == source.CONFIG_DEFAULTS
+    for model_type, defaults in source._RULE_DEFAULTS.items():
+        fields = {f.name: f.default for f in dataclasses.fields(type(transformers.AutoConfig.for_model(model_type)))}
+        assert {name: fields[name] for name in defaults} == defaults, model_type
 
 
 def test_older_rope_form_read_here_where_the_base_class_reads_it():
@@ -253,9 +260,8 @@ def test_older_rope_form_read_here_where_the_base_class_reads_it():
 
 
 @pytest.mark.parametrize("arch, change, reason", [
-    ("smollm3", lambda c: c.pop("no_rope_layers"), "compute"),
-    ("qwen2", lambda c: (c.pop("layer_types"), c.update(use_sliding_window=True, sliding_window=4)), "compute"),
     ("llama", lambda c: c.update(model_type="olmo2"), "read by transformers"),
+    ("qwen3_moe", lambda c: c.update(num_experts=4), "sets both num_experts and num_local_experts"),
 ])
 def test_configs_left_to_transformers_are_read_by_it(tmp_path, arch, change, reason):
     path = tiny_lm.save(str(tmp_path / "m"), arch)
@@ -396,6 +402,21 @@ def _config_variants(arch: str):
         long = {"rope_theta": 10000.0, "short_factor": [1.0 + i / 8 for i in range(8)],
                 "long_factor": [2.0 + i for i in range(8)]}
         yield "su", {**legacy, "rope_scaling": {**long, "type": "su"}, "original_max_position_embeddings": 256}
+    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):  # the window on, the layer types computed
+        window = {k: v for k, v in base.items() if k != "layer_types"}
+        window.update(use_sliding_window=True, sliding_window=4)
+        yield "window on, no layer_types", {**window, "max_window_layers": 1}
+        yield "window on, no layer_types or max_window_layers", \
+            {k: v for k, v in window.items() if k != "max_window_layers"}
+        yield "window on, none given", {**window, "max_window_layers": 1, "sliding_window": None}
+    if model_type == "smollm3":  # the layers without RoPE computed, and from them the windowed ones
+        bare = {k: v for k, v in base.items() if k not in ("layer_types", "no_rope_layers")}
+        yield "no layer_types or no_rope_layers", bare
+        yield "interval 2", {**bare, "no_rope_layer_interval": 2}
+        yield "interval 1, window on", {**bare, "no_rope_layer_interval": 1, "use_sliding_window": True,
+                                        "sliding_window": 4}
+        yield "window on, no layer_types", {**base, "use_sliding_window": True, "sliding_window": 4,
+                                            "layer_types": None}
     computed = ("head_dim", "num_key_value_heads", "mlp_only_layers", "layer_types", "sliding_window", "no_rope_layers")
     for name in [*source.CONFIG_DEFAULTS[model_type], *computed]:
         stored = source.CONFIG_ALIASES.get(model_type, {}).get(name, name)
@@ -434,8 +455,7 @@ def test_hub_configs_read_as_transformers_reads_them(tmp_path, arch):
         _assert_tables_close(direct.rope_tables(cfg_ours, fields["rope_parameters"], CACHE),
                              rope_tables(hf_config, theirs, CACHE), f"{arch} {what}")
         read += 1
-    expected_left = {"smollm3": {"without layer_types", "without no_rope_layers"}}.get(arch, set())
-    assert {what for what, _ in left} == expected_left, left
+    assert left == []
     assert read > 10
 
 
