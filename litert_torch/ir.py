@@ -220,3 +220,19 @@ class Model:
     signatures: list[Signature]
     metadata: dict[str, bytes] = field(default_factory=dict)
     description: str = "litert_torch"
+
+
+def all_graphs(model: Model) -> list[Graph]:
+    """The model's subgraphs, then the subgraphs its control-flow ops run (an op option holding a Graph), each
+    once, in the order they are first named: the subgraphs of the file, in its order."""
+    graphs: list[Graph] = []
+    seen: set[int] = set()
+    pending = list(model.subgraphs)
+    while pending:
+        graph = pending.pop(0)
+        if id(graph) in seen:
+            continue
+        seen.add(id(graph))
+        graphs.append(graph)
+        pending += [v for op in graph.ops for v in op.options.values() if isinstance(v, Graph)]
+    return graphs

@@ -15,6 +15,7 @@ from ai_edge_litert import schema_py_generated as schema
 # Builtin opcode name -> name of its options table (the BuiltinOptions union member). Opcodes absent from this
 # table take no options.
 OPTIONS_TABLE: dict[str, str] = {
+    "IF": "IfOptions",
     "ADD": "AddOptions",
     "SUB": "SubOptions",
     "MUL": "MulOptions",

@@ -85,7 +85,7 @@ class _Buffers:
         return len(self.buffers) - 1
 
 
-def _options_object(op: ir.Op):
+def _options_object(op: ir.Op, graph_index: dict[int, int] | None = None):
     table = tables.OPTIONS_TABLE.get(op.opcode)
     if table is None:
         if op.options:
@@ -96,7 +96,9 @@ def _options_object(op: ir.Op):
         attr = tables.camel(key)
         if not hasattr(obj, attr):
             raise ValueError(f"{op.opcode} options have no field {key!r}")
-        if key in tables.ENUM_FIELDS and isinstance(value, str):
+        if isinstance(value, ir.Graph):  # a control-flow op's subgraph: its index in the file
+            value = (graph_index or {})[id(value)]
+        elif key in tables.ENUM_FIELDS and isinstance(value, str):
             value = getattr(tables.ENUM_FIELDS[key], value)
         elif isinstance(value, (list, tuple)):
             value = [int(v) for v in value]
@@ -137,12 +139,14 @@ def build_model(model: ir.Model, buffers: "_Buffers | None" = None) -> schema.Mo
     opcode_index: dict[tuple[str, int], int] = {}
     opcodes: list[schema.OperatorCodeT] = []
     subgraphs = []
-    for graph in model.subgraphs:
+    graphs = ir.all_graphs(model)
+    graph_index = {id(g): i for i, g in enumerate(graphs)}
+    for graph in graphs:
         tensors = graph.tensors()
         index = {t: i for i, t in enumerate(tensors)}
         # With several subgraphs, names carry their subgraph's name, so that they are unique in the whole file
         # (tools such as ai-edge-quantizer key tensors by name across subgraphs).
-        names = _unique_names(tensors, f"{graph.name}/" if len(model.subgraphs) > 1 else "")
+        names = _unique_names(tensors, f"{graph.name}/" if len(graphs) > 1 else "")
         sg = schema.SubGraphT()
         sg.name = graph.name
         sg.tensors = []
@@ -175,7 +179,7 @@ def build_model(model: ir.Model, buffers: "_Buffers | None" = None) -> schema.Mo
             o.opcodeIndex = opcode_index[key]
             o.inputs = [index[t] if t is not None else -1 for t in op.inputs]
             o.outputs = [index[t] for t in op.outputs]
-            o.builtinOptionsType, o.builtinOptions = _options_object(op)
+            o.builtinOptionsType, o.builtinOptions = _options_object(op, graph_index)
             sg.operators.append(o)
         subgraphs.append(sg)
 

@@ -1,0 +1,231 @@
+"""Attention over the filled part of the KV cache only.
+
+A signature attends over the whole cache: the scores of every cache slot, masked past each token's position.
+While a conversation is short, most of those slots are empty, and reading them is most of a decode step (the
+cache of a 30-layer 135M model at 1,024 positions is 47 MB; its int8 weights 135 MB). `attend_filled_prefix`
+rewrites each attention core of a signature (the scores matmul against the updated key cache, what is applied
+to the scores, the softmax, and the matmul against the updated value cache) into an IF on the largest input
+position: below 128 the core runs on the first 128 slots, below 256 on the first 256, and so on by doubling,
+else on the whole cache. A slot past every input position is masked (`MASKED`, whose exponential is 0 in
+float32), so the sliced core computes the same sums without terms that are exactly zero: the results are the
+whole core's.
+
+The branches are subgraphs (IF's then/else subgraphs, the smaller prefixes nested in the else branch), shared by
+every layer whose core has the same structure. The cache itself is still updated in place, before the IF.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from litert_torch import ir
+
+SMALLEST_PREFIX = 128
+# ops applied to the scores between the two matmuls (mask, scale, soft-capping, softmax over the last axis)
+_ON_SCORES = {"ADD", "SUB", "MUL", "DIV", "TANH", "SOFTMAX"}
+
+
+def prefix_lengths(cache_length: int) -> list[int]:
+    """The cache prefixes the cores are specialised to: 128, 256, ... below `cache_length`."""
+    out, n = [], SMALLEST_PREFIX
+    while n < cache_length:
+        out.append(n)
+        n *= 2
+    return out
+
+
+def attend_filled_prefix(graph: ir.Graph, input_pos: ir.Tensor) -> int:
+    """Rewrite each attention core of `graph` (a signature whose input positions are `input_pos`) to run on the
+    cache prefix that holds every input position; returns how many cores were rewritten."""
+    producers, consumers = graph.producers(), graph.consumers()
+    cores = [c for op in graph.ops if (c := _core(op, producers, consumers, graph)) is not None]
+    if not cores:
+        return 0
+    lengths = prefix_lengths(cores[0].cache)
+    if not lengths or any(c.cache != cores[0].cache for c in cores):
+        return 0
+    conditions, condition_ops = _conditions(input_pos, lengths)
+    shared: dict[Any, tuple[ir.Graph, ir.Graph]] = {}
+    for core in cores:
+        key = core.key()
+        if key not in shared:
+            shared[key] = _branches(core, lengths, f"attention_prefix_{len(shared)}")
+        then_graph, else_graph = shared[key]
+        last = core.ops[-1]
+        branch_op = ir.Op("IF", [conditions[0], *core.arguments(), *conditions[1:]], list(last.outputs),
+                          {"then_subgraph_index": then_graph, "else_subgraph_index": else_graph}, last.source)
+        drop = {id(op) for op in core.ops[:-1]}
+        graph.ops = [branch_op if op is last else op for op in graph.ops if id(op) not in drop]
+    graph.ops = condition_ops + graph.ops
+    return len(cores)
+
+
+class _Core:
+    """One attention core: its ops, from the scores matmul to the output matmul, and what they read."""
+
+    def __init__(self, ops: list[ir.Op], sides: list[ir.Tensor], cache: int):
+        self.ops, self.sides, self.cache = ops, sides, cache
+
+    @property
+    def query(self) -> ir.Tensor:
+        return self.ops[0].inputs[0]
+
+    @property
+    def keys(self) -> ir.Tensor:
+        return self.ops[0].inputs[1]
+
+    @property
+    def values(self) -> ir.Tensor:
+        return self.ops[-1].inputs[1]
+
+    def arguments(self) -> list[ir.Tensor]:
+        return [self.query, self.keys, self.values, *(t for t in self.sides if not t.is_constant)]
+
+    def key(self) -> tuple:
+        """What makes two cores the same function: their ops, options, shapes and constants."""
+        parts: list[Any] = [tuple(t.shape) for t in self.arguments()]
+        for op in self.ops:
+            ins = []
+            for t in op.inputs:
+                if t is not None and t.is_constant:
+                    ins.append(("const", t.dtype.str, tuple(t.shape), t.data.tobytes()))
+                elif t is not None and t in self.sides:
+                    ins.append(("side", self.sides.index(t)))
+                else:
+                    ins.append(("chain",))
+            parts.append((op.opcode, tuple(sorted((k, repr(v)) for k, v in op.options.items())), tuple(ins),
+                          tuple(tuple(t.shape) for t in op.outputs)))
+        return tuple(parts)
+
+
+def _cache_update(t: ir.Tensor, producers: dict, graph: ir.Graph) -> bool:
+    """`t` is a cache as updated in place: a DYNAMIC_UPDATE_SLICE of a graph input."""
+    op = producers.get(t)
+    return op is not None and op.opcode == "DYNAMIC_UPDATE_SLICE" and any(op.inputs[0] is g for g in graph.inputs)
+
+
+def _core(op: ir.Op, producers: dict, consumers: dict, graph: ir.Graph) -> _Core | None:
+    """The attention core whose scores matmul is `op` (query [1, H, M, D] times the updated key cache
+    [1, H, C, D] transposed), or None when `op` does not start one."""
+    if op.opcode != "BATCH_MATMUL" or op.options.get("adj_x") or not op.options.get("adj_y"):
+        return None
+    query, keys = op.inputs[:2]
+    if keys.rank != 4 or query.rank != 4 or not _cache_update(keys, producers, graph):
+        return None
+    cache = keys.shape[2]
+    scores_shape = tuple(op.outputs[0].shape)
+    ops, sides, t = [op], [], op.outputs[0]
+    while True:
+        users = consumers.get(t, [])
+        if len(users) != 1 or any(t is o for o in graph.outputs):
+            return None
+        user = users[0]
+        if user.opcode == "BATCH_MATMUL":
+            values = user.inputs[1]
+            if (user.inputs[0] is not t or user.options.get("adj_x") or not user.options.get("adj_y")
+                    or values.rank != 4 or values.shape[3] != cache or not _cache_update(values, producers, graph)):
+                return None
+            ops.append(user)
+            return _Core(ops, sides, cache)
+        if user.opcode not in _ON_SCORES or tuple(user.outputs[0].shape) != scores_shape \
+                or user.outputs[0].dtype != t.dtype or len(user.outputs) != 1:
+            return None
+        if user.opcode == "SOFTMAX" and len(user.inputs) != 1:
+            return None
+        for other in user.inputs:
+            if other is t:
+                continue
+            if other is None or other.rank > len(scores_shape):
+                return None
+            # a scalar or a tensor over the cache slots (the mask), broadcast against the scores
+            if not (other.size == 1 or (other.rank >= 1 and other.shape[-1] == cache)):
+                return None
+            if not other.is_constant and other not in sides:
+                sides.append(other)
+        ops.append(user)
+        t = user.outputs[0]
+
+
+def _conditions(input_pos: ir.Tensor, lengths: list[int]) -> tuple[list[ir.Tensor], list[ir.Op]]:
+    """`largest input position < n` for each prefix length n, as [1] bools, and the ops that compute them."""
+    ops = []
+    if input_pos.shape == (1,):
+        last = input_pos
+    else:
+        last = ir.Tensor("attention_prefix/last_position", [1], np.int32)
+        axes = ir.Tensor("attention_prefix/axes", [1], np.int32, np.zeros(1, np.int32))
+        ops.append(ir.Op("REDUCE_MAX", [input_pos, axes], [last], {"keep_dims": True}))
+    conditions = []
+    for n in lengths:
+        below = ir.Tensor(f"attention_prefix/below_{n}", [1], np.bool_)
+        bound = ir.Tensor(f"attention_prefix/bound_{n}", [], np.int32, np.array(n, np.int32))
+        ops.append(ir.Op("LESS", [last, bound], [below]))
+        conditions.append(below)
+    return conditions, ops
+
+
+def _branches(core: _Core, lengths: list[int], name: str) -> tuple[ir.Graph, ir.Graph]:
+    """The then and else subgraphs of the IF that replaces `core`: the core on the first lengths[0] slots, and
+    a subgraph that picks among the longer prefixes (the whole cache last) the same way."""
+    runs = [_sliced(core, n, f"{name}/prefix_{n}", len(lengths) - 1) for n in lengths]
+    runs.append(_sliced(core, core.cache, f"{name}/whole", len(lengths) - 1))
+    else_graph = runs[-1]
+    for depth in range(len(lengths) - 1, 0, -1):  # prefix lengths[depth] or, else, what is longer
+        chooser = ir.Graph(f"{name}/from_{lengths[depth]}")
+        chooser.inputs = [ir.Tensor(f"{chooser.name}/in_{i}", t.shape, t.dtype) for i, t in
+                          enumerate(runs[0].inputs)]
+        args = chooser.inputs[:len(chooser.inputs) - (len(lengths) - 1)]
+        conditions = chooser.inputs[len(args):]
+        out = ir.Tensor(f"{chooser.name}/out", runs[0].outputs[0].shape, runs[0].outputs[0].dtype)
+        chooser.ops = [ir.Op("IF", [conditions[depth - 1], *args, *conditions], [out],
+                             {"then_subgraph_index": runs[depth], "else_subgraph_index": else_graph},
+                             core.ops[-1].source)]
+        chooser.outputs = [out]
+        else_graph = chooser
+    return runs[0], else_graph
+
+
+def _sliced(core: _Core, n: int, name: str, extra_conditions: int) -> ir.Graph:
+    """The core as a subgraph on the first `n` cache slots; its inputs are the core's arguments, then
+    `extra_conditions` bools it does not read (every branch of the IFs takes the same inputs)."""
+    graph = ir.Graph(name)
+    copies: dict[int, ir.Tensor] = {}
+    for i, t in enumerate(core.arguments()):
+        copies[id(t)] = ir.Tensor(f"{name}/in_{i}", t.shape, t.dtype)
+    graph.inputs = [copies[id(t)] for t in core.arguments()]
+    graph.inputs += [ir.Tensor(f"{name}/condition_{i}", [1], np.bool_) for i in range(extra_conditions)]
+
+    def sliced(t: ir.Tensor, axis: int) -> ir.Tensor:
+        if n == core.cache:
+            return t
+        size = list(t.shape)
+        size[axis] = n
+        out = ir.Tensor(f"{t.name}_first_{n}", size, t.dtype)
+        begin = ir.Tensor(f"{t.name}_begin", [t.rank], np.int32, np.zeros(t.rank, np.int32))
+        sizes = ir.Tensor(f"{t.name}_size", [t.rank], np.int32, np.array(size, np.int32))
+        graph.ops.append(ir.Op("SLICE", [t, begin, sizes], [out], {}, core.ops[0].source))
+        return out
+
+    local = {id(core.keys): sliced(copies[id(core.keys)], 2), id(core.values): sliced(copies[id(core.values)], 3)}
+    for side in core.sides:
+        local[id(side)] = sliced(copies[id(side)], side.rank - 1) if side.shape[-1] == core.cache \
+            else copies[id(side)]
+    local[id(core.query)] = copies[id(core.query)]
+    for op in core.ops:
+        ins = []
+        for t in op.inputs:
+            if t is not None and t.is_constant and id(t) not in local:
+                local[id(t)] = ir.Tensor(f"{name}/{t.name}", t.shape, t.dtype, t.data)
+            ins.append(local[id(t)] if t is not None else None)
+        outs = []
+        for t in op.outputs:
+            shape = list(t.shape)
+            if op is not core.ops[-1]:
+                shape[-1] = n  # the scores: one column per slot
+            outs.append(ir.Tensor(f"{name}/{t.name}", shape, t.dtype))
+            local[id(t)] = outs[-1]
+        graph.ops.append(ir.Op(op.opcode, ins, outs, dict(op.options), op.source))
+    graph.outputs = [local[id(core.ops[-1].outputs[0])]]
+    return graph
