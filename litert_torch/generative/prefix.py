@@ -51,7 +51,8 @@ def attend_filled_prefix(graph: ir.Graph, input_pos: ir.Tensor) -> int:
     for core in cores:
         key = core.key()
         if key not in shared:
-            shared[key] = _branches(core, lengths, f"attention_prefix_{len(shared)}")
+            # subgraph names are unique in the file (they prefix their tensors' names, which must be)
+            shared[key] = _branches(core, lengths, f"{graph.name}/attention_{len(shared)}")
         then_graph, else_graph = shared[key]
         last = core.ops[-1]
         branch_op = ir.Op("IF", [conditions[0], *core.arguments(), *conditions[1:]], list(last.outputs),
@@ -174,11 +175,10 @@ def _branches(core: _Core, lengths: list[int], name: str) -> tuple[ir.Graph, ir.
     else_graph = runs[-1]
     for depth in range(len(lengths) - 1, 0, -1):  # prefix lengths[depth] or, else, what is longer
         chooser = ir.Graph(f"{name}/from_{lengths[depth]}")
-        chooser.inputs = [ir.Tensor(f"{chooser.name}/in_{i}", t.shape, t.dtype) for i, t in
-                          enumerate(runs[0].inputs)]
+        chooser.inputs = [ir.Tensor(f"in_{i}", t.shape, t.dtype) for i, t in enumerate(runs[0].inputs)]
         args = chooser.inputs[:len(chooser.inputs) - (len(lengths) - 1)]
         conditions = chooser.inputs[len(args):]
-        out = ir.Tensor(f"{chooser.name}/out", runs[0].outputs[0].shape, runs[0].outputs[0].dtype)
+        out = ir.Tensor("out", runs[0].outputs[0].shape, runs[0].outputs[0].dtype)
         chooser.ops = [ir.Op("IF", [conditions[depth - 1], *args, *conditions], [out],
                              {"then_subgraph_index": runs[depth], "else_subgraph_index": else_graph},
                              core.ops[-1].source)]
@@ -193,9 +193,9 @@ def _sliced(core: _Core, n: int, name: str, extra_conditions: int) -> ir.Graph:
     graph = ir.Graph(name)
     copies: dict[int, ir.Tensor] = {}
     for i, t in enumerate(core.arguments()):
-        copies[id(t)] = ir.Tensor(f"{name}/in_{i}", t.shape, t.dtype)
+        copies[id(t)] = ir.Tensor(f"in_{i}", t.shape, t.dtype)
     graph.inputs = [copies[id(t)] for t in core.arguments()]
-    graph.inputs += [ir.Tensor(f"{name}/condition_{i}", [1], np.bool_) for i in range(extra_conditions)]
+    graph.inputs += [ir.Tensor(f"condition_{i}", [1], np.bool_) for i in range(extra_conditions)]
 
     def sliced(t: ir.Tensor, axis: int) -> ir.Tensor:
         if n == core.cache:
@@ -217,14 +217,14 @@ def _sliced(core: _Core, n: int, name: str, extra_conditions: int) -> ir.Graph:
         ins = []
         for t in op.inputs:
             if t is not None and t.is_constant and id(t) not in local:
-                local[id(t)] = ir.Tensor(f"{name}/{t.name}", t.shape, t.dtype, t.data)
+                local[id(t)] = ir.Tensor(t.name, t.shape, t.dtype, t.data)
             ins.append(local[id(t)] if t is not None else None)
         outs = []
         for t in op.outputs:
             shape = list(t.shape)
             if op is not core.ops[-1]:
                 shape[-1] = n  # the scores: one column per slot
-            outs.append(ir.Tensor(f"{name}/{t.name}", shape, t.dtype))
+            outs.append(ir.Tensor(t.name, shape, t.dtype))
             local[id(t)] = outs[-1]
         graph.ops.append(ir.Op(op.opcode, ins, outs, dict(op.options), op.source))
     graph.outputs = [local[id(core.ops[-1].outputs[0])]]

@@ -39,8 +39,16 @@ def verify(data: bytes) -> Verdict:
     verdict = Verdict(model)
     for g_index, graph in enumerate(model.subgraphs):
         _check_graph(graph, g_index, len(model.subgraphs))
+    _check_calls(model)
+    for g_index, graph in enumerate(model.subgraphs):
         for i, op in enumerate(graph.ops):
             check = CHECKS.get(op.opcode)
+            if op.opcode == "IF":
+                try:
+                    _check_if(op, model)
+                except OpProblem as exc:
+                    raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} (IF): {exc}") from None
+                continue
             if check is None:
                 verdict.unchecked.add(op.opcode)
                 continue
@@ -70,14 +78,59 @@ def _check_graph(graph: ir.Graph, g_index: int, subgraphs: int) -> None:
                                      f"{t.name!r}, which is a constant, an input or written twice")
             written.add(id(t))
             defined.add(id(t))
-        for key in ("subgraph_index", "then_subgraph_index", "else_subgraph_index", "cond_subgraph_index",
-                    "body_subgraph_index", "init_subgraph_index"):
+        for key in _SUBGRAPH_OPTIONS:
             if key in op.options and not 0 <= int(op.options[key]) < subgraphs:
                 raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}) names "
                                      f"subgraph {op.options[key]}")
     for t in graph.outputs:
         if id(t) not in defined:
             raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} output {t.name!r} is never written")
+
+
+_SUBGRAPH_OPTIONS = ("subgraph_index", "then_subgraph_index", "else_subgraph_index", "cond_subgraph_index",
+                     "body_subgraph_index", "init_subgraph_index")
+
+
+def _check_calls(model: ir.Model) -> None:
+    """No subgraph runs itself, directly or through others: the runtime would recurse until its stack ends."""
+    calls = {g: sorted({int(op.options[k]) for op in graph.ops for k in _SUBGRAPH_OPTIONS if k in op.options})
+             for g, graph in enumerate(model.subgraphs)}
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+
+    def visit(g: int, path: list[int]) -> None:
+        state[g] = 1
+        for callee in calls[g]:
+            if state.get(callee) == 1:
+                cycle = " -> ".join(str(x) for x in [*path[path.index(callee):], callee])
+                raise ModelFileError(f"corrupt TFLite model: subgraphs run each other in a cycle ({cycle})")
+            if callee not in state:
+                visit(callee, [*path, callee])
+        state[g] = 2
+
+    for g in calls:
+        if g not in state:
+            visit(g, [g])
+
+
+def _check_if(op: ir.Op, model: ir.Model) -> None:
+    """IF: a one-element bool condition, and each branch subgraph taking the op's other inputs and giving its
+    outputs, dtype for dtype and shape for shape."""
+    condition = op.inputs[0] if op.inputs else None
+    if condition is None or condition.dtype != np.bool_ or _shape(condition) not in ((), (1,)):
+        raise OpProblem("the condition must be a one-element bool tensor")
+    if None in op.inputs:
+        raise OpProblem("a required input is missing")
+    for key in ("then_subgraph_index", "else_subgraph_index"):
+        if key not in op.options:
+            raise OpProblem(f"no {key}")
+        branch = model.subgraphs[int(op.options[key])]
+        for what, ours, theirs in (("inputs", op.inputs[1:], branch.inputs), ("outputs", op.outputs, branch.outputs)):
+            if len(ours) != len(theirs):
+                raise OpProblem(f"{len(ours)} {what}, where its {key.split('_')[0]} subgraph has {len(theirs)}")
+            for a, b in zip(ours, theirs):
+                if a.dtype != b.dtype or (not _dynamic(a, b) and _shape(a) != _shape(b)):
+                    raise OpProblem(f"{what} {a.dtype} {list(a.shape)}, where its {key.split('_')[0]} subgraph "
+                                    f"has {b.dtype} {list(b.shape)}")
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,164 @@
+"""Attention over the filled part of the KV cache (generative/prefix.py): each layer's attention core becomes an
+IF over cache prefixes, the branches shared by the layers, and the model computes what attending over the whole
+cache computes, at every position and through every runtime path (our runner, LiteRT-LM, the quantizers)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from litert_torch.errors import ModelFileError
+from litert_torch.flatbuffer.reader import read_model
+from litert_torch.flatbuffer.writer import serialize
+from litert_torch.generative import direct, prefix, source
+from litert_torch.generative.runner import LlmRunner
+from litert_torch.runtime.verify import verify
+from tests.generative import tiny_lm
+
+CACHE, PREFILL = 512, (4, 160)
+
+
+def _build(path, monkeypatch=None, whole_cache=False):
+    if whole_cache:
+        monkeypatch.setattr(direct, "attend_filled_prefix", lambda graph, input_pos: 0)
+    read = source.read(path, need_tokenizer=False, cache_length=CACHE)
+    model = direct.build_llm(direct.Weights(read.weights, source.widen), read.config, read.rope_parameters, CACHE,
+                             PREFILL)[0]
+    if whole_cache:
+        monkeypatch.undo()
+    return read.config, model
+
+
+def test_prefix_lengths():
+    assert prefix.prefix_lengths(96) == []
+    assert prefix.prefix_lengths(128) == []
+    assert prefix.prefix_lengths(129) == [128]
+    assert prefix.prefix_lengths(1024) == [128, 256, 512]
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma2", "gemma3", "qwen3_moe"])
+def test_prefix_cores_compute_what_whole_cache_cores_compute(tmp_path, monkeypatch, arch):
+    """Soft-capped scores (Gemma 2), sliding-window layers (Gemma 2 and 3) and routed experts included: prompts
+    prefilled in chunks that cross every prefix length, then decode steps up to the end of the cache, give the
+    logits of the same model attending over the whole cache."""
+    path = tiny_lm.save(str(tmp_path / "m"), arch)
+    cfg, ours = _build(path)
+    _, whole = _build(path, monkeypatch, whole_cache=True)
+    for graph in ours.subgraphs:  # (prefill computes no logits: the last layer's attention is dead there)
+        layers = cfg.num_layers if graph.name == "decode" else cfg.num_layers - 1
+        assert sum(op.opcode == "IF" for op in graph.ops) == layers, graph.name
+        # all of attention inside the branches (a router's softmax stays)
+        assert not any(op.opcode == "SOFTMAX" and op.outputs[0].shape[-1] == CACHE for op in graph.ops), graph.name
+    assert not any(op.opcode == "IF" for g in whole.subgraphs for op in g.ops)
+    data = serialize(ours)
+    file = read_model(data)
+    # per signature, one set of branches (a core per prefix and the whole cache, and the IFs choosing among the
+    # longer ones) shared by the layers (Gemma's two layer types have cores of the same shape)
+    assert len(file.subgraphs) - len(ours.subgraphs) == len(ours.subgraphs) * 2 * len(prefix.prefix_lengths(CACHE))
+    verify(data)
+
+    runners = [LlmRunner(m if isinstance(m, bytes) else serialize(m), None) for m in (data, whole)]
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, cfg.vocab_size, 500).tolist()
+    position = 0
+    # prefill chunks that cross prefix lengths, and decode steps at each side of each length and to the end
+    for stop, decode_to in [(100, 135), (200, 262), (500, CACHE)]:
+        got, expected = (r.prefill(ids[position:stop]) for r in runners)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6, err_msg=f"{arch} prefill to {stop}")
+        while runners[0].position < decode_to:
+            token = int(rng.integers(0, cfg.vocab_size))
+            got, expected = (r.decode(token) for r in runners)
+            np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6,
+                                       err_msg=f"{arch} decode at {runners[0].position}")
+        position = runners[0].position
+
+
+def test_bundle_with_prefix_cores_runs_in_litert_lm_like_hugging_face(tmp_path):
+    """The real LiteRT-LM runtime runs the IFs and their subgraphs: the greedy continuation is Hugging Face's,
+    float and int8."""
+    pytest.importorskip("litert_lm")
+    pytest.importorskip("litert_lm_builder")
+    import torch
+    import transformers
+
+    from litert_torch.generative.export_hf import export
+    from tests.generative.test_llm import PROMPT, hf_greedy
+
+    src = tiny_lm.save(str(tmp_path / "src"), "qwen3")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(src)
+    ids = tok(PROMPT).input_ids
+    reference = hf_greedy(hf, ids, 24)
+    for recipe in ("none", "dynamic_wi8_afp32", "fp16", "dynamic_wi4b32_afp32"):
+        bundle = export.export(model=src, output_dir=str(tmp_path / recipe), prefill_lengths=[8],
+                               cache_length=256, quantization_recipe=recipe)
+        import litert_lm
+
+        os.makedirs(tmp_path / "c" / recipe)
+        engine = litert_lm.Engine(bundle, backend=litert_lm.Backend.CPU(), cache_dir=str(tmp_path / "c" / recipe),
+                                  max_num_tokens=256)
+        session = engine.create_session(apply_prompt_template=False,
+                                        sampler_config=litert_lm.SamplerConfig(top_k=1), max_output_tokens=24)
+        session.run_prefill([PROMPT])
+        text = session.run_decode().texts[0]
+        if recipe == "none":
+            stop = reference.index(tok.eos_token_id) if tok.eos_token_id in reference else len(reference)
+            assert text == tok.decode(reference[:stop], skip_special_tokens=False)
+            from litert_torch import generative
+
+            report = generative.validate_llm(generative.load(bundle), hf, ids, 16)
+            assert report.identical and len(report.layer_errors or []) in (0, hf.config.num_hidden_layers)
+        else:
+            assert isinstance(text, str) and text
+        from litert_torch.generative.bundle import unpack_bundle
+
+        model = read_model(unpack_bundle(bundle)[0])
+        assert any(op.opcode == "IF" for g in model.subgraphs for op in g.ops), recipe
+
+
+def _if_model(tmp_path):
+    path = tiny_lm.save(str(tmp_path / "m"), "llama")
+    return serialize(_build(path)[1])
+
+
+def _rewrite(data, change):
+    from litert_torch.flatbuffer.writer import _packed, _unpacked
+
+    m = _unpacked(data)
+    change(m)
+    return _packed(m)
+
+
+def test_verify_refuses_if_ops_that_would_crash_the_runtime(tmp_path):
+    from litert_torch.flatbuffer import schema as tables
+
+    data = _if_model(tmp_path)
+    code = tables.BUILTIN_CODES["IF"]
+
+    def first_if(m):
+        for g, sg in enumerate(m.subgraphs):
+            for op in sg.operators:
+                if m.operatorCodes[op.opcodeIndex].builtinCode == code:
+                    return g, op
+
+    def self_call(m):
+        g, op = first_if(m)
+        op.builtinOptions.thenSubgraphIndex = g
+
+    def dropped_input(m):
+        op = first_if(m)[1]
+        op.inputs = op.inputs[:-1]
+
+    def wrong_condition(m):
+        g, op = first_if(m)
+        op.inputs = [op.inputs[1], *op.inputs[1:]]
+
+    with pytest.raises(ModelFileError, match="cycle"):
+        verify(_rewrite(data, self_call))
+    with pytest.raises(ModelFileError, match="IF"):
+        verify(_rewrite(data, dropped_input))
+    with pytest.raises(ModelFileError, match="condition"):
+        verify(_rewrite(data, wrong_condition))
+    assert os.path.exists(tmp_path / "m")
