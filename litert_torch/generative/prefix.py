@@ -48,6 +48,7 @@ def attend_filled_prefix(graph: ir.Graph, input_pos: ir.Tensor) -> int:
         return 0
     conditions, condition_ops = _conditions(input_pos, lengths)
     shared: dict[Any, tuple[ir.Graph, ir.Graph]] = {}
+    replaced: dict[int, ir.Op | None] = {}  # id(op) -> the IF that takes its place, or None: dropped
     for core in cores:
         key = core.key()
         if key not in shared:
@@ -55,11 +56,12 @@ def attend_filled_prefix(graph: ir.Graph, input_pos: ir.Tensor) -> int:
             shared[key] = _branches(core, lengths, f"{graph.name}/attention_{len(shared)}")
         then_graph, else_graph = shared[key]
         last = core.ops[-1]
-        branch_op = ir.Op("IF", [conditions[0], *core.arguments(), *conditions[1:]], list(last.outputs),
-                          {"then_subgraph_index": then_graph, "else_subgraph_index": else_graph}, last.source)
-        drop = {id(op) for op in core.ops[:-1]}
-        graph.ops = [branch_op if op is last else op for op in graph.ops if id(op) not in drop]
-    graph.ops = condition_ops + graph.ops
+        replaced.update((id(op), None) for op in core.ops[:-1])
+        replaced[id(last)] = ir.Op("IF", [conditions[0], *core.arguments(), *conditions[1:]], list(last.outputs),
+                                   {"then_subgraph_index": then_graph, "else_subgraph_index": else_graph},
+                                   last.source)
+    kept = (replaced.get(id(op), op) for op in graph.ops)
+    graph.ops = condition_ops + [op for op in kept if op is not None]
     return len(cores)
 
 

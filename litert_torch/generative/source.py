@@ -7,7 +7,8 @@ fields from others and rewrites some (`use_sliding_window` clears `sliding_windo
 fields the exporter reads (`CONFIG_FIELDS`): the class defaults (`CONFIG_DEFAULTS`), the computed fields
 (`_derive`), the older RoPE form as each class rewrites it (`_rope_parameters`). What it does not follow (an
 architecture not in the table, a field given under both its names) `read` reports, and the caller reads the
-directory with transformers; a tokenizer that transformers rebuilds (`tokenizer_reason`) the caller reads with transformers alone.
+directory with transformers; a tokenizer that transformers rebuilds (`tokenizer_reason`) the caller reads with
+transformers alone.
 The tables are generated from transformers; tests/generative/test_direct.py checks they still match it, and that
 both readings agree on configs as the Hub holds them.
 """
@@ -25,7 +26,7 @@ import numpy as np
 from litert_torch.generative.bundle import BundleInfo
 from litert_torch.generative.config import (LlmConfig, UnsupportedModelError, check_cache_length, integer,
                                             token_ids)
-from litert_torch.generative.weights import ModelSourceError, numpy_weights, read_weights, weight_files
+from litert_torch.generative.weights import ModelSourceError, bfloat16, numpy_weights, read_weights, weight_files
 
 # The fields of each architecture's transformers config class that `LlmConfig.from_hf` reads (generated from
 # transformers: `config_fields()`; a test checks they still match).
@@ -321,9 +322,14 @@ def _derive(model_type: str, raw: dict, fields_read: dict) -> None:
     switched_off = model_type in _WINDOW_SWITCHED and not fields_read.get("use_sliding_window")
     if switched_off:
         fields_read["sliding_window"] = None
+    layers = fields_read.get("num_hidden_layers")
+    layers = layers if not isinstance(layers, bool) and isinstance(layers, int) and layers >= 1 else None
+    if model_type == "smollm3" and fields_read.get("no_rope_layers") is None and layers is not None:
+        # every layer rotates but each no_rope_layer_interval-th (1: the layer rotates)
+        interval = _rule_input(model_type, raw, "no_rope_layer_interval", 1)
+        fields_read["no_rope_layers"] = [int((i + 1) % interval != 0) for i in range(layers)]
     if "layer_types" in fields and fields_read.get("layer_types") is None:
-        layers = fields_read.get("num_hidden_layers")
-        if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+        if layers is None:
             fields_read["layer_types"] = None  # LlmConfig.from_hf refuses num_hidden_layers, naming it
         elif switched_off:
             fields_read["layer_types"] = ["full_attention"] * layers
@@ -339,16 +345,12 @@ def _derive(model_type: str, raw: dict, fields_read: dict) -> None:
                        else fields_read.get("sliding_window") is not None and i >= first for i in range(layers)]
             fields_read["layer_types"] = ["sliding_attention" if s else "full_attention" for s in sliding]
         elif model_type == "smollm3":  # the window, when on, on the layers without RoPE
-            no_rope = _no_rope_layers(raw, fields_read, layers)
+            no_rope = fields_read["no_rope_layers"]
             window = fields_read.get("use_sliding_window") and fields_read.get("sliding_window") is not None
             fields_read["layer_types"] = ["sliding_attention" if window and not has_rope else "full_attention"
                                           for has_rope in no_rope]
         else:
             fields_read.pop("layer_types", None)
-    if model_type == "smollm3" and fields_read.get("no_rope_layers") is None:
-        layers = fields_read.get("num_hidden_layers")
-        if not isinstance(layers, bool) and isinstance(layers, int) and layers >= 1:
-            fields_read["no_rope_layers"] = _no_rope_layers(raw, fields_read, layers)
     if model_type == "gemma" and fields_read.get("hidden_act") == "gelu":
         fields_read["hidden_act"] = "gelu_pytorch_tanh"  # as GemmaConfig reads the official releases
     fields_read["rope_parameters"] = _rope_parameters(model_type, raw)
@@ -358,15 +360,6 @@ def _derive(model_type: str, raw: dict, fields_read: dict) -> None:
 def _rule_input(model_type: str, raw: dict, name: str, minimum: int) -> int:
     """A config field that only a computed field's rule reads: config.json's value, else the class default."""
     return integer(name, raw.get(name, _RULE_DEFAULTS[model_type][name]), minimum)
-
-
-def _no_rope_layers(raw: dict, fields_read: dict, layers: int) -> list:
-    """SmolLM3's no_rope_layers (1: the layer rotates): as given, else every layer but each
-    no_rope_layer_interval-th."""
-    if fields_read.get("no_rope_layers") is not None:
-        return fields_read["no_rope_layers"]
-    interval = _rule_input("smollm3", raw, "no_rope_layer_interval", 1)
-    return [int((i + 1) % interval != 0) for i in range(layers)]
 
 
 def _rope_parameters(model_type: str, raw: dict) -> dict:
@@ -443,11 +436,6 @@ def read(path: str, *, need_tokenizer: bool, cache_length: int | None, use_jinja
     files = weight_files(path)
     if not files:
         raise ModelSourceError(f"{path} has no weights (*.safetensors or *.bin)")
-    weights = read_weights(files, read_safetensors)
-    if not all(f.endswith(".safetensors") for f in files):  # a PyTorch checkpoint: loaded with torch (mapped)
-        weights = numpy_weights(weights)
-        if isinstance(weights, str):
-            return weights
     tokenizer_path = os.path.join(path, "tokenizer.json")
     info = reason = None
     if need_tokenizer:
@@ -465,6 +453,11 @@ def read(path: str, *, need_tokenizer: bool, cache_length: int | None, use_jinja
         else:
             info = _bundle_info(path, tokenizer_path, tokenizer_config, cfg, cache_length or 0, use_jinja_template)
             reason, info = (info, None) if isinstance(info, str) else (None, info)
+    weights = read_weights(files, read_safetensors)
+    if not all(f.endswith(".safetensors") for f in files):  # a PyTorch checkpoint: loaded with torch (mapped)
+        weights = numpy_weights(weights)
+        if isinstance(weights, str):
+            return weights
     return DirectSource(cfg, fields_read.get("rope_parameters"), weights,
                         tokenizer_path if need_tokenizer and reason is None else None, info, reason)
 
@@ -573,13 +566,6 @@ def read_safetensors(file: str) -> dict[str, np.ndarray]:
                                    f"{shape}) does not fit its bytes [{begin}, {end}) of the file")
         out[name] = mapped[body + begin: body + end].view(dtype).reshape(shape)
     return out
-
-
-def bfloat16():
-    """numpy's bfloat16 type (ml_dtypes')."""
-    import ml_dtypes
-
-    return ml_dtypes.bfloat16
 
 
 def widen(name: str, array: np.ndarray) -> np.ndarray:

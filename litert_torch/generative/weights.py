@@ -96,6 +96,13 @@ def _read_bin(file: str) -> dict[str, Any]:
     return state
 
 
+def bfloat16():
+    """numpy's bfloat16 type (ml_dtypes', imported when first needed)."""
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
+
+
 def numpy_weights(weights: Mapping[str, Any]) -> dict[str, Any] | str:
     """The tensors of a state dict as numpy arrays sharing their memory (bfloat16 as ml_dtypes.bfloat16; a
     tensor elsewhere than the CPU copied to it), or why they cannot be taken so (a tensor subclass, a dtype
@@ -110,9 +117,7 @@ def numpy_weights(weights: Mapping[str, Any]) -> dict[str, Any] | str:
             raise ModelSourceError(f"weight {name} is on the meta device: the model's weights were never loaded")
         tensor = tensor.detach().cpu()
         if tensor.dtype == torch.bfloat16:
-            import ml_dtypes
-
-            out[name] = tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+            out[name] = tensor.view(torch.int16).numpy().view(bfloat16())
             continue
         try:
             out[name] = tensor.numpy()

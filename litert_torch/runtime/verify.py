@@ -95,21 +95,24 @@ def _check_calls(model: ir.Model) -> None:
     """No subgraph runs itself, directly or through others: the runtime would recurse until its stack ends."""
     calls = {g: sorted({int(op.options[k]) for op in graph.ops for k in _SUBGRAPH_OPTIONS if k in op.options})
              for g, graph in enumerate(model.subgraphs)}
-    state: dict[int, int] = {}  # 1: on the current path, 2: done
-
-    def visit(g: int, path: list[int]) -> None:
-        state[g] = 1
-        for callee in calls[g]:
-            if state.get(callee) == 1:
+    done: set[int] = set()
+    for root in calls:  # depth first, without recursion (a file may chain any number of subgraphs)
+        if root in done:
+            continue
+        path, on_path, stack = [root], {root}, [iter(calls[root])]
+        while stack:
+            callee = next(stack[-1], None)
+            if callee is None:
+                done.add(path[-1])
+                on_path.discard(path.pop())
+                stack.pop()
+            elif callee in on_path:
                 cycle = " -> ".join(str(x) for x in [*path[path.index(callee):], callee])
                 raise ModelFileError(f"corrupt TFLite model: subgraphs run each other in a cycle ({cycle})")
-            if callee not in state:
-                visit(callee, [*path, callee])
-        state[g] = 2
-
-    for g in calls:
-        if g not in state:
-            visit(g, [g])
+            elif callee not in done:
+                path.append(callee)
+                on_path.add(callee)
+                stack.append(iter(calls[callee]))
 
 
 def _check_if(op: ir.Op, model: ir.Model) -> None:

@@ -162,3 +162,17 @@ def test_verify_refuses_if_ops_that_would_crash_the_runtime(tmp_path):
     with pytest.raises(ModelFileError, match="condition"):
         verify(_rewrite(data, wrong_condition))
     assert os.path.exists(tmp_path / "m")
+
+
+def test_subgraph_cycles_are_found_however_long_the_chain():
+    """A file may chain any number of subgraphs: the check walks them without recursing."""
+    from litert_torch import ir
+    from litert_torch.runtime.verify import _check_calls
+
+    n = 20000
+    graphs = [ir.Graph(f"g{i}", ops=[ir.Op("IF", [], [], {"then_subgraph_index": i + 1, "else_subgraph_index": i + 1})]
+                       if i + 1 < n else []) for i in range(n)]
+    _check_calls(ir.Model(graphs, []))
+    graphs[-1].ops = [ir.Op("IF", [], [], {"then_subgraph_index": n // 2, "else_subgraph_index": 0})]
+    with pytest.raises(ModelFileError, match=f"cycle .*{n // 2} -> {n // 2 + 1}"):
+        _check_calls(ir.Model(graphs, []))
