@@ -442,9 +442,9 @@ class EdgeModel:
         io = self._io.get(signature)
         feeds, want_torch = self._feeds(signature, args, kwargs)
         # Variable tensors (recurrent state) persist between invocations; each call starts from the initial state.
-        if self._accelerator is None:
-            self._get_interpreter().reset_all_variables()
         try:
+            if self._accelerator is None:
+                self._get_interpreter().reset_all_variables()
             results = runner(**feeds)
         except ValueError as exc:
             results = self._empty_outputs(runner, exc) if "Invalid tensor size" in str(exc) else None

@@ -61,7 +61,15 @@ def verify(data: bytes) -> Verdict:
 
 
 def _check_graph(graph: ir.Graph, g_index: int, subgraphs: int) -> None:
-    """Each tensor written once, by an op before its readers; graph inputs and constants never written."""
+    """Each tensor written once, by an op before its readers; graph inputs and constants never written.
+    Variable tensors are state the runtime keeps and stateful ops update in place: never a graph's input or
+    output, nor an op's output (the runtime resets them before a call, and has no memory for one it did not
+    plan as state)."""
+    for what, tensors in (("input", graph.inputs), ("output", graph.outputs)):
+        for t in tensors:
+            if t.is_variable:
+                raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} {what} {t.name!r} is marked "
+                                     "variable (runtime state)")
     defined = {id(t) for t in graph.inputs}
     written = set()
     for t in graph.tensors():
@@ -73,9 +81,9 @@ def _check_graph(graph: ir.Graph, g_index: int, subgraphs: int) -> None:
                 raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}) reads "
                                      f"{t.name!r} before any op writes it")
         for t in op.outputs:
-            if id(t) in written or t.is_constant or any(t is x for x in graph.inputs):
+            if id(t) in written or t.is_constant or t.is_variable or any(t is x for x in graph.inputs):
                 raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}) writes "
-                                     f"{t.name!r}, which is a constant, an input or written twice")
+                                     f"{t.name!r}, which is a constant, a variable, an input or written twice")
             written.add(id(t))
             defined.add(id(t))
         for key in _SUBGRAPH_OPTIONS:
@@ -317,12 +325,29 @@ def batch_matmul(op: ir.Op) -> None:
 
 
 def reshape(op: ir.Op) -> None:
+    """The element count kept; a shape input is a vector of the output's rank, and a constant one gives the
+    output's shape (one -1 standing for the dimension the others leave)."""
     x, y = op.inputs[0], op.outputs[0]
-    if len(op.inputs) > 1 and op.inputs[1] is not None:
-        _const(op.inputs[1], "shape")
     _same_dtype(x, y)
     if not _dynamic(x, y) and int(np.prod(_shape(x), dtype=np.int64)) != int(np.prod(_shape(y), dtype=np.int64)):
         raise OpProblem(f"{list(x.shape)} has not the element count of {list(y.shape)}")
+    shape = op.inputs[1] if len(op.inputs) > 1 else None
+    if shape is None:
+        return
+    values = _const(shape, "shape")
+    if shape.rank != 1 or (not _dynamic(shape, y) and shape.shape[0] != y.rank):
+        raise OpProblem(f"a shape input of shape {list(shape.shape)} for an output of rank {y.rank}")
+    if values is None or _dynamic(x, y):
+        return
+    wanted = values.tolist()
+    if wanted.count(-1) > 1 or any(v < -1 for v in wanted):
+        raise OpProblem(f"shape {wanted}")
+    if -1 in wanted:
+        known = int(np.prod([v for v in wanted if v != -1], dtype=np.int64))
+        at = wanted.index(-1)  # with a 0 among the others, any size fits: the output's
+        wanted[at] = int(np.prod(_shape(x), dtype=np.int64)) // known if known else _shape(y)[at]
+    if tuple(wanted) != _shape(y):
+        raise OpProblem(f"shape {values.tolist()} for an output of shape {list(y.shape)}")
 
 
 def transpose(op: ir.Op) -> None:

@@ -2,7 +2,8 @@
 the process down.
 
 A case is "SEED:N": mutation N (deterministic) of a small model this module converts (a conv net, an MLP, an
-LSTM, an embedding lookup, a model with two signatures). Mutations: flipped bytes, truncation, and 32-bit
+LSTM, an embedding lookup, a model with two signatures, and a 2-layer LLM with prefill and decode signatures
+whose attention runs in IF branch subgraphs over its KV cache). Mutations: flipped bytes, truncation, and 32-bit
 integers overwritten with the values that break readers (0, -1, 1, small counts, huge values) at positions
 outside the weight data. Run through `litert_torch.suites.runner`, each case in a worker process, so that a
 crash is recorded (with its signal) instead of ending the run:
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 STATUSES = ("ok", "refused", "error")
-SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures")
+SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures", "llm")
 VALUES = (0, 1, 2, 3, 4, 7, 8, 16, 64, 255, 256, 65535, 2**31 - 1, -1, -2, -(2**31))
 
 
@@ -69,7 +70,36 @@ def seed_model(name: str) -> bytes:
         a, b = nn.Linear(4, 3).eval(), nn.Conv1d(2, 2, 3, padding=1).eval()
         return litert_torch.signature("a", a, (torch.randn(1, 4),)).signature("b", b, (torch.randn(1, 2, 6),)) \
             .convert().flatbuffer
+    if name == "llm":
+        return _llm_seed()
     raise ValueError(f"unknown seed model {name!r}")
+
+
+def _llm_seed() -> bytes:
+    """A 2-layer Llama over random weights (no transformers needed), cache 256: its attention cores are IF ops
+    over cache prefixes, the branches subgraphs of their own."""
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.generative import direct
+    from litert_torch.generative.config import LlmConfig
+
+    hidden, inner, head_dim, layers = 16, 24, 8, 2
+    cfg = LlmConfig.from_hf(dict(model_type="llama", vocab_size=48, hidden_size=hidden, intermediate_size=inner,
+                                 num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
+                                 head_dim=head_dim, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                                 max_position_embeddings=512, hidden_act="silu"))
+    shapes = {"embed_tokens.weight": (48, hidden), "norm.weight": (hidden,)}
+    for i in range(layers):
+        shapes.update({f"layers.{i}.{name}": shape for name, shape in (
+            ("self_attn.q_proj.weight", (2 * head_dim, hidden)), ("self_attn.k_proj.weight", (head_dim, hidden)),
+            ("self_attn.v_proj.weight", (head_dim, hidden)), ("self_attn.o_proj.weight", (hidden, 2 * head_dim)),
+            ("mlp.gate_proj.weight", (inner, hidden)), ("mlp.up_proj.weight", (inner, hidden)),
+            ("mlp.down_proj.weight", (hidden, inner)), ("input_layernorm.weight", (hidden,)),
+            ("post_attention_layernorm.weight", (hidden,)))})
+    rng = np.random.default_rng(0)
+    weights = {"model." + k: (0.3 * rng.standard_normal(s)).astype(np.float32) for k, s in shapes.items()}
+    model = direct.build_llm(direct.Weights(weights, lambda name, array: array), cfg,
+                             {"rope_type": "default", "rope_theta": 10000.0}, 256, [4])[0]
+    return serialize(model)
 
 
 @functools.lru_cache(maxsize=None)

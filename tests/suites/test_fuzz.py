@@ -36,6 +36,56 @@ def test_twenty_thousand_mutated_models_run_or_raise_typed_errors():
     _fuzz(20000, seed=4)
 
 
+def test_variable_marks_on_a_later_signature_are_refused():
+    """One byte of a shared vtable can mark every int32 activation of a file variable: the runtime then fails
+    to reset the state of a signature it has not yet allocated. The check refuses variables that are a graph's
+    inputs or outputs, or that an op writes; the seed LLM itself (IF branch subgraphs, two signatures) runs."""
+    data = fuzz.seed_model("llm")
+    edge = litert_torch.EdgeModel(data)
+    for key, sig in edge.signatures.items():
+        edge.run(key, tuple(np.zeros(spec.shape, spec.dtype) for spec in sig.inputs))
+
+    def marked(pick):
+        model = read_model(data)
+        pick(model.subgraphs[1]).is_variable = True
+        return serialize(model)
+
+    with pytest.raises(ModelFileError, match="subgraph 1 input '.*tokens' is marked variable"):
+        litert_torch.EdgeModel(marked(lambda g: g.inputs[0]))
+    with pytest.raises(ModelFileError, match="output .* is marked variable"):
+        litert_torch.EdgeModel(marked(lambda g: g.outputs[0]))
+    with pytest.raises(ModelFileError, match="writes .*, which is a constant, a variable"):
+        litert_torch.EdgeModel(marked(lambda g: g.ops[0].outputs[0]))
+
+
+def test_reshape_shape_inputs_must_give_the_output_shape():
+    """A RESHAPE whose shape input was swapped for another constant (a [1, 256] position table: the CPU
+    delegate read it past its end and the process died) or whose shape values disagree with its output is
+    refused; -1 and the file as written pass."""
+    from litert_torch import ir
+
+    data = fuzz.seed_model("llm")
+    model = read_model(data)
+    graph = model.subgraphs[1]
+    at = next(i for i, op in enumerate(graph.ops) if op.opcode == "RESHAPE" and op.inputs[1].is_constant
+              and op.outputs[0].rank > 1)
+
+    def changed(shape_input):
+        m = read_model(data)
+        m.subgraphs[1].ops[at].inputs[1] = shape_input
+        return serialize(m)
+
+    out = graph.ops[at].outputs[0]
+    table = ir.Tensor("table", [1, 256], np.int32, np.arange(256, dtype=np.int32).reshape(1, 256))
+    with pytest.raises(ModelFileError, match="RESHAPE.*shape input of shape \\[1, 256\\]"):
+        litert_torch.EdgeModel(changed(table))
+    wrong = list(out.shape[::-1]) if len(set(out.shape)) > 1 else [*out.shape[:-1], out.shape[-1] + 1]
+    with pytest.raises(ModelFileError, match="RESHAPE.*shape .* for an output of shape"):
+        litert_torch.EdgeModel(changed(ir.Tensor("s", [out.rank], np.int32, np.array(wrong, np.int32))))
+    inferred = [*out.shape[:-1], -1]
+    litert_torch.EdgeModel(changed(ir.Tensor("s", [out.rank], np.int32, np.array(inferred, np.int32))))
+
+
 def _crashing_file() -> bytes:
     """A model the LiteRT runtime dies on: a RESHAPE whose shape input is marked omitted (-1)."""
     for seed in fuzz.SEEDS:
