@@ -30,6 +30,7 @@ from litert_torch.errors import (
     OnnxError,
     QuantizationArgumentError,
     QuantizationError,
+    SampleInputError,
     UnknownSignatureError,
     UnsupportedOpsError,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "QuantizationArgumentError",
     "QuantizationError",
     "QuantizationReport",
+    "SampleInputError",
     "SignatureSet",
     "UnknownSignatureError",
     "UnsupportedOpsError",

@@ -99,6 +99,13 @@ class InvalidArgumentError(LiteRTTorchError, ValueError):
     output folder that cannot be written): the message names the argument and what it accepts."""
 
 
+class SampleInputError(ExportError, InvalidArgumentError):
+    """The model does not run on the sample inputs it was given, in PyTorch itself (a shape or dtype its forward
+    does not take): the inputs are wrong, not the conversion."""
+
+    hint = "give sample inputs of the shapes and dtypes the model's forward takes"
+
+
 class UnknownSignatureError(InvalidArgumentError, KeyError):
     """A signature key the model does not have; the message lists the ones it has."""
 

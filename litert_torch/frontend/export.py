@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.fx import proxy as _fx_proxy
 
-from litert_torch.errors import ExportError
+from litert_torch.errors import ExportError, SampleInputError
 from litert_torch.ir import SourceRef
 
 aten = torch.ops.aten
@@ -488,11 +488,54 @@ def export_module(
                 from litert_torch.lower.registry import lowered_as_is as lowerable
             return decompose(program, own=True, lowerable=lowerable)
     except Exception as exc:  # torch.export raises many types; keep its explanation and add the user's line
+        refused = _eager_failure(module, args, kwargs or {})
+        if refused is not None:
+            raise SampleInputError(
+                f"{type(module).__name__} does not run on the sample inputs ({describe_samples(args, kwargs)}) "
+                f"in PyTorch itself: {type(refused).__name__}: {_first_line(refused)}") from exc
         where = _user_line_from_traceback(exc)
         lead = f"torch.export could not trace {type(module).__name__}"
         if where:
             lead += f" (at {where})"
         raise ExportError(f"{lead}:\n{type(exc).__name__}: {exc}{_hint(exc)}") from exc
+
+
+def _eager_failure(module: torch.nn.Module, args: tuple, kwargs: dict) -> Exception | None:
+    """After a failed trace: what calling `module` on the samples in PyTorch raises (None when it runs). A model
+    that fails there too was given inputs its forward does not take. Its buffers (a BatchNorm's running
+    statistics in training mode) are put back as they were."""
+    saved = [(b, b.detach().clone()) for b in module.buffers()]
+    try:
+        with torch.no_grad(), _quiet_torch():
+            module(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - what the model raises is the answer
+        return exc
+    finally:
+        with torch.no_grad():
+            for buffer, value in saved:
+                if buffer.shape == value.shape:
+                    buffer.copy_(value)
+    return None
+
+
+def describe_samples(args: tuple, kwargs: dict | None = None) -> str:
+    """Sample inputs as 'float32[1, 5], int64[2]', keywords by name, long lists cut short."""
+    def one(value: Any) -> str:
+        if isinstance(value, torch.Tensor):
+            return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
+        if isinstance(value, (list, tuple)):
+            inner = ", ".join(one(v) for v in value[:4]) + (", ..." if len(value) > 4 else "")
+            return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+        return type(value).__name__
+
+    parts = [one(a) for a in args] + [f"{k}={one(v)}" for k, v in (kwargs or {}).items()]
+    return ", ".join(parts[:8]) + (f", ... ({len(parts)} in all)" if len(parts) > 8 else "")
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else ""
+    return line if len(line) <= limit else line[:limit] + " ..."
 
 
 def _hint(exc: BaseException) -> str:
@@ -511,7 +554,7 @@ def _hint(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def _quiet_torch() -> Iterator[None]:
-    """Log records up to WARNING are dropped while torch.export runs when litert_torch.config.silence_torch_logs
+    """Log records up to ERROR are dropped while torch.export runs when litert_torch.config.silence_torch_logs
     is on (the default): its warnings and graph dumps are not the user's concern; failures still raise."""
     from litert_torch.settings import config
 
@@ -519,7 +562,7 @@ def _quiet_torch() -> Iterator[None]:
         yield
         return
     previous = logging.root.manager.disable
-    logging.disable(max(previous, logging.WARNING))
+    logging.disable(max(previous, logging.ERROR))  # torch logs what it then raises (fake-tensor failures)
     try:
         yield
     finally:

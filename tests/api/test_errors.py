@@ -99,6 +99,38 @@ def test_export_failure_keeps_the_explanation_and_names_the_user_line():
     assert "data-dependent" in message.lower() or "guard" in message.lower()
 
 
+class FailsWhenTraced(nn.Module):
+    """Runs in PyTorch, fails only under torch.export; updates its running statistics as it runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(3)  # training mode: each call moves the running mean
+
+    def forward(self, x):
+        y = self.norm(x)
+        if torch.compiler.is_exporting():
+            raise RuntimeError("no tracing here")
+        return y
+
+
+def test_sample_inputs_the_model_does_not_take_are_said_to_be_the_inputs():
+    with pytest.raises(litert_torch.SampleInputError) as info:
+        litert_torch.convert(nn.Linear(3, 2), (torch.randn(1, 5),))
+    assert isinstance(info.value, ExportError) and isinstance(info.value, litert_torch.InvalidArgumentError)
+    message = str(info.value)
+    assert "Linear does not run on the sample inputs (float32[1, 5])" in message
+    assert "mat1 and mat2 shapes cannot be multiplied" in message and len(message.splitlines()) == 1
+    # a model that runs in PyTorch but not under torch.export is a conversion failure, not bad input; the
+    # PyTorch run that tells them apart leaves the model's buffers as they were
+    model = FailsWhenTraced()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ExportError, match="no tracing here") as info:
+        litert_torch.convert(model, (torch.randn(4, 3) + 5,))
+    assert not isinstance(info.value, litert_torch.SampleInputError)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
 def test_not_a_module():
     with pytest.raises(ExportError, match="needs a torch.nn.Module"):
         litert_torch.convert(lambda x: x, (torch.randn(2),))

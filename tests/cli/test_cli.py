@@ -310,11 +310,14 @@ def test_unreadable_pt2_is_one_short_line_that_never_suggests_unpickling(tmp_pat
 
 
 def test_a_huge_error_message_is_bounded(tmp_path):
-    """An error that quotes a whole graph (or one 200 KB line) prints as a short paragraph; --debug prints it all."""
+    """An error that quotes a whole graph (or one 200 KB line) prints as a short paragraph; --debug prints it all.
+    (The model runs in PyTorch and fails only while torch.export traces it: a conversion failure, exit 1.)"""
     source = tmp_path / "huge.py"
     source.write_text("import torch\n\n"
                       "class Huge(torch.nn.Module):\n"
                       "    def forward(self, x):\n"
+                      "        if not torch.compiler.is_exporting():\n"
+                      "            return x\n"
                       "        raise ValueError('x' * 200_000 + '\\n' + '\\n'.join(f'line {i}' for i in range(500)))\n\n"
                       "def build():\n    return Huge(), (torch.randn(2),)\n")
     code, output = run("convert", f"{source}:build", "-o", tmp_path / "m.tflite")
@@ -322,3 +325,16 @@ def test_a_huge_error_message_is_bounded(tmp_path):
     lines = output.strip().splitlines()
     assert len(lines) <= 26 and max(len(line) for line in lines) <= 460, (len(lines), max(map(len, lines)))
     assert "more characters" in output and "--debug shows them" in output
+
+
+def test_sample_inputs_the_model_does_not_take_exit_2_in_a_few_lines(tmp_path):
+    """A shape the model's forward does not take (5 channels for a Conv2d of 3) is bad input: exit 2, PyTorch's
+    own message in one line, nothing of torch's logging, nothing written."""
+    out = tmp_path / "m.tflite"
+    code, stdout, stderr = run_script("convert", f"{FIXTURES}:Small", "-o", out, "--input", "x=1x5x8x8:float32")
+    output = stdout + stderr
+    assert code == 2, output
+    assert "does not run on the sample inputs (x=float32[1, 5, 8, 8])" in output, output
+    assert "Traceback" not in output and "fake_tensor" not in output
+    assert len(output.strip().splitlines()) <= 3, output
+    assert os.listdir(tmp_path) == []
