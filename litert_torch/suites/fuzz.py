@@ -3,7 +3,7 @@ the process down.
 
 A case is "SEED:N": mutation N (deterministic) of a small model this module converts (a conv net, an MLP, an
 LSTM, an embedding lookup, a model with two signatures, and a 2-layer LLM with prefill and decode signatures
-whose attention runs in IF branch subgraphs over its KV cache). Mutations: flipped bytes, truncation, and 32-bit
+whose attention runs in IF branch subgraphs over its KV cache, in float and with int8 weights). Mutations: flipped bytes, truncation, and 32-bit
 integers overwritten with the values that break readers (0, -1, 1, small counts, huge values) at positions
 outside the weight data. Run through `litert_torch.suites.runner`, each case in a worker process, so that a
 crash is recorded (with its signal) instead of ending the run:
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 STATUSES = ("ok", "refused", "error")
-SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures", "llm")
+SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures", "llm", "llm_int8")
 VALUES = (0, 1, 2, 3, 4, 7, 8, 16, 64, 255, 256, 65535, 2**31 - 1, -1, -2, -(2**31))
 
 
@@ -70,14 +70,15 @@ def seed_model(name: str) -> bytes:
         a, b = nn.Linear(4, 3).eval(), nn.Conv1d(2, 2, 3, padding=1).eval()
         return litert_torch.signature("a", a, (torch.randn(1, 4),)).signature("b", b, (torch.randn(1, 2, 6),)) \
             .convert().flatbuffer
-    if name == "llm":
-        return _llm_seed()
+    if name in ("llm", "llm_int8"):
+        return _llm_seed(int8=name == "llm_int8")
     raise ValueError(f"unknown seed model {name!r}")
 
 
-def _llm_seed() -> bytes:
+def _llm_seed(int8: bool = False) -> bytes:
     """A 2-layer Llama over random weights (no transformers needed), cache 256: its attention cores are IF ops
-    over cache prefixes, the branches subgraphs of their own."""
+    over cache prefixes, the branches subgraphs of their own. `int8`: its weights int8 per channel, as the
+    LLM exporter's dynamic int8 recipe stores them (LiteRT's hybrid kernels)."""
     from litert_torch.flatbuffer.writer import serialize
     from litert_torch.generative import direct
     from litert_torch.generative.config import LlmConfig
@@ -99,6 +100,10 @@ def _llm_seed() -> bytes:
     weights = {"model." + k: (0.3 * rng.standard_normal(s)).astype(np.float32) for k, s in shapes.items()}
     model = direct.build_llm(direct.Weights(weights, lambda name, array: array), cfg,
                              {"rope_type": "default", "rope_theta": 10000.0}, 256, [4])[0]
+    if int8:
+        from litert_torch.quantization import int8_weights
+
+        int8_weights(model.subgraphs)
     return serialize(model)
 
 
