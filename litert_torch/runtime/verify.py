@@ -43,20 +43,21 @@ def verify(data: bytes) -> Verdict:
     for g_index, graph in enumerate(model.subgraphs):
         for i, op in enumerate(graph.ops):
             check = CHECKS.get(op.opcode)
-            if op.opcode == "IF":
-                try:
-                    _check_if(op, model)
-                except OpProblem as exc:
-                    raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} (IF): {exc}") from None
-                continue
-            if check is None:
+            if op.opcode != "IF" and check is None:
                 verdict.unchecked.add(op.opcode)
                 continue
             try:
-                _count(op, *ARITY[op.opcode])
-                check(op)
+                if op.opcode == "IF":
+                    _check_if(op, model)
+                else:
+                    _count(op, *ARITY[op.opcode])
+                    check(op)
             except OpProblem as exc:
                 raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}): {exc}") from None
+            except (IndexError, KeyError, TypeError, ValueError, ArithmeticError) as exc:
+                # a check tripping over values no kernel could take (an axis of a scalar, say): refused the same
+                raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}) cannot be "
+                                     f"checked: {type(exc).__name__}: {exc}") from None
     return verdict
 
 
@@ -432,6 +433,8 @@ def gather(op: ir.Op) -> None:
     x, idx = op.inputs
     if idx.dtype not in INDEX:
         raise OpProblem(f"indices of dtype {idx.dtype}")
+    if x.rank == 0:
+        raise OpProblem("a scalar input")
     axis = _axis(int(op.options.get("axis", 0)), x.rank)
     batch = int(op.options.get("batch_dims", 0))
     if batch != 0:
@@ -658,6 +661,8 @@ def pack(op: ir.Op) -> None:
 
 def unpack(op: ir.Op) -> None:
     x = op.inputs[0]
+    if x.rank == 0:
+        raise OpProblem("a scalar input")
     axis = _axis(int(op.options.get("axis", 0)), x.rank)
     if int(op.options.get("num", 0)) != len(op.outputs) or x.shape[axis] != len(op.outputs):
         raise OpProblem(f"num {op.options.get('num')} with {len(op.outputs)} outputs for {x.shape[axis]} slices")

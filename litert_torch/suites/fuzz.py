@@ -3,7 +3,8 @@ the process down.
 
 A case is "SEED:N": mutation N (deterministic) of a small model this module converts (a conv net, an MLP, an
 LSTM, an embedding lookup, a model with two signatures, and a 2-layer LLM with prefill and decode signatures
-whose attention runs in IF branch subgraphs over its KV cache, in float and with int8 weights). Mutations: flipped bytes, truncation, and 32-bit
+whose attention runs in IF branch subgraphs over its KV cache, in float and with int8 weights, and an
+attention block with a dynamic batch and sequence). Mutations: flipped bytes, truncation, and 32-bit
 integers overwritten with the values that break readers (0, -1, 1, small counts, huge values) at positions
 outside the weight data. Run through `litert_torch.suites.runner`, each case in a worker process, so that a
 crash is recorded (with its signal) instead of ending the run:
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 STATUSES = ("ok", "refused", "error")
-SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures", "llm", "llm_int8")
+SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures", "llm", "llm_int8", "dynamic")
 VALUES = (0, 1, 2, 3, 4, 7, 8, 16, 64, 255, 256, 65535, 2**31 - 1, -1, -2, -(2**31))
 
 
@@ -70,6 +71,22 @@ def seed_model(name: str) -> bytes:
         a, b = nn.Linear(4, 3).eval(), nn.Conv1d(2, 2, 3, padding=1).eval()
         return litert_torch.signature("a", a, (torch.randn(1, 4),)).signature("b", b, (torch.randn(1, 2, 6),)) \
             .convert().flatbuffer
+    if name == "dynamic":
+        class Attention(nn.Module):  # shapes known only at run time: RESHAPEs fed computed shapes
+            def __init__(self):
+                super().__init__()
+                self.qkv, self.out = nn.Linear(8, 24), nn.Linear(8, 8)
+
+            def forward(self, x):
+                batch, seq, _ = x.shape
+                q, k, v = self.qkv(x).reshape(batch, seq, 3, 2, 4).permute(2, 0, 3, 1, 4)
+                mixed = torch.softmax(q @ k.transpose(-1, -2) * 0.5, -1) @ v
+                return self.out(mixed.transpose(1, 2).reshape(batch, seq, 8)) + torch.arange(seq)[:, None]
+
+        from torch.export import Dim
+
+        shapes = {"x": {0: Dim("batch", min=1, max=4), 1: Dim("seq", min=2, max=16)}}
+        return litert_torch.convert(Attention().eval(), (torch.randn(2, 5, 8),), dynamic_shapes=shapes).flatbuffer
     if name in ("llm", "llm_int8"):
         return _llm_seed(int8=name == "llm_int8")
     raise ValueError(f"unknown seed model {name!r}")
@@ -153,7 +170,7 @@ def run_case(case: str) -> dict[str, Any]:
     try:
         edge = EdgeModel(data)
         for key, sig in edge.signatures.items():
-            feeds = [np.zeros([max(d, 1) for d in spec.shape], spec.dtype) for spec in sig.inputs]
+            feeds = [np.zeros([d if d > 0 else 2 for d in spec.shape], spec.dtype) for spec in sig.inputs]
             edge.run(key, tuple(feeds))
     except LiteRTTorchError as exc:
         return {"status": "refused", "detail": f"{type(exc).__name__}: {str(exc)[:160]}"}

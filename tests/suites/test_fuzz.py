@@ -86,6 +86,30 @@ def test_reshape_shape_inputs_must_give_the_output_shape():
     litert_torch.EdgeModel(changed(ir.Tensor("s", [out.rank], np.int32, np.array(inferred, np.int32))))
 
 
+def test_checks_that_trip_over_a_file_refuse_it(monkeypatch):
+    """An UNPACK of a scalar (a mutated rank in the dynamic seed) is refused by name; a check that fails in an
+    unforeseen way on some value still refuses the file with a typed error, never an IndexError."""
+    from litert_torch import ir
+    from litert_torch.runtime import verify as checks
+
+    data = fuzz.seed_model("dynamic")
+    model = read_model(data)
+    op = next(o for g in model.subgraphs for o in g.ops if o.opcode == "UNPACK")
+    x = op.inputs[0]
+    op.inputs[0] = ir.Tensor(x.name, [], x.dtype)  # the same tensor, its rank overwritten
+    for other in model.subgraphs[0].ops:
+        other.outputs = [op.inputs[0] if t is x else t for t in other.outputs]
+    with pytest.raises(ModelFileError, match="UNPACK.*a scalar input"):
+        litert_torch.EdgeModel(serialize(model))
+
+    def tripping(op):
+        raise IndexError("tuple index out of range")
+
+    monkeypatch.setitem(checks.CHECKS, "UNPACK", tripping)
+    with pytest.raises(ModelFileError, match="UNPACK.*cannot be checked: IndexError"):
+        litert_torch.EdgeModel(data)
+
+
 def _crashing_file() -> bytes:
     """A model the LiteRT runtime dies on: a RESHAPE whose shape input is marked omitted (-1)."""
     for seed in fuzz.SEEDS:
