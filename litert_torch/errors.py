@@ -9,6 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's message as one line of at most `limit` characters (for messages that quote another
+    library's error)."""
+    return " ".join(str(exc).split())[:limit]
+
+
 class LiteRTTorchError(Exception):
     """Base class of every error raised by litert_torch."""
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.fx import proxy as _fx_proxy
 
-from litert_torch.errors import ExportError, SampleInputError
+from litert_torch.errors import ExportError, SampleInputError, one_line
 from litert_torch.ir import SourceRef
 
 aten = torch.ops.aten
@@ -491,8 +491,8 @@ def export_module(
         refused = _eager_failure(module, args, kwargs or {})
         if refused is not None:
             raise SampleInputError(
-                f"{type(module).__name__} does not run on the sample inputs ({describe_samples(args, kwargs)}) "
-                f"in PyTorch itself: {type(refused).__name__}: {_first_line(refused)}") from exc
+                f"{type(module).__name__} does not run on the sample inputs ({_describe_samples(args, kwargs)}) "
+                f"in PyTorch itself: {type(refused).__name__}: {one_line(refused)}") from exc
         where = _user_line_from_traceback(exc)
         lead = f"torch.export could not trace {type(module).__name__}"
         if where:
@@ -518,7 +518,7 @@ def _eager_failure(module: torch.nn.Module, args: tuple, kwargs: dict) -> Except
     return None
 
 
-def describe_samples(args: tuple, kwargs: dict | None = None) -> str:
+def _describe_samples(args: tuple, kwargs: dict | None = None) -> str:
     """Sample inputs as 'float32[1, 5], int64[2]', keywords by name, long lists cut short."""
     def one(value: Any) -> str:
         if isinstance(value, torch.Tensor):
@@ -530,12 +530,6 @@ def describe_samples(args: tuple, kwargs: dict | None = None) -> str:
 
     parts = [one(a) for a in args] + [f"{k}={one(v)}" for k, v in (kwargs or {}).items()]
     return ", ".join(parts[:8]) + (f", ... ({len(parts)} in all)" if len(parts) > 8 else "")
-
-
-def _first_line(exc: BaseException, limit: int = 300) -> str:
-    text = str(exc).strip().splitlines()
-    line = text[0] if text else ""
-    return line if len(line) <= limit else line[:limit] + " ..."
 
 
 def _hint(exc: BaseException) -> str:

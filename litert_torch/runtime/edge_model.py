@@ -30,7 +30,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from litert_torch.errors import (
-    InvalidArgumentError, ModelFileError, ModelInputError, ModelLoadError, UnknownSignatureError,
+    InvalidArgumentError, ModelFileError, ModelInputError, ModelLoadError, UnknownSignatureError, one_line,
 )
 from litert_torch.files import atomic_file, write_atomic
 from litert_torch.flatbuffer.reader import read_metadata
@@ -338,7 +338,7 @@ class EdgeModel:
                                               experimental_preserve_all_tensors=self._keep_intermediates)
                     interpreter.allocate_tensors()
             except (ValueError, RuntimeError) as exc:
-                raise ModelLoadError(f"LiteRT could not load this model: {_first_lines(exc)}") from None
+                raise ModelLoadError(f"LiteRT could not load this model: {one_line(exc)}") from None
             self._interpreter = interpreter
         return self._interpreter
 
@@ -449,9 +449,9 @@ class EdgeModel:
         except ValueError as exc:
             results = self._empty_outputs(runner, exc) if "Invalid tensor size" in str(exc) else None
             if results is None:
-                raise ModelLoadError(f"LiteRT could not run signature {signature!r}: {_first_lines(exc)}") from None
+                raise ModelLoadError(f"LiteRT could not run signature {signature!r}: {one_line(exc)}") from None
         except RuntimeError as exc:
-            raise ModelLoadError(f"LiteRT could not run signature {signature!r}: {_first_lines(exc)}") from None
+            raise ModelLoadError(f"LiteRT could not run signature {signature!r}: {one_line(exc)}") from None
         order = io["outputs"] if io else list(runner.get_output_details())
         if any(name not in results for name in order):
             raise ModelFileError(f"the litert_torch.io metadata names outputs {order} that signature {signature!r} "
@@ -704,10 +704,6 @@ def try_in_child(data: Any, timeout: float = 300.0) -> None:
         lines = [line for line in proc.stderr.strip().splitlines() if line.strip() and not line.startswith("INFO")]
         detail = lines[-1] if lines else f"exit status {proc.returncode}"
         raise ModelLoadError(f"LiteRT could not load or run this model: {detail[:300]}")
-
-
-def _first_lines(exc: BaseException, limit: int = 300) -> str:
-    return " ".join(str(exc).split())[:limit]
 
 
 def _to_numpy(value: torch.Tensor) -> np.ndarray:
