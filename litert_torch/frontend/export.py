@@ -209,6 +209,63 @@ def _lazy_recompiles() -> Iterator[None]:
         yield
 
 
+_FAKE_CACHE_LOCK = threading.Lock()
+_fake_cache_users = 0
+_fake_cache_lookup: Callable[..., Any] | None = None  # torch's own, while replaced
+_FAKE_CACHE_WINDOW = 1024  # fake-tensor cache lookups judged together
+_FAKE_CACHE_WINDOW_ATTR = "_litert_torch_cache_window"
+
+
+def _judged_fake_cache_lookup(mode: Any, *args: Any, **kwargs: Any) -> Any:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    out = _fake_cache_lookup(mode, *args, **kwargs)
+    hits = FakeTensorMode.cache_hits
+    seen = hits + FakeTensorMode.cache_misses
+    start = mode.__dict__.get(_FAKE_CACHE_WINDOW_ATTR)
+    if start is None:
+        mode.__dict__[_FAKE_CACHE_WINDOW_ATTR] = (seen, hits)
+    elif seen - start[0] >= _FAKE_CACHE_WINDOW:
+        if 8 * (hits - start[1]) < seen - start[0]:
+            mode.cache_enabled = False
+        mode.__dict__[_FAKE_CACHE_WINDOW_ATTR] = (seen, hits)
+    return out
+
+
+@contextlib.contextmanager
+def _fake_cache_while_it_hits() -> Iterator[None]:
+    """While this is entered (in any thread), a fake-tensor mode stops using its dispatch cache once fewer than
+    one lookup in eight of the last 1024 found an entry. torch's fake tensors cache each op's output metadata
+    by its arguments, which pays where a model repeats itself (the layers of a transformer: most lookups hit)
+    and costs where it does not (each of `[x + i for i in range(n)]` misses, as the scalar is part of the key,
+    and a miss costs a third more than no cache at all). The metadata is the same either way. Where torch's
+    fake tensors have no such cache, nothing changes."""
+    global _fake_cache_users, _fake_cache_lookup
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+    except ImportError:
+        yield
+        return
+    if "_cached_dispatch_impl" not in FakeTensorMode.__dict__ \
+            or not isinstance(getattr(FakeTensorMode, "cache_hits", None), int) \
+            or not isinstance(getattr(FakeTensorMode, "cache_misses", None), int):
+        yield
+        return
+    with _FAKE_CACHE_LOCK:
+        if _fake_cache_users == 0:
+            _fake_cache_lookup = FakeTensorMode.__dict__["_cached_dispatch_impl"]
+            FakeTensorMode._cached_dispatch_impl = _judged_fake_cache_lookup
+        _fake_cache_users += 1
+    try:
+        yield
+    finally:
+        with _FAKE_CACHE_LOCK:
+            _fake_cache_users -= 1
+            if _fake_cache_users == 0:
+                FakeTensorMode._cached_dispatch_impl = _fake_cache_lookup
+                _fake_cache_lookup = None
+
+
 def decompose(program: torch.export.ExportedProgram, *, own: bool = False,
               lowerable: Callable[[Any], bool] | None = None) -> torch.export.ExportedProgram:
     """`program` with only the ATen ops our lowerings take. torch's run_decompositions traces the whole graph
@@ -220,7 +277,7 @@ def decompose(program: torch.export.ExportedProgram, *, own: bool = False,
     torch."""
     if own and lowerable is not None and _rewrite_to_core(program, lowerable):
         return program
-    with _cia_registry_walked_once(), _live_stack_traces(), _lazy_recompiles():
+    with _cia_registry_walked_once(), _live_stack_traces(), _lazy_recompiles(), _fake_cache_while_it_hits():
         decomposed = program.run_decompositions(decomposition_table())
     _check_outputs_kept(program, decomposed)
     return decomposed
@@ -472,7 +529,7 @@ def export_module(
         raise ExportError(f"convert() needs a torch.nn.Module or torch.export.ExportedProgram, "
                           f"got {type(module).__name__}")
     try:
-        with _quiet_torch(), _live_stack_traces():
+        with _quiet_torch(), _live_stack_traces(), _fake_cache_while_it_hits():
             try:
                 # strict mode (TorchDynamo) reads the generated code of its graph modules: never lazy there
                 with _lazy_recompiles() if strict is not True else contextlib.nullcontext():

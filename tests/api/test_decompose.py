@@ -260,3 +260,55 @@ def test_graph_code_is_generated_only_when_read(monkeypatch):
     assert len(compiled) <= 2 < eager_compiles, (len(compiled), eager_compiles)
     torch.testing.assert_close(program.module()(x), model(x))
     assert "def forward" in program.graph_module.code
+
+
+def test_fake_tensor_cache_is_dropped_only_where_it_misses():
+    """While we export, a fake-tensor mode whose dispatch cache misses on almost every op (each op with its own
+    scalar) stops using it, and one that repeats its ops keeps it; torch's cache lookup is back afterwards, and
+    the metadata is the same either way."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    lookup = FakeTensorMode.__dict__["_cached_dispatch_impl"]
+
+    def run(scalars):
+        mode = FakeTensorMode()
+        with mode:
+            x = mode.from_tensor(torch.zeros(2, 3))
+            shapes = {tuple((x + s).shape) for s in scalars}
+        return mode.cache_enabled, shapes
+
+    with export._fake_cache_while_it_hits():
+        assert FakeTensorMode._cached_dispatch_impl is not lookup
+        distinct = run(range(1300))
+        repeated = run([1] * 1300)
+    assert FakeTensorMode.__dict__["_cached_dispatch_impl"] is lookup
+    assert distinct == (False, {(2, 3)})
+    assert repeated == (True, {(2, 3)})
+    outside = run(range(1300))
+    assert outside == (True, {(2, 3)})  # torch's own behaviour outside a conversion
+
+
+def test_many_distinct_ops_convert_right_without_the_fake_tensor_cache(monkeypatch):
+    """A model of many ops, each with its own constant, drops the cache mid-trace (here after 64 lookups
+    rather than 1024, to keep the model small) and converts to the same numbers as eager."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    modes = []
+    judged = export._judged_fake_cache_lookup
+
+    def recording(mode, *args, **kwargs):
+        modes.append(mode)
+        return judged(mode, *args, **kwargs)
+
+    monkeypatch.setattr(export, "_FAKE_CACHE_WINDOW", 64)
+    monkeypatch.setattr(export, "_judged_fake_cache_lookup", recording)
+
+    class Many(nn.Module):
+        def forward(self, x):
+            return torch.stack([x * (i + 1) + i for i in range(100)]).sum(0)
+
+    x = torch.randn(2, 3)
+    edge = litert_torch.convert(Many(), (x,))
+    assert modes and any(not m.cache_enabled for m in modes)
+    assert all(isinstance(m, FakeTensorMode) for m in modes)
+    torch.testing.assert_close(torch.as_tensor(edge(x)), Many()(x), rtol=1e-5, atol=1e-3)
