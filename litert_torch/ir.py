@@ -15,6 +15,7 @@ Guarantees kept by the lowerings and passes:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -105,7 +106,7 @@ class Tensor:
     def size(self) -> "int | Sym":
         """The element count (a Sym when the shape is dynamic)."""
         if all_static(self.shape):
-            return int(np.prod(self.shape, dtype=np.int64))
+            return math.prod(int(d) for d in self.shape)
         n: Any = 1
         for d in self.shape:
             n = n * d

@@ -300,7 +300,10 @@ def _empty_result(node: torch.fx.Node, inputs: list[torch.fx.Node]) -> bool:
     schema = getattr(node.target, "_schema", None)
     if schema is None or schema.is_mutable or not results:
         return False
-    if not all(isinstance(r, torch.Tensor) and not _dynamic_value_of(r) and r.numel() == 0 for r in results):
+    # a shape of plain ints with a 0 in it first (cheap, false for almost every node, and never compares a
+    # symbol, which could add a guard), then no symbolic value either
+    if not all(isinstance(r, torch.Tensor) and all(type(d) is int for d in r.shape) and 0 in r.shape
+               and not _dynamic_value_of(r) for r in results):
         return False
     return all(not _dynamic_value(n) for n in inputs)
 

@@ -13,8 +13,6 @@ inputs: two layers' transposes of one graph input, say), and no op whose outputs
 
 from __future__ import annotations
 
-import numpy as np
-
 from litert_torch import ir
 from litert_torch.passes.layout import perm_of
 
@@ -47,7 +45,7 @@ def _noop_source(op: ir.Op) -> ir.Tensor | None:
         for pos in positions:
             const, other = op.inputs[pos], op.inputs[1 - pos]
             if (const.is_constant and not other.is_constant and other.shape == op.outputs[0].shape
-                    and other.dtype == op.outputs[0].dtype and const.data.size and np.all(const.data == value)):
+                    and other.dtype == op.outputs[0].dtype and const.data.size and (const.data == value).all()):
                 return other
     return None
 
