@@ -645,7 +645,10 @@ _register(binary, (2, 2), "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW
           "LOGICAL_AND", "LOGICAL_OR", "PRELU", "ATAN2", "BITWISE_XOR", "RIGHT_SHIFT")
 _register(select, (3, 3), "SELECT", "SELECT_V2")
 _register(bitcast, (1, 1), "BITCAST")
-_register(conv2d, (2, 3), "CONV_2D", "DEPTHWISE_CONV_2D")
+_register(conv2d, (2, 3), "CONV_2D")
+# the depthwise kernel reads a bias it is not given (a process-killing read past the op's inputs): its bias slot
+# must be there, holding a tensor or -1 (which the runtime refuses cleanly)
+_register(conv2d, (3, 3), "DEPTHWISE_CONV_2D")
 _register(transpose_conv, (3, 4), "TRANSPOSE_CONV")
 _register(fully_connected, (2, 3), "FULLY_CONNECTED")
 _register(batch_matmul, (2, 2), "BATCH_MATMUL")

@@ -86,6 +86,28 @@ def test_reshape_shape_inputs_must_give_the_output_shape():
     litert_torch.EdgeModel(changed(ir.Tensor("s", [out.rank], np.int32, np.array(inferred, np.int32))))
 
 
+def test_a_depthwise_convolution_without_its_bias_slot_is_refused():
+    """A DEPTHWISE_CONV_2D given two inputs (a mutated input list of the cnn seed: the runtime's kernel read a
+    bias past them and the process died, in a child here) is refused by name; with its bias slot present it
+    runs."""
+    from litert_torch.flatbuffer import schema as tables
+    from litert_torch.flatbuffer.writer import _packed, _unpacked
+
+    data = fuzz.seed_model("cnn")
+    model = _unpacked(data)
+    depthwise = tables.BUILTIN_CODES["DEPTHWISE_CONV_2D"]
+    op = next(o for o in model.subgraphs[0].operators if model.operatorCodes[o.opcodeIndex].builtinCode == depthwise)
+    op.inputs = list(op.inputs[:2])
+    broken = _packed(model)
+    with pytest.raises(ModelFileError, match="DEPTHWISE_CONV_2D.*2 inputs"):
+        litert_torch.EdgeModel(broken)
+    with pytest.raises(ModelLoadError, match="crashed \\(SIGSEGV\\)"):
+        edge_model.try_in_child(broken)
+    edge = litert_torch.EdgeModel(data)
+    (spec,) = next(iter(edge.signatures.values())).inputs
+    assert np.isfinite(edge(np.ones(spec.shape, np.float32))).all()
+
+
 def test_checks_that_trip_over_a_file_refuse_it(monkeypatch):
     """An UNPACK of a scalar (a mutated rank in the dynamic seed) is refused by name; a check that fails in an
     unforeseen way on some value still refuses the file with a typed error, never an IndexError."""
