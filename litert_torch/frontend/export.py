@@ -166,31 +166,48 @@ class _LiveStack:
         return self._frames
 
 
+class _ReplacedWhileEntered:
+    """One attribute of torch replaced while any conversion, in any thread, is inside `entered()`: the first to
+    enter puts the replacement in (`replacement()` is read then), the last to leave puts torch's own back and
+    calls `on_restore`. `original` is torch's own while replaced."""
+
+    def __init__(self, owner: Any, name: str, replacement: Callable[[], Any],
+                 on_restore: Callable[[], None] | None = None):
+        self._owner, self._name = owner, name
+        self._replacement, self._on_restore = replacement, on_restore
+        self._lock = threading.Lock()
+        self._users = 0
+        self.original: Any = None
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                self.original = vars(self._owner)[self._name]
+                setattr(self._owner, self._name, self._replacement())
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    setattr(self._owner, self._name, self.original)
+                    self.original = None
+                    if self._on_restore is not None:
+                        self._on_restore()
+
+
 _CAPTURED_TRACEBACK = getattr(_fx_proxy, "CapturedTraceback", None)
-_LIVE_STACK_LOCK = threading.Lock()
-_live_stack_users = 0
 _STACKS: dict[tuple, _LiveStack] = {}  # while any trace runs: the summary of each stack met, by codes and lines
+_LIVE_STACKS = _ReplacedWhileEntered(_fx_proxy, "CapturedTraceback", lambda: _LiveStack, _STACKS.clear) \
+    if _CAPTURED_TRACEBACK is not None else None
 
 
-@contextlib.contextmanager
-def _live_stack_traces() -> Iterator[None]:
+def _live_stack_traces() -> contextlib.AbstractContextManager:
     """torch.fx records node stack traces with `_LiveStack` while this is entered (in any thread; the text is the
     same either way). Where torch.fx has no such hook, nothing changes."""
-    global _live_stack_users
-    if _CAPTURED_TRACEBACK is None:
-        yield
-        return
-    with _LIVE_STACK_LOCK:
-        _live_stack_users += 1
-        _fx_proxy.CapturedTraceback = _LiveStack
-    try:
-        yield
-    finally:
-        with _LIVE_STACK_LOCK:
-            _live_stack_users -= 1
-            if _live_stack_users == 0:
-                _fx_proxy.CapturedTraceback = _CAPTURED_TRACEBACK
-                _STACKS.clear()
+    return _LIVE_STACKS.entered() if _LIVE_STACKS is not None else contextlib.nullcontext()
 
 
 @contextlib.contextmanager
@@ -209,9 +226,6 @@ def _lazy_recompiles() -> Iterator[None]:
         yield
 
 
-_FAKE_CACHE_LOCK = threading.Lock()
-_fake_cache_users = 0
-_fake_cache_lookup: Callable[..., Any] | None = None  # torch's own, while replaced
 _FAKE_CACHE_WINDOW = 1024  # fake-tensor cache lookups judged together
 _FAKE_CACHE_WINDOW_ATTR = "_litert_torch_cache_window"
 
@@ -219,7 +233,7 @@ _FAKE_CACHE_WINDOW_ATTR = "_litert_torch_cache_window"
 def _judged_fake_cache_lookup(mode: Any, *args: Any, **kwargs: Any) -> Any:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    out = _fake_cache_lookup(mode, *args, **kwargs)
+    out = _FAKE_CACHE.original(mode, *args, **kwargs)
     hits = FakeTensorMode.cache_hits
     seen = hits + FakeTensorMode.cache_misses
     start = mode.__dict__.get(_FAKE_CACHE_WINDOW_ATTR)
@@ -232,38 +246,29 @@ def _judged_fake_cache_lookup(mode: Any, *args: Any, **kwargs: Any) -> Any:
     return out
 
 
-@contextlib.contextmanager
-def _fake_cache_while_it_hits() -> Iterator[None]:
+def _fake_cache_replacement() -> _ReplacedWhileEntered | None:
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+    except ImportError:
+        return None
+    if "_cached_dispatch_impl" not in FakeTensorMode.__dict__ \
+            or not isinstance(getattr(FakeTensorMode, "cache_hits", None), int) \
+            or not isinstance(getattr(FakeTensorMode, "cache_misses", None), int):
+        return None
+    return _ReplacedWhileEntered(FakeTensorMode, "_cached_dispatch_impl", lambda: _judged_fake_cache_lookup)
+
+
+_FAKE_CACHE = _fake_cache_replacement()
+
+
+def _fake_cache_while_it_hits() -> contextlib.AbstractContextManager:
     """While this is entered (in any thread), a fake-tensor mode stops using its dispatch cache once fewer than
     one lookup in eight of the last 1024 found an entry. torch's fake tensors cache each op's output metadata
     by its arguments, which pays where a model repeats itself (the layers of a transformer: most lookups hit)
     and costs where it does not (each of `[x + i for i in range(n)]` misses, as the scalar is part of the key,
     and a miss costs a third more than no cache at all). The metadata is the same either way. Where torch's
     fake tensors have no such cache, nothing changes."""
-    global _fake_cache_users, _fake_cache_lookup
-    try:
-        from torch._subclasses.fake_tensor import FakeTensorMode
-    except ImportError:
-        yield
-        return
-    if "_cached_dispatch_impl" not in FakeTensorMode.__dict__ \
-            or not isinstance(getattr(FakeTensorMode, "cache_hits", None), int) \
-            or not isinstance(getattr(FakeTensorMode, "cache_misses", None), int):
-        yield
-        return
-    with _FAKE_CACHE_LOCK:
-        if _fake_cache_users == 0:
-            _fake_cache_lookup = FakeTensorMode.__dict__["_cached_dispatch_impl"]
-            FakeTensorMode._cached_dispatch_impl = _judged_fake_cache_lookup
-        _fake_cache_users += 1
-    try:
-        yield
-    finally:
-        with _FAKE_CACHE_LOCK:
-            _fake_cache_users -= 1
-            if _fake_cache_users == 0:
-                FakeTensorMode._cached_dispatch_impl = _fake_cache_lookup
-                _fake_cache_lookup = None
+    return _FAKE_CACHE.entered() if _FAKE_CACHE is not None else contextlib.nullcontext()
 
 
 def decompose(program: torch.export.ExportedProgram, *, own: bool = False,
