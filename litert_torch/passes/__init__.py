@@ -8,7 +8,7 @@ from litert_torch import ir
 from litert_torch.symbolic import DynamicSizeError
 from litert_torch.passes import (
     broadcast, cleanup, concat, fold_affine, fold_constants, fold_padding, fuse_activation, fuse_gelu, int8_kernels,
-    kernel_types, layout,
+    kernel_types, known_signs, layout,
     matmul, merge_transposes,
 )
 
@@ -18,6 +18,7 @@ PassFn = Callable[[ir.Graph], bool]
 # so that the ops the other passes bypassed are removed.
 PIPELINE: list[tuple[str, PassFn]] = [
     ("cleanup", cleanup.run),
+    ("known_signs", known_signs.run),
     ("broadcast", broadcast.run),
     ("fuse_gelu", fuse_gelu.run),
     ("layout", layout.run),

@@ -442,3 +442,98 @@ def test_names_of_tensors_a_pass_moves_again_do_not_grow_and_written_names_are_u
     names = _unique_names(tensors, "g/")
     assert len(set(names.values())) == len(tensors)
     assert names[tensors[0]] == "g/x/pre" and names[tensors[1]] == "g/x/pre_1" and names[tensors[-1]] == "g/x/pre_2_1"
+
+
+class Router(nn.Module):
+    """A mixture-of-experts router: the top 3 of a softmax, and the chosen rows of a table."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(8, 5))
+
+    def forward(self, logits):
+        weights, chosen = torch.topk(torch.softmax(logits, dim=-1), 3)
+        return weights, chosen, self.table[chosen.reshape(-1)]
+
+
+class PlainTopk(nn.Module):
+    """Top 3 of values of any sign, and the rows of a table at indices given at run time."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(8, 5))
+
+    def forward(self, x, index):
+        weights, chosen = torch.topk(x, 3)
+        return weights, chosen, self.table[index]
+
+
+def _same_results(edge, plain, model, cases):
+    """`edge` gives what `plain` (the model converted without the sign pass) gives on every case, and PyTorch's
+    values; the indices are PyTorch's where the row's values are distinct (PyTorch leaves the order of equal
+    values to its kernels)."""
+    for args in cases:
+        got, before, want = edge(*args), plain(*args), model(*args)
+        for a, b in zip(got, before):
+            np.testing.assert_array_equal(a, b)
+        torch.testing.assert_close(torch.as_tensor(got[0]), want[0], equal_nan=True)
+        if all(len(set(row.tolist())) == len(row) for row in args[0]):
+            torch.testing.assert_close(torch.as_tensor(got[1]).long(), want[1])
+            torch.testing.assert_close(torch.as_tensor(got[2]), want[2].detach())
+
+
+def _without_sign_pass(monkeypatch, model, args):
+    from litert_torch import passes
+
+    with monkeypatch.context() as m:
+        m.setattr(passes, "PIPELINE", [p for p in passes.PIPELINE if p[0] != "known_signs"])
+        return litert_torch.convert(model, args)
+
+
+def test_sign_fixes_dropped_after_a_softmax_and_a_topk(monkeypatch):
+    """Top-k of a softmax needs no -0.0 fix nor flipped keys for negative values, and its indices no wrap; the
+    results are those of the model converted with the fixes, on ties, rows of NaN and rows that underflow."""
+    from litert_torch.passes import known_signs
+
+    model = Router().eval()
+    x = torch.randn(4, 8)
+    edge = litert_torch.convert(model, (x,))
+    counts = op_counts(edge)
+    for gone in ("BITWISE_XOR", "EQUAL", "LESS"):
+        assert counts.get(gone, 0) == 0, counts
+    assert counts["TOPK_V2"] == 1 and counts["SELECT_V2"] == 1, counts  # NaN's key stays
+    plain = _without_sign_pass(monkeypatch, model, (x,))
+    assert op_counts(plain)["BITWISE_XOR"] == 1
+    nan = float("nan")
+    _same_results(edge, plain, model, [
+        (x,), (torch.zeros(4, 8),), (torch.tensor([[0.0, 1, 1, 0, 1, 0, 0, 1]] * 4),),
+        (torch.tensor([[nan] + [0.0] * 7, [-200.0, 0, -200, 5, -200, -200, 0, 0],
+                       [float("-inf")] * 2 + [1.0] * 6, [1e4, -1e4, 0, 0, 0, 0, 0, 0]]),)])
+
+    # the pass alone: nothing to drop where the keys are read without NaN's key replacing them
+    p = ir.Tensor("p", [1, 8], np.float32)
+    logits = ir.Tensor("logits", [1, 8], np.float32)
+    bits, flipped = ir.Tensor("bits", [1, 8], np.int32), ir.Tensor("flipped", [1, 8], np.int32)
+    negative, keys = ir.Tensor("negative", [1, 8], np.bool_), ir.Tensor("keys", [1, 8], np.int32)
+    top, idx = ir.Tensor("top", [1, 2], np.int32), ir.Tensor("idx", [1, 2], np.int32)
+    graph = ir.Graph("main", [logits], [top, idx], [
+        ir.Op("SOFTMAX", [logits], [p], {"beta": 1.0}),
+        ir.Op("BITCAST", [p], [bits]),
+        ir.Op("BITWISE_XOR", [bits, const("mask", np.array(0x7FFFFFFF, np.int32))], [flipped]),
+        ir.Op("LESS", [bits, const("zero", np.array(0, np.int32))], [negative]),
+        ir.Op("SELECT_V2", [negative, flipped, bits], [keys]),
+        ir.Op("TOPK_V2", [keys, const("k", np.array(2, np.int32))], [top, idx])])
+    assert not known_signs.run(graph)
+
+
+def test_sign_fixes_kept_where_values_may_be_negative(monkeypatch):
+    """Top-k of values of any sign keeps the -0.0 fix and the flipped keys, and an index from the caller keeps
+    its wrap: negative values, -0.0 against 0.0, and negative indices as before."""
+    model = PlainTopk().eval()
+    x, index = torch.randn(3, 8), torch.tensor([0, -1, 3, -8])
+    edge = litert_torch.convert(model, (x, index))
+    plain = _without_sign_pass(monkeypatch, model, (x, index))
+    assert op_counts(edge) == op_counts(plain)
+    assert op_counts(edge)["BITWISE_XOR"] == 1
+    x2 = torch.tensor([[-0.0, 0.0, -1, -2, -0.0, 0.0, -3, -4]] * 3)
+    _same_results(edge, plain, model, [(x, index), (x2, index), (-x.abs(), index)])
