@@ -614,10 +614,13 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
     else:
         # each of a token's k experts' gathered tables times the token, summed over the table's first axis
         index = b._reshape(chosen, [pairs])
-        rows = b._reshape(flat, [length, 1, hidden], "unsqueeze")
-        rows = b.emit("BROADCAST_TO", [rows, b.const(np.array([length, k, hidden], np.int32), "shape")],
-                      [length, k, hidden], np.float32, "expand")
-        rows = b._reshape(rows, [pairs, hidden, 1])
+        if length == 1:  # one token: its column is broadcast against its k tables by the products
+            rows = b._reshape(flat, [1, hidden, 1])
+        else:
+            rows = b._reshape(flat, [length, 1, hidden], "unsqueeze")
+            rows = b.emit("BROADCAST_TO", [rows, b.const(np.array([length, k, hidden], np.int32), "shape")],
+                          [length, k, hidden], np.float32, "expand")
+            rows = b._reshape(rows, [pairs, hidden, 1])
         gate = b._sum(b._mul(b._gather(tables[0], index), rows), 1)
         up = b._sum(b._mul(b._gather(tables[1], index), rows), 1)
         inner = b._reshape(b._mul(b._act(gate, cfg.activation), up), [pairs, gate.shape[1], 1], "unsqueeze")

@@ -139,7 +139,10 @@ class MoE(nn.Module):
         # axis (a product of one row, which reads the gathered weights once where a matrix kernel would repack
         # them first).
         idx = chosen.reshape(-1)  # [N*k]
-        rows = flat.unsqueeze(1).expand(batch * length, self.top_k, hidden).reshape(-1, hidden, 1)  # [N*k, H, 1]
+        if batch * length == 1:  # one token: its column is broadcast against its k tables by the products
+            rows = flat.reshape(1, hidden, 1)
+        else:
+            rows = flat.unsqueeze(1).expand(batch * length, self.top_k, hidden).reshape(-1, hidden, 1)  # [N*k, H, 1]
         gate = (self.gate_w[idx] * rows).sum(dim=1)  # [N*k, I]
         up = (self.up_w[idx] * rows).sum(dim=1)
         inner = (_act(self.activation, gate) * up).unsqueeze(-1)  # [N*k, I, 1]
