@@ -109,7 +109,8 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
     (x [.., K] @ table[e]), symmetric per (expert, column), so that each output channel of each expert has its
     own scale. A GATHER of the table (the experts a token picks) becomes GATHER of the int8 table and of its
     scales [E, 1, N] and a CAST: a token reads a quarter of the bytes. Where every reader of the gathered table
-    is a product against it or a column sum of it (`_scaled_after`), the scales multiply those results;
+    is a product against it or a column sum of it (`_scaled_after`), the scales multiply those results (gathered
+    from an [E, N] copy of the scales where every such result is [picks, N], a decoded token's column sums);
     otherwise a MUL scales the widened table. A BATCH_MATMUL that reads such a table
     whole as its right operand (each expert's first tile of a prefill chunk, multiplied in place) takes the int8
     table as it is, LiteRT's hybrid product (float rows, int8 weights, per-tensor scale 1), and its result is
@@ -132,6 +133,17 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
                                    quantization=ir.Quantization((1.0,), (0,), 0)),
                          ir.Tensor(f"{w.name}/scale", scale_shape, np.float32, scale.reshape(scale_shape)))
         return done[key]
+
+    flat_scales: dict[tuple[int, int, tuple[int, ...]], ir.Tensor] = {}
+
+    def columns(w: ir.Tensor) -> ir.Tensor:
+        """The scales of table `w` [E, K, N] as [E, N] (one row per expert)."""
+        key = key_of(w)
+        if key not in flat_scales:
+            scales = quantized(w)[2]
+            shape = [w.shape[0], w.shape[-1]]
+            flat_scales[key] = ir.Tensor(f"{scales.name}/rows", shape, np.float32, scales.data.reshape(shape))
+        return flat_scales[key]
 
     def gathered(op: ir.Op) -> ir.Tensor | None:
         w = op.inputs[0] if op.opcode == "GATHER" and op.inputs else None
@@ -170,17 +182,27 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
                 picked = ir.Tensor(f"{out.name}/int8", out.shape, np.int8)
                 scale_shape = [*out.shape[:-2], 1, out.shape[-1]]
                 picked_scale = ir.Tensor(f"{out.name}/scale", scale_shape, np.float32)
-                ops += [ir.Op("GATHER", [table, indices], [picked], dict(op.options), op.source),
-                        ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source)]
+                ops.append(ir.Op("GATHER", [table, indices], [picked], dict(op.options), op.source))
                 after = _scaled_after(out, readers, graph.outputs, picked_scale)
                 # the widened table itself is not scaled, its readers' results are (one scale per result)
                 if after is not None and not any(reader in later for reader in after):
+                    rows = [*indices.shape, w.shape[-1]]
+                    if w.rank == 3 and all(reshape is not None and list(reshape.outputs[0].shape) == rows
+                                           for _, _, reshape in after.values()):
+                        # every result is [picks, N]: the scales gathered as such from the [E, N] table
+                        flat = ir.Tensor(f"{picked_scale.name}/flat", rows, np.float32)
+                        ops.append(ir.Op("GATHER", [columns(w), indices], [flat], dict(op.options), op.source))
+                        after = {reader: (result, flat, None) for reader, (result, _, _) in after.items()}
+                    else:
+                        ops.append(ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options),
+                                         op.source))
                     for reader, (result, scale, reshape) in after.items():
                         later[reader] = (result, scale)
                         if reshape is not None:
                             ops.append(reshape)
                     ops.append(ir.Op("CAST", [picked], [out], {}, op.source))
                     continue
+                ops.append(ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source))
                 widened = ir.Tensor(f"{out.name}/float", out.shape, np.float32)
                 ops += [ir.Op("CAST", [picked], [widened], {}, op.source),
                         ir.Op("MUL", [widened, picked_scale], [out], {"fused_activation_function": "NONE"},

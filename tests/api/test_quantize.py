@@ -243,3 +243,42 @@ def test_int8_expert_tables_scale_products_and_sums_after_and_stay_close(keep_di
         w, g = np.asarray(want[name]), np.asarray(got[name])
         assert g.shape == w.shape
         assert np.abs(g - w).max() <= 0.02 * np.abs(w).max(), name
+
+
+def test_int8_expert_scales_of_a_decoded_token_are_gathered_as_rows():
+    """A decoded token's k experts: each gathered table times the token's column, summed over K, gives [k, N]
+    results; their scales are gathered from an [E, N] copy of the scales (no reshape per table), and the
+    results stay within int8 error of the float graph's."""
+    from litert_torch import ir
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.quantization import int8_gathered_tables
+
+    rng = np.random.default_rng(1)
+    e, k, n, picks = 6, 16, 8, 3
+    data = (rng.standard_normal((e, k, n)) * rng.uniform(0.01, 3, (e, 1, n))).astype(np.float32)
+
+    def build():
+        table = ir.Tensor("table", [e, k, n], np.float32, data)
+        which = ir.Tensor("which", [picks], np.int32)
+        col = ir.Tensor("col", [1, k, 1], np.float32)
+        picked = ir.Tensor("picked", [picks, k, n], np.float32)
+        times = ir.Tensor("times", [picks, k, n], np.float32)
+        summed = ir.Tensor("summed", [picks, n], np.float32)
+        axis = ir.Tensor("axis", [1], np.int32, np.array([1], np.int32))
+        ops = [ir.Op("GATHER", [table, which], [picked], {"axis": 0, "batch_dims": 0}),
+               ir.Op("MUL", [picked, col], [times], {"fused_activation_function": "NONE"}),
+               ir.Op("SUM", [times, axis], [summed], {"keep_dims": False})]
+        graph = ir.Graph("main", [which, col], [summed], ops)
+        return ir.Model([graph], [ir.Signature("serving_default", 0, ["which", "col"], ["summed"])])
+
+    feeds = {"which": np.array([5, 0, 2], np.int32), "col": rng.standard_normal((1, k, 1)).astype(np.float32)}
+    want = np.asarray(EdgeModel(serialize(build()))(**feeds)["summed"])
+    model = build()
+    assert int8_gathered_tables(model.subgraphs) == 1
+    ops = model.subgraphs[0].ops
+    assert [op.opcode for op in ops] == ["GATHER", "GATHER", "CAST", "MUL", "SUM", "MUL"]
+    scales = ops[1].inputs[0]
+    assert list(scales.shape) == [e, n] and scales.dtype == np.float32
+    got = np.asarray(EdgeModel(serialize(model))(**feeds)["summed"])
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
