@@ -58,11 +58,14 @@ def lower_bilinear(ctx, node, x1, x2, weight, bias=None):
 
 def batch_matmul(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, out_shape) -> ir.Tensor:
     """a @ b for operands of rank >= 2, broadcasting batch dims. A constant 2-D right operand becomes
-    FULLY_CONNECTED (its transposed weights are folded at conversion time), which XNNPACK runs fastest."""
+    FULLY_CONNECTED (its transposed weights are folded at conversion time), which XNNPACK runs fastest. A
+    constant right operand that is another constant with its last two axes swapped (`w.transpose(-1, -2)` of
+    stored [.., out, in] weights) is read as stored, with adj_y: no transposed copy of the weights."""
     if b.is_constant and b.rank == 2:
         return fully_connected(ctx, a, ctx.transpose(b, (1, 0)), None, out_shape)
-    return ctx.emit("BATCH_MATMUL", [a, b], out_shape, a.dtype, adj_x=False, adj_y=False,
-                    asymmetric_quantize_inputs=False)
+    stored = ctx.untransposed(b) if b.is_constant else None
+    return ctx.emit("BATCH_MATMUL", [a, stored if stored is not None else b], out_shape, a.dtype, adj_x=False,
+                    adj_y=stored is not None, asymmetric_quantize_inputs=False)
 
 
 @lowers(aten.mm.default, aten.bmm.default)

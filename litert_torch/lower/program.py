@@ -568,7 +568,8 @@ def lower_program(program: torch.export.ExportedProgram,
             # intermediate that only feeds other constants (T5's log(0) cast to int64 before a where discards
             # it) never has to fit the model's int32.
             if any(user.name not in constant_nodes for user in node.users):
-                env[node.name] = _wrap_constant(node.name, value)
+                swapped = _swapped_constant(ctx, node, env)
+                env[node.name] = swapped if swapped is not None else _wrap_constant(node.name, value)
             continue
         if node.target is operator.getitem:
             seq, index = node.args
@@ -719,6 +720,28 @@ def _const_tensor(name: str, value: torch.Tensor) -> Any:
     if arr.dtype == np.int64:
         arr = narrow_int64(arr, f"constant {name}")
     return ir.Tensor(name, arr.shape, arr.dtype, arr)
+
+
+def _swapped_constant(ctx: LoweringContext, node: torch.fx.Node, env: dict) -> ir.Tensor | None:
+    """A constant's last two axes swapped (`w.transpose(-1, -2)` of stored weights), made by `ctx.transpose`, so
+    that a product reading it reads the stored weights with adj_y instead of a transposed copy; None for other
+    nodes."""
+    if node.target not in (torch.ops.aten.permute.default, torch.ops.aten.transpose.int) or not node.args:
+        return None
+    source = env.get(node.args[0].name) if isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(source, ir.Tensor) or not source.is_constant or source.rank < 2:
+        return None
+    rank = source.rank
+    if node.target is torch.ops.aten.transpose.int:
+        axes = sorted(int(d) % rank for d in node.args[1:3])
+        perm = list(range(rank))
+        if len(axes) == 2:
+            perm[axes[0]], perm[axes[1]] = perm[axes[1]], perm[axes[0]]
+    else:
+        perm = [int(d) % rank for d in node.args[1]]
+    if perm != [*range(rank - 2), rank - 1, rank - 2]:
+        return None
+    return ctx.transpose(source, perm)
 
 
 def _wrap_constant(name: str, value: Any) -> Any:

@@ -144,6 +144,7 @@ class LoweringContext:
         self._shape_of: dict[int, ir.Tensor] = {}  # id(tensor) -> its SHAPE
         self._bound: dict[Any, ir.Tensor] = {}  # size symbol read from a tensor's value (`bind`) -> [1] int32
         self.reported: set[str] = set()  # warnings already logged for this graph (`warn_once`)
+        self._folded: dict[int, tuple[ir.Tensor, ir.Tensor]] = {}  # id(t) -> (t, the constant t transposes)
 
     def begin(self, node: Node, source: ir.SourceRef) -> None:
         self.node, self.source, self._count = node, source, 0
@@ -439,9 +440,18 @@ class LoweringContext:
         if perm == list(range(x.rank)):
             return x
         if x.is_constant:
-            return self.const(np.transpose(x.data, perm), x.dtype, "transposed")
+            out = self.const(np.transpose(x.data, perm), x.dtype, "transposed")
+            if perm == [*range(x.rank - 2), x.rank - 1, x.rank - 2]:
+                self._folded[id(out)] = (out, x)
+            return out
         shape = [x.shape[p] for p in perm]
         return self.emit("TRANSPOSE", [x, self.const(np.array(perm, np.int32), name="perm")], shape, x.dtype)
+
+    def untransposed(self, t: ir.Tensor) -> ir.Tensor | None:
+        """The constant whose last two axes `t` swaps, where `t` is such a constant folded by `transpose`: a
+        product reads that one with its adjoint flag set, rather than a transposed copy of the weights."""
+        folded = self._folded.get(id(t))
+        return folded[1] if folded is not None and folded[0] is t else None
 
     def cast(self, x: ir.Tensor, dtype: Any) -> ir.Tensor:
         dtype = np.dtype(dtype)

@@ -235,6 +235,28 @@ def test_matmul_takes_operand_transposes_as_adjoint_flags():
     assert graph.op_counts()["TRANSPOSE"] == 1  # the key transpose is gone; the one feeding an output stays
 
 
+def test_product_with_transposed_stored_weights_reads_them_as_stored():
+    """`x @ w.transpose(-1, -2)` of a constant [E, out, in] weight is one BATCH_MATMUL reading the weight as
+    stored, with adj_y: no transposed copy of it in the model; the numbers are PyTorch's."""
+    class Experts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 6, 8))  # [experts, out, in]
+
+        def forward(self, x, y):
+            return torch.bmm(x, self.w.transpose(1, 2)) + torch.matmul(y, self.w.mT)
+
+    model, x, y = Experts().eval(), torch.randn(4, 3, 8), torch.randn(4, 3, 8)
+    edge = litert_torch.convert(model, (x, y))
+    assert_matches(model(x, y), edge(x, y))
+    graph = read_model(edge.flatbuffer).subgraphs[0]
+    bmms = [op for op in graph.ops if op.opcode == "BATCH_MATMUL"]
+    assert len(bmms) == 2 and all(op.options["adj_y"] for op in bmms)
+    assert all(list(op.inputs[1].shape) == [4, 6, 8] for op in bmms)
+    np.testing.assert_array_equal(bmms[0].inputs[1].data, model.w.detach().numpy())
+    assert not any(t.is_constant and list(t.shape) == [4, 8, 6] for op in graph.ops for t in op.inputs if t)
+
+
 def test_attention_over_a_runtime_cache_has_no_transpose():
     class Scores(nn.Module):
         def forward(self, q, k, v):
