@@ -25,6 +25,7 @@ report: mode, recipe, calibration sample count, sizes, the ops left in float and
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -102,163 +103,259 @@ def int8_weights(graphs: Iterable[ir.Graph], *, release: Callable[[np.ndarray], 
     return count
 
 
-def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.ndarray], None] | None = None,
-                         min_rank: int = 3) -> int:
-    """Store constant float32 tables of rank `min_rank` or more that a GATHER reads along axis 0 as int8: the
-    experts' tables of a mixture-of-experts layer, [E, K, N], each the right operand of its products
-    (x [.., K] @ table[e]), symmetric per (expert, column), so that each output channel of each expert has its
-    own scale. A GATHER of the table (the experts a token picks) becomes GATHER of the int8 table and of its
-    scales [E, 1, N] and a CAST: a token reads a quarter of the bytes. Where every reader of the gathered table
-    is a product against it or a column sum of it (`_scaled_after`), the scales multiply those results (gathered
-    from an [E, N] copy of the scales where every such result is [picks, N], a decoded token's column sums);
-    otherwise a MUL scales the widened table. A BATCH_MATMUL that reads such a table
-    whole as its right operand (each expert's first tile of a prefill chunk, multiplied in place) takes the int8
-    table as it is, LiteRT's hybrid product (float rows, int8 weights, per-tensor scale 1), and its result is
-    multiplied by the scales: the int8 kernels, no widened copy. Lower-rank tables (position tables,
-    embeddings) are left alone. Tables several ops read are quantized once. Returns how many tables were
-    quantized."""
-    done: dict[tuple[int, int, tuple[int, ...]], tuple[ir.Tensor, ir.Tensor, ir.Tensor]] = {}
+def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.ndarray], None] | None = None) -> int:
+    """Store the constant float32 [E, A, B] tables that a GATHER reads along axis 0 as int8: the experts' tables
+    of a mixture-of-experts layer, symmetric per (expert, output channel), so that each output channel of each
+    expert has its own scale. The channel axis is the one the table's products keep: B where the table is a
+    right operand as stored (x [.., A] @ table[e]), A where it is read as [out, in] (a BATCH_MATMUL with adj_y,
+    a FULLY_CONNECTED of the gathered experts' rows, a row times it summed over B). A table read both ways stays
+    float.
+
+    A GATHER of the table (the experts a token picks) becomes a GATHER of the int8 table and of its scales, and
+    a CAST: a token reads a quarter of the bytes. Where every reader of the gathered table can take the scales
+    after its own work (`_reader_plan`: a product against it, a sum of it times a row or column), the scales
+    multiply those results, the widened table never scaled whole; where every reader is one row times the
+    gathered tables summed along the row (a decoded token's gate and up projections), that is one
+    FULLY_CONNECTED of the row by the gathered tables' rows taken as int8 (LiteRT's hybrid kernel: float row,
+    int8 weights, per-tensor scale 1), with no widened copy at all; otherwise a MUL scales the widened table. A BATCH_MATMUL that reads
+    such a table whole as its right operand (each expert's first tile of a prefill chunk, multiplied in place)
+    takes the int8 table as it is, LiteRT's hybrid product, and its result is multiplied by the scales. Tables
+    of other ranks (position tables, embeddings) are left alone. Tables several ops read are quantized once.
+    Returns how many tables were quantized."""
     graphs = list(graphs)
 
     def key_of(w: ir.Tensor) -> tuple[int, int, tuple[int, ...]]:
         return (w.data.ctypes.data, w.data.nbytes, tuple(w.shape))
 
-    def quantized(w: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
-        key = key_of(w)
-        if key not in done:
-            q, scale = _int8_columns(np.asarray(w.data, np.float32), release=release)
-            scale_shape = [*w.shape[:-2], 1, w.shape[-1]]
-            done[key] = (ir.Tensor(f"{w.name}/int8", w.shape, np.int8, q),
-                         ir.Tensor(f"{w.name}/int8_product", w.shape, np.int8, q,
-                                   quantization=ir.Quantization((1.0,), (0,), 0)),
-                         ir.Tensor(f"{w.name}/scale", scale_shape, np.float32, scale.reshape(scale_shape)))
-        return done[key]
-
-    flat_scales: dict[tuple[int, int, tuple[int, ...]], ir.Tensor] = {}
-
-    def columns(w: ir.Tensor) -> ir.Tensor:
-        """The scales of table `w` [E, K, N] as [E, N] (one row per expert)."""
-        key = key_of(w)
-        if key not in flat_scales:
-            scales = quantized(w)[2]
-            shape = [w.shape[0], w.shape[-1]]
-            flat_scales[key] = ir.Tensor(f"{scales.name}/rows", shape, np.float32, scales.data.reshape(shape))
-        return flat_scales[key]
-
     def gathered(op: ir.Op) -> ir.Tensor | None:
         w = op.inputs[0] if op.opcode == "GATHER" and op.inputs else None
-        if (w is None or not w.is_constant or w.dtype != np.float32 or w.rank < min_rank
+        if (w is None or not w.is_constant or w.dtype != np.float32 or w.rank != 3
                 or op.options.get("axis", 0) != 0 or op.options.get("batch_dims", 0) != 0
                 or not all(isinstance(d, int) for d in op.outputs[0].shape)):
             return None
         return w
 
-    def scaled(op: ir.Op, out: ir.Tensor, scale: ir.Tensor, inputs: list | None = None) -> list[ir.Op]:
-        """`op` (on `inputs`, by default its own) computing its output unscaled, then that times `scale`."""
-        unscaled = ir.Tensor(f"{out.name}/unscaled", out.shape, out.dtype)
-        return [ir.Op(op.opcode, list(inputs or op.inputs), [unscaled], dict(op.options), op.source),
-                ir.Op("MUL", [unscaled, scale], [out], {"fused_activation_function": "NONE"}, op.source)]
+    def whole_product_axis(op: ir.Op) -> int | None:
+        """The channel axis of the table a BATCH_MATMUL reads whole as its right operand, if it does."""
+        w = op.inputs[1] if op.opcode == "BATCH_MATMUL" and len(op.inputs) > 1 else None
+        if (w is None or not w.is_constant or w.rank != 3 or key_of(w) not in tables or op.options.get("adj_x")
+                or op.inputs[0].dtype != np.float32 or op.outputs[0].rank != 3):
+            return None
+        return 1 if op.options.get("adj_y") else 2
 
+    readers = [graph.consumers() for graph in graphs]
     tables = {key_of(w) for graph in graphs for op in graph.ops if (w := gathered(op)) is not None}
-    for graph in graphs:
-        readers: dict[ir.Tensor, list[ir.Op]] = {}
+    # the channel axis of each table: every product or sum that reads it must keep the same one
+    axes: dict[tuple, set[int]] = {key: set() for key in tables}
+    for graph, uses in zip(graphs, readers):
         for op in graph.ops:
-            for t in op.inputs:
-                if t is not None:
-                    readers.setdefault(t, []).append(op)
-        # ops to be rewritten when met: that op's result times the scales (a gathered table's columns scale a
-        # product's columns, and the sum over a table's rows of it times a row vector)
-        later: dict[int, tuple[ir.Tensor, ir.Tensor]] = {}
-        ops: list[ir.Op] = []
-        for op in graph.ops:
-            if id(op) in later:
-                out, scale = later.pop(id(op))
-                ops += scaled(op, out, scale)
-                continue
             w = gathered(op)
             if w is not None:
-                table, _, scales = quantized(w)
-                out, indices = op.outputs[0], op.inputs[1]
-                picked = ir.Tensor(f"{out.name}/int8", out.shape, np.int8)
-                scale_shape = [*out.shape[:-2], 1, out.shape[-1]]
-                picked_scale = ir.Tensor(f"{out.name}/scale", scale_shape, np.float32)
-                ops.append(ir.Op("GATHER", [table, indices], [picked], dict(op.options), op.source))
-                after = _scaled_after(out, readers, graph.outputs, picked_scale)
-                # the widened table itself is not scaled, its readers' results are (one scale per result)
-                if after is not None and not any(reader in later for reader in after):
-                    rows = [*indices.shape, w.shape[-1]]
-                    if w.rank == 3 and all(reshape is not None and list(reshape.outputs[0].shape) == rows
-                                           for _, _, reshape in after.values()):
-                        # every result is [picks, N]: the scales gathered as such from the [E, N] table
-                        flat = ir.Tensor(f"{picked_scale.name}/flat", rows, np.float32)
-                        ops.append(ir.Op("GATHER", [columns(w), indices], [flat], dict(op.options), op.source))
-                        after = {reader: (result, flat, None) for reader, (result, _, _) in after.items()}
-                    else:
-                        ops.append(ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options),
-                                         op.source))
-                    for reader, (result, scale, reshape) in after.items():
-                        later[reader] = (result, scale)
-                        if reshape is not None:
-                            ops.append(reshape)
-                    ops.append(ir.Op("CAST", [picked], [out], {}, op.source))
-                    continue
-                ops.append(ir.Op("GATHER", [scales, indices], [picked_scale], dict(op.options), op.source))
-                widened = ir.Tensor(f"{out.name}/float", out.shape, np.float32)
-                ops += [ir.Op("CAST", [picked], [widened], {}, op.source),
-                        ir.Op("MUL", [widened, picked_scale], [out], {"fused_activation_function": "NONE"},
-                              op.source)]
+                for reader in uses.get(op.outputs[0], []):
+                    plan = _reader_plan(op.outputs[0], reader, uses, graph.outputs)
+                    if plan is not None:
+                        axes[key_of(w)].add(plan.axis)
+            elif (axis := whole_product_axis(op)) is not None:
+                axes[key_of(op.inputs[1])].add(axis)
+    axis_of = {key: (next(iter(found)) if found else 2) for key, found in axes.items() if len(found) <= 1}
+
+    done: dict[tuple, _Int8Table] = {}
+
+    def quantized(w: ir.Tensor) -> _Int8Table | None:
+        key = key_of(w)
+        if key not in axis_of:
+            return None
+        if key not in done:
+            done[key] = _Int8Table(w, axis_of[key], release)
+        return done[key]
+
+    for graph, uses in zip(graphs, readers):
+        later: dict[int, Callable[[ir.Op], list[ir.Op]]] = {}  # op id -> the ops to emit in its place
+        dropped: set[int] = set()
+        ops: list[ir.Op] = []
+        for op in graph.ops:
+            if id(op) in dropped:
                 continue
-            w = op.inputs[1] if op.opcode == "BATCH_MATMUL" and len(op.inputs) > 1 else None
-            if (w is not None and w.is_constant and w.rank == 3 and key_of(w) in tables
-                    and not op.options.get("adj_x") and not op.options.get("adj_y")
-                    and op.inputs[0].dtype == np.float32 and op.outputs[0].rank == 3):
-                _, table, scales = quantized(w)
-                ops += scaled(op, op.outputs[0], scales, inputs=[op.inputs[0], table])
+            if id(op) in later:
+                ops += later.pop(id(op))(op)
+                continue
+            w = gathered(op)
+            table = quantized(w) if w is not None else None
+            if table is not None:
+                ops += table.gather(op, uses, graph.outputs, later, dropped)
+                continue
+            if whole_product_axis(op) is not None and (table := quantized(op.inputs[1])) is not None:
+                ops += _scaled(op, op.outputs[0], table.scales(1), [op.inputs[0], table.product])
                 continue
             ops.append(op)
         graph.ops = ops
     return len(done)
 
 
-def _scaled_after(table: ir.Tensor, readers: dict[ir.Tensor, list[ir.Op]], outputs: list[ir.Tensor],
-                  scale: ir.Tensor) -> dict[int, tuple[ir.Tensor, ir.Tensor, ir.Op | None]] | None:
-    """Where every reader of a gathered table [.., K, N] (whose int8 columns are scaled by `scale` [.., 1, N])
-    can take the scales after its own work, which then reads the widened table once, unscaled: per op to
-    rewrite (by id), the result it scales, the scale to use, and an op making that scale (a RESHAPE) or None.
-    Readers that can: a BATCH_MATMUL with the table as its right operand (its result's columns are the table's),
-    and a MUL by a [.., K, 1] column read only by a SUM over K (x . table[:, n] for every n). None when any
-    reader cannot."""
-    if table in outputs or not readers.get(table):
+def _scaled(op: ir.Op, out: ir.Tensor, scale: ir.Tensor, inputs: list | None = None) -> list[ir.Op]:
+    """`op` (on `inputs`, by default its own) computing its output unscaled, then that times `scale`."""
+    unscaled = ir.Tensor(f"{out.name}/unscaled", out.shape, out.dtype)
+    return [ir.Op(op.opcode, list(inputs or op.inputs), [unscaled], dict(op.options), op.source),
+            ir.Op("MUL", [unscaled, scale], [out], {"fused_activation_function": "NONE"}, op.source)]
+
+
+class _Plan:
+    """How one reader of a gathered [P, A, B] table takes the scales after its own work: the channel `axis` it
+    keeps (1: A, 2: B), the op whose `result` gets scaled, the scales' `form` (gathered as [P, 1, C] "b",
+    [P, C, 1] "c1" or [P, C] "rows"), and for a product summed later, the MUL and its other operand."""
+
+    __slots__ = ("axis", "op", "result", "form", "mul", "other")
+
+    def __init__(self, axis: int, op: ir.Op, result: ir.Tensor, form: str, mul: ir.Op | None = None,
+                 other: ir.Tensor | None = None):
+        self.axis, self.op, self.result, self.form, self.mul, self.other = axis, op, result, form, mul, other
+
+    def one_row(self, table: ir.Tensor) -> bool:
+        """One row [1, 1, B] times every gathered [A, B] table, summed along the row into [P, A]."""
+        return self.form == "rows" and self.axis == 1 and list(self.other.shape) == [1, 1, table.shape[2]]
+
+
+_FORMS = {"b": lambda e, c: [e, 1, c], "c1": lambda e, c: [e, c, 1], "rows": lambda e, c: [e, c]}  # scale shapes
+
+
+def _reader_plan(table: ir.Tensor, op: ir.Op, readers: dict[ir.Tensor, list[ir.Op]],
+                 outputs: list[ir.Tensor]) -> _Plan | None:
+    """How `op`, a reader of the gathered table [P, A, B], can take the table's scales after its own work, or
+    None where it cannot:
+    - a BATCH_MATMUL with the table as its right operand: its result's columns are the table's channels (B, or A
+      with adj_y);
+    - a MUL by a [P, A, 1] column read only by a SUM over A (x . table[:, :, c] for every c: channels B), or by a
+      [P, 1, B] row read only by a SUM over B (channels A)."""
+    if table in outputs or table.rank != 3:
         return None
-    rank = table.rank
-    plan: dict[int, tuple[ir.Tensor, ir.Tensor, ir.Op | None]] = {}
-    for op in readers[table]:
-        if (op.opcode == "BATCH_MATMUL" and op.inputs[1] is table and op.inputs[0] is not table
-                and not op.options.get("adj_x") and not op.options.get("adj_y") and op.outputs[0].rank == rank):
-            plan[id(op)] = (op.outputs[0], scale, None)
-            continue
-        other = [t for t in op.inputs if t is not table]
-        if (op.opcode != "MUL" or len(other) != 1 or other[0] is None or other[0].rank != rank
-                or other[0].shape[-1] != 1 or op.options.get("fused_activation_function", "NONE") != "NONE"):
-            return None
-        sums = readers.get(op.outputs[0], [])
-        if len(sums) != 1 or op.outputs[0] in outputs:
-            return None
-        total = sums[0]
-        axes = total.inputs[1] if total.opcode == "SUM" and len(total.inputs) > 1 else None
-        if axes is None or not axes.is_constant or [int(a) % rank for a in np.ravel(axes.data)] != [rank - 2]:
-            return None
-        result = total.outputs[0]
-        if total.options.get("keep_dims"):
-            plan[id(total)] = (result, scale, None)
-        elif list(result.shape[:-1]) == list(scale.shape[:-2]):  # [.., N], scaled by the scales' [.., N] view
-            flat = ir.Tensor(f"{scale.name}/flat", result.shape, np.float32)
-            shape = ir.Tensor(f"{flat.name}/shape", [result.rank], np.int32, np.array(result.shape, np.int32))
-            plan[id(total)] = (result, flat, ir.Op("RESHAPE", [scale, shape], [flat],
-                                                   {"new_shape": list(result.shape)}, total.source))
-        else:  # the column was broadcast over more tables than were gathered
-            return None
-    return plan
+    p, a, b = table.shape
+    if op.opcode == "BATCH_MATMUL":
+        if (op.inputs[1] is table and op.inputs[0] is not table and not op.options.get("adj_x")
+                and op.outputs[0].rank == 3):
+            return _Plan(1 if op.options.get("adj_y") else 2, op, op.outputs[0], "b")
+        return None
+    other = [t for t in op.inputs if t is not table]
+    if (op.opcode != "MUL" or len(other) != 1 or other[0] is None or other[0].rank != 3
+            or op.options.get("fused_activation_function", "NONE") != "NONE"):
+        return None
+    sums = readers.get(op.outputs[0], [])
+    if len(sums) != 1 or op.outputs[0] in outputs:
+        return None
+    total = sums[0]
+    axes = total.inputs[1] if total.opcode == "SUM" and len(total.inputs) > 1 else None
+    if axes is None or not axes.is_constant or np.size(axes.data) != 1:
+        return None
+    over = int(np.ravel(axes.data)[0]) % 3
+    if over == 1 and other[0].shape[2] == 1:
+        axis, channels = 2, b
+    elif over == 2 and other[0].shape[1] == 1:
+        axis, channels = 1, a
+    else:
+        return None
+    result = total.outputs[0]
+    if total.options.get("keep_dims"):
+        return _Plan(axis, total, result, "b" if axis == 2 else "c1", op, other[0])
+    if list(result.shape) == [p, channels]:
+        return _Plan(axis, total, result, "rows", op, other[0])
+    return None  # the row or column was broadcast over more tables than were gathered
+
+
+class _Int8Table:
+    """One table's int8 values (plain, and as the per-tensor-scale-1 operand of LiteRT's hybrid kernels) and
+    its scales per (expert, channel), in the forms its readers take them."""
+
+    def __init__(self, w: ir.Tensor, axis: int, release: Callable[[np.ndarray], None] | None):
+        self.w, self.axis = w, axis
+        data = np.asarray(w.data, np.float32)
+        q, scale = _int8_columns(data, release=release) if axis == 2 else _int8_matrix_rows(data, release)
+        self.int8 = ir.Tensor(f"{w.name}/int8", w.shape, np.int8, q)
+        self.product = ir.Tensor(f"{w.name}/int8_product", w.shape, np.int8, q,
+                                 quantization=ir.Quantization((1.0,), (0,), 0))
+        self._scale = scale  # [E, C]
+        self._forms: dict[str, ir.Tensor] = {}
+
+    def scales(self, axis_of_ones: int | None = None, form: str | None = None) -> ir.Tensor:
+        """The scales as a constant: [E, 1, C] (axis_of_ones 1, as `form` "b"), [E, C, 1] ("c1"), [E, C]
+        ("rows")."""
+        form = form or {1: "b", 2: "c1"}[axis_of_ones]
+        if form not in self._forms:
+            shape = _FORMS[form](*self._scale.shape)
+            self._forms[form] = ir.Tensor(f"{self.w.name}/scale" + ("" if form == "b" else f"_{form}"), shape,
+                                          np.float32, self._scale.reshape(shape))
+        return self._forms[form]
+
+    def gather(self, op: ir.Op, readers: dict, outputs: list, later: dict, dropped: set) -> list[ir.Op]:
+        """The ops replacing GATHER `op` of this table; readers to rewrite when met go into `later` (their
+        replacements) and `dropped`."""
+        out, indices = op.outputs[0], op.inputs[1]
+        channels = self.w.shape[self.axis]
+        uses = readers.get(out, []) if out.rank == 3 else []
+        plans = [_reader_plan(out, reader, readers, outputs) for reader in uses]
+        usable = bool(uses) and all(plan is not None and plan.axis == self.axis for plan in plans) \
+            and not any(id(plan.op) in later for plan in plans)
+        hybrid = usable and all(plan.one_row(out) for plan in plans)
+        ops: list[ir.Op] = []
+        picked = ir.Tensor(f"{out.name}/int8", out.shape, np.int8,
+                           quantization=self.product.quantization if hybrid else None)
+        ops.append(ir.Op("GATHER", [self.product if hybrid else self.int8, indices], [picked], dict(op.options),
+                         op.source))
+        made: dict[str, ir.Tensor] = {}
+
+        def scale(form: str) -> ir.Tensor:
+            if form not in made:
+                shape = [*indices.shape, *_FORMS[form](1, channels)[1:]]
+                made[form] = ir.Tensor(f"{out.name}/scale" + ("" if form == "b" else f"/{form}"), shape, np.float32)
+                ops.append(ir.Op("GATHER", [self.scales(form=form), indices], [made[form]], dict(op.options),
+                                 op.source))
+            return made[form]
+
+        if hybrid:  # [P * A, B] int8 rows: one product with each row, its [1, P * A] result read as [P, A]
+            p, a, b = out.shape
+            rows = ir.Tensor(f"{out.name}/rows", [p * a, b], np.int8, quantization=self.product.quantization)
+            ops.append(ir.Op("RESHAPE", [picked, _shape_const(rows)], [rows], {"new_shape": [p * a, b]}, op.source))
+            for plan in plans:
+                dropped.add(id(plan.mul))
+                later[id(plan.op)] = functools.partial(_row_product, plan.other, rows, plan.result, scale("rows"))
+            return ops
+        if usable:  # the widened table itself is not scaled, its readers' results are
+            for plan in plans:
+                later[id(plan.op)] = functools.partial(_scaled, out=plan.result, scale=scale(plan.form))
+            ops.append(ir.Op("CAST", [picked], [out], {}, op.source))
+            return ops
+        widened = ir.Tensor(f"{out.name}/float", out.shape, np.float32)
+        ops.append(ir.Op("CAST", [picked], [widened], {}, op.source))
+        ops.append(ir.Op("MUL", [widened, scale("b" if self.axis == 2 else "c1")], [out],
+                         {"fused_activation_function": "NONE"}, op.source))
+        return ops
+
+
+def _shape_const(t: ir.Tensor) -> ir.Tensor:
+    return ir.Tensor(f"{t.name}/shape", [t.rank], np.int32, np.array(t.shape, np.int32))
+
+
+def _row_product(row: ir.Tensor, rows: ir.Tensor, result: ir.Tensor, scale: ir.Tensor, total: ir.Op) -> list[ir.Op]:
+    """In place of SUM `total` of row [1, 1, B] times gathered tables (their int8 `rows` [P * A, B]): a hybrid
+    FULLY_CONNECTED, its [1, P * A] result read as `result` [P, A] and scaled."""
+    product = ir.Tensor(f"{result.name}/product", [1, rows.shape[0]], np.float32)
+    unscaled = ir.Tensor(f"{result.name}/unscaled", result.shape, np.float32)
+    return [ir.Op("FULLY_CONNECTED", [row, rows, None], [product], {
+                "fused_activation_function": "NONE", "keep_num_dims": False, "asymmetric_quantize_inputs": False},
+                  total.source),
+            ir.Op("RESHAPE", [product, _shape_const(unscaled)], [unscaled], {"new_shape": list(result.shape)},
+                  total.source),
+            ir.Op("MUL", [unscaled, scale], [result], {"fused_activation_function": "NONE"}, total.source)]
+
+
+def _int8_matrix_rows(data: np.ndarray, release: Callable[[np.ndarray], None] | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """`_int8_rows` of each matrix of `data` [E, A, B] (scales [E, A]), a matrix at a time."""
+    q = np.empty(data.shape, np.int8)
+    scale = np.empty(data.shape[:2], np.float32)
+    for i, m in enumerate(data):
+        q[i], scale[i] = _int8_rows(np.asarray(m, np.float32))
+        if release is not None:
+            release(m)
+    return q, scale
 
 
 def _int8_columns(data: np.ndarray, release: Callable[[np.ndarray], None] | None = None

@@ -418,8 +418,9 @@ class _Params:
 
 
 def _expert_params(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
-    """A routed-experts layer's weights, as `model.build` takes them: the router [E, H], and each projection's
-    tables stacked as the right operands of their products (gate and up [E, H, I], down [E, I, H], float32)."""
+    """A routed-experts layer's weights, as `model.MoE` holds them: the router [E, H], and each projection's
+    tables stacked, float32: gate and up [E, I, H] as each expert's [out, in] weight, down [E, I, H] as the
+    right operands of its products."""
     hidden, count, inter = cfg.hidden_size, cfg.num_experts, cfg.moe_intermediate_size
     if cfg.family == "mixtral" and not w.has(p + "mlp.gate.weight"):
         router = w.get(p + "block_sparse_moe.gate.weight", count, hidden)
@@ -436,9 +437,11 @@ def _expert_params(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
                      for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden)), ("down", (hidden, inter))))
     params = {"router": router}
     for name, matrices in zip(("gate_w", "up_w", "down_w"), mats):
-        table = np.empty((count, *matrices[0].shape[::-1]), np.float32)  # one C-ordered copy
+        # one C-ordered copy: gate and up as stored ([E, I, H]), down as right operands ([E, I, H])
+        shape = matrices[0].shape if name != "down_w" else matrices[0].shape[::-1]
+        table = np.empty((count, *shape), np.float32)
         for e, m in enumerate(matrices):
-            table[e] = m.T
+            table[e] = m if name != "down_w" else m.T
         params[name] = table
     if cfg.shared_expert_intermediate_size:
         shared = cfg.shared_expert_intermediate_size
@@ -612,18 +615,20 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
     if expert_tile_rows(pairs, experts) > 1:
         out = _tiles(b, cfg, flat, weights, chosen, tables, first_tile_rows(pairs, experts))
     else:
-        # each of a token's k experts' gathered tables times the token, summed over the table's first axis
+        # each pair's gathered gate and up tables times its token summed over H, then its down table times its
+        # inner column summed over I
         index = b._reshape(chosen, [pairs])
-        if length == 1:  # one token: its column is broadcast against its k tables by the products
-            rows = b._reshape(flat, [1, hidden, 1])
+        inter = tables[0].shape[1]
+        if length == 1:  # one token: its row is broadcast against its k tables by the products
+            rows = b._reshape(flat, [1, 1, hidden])
         else:
             rows = b._reshape(flat, [length, 1, hidden], "unsqueeze")
             rows = b.emit("BROADCAST_TO", [rows, b.const(np.array([length, k, hidden], np.int32), "shape")],
                           [length, k, hidden], np.float32, "expand")
-            rows = b._reshape(rows, [pairs, hidden, 1])
-        gate = b._sum(b._mul(b._gather(tables[0], index), rows), 1)
-        up = b._sum(b._mul(b._gather(tables[1], index), rows), 1)
-        inner = b._reshape(b._mul(b._act(gate, cfg.activation), up), [pairs, gate.shape[1], 1], "unsqueeze")
+            rows = b._reshape(rows, [pairs, 1, hidden])
+        gate = b._sum(b._mul(b._gather(tables[0], index), rows), 2)
+        up = b._sum(b._mul(b._gather(tables[1], index), rows), 2)
+        inner = b._reshape(b._mul(b._act(gate, cfg.activation), up), [pairs, inter, 1], "unsqueeze")
         out = b._reshape(b._sum(b._mul(b._gather(tables[2], index), inner), 1), [length, k, hidden])
         out = b._sum(b._mul(out, b._reshape(weights, [length, k, 1], "unsqueeze")), 1)
     out = b._reshape(out, [1, length, hidden])
@@ -686,12 +691,12 @@ def _tiles(b: _Builder, cfg: LlmConfig, flat: ir.Tensor, weights: ir.Tensor, cho
 
 def _expert_tiles(b: _Builder, cfg: LlmConfig, x: ir.Tensor, tables: list[ir.Tensor]) -> ir.Tensor:
     """`model.MoE._experts`: tiles x [T, B, H] through the tables [T, ...] of their experts."""
-    def bmm(a: ir.Tensor, table: ir.Tensor) -> ir.Tensor:
-        return b.emit("BATCH_MATMUL", [a, table], [*a.shape[:-1], table.shape[-1]], np.float32, "bmm", adj_x=False,
-                      adj_y=False, asymmetric_quantize_inputs=False)
+    def bmm(a: ir.Tensor, table: ir.Tensor, adj_y: bool) -> ir.Tensor:
+        return b.emit("BATCH_MATMUL", [a, table], [*a.shape[:-1], table.shape[-2 if adj_y else -1]], np.float32,
+                      "bmm", adj_x=False, adj_y=adj_y, asymmetric_quantize_inputs=False)
 
     gate, up, down = tables
-    return bmm(b._mul(b._act(bmm(x, gate), cfg.activation), bmm(x, up)), down)
+    return bmm(b._mul(b._act(bmm(x, gate, True), cfg.activation), bmm(x, up, True)), down, False)
 
 
 def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, sin, mask, k_cache, v_cache,

@@ -106,8 +106,9 @@ class MoE(nn.Module):
     fill overflow tiles of B rows, each holding one expert's pairs, for which that expert's weights are
     gathered. The static shapes hold the most overflow tiles any routing can fill (`overflow_tiles`); spare rows
     compute on a dummy token that is never read back. With int8 tables (`quantization.int8_gathered_tables`) the
-    first tiles are int8 products against the tables as they are, and gathered tiles are widened to float. With
-    `in_place=False` every tile is gathered (`B` from `expert_tile_rows`, the tiles from `expert_tiles`)."""
+    first tiles are int8 products against the tables as they are, and gathered tiles are widened to float; a
+    token alone multiplies its experts' gathered gate and up rows as int8 (a hybrid FULLY_CONNECTED). With `in_place=False` every tile is
+    gathered (`B` from `expert_tile_rows`, the tiles from `expert_tiles`)."""
 
     def __init__(self, cfg: LlmConfig, router: torch.Tensor, gate: Any, up: Any, down: Any, in_place: bool = True):
         """`gate`, `up`, `down`: each expert's projection in Hugging Face's Linear layout ([out, in]), as one
@@ -115,11 +116,14 @@ class MoE(nn.Module):
         super().__init__()
         self.in_place = in_place
         self.router = Linear(router)
-        # Each table [E, K, N] is the right operand of its products (x [.., K] @ table[e]), stored so once: every
-        # signature reads (and quantization finds) the same array, and a product's output channels are the
-        # table's last axis, which is what int8 tables are scaled along (`quantization.int8_gathered_tables`).
-        self.gate_w = _param(_right_operands(gate))  # [E, H, I]
-        self.up_w = _param(_right_operands(up))  # [E, H, I]
+        # Each table is stored once, every signature reading (and quantization finding) the same array, in the
+        # layout its products read fastest. The gate and up tables [E, I, H] are each expert's Linear weight as it
+        # is ([out, in]): a token's row times the rows of its k experts' tables (int8: one FULLY_CONNECTED), and
+        # tiles times the transposed right operand (BATCH_MATMUL adj_y). The down table [E, I, H] is each expert's
+        # right operand (x [.., I] @ down[e]), the inner rows of k different experts being different rows. Either
+        # way a product's output channels are the axis int8 tables are scaled along.
+        self.gate_w = _param(_stacked(gate))  # [E, I, H]
+        self.up_w = _param(_stacked(up))  # [E, I, H]
         self.down_w = _param(_right_operands(down))  # [E, I, H]
         self.top_k, self.norm_topk, self.activation = cfg.num_experts_per_tok, cfg.norm_topk_prob, cfg.activation
 
@@ -135,16 +139,17 @@ class MoE(nn.Module):
         if tile_rows > 1:
             b = first_tile_rows(pairs, experts) if self.in_place else tile_rows
             return self._tiled(flat, weights, chosen, b).reshape(batch, length, hidden)
-        # A token alone: each of its k experts' gathered tables times the token, summed over the table's first
-        # axis (a product of one row, which reads the gathered weights once where a matrix kernel would repack
-        # them first).
+        # A few tokens: each (token, expert) pair's gathered gate and up tables times the token, summed over H,
+        # and its down table times its inner column, summed over I: products of one row, which read the gathered
+        # weights once where a matrix kernel would repack them first. (With int8 tables, a token alone's gate
+        # and up rows become one hybrid FULLY_CONNECTED: `quantization.int8_gathered_tables`.)
         idx = chosen.reshape(-1)  # [N*k]
-        if batch * length == 1:  # one token: its column is broadcast against its k tables by the products
-            rows = flat.reshape(1, hidden, 1)
+        if batch * length == 1:  # one token: its row is broadcast against its k tables by the products
+            rows = flat.reshape(1, 1, hidden)
         else:
-            rows = flat.unsqueeze(1).expand(batch * length, self.top_k, hidden).reshape(-1, hidden, 1)  # [N*k, H, 1]
-        gate = (self.gate_w[idx] * rows).sum(dim=1)  # [N*k, I]
-        up = (self.up_w[idx] * rows).sum(dim=1)
+            rows = flat.unsqueeze(1).expand(batch * length, self.top_k, hidden).reshape(-1, 1, hidden)  # [N*k, 1, H]
+        gate = (self.gate_w[idx] * rows).sum(dim=2)  # [N*k, I]
+        up = (self.up_w[idx] * rows).sum(dim=2)
         inner = (_act(self.activation, gate) * up).unsqueeze(-1)  # [N*k, I, 1]
         out = (self.down_w[idx] * inner).sum(dim=1).reshape(batch * length, self.top_k, hidden)
         out = (out * weights.unsqueeze(-1)).sum(dim=1)
@@ -152,11 +157,12 @@ class MoE(nn.Module):
 
     def _experts(self, x: torch.Tensor, which: torch.Tensor | None) -> torch.Tensor:
         """Tiles x [T, B, H] through their experts: all experts in order (which=None, T = E, the weights read
-        in place) or the experts `which` [T] names (their weights gathered). The tables are the right operand:
-        the kernels pack a constant right operand once, and multiply int8 tables as they are."""
+        in place) or the experts `which` [T] names (their weights gathered). The tables are the right operand
+        (gate and up transposed, read as they are stored with adj_y): the kernels pack a constant right operand
+        once, and multiply int8 tables as they are."""
         gate_w, up_w, down_w = ((self.gate_w, self.up_w, self.down_w) if which is None
                                 else (self.gate_w[which], self.up_w[which], self.down_w[which]))
-        inner = _act(self.activation, torch.bmm(x, gate_w)) * torch.bmm(x, up_w)  # [T, B, I]
+        inner = _act(self.activation, torch.bmm(x, gate_w.transpose(1, 2))) * torch.bmm(x, up_w.transpose(1, 2))
         return torch.bmm(inner, down_w)  # [T, B, H]
 
     def _tiled(self, flat: torch.Tensor, weights: torch.Tensor, chosen: torch.Tensor, b: int) -> torch.Tensor:
@@ -184,6 +190,11 @@ class MoE(nn.Module):
             out.append(self._experts(xs[first_slots:].reshape(extra, b, hidden), tile_expert))
         out = torch.cat([o.reshape(-1, hidden) for o in out])[slot].reshape(tokens, k, hidden)
         return (out * weights.unsqueeze(-1)).sum(dim=1)
+
+
+def _stacked(matrices: Any) -> torch.Tensor:
+    """[E, out, in]: the experts' [out, in] matrices stacked as they are, one copy (in float32)."""
+    return torch.stack([m.to(torch.float32) for m in matrices])
 
 
 def _right_operands(matrices: Any) -> torch.Tensor:

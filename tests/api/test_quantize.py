@@ -282,3 +282,160 @@ def test_int8_expert_scales_of_a_decoded_token_are_gathered_as_rows():
     got = np.asarray(EdgeModel(serialize(model))(**feeds)["summed"])
     assert got.shape == want.shape
     assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
+
+
+def _expert_graph(e, a, b, picks, readers):
+    """A graph gathering `picks` experts' [a, b] tables of one [e, a, b] table, read by `readers(table, picked)`
+    (a list of (ops, output) pairs), its feeds named as the readers' free inputs."""
+    from litert_torch import ir
+
+    table_data = np.random.default_rng(2).standard_normal((e, a, b)).astype(np.float32)
+    table_data *= np.random.default_rng(3).uniform(0.01, 3, (e, a, 1)).astype(np.float32)
+    table = ir.Tensor("table", [e, a, b], np.float32, table_data)
+    which = ir.Tensor("which", [picks], np.int32)
+    picked = ir.Tensor("picked", [picks, a, b], np.float32)
+    ops = [ir.Op("GATHER", [table, which], [picked], {"axis": 0, "batch_dims": 0})]
+    inputs, outputs = [which], []
+    for more_ops, more_inputs, out in readers(table, picked):
+        ops += more_ops
+        inputs += more_inputs
+        outputs.append(out)
+    graph = ir.Graph("main", inputs, outputs, ops)
+    return ir.Model([graph], [ir.Signature("serving_default", 0, [t.name for t in inputs],
+                                           [t.name for t in outputs])])
+
+
+def _row_times_tables(name, picked, a, b):
+    from litert_torch import ir
+
+    row = ir.Tensor(f"{name}_row", [1, 1, b], np.float32)
+    times = ir.Tensor(f"{name}_times", picked.shape, np.float32)
+    summed = ir.Tensor(f"{name}_sum", [picked.shape[0], a], np.float32)
+    axis = ir.Tensor(f"{name}_axis", [1], np.int32, np.array([2], np.int32))
+    return ([ir.Op("MUL", [picked, row], [times], {"fused_activation_function": "NONE"}),
+             ir.Op("SUM", [times, axis], [summed], {"keep_dims": False})], [row], summed)
+
+
+def test_int8_expert_rows_times_a_token_become_one_hybrid_product():
+    """A decoded token's row times its experts' gathered [A, B] tables, summed along the row (the gate and up
+    projections of a mixture-of-experts layer, tables as [out, in]): the tables are scaled per (expert, row), and
+    the products are one FULLY_CONNECTED of the row by the gathered int8 rows (no widened copy), its result
+    read as [picks, A] and scaled; within int8 error of the float graph (the row is quantized too)."""
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.quantization import int8_gathered_tables
+
+    e, a, b, picks = 6, 8, 16, 3
+
+    def build():
+        return _expert_graph(e, a, b, picks, lambda table, picked: [_row_times_tables("x", picked, a, b)])
+
+    rng = np.random.default_rng(4)
+    feeds = {"which": np.array([5, 0, 2], np.int32), "x_row": rng.standard_normal((1, 1, b)).astype(np.float32)}
+    want = np.asarray(EdgeModel(serialize(build()))(**feeds)["x_sum"])
+    model = build()
+    assert int8_gathered_tables(model.subgraphs) == 1
+    ops = model.subgraphs[0].ops
+    assert [op.opcode for op in ops] == ["GATHER", "RESHAPE", "GATHER", "FULLY_CONNECTED", "RESHAPE", "MUL"]
+    assert ops[0].inputs[0].dtype == np.int8 and ops[0].inputs[0].quantization.scale == (1.0,)
+    assert list(ops[2].inputs[0].shape) == [e, a]  # one scale per (expert, row)
+    got = np.asarray(EdgeModel(serialize(model))(**feeds)["x_sum"])
+    assert got.shape == want.shape == (picks, a)
+    assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
+
+
+def test_int8_expert_table_read_as_rows_and_as_columns_stays_float():
+    """A table one reader sums along its rows and another along its columns has no single channel axis to
+    scale: it stays float, and the graph computes what it did."""
+    from litert_torch import ir
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.quantization import int8_gathered_tables
+
+    e, a, b, picks = 5, 8, 8, 2
+
+    def readers(table, picked):
+        col = ir.Tensor("col", [picks, a, 1], np.float32)
+        times = ir.Tensor("col_times", picked.shape, np.float32)
+        summed = ir.Tensor("col_sum", [picks, b], np.float32)
+        axis = ir.Tensor("col_axis", [1], np.int32, np.array([1], np.int32))
+        return [_row_times_tables("x", picked, a, b),
+                ([ir.Op("MUL", [picked, col], [times], {"fused_activation_function": "NONE"}),
+                  ir.Op("SUM", [times, axis], [summed], {"keep_dims": False})], [col], summed)]
+
+    model = _expert_graph(e, a, b, picks, readers)
+    before = [op.opcode for op in model.subgraphs[0].ops]
+    assert int8_gathered_tables(model.subgraphs) == 0
+    assert [op.opcode for op in model.subgraphs[0].ops] == before
+    rng = np.random.default_rng(5)
+    feeds = {"which": np.array([4, 1], np.int32), "x_row": rng.standard_normal((1, 1, b)).astype(np.float32),
+             "col": rng.standard_normal((picks, a, 1)).astype(np.float32)}
+    got = EdgeModel(serialize(model))(**feeds)
+    table = model.subgraphs[0].ops[0].inputs[0].data[[4, 1]]
+    np.testing.assert_allclose(got["x_sum"], (table * feeds["x_row"]).sum(2), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["col_sum"], (table * feeds["col"]).sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_int8_expert_tables_read_as_out_in_by_tiles_take_hybrid_products():
+    """Tables stored as [out, in] (the gate and up tables of a mixture-of-experts layer) multiplied as the
+    transposed right operand (BATCH_MATMUL adj_y), read whole and gathered: the whole table is LiteRT's hybrid
+    product, the gathered one widened; both scaled per (expert, row) after the product, within int8 error."""
+    from litert_torch import ir
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.quantization import int8_gathered_tables
+
+    e, a, b, picks, rows = 4, 8, 16, 2, 5
+
+    def readers(table, picked):
+        x = ir.Tensor("x", [e, rows, b], np.float32)
+        x2 = ir.Tensor("x2", [picks, rows, b], np.float32)
+        whole = ir.Tensor("whole", [e, rows, a], np.float32)
+        prod = ir.Tensor("prod", [picks, rows, a], np.float32)
+        options = dict(adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
+        return [([ir.Op("BATCH_MATMUL", [x, table], [whole], options)], [x], whole),
+                ([ir.Op("BATCH_MATMUL", [x2, picked], [prod], dict(options))], [x2], prod)]
+
+    rng = np.random.default_rng(6)
+    feeds = {"which": np.array([3, 0], np.int32), "x": rng.standard_normal((e, rows, b)).astype(np.float32),
+             "x2": rng.standard_normal((picks, rows, b)).astype(np.float32)}
+    want = EdgeModel(serialize(_expert_graph(e, a, b, picks, readers)))(**feeds)
+    model = _expert_graph(e, a, b, picks, readers)
+    assert int8_gathered_tables(model.subgraphs) == 1
+    ops = model.subgraphs[0].ops
+    products = [op for op in ops if op.opcode == "BATCH_MATMUL"]
+    assert [op.inputs[1].dtype for op in products] == [np.int8, np.float32]
+    assert all(op.options["adj_y"] for op in products)
+    got = EdgeModel(serialize(model))(**feeds)
+    for name in ("whole", "prod"):
+        w, g = np.asarray(want[name]), np.asarray(got[name])
+        assert g.shape == w.shape
+        assert np.abs(g - w).max() <= 0.02 * np.abs(w).max(), name
+
+
+def test_int8_expert_table_read_otherwise_is_widened_and_scaled_along_its_channels():
+    """A gathered table one of whose readers cannot take the scales after its work (here an ADD) is widened
+    and scaled whole, along the channel axis its products keep (rows, for a table multiplied with adj_y)."""
+    from litert_torch import ir
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.quantization import int8_gathered_tables
+
+    e, a, b, picks, rows = 4, 8, 16, 2, 3
+
+    def readers(table, picked):
+        x = ir.Tensor("x", [picks, rows, b], np.float32)
+        prod = ir.Tensor("prod", [picks, rows, a], np.float32)
+        shifted = ir.Tensor("shifted", picked.shape, np.float32)
+        one = ir.Tensor("one", [], np.float32, np.array(1.0, np.float32))
+        return [([ir.Op("BATCH_MATMUL", [x, picked], [prod], dict(adj_x=False, adj_y=True,
+                                                                 asymmetric_quantize_inputs=False))], [x], prod),
+                ([ir.Op("ADD", [picked, one], [shifted], {"fused_activation_function": "NONE"})], [], shifted)]
+
+    rng = np.random.default_rng(7)
+    feeds = {"which": np.array([2, 3], np.int32), "x": rng.standard_normal((picks, rows, b)).astype(np.float32)}
+    want = EdgeModel(serialize(_expert_graph(e, a, b, picks, readers)))(**feeds)
+    model = _expert_graph(e, a, b, picks, readers)
+    assert int8_gathered_tables(model.subgraphs) == 1
+    scaled = [op for op in model.subgraphs[0].ops if op.opcode == "MUL"]
+    assert len(scaled) == 1 and list(scaled[0].inputs[1].shape) == [picks, a, 1]
+    got = EdgeModel(serialize(model))(**feeds)
+    for name in ("prod", "shifted"):
+        w, g = np.asarray(want[name]), np.asarray(got[name])
+        assert np.abs(g - w).max() <= 0.02 * np.abs(w).max(), name

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from litert_torch.flatbuffer.writer import serialize
+from litert_torch.flatbuffer.writer import constant_bytes, serialize
 from litert_torch.generative import direct, hf, source
 from litert_torch.generative.convert import lower_llm
 from litert_torch.generative.export_hf import export
@@ -108,6 +108,7 @@ def _compare_builders(name, path):
 def _compare_models(name, traced, built):
     for a, b in zip(traced.subgraphs, built.subgraphs):
         assert [op.opcode for op in a.ops] == [op.opcode for op in b.ops], a.name
+    assert constant_bytes(built) == constant_bytes(traced)  # the same weights, each stored once, as stored
     assert [s.key for s in traced.signatures] == [s.key for s in built.signatures]
     for key in (IO_KEY, "litert_torch.llm"):
         assert decode(built.metadata[key]) == decode(traced.metadata[key]), key
