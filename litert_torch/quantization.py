@@ -114,10 +114,11 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
     A GATHER of the table (the experts a token picks) becomes a GATHER of the int8 table and of its scales, and
     a CAST: a token reads a quarter of the bytes. Where every reader of the gathered table can take the scales
     after its own work (`_reader_plan`: a product against it, a sum of it times a row or column), the scales
-    multiply those results, the widened table never scaled whole; where every reader is one row times the
-    gathered tables summed along the row (a decoded token's gate and up projections), that is one
-    FULLY_CONNECTED of the row by the gathered tables' rows taken as int8 (LiteRT's hybrid kernel: float row,
-    int8 weights, per-tensor scale 1), with no widened copy at all; otherwise a MUL scales the widened table. A BATCH_MATMUL that reads
+    multiply those results, the widened table never scaled whole; where every reader is rows times the
+    gathered tables summed along the rows (a few tokens' expert projections), those are FULLY_CONNECTEDs of
+    each row by its tables' rows taken as int8 (LiteRT's hybrid kernel: float row, int8 weights, per-tensor
+    scale 1; one row times all the gathered tables is one product), with no widened copy at all; otherwise a
+    MUL scales the widened table. A BATCH_MATMUL that reads
     such a table whole as its right operand (each expert's first tile of a prefill chunk, multiplied in place)
     takes the int8 table as it is, LiteRT's hybrid product, and its result is multiplied by the scales. Tables
     of other ranks (position tables, embeddings) are left alone. Tables several ops read are quantized once.
@@ -210,9 +211,11 @@ class _Plan:
                  other: ir.Tensor | None = None):
         self.axis, self.op, self.result, self.form, self.mul, self.other = axis, op, result, form, mul, other
 
-    def one_row(self, table: ir.Tensor) -> bool:
-        """One row [1, 1, B] times every gathered [A, B] table, summed along the row into [P, A]."""
-        return self.form == "rows" and self.axis == 1 and list(self.other.shape) == [1, 1, table.shape[2]]
+    def row_products(self, table: ir.Tensor) -> bool:
+        """Rows [P, 1, B] (or one row [1, 1, B]) times the gathered [A, B] tables, summed along the rows into
+        [P, A]: products of a row by each table's rows."""
+        p, _, b = table.shape
+        return self.form == "rows" and self.axis == 1 and list(self.other.shape) in ([1, 1, b], [p, 1, b])
 
 
 _FORMS = {"b": lambda e, c: [e, 1, c], "c1": lambda e, c: [e, c, 1], "rows": lambda e, c: [e, c]}  # scale shapes
@@ -293,7 +296,7 @@ class _Int8Table:
         plans = [_reader_plan(out, reader, readers, outputs) for reader in uses]
         usable = bool(uses) and all(plan is not None and plan.axis == self.axis for plan in plans) \
             and not any(id(plan.op) in later for plan in plans)
-        hybrid = usable and all(plan.one_row(out) for plan in plans)
+        hybrid = usable and all(plan.row_products(out) for plan in plans)
         ops: list[ir.Op] = []
         picked = ir.Tensor(f"{out.name}/int8", out.shape, np.int8,
                            quantization=self.product.quantization if hybrid else None)
@@ -309,13 +312,21 @@ class _Int8Table:
                                  op.source))
             return made[form]
 
-        if hybrid:  # [P * A, B] int8 rows: one product with each row, its [1, P * A] result read as [P, A]
+        if hybrid:  # int8 rows times float rows: FULLY_CONNECTEDs, their results read as [P, A]
             p, a, b = out.shape
-            rows = ir.Tensor(f"{out.name}/rows", [p * a, b], np.int8, quantization=self.product.quantization)
-            ops.append(ir.Op("RESHAPE", [picked, _shape_const(rows)], [rows], {"new_shape": [p * a, b]}, op.source))
+            rows = None
             for plan in plans:
                 dropped.add(id(plan.mul))
-                later[id(plan.op)] = functools.partial(_row_product, plan.other, rows, plan.result, scale("rows"))
+                if list(plan.other.shape) == [1, 1, b]:  # one row: one product with all [P * A, B] rows
+                    if rows is None:
+                        rows = ir.Tensor(f"{out.name}/rows", [p * a, b], np.int8,
+                                         quantization=self.product.quantization)
+                        ops.append(ir.Op("RESHAPE", [picked, _shape_const(rows)], [rows], {"new_shape": [p * a, b]},
+                                         op.source))
+                    make = functools.partial(_row_product, plan.other, rows, plan.result, scale("rows"))
+                else:  # a row per table: a product each
+                    make = functools.partial(_row_products, plan.other, picked, plan.result, scale("rows"))
+                later[id(plan.op)] = make
             return ops
         if usable:  # the widened table itself is not scaled, its readers' results are
             for plan in plans:
@@ -333,14 +344,50 @@ def _shape_const(t: ir.Tensor) -> ir.Tensor:
     return ir.Tensor(f"{t.name}/shape", [t.rank], np.int32, np.array(t.shape, np.int32))
 
 
+def _fully_connected(x: ir.Tensor, weights: ir.Tensor, out: ir.Tensor, source: Any) -> ir.Op:
+    return ir.Op("FULLY_CONNECTED", [x, weights, None], [out], {
+        "fused_activation_function": "NONE", "keep_num_dims": False, "asymmetric_quantize_inputs": False}, source)
+
+
+def _slice0(x: ir.Tensor, index: int, out: ir.Tensor, source: Any) -> ir.Op:
+    """x[index:index + 1] along the first axis."""
+    begin = np.zeros(x.rank, np.int32)
+    begin[0] = index
+    return ir.Op("SLICE", [x, ir.Tensor(f"{out.name}/begin", [x.rank], np.int32, begin),
+                           ir.Tensor(f"{out.name}/size", [x.rank], np.int32, np.array(out.shape, np.int32))],
+                 [out], {}, source)
+
+
+def _row_products(rows: ir.Tensor, tables: ir.Tensor, result: ir.Tensor, scale: ir.Tensor,
+                  total: ir.Op) -> list[ir.Op]:
+    """In place of SUM `total` of rows [P, 1, B] times gathered int8 `tables` [P, A, B]: a hybrid
+    FULLY_CONNECTED of each row by its table's rows, the [1, A] results joined into `result` [P, A] and
+    scaled."""
+    p, a, b = tables.shape
+    ops, parts = [], []
+    for j in range(p):
+        table = ir.Tensor(f"{result.name}/table_{j}", [1, a, b], np.int8, quantization=tables.quantization)
+        matrix = ir.Tensor(f"{result.name}/matrix_{j}", [a, b], np.int8, quantization=tables.quantization)
+        row = ir.Tensor(f"{result.name}/row_{j}", [1, 1, b], np.float32)
+        part = ir.Tensor(f"{result.name}/product_{j}", [1, a], np.float32)
+        ops += [_slice0(tables, j, table, total.source),
+                ir.Op("RESHAPE", [table, _shape_const(matrix)], [matrix], {"new_shape": [a, b]}, total.source),
+                _slice0(rows, j, row, total.source),
+                _fully_connected(row, matrix, part, total.source)]
+        parts.append(part)
+    unscaled = ir.Tensor(f"{result.name}/unscaled", result.shape, np.float32)
+    ops.append(ir.Op("CONCATENATION", parts, [unscaled], {"axis": 0, "fused_activation_function": "NONE"},
+                     total.source))
+    ops.append(ir.Op("MUL", [unscaled, scale], [result], {"fused_activation_function": "NONE"}, total.source))
+    return ops
+
+
 def _row_product(row: ir.Tensor, rows: ir.Tensor, result: ir.Tensor, scale: ir.Tensor, total: ir.Op) -> list[ir.Op]:
     """In place of SUM `total` of row [1, 1, B] times gathered tables (their int8 `rows` [P * A, B]): a hybrid
     FULLY_CONNECTED, its [1, P * A] result read as `result` [P, A] and scaled."""
     product = ir.Tensor(f"{result.name}/product", [1, rows.shape[0]], np.float32)
     unscaled = ir.Tensor(f"{result.name}/unscaled", result.shape, np.float32)
-    return [ir.Op("FULLY_CONNECTED", [row, rows, None], [product], {
-                "fused_activation_function": "NONE", "keep_num_dims": False, "asymmetric_quantize_inputs": False},
-                  total.source),
+    return [_fully_connected(row, rows, product, total.source),
             ir.Op("RESHAPE", [product, _shape_const(unscaled)], [unscaled], {"new_shape": list(result.shape)},
                   total.source),
             ir.Op("MUL", [unscaled, scale], [result], {"fused_activation_function": "NONE"}, total.source)]

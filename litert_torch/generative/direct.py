@@ -419,8 +419,7 @@ class _Params:
 
 def _expert_params(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
     """A routed-experts layer's weights, as `model.MoE` holds them: the router [E, H], and each projection's
-    tables stacked, float32: gate and up [E, I, H] as each expert's [out, in] weight, down [E, I, H] as the
-    right operands of its products."""
+    experts' [out, in] weights stacked, float32 (gate and up [E, I, H], down [E, H, I])."""
     hidden, count, inter = cfg.hidden_size, cfg.num_experts, cfg.moe_intermediate_size
     if cfg.family == "mixtral" and not w.has(p + "mlp.gate.weight"):
         router = w.get(p + "block_sparse_moe.gate.weight", count, hidden)
@@ -437,11 +436,9 @@ def _expert_params(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
                      for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden)), ("down", (hidden, inter))))
     params = {"router": router}
     for name, matrices in zip(("gate_w", "up_w", "down_w"), mats):
-        # one C-ordered copy: gate and up as stored ([E, I, H]), down as right operands ([E, I, H])
-        shape = matrices[0].shape if name != "down_w" else matrices[0].shape[::-1]
-        table = np.empty((count, *shape), np.float32)
+        table = np.empty((count, *matrices[0].shape), np.float32)  # one C-ordered copy
         for e, m in enumerate(matrices):
-            table[e] = m if name != "down_w" else m.T
+            table[e] = m
         params[name] = table
     if cfg.shared_expert_intermediate_size:
         shared = cfg.shared_expert_intermediate_size
@@ -616,7 +613,7 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
         out = _tiles(b, cfg, flat, weights, chosen, tables, first_tile_rows(pairs, experts))
     else:
         # each pair's gathered gate and up tables times its token summed over H, then its down table times its
-        # inner column summed over I
+        # inner row summed over I
         index = b._reshape(chosen, [pairs])
         inter = tables[0].shape[1]
         if length == 1:  # one token: its row is broadcast against its k tables by the products
@@ -628,8 +625,8 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
             rows = b._reshape(rows, [pairs, 1, hidden])
         gate = b._sum(b._mul(b._gather(tables[0], index), rows), 2)
         up = b._sum(b._mul(b._gather(tables[1], index), rows), 2)
-        inner = b._reshape(b._mul(b._act(gate, cfg.activation), up), [pairs, inter, 1], "unsqueeze")
-        out = b._reshape(b._sum(b._mul(b._gather(tables[2], index), inner), 1), [length, k, hidden])
+        inner = b._reshape(b._mul(b._act(gate, cfg.activation), up), [pairs, 1, inter], "unsqueeze")
+        out = b._reshape(b._sum(b._mul(b._gather(tables[2], index), inner), 2), [length, k, hidden])
         out = b._sum(b._mul(out, b._reshape(weights, [length, k, 1], "unsqueeze")), 1)
     out = b._reshape(out, [1, length, hidden])
     if "shared" not in w:
@@ -691,12 +688,12 @@ def _tiles(b: _Builder, cfg: LlmConfig, flat: ir.Tensor, weights: ir.Tensor, cho
 
 def _expert_tiles(b: _Builder, cfg: LlmConfig, x: ir.Tensor, tables: list[ir.Tensor]) -> ir.Tensor:
     """`model.MoE._experts`: tiles x [T, B, H] through the tables [T, ...] of their experts."""
-    def bmm(a: ir.Tensor, table: ir.Tensor, adj_y: bool) -> ir.Tensor:
-        return b.emit("BATCH_MATMUL", [a, table], [*a.shape[:-1], table.shape[-2 if adj_y else -1]], np.float32,
-                      "bmm", adj_x=False, adj_y=adj_y, asymmetric_quantize_inputs=False)
+    def bmm(a: ir.Tensor, table: ir.Tensor) -> ir.Tensor:  # a @ table^T, the [out, in] table read as stored
+        return b.emit("BATCH_MATMUL", [a, table], [*a.shape[:-1], table.shape[-2]], np.float32, "bmm", adj_x=False,
+                      adj_y=True, asymmetric_quantize_inputs=False)
 
     gate, up, down = tables
-    return bmm(b._mul(b._act(bmm(x, gate, True), cfg.activation), bmm(x, up, True)), down, False)
+    return bmm(b._mul(b._act(bmm(x, gate), cfg.activation), bmm(x, up)), down)
 
 
 def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, sin, mask, k_cache, v_cache,

@@ -107,7 +107,7 @@ class MoE(nn.Module):
     gathered. The static shapes hold the most overflow tiles any routing can fill (`overflow_tiles`); spare rows
     compute on a dummy token that is never read back. With int8 tables (`quantization.int8_gathered_tables`) the
     first tiles are int8 products against the tables as they are, and gathered tiles are widened to float; a
-    token alone multiplies its experts' gathered gate and up rows as int8 (a hybrid FULLY_CONNECTED). With `in_place=False` every tile is
+    few tokens multiply their experts' gathered rows as int8 (hybrid FULLY_CONNECTEDs). With `in_place=False` every tile is
     gathered (`B` from `expert_tile_rows`, the tiles from `expert_tiles`)."""
 
     def __init__(self, cfg: LlmConfig, router: torch.Tensor, gate: Any, up: Any, down: Any, in_place: bool = True):
@@ -116,15 +116,14 @@ class MoE(nn.Module):
         super().__init__()
         self.in_place = in_place
         self.router = Linear(router)
-        # Each table is stored once, every signature reading (and quantization finding) the same array, in the
-        # layout its products read fastest. The gate and up tables [E, I, H] are each expert's Linear weight as it
-        # is ([out, in]): a token's row times the rows of its k experts' tables (int8: one FULLY_CONNECTED), and
-        # tiles times the transposed right operand (BATCH_MATMUL adj_y). The down table [E, I, H] is each expert's
-        # right operand (x [.., I] @ down[e]), the inner rows of k different experts being different rows. Either
-        # way a product's output channels are the axis int8 tables are scaled along.
+        # Each table is stored once, every signature reading (and quantization finding) the same array: each
+        # expert's Linear weight as it is ([out, in]). A row times a gathered table is summed along the row (with
+        # int8 tables, hybrid FULLY_CONNECTEDs), and tiles multiply the tables as transposed right operands
+        # (BATCH_MATMUL adj_y); either way a product's output channels are the table's rows, the axis int8 tables
+        # are scaled along.
         self.gate_w = _param(_stacked(gate))  # [E, I, H]
         self.up_w = _param(_stacked(up))  # [E, I, H]
-        self.down_w = _param(_right_operands(down))  # [E, I, H]
+        self.down_w = _param(_stacked(down))  # [E, H, I]
         self.top_k, self.norm_topk, self.activation = cfg.num_experts_per_tok, cfg.norm_topk_prob, cfg.activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -140,9 +139,9 @@ class MoE(nn.Module):
             b = first_tile_rows(pairs, experts) if self.in_place else tile_rows
             return self._tiled(flat, weights, chosen, b).reshape(batch, length, hidden)
         # A few tokens: each (token, expert) pair's gathered gate and up tables times the token, summed over H,
-        # and its down table times its inner column, summed over I: products of one row, which read the gathered
-        # weights once where a matrix kernel would repack them first. (With int8 tables, a token alone's gate
-        # and up rows become one hybrid FULLY_CONNECTED: `quantization.int8_gathered_tables`.)
+        # and its down table times its inner row, summed over I: products of one row, which read the gathered
+        # weights once where a matrix kernel would repack them first. (With int8 tables these become hybrid
+        # FULLY_CONNECTEDs of the gathered int8 rows: `quantization.int8_gathered_tables`.)
         idx = chosen.reshape(-1)  # [N*k]
         if batch * length == 1:  # one token: its row is broadcast against its k tables by the products
             rows = flat.reshape(1, 1, hidden)
@@ -150,20 +149,20 @@ class MoE(nn.Module):
             rows = flat.unsqueeze(1).expand(batch * length, self.top_k, hidden).reshape(-1, 1, hidden)  # [N*k, 1, H]
         gate = (self.gate_w[idx] * rows).sum(dim=2)  # [N*k, I]
         up = (self.up_w[idx] * rows).sum(dim=2)
-        inner = (_act(self.activation, gate) * up).unsqueeze(-1)  # [N*k, I, 1]
-        out = (self.down_w[idx] * inner).sum(dim=1).reshape(batch * length, self.top_k, hidden)
+        inner = (_act(self.activation, gate) * up).unsqueeze(1)  # [N*k, 1, I]
+        out = (self.down_w[idx] * inner).sum(dim=2).reshape(batch * length, self.top_k, hidden)
         out = (out * weights.unsqueeze(-1)).sum(dim=1)
         return out.reshape(batch, length, hidden)
 
     def _experts(self, x: torch.Tensor, which: torch.Tensor | None) -> torch.Tensor:
         """Tiles x [T, B, H] through their experts: all experts in order (which=None, T = E, the weights read
-        in place) or the experts `which` [T] names (their weights gathered). The tables are the right operand
-        (gate and up transposed, read as they are stored with adj_y): the kernels pack a constant right operand
-        once, and multiply int8 tables as they are."""
+        in place) or the experts `which` [T] names (their weights gathered). The tables are the transposed right
+        operand, read as stored with adj_y: the kernels pack a constant right operand once, and multiply int8
+        tables as they are."""
         gate_w, up_w, down_w = ((self.gate_w, self.up_w, self.down_w) if which is None
                                 else (self.gate_w[which], self.up_w[which], self.down_w[which]))
         inner = _act(self.activation, torch.bmm(x, gate_w.transpose(1, 2))) * torch.bmm(x, up_w.transpose(1, 2))
-        return torch.bmm(inner, down_w)  # [T, B, H]
+        return torch.bmm(inner, down_w.transpose(1, 2))  # [T, B, H]
 
     def _tiled(self, flat: torch.Tensor, weights: torch.Tensor, chosen: torch.Tensor, b: int) -> torch.Tensor:
         tokens, hidden = flat.shape
@@ -195,11 +194,6 @@ class MoE(nn.Module):
 def _stacked(matrices: Any) -> torch.Tensor:
     """[E, out, in]: the experts' [out, in] matrices stacked as they are, one copy (in float32)."""
     return torch.stack([m.to(torch.float32) for m in matrices])
-
-
-def _right_operands(matrices: Any) -> torch.Tensor:
-    """[E, in, out]: the experts' [out, in] matrices transposed and stacked, one copy (in float32)."""
-    return torch.stack([m.t().to(torch.float32) for m in matrices])
 
 
 class Attention(nn.Module):

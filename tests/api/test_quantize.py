@@ -305,10 +305,10 @@ def _expert_graph(e, a, b, picks, readers):
                                            [t.name for t in outputs])])
 
 
-def _row_times_tables(name, picked, a, b):
+def _row_times_tables(name, picked, a, b, rows=1):
     from litert_torch import ir
 
-    row = ir.Tensor(f"{name}_row", [1, 1, b], np.float32)
+    row = ir.Tensor(f"{name}_row", [rows, 1, b], np.float32)
     times = ir.Tensor(f"{name}_times", picked.shape, np.float32)
     summed = ir.Tensor(f"{name}_sum", [picked.shape[0], a], np.float32)
     axis = ir.Tensor(f"{name}_axis", [1], np.int32, np.array([2], np.int32))
@@ -338,6 +338,30 @@ def test_int8_expert_rows_times_a_token_become_one_hybrid_product():
     assert [op.opcode for op in ops] == ["GATHER", "RESHAPE", "GATHER", "FULLY_CONNECTED", "RESHAPE", "MUL"]
     assert ops[0].inputs[0].dtype == np.int8 and ops[0].inputs[0].quantization.scale == (1.0,)
     assert list(ops[2].inputs[0].shape) == [e, a]  # one scale per (expert, row)
+    got = np.asarray(EdgeModel(serialize(model))(**feeds)["x_sum"])
+    assert got.shape == want.shape == (picks, a)
+    assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
+
+
+def test_int8_expert_rows_times_their_own_rows_become_a_hybrid_product_each():
+    """Each (token, expert) pair's row times its gathered [A, B] table, summed along the row (a mixture-of-
+    experts layer's down projection, each pair's inner row its own): a FULLY_CONNECTED of each row by its
+    table's int8 rows, the results joined and scaled per (expert, row); within int8 error of the float graph."""
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.quantization import int8_gathered_tables
+
+    e, a, b, picks = 6, 8, 16, 3
+
+    def build():
+        return _expert_graph(e, a, b, picks, lambda table, picked: [_row_times_tables("x", picked, a, b, picks)])
+
+    rng = np.random.default_rng(8)
+    feeds = {"which": np.array([1, 1, 4], np.int32), "x_row": rng.standard_normal((picks, 1, b)).astype(np.float32)}
+    want = np.asarray(EdgeModel(serialize(build()))(**feeds)["x_sum"])
+    model = build()
+    assert int8_gathered_tables(model.subgraphs) == 1
+    counts = model.subgraphs[0].op_counts()
+    assert counts["FULLY_CONNECTED"] == picks and "CAST" not in counts and "SUM" not in counts, counts
     got = np.asarray(EdgeModel(serialize(model))(**feeds)["x_sum"])
     assert got.shape == want.shape == (picks, a)
     assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
