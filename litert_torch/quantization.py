@@ -107,22 +107,20 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
     """Store the constant float32 [E, A, B] tables that a GATHER reads along axis 0 as int8: the experts' tables
     of a mixture-of-experts layer, symmetric per (expert, output channel), so that each output channel of each
     expert has its own scale. The channel axis is the one the table's products keep: B where the table is a
-    right operand as stored (x [.., A] @ table[e]), A where it is read as [out, in] (a BATCH_MATMUL with adj_y,
-    a FULLY_CONNECTED of the gathered experts' rows, a row times it summed over B). A table read both ways stays
-    float.
+    right operand as stored (x [.., A] @ table[e], a column times it summed over A), A where it is read as
+    [out, in] (a BATCH_MATMUL with adj_y, a row times it summed over B). A table read both ways stays float.
 
     A GATHER of the table (the experts a token picks) becomes a GATHER of the int8 table and of its scales, and
     a CAST: a token reads a quarter of the bytes. Where every reader of the gathered table can take the scales
     after its own work (`_reader_plan`: a product against it, a sum of it times a row or column), the scales
-    multiply those results, the widened table never scaled whole; where every reader is rows times the
-    gathered tables summed along the rows (a few tokens' expert projections), those are FULLY_CONNECTEDs of
-    each row by its tables' rows taken as int8 (LiteRT's hybrid kernel: float row, int8 weights, per-tensor
-    scale 1; one row times all the gathered tables is one product), with no widened copy at all; otherwise a
-    MUL scales the widened table. A BATCH_MATMUL that reads
-    such a table whole as its right operand (each expert's first tile of a prefill chunk, multiplied in place)
-    takes the int8 table as it is, LiteRT's hybrid product, and its result is multiplied by the scales. Tables
-    of other ranks (position tables, embeddings) are left alone. Tables several ops read are quantized once.
-    Returns how many tables were quantized."""
+    multiply those results, the widened table never scaled whole. Where every reader is rows times the gathered
+    tables summed along the rows (a few tokens' expert projections), those are FULLY_CONNECTEDs of each row by
+    its table's rows taken as int8 (LiteRT's hybrid kernel: float row, int8 weights, per-tensor scale 1; one row
+    times all the gathered tables is one product), with no widened copy at all. Otherwise a MUL scales the
+    widened table. A BATCH_MATMUL that reads such a table whole as its right operand (each expert's first tile
+    of a prefill chunk, multiplied in place) takes the int8 table as it is, LiteRT's hybrid product, and its
+    result is multiplied by the scales. Tables of other ranks (position tables, embeddings) are left alone.
+    Tables several ops read are quantized once. Returns how many tables were quantized."""
     graphs = list(graphs)
 
     def key_of(w: ir.Tensor) -> tuple[int, int, tuple[int, ...]]:
