@@ -97,3 +97,31 @@ def test_converted_layer_matches_each_token_for_spread_and_piled_routing(experts
     else:
         assert picks == {k} and not in_place
 
+
+
+@pytest.mark.parametrize("experts,k,tokens", [(8, 3, 1), (32, 2, 3)])
+def test_int8_tables_of_a_few_tokens_are_multiplied_as_int8_rows(experts, k, tokens):
+    """A token alone, or a few tokens each gathering their experts, with int8 expert tables: every product is a
+    hybrid FULLY_CONNECTED of float rows by gathered int8 rows (one for a token's row by all its experts' gate
+    rows, one per (token, expert) pair otherwise), no table is widened to float, and the layer stays within
+    int8 error of each token through its experts."""
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.quantization import int8_gathered_tables
+    from litert_torch.runtime.edge_model import EdgeModel
+
+    layer = moe(experts, k)
+    assert expert_tile_rows(tokens * k, experts) == 1
+    x = torch.randn(1, tokens, HIDDEN)
+    model = read_model(litert_torch.convert(layer, (x,)).flatbuffer)
+    assert int8_gathered_tables(model.subgraphs) == 3
+    ops = [op for g in model.subgraphs for op in g.ops]
+    assert not any(op.opcode == "CAST" and op.inputs[0].dtype == np.int8 for op in ops)
+    products = [op for op in ops if op.opcode == "FULLY_CONNECTED" and op.inputs[1].dtype == np.int8]
+    pairs = tokens * k
+    assert len(products) == (2 if tokens == 1 else 2 * pairs) + pairs
+    edge = EdgeModel(serialize(model))
+    for sample in (x, torch.randn(1, tokens, HIDDEN) * 3):
+        with torch.no_grad():
+            want = each_token(layer, sample).numpy()
+        got = np.asarray(edge(sample))
+        assert np.abs(got - want).max() <= 0.05 * np.abs(want).max()
