@@ -107,8 +107,8 @@ class MoE(nn.Module):
     gathered. The static shapes hold the most overflow tiles any routing can fill (`overflow_tiles`); spare rows
     compute on a dummy token that is never read back. With int8 tables (`quantization.int8_gathered_tables`) the
     first tiles are int8 products against the tables as they are, and gathered tiles are widened to float; a
-    few tokens multiply their experts' gathered rows as int8 (hybrid FULLY_CONNECTEDs). With `in_place=False` every tile is
-    gathered (`B` from `expert_tile_rows`, the tiles from `expert_tiles`)."""
+    few tokens multiply their experts' gathered rows as int8 (hybrid FULLY_CONNECTEDs). With `in_place=False`
+    every tile is gathered (`B` from `expert_tile_rows`, the tiles from `expert_tiles`)."""
 
     def __init__(self, cfg: LlmConfig, router: torch.Tensor, gate: Any, up: Any, down: Any, in_place: bool = True):
         """`gate`, `up`, `down`: each expert's projection in Hugging Face's Linear layout ([out, in]), as one
