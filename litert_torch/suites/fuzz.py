@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 STATUSES = ("ok", "refused", "error")
-SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures", "llm", "llm_int8", "dynamic")
+SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures", "llm", "llm_int8", "dynamic", "moe_int8")
 VALUES = (0, 1, 2, 3, 4, 7, 8, 16, 64, 255, 256, 65535, 2**31 - 1, -1, -2, -(2**31))
 
 
@@ -89,6 +89,8 @@ def seed_model(name: str) -> bytes:
         return litert_torch.convert(Attention().eval(), (torch.randn(2, 5, 8),), dynamic_shapes=shapes).flatbuffer
     if name in ("llm", "llm_int8"):
         return _llm_seed(int8=name == "llm_int8")
+    if name == "moe_int8":
+        return _moe_seed()
     raise ValueError(f"unknown seed model {name!r}")
 
 
@@ -121,6 +123,43 @@ def _llm_seed(int8: bool = False) -> bytes:
         from litert_torch.quantization import int8_weights
 
         int8_weights(model.subgraphs)
+    return serialize(model)
+
+
+def _moe_seed() -> bytes:
+    """A 2-layer Qwen3-MoE over random weights (4 experts, 2 per token), cache 64, its weights and expert tables
+    int8 as the LLM exporter's dynamic int8 recipe stores them: routing by TOPK_V2, a prefill chunk's tiles as
+    hybrid products against the tables in place and gathered ones widened, the decoded token's products hybrid
+    FULLY_CONNECTEDs of gathered int8 rows."""
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.generative import direct
+    from litert_torch.generative.config import LlmConfig
+    from litert_torch.quantization import int8_gathered_tables, int8_weights
+
+    hidden, inner, head_dim, experts = 16, 8, 8, 4
+    cfg = LlmConfig.from_hf(dict(model_type="qwen3_moe", vocab_size=32, hidden_size=hidden, intermediate_size=24,
+                                 moe_intermediate_size=inner, num_experts=experts, num_experts_per_tok=2,
+                                 norm_topk_prob=True, num_hidden_layers=2, num_attention_heads=2,
+                                 num_key_value_heads=1, head_dim=head_dim, rms_norm_eps=1e-6,
+                                 tie_word_embeddings=True, max_position_embeddings=128, hidden_act="silu"))
+    shapes = {"embed_tokens.weight": (32, hidden), "norm.weight": (hidden,)}
+    for i in range(2):
+        shapes.update({f"layers.{i}.{name}": shape for name, shape in (
+            ("input_layernorm.weight", (hidden,)), ("post_attention_layernorm.weight", (hidden,)),
+            ("self_attn.q_proj.weight", (2 * head_dim, hidden)), ("self_attn.k_proj.weight", (head_dim, hidden)),
+            ("self_attn.v_proj.weight", (head_dim, hidden)), ("self_attn.o_proj.weight", (hidden, 2 * head_dim)),
+            ("self_attn.q_norm.weight", (head_dim,)), ("self_attn.k_norm.weight", (head_dim,)),
+            ("mlp.gate.weight", (experts, hidden)))})
+        for e in range(experts):
+            for name, shape in (("gate_proj", (inner, hidden)), ("up_proj", (inner, hidden)),
+                                ("down_proj", (hidden, inner))):
+                shapes[f"layers.{i}.mlp.experts.{e}.{name}.weight"] = shape
+    rng = np.random.default_rng(0)
+    weights = {"model." + k: (0.3 * rng.standard_normal(s)).astype(np.float32) for k, s in shapes.items()}
+    model = direct.build_llm(direct.Weights(weights, lambda name, array: array), cfg,
+                             {"rope_type": "default", "rope_theta": 10000.0}, 64, [8])[0]
+    int8_weights(model.subgraphs)
+    int8_gathered_tables(model.subgraphs)
     return serialize(model)
 
 
