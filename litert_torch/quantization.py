@@ -184,7 +184,7 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
                 ops += table.gather(op, uses, graph.outputs, later, dropped)
                 continue
             if whole_product_axis(op) is not None and (table := quantized(op.inputs[1])) is not None:
-                ops += _scaled(op, op.outputs[0], table.scales(1), [op.inputs[0], table.product])
+                ops += _scaled(op, op.outputs[0], table.scales(), [op.inputs[0], table.product])
                 continue
             ops.append(op)
         graph.ops = ops
@@ -275,10 +275,8 @@ class _Int8Table:
         self._scale = scale  # [E, C]
         self._forms: dict[str, ir.Tensor] = {}
 
-    def scales(self, axis_of_ones: int | None = None, form: str | None = None) -> ir.Tensor:
-        """The scales as a constant: [E, 1, C] (axis_of_ones 1, as `form` "b"), [E, C, 1] ("c1"), [E, C]
-        ("rows")."""
-        form = form or {1: "b", 2: "c1"}[axis_of_ones]
+    def scales(self, form: str = "b") -> ir.Tensor:
+        """The scales as a constant: [E, 1, C] ("b"), [E, C, 1] ("c1") or [E, C] ("rows")."""
         if form not in self._forms:
             shape = _FORMS[form](*self._scale.shape)
             self._forms[form] = ir.Tensor(f"{self.w.name}/scale" + ("" if form == "b" else f"_{form}"), shape,
@@ -306,7 +304,7 @@ class _Int8Table:
             if form not in made:
                 shape = [*indices.shape, *_FORMS[form](1, channels)[1:]]
                 made[form] = ir.Tensor(f"{out.name}/scale" + ("" if form == "b" else f"/{form}"), shape, np.float32)
-                ops.append(ir.Op("GATHER", [self.scales(form=form), indices], [made[form]], dict(op.options),
+                ops.append(ir.Op("GATHER", [self.scales(form), indices], [made[form]], dict(op.options),
                                  op.source))
             return made[form]
 

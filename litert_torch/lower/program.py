@@ -24,7 +24,7 @@ from litert_torch.frontend.export import source_ref, target_name
 from litert_torch.lower import complex_ops
 from litert_torch.lower.quantized import RUN_TIME_ONLY
 from litert_torch.node import Node, Value
-from litert_torch.lower.registry import LoweringContext, lowering_for, narrow_int64, numpy_dtype
+from litert_torch.lower.registry import LoweringContext, lowering_for, narrow_int64, normalize_dim, numpy_dtype
 from litert_torch.lower.value_sizes import VALUE_READS, anchor_results, check_value_sizes, drop_value_checks
 from litert_torch.passes.kernel_types import F16, F32
 from litert_torch.symbolic import DynamicSizeError, Sym, SymSpace, from_torch, same_size, space_of_program
@@ -568,8 +568,8 @@ def lower_program(program: torch.export.ExportedProgram,
             # intermediate that only feeds other constants (T5's log(0) cast to int64 before a where discards
             # it) never has to fit the model's int32.
             if any(user.name not in constant_nodes for user in node.users):
-                swapped = _swapped_constant(ctx, node, env)
-                env[node.name] = swapped if swapped is not None else _wrap_constant(node.name, value)
+                permuted = _permuted_constant(ctx, node, env)
+                env[node.name] = permuted if permuted is not None else _wrap_constant(node.name, value)
             continue
         if node.target is operator.getitem:
             seq, index = node.args
@@ -722,26 +722,16 @@ def _const_tensor(name: str, value: torch.Tensor) -> Any:
     return ir.Tensor(name, arr.shape, arr.dtype, arr)
 
 
-def _swapped_constant(ctx: LoweringContext, node: torch.fx.Node, env: dict) -> ir.Tensor | None:
-    """A constant's last two axes swapped (`w.transpose(-1, -2)` of stored weights), made by `ctx.transpose`, so
-    that a product reading it reads the stored weights with adj_y instead of a transposed copy; None for other
-    nodes."""
-    if node.target not in (torch.ops.aten.permute.default, torch.ops.aten.transpose.int) or not node.args:
+def _permuted_constant(ctx: LoweringContext, node: torch.fx.Node, env: dict) -> ir.Tensor | None:
+    """A permute of a constant the graph holds, lowered as `lower_permute` lowers it (`ctx.transpose`) rather than
+    copied out of torch: a product reading `w.transpose(-1, -2)` of stored weights then reads the stored weights
+    with adj_y, and no permuted copy is made. None for other nodes."""
+    if node.target is not torch.ops.aten.permute.default or not isinstance(node.args[0], torch.fx.Node):
         return None
-    source = env.get(node.args[0].name) if isinstance(node.args[0], torch.fx.Node) else None
-    if not isinstance(source, ir.Tensor) or not source.is_constant or source.rank < 2:
+    source = env.get(node.args[0].name)
+    if not isinstance(source, ir.Tensor) or not source.is_constant:
         return None
-    rank = source.rank
-    if node.target is torch.ops.aten.transpose.int:
-        axes = sorted(int(d) % rank for d in node.args[1:3])
-        perm = list(range(rank))
-        if len(axes) == 2:
-            perm[axes[0]], perm[axes[1]] = perm[axes[1]], perm[axes[0]]
-    else:
-        perm = [int(d) % rank for d in node.args[1]]
-    if perm != [*range(rank - 2), rank - 1, rank - 2]:
-        return None
-    return ctx.transpose(source, perm)
+    return ctx.transpose(source, [normalize_dim(d, source.rank) for d in node.args[1]])
 
 
 def _wrap_constant(name: str, value: Any) -> Any:

@@ -90,9 +90,9 @@ def _unchanged_input(facts: _Facts, op: ir.Op, readers: dict) -> ir.Tensor | Non
         if add is not None and x in add.inputs and facts.nonnegative(x, want_float=False):
             return x
         # the order key of a float's bits: b < 0 ? b ^ 0x7FFFFFFF : b, read only where NaN's key replaces it
-        xor = facts.producers.get(when_true)
+        xor = _produced(facts, when_true, "BITWISE_XOR")
         cast = _produced(facts, x, "BITCAST")
-        if (xor is not None and xor.opcode == "BITWISE_XOR" and xor.inputs[0] is x
+        if (xor is not None and xor.inputs[0] is x
                 and _const_all(xor.inputs[1], 0x7FFFFFFF) and cast is not None
                 and facts.nonnegative(cast.inputs[0], want_float=True)
                 and _nan_replaced_by_every_reader(facts, op.outputs[0], cast.inputs[0], readers)):
