@@ -13,9 +13,52 @@ from litert_torch.symbolic import broadcast_shapes
 aten = torch.ops.aten
 
 
+# LiteRT's integer products are the quantized ones: an integer matrix product of plain integers computes its
+# element products in one tensor, which is refused past this many elements
+INTEGER_PRODUCT_LIMIT = 1 << 26
+
+
+def _plain_integer(t: ir.Tensor) -> bool:
+    return t.dtype.kind in "iub" and t.quantization is None
+
+
+def _integer_product(ctx: LoweringContext, a: ir.Tensor, rows: ir.Tensor, out_shape, dtype) -> ir.Tensor:
+    """a @ rows^T for plain integers, which no LiteRT matrix-product kernel takes (theirs are float or quantized
+    int8/int16): a [..., M, K] and rows [..., N, K] as [..., M, 1, K] * [..., 1, N, K] (MUL, broadcast), summed
+    over K (SUM). Exact, in int32 arithmetic (narrower integers are widened and the result cast back, which wraps
+    as PyTorch's narrow integer products do)."""
+    lead = broadcast_shapes(a.shape[:-2], rows.shape[:-2])
+    m, n, k = a.shape[-2], rows.shape[-2], a.shape[-1]
+    products = [*lead, m, n, k]
+    if all(isinstance(d, int) for d in products) and int(np.prod(products)) > INTEGER_PRODUCT_LIMIT:
+        raise ctx.fail(f"a matrix product of {dtype} values ({list(a.shape)} by {list(rows.shape)} rows) has no "
+                       "LiteRT kernel, and computing it element-wise needs "
+                       f"{int(np.prod(products)):,} products at once; compute it in float in the model")
+    wide = np.dtype(np.int32) if dtype.itemsize < 4 else dtype
+    a, rows = ctx.cast(a, wide), ctx.cast(rows, wide)
+    left = ctx.reshape(a, [*a.shape[:-1], 1, k])
+    right = ctx.reshape(rows, [*rows.shape[:-2], 1, n, k])
+    prod = ctx.emit("MUL", [left, right], products, wide, fused_activation_function="NONE")
+    y = ctx.emit("SUM", [prod, ctx.const(np.array([len(products) - 1], np.int32), name="axis")], products[:-1],
+                 wide, keep_dims=False)
+    return ctx.reshape(ctx.cast(y, dtype), out_shape)
+
+
 def fully_connected(ctx: LoweringContext, x: ir.Tensor, weight: ir.Tensor, bias: ir.Tensor | None,
                     out_shape) -> ir.Tensor:
-    """FULLY_CONNECTED with weights [out, in]; inputs of rank > 2 keep their leading dims."""
+    """FULLY_CONNECTED with weights [out, in]; inputs of rank > 2 keep their leading dims. Plain integers take
+    `_integer_product`; an empty contraction (in = 0) gives the bias alone."""
+    if isinstance(x.shape[-1], int) and x.shape[-1] == 0:
+        y = ctx.emit("FILL", [ctx.dims_tensor(out_shape), ctx.const(np.array(0, x.dtype), name="zero")],
+                     out_shape, x.dtype)
+        return y if bias is None else ctx.emit("ADD", [y, ctx.cast(bias, x.dtype)], out_shape, x.dtype,
+                                               fused_activation_function="NONE")
+    if _plain_integer(x):
+        rows = ctx.cast(weight, x.dtype)
+        y = _integer_product(ctx, ctx.reshape(x, [1, *x.shape]) if x.rank == 1 else x, rows,
+                             out_shape, x.dtype)
+        return y if bias is None else ctx.emit("ADD", [y, ctx.cast(bias, x.dtype)], out_shape, x.dtype,
+                                               fused_activation_function="NONE")
     if x.rank == 1:
         y = ctx.emit("FULLY_CONNECTED", [ctx.reshape(x, [1, x.shape[0]]), weight, bias], [1, weight.shape[0]],
                      x.dtype, keep_num_dims=False, fused_activation_function="NONE")
@@ -60,7 +103,16 @@ def batch_matmul(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, out_shape) ->
     """a @ b for operands of rank >= 2, broadcasting batch dims. A constant 2-D right operand becomes
     FULLY_CONNECTED (its transposed weights are folded at conversion time), which XNNPACK runs fastest. A
     constant right operand that is another constant with its last two axes swapped (`w.transpose(-1, -2)` of
-    stored [.., out, in] weights) is read as stored, with adj_y: no transposed copy of the weights."""
+    stored [.., out, in] weights) is read as stored, with adj_y: no transposed copy of the weights.
+
+    An empty contraction (K = 0) gives zeros (FILL), which the product kernels cannot be asked for; plain
+    integers take `_integer_product`."""
+    if isinstance(a.shape[-1], int) and a.shape[-1] == 0:
+        return ctx.emit("FILL", [ctx.dims_tensor(out_shape), ctx.const(np.array(0, a.dtype), name="zero")],
+                        out_shape, a.dtype)
+    if _plain_integer(a):
+        return _integer_product(ctx, a, ctx.transpose(b, tuple(range(b.rank - 2)) + (b.rank - 1, b.rank - 2)),
+                                out_shape, a.dtype)
     if b.is_constant and b.rank == 2:
         return fully_connected(ctx, a, ctx.transpose(b, (1, 0)), None, out_shape)
     stored = ctx.untransposed(b) if b.is_constant else None
