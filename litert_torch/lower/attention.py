@@ -37,7 +37,12 @@ def lower_sdpa(ctx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=Fals
     Grouped-query attention (enable_gqa, fewer key/value heads than query heads): each key/value head is repeated
     for the query heads that share it (TILE), as PyTorch's repeat_interleave over the head axis.
 
-    Limits: dropout_p is ignored (inference); grouped-query attention needs static head counts."""
+    Limits: dropout_p must be 0 (PyTorch drops attention weights at random whenever it is not, in eval mode
+    too); grouped-query attention needs static head counts."""
+    if dropout_p:
+        raise ctx.fail(f"scaled_dot_product_attention with dropout_p={dropout_p} drops attention weights at random "
+                       "(in eval mode too); pass dropout_p=0.0 outside training, e.g. "
+                       "dropout_p=self.p if self.training else 0.0")
     shape, dtype = out_meta(node)
     if enable_gqa and q.shape[-3] != k.shape[-3]:
         heads, kv_heads = q.shape[-3], k.shape[-3]
