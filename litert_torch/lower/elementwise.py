@@ -124,8 +124,9 @@ def lower_hardtanh(ctx, node, x, min_val=-1.0, max_val=1.0):
 
 @lowers(aten.clamp.default)
 def lower_clamp(ctx, node, x, min=None, max=None):
-    """Like hardtanh; either bound may be absent."""
-    return clamp(ctx, x, min, max)
+    """Like hardtanh; either bound may be absent. A bool tensor clamped by numbers is clamped as the integer type
+    PyTorch promotes it to."""
+    return clamp(ctx, ctx.cast(x, out_meta(node)[1]), min, max)
 
 
 # ---- composite activations ------------------------------------------------------------------------------------

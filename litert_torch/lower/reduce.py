@@ -88,10 +88,11 @@ def lower_prod_all(ctx, node, x, dtype=None):
 
 @lowers(aten.any.dim, aten.any.dims, aten.any.default)
 def lower_any(ctx, node, x, dim=None, keepdim=False):
-    """REDUCE_ANY on the input as bool."""
+    """REDUCE_ANY on the input as bool (PyTorch's any of a uint8 tensor is uint8: 0 or 1)."""
     from litert_torch.lower.elementwise import as_bool
 
-    return reduce(ctx, node, "REDUCE_ANY", as_bool(ctx, x), dim, keepdim, np.bool_)
+    y = reduce(ctx, node, "REDUCE_ANY", as_bool(ctx, x), dim, keepdim, np.bool_)
+    return ctx.cast(y, out_meta(node)[1])
 
 
 @lowers(aten.max.default)
