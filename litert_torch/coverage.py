@@ -104,6 +104,13 @@ def render() -> str:
         "lowering of more than one rounding step (a norm, GELU, a loss) compute in float32 between CASTs and round",
         "once at their output, as PyTorch's float16 ops do (`litert_torch.passes.kernel_types`).",
         "",
+        "Integer and bool types: int64 computes in int32 (values must fit; `enable_x64=True` keeps int64 at the",
+        "signature's edges). LiteRT reads plain int8, uint8 and int16 tensors as quantized in most arithmetic",
+        "kernels, and many kernels take no bool: such operands are computed in int32 between CASTs (wrapping back",
+        "as PyTorch's integer arithmetic wraps), as clamps (an integer RELU), or as `x != 0` (logical ops), and an",
+        "op no kernel computes exactly (an int32 max pooling, an integer convolution) is refused with its source",
+        "line (`litert_torch.passes.integer_kernels`).",
+        "",
         f"{len(rows)} ATen overloads.",
         "",
         "Composite ops kept whole instead of decomposed (each maps to a builtin or a short exact sequence): "

@@ -8,7 +8,7 @@ from litert_torch import ir
 from litert_torch.symbolic import DynamicSizeError
 from litert_torch.passes import (
     broadcast, cleanup, concat, fold_affine, fold_constants, fold_padding, fuse_activation, fuse_gelu, int8_kernels,
-    kernel_types, known_signs, layout,
+    integer_kernels, kernel_types, known_signs, layout,
     matmul, merge_transposes,
 )
 
@@ -32,6 +32,7 @@ PIPELINE: list[tuple[str, PassFn]] = [
     ("fuse_activation", fuse_activation.run),
     ("zero_pad_nonnegative", fold_padding.zero_pad_nonnegative),
     ("int8_kernels", int8_kernels.run),
+    ("integer_kernels", integer_kernels.run),
     ("cleanup", cleanup.run),
     ("kernel_types", kernel_types.run),
 ]

@@ -96,8 +96,21 @@ def bitcast(op: ir.Op) -> None:
     _expect(op, dims(x))
 
 
+# binary kernels that read plain (unquantized) tensors of these dtypes as quantized ones and abort the process
+# on their missing scales (LiteRT's CPU kernels, measured op by op)
+ABORTS_ON_PLAIN = {
+    **{op: {np.dtype(np.int8), np.dtype(np.uint8)}
+       for op in ("ADD", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL")},
+    "SUB": {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)},
+    "SQUARED_DIFFERENCE": {np.dtype(np.int8)},
+}
+
+
 def binary(op: ir.Op) -> None:
     a, b = op.inputs[:2]
+    if any(t.dtype in ABORTS_ON_PLAIN.get(op.opcode, ()) and t.quantization is None for t in (a, b)):
+        raise OpProblem(f"plain {a.dtype} operands without quantization parameters, which the kernel reads as "
+                        "quantized (it aborts the process)")
     if op.opcode not in ("LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"):
         if a.dtype.kind == "f" or op.outputs[0].dtype.kind == "f":
             _same_dtype(a, b, op.outputs[0])
