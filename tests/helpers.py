@@ -3,8 +3,21 @@
 import contextlib
 import logging
 
+import torch
+
 from litert_torch.flatbuffer.reader import read_model
 from litert_torch.runtime.compare import compare_outputs
+
+
+class Fn(torch.nn.Module):
+    """A function of the inputs as a module."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
 
 
 def op_counts(edge) -> dict[str, int]:

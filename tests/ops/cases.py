@@ -16,17 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from litert_torch.errors import ConversionError
-
-
-class Fn(nn.Module):
-    """Wraps a function of the inputs as a module."""
-
-    def __init__(self, fn: Callable[..., Any]):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
+from tests.helpers import Fn
 
 
 @dataclass

@@ -10,15 +10,7 @@ import torch
 
 import litert_torch
 from litert_torch.errors import ConversionError
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
+from tests.helpers import Fn
 
 
 def _check(fn, *args):

@@ -15,7 +15,7 @@ from litert_torch import ir
 from litert_torch.errors import LoweringError
 from litert_torch.flatbuffer.writer import serialize
 from litert_torch.passes.integer_kernels import PLAIN_DTYPES
-from tests.helpers import op_counts
+from tests.helpers import Fn, op_counts
 
 SHAPE = (3, 8)
 
@@ -88,15 +88,6 @@ def test_reductions_the_table_allows_are_exact(opcode, dtype):
     np.testing.assert_array_equal(_run(op, [x]), _wrap(expected, dtype))
 
 
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
-
-
 # models whose integer or bool tensors reach kernels without a plain kernel of their dtype
 MODELS = {
     "relu": (1, torch.relu),
@@ -165,15 +156,18 @@ def test_narrow_integer_relu_becomes_a_clamp():
     assert "RELU" not in counts and counts.get("MAXIMUM") == 1
 
 
-def test_an_op_no_kernel_computes_exactly_is_refused_with_its_source():
-    """int32 max pooling: LiteRT's MAX_POOL_2D takes int8 / int16 only, and float32 is not exact past 2**24."""
-    def pool(x):
+class IntPool(torch.nn.Module):
+    def forward(self, x):
         return torch.nn.functional.max_pool2d(x, 2)
 
+
+def test_an_op_no_kernel_computes_exactly_is_refused_with_its_source():
+    """int32 max pooling: LiteRT's MAX_POOL_2D takes int8 / int16 only, and float32 is not exact past 2**24. The
+    error names the PyTorch line."""
     x = torch.randint(-2**30, 2**30, (1, 2, 4, 4), dtype=torch.int32)
-    with pytest.raises(LoweringError, match=r"aten.max_pool2d.* at .*test_integer_kernels.py:\d+ .*MAX_POOL_2D of "
-                                            r"plain int32 values has no LiteRT kernel"):
-        litert_torch.convert(Fn(pool), (x,))
+    with pytest.raises(LoweringError, match=r"aten.max_pool2d.* at .*test_integer_kernels.py:\d+ in forward: "
+                                            r"MAX_POOL_2D of plain int32 values has no LiteRT kernel"):
+        litert_torch.convert(IntPool(), (x,))
 
 
 def test_attention_dropout_is_refused():
