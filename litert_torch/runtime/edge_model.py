@@ -717,7 +717,8 @@ def _to_numpy(value: torch.Tensor) -> np.ndarray:
 
 def _to_torch(arr: np.ndarray) -> torch.Tensor:
     if arr.dtype.name == "bfloat16":
-        return torch.from_numpy(np.ascontiguousarray(arr).view(np.int16)).view(torch.bfloat16)
+        # (np.ascontiguousarray would make a 0-d array 1-d)
+        return torch.from_numpy(np.require(arr, requirements="C").view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(arr)
 
 

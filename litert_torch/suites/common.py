@@ -49,7 +49,9 @@ def convert_run_compare(convert: Callable[[], Any], inputs: tuple, reference_out
     if len(gots) != len(expected):
         return {"status": "wrong", "detail": f"{len(gots)} outputs, {reference} gives {len(expected)}"}
     for k, (g, e) in enumerate(zip(gots, expected)):
-        g = np.asarray(g.detach() if hasattr(g, "detach") else g)
+        if hasattr(g, "detach"):  # a torch tensor; bfloat16, which numpy lacks, as the float32 it widens to
+            g = g.detach().float() if str(g.dtype) == "torch.bfloat16" else g.detach()
+        g = np.asarray(g)
         if g.shape != e.shape:
             return {"status": "wrong", "detail": f"output {k}: shape {list(g.shape)}, {reference} {list(e.shape)}"}
         if e.dtype.kind in "fc":

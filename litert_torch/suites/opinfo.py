@@ -91,4 +91,11 @@ def run_case(case: str) -> dict:
         return built
     module, inputs, outs = built
     return convert_run_compare(lambda: litert_torch.convert(module, inputs), inputs,
-                               lambda: [o.detach().numpy() for o in outs], lambda e: (RTOL, ATOL), "PyTorch")
+                               lambda: [_numpy(o) for o in outs], lambda e: (RTOL, ATOL), "PyTorch")
+
+
+def _numpy(t):
+    """A result as numpy; bfloat16 (which numpy lacks) as the float32 it widens to exactly."""
+    import torch
+
+    return (t.float() if t.dtype == torch.bfloat16 else t).detach().numpy()

@@ -127,3 +127,17 @@ def test_narrow_float_constants_are_read_exactly(dtype):
             linear, xb = nn.Linear(4, 3).to(dtype), torch.randn(2, 4).to(dtype)
             got = litert_torch.convert(linear, (xb,))(xb).astype(np.float32)
             np.testing.assert_allclose(got, linear(xb).float().numpy(), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("shape", [(), (3,)], ids=["scalar", "vector"])
+def test_bfloat16_results_keep_their_shape_through_the_module_call(shape):
+    """A bfloat16 output comes back as a torch bfloat16 tensor of PyTorch's shape, a 0-d one included."""
+    class ToBfloat16(nn.Module):
+        def forward(self, x):
+            return (x * 3).bfloat16()
+
+    x = torch.randn(shape)
+    got = litert_torch.convert(ToBfloat16(), (x,)).call_like_module(x)
+    want = ToBfloat16()(x)
+    assert got.dtype == torch.bfloat16 and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
