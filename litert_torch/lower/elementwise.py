@@ -412,13 +412,9 @@ for _target, _opcode in COMPARISONS.items():
     lowers(_target)(_comparison(_opcode))
 
 
-@lowers(aten.logical_not.default, aten.bitwise_not.default)
+@lowers(aten.logical_not.default)
 def lower_logical_not(ctx, node, x):
-    """LOGICAL_NOT (x != 0 first for non-bool inputs); bitwise_not only on bools.
-
-    Limits: bitwise_not on integers."""
-    if node.op is aten.bitwise_not.default and x.dtype != np.bool_:
-        raise ctx.fail("bitwise_not on integers has no lowering (only on bool tensors)")
+    """LOGICAL_NOT (x != 0 first for non-bool inputs)."""
     return ctx.emit("LOGICAL_NOT", [as_bool(ctx, x)], x.shape, np.bool_)
 
 
@@ -428,22 +424,142 @@ def as_bool(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
     return ctx.emit("NOT_EQUAL", [x, ctx.scalar_like(0, x)], x.shape, np.bool_)
 
 
-def _logical(opcode: str, bitwise: bool):
+def _logical(opcode: str):
     def lower_logical(ctx, node, a, b):
         shape, _ = out_meta(node)
-        if bitwise and (a.dtype != np.bool_ or b.dtype != np.bool_):
-            raise ctx.fail("bitwise ops on integers have no lowering (only on bool tensors)")
         return ctx.emit(opcode, [as_bool(ctx, a), as_bool(ctx, b)], shape, np.bool_)
 
     lower_logical.__doc__ = f"{opcode} on bool tensors."
     return lower_logical
 
 
-lowers(aten.logical_and.default)(_logical("LOGICAL_AND", False))
-lowers(aten.logical_or.default)(_logical("LOGICAL_OR", False))
-lowers(aten.logical_xor.default)(_logical("NOT_EQUAL", False))
-lowers(aten.bitwise_and.Tensor, aten.__and__.Tensor)(_logical("LOGICAL_AND", True))
-lowers(aten.bitwise_or.Tensor, aten.__or__.Tensor)(_logical("LOGICAL_OR", True))
+lowers(aten.logical_and.default)(_logical("LOGICAL_AND"))
+lowers(aten.logical_or.default)(_logical("LOGICAL_OR"))
+lowers(aten.logical_xor.default)(_logical("NOT_EQUAL"))
+
+
+# ---- bitwise ops ----------------------------------------------------------------------------------------------
+# TFLite has BITWISE_XOR and RIGHT_SHIFT of integers, and no AND, OR or left shift: those are built from sums,
+# which are exact where no sum overflows.
+def _i32(ctx: LoweringContext, value: int) -> ir.Tensor:
+    return ctx.const(np.array(value, np.int32), name="scalar")
+
+
+def _and_exact(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, shape) -> ir.Tensor:
+    """a & b of int32 values within 17 bits: (a + b - (a ^ b)) >> 1, as a + b = (a ^ b) + 2 (a & b)."""
+    total = ctx.emit("ADD", [a, b], shape, np.int32, fused_activation_function="NONE")
+    twice = ctx.emit("SUB", [total, ctx.emit("BITWISE_XOR", [a, b], shape, np.int32)], shape, np.int32,
+                     fused_activation_function="NONE")
+    return ctx.emit("RIGHT_SHIFT", [twice, _i32(ctx, 1)], shape, np.int32)
+
+
+def _halves(ctx: LoweringContext, x: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
+    """(x >> 16, x - (x >> 16) * 65536) of int32 values: the signed high half and the low half in [0, 65535]."""
+    high = ctx.emit("RIGHT_SHIFT", [x, _i32(ctx, 16)], x.shape, np.int32)
+    low = ctx.emit("SUB", [x, ctx.emit("MUL", [high, _i32(ctx, 65536)], x.shape, np.int32,
+                                       fused_activation_function="NONE")],
+                   x.shape, np.int32, fused_activation_function="NONE")
+    return high, low
+
+
+def integer_and_or(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, shape, dtype, kind: str) -> ir.Tensor:
+    """a & b (kind "and") or a | b (kind "or") of integers of `dtype`: (a + b - (a ^ b)) / 2 in int32 for 8- and
+    16-bit types and on the 16-bit halves of 32-bit ones (no sum overflows); a | b = (a ^ b) + (a & b), whose
+    bits are disjoint (no carry)."""
+    dtype = np.dtype(dtype)
+    wa, wb = ctx.cast(a, np.int32), ctx.cast(b, np.int32)
+    if dtype.itemsize < 4:
+        both = _and_exact(ctx, wa, wb, shape)
+    else:
+        (ha, la), (hb, lb) = _halves(ctx, wa), _halves(ctx, wb)
+        high = ctx.emit("MUL", [_and_exact(ctx, ha, hb, shape), _i32(ctx, 65536)], shape, np.int32,
+                        fused_activation_function="NONE")
+        both = ctx.emit("ADD", [high, _and_exact(ctx, la, lb, shape)], shape, np.int32,
+                        fused_activation_function="NONE")
+    if kind == "or":
+        both = ctx.emit("ADD", [ctx.emit("BITWISE_XOR", [wa, wb], shape, np.int32), both], shape, np.int32,
+                        fused_activation_function="NONE")
+    return ctx.cast(both, dtype)
+
+
+def _bitwise(kind: str):
+    def lower_bitwise(ctx, node, a, b):
+        shape, dtype = out_meta(node)
+        a, b = operand(ctx, a, dtype), operand(ctx, b, dtype)
+        if dtype == np.bool_:
+            return ctx.emit({"and": "LOGICAL_AND", "or": "LOGICAL_OR", "xor": "NOT_EQUAL"}[kind], [a, b], shape, dtype)
+        if kind == "xor":
+            return ctx.emit("BITWISE_XOR", [a, b], shape, dtype)
+        return integer_and_or(ctx, a, b, shape, dtype, kind)
+
+    lower_bitwise.__name__ = f"lower_bitwise_{kind}"
+    lower_bitwise.__doc__ = {
+        "and": "LOGICAL_AND of bools; of integers (TFLite has no AND) (a + b - (a ^ b)) / 2 with BITWISE_XOR and "
+               "RIGHT_SHIFT, on 16-bit halves of 32-bit values so that no sum overflows.",
+        "or": "LOGICAL_OR of bools; of integers (a ^ b) + (a & b), the AND as for bitwise_and.",
+        "xor": "NOT_EQUAL of bools, BITWISE_XOR of integers.",
+    }[kind]
+    return lower_bitwise
+
+
+def _overloads(*names: str) -> list:
+    return [getattr(getattr(aten, op), overload) for op, overload in (n.split(".") for n in names)
+            if hasattr(aten, op) and hasattr(getattr(aten, op), overload)]
+
+
+# (the decompositions turn the other __and__ / __or__ / __xor__ overloads into these)
+lowers(*_overloads("bitwise_and.Tensor", "bitwise_and.Scalar", "__and__.Tensor"))(_bitwise("and"))
+lowers(*_overloads("bitwise_or.Tensor", "bitwise_or.Scalar", "__or__.Tensor"))(_bitwise("or"))
+lowers(*_overloads("bitwise_xor.Tensor", "bitwise_xor.Scalar"))(_bitwise("xor"))
+
+
+@lowers(aten.bitwise_not.default)
+def lower_bitwise_not(ctx, node, x):
+    """LOGICAL_NOT of bools; BITWISE_XOR with all ones (-1, or the maximum of an unsigned type) of integers."""
+    if x.dtype == np.bool_:
+        return ctx.emit("LOGICAL_NOT", [x], x.shape, np.bool_)
+    ones = np.array(np.iinfo(x.dtype).max if x.dtype.kind == "u" else -1, x.dtype)
+    return ctx.emit("BITWISE_XOR", [x, ctx.const(ones, name="ones")], x.shape, x.dtype)
+
+
+def _shift(left: bool):
+    def lower_shift(ctx, node, a, b):
+        shape, dtype = out_meta(node)
+        if dtype.kind not in "iu":
+            raise ctx.fail(f"a bit shift of {dtype} values (PyTorch shifts integers only)")
+        bits = 8 * dtype.itemsize
+        x, s = ctx.cast(operand(ctx, a, dtype), np.int32), ctx.cast(operand(ctx, b, dtype), np.int32)
+        outside = ctx.emit("LOGICAL_OR", [ctx.emit("LESS", [s, _i32(ctx, 0)], s.shape, np.bool_),
+                                          ctx.emit("GREATER_EQUAL", [s, _i32(ctx, bits)], s.shape, np.bool_)],
+                           s.shape, np.bool_)
+        inside = ctx.emit("SELECT_V2", [outside, _i32(ctx, 0), s], s.shape, np.int32)
+        zero = _i32(ctx, 0)
+        if left:  # x * 2**s, wrapping (int32 MUL wraps; the CAST back keeps the type's low bits)
+            powers = ctx.const(np.array([1 << k for k in range(31)] + [-(1 << 31)], np.int32), name="powers")
+            y = ctx.emit("MUL", [x, ctx.emit("GATHER", [powers, inside], s.shape, np.int32, axis=0, batch_dims=0)],
+                         shape, np.int32, fused_activation_function="NONE")
+            y = ctx.emit("SELECT_V2", [outside, zero, y], shape, np.int32)
+        elif dtype.kind == "u":  # an unsigned value shifted by its width or more is 0
+            y = ctx.emit("SELECT_V2", [outside, zero, ctx.emit("RIGHT_SHIFT", [x, inside], shape, np.int32)],
+                         shape, np.int32)
+        else:  # a signed one, by its width or more (or a negative count), keeps its sign: 0 or -1
+            count = ctx.emit("SELECT_V2", [outside, _i32(ctx, bits - 1), s], s.shape, np.int32)
+            y = ctx.emit("RIGHT_SHIFT", [x, count], shape, np.int32)
+        return ctx.cast(y, dtype)
+
+    lower_shift.__name__ = "lower_left_shift" if left else "lower_right_shift"
+    lower_shift.__doc__ = (
+        "x * 2**s in int32 (a GATHER of the power, MUL wrapping as PyTorch's shift drops high bits), cast back; "
+        "0 where s < 0 or s >= the type's width, as PyTorch gives." if left else
+        "RIGHT_SHIFT (arithmetic) in int32, cast back; a count below 0 or of the type's width or more gives 0 for "
+        "unsigned types and the sign (0 or -1) for signed ones, as PyTorch gives.")
+    return lower_shift
+
+
+lowers(*_overloads("bitwise_left_shift.Tensor", "bitwise_left_shift.Tensor_Scalar", "bitwise_left_shift.Scalar_Tensor",
+                   "__lshift__.Tensor", "__lshift__.Scalar"))(_shift(True))
+lowers(*_overloads("bitwise_right_shift.Tensor", "bitwise_right_shift.Tensor_Scalar",
+                   "bitwise_right_shift.Scalar_Tensor", "__rshift__.Tensor", "__rshift__.Scalar"))(_shift(False))
 
 
 @lowers(aten.where.self, aten.where.Scalar, aten.where.ScalarSelf, aten.where.ScalarOther)

@@ -14,6 +14,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower import exact, linalg, onnx_dynamic, scatter
+from litert_torch.lower.elementwise import integer_and_or
 from litert_torch.lower.onnx_dynamic import _reduce_shapes, reduce_over, runtime_shaped
 from litert_torch.lower.onnx_registry import (
     PARAMETER_INPUTS, aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor,
@@ -140,43 +141,11 @@ def bitwise_not(ctx, node, inputs, attrs):
     return ctx.emit("BITWISE_XOR", [x, ctx.const(ones, name="ones")], x.shape, x.dtype)
 
 
-def _and_exact(ctx, a: ir.Tensor, b: ir.Tensor, shape) -> ir.Tensor:
-    """a & b for int32 values within 17 bits: (a + b - (a ^ b)) >> 1, as a + b = (a ^ b) + 2 (a & b)."""
-    total = ctx.emit("ADD", [a, b], shape, np.int32, fused_activation_function="NONE")
-    twice = ctx.emit("SUB", [total, ctx.emit("BITWISE_XOR", [a, b], shape, np.int32)], shape, np.int32,
-                     fused_activation_function="NONE")
-    return ctx.emit("RIGHT_SHIFT", [twice, ctx.const(np.array(1, np.int32), name="one")], shape, np.int32)
-
-
-def _halves(ctx, x: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
-    """(x >> 16, x - (x >> 16) * 65536) of int32 values: the signed high half and the low half in [0, 65535]."""
-    high = ctx.emit("RIGHT_SHIFT", [x, ctx.const(np.array(16, np.int32), name="sixteen")], x.shape, np.int32)
-    low = ctx.emit("SUB", [x, ctx.emit("MUL", [high, ctx.const(np.array(65536, np.int32), name="base")], x.shape,
-                                       np.int32, fused_activation_function="NONE")],
-                   x.shape, np.int32, fused_activation_function="NONE")
-    return high, low
-
-
 @onnx_op("BitwiseAnd", "BitwiseOr")
 def bitwise_and_or(ctx, node, inputs, attrs):
-    """TFLite has no AND or OR of integers: a & b = (a + b - (a ^ b)) / 2, in int32 for 8- and 16-bit types and
-    on the 16-bit halves of 32-bit ones (no sum overflows); a | b = (a ^ b) + (a & b)."""
+    """TFLite has no AND or OR of integers: as aten.bitwise_and / bitwise_or (`elementwise.integer_and_or`)."""
     a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
-    dtype = np.dtype(a.dtype)
-    shape = out_shape(node)
-    wa, wb = ctx.cast(a, np.int32), ctx.cast(b, np.int32)
-    if dtype.itemsize < 4:
-        both = _and_exact(ctx, wa, wb, shape)
-    else:
-        (ha, la), (hb, lb) = _halves(ctx, wa), _halves(ctx, wb)
-        high = _and_exact(ctx, ha, hb, shape)
-        both = ctx.emit("ADD", [ctx.emit("MUL", [high, ctx.const(np.array(65536, np.int32), name="base")], shape,
-                                         np.int32, fused_activation_function="NONE"),
-                                _and_exact(ctx, la, lb, shape)], shape, np.int32, fused_activation_function="NONE")
-    if node.op_type == "BitwiseOr":
-        both = ctx.emit("ADD", [ctx.emit("BITWISE_XOR", [wa, wb], shape, np.int32), both], shape, np.int32,
-                        fused_activation_function="NONE")
-    return ctx.cast(both, dtype)
+    return integer_and_or(ctx, a, b, out_shape(node), a.dtype, "or" if node.op_type == "BitwiseOr" else "and")
 
 
 @onnx_op("Det")
