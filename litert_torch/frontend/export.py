@@ -26,6 +26,8 @@ aten = torch.ops.aten
 
 # Composite ops kept whole because one TFLite builtin (or a short exact sequence) computes them. Everything else
 # follows torch.export's default decompositions to core ATen.
+log = logging.getLogger(__name__)
+
 KEEP_WHOLE = (
     aten.linear.default,
     aten.matmul.default,
@@ -166,10 +168,14 @@ class _LiveStack:
         return self._frames
 
 
+_ABSENT = object()
+
+
 class _ReplacedWhileEntered:
     """One attribute of torch replaced while any conversion, in any thread, is inside `entered()`: the first to
-    enter puts the replacement in (`replacement()` is read then), the last to leave puts torch's own back and
-    calls `on_restore`. `original` is torch's own while replaced."""
+    enter puts the replacement in (`replacement()` is read then), the last to leave puts torch's own back (or
+    removes the attribute, where torch had none of its own) and calls `on_restore`. `original` is torch's own
+    while replaced."""
 
     def __init__(self, owner: Any, name: str, replacement: Callable[[], Any],
                  on_restore: Callable[[], None] | None = None):
@@ -183,7 +189,7 @@ class _ReplacedWhileEntered:
     def entered(self) -> Iterator[None]:
         with self._lock:
             if self._users == 0:
-                self.original = vars(self._owner)[self._name]
+                self.original = vars(self._owner).get(self._name, _ABSENT)
                 setattr(self._owner, self._name, self._replacement())
             self._users += 1
         try:
@@ -192,7 +198,10 @@ class _ReplacedWhileEntered:
             with self._lock:
                 self._users -= 1
                 if self._users == 0:
-                    setattr(self._owner, self._name, self.original)
+                    if self.original is _ABSENT:
+                        delattr(self._owner, self._name)
+                    else:
+                        setattr(self._owner, self._name, self.original)
                     self.original = None
                     if self._on_restore is not None:
                         self._on_restore()
@@ -611,7 +620,9 @@ def _hint(exc: BaseException) -> str:
 @contextlib.contextmanager
 def _quiet_torch() -> Iterator[None]:
     """Log records up to ERROR are dropped while torch.export runs when litert_torch.config.silence_torch_logs
-    is on (the default): its warnings and graph dumps are not the user's concern; failures still raise."""
+    is on (the default): its warnings and graph dumps are not the user's concern; failures still raise. The
+    partial graph torch.export prints to stderr when a trace fails (hundreds of KB for a detection model) goes
+    to our debug log instead."""
     from litert_torch.settings import config
 
     if not config.silence_torch_logs:
@@ -620,9 +631,28 @@ def _quiet_torch() -> Iterator[None]:
     previous = logging.root.manager.disable
     logging.disable(max(previous, logging.ERROR))  # torch logs what it then raises (fake-tensor failures)
     try:
-        yield
+        with _PARTIAL_GRAPHS.entered() if _PARTIAL_GRAPHS is not None else contextlib.nullcontext():
+            yield
     finally:
         logging.disable(previous)
+
+
+def _print_but_partial_graphs(*args: Any, file: Any = None, **kwargs: Any) -> None:
+    """`print` for torch.export's trace module: a failed trace's partial graph printed to stderr is logged at
+    debug level instead; anything else prints."""
+    if file is sys.stderr and len(args) == 1 and isinstance(args[0], str) and "def forward(" in args[0][:512]:
+        log.debug("torch.export's partial graph of the failed trace:\n%s", args[0])
+        return
+    print(*args, file=file, **kwargs)
+
+
+try:
+    import torch.export._trace as _EXPORT_TRACE
+except ImportError:  # another torch layout: its prints stay as they are
+    _EXPORT_TRACE = None
+# `print` in that module's globals shadows the builtin while entered (the module has none of its own)
+_PARTIAL_GRAPHS = _ReplacedWhileEntered(_EXPORT_TRACE, "print", lambda: _print_but_partial_graphs) \
+    if _EXPORT_TRACE is not None else None
 
 
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
