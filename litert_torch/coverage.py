@@ -108,7 +108,7 @@ def render() -> str:
         "signature's edges). LiteRT reads plain int8, uint8 and int16 tensors as quantized in most arithmetic",
         "kernels, and many kernels take no bool: such operands are computed in int32 between CASTs (wrapping back",
         "as PyTorch's integer arithmetic wraps), as clamps (an integer RELU), or as `x != 0` (logical ops), and an",
-        "op no kernel computes exactly (an int32 max pooling, an integer convolution) is refused with its source",
+        "op no kernel computes exactly (an integer convolution or average pooling) is refused with its source",
         "line (`litert_torch.passes.integer_kernels`).",
         "",
         f"{len(rows)} ATen overloads.",

@@ -36,8 +36,9 @@ def _pool_padding(ctx, xh, in_hw, out_hw, kernel, stride, padding, pad_value, al
 
 @lowers(aten.max_pool2d.default)
 def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2. Dilated windows
-    as the MAXIMUM of one strided slice per kernel tap (`pool_by_taps`), where a window holding a NaN gives NaN.
+    """MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2. Dilated windows,
+    and int32 values (LiteRT's MAX_POOL_2D takes 8- and 16-bit integers only), as the MAXIMUM of one strided
+    slice per kernel tap (`pool_by_taps`), where a window holding a NaN gives NaN.
 
     Limits: MAX_POOL_2D compares past a NaN (in LiteRT's kernel and every delegate's), where PyTorch gives NaN
     for the window; marking those windows would take comparisons and selects that no delegate runs, so a
@@ -46,7 +47,7 @@ def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1
     stride = pair(stride) if stride else kernel
     padding, dilation = pair(padding), pair(dilation)
     out_shape, _ = out_meta(node)
-    if dilation != [1, 1]:
+    if dilation != [1, 1] or x.dtype == np.int32:
         return _torch_by_taps(ctx, x, out_shape, kernel, stride, padding, dilation, "max")
     x4 = x if x.rank == 4 else ctx.reshape(x, [1, *x.shape])
     shape4 = out_shape if x.rank == 4 else (1, *out_shape)

@@ -22,7 +22,7 @@ against the installed runtime). An op whose data operands have another plain int
 - an integer POW whose exponent may be negative computes b ** |e| (the kernel refuses a negative exponent when
   the model runs) and gives 0 where e < 0 and |b| > 1, as PyTorch does (1 and -1 keep their powers, 0 gives 0).
 
-An op left with operands no kernel takes exactly (an integer convolution, an int32 MAX_POOL_2D) is a
+An op left with operands no kernel takes exactly (an integer convolution or AVERAGE_POOL_2D) is a
 LoweringError naming the op and its PyTorch source line, before anything is written.
 """
 

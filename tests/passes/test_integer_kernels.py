@@ -156,18 +156,38 @@ def test_narrow_integer_relu_becomes_a_clamp():
     assert "RELU" not in counts and counts.get("MAXIMUM") == 1
 
 
-class IntPool(torch.nn.Module):
+class IntConv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randint(-3, 4, (4, 2, 3, 3)))
+
     def forward(self, x):
-        return torch.nn.functional.max_pool2d(x, 2)
+        return torch.nn.functional.conv2d(x, self.w)
 
 
 def test_an_op_no_kernel_computes_exactly_is_refused_with_its_source():
-    """int32 max pooling: LiteRT's MAX_POOL_2D takes int8 / int16 only, and float32 is not exact past 2**24. The
+    """An int64 convolution (PyTorch computes it; LiteRT's CONV_2D takes float or quantized operands only). The
     error names the PyTorch line."""
-    x = torch.randint(-2**30, 2**30, (1, 2, 4, 4), dtype=torch.int32)
-    with pytest.raises(LoweringError, match=r"aten.max_pool2d.* at .*test_integer_kernels.py:\d+ in forward: "
-                                            r"MAX_POOL_2D of plain int32 values has no LiteRT kernel"):
-        litert_torch.convert(IntPool(), (x,))
+    x = torch.randint(-9, 9, (1, 2, 6, 6))
+    with pytest.raises(LoweringError, match=r"aten.convolution.* at .*test_integer_kernels.py:\d+ in forward: "
+                                            r"CONV_2D of plain int32 values has no LiteRT kernel"):
+        litert_torch.convert(IntConv(), (x,))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=str)
+@pytest.mark.parametrize("options", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
+                                     {"kernel_size": 3, "stride": 2, "ceil_mode": True}], ids=["2", "pad", "ceil"])
+def test_32_bit_max_pooling_is_exact(options, dtype):
+    """LiteRT's MAX_POOL_2D takes 8- and 16-bit integers only (float32 is not exact past 2**24): 32-bit values
+    pool as the MAXIMUM of one strided slice per window tap."""
+    def pool(x):
+        return torch.nn.functional.max_pool2d(x, **options)
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-2**30, 2**30, (2, 3, 9, 9), generator=g).to(dtype)
+    edge = litert_torch.convert(Fn(pool), (x,))
+    for feeds in (x, x.flip(-1) - 7):
+        np.testing.assert_array_equal(np.asarray(edge(feeds)), pool(feeds).numpy())
 
 
 def test_attention_dropout_is_refused():
