@@ -24,10 +24,10 @@ from litert_torch.ir import SourceRef
 
 aten = torch.ops.aten
 
-# Composite ops kept whole because one TFLite builtin (or a short exact sequence) computes them. Everything else
-# follows torch.export's default decompositions to core ATen.
 log = logging.getLogger(__name__)
 
+# Composite ops kept whole because one TFLite builtin (or a short exact sequence) computes them. Everything else
+# follows torch.export's default decompositions to core ATen.
 KEEP_WHOLE = (
     aten.linear.default,
     aten.matmul.default,

@@ -441,22 +441,18 @@ lowers(aten.logical_xor.default)(_logical("NOT_EQUAL"))
 # ---- bitwise ops ----------------------------------------------------------------------------------------------
 # TFLite has BITWISE_XOR and RIGHT_SHIFT of integers, and no AND, OR or left shift: those are built from sums,
 # which are exact where no sum overflows.
-def _i32(ctx: LoweringContext, value: int) -> ir.Tensor:
-    return ctx.const(np.array(value, np.int32), name="scalar")
-
-
 def _and_exact(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, shape) -> ir.Tensor:
     """a & b of int32 values within 17 bits: (a + b - (a ^ b)) >> 1, as a + b = (a ^ b) + 2 (a & b)."""
     total = ctx.emit("ADD", [a, b], shape, np.int32, fused_activation_function="NONE")
     twice = ctx.emit("SUB", [total, ctx.emit("BITWISE_XOR", [a, b], shape, np.int32)], shape, np.int32,
                      fused_activation_function="NONE")
-    return ctx.emit("RIGHT_SHIFT", [twice, _i32(ctx, 1)], shape, np.int32)
+    return ctx.emit("RIGHT_SHIFT", [twice, ctx.scalar_like(1, twice)], shape, np.int32)
 
 
 def _halves(ctx: LoweringContext, x: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
     """(x >> 16, x - (x >> 16) * 65536) of int32 values: the signed high half and the low half in [0, 65535]."""
-    high = ctx.emit("RIGHT_SHIFT", [x, _i32(ctx, 16)], x.shape, np.int32)
-    low = ctx.emit("SUB", [x, ctx.emit("MUL", [high, _i32(ctx, 65536)], x.shape, np.int32,
+    high = ctx.emit("RIGHT_SHIFT", [x, ctx.scalar_like(16, x)], x.shape, np.int32)
+    low = ctx.emit("SUB", [x, ctx.emit("MUL", [high, ctx.scalar_like(65536, x)], x.shape, np.int32,
                                        fused_activation_function="NONE")],
                    x.shape, np.int32, fused_activation_function="NONE")
     return high, low
@@ -472,7 +468,7 @@ def integer_and_or(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, shape, dtyp
         both = _and_exact(ctx, wa, wb, shape)
     else:
         (ha, la), (hb, lb) = _halves(ctx, wa), _halves(ctx, wb)
-        high = ctx.emit("MUL", [_and_exact(ctx, ha, hb, shape), _i32(ctx, 65536)], shape, np.int32,
+        high = ctx.emit("MUL", [_and_exact(ctx, ha, hb, shape), ctx.scalar_like(65536, wa)], shape, np.int32,
                         fused_activation_function="NONE")
         both = ctx.emit("ADD", [high, _and_exact(ctx, la, lb, shape)], shape, np.int32,
                         fused_activation_function="NONE")
@@ -529,11 +525,11 @@ def _shift(left: bool):
             raise ctx.fail(f"a bit shift of {dtype} values (PyTorch shifts integers only)")
         bits = 8 * dtype.itemsize
         x, s = ctx.cast(operand(ctx, a, dtype), np.int32), ctx.cast(operand(ctx, b, dtype), np.int32)
-        outside = ctx.emit("LOGICAL_OR", [ctx.emit("LESS", [s, _i32(ctx, 0)], s.shape, np.bool_),
-                                          ctx.emit("GREATER_EQUAL", [s, _i32(ctx, bits)], s.shape, np.bool_)],
+        zero = ctx.scalar_like(0, s)
+        outside = ctx.emit("LOGICAL_OR", [ctx.emit("LESS", [s, zero], s.shape, np.bool_),
+                                          ctx.emit("GREATER_EQUAL", [s, ctx.scalar_like(bits, s)], s.shape, np.bool_)],
                            s.shape, np.bool_)
-        inside = ctx.emit("SELECT_V2", [outside, _i32(ctx, 0), s], s.shape, np.int32)
-        zero = _i32(ctx, 0)
+        inside = ctx.emit("SELECT_V2", [outside, zero, s], s.shape, np.int32)
         if left:  # x * 2**s, wrapping (int32 MUL wraps; the CAST back keeps the type's low bits)
             powers = ctx.const(np.array([1 << k for k in range(31)] + [-(1 << 31)], np.int32), name="powers")
             y = ctx.emit("MUL", [x, ctx.emit("GATHER", [powers, inside], s.shape, np.int32, axis=0, batch_dims=0)],
@@ -543,7 +539,7 @@ def _shift(left: bool):
             y = ctx.emit("SELECT_V2", [outside, zero, ctx.emit("RIGHT_SHIFT", [x, inside], shape, np.int32)],
                          shape, np.int32)
         else:  # a signed one, by its width or more (or a negative count), keeps its sign: 0 or -1
-            count = ctx.emit("SELECT_V2", [outside, _i32(ctx, bits - 1), s], s.shape, np.int32)
+            count = ctx.emit("SELECT_V2", [outside, ctx.scalar_like(bits - 1, s), s], s.shape, np.int32)
             y = ctx.emit("RIGHT_SHIFT", [x, count], shape, np.int32)
         return ctx.cast(y, dtype)
 

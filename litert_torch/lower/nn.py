@@ -48,15 +48,14 @@ def fully_connected(ctx: LoweringContext, x: ir.Tensor, weight: ir.Tensor, bias:
                     out_shape) -> ir.Tensor:
     """FULLY_CONNECTED with weights [out, in]; inputs of rank > 2 keep their leading dims. Plain integers take
     `_integer_product`; an empty contraction (in = 0) gives the bias alone."""
-    if isinstance(x.shape[-1], int) and x.shape[-1] == 0:
-        y = ctx.emit("FILL", [ctx.dims_tensor(out_shape), ctx.const(np.array(0, x.dtype), name="zero")],
-                     out_shape, x.dtype)
-        return y if bias is None else ctx.emit("ADD", [y, ctx.cast(bias, x.dtype)], out_shape, x.dtype,
-                                               fused_activation_function="NONE")
-    if _plain_integer(x):
-        rows = ctx.cast(weight, x.dtype)
-        y = _integer_product(ctx, ctx.reshape(x, [1, *x.shape]) if x.rank == 1 else x, rows,
-                             out_shape, x.dtype)
+    empty = isinstance(x.shape[-1], int) and x.shape[-1] == 0
+    if empty or _plain_integer(x):
+        if empty:
+            y = ctx.emit("FILL", [ctx.dims_tensor(out_shape), ctx.const(np.array(0, x.dtype), name="zero")],
+                         out_shape, x.dtype)
+        else:
+            y = _integer_product(ctx, ctx.reshape(x, [1, *x.shape]) if x.rank == 1 else x, ctx.cast(weight, x.dtype),
+                                 out_shape, x.dtype)
         return y if bias is None else ctx.emit("ADD", [y, ctx.cast(bias, x.dtype)], out_shape, x.dtype,
                                                fused_activation_function="NONE")
     if x.rank == 1:

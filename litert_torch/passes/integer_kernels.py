@@ -22,6 +22,9 @@ against the installed runtime). An op whose data operands have another plain int
 - an integer POW whose exponent may be negative computes b ** |e| (the kernel refuses a negative exponent when
   the model runs) and gives 0 where e < 0 and |b| > 1, as PyTorch does (1 and -1 keep their powers, 0 gives 0).
 
+Lowerings that chain several integer ops (narrow-integer arithmetic, fmod, integer matrix products) compute in
+int32 themselves, with one CAST at each end; this pass covers whatever else reaches a kernel.
+
 An op left with operands no kernel takes exactly (an integer convolution or AVERAGE_POOL_2D) is a
 LoweringError naming the op and its PyTorch source line, before anything is written.
 """
@@ -68,14 +71,14 @@ PLAIN_DTYPES: dict[str, frozenset] = {
     "UNSORTED_SEGMENT_MAX": _only(I32), "UNSORTED_SEGMENT_MIN": _only(I32), "UNSORTED_SEGMENT_PROD": _only(I32),
     "SEGMENT_SUM": _only(I32), "MEAN": _only(I32, I64),
     **{op: _only(BOOL) for op in ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "REDUCE_ALL")},
+    "ZEROS_LIKE": _only(I32, I64),
+    # builtins that take no plain integer or bool operand at all
+    **{op: frozenset() for op in (
+        "FLOOR", "CEIL", "ROUND", "SQUARE", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "AVERAGE_POOL_2D",
+        "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED", "BATCH_MATMUL", "SOFTMAX", "LOG_SOFTMAX",
+        "RESIZE_BILINEAR", "L2_NORMALIZATION", "LOGISTIC", "TANH", "EXP", "LOG", "SQRT", "RSQRT", "SIN", "COS", "ATAN2",
+        "GELU", "ELU", "LEAKY_RELU", "PRELU", "HARD_SWISH")},
 }
-# builtins that take no plain integer or bool operand at all
-for _op in ("FLOOR", "CEIL", "ROUND", "SQUARE", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "AVERAGE_POOL_2D",
-            "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED", "BATCH_MATMUL", "SOFTMAX",
-            "LOG_SOFTMAX", "RESIZE_BILINEAR", "L2_NORMALIZATION", "LOGISTIC", "TANH", "EXP", "LOG", "SQRT", "RSQRT",
-            "SIN", "COS", "ATAN2", "GELU", "ELU", "LEAKY_RELU", "PRELU", "HARD_SWISH", "ZEROS_LIKE"):
-    PLAIN_DTYPES.setdefault(_op, frozenset())
-PLAIN_DTYPES["ZEROS_LIKE"] = _only(I32, I64)
 
 # which inputs of an op carry its data (the others are indices, shapes, axes or conditions); default: all
 DATA_INPUTS: dict[str, tuple[int, ...]] = {
@@ -97,22 +100,9 @@ _CLAMPS = {"RELU": (0, None), "RELU6": (0, 6), "RELU_N1_TO_1": (-1, 1), "RELU_0_
 
 def run(graph: ir.Graph) -> bool:
     changed = False
-    for g in _graphs(graph):
+    for g in ir.all_graphs(ir.Model([graph], [])):  # the graph and the subgraphs its control-flow ops run
         changed |= _rewrite(g)
     return changed
-
-
-def _graphs(graph: ir.Graph) -> list[ir.Graph]:
-    """The graph and the subgraphs its control-flow ops run, each once."""
-    out, seen, stack = [], set(), [graph]
-    while stack:
-        g = stack.pop()
-        if id(g) in seen:
-            continue
-        seen.add(id(g))
-        out.append(g)
-        stack.extend(v for op in g.ops for v in op.options.values() if isinstance(v, ir.Graph))
-    return out
 
 
 def _plain(t: ir.Tensor | None) -> bool:

@@ -28,6 +28,14 @@ def classify(exc: Exception) -> dict:
     return {"status": "error", "detail": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
 
+def as_numpy(value: Any) -> np.ndarray:
+    """A result as numpy: a torch tensor detached, bfloat16 (which numpy lacks) as the float32 it widens to
+    exactly."""
+    if hasattr(value, "detach"):
+        value = value.detach().float() if str(value.dtype) == "torch.bfloat16" else value.detach()
+    return np.asarray(value)
+
+
 def convert_run_compare(convert: Callable[[], Any], inputs: tuple, reference_outputs: Callable[[], list[np.ndarray]],
                         tolerance: Callable[[np.ndarray], tuple[float, float]], reference: str, *,
                         failed: Callable[[Exception], dict] = classify,
@@ -49,9 +57,7 @@ def convert_run_compare(convert: Callable[[], Any], inputs: tuple, reference_out
     if len(gots) != len(expected):
         return {"status": "wrong", "detail": f"{len(gots)} outputs, {reference} gives {len(expected)}"}
     for k, (g, e) in enumerate(zip(gots, expected)):
-        if hasattr(g, "detach"):  # a torch tensor; bfloat16, which numpy lacks, as the float32 it widens to
-            g = g.detach().float() if str(g.dtype) == "torch.bfloat16" else g.detach()
-        g = np.asarray(g)
+        g = as_numpy(g)
         if g.shape != e.shape:
             return {"status": "wrong", "detail": f"output {k}: shape {list(g.shape)}, {reference} {list(e.shape)}"}
         if e.dtype.kind in "fc":

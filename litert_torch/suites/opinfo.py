@@ -84,18 +84,11 @@ def build(case: str):
 
 def run_case(case: str) -> dict:
     import litert_torch
-    from litert_torch.suites.common import convert_run_compare
+    from litert_torch.suites.common import as_numpy, convert_run_compare
 
     built = build(case)
     if isinstance(built, dict):
         return built
     module, inputs, outs = built
     return convert_run_compare(lambda: litert_torch.convert(module, inputs), inputs,
-                               lambda: [_numpy(o) for o in outs], lambda e: (RTOL, ATOL), "PyTorch")
-
-
-def _numpy(t):
-    """A result as numpy; bfloat16 (which numpy lacks) as the float32 it widens to exactly."""
-    import torch
-
-    return (t.float() if t.dtype == torch.bfloat16 else t).detach().numpy()
+                               lambda: [as_numpy(o) for o in outs], lambda e: (RTOL, ATOL), "PyTorch")
