@@ -265,16 +265,27 @@ def test_failed_validation_leaves_no_file(tmp_path, monkeypatch):
     assert not out.exists() and os.listdir(tmp_path) == []
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
-def test_read_only_output_folder_exits_2_before_converting(tmp_path):
+def test_read_only_output_folder_exits_2_before_converting(tmp_path, monkeypatch):
+    from litert_convert import main, sources
+
     folder = tmp_path / "ro"
     folder.mkdir()
     folder.chmod(0o500)
+    if os.geteuid() == 0:  # root writes to read-only folders: the folder is reported read-only as it would be
+        real_access = os.access
+        monkeypatch.setattr(main.os, "access", lambda path, mode: False if os.path.samefile(path, folder)
+                            and mode & os.W_OK else real_access(path, mode))
+
+    def not_reached(*args, **kwargs):
+        raise AssertionError("the model was loaded before the output folder was checked")
+
+    monkeypatch.setattr(sources, "load_source", not_reached)
     try:
         code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", folder / "m.tflite")
     finally:
         folder.chmod(0o700)
     assert code == 2 and "not writable" in output
+    assert os.listdir(folder) == []
 
 
 def test_ctrl_c_exits_130_and_leaves_nothing(tmp_path):

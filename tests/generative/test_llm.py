@@ -485,3 +485,26 @@ def test_weights_that_do_not_fit_their_config_are_named_and_leave_nothing(tmp_pa
     with pytest.raises(ModelSourceError, match="names weight files that are not in"):
         export.export(model=src, output_dir=str(out), prefill_lengths=PREFILL, cache_length=CACHE)
     assert not out.exists()
+
+
+def test_top_p_samples_the_smallest_set_reaching_p_in_proportion():
+    """top-p keeps the most likely tokens until their probabilities reach p (Hugging Face's nucleus), renormalised;
+    with top-k first and temperature before both."""
+    from litert_torch.generative.runner import Sampling
+
+    probs = np.array([0.05, 0.5, 0.15, 0.3])
+    logits = np.log(probs)
+    rng = np.random.default_rng(0)
+
+    def draws(sampling, n=4000):
+        return np.bincount([sampling.pick(logits, rng) for _ in range(n)], minlength=4) / n
+
+    nucleus = draws(Sampling(temperature=1.0, top_p=0.75))  # 0.5 + 0.3 reach 0.75; 0.5 alone does not
+    assert nucleus[0] == nucleus[2] == 0
+    np.testing.assert_allclose(nucleus[[1, 3]], [0.5 / 0.8, 0.3 / 0.8], atol=0.03)
+    assert set(np.flatnonzero(draws(Sampling(temperature=1.0, top_p=0.5)))) == {1}
+    assert set(np.flatnonzero(draws(Sampling(temperature=1.0, top_p=0.99)))) == {0, 1, 2, 3}
+    capped = draws(Sampling(temperature=1.0, top_k=3, top_p=0.99))  # top-k drops the 0.05 token first
+    assert capped[0] == 0 and (capped[1:] > 0).all()
+    cold = draws(Sampling(temperature=0.25, top_p=0.85))  # sharper: the 0.5 token alone holds 0.88 of the mass
+    assert set(np.flatnonzero(cold)) == {1}
