@@ -13,13 +13,17 @@ import shutil
 import zlib
 from dataclasses import dataclass, field
 
-from litert_torch.errors import ConversionError
+from litert_torch.errors import ConversionError, ModelFileError
 from litert_torch.files import atomic_file, scratch_folder
 from litert_torch.generative.layout import LlmLayout
 
 
 class BundleError(ConversionError):
     """The .litertlm bundle could not be assembled (the builder package missing, or a section it refused)."""
+
+
+class BundleFileError(ModelFileError):
+    """A .litertlm file is damaged or not a bundle: it cannot be read."""
 
 
 @dataclass
@@ -100,7 +104,7 @@ def unpack_bundle(path: str | os.PathLike) -> tuple[bytes, str | None]:
         try:
             lb.litertlm_builder.unpack(os.fspath(path), scratch)
         except Exception as exc:  # the reader raises what its parser meets on a damaged file
-            raise BundleError(f"{os.fspath(path)} is not a readable .litertlm bundle: {exc}") from exc
+            raise BundleFileError(f"{os.fspath(path)} is not a readable .litertlm bundle: {exc}") from None
         tflite = tokenizer = None
         for name in sorted(os.listdir(scratch)):
             full = os.path.join(scratch, name)
@@ -114,7 +118,7 @@ def unpack_bundle(path: str | os.PathLike) -> tuple[bytes, str | None]:
                 try:
                     tokenizer = zlib.decompress(raw[8:]).decode("utf-8") if name.endswith(".zlib") else raw.decode()
                 except (zlib.error, UnicodeDecodeError) as exc:
-                    raise BundleError(f"the tokenizer in {os.fspath(path)} is damaged: {exc}") from exc
+                    raise BundleFileError(f"the tokenizer in {os.fspath(path)} is damaged: {exc}") from None
         if tflite is None:
-            raise BundleError(f"{os.fspath(path)} holds no TFLite model")
+            raise BundleFileError(f"{os.fspath(path)} holds no TFLite model")
         return tflite, tokenizer

@@ -13,7 +13,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from litert_torch.errors import InvalidArgumentError, LiteRTTorchError, ModelInputError
+from litert_torch.errors import (
+    InvalidArgumentError, LiteRTTorchError, ModelFileError, ModelInputError, ModelLoadError, one_line,
+)
 from litert_torch.generative.layout import DECODE, LAYOUT_KEY, LlmLayout, prefill_signature
 from litert_torch.metadata import decode
 
@@ -72,15 +74,25 @@ class LlmRunner:
 
         meta = read_metadata(flatbuffer)
         if LAYOUT_KEY not in meta:
-            raise LiteRTTorchError("this model was not written by the LLM exporter (no litert_torch.llm metadata)")
-        self.layout = LlmLayout.from_json(decode(meta[LAYOUT_KEY]))
+            raise ModelFileError("this model was not written by the LLM exporter (no litert_torch.llm metadata)")
+        try:
+            self.layout = LlmLayout.from_json(decode(meta[LAYOUT_KEY]))
+            stops = [int(t) for t in self.layout.stop_token_ids]
+            if self.layout.start_token_id is not None:
+                self.layout.start_token_id = int(self.layout.start_token_id)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ModelFileError(f"the model's {LAYOUT_KEY} metadata is malformed ({exc})") from None
+        self.stop_token_ids = set(stops if stop_token_ids is None else (int(t) for t in stop_token_ids))
         self.metadata = meta  # the model's metadata entries (name -> bytes)
         self.flatbuffer = flatbuffer
         self.tokenizer = tokenizer
-        stops = self.layout.stop_token_ids if stop_token_ids is None else stop_token_ids
-        self.stop_token_ids = set(int(t) for t in stops)
-        self._compiled = _compiled_model(flatbuffer, num_threads)
-        self._caches = {n: self._compiled.create_input_buffer_by_name(DECODE, n) for n in self.layout.cache_names}
+        _check_layout(self.layout, _verify(flatbuffer))
+        try:
+            self._compiled = _compiled_model(flatbuffer, num_threads)
+            self._caches = {n: self._compiled.create_input_buffer_by_name(DECODE, n)
+                            for n in self.layout.cache_names}
+        except (RuntimeError, ValueError) as exc:
+            raise ModelLoadError(f"LiteRT could not load this model: {one_line(exc)}") from None
         self._io: dict[str, tuple[dict, Any]] = {}
         self.position = 0
         self.reset()
@@ -103,11 +115,14 @@ class LlmRunner:
         return self._io[key]
 
     def _run(self, key: str, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray | None:
-        inputs, outputs = self._signature_io(key)
-        inputs["tokens"].write(tokens.reshape(1, -1).astype(np.int32))
-        inputs["input_pos"].write(positions.astype(np.int32))
-        self._compiled.run_by_name(key, {**inputs, **self._caches}, {**outputs, **self._caches})
-        return outputs["logits"].read(self.layout.vocab_size, np.float32) if outputs else None
+        try:
+            inputs, outputs = self._signature_io(key)
+            inputs["tokens"].write(tokens.reshape(1, -1).astype(np.int32))
+            inputs["input_pos"].write(positions.astype(np.int32))
+            self._compiled.run_by_name(key, {**inputs, **self._caches}, {**outputs, **self._caches})
+            return outputs["logits"].read(self.layout.vocab_size, np.float32) if outputs else None
+        except (RuntimeError, ValueError) as exc:
+            raise ModelLoadError(f"LiteRT could not run signature {key!r}: {one_line(exc)}") from None
 
     def prefill(self, token_ids: Sequence[int]) -> np.ndarray:
         """Process `token_ids` after what is already in the cache; return the logits after the last of them.
@@ -228,6 +243,64 @@ def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
 
         tokenizer = Tokenizer.from_str(tokenizer_text)
     return LlmRunner(flatbuffer, tokenizer, num_threads=num_threads)
+
+
+def _verify(flatbuffer: bytes):
+    """The model checked before LiteRT sees it, as EdgeModel checks a file (ModelFileError naming the op and
+    the problem); ops the checks do not cover are first run in a child process (ModelLoadError if it dies).
+    Returns the model as read."""
+    from litert_torch.runtime.edge_model import try_in_child
+    from litert_torch.runtime.verify import verify
+
+    verdict = verify(flatbuffer)
+    if verdict.unchecked:
+        try_in_child(flatbuffer)
+    return verdict.model
+
+
+def _check_layout(layout: LlmLayout, model) -> None:
+    """The layout metadata must describe the model's own signatures: a runner sizes every buffer it writes
+    from it. ModelFileError naming the first thing that differs."""
+    import numpy as np
+
+    def bad(what: str) -> ModelFileError:
+        return ModelFileError(f"the model's {LAYOUT_KEY} metadata does not match the model: {what}")
+
+    try:
+        names = [str(n) for n in layout.cache_names]
+        shapes = {str(n): [int(d) for d in s] for n, s in layout.cache_shapes.items()}
+        lengths = [int(n) for n in layout.prefill_lengths]
+        vocab, cache = int(layout.vocab_size), int(layout.cache_length)
+        axes = {n: int(layout.sequence_axes[n]) for n in names}
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise bad(f"malformed ({exc})") from None
+    if sorted(shapes) != sorted(names) or not names:
+        raise bad("its cache names and cache shapes differ")
+    signatures = {s.key: s for s in model.signatures}
+    for key, logits in [(DECODE, True), *((prefill_signature(n), False) for n in lengths)]:
+        sig = signatures.get(key)
+        if sig is None:
+            raise bad(f"no signature {key!r}")
+        graph = model.subgraphs[sig.subgraph]
+        inputs = dict(zip(sig.input_names, graph.inputs))
+        outputs = dict(zip(sig.output_names, graph.outputs))
+        length = 1 if key == DECODE else int(key.split("_")[-1])
+        expected = {"tokens": ([1, length], np.int32), "input_pos": ([length], np.int32)}
+        expected.update((n, (shapes[n], np.float32)) for n in names)
+        for name, (shape, dtype) in expected.items():
+            t = inputs.get(name)
+            if t is None or list(t.shape) != list(shape) or np.dtype(t.dtype) != np.dtype(dtype):
+                raise bad(f"signature {key!r} input {name!r} is not {dtype.__name__} {list(shape)}")
+        for name in names:
+            t = outputs.get(name)
+            if t is None or list(t.shape) != shapes[name]:
+                raise bad(f"signature {key!r} output {name!r} is not {shapes[name]}")
+        if logits:
+            t = outputs.get("logits")
+            if t is None or not t.shape or t.shape[-1] != vocab or np.dtype(t.dtype) != np.float32:
+                raise bad(f"signature {key!r} has no float32 logits over {vocab} tokens")
+    if any(not 0 <= axes[n] < len(s) or s[axes[n]] != cache for n, s in shapes.items()):
+        raise bad(f"a cache is not {cache} positions long")
 
 
 def _compiled_model(flatbuffer: bytes, num_threads: int | None):

@@ -4,7 +4,8 @@ the process down.
 A case is "SEED:N": mutation N (deterministic) of a small model this module converts (a conv net, an MLP, an
 LSTM, an embedding lookup, a model with two signatures, and a 2-layer LLM with prefill and decode signatures
 whose attention runs in IF branch subgraphs over its KV cache, in float and with int8 weights, and an
-attention block with a dynamic batch and sequence). Mutations: flipped bytes, truncation, and 32-bit
+attention block with a dynamic batch and sequence); the LLMs also through `generative.LlmRunner` (load,
+prefill, decode: seeds named `*_runner`). Mutations: flipped bytes, truncation, and 32-bit
 integers overwritten with the values that break readers (0, -1, 1, small counts, huge values) at positions
 outside the weight data. Run through `litert_torch.suites.runner`, each case in a worker process, so that a
 crash is recorded (with its signal) instead of ending the run:
@@ -22,7 +23,9 @@ from typing import Any
 import numpy as np
 
 STATUSES = ("ok", "refused", "error")
-SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures", "llm", "llm_int8", "dynamic", "moe_int8")
+SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures", "llm", "llm_int8", "dynamic", "moe_int8",
+         "llm_runner", "moe_int8_runner")
+RUNNER = "_runner"  # a seed named so runs through the LLM runner (generative.LlmRunner: prefill, then decode)
 VALUES = (0, 1, 2, 3, 4, 7, 8, 16, 64, 255, 256, 65535, 2**31 - 1, -1, -2, -(2**31))
 
 
@@ -38,6 +41,8 @@ def seed_model(name: str) -> bytes:
 
     import litert_torch
 
+    if name.endswith(RUNNER):
+        return seed_model(name.removesuffix(RUNNER))
     torch.manual_seed(0)
     if name == "cnn":
         model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, groups=4),
@@ -207,6 +212,13 @@ def run_case(case: str) -> dict[str, Any]:
     name, _, n = case.partition(":")
     data = mutate(name, int(n))
     try:
+        if name.endswith(RUNNER):
+            from litert_torch.generative.runner import LlmRunner
+
+            llm = LlmRunner(data)
+            llm.prefill([1, 2, 3, 4, 5])
+            llm.decode(1)
+            return {"status": "ok"}
         edge = EdgeModel(data)
         for key, sig in edge.signatures.items():
             # run-time dimensions (-1) as 2; an absurd static one (a mutated shape) too, so that the feed

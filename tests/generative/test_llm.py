@@ -508,3 +508,61 @@ def test_top_p_samples_the_smallest_set_reaching_p_in_proportion():
     assert capped[0] == 0 and (capped[1:] > 0).all()
     cold = draws(Sampling(temperature=0.25, top_p=0.85))  # sharper: the 0.5 token alone holds 0.88 of the mass
     assert set(np.flatnonzero(cold)) == {1}
+
+
+def test_damaged_llm_files_are_refused_before_the_runtime_sees_them(tmp_path, llama_dir, capsys):
+    """generative.load and `litert-convert validate` check a converted LLM as EdgeModel checks a file: the ops
+    against what their kernels need, and the layout metadata against the signatures it describes."""
+    import json
+
+    from litert_convert.main import main
+
+    from litert_torch.errors import ModelFileError
+    from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.generative.bundle import unpack_bundle
+    from litert_torch.generative.layout import LAYOUT_KEY
+    from litert_torch.metadata import decode, encode
+
+    bundle = export.export(model=llama_dir, output_dir=str(tmp_path / "ok"), prefill_lengths=PREFILL,
+                           cache_length=CACHE, quantization_recipe="none")
+    flatbuffer = unpack_bundle(bundle)[0]
+
+    def written(model, name: str) -> str:
+        path = tmp_path / name
+        path.write_bytes(serialize(model))
+        return str(path)
+
+    model = read_model(flatbuffer)
+    decode_graph = model.subgraphs[next(s.subgraph for s in model.signatures if s.key == "decode")]
+    fc = next(op for op in decode_graph.ops if op.opcode == "FULLY_CONNECTED")
+    fc.outputs[0].shape = [*fc.outputs[0].shape[:-1], fc.outputs[0].shape[-1] + 3]
+    with pytest.raises(ModelFileError, match="FULLY_CONNECTED"):
+        generative.load(written(model, "bad_op.tflite"))
+
+    for field, value, message in [("cache_length", CACHE * 2, "not 192 positions long|is not float32"),
+                                  ("prefill_lengths", [4, 32], "no signature 'prefill_32'"),
+                                  ("vocab_size", 7, "logits over 7 tokens"),
+                                  ("cache_shapes", "nonsense", "malformed")]:
+        model = read_model(flatbuffer)
+        layout = decode(model.metadata[LAYOUT_KEY])
+        layout[field] = value
+        model.metadata[LAYOUT_KEY] = encode(layout)
+        with pytest.raises(ModelFileError, match=message):
+            generative.load(written(model, f"bad_{field}.tflite"))
+    model = read_model(flatbuffer)
+    model.metadata[LAYOUT_KEY] = json.dumps({"cache_length": 1}).encode()
+    with pytest.raises(ModelFileError, match="metadata is malformed"):
+        generative.load(written(model, "bad_layout.tflite"))
+
+    truncated = tmp_path / "truncated.litertlm"
+    data = open(bundle, "rb").read()
+    truncated.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelFileError, match="not a readable .litertlm bundle|holds no TFLite model|corrupt TFLite model"):
+        generative.load(str(truncated))
+    capsys.readouterr()
+    for path in (truncated, tmp_path / "bad_op.tflite"):
+        assert main(["validate", str(path), llama_dir, "--tokens", "4"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and len(err.strip().splitlines()) <= 3 and "Traceback" not in err, err
+    assert generative.load(bundle).generate_ids([1, 2, 3], 2, stop=False)  # the undamaged file still runs
