@@ -122,7 +122,7 @@ class EdgeModel:
             model = cls(data, num_threads=num_threads, kernels=kernels, keep_intermediates=keep_intermediates,
                         isolate=isolate)
         except ModelFileError as exc:
-            raise ModelFileError(f"{path}: {exc}") from None
+            raise type(exc)(f"{path}: {exc}") from None  # ModelLoadError stays one
         if size <= FILE_BACKED_BYTES:
             return model
         model._path = path

@@ -208,3 +208,81 @@ def test_typical_corruptions_name_what_is_wrong(mutation):
         litert_torch.EdgeModel(bytes(data))
     assert len(str(info.value)) < 400
 
+
+
+def _crashing_unchecked_file(monkeypatch) -> bytes:
+    """The cnn seed with its DEPTHWISE_CONV_2D given two inputs (the runtime reads a bias past them and dies),
+    and the checks told nothing of that op kind: a file that passes verify, as a file with an op the checks do
+    not cover would."""
+    from litert_torch.flatbuffer import schema as tables
+    from litert_torch.flatbuffer.writer import _packed, _unpacked
+    from litert_torch.runtime import op_checks
+    from litert_torch.runtime import verify as checks
+
+    model = _unpacked(fuzz.seed_model("cnn"))
+    depthwise = tables.BUILTIN_CODES["DEPTHWISE_CONV_2D"]
+    op = next(o for o in model.subgraphs[0].operators if model.operatorCodes[o.opcodeIndex].builtinCode == depthwise)
+    op.inputs = list(op.inputs[:2])
+    monkeypatch.delitem(checks.CHECKS, "DEPTHWISE_CONV_2D")
+    monkeypatch.delitem(op_checks.ARITY, "DEPTHWISE_CONV_2D", raising=False)
+    data = _packed(model)
+    assert checks.verify(data).unchecked == {"DEPTHWISE_CONV_2D"}
+    return data
+
+
+def test_a_file_that_passes_the_checks_and_crashes_the_runtime_is_a_typed_error(monkeypatch, tmp_path):
+    """load() tries such a file in a child process first (its op kind is unchecked; isolate=True does so for
+    any file): the crash there is a ModelLoadError naming the signal, and this process goes on."""
+    data = _crashing_unchecked_file(monkeypatch)
+    path = tmp_path / "crash.tflite"
+    path.write_bytes(data)
+    with pytest.raises(ModelLoadError, match="crashed \\(SIGSEGV\\)"):
+        litert_torch.EdgeModel.load(path)
+    with pytest.raises(ModelLoadError, match="crashed \\(SIGSEGV\\)"):
+        litert_torch.EdgeModel.load(path, isolate=True)
+
+
+def test_isolate_true_runs_every_signature_in_a_child_before_loading(monkeypatch):
+    """A file whose every op is checked is still run in a child first when isolate=True, on every signature;
+    without isolate it is not."""
+    import subprocess
+
+    data = fuzz.seed_model("two_signatures")
+    children = []
+    real_run = subprocess.run
+
+    def recording(args, *a, **k):
+        children.append(list(args))
+        return real_run(args, *a, **k)
+
+    monkeypatch.setattr(subprocess, "run", recording)
+    edge = litert_torch.EdgeModel(data, isolate=True)
+    assert len(children) == 1 and "get_signature_runner" in " ".join(children[0])
+    assert sorted(edge.signatures) == ["a", "b"]
+    litert_torch.EdgeModel(data)
+    assert len(children) == 1
+
+
+def test_the_cli_tries_foreign_files_in_a_child_and_exits_2_when_they_crash(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+    from litert_convert.main import cli
+
+    tried = []
+    real = edge_model.try_in_child
+    monkeypatch.setattr(edge_model, "try_in_child", lambda d: (tried.append(len(d)), real(d))[1])
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU()).eval()
+    ours = litert_torch.convert(model, (torch.randn(1, 4),)).flatbuffer
+    parsed = read_model(ours)
+    parsed.metadata = {}  # a file some other tool wrote
+    (tmp_path / "ours.tflite").write_bytes(ours)
+    (tmp_path / "foreign.tflite").write_bytes(serialize(parsed))
+    for name, children in [("ours.tflite", 0), ("foreign.tflite", 1)]:
+        result = CliRunner().invoke(cli, ["bench", str(tmp_path / name), "--runs", "2", "--quiet"])
+        assert result.exit_code == 0, result.output
+        assert len(tried) == children, name
+
+    (tmp_path / "crash.tflite").write_bytes(_crashing_unchecked_file(monkeypatch))
+    result = CliRunner().invoke(cli, ["bench", str(tmp_path / "crash.tflite"), "--runs", "2"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert "crashed (SIGSEGV)" in result.output and len(lines) <= 3 and "Traceback" not in result.output, lines
