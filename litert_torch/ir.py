@@ -46,11 +46,15 @@ class SourceRef:
 
 @dataclass(frozen=True)
 class Quantization:
-    """Affine quantization parameters of a tensor (per-tensor when `scale` has one entry)."""
+    """Affine quantization parameters of a tensor (per-tensor when `scale` has one entry). Blockwise weights
+    (ai-edge-quantizer's int4 recipes: [out, in] weights, one scale per `block_size` inputs of each output)
+    have no `scale`: their scales are the constant tensor `block_scales`, [out, in / block_size]."""
 
     scale: tuple[float, ...]
     zero_point: tuple[int, ...]
     axis: int = 0
+    block_size: int = 0
+    block_scales: "Tensor | None" = field(default=None, compare=False)
 
 
 class Tensor:

@@ -113,7 +113,7 @@ def _build(m: Any, data: bytes) -> ir.Model:
 
     subgraphs = []
     for sg in m.subgraphs or []:
-        tensors = []
+        tensors, blockwise = [], []
         for i, t in enumerate(sg.tensors or []):
             dtype = tables.numpy_dtype(t.type)
             shape = [int(d) for d in (t.shape if t.shape is not None else [])]
@@ -123,21 +123,30 @@ def _build(m: Any, data: bytes) -> ir.Model:
             value = None
             if raw is not None and dtype is not None and t.type != schema.TensorType.STRING:
                 count = int(np.prod(shape, dtype=np.int64))
-                if any(d < 0 for d in shape) or count * dtype.itemsize != len(raw):
+                if any(d < 0 for d in shape) or tables.packed_size(dtype, count) != len(raw):
                     raise ModelFileError(f"corrupt TFLite model: tensor {i} {_as_str(t.name)!r} of shape {shape} "
                                          f"has a {len(raw)}-byte buffer")
-                value = np.frombuffer(raw, dtype=dtype).reshape(shape)  # read-only: passes never edit constants
+                if dtype.name in tables.SUB_BYTE_BITS:  # packed in the file: a copy, one value per element
+                    value = tables.unpack_sub_byte(raw, dtype, count).reshape(shape)
+                    value.flags.writeable = False
+                else:
+                    value = np.frombuffer(raw, dtype=dtype).reshape(shape)  # read-only: passes never edit constants
             quant = None
             q = t.quantization
             if q is not None and q.scale is not None and len(q.scale):
                 quant = ir.Quantization(tuple(float(s) for s in q.scale),
                                         tuple(int(z) for z in (q.zeroPoint if q.zeroPoint is not None else [])),
                                         int(q.quantizedDimension))
+            elif q is not None and q.detailsType == schema.QuantizationDetails.BlockwiseQuantization:
+                blockwise.append((i, q.details))
             signature = [int(d) for d in t.shapeSignature] if t.shapeSignature is not None else None
             tensors.append(ir.Tensor(_as_str(t.name) or f"t{i}", [max(d, 0) for d in shape],
                                      dtype if dtype is not None else np.uint8, value, shape_signature=signature,
                                      quantization=quant, is_variable=bool(t.isVariable)))
         count = len(tensors)
+        for i, details in blockwise:  # the scales are a tensor of the subgraph: set once all are read
+            scales = tensors[_index(details.scales, count, "blockwise scales tensor")]
+            tensors[i].quantization = ir.Quantization((), (), 0, int(details.blockSize), scales)
         ops = []
         for o in sg.operators or []:
             ins = [tensors[_index(i, count, "tensor index", optional=True)] if i >= 0 else None

@@ -123,23 +123,58 @@ _DTYPE_TO_TFL: dict[np.dtype, int] = {
 _TFL_TO_DTYPE = {v: k for k, v in _DTYPE_TO_TFL.items()}
 
 
+# ml_dtypes' types (a dependency of ai-edge-litert; imported when first needed) by TFLite type. The sub-byte
+# ones hold one value per numpy element; the file packs them, the first value in the lowest bits of a byte.
+_ML_DTYPES = {schema.TensorType.BFLOAT16: "bfloat16", schema.TensorType.INT4: "int4",
+              schema.TensorType.UINT4: "uint4", schema.TensorType.INT2: "int2"}
+SUB_BYTE_BITS = {"int4": 4, "uint4": 4, "int2": 2}
+
+
 def tensor_type(dtype: np.dtype) -> int:
     dtype = np.dtype(dtype)
     found = _DTYPE_TO_TFL.get(dtype)
     if found is not None:
         return found
-    if dtype.name == "bfloat16":  # ml_dtypes' bfloat16: whoever made the array has imported it
-        return schema.TensorType.BFLOAT16
+    for tfl, name in _ML_DTYPES.items():  # whoever made an ml_dtypes array has imported it
+        if dtype.name == name:
+            return tfl
     raise TypeError(f"dtype {dtype} has no TFLite tensor type")
 
 
 def numpy_dtype(tfl_type: int) -> np.dtype | None:
     """The numpy dtype of a TFLite tensor type, or None for types numpy cannot hold (string, resource, ...)."""
-    if tfl_type == schema.TensorType.BFLOAT16:
-        import ml_dtypes  # numpy's bfloat16 (a dependency of ai-edge-litert); imported when first needed
+    if tfl_type in _ML_DTYPES:
+        import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, _ML_DTYPES[tfl_type]))
     return _TFL_TO_DTYPE.get(tfl_type)
+
+
+def packed_size(dtype: np.dtype, count: int) -> int:
+    """The bytes `count` values of `dtype` take in a file's buffer."""
+    bits = SUB_BYTE_BITS.get(np.dtype(dtype).name)
+    return count * np.dtype(dtype).itemsize if bits is None else -(-count * bits // 8)
+
+
+def pack_sub_byte(values: np.ndarray) -> np.ndarray:
+    """int4/uint4/int2 values as the file stores them: 8 // bits to a byte, the first in the lowest bits."""
+    bits = SUB_BYTE_BITS[values.dtype.name]
+    per = 8 // bits
+    codes = (values.reshape(-1).astype(np.int16) & ((1 << bits) - 1)).astype(np.uint8)
+    codes = np.concatenate([codes, np.zeros(-len(codes) % per, np.uint8)]).reshape(-1, per)
+    return np.bitwise_or.reduce(codes << (bits * np.arange(per, dtype=np.uint8)), axis=1).astype(np.uint8)
+
+
+def unpack_sub_byte(raw: bytes | memoryview, dtype: np.dtype, count: int) -> np.ndarray:
+    """The `count` values of `dtype` (int4/uint4/int2) packed in `raw`."""
+    dtype = np.dtype(dtype)
+    bits = SUB_BYTE_BITS[dtype.name]
+    per = 8 // bits
+    codes = (np.frombuffer(raw, np.uint8)[:, None] >> (bits * np.arange(per, dtype=np.uint8))) & ((1 << bits) - 1)
+    values = codes.reshape(-1)[:count].astype(np.int16)
+    if dtype.name != "uint4":  # sign-extend
+        values = (values ^ (1 << (bits - 1))) - (1 << (bits - 1))
+    return values.astype(dtype)
 
 
 def enum_names(enum_cls: type) -> dict[int, str]:

@@ -61,6 +61,8 @@ class _Buffers:
         return True
 
     def add(self, value: np.ndarray) -> int:
+        if value.dtype.name in tables.SUB_BYTE_BITS:
+            value = tables.pack_sub_byte(value)
         flat = np.ascontiguousarray(value).reshape(-1).view(np.uint8)  # no copy for contiguous data
         candidates = self._index.setdefault(self._fingerprint(flat), [])
         for other, index in candidates:
@@ -106,10 +108,15 @@ def _options_object(op: ir.Op, graph_index: dict[int, int] | None = None):
     return tables.OPTIONS_TYPE_CODES[table], obj
 
 
-def _quantization(q: ir.Quantization | None):
+def _quantization(q: ir.Quantization | None, index: dict[ir.Tensor, int]):
     if q is None:
         return None
     qp = schema.QuantizationParametersT()
+    if q.block_scales is not None:
+        details = schema.BlockwiseQuantizationT()
+        details.scales, details.zeroPoints, details.blockSize = index[q.block_scales], -1, q.block_size
+        qp.detailsType, qp.details = schema.QuantizationDetails.BlockwiseQuantization, details
+        return qp
     qp.scale = [float(s) for s in q.scale]
     qp.zeroPoint = [int(z) for z in q.zero_point]
     qp.quantizedDimension = q.axis
@@ -144,6 +151,11 @@ def build_model(model: ir.Model, buffers: "_Buffers | None" = None) -> schema.Mo
     for graph in graphs:
         tensors = graph.tensors()
         index = {t: i for i, t in enumerate(tensors)}
+        for t in list(tensors):  # blockwise scales: tensors that only a quantization names
+            scales = t.quantization.block_scales if t.quantization is not None else None
+            if scales is not None and scales not in index:
+                index[scales] = len(tensors)
+                tensors.append(scales)
         # With several subgraphs, names carry their subgraph's name, so that they are unique in the whole file
         # (tools such as ai-edge-quantizer key tensors by name across subgraphs).
         names = _unique_names(tensors, f"{graph.name}/" if len(graphs) > 1 else "")
@@ -158,7 +170,7 @@ def build_model(model: ir.Model, buffers: "_Buffers | None" = None) -> schema.Mo
                 tt.shapeSignature = list(t.shape_signature)
             tt.type = tables.tensor_type(t.dtype)
             tt.hasRank = True
-            tt.quantization = _quantization(t.quantization)
+            tt.quantization = _quantization(t.quantization, index)
             tt.isVariable = t.is_variable
             if t.is_constant:
                 tt.buffer = buffers.add(t.data)
@@ -188,6 +200,11 @@ def build_model(model: ir.Model, buffers: "_Buffers | None" = None) -> schema.Mo
         graph = model.subgraphs[sig.subgraph]
         tensors = graph.tensors()
         index = {t: i for i, t in enumerate(tensors)}
+        for t in list(tensors):  # blockwise scales: tensors that only a quantization names
+            scales = t.quantization.block_scales if t.quantization is not None else None
+            if scales is not None and scales not in index:
+                index[scales] = len(tensors)
+                tensors.append(scales)
         sd = schema.SignatureDefT()
         sd.signatureKey = sig.key
         sd.subgraphIndex = sig.subgraph

@@ -189,16 +189,38 @@ def fully_connected(op: ir.Op) -> None:
         want = (*dims(x)[:-1], w.shape[0])
     else:
         want = (size // w.shape[1], w.shape[0])
-    _weights(x, w, op.outputs[0])
+    _weights(x, w, op.outputs[0], int4=True)
     _expect(op, want)
 
 
-def _weights(x: ir.Tensor, w: ir.Tensor, y: ir.Tensor) -> None:
-    """Float ops take float weights of their dtype, or int8 ones (dynamic-range "hybrid" kernels)."""
+def _weights(x: ir.Tensor, w: ir.Tensor, y: ir.Tensor, int4: bool = False) -> None:
+    """Float ops take float weights of their dtype, or int8 ones (dynamic-range "hybrid" kernels); `int4`:
+    int4 ones too (FULLY_CONNECTED's hybrid kernels)."""
     if x.dtype.kind == "f":
         _same_dtype(x, y)
-        if w.dtype != x.dtype and w.dtype != np.int8:
+        if w.dtype != x.dtype and w.dtype != np.int8 and not (int4 and w.dtype.name == "int4"):
             raise OpProblem(f"weights of dtype {w.dtype} for a {x.dtype} input")
+    _scales(w, 0, w.rank - 1)
+
+
+def _scales(w: ir.Tensor, out_axis: int, in_axis: int) -> None:
+    """A quantized table's scales must cover it: one, or one per channel along an axis it has, or (int4) the
+    blockwise scales tensor [out, in / block]: the kernels index them without looking."""
+    q = w.quantization
+    if w.dtype.name in ("int4", "int2", "uint4") and q is None:
+        raise OpProblem(f"{w.dtype} weights without quantization parameters")
+    if q is None:
+        return
+    if q.block_scales is not None:
+        s, block = q.block_scales, q.block_size
+        if w.rank != 2 or block <= 0 or w.shape[in_axis] % block:
+            raise OpProblem(f"blocks of {block} over weights of shape {list(w.shape)}")
+        want = (w.shape[out_axis], w.shape[in_axis] // block)
+        if not s.is_constant or s.dtype.kind != "f" or dims(s) != want:
+            raise OpProblem(f"block scales of dtype {s.dtype} and shape {list(s.shape)} (must be constant floats of "
+                            f"shape {list(want)})")
+    elif len(q.scale) > 1 and not (0 <= q.axis < w.rank and len(q.scale) == w.shape[q.axis]):
+        raise OpProblem(f"{len(q.scale)} scales along axis {q.axis} of weights of shape {list(w.shape)}")
 
 
 def batch_matmul(op: ir.Op) -> None:
@@ -440,6 +462,9 @@ def embedding_lookup(op: ir.Op) -> None:
         raise OpProblem(f"ids of dtype {ids.dtype} and rank {ids.rank} into a table of rank {table.rank}")
     if ids.data is not None and ids.data.size and (ids.data.min() < 0 or ids.data.max() >= table.shape[0]):
         raise OpProblem("constant ids out of range")
+    if table.dtype.name in ("int2", "uint4"):
+        raise OpProblem(f"a table of dtype {table.dtype}")
+    _scales(table, 0, table.rank - 1)
     _expect(op, (*dims(ids), *dims(table)[1:]))
 
 
