@@ -97,28 +97,91 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
             raise BundleError(f"litert-lm-builder could not write {os.fspath(path)}: {exc}") from exc
 
 
+@dataclass
+class StateBuffer:
+    """One KV-cache pair of the executor metadata: the name its prefill and decode signatures give it (input and
+    output alike), whether it holds keys or values, its sequence axis and its maximum length."""
+
+    name: str
+    kind: str  # "key" or "value"
+    sequence_axis: int
+    maximum_sequence_length: int
+
+
+@dataclass
+class Bundle:
+    """What a .litertlm bundle holds, read back."""
+
+    tflite: bytes
+    tokenizer: str | None  # the tokenizer.json text
+    info: BundleInfo | None  # from LlmMetadata (None when the bundle has none)
+    state_buffers: list[StateBuffer] = field(default_factory=list)  # from ExecutorMetadata
+    max_history_size: int | None = None
+
+
 def unpack_bundle(path: str | os.PathLike) -> tuple[bytes, str | None]:
     """The .tflite model inside a .litertlm bundle, and its tokenizer.json text (None when it has none)."""
-    lb, *_ = _builder()
+    bundle = read_bundle(path, metadata=False)
+    return bundle.tflite, bundle.tokenizer
+
+
+def read_bundle(path: str | os.PathLike, metadata: bool = True) -> Bundle:
+    """Every section of a .litertlm bundle we write, read back (`metadata`: the LLM and executor metadata
+    too). BundleFileError when the file is damaged or holds no model."""
+    lb, executor_pb, llm_pb, _ = _builder()
+    where = os.fspath(path)
     with scratch_folder("litert_bundle_") as scratch:
         try:
-            lb.litertlm_builder.unpack(os.fspath(path), scratch)
+            lb.litertlm_builder.unpack(where, scratch)
         except Exception as exc:  # the reader raises what its parser meets on a damaged file
-            raise BundleFileError(f"{os.fspath(path)} is not a readable .litertlm bundle: {exc}") from None
-        tflite = tokenizer = None
+            raise BundleFileError(f"{where} is not a readable .litertlm bundle: {exc}") from None
+        bundle = Bundle(b"", None, None)
+        found = False
         for name in sorted(os.listdir(scratch)):
-            full = os.path.join(scratch, name)
-            if name.endswith(".tflite") and tflite is None:
-                with open(full, "rb") as f:
-                    tflite = f.read()
-            elif "HF_Tokenizer" in name and tokenizer is None:
-                with open(full, "rb") as f:
-                    raw = f.read()
+            with open(os.path.join(scratch, name), "rb") as f:
+                raw = f.read()
+            if name.endswith(".tflite") and not found:
+                bundle.tflite, found = raw, True
+            elif "HF_Tokenizer" in name and bundle.tokenizer is None:
                 # The section: the uncompressed size (8 bytes, little-endian), then the zlib stream.
                 try:
-                    tokenizer = zlib.decompress(raw[8:]).decode("utf-8") if name.endswith(".zlib") else raw.decode()
+                    bundle.tokenizer = zlib.decompress(raw[8:]).decode("utf-8") if name.endswith(".zlib") \
+                        else raw.decode()
                 except (zlib.error, UnicodeDecodeError) as exc:
-                    raise BundleFileError(f"the tokenizer in {os.fspath(path)} is damaged: {exc}") from None
-        if tflite is None:
-            raise BundleFileError(f"{os.fspath(path)} holds no TFLite model")
-        return tflite, tokenizer
+                    raise BundleFileError(f"the tokenizer in {where} is damaged: {exc}") from None
+            elif metadata and name.startswith("LlmMetadata"):
+                bundle.info = _llm_info(_parsed(llm_pb.LlmMetadata(), raw, name, where))
+            elif metadata and name.startswith("ExecutorMetadata"):
+                executor = _parsed(executor_pb.ExecutorMetadata(), raw, name, where).llm_executor_metadata
+                bundle.max_history_size = executor.max_history_size
+                key = executor_pb.StateBuffer.TYPE_GLOBAL_KEY_CACHE
+                bundle.state_buffers = [
+                    StateBuffer(b.decode_input_name, "key" if b.type == key else "value", b.sequence_axis,
+                                b.maximum_sequence_length) for b in executor.state_buffers]
+        if not found:
+            raise BundleFileError(f"{where} holds no TFLite model")
+        return bundle
+
+
+def _parsed(message, raw: bytes, name: str, where: str):
+    """A metadata section, as the unpacker writes it (protobuf text format) or in binary."""
+    from google.protobuf import text_format
+
+    try:
+        if name.endswith(".pbtext"):
+            text_format.Parse(raw.decode("utf-8"), message)
+        else:
+            message.ParseFromString(raw)
+    except Exception as exc:  # noqa: BLE001 - protobuf's parse errors have no common base
+        raise BundleFileError(f"the {name} section of {where} is damaged: {exc}") from None
+    return message
+
+
+def _llm_info(meta) -> BundleInfo:
+    stops = list(meta.stop_tokens)
+    return BundleInfo(
+        start_token_id=meta.start_token.token_ids.ids[0] if meta.start_token.token_ids.ids else None,
+        stop_token_ids=[int(i) for t in stops for i in t.token_ids.ids],
+        stop_token_strs=[t.token_str for t in stops if t.token_str],
+        chat_template=meta.jinja_prompt_template or None,
+        max_num_tokens=int(meta.max_num_tokens))

@@ -27,7 +27,7 @@ from litert_torch.assemble import Part, assemble, delegate_aware
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError
 from litert_torch.generative.layout import (DECODE, LAYOUT_KEY, LlmLayout, cache_shapes, kv_names,
                                             layer_output_name, prefill_signature, sequence_axis)
-from litert_torch.generative.prefix import attend_filled_prefix
+from litert_torch.generative.prefix import PREFILL_MIN_SKIPPED_FLOPS, attend_filled_prefix
 from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
 from litert_torch.generative.weights import ModelSourceError
 from litert_torch.passes import run_pipeline
@@ -488,7 +488,8 @@ def finish_signature(graph: ir.Graph, key: str, output_names: list[str], layer_o
     they merged one away). Both builders end here."""
     report(f"optimize {key}")
     run_pipeline(graph)
-    attend_filled_prefix(graph, graph.inputs[1])  # input_pos
+    input_pos = graph.inputs[1]
+    attend_filled_prefix(graph, input_pos, PREFILL_MIN_SKIPPED_FLOPS if input_pos.size > 1 else 0)
     produced = {id(t) for op in graph.ops for t in op.outputs}
     kept = [t.name if id(t) in produced and t.name == layer_output_name(i) else None
             for i, t in enumerate(layer_outputs)]

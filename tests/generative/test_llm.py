@@ -566,3 +566,69 @@ def test_damaged_llm_files_are_refused_before_the_runtime_sees_them(tmp_path, ll
         err = capsys.readouterr().err
         assert err.startswith("error:") and len(err.strip().splitlines()) <= 3 and "Traceback" not in err, err
     assert generative.load(bundle).generate_ids([1, 2, 3], 2, stop=False)  # the undamaged file still runs
+
+
+def test_bundle_metadata_reads_back_as_written(tmp_path, llama_dir):
+    """The bundle's LLM metadata (start and stop tokens, chat template, maximum tokens) and executor metadata
+    (each KV-cache pair named as the signatures name it, its axis and length), read back from the file."""
+    import json
+
+    from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.generative.bundle import read_bundle
+
+    bundle = read_bundle(export.export(model=llama_dir, output_dir=str(tmp_path), prefill_lengths=PREFILL,
+                                       cache_length=CACHE, quantization_recipe="none"))
+    tokenizer_config = json.load(open(os.path.join(llama_dir, "tokenizer_config.json")))
+    template = tokenizer_config.get("chat_template")
+    if template is None:
+        template = open(os.path.join(llama_dir, "chat_template.jinja")).read()
+    assert bundle.info.chat_template == template == tiny_lm.CHAT_TEMPLATE
+    assert bundle.info.max_num_tokens == CACHE == bundle.max_history_size
+    generation = json.load(open(os.path.join(llama_dir, "generation_config.json")))
+    assert bundle.info.stop_token_ids == [generation["eos_token_id"]]
+    assert bundle.info.start_token_id == generation["bos_token_id"]
+    assert bundle.tokenizer == open(os.path.join(llama_dir, "tokenizer.json")).read()
+
+    model = read_model(bundle.tflite)
+    config = json.load(open(os.path.join(llama_dir, "config.json")))
+    assert [b.name for b in bundle.state_buffers] == [
+        f"kv_cache_{kind}_{i}" for i in range(config["num_hidden_layers"]) for kind in "kv"]
+    for sig in model.signatures:
+        graph = model.subgraphs[sig.subgraph]
+        inputs, outputs = dict(zip(sig.input_names, graph.inputs)), dict(zip(sig.output_names, graph.outputs))
+        for b in bundle.state_buffers:
+            assert b.maximum_sequence_length == CACHE and b.kind == ("key" if "_k_" in b.name else "value")
+            assert inputs[b.name].shape[b.sequence_axis] == CACHE, (sig.key, b)
+            assert outputs[b.name].shape == inputs[b.name].shape
+
+
+def test_grouped_query_attention_never_repeats_keys_or_values(tmp_path, llama_dir):
+    """4 query heads over 2 KV heads: no tensor of the model (branch subgraphs included) holds the keys or
+    values of a cache prefix more than once: every tensor with a cache axis and the head dimension is at most
+    the size of the cache it reads."""
+    import json
+
+    from litert_torch import ir
+    from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.generative.bundle import unpack_bundle
+    from litert_torch.generative.prefix import prefix_lengths
+
+    cache = 256  # past the smallest prefix: the IF branches over 128 slots are there too
+    config = json.load(open(os.path.join(llama_dir, "config.json")))
+    kv_heads, head_dim = config["num_key_value_heads"], config["hidden_size"] // config["num_attention_heads"]
+    assert config["num_attention_heads"] == 2 * kv_heads
+    model = read_model(unpack_bundle(export.export(model=llama_dir, output_dir=str(tmp_path), prefill_lengths=[8],
+                                                   cache_length=cache, quantization_recipe="none"))[0])
+    graphs = ir.all_graphs(model)
+    assert any("/attention_" in g.name for g in graphs)  # the prefix branches
+    lengths = [*prefix_lengths(cache), cache]
+    checked = 0
+    for graph in graphs:
+        for op in graph.ops:
+            for t in op.outputs:
+                shape = list(t.shape or [])
+                span = next((n for n in lengths if n in shape), None)
+                if span is not None and head_dim in shape:
+                    checked += 1
+                    assert int(np.prod(shape)) <= kv_heads * span * head_dim, (graph.name, op.opcode, shape)
+    assert checked

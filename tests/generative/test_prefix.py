@@ -20,15 +20,39 @@ from tests.generative import tiny_lm
 CACHE, PREFILL = 512, (4, 160)
 
 
-def _build(path, monkeypatch=None, whole_cache=False):
-    if whole_cache:
-        monkeypatch.setattr(direct, "attend_filled_prefix", lambda graph, input_pos: 0)
-    read = source.read(path, need_tokenizer=False, cache_length=CACHE)
-    model = direct.build_llm(direct.Weights(read.weights, source.widen), read.config, read.rope_parameters, CACHE,
-                             PREFILL)[0]
-    if whole_cache:
-        monkeypatch.undo()
+def _build(path, whole_cache=False):
+    with pytest.MonkeyPatch.context() as patch:
+        # the toys' prefill signatures skip too little work to get the branches by default: here they get them
+        patch.setattr(direct, "PREFILL_MIN_SKIPPED_FLOPS", 0)
+        if whole_cache:
+            patch.setattr(direct, "attend_filled_prefix", lambda graph, input_pos, min_skipped_flops=0: 0)
+        read = source.read(path, need_tokenizer=False, cache_length=CACHE)
+        model = direct.build_llm(direct.Weights(read.weights, source.widen), read.config, read.rope_parameters,
+                                 CACHE, PREFILL)[0]
     return read.config, model
+
+
+def test_prefill_signatures_get_the_branches_only_when_they_skip_enough_work(tmp_path, monkeypatch):
+    """Decode always attends over the filled prefix; a prefill signature only when the work skipped per call
+    reaches PREFILL_MIN_SKIPPED_FLOPS (the branches cost a one-time preparation when a signature first runs)."""
+    path = tiny_lm.save(str(tmp_path / "m"), "llama")
+    read = source.read(path, need_tokenizer=False, cache_length=CACHE)
+    cfg = read.config
+    group = cfg.num_heads // cfg.num_kv_heads
+    # the two matmuls over the slots past the smallest prefix, per layer (the last prefill layer's attention is
+    # dead: prefill computes no logits)
+    per_token = 4 * cfg.num_kv_heads * group * cfg.head_dim * (CACHE - prefix.SMALLEST_PREFIX)
+    skipped = per_token * PREFILL[-1] * (cfg.num_layers - 1)
+
+    def ifs(threshold):
+        monkeypatch.setattr(direct, "PREFILL_MIN_SKIPPED_FLOPS", threshold)
+        model = direct.build_llm(direct.Weights(read.weights, source.widen), cfg, read.rope_parameters, CACHE,
+                                 [PREFILL[-1]])[0]
+        return {g.name: sum(op.opcode == "IF" for op in g.ops) for g in model.subgraphs}
+
+    assert ifs(skipped) == {f"prefill_{PREFILL[-1]}": cfg.num_layers - 1, "decode": cfg.num_layers}
+    assert ifs(skipped + 1) == {f"prefill_{PREFILL[-1]}": 0, "decode": cfg.num_layers}
+    assert ifs(prefix.PREFILL_MIN_SKIPPED_FLOPS)[f"prefill_{PREFILL[-1]}"] == 0  # a toy: too little to skip
 
 
 def test_prefix_lengths():
@@ -39,13 +63,13 @@ def test_prefix_lengths():
 
 
 @pytest.mark.parametrize("arch", ["llama", "gemma2", "gemma3", "qwen3_moe"])
-def test_prefix_cores_compute_what_whole_cache_cores_compute(tmp_path, monkeypatch, arch):
+def test_prefix_cores_compute_what_whole_cache_cores_compute(tmp_path, arch):
     """Soft-capped scores (Gemma 2), sliding-window layers (Gemma 2 and 3) and routed experts included: prompts
     prefilled in chunks that cross every prefix length, then decode steps up to the end of the cache, give the
     logits of the same model attending over the whole cache."""
     path = tiny_lm.save(str(tmp_path / "m"), arch)
     cfg, ours = _build(path)
-    _, whole = _build(path, monkeypatch, whole_cache=True)
+    _, whole = _build(path, whole_cache=True)
     for graph in ours.subgraphs:  # (prefill computes no logits: the last layer's attention is dead there)
         layers = cfg.num_layers if graph.name == "decode" else cfg.num_layers - 1
         assert sum(op.opcode == "IF" for op in graph.ops) == layers, graph.name
@@ -75,9 +99,10 @@ def test_prefix_cores_compute_what_whole_cache_cores_compute(tmp_path, monkeypat
         position = runners[0].position
 
 
-def test_bundle_with_prefix_cores_runs_in_litert_lm_like_hugging_face(tmp_path):
-    """The real LiteRT-LM runtime runs the IFs and their subgraphs: the greedy continuation is Hugging Face's,
-    float and int8."""
+def test_bundle_with_prefix_cores_runs_in_litert_lm_like_hugging_face(tmp_path, monkeypatch):
+    """The real LiteRT-LM runtime runs the IFs and their subgraphs (in prefill too): the greedy continuation is
+    Hugging Face's, float and int8."""
+    monkeypatch.setattr(direct, "PREFILL_MIN_SKIPPED_FLOPS", 0)
     pytest.importorskip("litert_lm")
     pytest.importorskip("litert_lm_builder")
     import torch
@@ -115,7 +140,7 @@ def test_bundle_with_prefix_cores_runs_in_litert_lm_like_hugging_face(tmp_path):
         from litert_torch.generative.bundle import unpack_bundle
 
         model = read_model(unpack_bundle(bundle)[0])
-        assert any(op.opcode == "IF" for g in model.subgraphs for op in g.ops), recipe
+        assert all(any(op.opcode == "IF" for op in model.subgraphs[sig.subgraph].ops) for sig in model.signatures)
 
 
 def _if_model(tmp_path):
