@@ -214,10 +214,16 @@ def main() -> int:
                     row[side] = {"convert_s": conv["seconds"], "peak_rss_gb": conv["peak_rss"] / 2**30,
                                  "bundle_mb": os.path.getsize(conv["bundle"]) / 1e6,
                                  "bound_ms": 1000.0 * weights / bandwidth if weights else None}
-                # Speeds: the sides alternate, each timed `--repeats` times; the best of each is kept (this
-                # machine's timings move by tens of percent from one run to the next).
+                # Speeds: the sides alternate, each run once untimed (what follows a conversion: the CPU and the
+                # runtime warming up), then timed `--repeats` times; the best of each is kept (this machine's
+                # timings move by tens of percent from one run to the next).
                 timed = [s for s in sides if "error" not in sides[s]]
                 for n in threads:
+                    for side in timed:
+                        try:
+                            runtime_speed(sides[side]["bundle"], n, args.prefill, args.decode_tokens, args.cache)
+                        except RuntimeError:
+                            pass  # recorded by the timed runs
                     for _ in range(args.repeats):
                         for side in timed:
                             try:
@@ -251,7 +257,7 @@ def render(rows, threads, args, bandwidth) -> str:
              f"{os.cpu_count()} cores; litert-lm-api {version('litert-lm-api')}, torch {version('torch')}"
              + ("." if args.no_official else "; the official exporter: litert-torch in bench/.venv-official."),
              f"Prefill {args.prefill} tokens, cache {args.cache}, {args.decode_tokens} decode tokens, both bundles "
-             f"timed by litert_lm.Benchmark in this process, alternating, best of {args.repeats}; memory read bandwidth measured in this run: "
+             f"timed by litert_lm.Benchmark in this process, alternating, one untimed run each, then best of {args.repeats}; memory read bandwidth measured in this run: "
              f"{bandwidth / 1e9:.1f} GB/s (one thread).", "",
              "bound: the model's constant bytes read once per token at that bandwidth (prefill-only constants "
              "counted too, so the bound is slightly high; far too high for a mixture-of-experts model, whose "

@@ -46,7 +46,7 @@ def handled(fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         except (BadInput, ModelFileError, ModelInputError, CalibrationError, OnnxError, InvalidArgumentError) as exc:
-            _report(exc, debug, "error")
+            _report(exc, debug, "error", BAD_INPUT_LINES)
             hint = getattr(exc, "hint", None)
             if hint:
                 click.echo(f"hint: {hint}", err=True)
@@ -90,25 +90,27 @@ def _quiet_torch(debug: bool) -> None:
     torch._logging.set_logs(all=logging.ERROR)
 
 
-MAX_LINES, MAX_LINE = 24, 400  # an error is a short paragraph; --debug prints all of it
+# An error is a short paragraph (--debug prints all of it): bad input (exit 2) a few lines, a failed conversion
+# (exit 1) up to a list of the ops it could not lower with their source lines.
+MAX_LINES, BAD_INPUT_LINES, MAX_LINE = 24, 6, 400
 
 
-def _bounded(message: str) -> str:
-    """At most MAX_LINES lines of at most MAX_LINE characters (a torch error can quote a whole graph)."""
+def _bounded(message: str, max_lines: int = MAX_LINES) -> str:
+    """At most `max_lines` lines of at most MAX_LINE characters (a torch error can quote a whole graph)."""
     lines = [line if len(line) <= MAX_LINE else line[:MAX_LINE] + f" ... ({len(line) - MAX_LINE} more characters)"
              for line in message.splitlines() or [""]]
-    if len(lines) > MAX_LINES:
-        lines = lines[:MAX_LINES - 1] + [f"... ({len(lines) - MAX_LINES + 1} more lines; --debug shows them)"]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines - 1] + [f"... ({len(lines) - max_lines + 1} more lines; --debug shows them)"]
     return "\n".join(lines)
 
 
-def _report(exc: BaseException, debug: bool, label: str) -> None:
+def _report(exc: BaseException, debug: bool, label: str, max_lines: int = MAX_LINES) -> None:
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
     message = str(exc) if str(exc) else type(exc).__name__
     if label == "internal error":
         message = f"{type(exc).__name__}: {message}"
-    click.echo(f"{label}: {message}" if debug else _bounded(f"{label}: {message}"), err=True)
+    click.echo(f"{label}: {message}" if debug else _bounded(f"{label}: {message}", max_lines), err=True)
 
 
 @click.group(help="Convert PyTorch models to LiteRT (.tflite), inspect, validate and time them.\n\n" + EXIT_CODES,

@@ -349,3 +349,20 @@ def test_sample_inputs_the_model_does_not_take_exit_2_in_a_few_lines(tmp_path):
     assert "Traceback" not in output and "fake_tensor" not in output
     assert len(output.strip().splitlines()) <= 3, output
     assert os.listdir(tmp_path) == []
+
+
+def test_bad_input_is_a_few_lines_however_long_its_message(capsys):
+    """Bad input (exit 2) prints at most BAD_INPUT_LINES lines, the rest summarised; a failed conversion (exit 1)
+    may list more (the ops it could not lower, with their lines)."""
+    from litert_convert import main as cli_main
+    from litert_convert.errors import BadInput
+
+    @cli_main.handled
+    def command(debug=False):
+        raise BadInput("\n".join(f"input {i} does not fit" for i in range(50)))
+
+    with pytest.raises(SystemExit) as exit_info:
+        command(debug=False)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2
+    assert len(err) == cli_main.BAD_INPUT_LINES < cli_main.MAX_LINES and "45 more lines" in err[-1], err

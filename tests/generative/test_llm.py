@@ -277,6 +277,27 @@ def test_model_in_memory_with_tokenizer(tmp_path, arch):
     assert list(llm.generate_ids(ids, 10, stop=False)) == hf_greedy(hf, ids, 10)
 
 
+def test_model_in_memory_to_a_bundle_runs_in_litert_lm(tmp_path):
+    """A PreTrainedModel and its tokenizer in memory, to a bundle: its tokenizer, chat template and stop token
+    are carried in it, and LiteRT-LM continues the prompt as Hugging Face does."""
+    from litert_torch.generative.bundle import read_bundle
+
+    tok = tiny_lm.tokenizer()
+    hf = tiny_lm.model("llama", len(tok))
+    hf.generation_config.eos_token_id = tok.eos_token_id
+    path = export.export(model=hf, tokenizer=tok, output_dir=str(tmp_path / "out"), prefill_lengths=PREFILL,
+                         cache_length=CACHE, quantization_recipe="none")
+    assert os.listdir(tmp_path / "out") == ["model.litertlm"]
+    bundle = read_bundle(path)
+    assert bundle.info.chat_template == tok.chat_template and bundle.info.stop_token_ids == [tok.eos_token_id]
+    assert bundle.tokenizer and bundle.info.start_token_id == tok.bos_token_id
+    ids = tok(PROMPT).input_ids
+    reference = hf_greedy(hf, ids, 16)
+    stop = reference.index(tok.eos_token_id) if tok.eos_token_id in reference else len(reference)
+    text = engine_greedy(path, str(tmp_path / "cache"), PROMPT, 16)
+    assert text == tok.decode(reference[:stop], skip_special_tokens=False)
+
+
 def test_cli_export_hf(tmp_path, llama_dir):
     from litert_convert.main import main
 
@@ -632,3 +653,30 @@ def test_grouped_query_attention_never_repeats_keys_or_values(tmp_path, llama_di
                     checked += 1
                     assert int(np.prod(shape)) <= kv_heads * span * head_dim, (graph.name, op.opcode, shape)
     assert checked
+
+
+def test_int8_quantization_report_names_what_stayed_float(llama_dir, tmp_path):
+    """The bundle's model carries the quantization report: its sizes, the ops whose weights became int8, and
+    each op left in float with the reason and the line that made it."""
+    from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.generative.bundle import unpack_bundle
+    from litert_torch.metadata import decode
+    from litert_torch.quantization import QUANTIZATION_KEY
+
+    model = read_model(unpack_bundle(export.export(model=llama_dir, output_dir=str(tmp_path), prefill_lengths=PREFILL,
+                                                   cache_length=CACHE, quantization_recipe="dynamic_wi8_afp32"))[0])
+    report = decode(model.metadata[QUANTIZATION_KEY])
+    assert report["mode"] == "dynamic-int8" and report["io"] == "float"
+    int8 = [op for g in model.subgraphs for op in g.ops
+            if any(t is not None and t.is_constant and t.dtype == np.int8 for t in op.inputs)]
+    assert int8 and report["quantized_ops"] == len(int8)
+    assert {op.opcode for op in int8} >= {"FULLY_CONNECTED", "EMBEDDING_LOOKUP"}
+    # the constants as built (the writer then stores identical ones once: the file holds at most that)
+    constants = {(t.data.ctypes.data, t.data.nbytes) for g in model.subgraphs for op in g.ops for t in op.inputs
+                 if t is not None and t.is_constant}
+    assert sum(n for _, n in constants) <= report["quantized_bytes"]
+    assert report["quantized_bytes"] < 0.4 * report["float_bytes"]
+    left = report["float_ops"]
+    assert left and all(entry["reason"] and entry["location"].startswith("litert_torch/generative/") for entry in left)
+    # what stayed float has float weights: the RoPE tables gathered at the input positions
+    assert not {entry["opcode"] for entry in left} & {"FULLY_CONNECTED", "EMBEDDING_LOOKUP"}
