@@ -23,7 +23,7 @@ malformed file, source, option; corrupt .tflite; existing output without --force
 def _console():
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)  # long lines (paths) unbroken in logs
 
 
 def common_options(fn: Callable) -> Callable:

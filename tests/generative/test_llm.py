@@ -312,6 +312,25 @@ def test_cli_export_hf(tmp_path, llama_dir):
     assert sorted(os.listdir(tmp_path)) == ["m.litertlm"]
 
 
+def test_cli_export_hf_prints_each_stage_with_its_time(tmp_path, llama_dir, capsys):
+    import re
+
+    from litert_convert.main import main
+
+    out = tmp_path / "m.litertlm"
+    assert main(["export-hf", llama_dir, "-o", str(out), "--prefill", "4,16", "--cache", str(CACHE), "--quantize",
+                 "dynamic_wi8_afp32"]) == 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    stages = [m.group(2) for line in lines if (m := re.match(r"\[\s*(\d+\.\d) s\] (.+)", line))]
+    assert stages[0] == "read" and stages[-1] == "bundle", lines
+    for key in ("prefill_4", "prefill_16", "decode"):
+        assert f"optimize {key}" in stages, stages
+    assert "quantize" in stages and stages.index("quantize") < stages.index("bundle")
+    times = [float(re.match(r"\[\s*(\d+\.\d) s\]", line).group(1)) for line in lines if line.startswith("[")]
+    assert times == sorted(times)
+    assert re.fullmatch(rf"wrote {re.escape(str(out))} \(\d+\.\d MB\) in \d+\.\d s", lines[-1]), lines[-1]
+
+
 def test_cli_validate_llm(tmp_path, llama_dir, capsys):
     from litert_convert.main import main
 
@@ -680,3 +699,33 @@ def test_int8_quantization_report_names_what_stayed_float(llama_dir, tmp_path):
     assert left and all(entry["reason"] and entry["location"].startswith("litert_torch/generative/") for entry in left)
     # what stayed float has float weights: the RoPE tables gathered at the input positions
     assert not {entry["opcode"] for entry in left} & {"FULLY_CONNECTED", "EMBEDDING_LOOKUP"}
+
+
+def test_dynamic_int8_recipe_gives_ai_edge_quantizers_weights(llama_dir, tmp_path):
+    """`dynamic_wi8_afp32` is quantized as the model is written (the quantizer would hold several copies of a
+    large model), to exactly what ai-edge-quantizer's recipe of that name makes of the float model: every int8
+    weight and its scales, the embedding table included."""
+    from ai_edge_quantizer import recipe
+
+    from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.generative.bundle import unpack_bundle
+    from litert_torch.quantization import quantize_model
+    from litert_torch.runtime.edge_model import EdgeModel
+
+    def exported(name: str) -> bytes:
+        return unpack_bundle(export.export(model=llama_dir, output_dir=str(tmp_path / name), prefill_lengths=PREFILL,
+                                           cache_length=CACHE, quantization_recipe=name))[0]
+
+    def int8_weights(model) -> list:
+        return [(graph.name, op.opcode, t) for graph in model.subgraphs for op in graph.ops for t in op.inputs
+                if t is not None and t.is_constant and t.dtype == np.int8]
+
+    ours = int8_weights(read_model(exported("dynamic_wi8_afp32")))
+    theirs = int8_weights(read_model(
+        quantize_model(EdgeModel(exported("none")), recipe.dynamic_wi8_afp32()).flatbuffer))
+    assert len(ours) == len(theirs) > 0
+    assert {op for _, op, _ in ours} == {"FULLY_CONNECTED", "EMBEDDING_LOOKUP"}
+    for (graph, op, a), (graph_b, op_b, b) in zip(ours, theirs):
+        assert (graph, op, list(a.shape)) == (graph_b, op_b, list(b.shape))
+        np.testing.assert_array_equal(a.data, b.data, err_msg=f"{graph} {op} {a.name}")
+        assert a.quantization.scale == b.quantization.scale and a.quantization.axis == b.quantization.axis
