@@ -598,7 +598,8 @@ def test_damaged_llm_files_are_refused_before_the_runtime_sees_them(tmp_path, ll
     truncated = tmp_path / "truncated.litertlm"
     data = open(bundle, "rb").read()
     truncated.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ModelFileError, match="not a readable .litertlm bundle|holds no TFLite model|corrupt TFLite model"):
+    unreadable = "not a readable .litertlm bundle|holds no TFLite model|corrupt TFLite model"
+    with pytest.raises(ModelFileError, match=unreadable):
         generative.load(str(truncated))
     capsys.readouterr()
     for path in (truncated, tmp_path / "bad_op.tflite"):
@@ -729,3 +730,56 @@ def test_dynamic_int8_recipe_gives_ai_edge_quantizers_weights(llama_dir, tmp_pat
         assert (graph, op, list(a.shape)) == (graph_b, op_b, list(b.shape))
         np.testing.assert_array_equal(a.data, b.data, err_msg=f"{graph} {op} {a.name}")
         assert a.quantization.scale == b.quantization.scale and a.quantization.axis == b.quantization.axis
+
+
+RSS_CHILD = """
+import json, sys
+open("/proc/self/clear_refs", "w").write("5")  # VmHWM from here (a child starts from its parent's resident size)
+from litert_torch.generative.export_hf import export
+export.export(model=sys.argv[1], output_dir=sys.argv[2], prefill_lengths=[32], cache_length=256,
+              quantization_recipe=sys.argv[3])
+print(next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) * 1024)
+"""
+
+
+@pytest.mark.parametrize("recipe", ["none", "dynamic_wi8_afp32"])
+def test_conversion_peak_memory_is_within_the_weights_bound(tmp_path, recipe):
+    """A Llama of about 50M parameters (200 MB of float32 safetensors) converts at a peak resident size within 1.5x its
+    float weights plus 500 MB: the weights are streamed from the mapped file, never copied whole."""
+    import subprocess
+    import sys
+
+    import transformers
+    from safetensors.numpy import save_file
+
+    src = tmp_path / "src"
+    tok = tiny_lm.tokenizer()
+    layers, hidden, inner, heads, kv = 8, 768, 2048, 12, 4
+    cfg = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=inner,
+                                   num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv,
+                                   tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
+                                   eos_token_id=tok.eos_token_id)
+    cfg.save_pretrained(src)
+    tok.save_pretrained(src)
+    rng = np.random.default_rng(0)
+    head = hidden // heads
+    shapes = {"model.embed_tokens.weight": (len(tok), hidden), "model.norm.weight": (hidden,)}
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        shapes.update({p + name: shape for name, shape in [
+            ("self_attn.q_proj.weight", (hidden, hidden)), ("self_attn.k_proj.weight", (kv * head, hidden)),
+            ("self_attn.v_proj.weight", (kv * head, hidden)), ("self_attn.o_proj.weight", (hidden, hidden)),
+            ("mlp.gate_proj.weight", (inner, hidden)), ("mlp.up_proj.weight", (inner, hidden)),
+            ("mlp.down_proj.weight", (hidden, inner)), ("input_layernorm.weight", (hidden,)),
+            ("post_attention_layernorm.weight", (hidden,))]})
+    weights = {name: (0.02 * rng.standard_normal(shape, np.float32)) for name, shape in shapes.items()}
+    float_bytes = sum(w.nbytes for w in weights.values())
+    save_file(weights, str(src / "model.safetensors"))
+    del weights
+    proc = subprocess.run([sys.executable, "-c", RSS_CHILD, str(src), str(tmp_path / "out"), recipe],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    peak = int(proc.stdout.strip().splitlines()[-1])
+    bound = 1.5 * float_bytes + 500e6
+    assert peak <= bound, f"peak {peak / 1e6:.0f} MB > bound {bound / 1e6:.0f} MB"
+    assert os.path.getsize(tmp_path / "out" / "model.litertlm") > (0.2 if recipe != "none" else 0.9) * float_bytes
