@@ -36,7 +36,9 @@ import numpy as np
 from litert_torch import ir
 from litert_torch import metadata as md
 from litert_torch.metadata import DEFAULT_SIGNATURE
-from litert_torch.errors import CalibrationError, ModelInputError, QuantizationArgumentError, QuantizationError
+from litert_torch.errors import (
+    CalibrationError, ModelFileError, ModelInputError, QuantizationArgumentError, QuantizationError,
+)
 from litert_torch.quantization_report import QUANTIZATION_KEY, FloatOp, QuantizationReport  # noqa: F401 (re-exported)
 
 MODES = ("fp16", "dynamic-int8", "int8")
@@ -687,6 +689,12 @@ def quantize_model(edge, mode: str | list | os.PathLike = "int8", *, calibration
     # stored once again.
     final = rewrite_model(q_bytes, entries, share_buffers=len(quantized_model.subgraphs) > 1,
                           sized_entries=report_entry)
+    from litert_torch.runtime.verify import verify
+
+    try:  # a recipe can ask for weights LiteRT's kernels compute wrongly (int2 in convolutions or in blocks)
+        verify(final)
+    except ModelFileError as exc:
+        raise QuantizationError(f"the quantized model would not run correctly: {exc}") from None
     return EdgeModel(final, num_threads=edge.num_threads, verify=False)
 
 

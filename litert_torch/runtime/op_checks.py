@@ -21,6 +21,13 @@ class OpProblem(Exception):
     """What is wrong with one op (turned into a ModelFileError naming it)."""
 
 
+class KernelGap(OpProblem):
+    """A well-formed op that LiteRT's CPU kernels do not compute correctly: they abort, or give wrong values."""
+
+
+SUB_BYTE = ("int4", "uint4", "int2")
+
+
 # ---- helpers ---------------------------------------------------------------------------------------------------
 # ops whose optional inputs may be left out (-1): the bias of the weighted ops, the LSTM's optional tensors
 OMITTABLE = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV", "UNIDIRECTIONAL_SEQUENCE_LSTM"}
@@ -109,7 +116,7 @@ ABORTS_ON_PLAIN = {
 def binary(op: ir.Op) -> None:
     a, b = op.inputs[:2]
     if any(t.dtype in ABORTS_ON_PLAIN.get(op.opcode, ()) and t.quantization is None for t in (a, b)):
-        raise OpProblem(f"plain {a.dtype} operands without quantization parameters, which the kernel reads as "
+        raise KernelGap(f"plain {a.dtype} operands without quantization parameters, which the kernel reads as "
                         "quantized (it aborts the process)")
     if op.opcode not in ("LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"):
         if a.dtype.kind == "f" or op.outputs[0].dtype.kind == "f":
@@ -154,7 +161,7 @@ def conv2d(op: ir.Op) -> None:
             size.append((n - (k - 1) * d - 1) // s + 1)
     if min(size) < 0:
         raise OpProblem("the filter is larger than the input")
-    _weights(x, w, op.outputs[0])
+    _weights(op, x, w, ("int4",))  # per channel (int2 gives NaN)
     _expect(op, (x.shape[0], size[0], size[1], out_c))
 
 
@@ -189,16 +196,21 @@ def fully_connected(op: ir.Op) -> None:
         want = (*dims(x)[:-1], w.shape[0])
     else:
         want = (size // w.shape[1], w.shape[0])
-    _weights(x, w, op.outputs[0], int4=True)
+    _weights(op, x, w, ("int4", "int2"))
+    if w.dtype.name == "int2" and w.quantization is not None and w.quantization.block_scales is not None:
+        raise KernelGap("int2 weights in blocks, which the reference kernel computes wrongly (XNNPack refuses them)")
     _expect(op, want)
 
 
-def _weights(x: ir.Tensor, w: ir.Tensor, y: ir.Tensor, int4: bool = False) -> None:
-    """Float ops take float weights of their dtype, or int8 ones (dynamic-range "hybrid" kernels); `int4`:
-    int4 ones too (FULLY_CONNECTED's hybrid kernels)."""
+def _weights(op: ir.Op, x: ir.Tensor, w: ir.Tensor, sub_byte: tuple[str, ...] = ()) -> None:
+    """Float ops take float weights of their dtype, or int8 ones (dynamic-range "hybrid" kernels), or the
+    sub-byte dtypes `sub_byte` whose hybrid kernels compute them (measured against the dequantized weights:
+    int4 in convolutions and FULLY_CONNECTED, int2 in FULLY_CONNECTED)."""
     if x.dtype.kind == "f":
-        _same_dtype(x, y)
-        if w.dtype != x.dtype and w.dtype != np.int8 and not (int4 and w.dtype.name == "int4"):
+        _same_dtype(x, op.outputs[0])
+        if w.dtype.name in SUB_BYTE and w.dtype.name not in sub_byte:
+            raise KernelGap(f"{w.dtype} weights, which LiteRT's {op.opcode} kernels do not compute correctly")
+        if w.dtype != x.dtype and w.dtype != np.int8 and w.dtype.name not in SUB_BYTE:
             raise OpProblem(f"weights of dtype {w.dtype} for a {x.dtype} input")
     _scales(w, 0, w.rank - 1)
 
@@ -207,7 +219,7 @@ def _scales(w: ir.Tensor, out_axis: int, in_axis: int) -> None:
     """A quantized table's scales must cover it: one, or one per channel along an axis it has, or (int4) the
     blockwise scales tensor [out, in / block]: the kernels index them without looking."""
     q = w.quantization
-    if w.dtype.name in ("int4", "int2", "uint4") and q is None:
+    if w.dtype.name in SUB_BYTE and q is None:
         raise OpProblem(f"{w.dtype} weights without quantization parameters")
     if q is None:
         return
@@ -232,7 +244,7 @@ def batch_matmul(op: ir.Op) -> None:
     k2, n = (b.shape[-1], b.shape[-2]) if adj_y else (b.shape[-2], b.shape[-1])
     if k != k2 and not any_dynamic(a, b):
         raise OpProblem(f"inner sizes {k} and {k2} differ")
-    _weights(a, b, op.outputs[0])
+    _weights(op, a, b)
     _expect(op, (*_broadcast(dims(a)[:-2], dims(b)[:-2]), m, n))
 
 
@@ -463,7 +475,7 @@ def embedding_lookup(op: ir.Op) -> None:
     if ids.data is not None and ids.data.size and (ids.data.min() < 0 or ids.data.max() >= table.shape[0]):
         raise OpProblem("constant ids out of range")
     if table.dtype.name in ("int2", "uint4"):
-        raise OpProblem(f"a table of dtype {table.dtype}")
+        raise KernelGap(f"a table of dtype {table.dtype}")
     _scales(table, 0, table.rank - 1)
     _expect(op, (*dims(ids), *dims(table)[1:]))
 

@@ -20,7 +20,7 @@ import numpy as np
 from litert_torch import ir
 from litert_torch.errors import ModelFileError
 from litert_torch.flatbuffer.reader import read_model
-from litert_torch.runtime.op_checks import ARITY, CHECKS, OpProblem, any_dynamic, check_op, dims
+from litert_torch.runtime.op_checks import ARITY, CHECKS, KernelGap, OpProblem, any_dynamic, check_op, dims
 
 __all__ = ["ARITY", "CHECKS", "Verdict", "verify"]
 
@@ -44,6 +44,9 @@ def verify(data: bytes) -> Verdict:
                 continue
             try:
                 _check_if(op, model) if op.opcode == "IF" else check_op(op)
+            except KernelGap as exc:
+                raise ModelFileError(f"LiteRT's CPU kernels do not run this model correctly: subgraph {g_index} op {i} "
+                                     f"({op.opcode}): {exc}") from None
             except OpProblem as exc:
                 raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}): {exc}") from None
             except (IndexError, KeyError, TypeError, ValueError, ArithmeticError) as exc:

@@ -502,3 +502,67 @@ def test_int8_expert_table_read_otherwise_is_widened_and_scaled_along_its_channe
     for name in ("prod", "shifted"):
         w, g = np.asarray(want[name]), np.asarray(got[name])
         assert np.abs(g - w).max() <= 0.02 * np.abs(w).max(), name
+
+
+def _recipe_model(model, sample, name, monkeypatch):
+    """`model` quantized by ai-edge-quantizer's recipe `name`, unchecked (as another tool would write it)."""
+    from ai_edge_quantizer import recipe
+
+    from litert_torch.runtime import verify
+
+    with monkeypatch.context() as patch:
+        patch.setattr(verify, "verify", lambda data: None)
+        return litert_torch.quantize_model(litert_torch.convert(model, (sample,)), getattr(recipe, name)()).flatbuffer
+
+
+def _reference_run(data: bytes, x: np.ndarray) -> np.ndarray:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    interpreter = Interpreter(model_content=data,
+                              experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+    interpreter.invoke()
+    return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+
+
+@pytest.mark.parametrize("name, allowed", [("dynamic_wi4c_afp32", True), ("dynamic_wi4b32_afp32", True),
+                                           ("dynamic_wi2c_afp32", True), ("dynamic_wi2b32_afp32", False)])
+def test_sub_byte_fully_connected_weights_are_allowed_where_the_kernel_computes_them(name, allowed, monkeypatch):
+    """Measured here against the installed runtime: a hybrid FULLY_CONNECTED over int4 or int2 weights computes
+    the product with the dequantized weights (to the activations' 8-bit rounding), except int2 in blocks, which
+    the checks refuse, and a recipe that makes it is a QuantizationError."""
+    from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.runtime.verify import verify
+
+    torch.manual_seed(0)
+    model, x = nn.Linear(64, 64).eval(), torch.randn(4, 64)
+    data = _recipe_model(model, x, name, monkeypatch)
+    fc = next(op for op in read_model(data).subgraphs[0].ops if op.opcode == "FULLY_CONNECTED")
+    w, bias = fc.inputs[1], fc.inputs[2].data
+    assert w.dtype.name == name.split("_")[1][1:3].replace("i", "int")
+    q = w.quantization
+    scales = (np.repeat(q.block_scales.data.astype(np.float64), q.block_size, axis=1) if q.block_scales is not None
+              else np.asarray(q.scale)[:, None])
+    expected = x.numpy().astype(np.float64) @ (w.data.astype(np.float64) * scales).T + bias
+    error = np.abs(_reference_run(data, x.numpy()) - expected).max() / np.abs(expected).max()
+    assert (error < 0.02) == allowed, error
+    if allowed:
+        verify(data)
+    else:
+        with pytest.raises(litert_torch.ModelFileError, match="not run this model correctly.*int2 weights in blocks"):
+            EdgeModel(data)
+        with pytest.raises(QuantizationError, match="would not run correctly"):
+            from ai_edge_quantizer import recipe
+
+            litert_torch.quantize_model(litert_torch.convert(model, (x,)), getattr(recipe, name)())
+
+
+def test_int2_convolution_weights_are_refused(monkeypatch):
+    """The runtime's hybrid convolution over int2 weights gives NaN: such a file is refused by name."""
+    torch.manual_seed(0)
+    model, x = nn.Conv2d(4, 8, 3).eval(), torch.randn(1, 4, 6, 6)
+    data = _recipe_model(model, x, "dynamic_wi2c_afp32", monkeypatch)
+    assert np.isnan(_reference_run(data, x.numpy())).any()
+    with pytest.raises(litert_torch.ModelFileError, match="CONV_2D.*int2 weights"):
+        EdgeModel(data)
