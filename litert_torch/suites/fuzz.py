@@ -2,7 +2,7 @@
 the process down.
 
 A case is "SEED:N": mutation N (deterministic) of a small model this module converts (a conv net, an MLP, an
-LSTM, an embedding lookup, a model with two signatures, and a 2-layer LLM with prefill and decode signatures
+LSTM, an embedding lookup, a model with two signatures, int4 weights per channel and in blocks, and a 2-layer LLM with prefill and decode signatures
 whose attention runs in IF branch subgraphs over its KV cache, in float and with int8 weights, and an
 attention block with a dynamic batch and sequence); the LLMs also through `generative.LlmRunner` (load,
 prefill, decode: seeds named `*_runner`). Mutations: flipped bytes, truncation, and 32-bit
@@ -24,7 +24,7 @@ import numpy as np
 
 STATUSES = ("ok", "refused", "error")
 SEEDS = ("cnn", "mlp", "lstm", "embedding", "two_signatures", "llm", "llm_int8", "dynamic", "moe_int8",
-         "llm_runner", "moe_int8_runner")
+         "llm_runner", "moe_int8_runner", "int4")
 RUNNER = "_runner"  # a seed named so runs through the LLM runner (generative.LlmRunner: prefill, then decode)
 VALUES = (0, 1, 2, 3, 4, 7, 8, 16, 64, 255, 256, 65535, 2**31 - 1, -1, -2, -(2**31))
 
@@ -92,6 +92,17 @@ def seed_model(name: str) -> bytes:
 
         shapes = {"x": {0: Dim("batch", min=1, max=4), 1: Dim("seq", min=2, max=16)}}
         return litert_torch.convert(Attention().eval(), (torch.randn(2, 5, 8),), dynamic_shapes=shapes).flatbuffer
+    if name == "int4":  # int4 weights packed two to a byte, per channel and in blocks with a scales tensor
+        from ai_edge_quantizer import recipe
+
+        from litert_torch.quantization import quantize_model
+
+        model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 4 * 4, 64), nn.ReLU(),
+                              nn.Linear(64, 4))
+        edge = litert_torch.convert(model.eval(), (torch.randn(1, 3, 6, 6),))
+        per_channel = dict(recipe.dynamic_wi4_afp32()[0], operation="CONV_2D")
+        blocks = dict(recipe.dynamic_wi4b32_afp32()[0], operation="FULLY_CONNECTED")
+        return quantize_model(edge, [per_channel, blocks]).flatbuffer
     if name in ("llm", "llm_int8"):
         return _llm_seed(int8=name == "llm_int8")
     if name == "moe_int8":
