@@ -367,9 +367,53 @@ class _NoStatus:
         return False
 
 
+class _LogStatus:
+    """Progress for a log (stderr not a terminal): silent while the work is short; once it has run
+    `after` seconds, a line per stage as it starts, and a line each `every` seconds a stage goes on."""
+
+    def __init__(self, console, message: str, after: float = 10.0, every: float = 30.0):
+        import threading
+
+        self.console, self.message, self.after, self.every = console, message, after, every
+        self.start = self.stage_start = time.perf_counter()
+        self.next_note = after
+        self.lock, self.done = threading.Lock(), threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _say(self, now: float, text: str) -> None:
+        self.console.print(f"[{now - self.start:6.1f} s] {text}")
+
+    def _watch(self) -> None:
+        while not self.done.wait(0.5):
+            with self.lock:
+                now = time.perf_counter()
+                if now - self.start >= self.next_note:
+                    self._say(now, f"{self.message} (for {now - self.stage_start:.0f} s)")
+                    self.next_note = now - self.start + self.every
+
+    def update(self, message: str, *args, **kwargs) -> None:
+        with self.lock:
+            now = time.perf_counter()
+            self.message, self.stage_start = message, now
+            if now - self.start >= self.after:
+                self._say(now, message)
+                self.next_note = now - self.start + self.every
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+        return False
+
+
 def _status(console, quiet: bool, message: str):
-    if quiet or not console.is_terminal:
+    if quiet:
         return _NoStatus()
+    if not console.is_terminal:
+        return _LogStatus(console, message)
     return console.status(message)
 
 

@@ -366,3 +366,29 @@ def test_bad_input_is_a_few_lines_however_long_its_message(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 2
     assert len(err) == cli_main.BAD_INPUT_LINES < cli_main.MAX_LINES and "45 more lines" in err[-1], err
+
+
+def test_a_long_conversion_reports_progress_to_a_log(tmp_path, monkeypatch):
+    """stderr not a terminal (a CI log, a pipe): a conversion that runs a while prints each stage as it starts
+    and a line while a stage goes on; a short one prints nothing of it (here the thresholds are shortened)."""
+    from litert_convert import main as cli_main
+
+    source = tmp_path / "slow.py"
+    source.write_text("import time\nimport torch\n\n"
+                      "class Slow(torch.nn.Module):\n"
+                      "    def forward(self, x):\n"
+                      "        if torch.compiler.is_exporting():\n"
+                      "            time.sleep(1.5)\n"
+                      "        return x * 2\n\n"
+                      "def build():\n    return Slow(), (torch.randn(2),)\n")
+    monkeypatch.setattr(cli_main, "_status", lambda console, quiet, message: cli_main._LogStatus(
+        console, message, after=0.0, every=0.5))
+    code, output = run("convert", f"{source}:build", "-o", tmp_path / "m.tflite")
+    assert code == 0, output
+    lines = [line for line in output.splitlines() if line.startswith("[")]
+    assert any("tracing with torch.export" in line and "(for " in line for line in lines), output
+    assert any(line.endswith("writing the flatbuffer") for line in lines), output
+
+    monkeypatch.undo()
+    code, output = run("convert", f"{FIXTURES}:with_inputs", "-o", tmp_path / "quick.tflite")
+    assert code == 0 and not any(line.startswith("[") for line in output.splitlines()), output
