@@ -288,21 +288,53 @@ def test_read_only_output_folder_exits_2_before_converting(tmp_path, monkeypatch
     assert os.listdir(folder) == []
 
 
-def test_ctrl_c_exits_130_and_leaves_nothing(tmp_path):
+SLOW_SOURCE = """import os, time
+import torch
+
+class Slow(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        if torch.compiler.is_exporting() and os.environ.get("MARK_TRACING"):
+            open(os.environ["MARK_TRACING"], "w").close()
+            time.sleep(60)
+        return self.fc(x)
+
+def small():
+    return Slow(4), (torch.randn(1, 4),)
+
+def large():  # 400 MB of weights: writing them takes a while
+    return Slow(10_000), (torch.randn(1, 10_000),)
+"""
+
+
+@pytest.mark.parametrize("when", ["tracing", "writing"])
+def test_ctrl_c_exits_130_and_leaves_nothing(tmp_path, when):
+    """Ctrl-C while torch.export traces (the source marks the moment) or while the output is being written (its
+    temporary file exists): exit 130, no traceback, nothing left in the output folder."""
     import signal
     import time
 
-    out = tmp_path / "m.tflite"
-    proc = subprocess.Popen([SCRIPT, "convert", f"{FIXTURES}:with_inputs", "-o", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3.0)  # inside the command: importing torch or converting
+    source, out_dir, mark = tmp_path / "slow.py", tmp_path / "out", tmp_path / "tracing"
+    source.write_text(SLOW_SOURCE)
+    out_dir.mkdir()
+    env = dict(os.environ, MARK_TRACING=str(mark)) if when == "tracing" else dict(os.environ)
+    proc = subprocess.Popen([SCRIPT, "convert", f"{source}:{'small' if when == 'tracing' else 'large'}", "-o",
+                             str(out_dir / "m.tflite")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline:
+        if (mark.exists() if when == "tracing" else any(n.endswith(".tmp") for n in os.listdir(out_dir))):
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, f"the conversion ended before the {when} step: {proc.communicate()}"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
-    if proc.returncode == 0:
-        pytest.skip("the conversion finished before the interrupt")
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "Aborted" not in err
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(out_dir) == []
 
 
 def test_unreadable_pt2_is_one_short_line_that_never_suggests_unpickling(tmp_path):
