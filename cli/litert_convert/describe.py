@@ -1,4 +1,5 @@
-"""`inspect`: what a .tflite file holds, from our bounds-checked reader (never the LiteRT runtime)."""
+"""`inspect`: what a .tflite file (or the model and sections of a .litertlm bundle) holds, from our
+bounds-checked readers (never the LiteRT runtime)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,33 @@ def describe(data: bytes, path: str) -> dict[str, Any]:
     return summary
 
 
+BUNDLE_MAGIC = b"LITERTLM"
+
+
+def describe_bundle(path: str) -> dict[str, Any]:
+    """describe() of the model inside the .litertlm bundle at `path`, with what its other sections say."""
+    from litert_torch.errors import ModelFileError
+    from litert_torch.generative.bundle import read_bundle
+
+    try:
+        bundle = read_bundle(path)
+    except ModelFileError as exc:
+        raise BadInput(str(exc)) from None
+    summary = describe(bundle.tflite, f"{path} (its model)")
+    info = bundle.info
+    summary["bundle"] = {
+        "path": path, "tokenizer_bytes": len(bundle.tokenizer.encode()) if bundle.tokenizer else 0,
+        "start_token_id": info.start_token_id if info else None,
+        "stop_token_ids": info.stop_token_ids if info else [],
+        "stop_token_strs": info.stop_token_strs if info else [],
+        "max_num_tokens": info.max_num_tokens if info else None,
+        "chat_template": info.chat_template if info else None,
+        "max_history_size": bundle.max_history_size,
+        "state_buffers": [b.__dict__ for b in bundle.state_buffers],
+    }
+    return summary
+
+
 def _io_metadata(model) -> dict[str, Any]:
     from litert_torch.metadata import read_json
 
@@ -92,8 +120,9 @@ def _mb(n: int) -> str:
 
 
 def render(summary: dict[str, Any]) -> str:
-    lines = [f"{summary['path']}: {_mb(summary['bytes'])}, {len(summary['subgraphs'])} subgraph(s)"
-             + (f", description {summary['description']!r}" if summary["description"] else "")]
+    lines = _render_bundle(summary["bundle"]) if "bundle" in summary else []
+    lines.append(f"{summary['path']}: {_mb(summary['bytes'])}, {len(summary['subgraphs'])} subgraph(s)"
+                 + (f", description {summary['description']!r}" if summary["description"] else ""))
     for sig in summary["signatures"]:
         lines.append(f"signature {sig['key']!r} (subgraph {sig['subgraph']})")
         for kind in ("inputs", "outputs"):
@@ -131,3 +160,20 @@ def render(summary: dict[str, Any]) -> str:
         else:
             lines.append(f"  {key}: {entry['bytes']} bytes")
     return "\n".join(lines)
+
+
+def _render_bundle(bundle: dict[str, Any]) -> list[str]:
+    template = bundle["chat_template"]
+    shown = "none" if not template else (repr(template[:60]) + (f" ... ({len(template)} characters)"
+                                                                if len(template) > 60 else ""))
+    stops = [*map(str, bundle["stop_token_ids"]), *map(repr, bundle["stop_token_strs"])]
+    lines = [f"{bundle['path']}: LiteRT-LM bundle",
+             f"  tokens: start {bundle['start_token_id']}, stop {', '.join(stops) or 'none'}, at most "
+             f"{bundle['max_num_tokens']}",
+             f"  tokenizer: {_mb(bundle['tokenizer_bytes'])}; chat template {shown}",
+             f"  KV cache: {len(bundle['state_buffers'])} state buffers of {bundle['max_history_size']} positions"]
+    for b in bundle["state_buffers"][:4]:
+        lines.append(f"    {b['name']:<16} {b['kind']:<6} sequence axis {b['sequence_axis']}")
+    if len(bundle["state_buffers"]) > 4:
+        lines.append(f"    ... ({len(bundle['state_buffers']) - 4} more; --json for all)")
+    return lines

@@ -419,16 +419,17 @@ def _status(console, quiet: bool, message: str):
 
 # ---- inspect ---------------------------------------------------------------------------------------------------
 @cli.command(help="Show what MODEL (.tflite) holds: signatures, op histogram, tensor and buffer sizes, and our "
-                  "metadata. Reads any .tflite without running it.\n\n" + EXIT_CODES)
+                  "metadata; for a .litertlm bundle, also its tokens, chat template and KV-cache state buffers. "
+                  "Reads any file without running it.\n\n" + EXIT_CODES)
 @click.argument("model")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @common_options
 @handled
 def inspect(model, as_json, quiet, debug):
-    from litert_convert.describe import describe, render
+    from litert_convert.describe import BUNDLE_MAGIC, describe, describe_bundle, render
 
     data = _read_file(model)
-    summary = describe(data, model)
+    summary = describe_bundle(model) if data[:len(BUNDLE_MAGIC)] == BUNDLE_MAGIC else describe(data, model)
     click.echo(json.dumps(summary, indent=1, sort_keys=True, default=str) if as_json else render(summary))
 
 

@@ -42,7 +42,7 @@ def _builder():
         import litert_lm_builder
         from litert_lm_builder.runtime.proto import executor_metadata_pb2, llm_metadata_pb2, llm_model_type_pb2
     except ImportError as exc:
-        raise BundleError("writing a .litertlm bundle needs the litert-lm-builder package: "
+        raise BundleError("reading or writing a .litertlm bundle needs the litert-lm-builder package: "
                           "pip install 'litert-torch-direct[llm]'") from exc
     return litert_lm_builder, executor_metadata_pb2, llm_metadata_pb2, llm_model_type_pb2
 

@@ -331,6 +331,31 @@ def test_cli_export_hf_prints_each_stage_with_its_time(tmp_path, llama_dir, caps
     assert re.fullmatch(rf"wrote {re.escape(str(out))} \(\d+\.\d MB\) in \d+\.\d s", lines[-1]), lines[-1]
 
 
+def test_cli_inspect_reads_a_bundle(tmp_path, llama_dir, capsys):
+    import json
+
+    from litert_convert.main import main
+
+    bundle = export.export(model=llama_dir, output_dir=str(tmp_path), prefill_lengths=PREFILL, cache_length=CACHE,
+                           quantization_recipe="none")
+    assert main(["inspect", bundle]) == 0
+    text = capsys.readouterr().out
+    generation = json.load(open(os.path.join(llama_dir, "generation_config.json")))
+    assert "LiteRT-LM bundle" in text and f"stop {generation['eos_token_id']}, at most {CACHE}" in text
+    assert f"state buffers of {CACHE} positions" in text and "signature 'decode'" in text
+    assert main(["inspect", bundle, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["bundle"]["chat_template"] == tiny_lm.CHAT_TEMPLATE
+    assert [b["name"] for b in summary["bundle"]["state_buffers"]][:2] == ["kv_cache_k_0", "kv_cache_v_0"]
+    assert {s["key"] for s in summary["signatures"]} == {"decode", *(f"prefill_{n}" for n in PREFILL)}
+    damaged = tmp_path / "damaged.litertlm"
+    data = open(bundle, "rb").read()
+    damaged.write_bytes(data[:64])
+    assert main(["inspect", str(damaged)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and len(err.strip().splitlines()) <= 3, err
+
+
 def test_cli_validate_llm(tmp_path, llama_dir, capsys):
     from litert_convert.main import main
 
