@@ -260,8 +260,7 @@ def _verify(flatbuffer: bytes):
 
 def _check_layout(layout: LlmLayout, model) -> None:
     """The layout metadata must describe the model's own signatures: a runner sizes every buffer it writes
-    from it. ModelFileError naming the first thing that differs."""
-    import numpy as np
+    from it. ModelFileError naming the first thing that differs; the layout's values are left as plain ints."""
 
     def bad(what: str) -> ModelFileError:
         return ModelFileError(f"the model's {LAYOUT_KEY} metadata does not match the model: {what}")
@@ -301,6 +300,8 @@ def _check_layout(layout: LlmLayout, model) -> None:
                 raise bad(f"signature {key!r} has no float32 logits over {vocab} tokens")
     if any(not 0 <= axes[n] < len(s) or s[axes[n]] != cache for n, s in shapes.items()):
         raise bad(f"a cache is not {cache} positions long")
+    layout.cache_names, layout.cache_shapes, layout.sequence_axes = names, shapes, axes
+    layout.prefill_lengths, layout.vocab_size, layout.cache_length = lengths, vocab, cache
 
 
 def _compiled_model(flatbuffer: bytes, num_threads: int | None):
