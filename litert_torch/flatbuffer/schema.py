@@ -171,9 +171,10 @@ def unpack_sub_byte(raw: bytes | memoryview, dtype: np.dtype, count: int) -> np.
     bits = SUB_BYTE_BITS[dtype.name]
     per = 8 // bits
     codes = (np.frombuffer(raw, np.uint8)[:, None] >> (bits * np.arange(per, dtype=np.uint8))) & ((1 << bits) - 1)
-    values = codes.reshape(-1)[:count].astype(np.int16)
-    if dtype.name != "uint4":  # sign-extend
-        values = (values ^ (1 << (bits - 1))) - (1 << (bits - 1))
+    values = codes.reshape(-1)[:count]
+    if dtype.name != "uint4":  # sign-extend, in 8 bits
+        half = np.uint8(1 << (bits - 1))
+        values = (values ^ half).view(np.int8) - np.int8(half)
     return values.astype(dtype)
 
 

@@ -1,6 +1,7 @@
 """The flatbuffer writer: identical constants share one buffer, and only identical ones."""
 
 import numpy as np
+import pytest
 
 from litert_torch import EdgeModel, ir
 from litert_torch.flatbuffer.writer import serialize
@@ -35,3 +36,23 @@ def test_identical_constants_share_one_buffer_and_near_identical_ones_do_not():
     assert data_buffers(data) == 2
     x = rng.standard_normal(100_000).astype(np.float32)
     np.testing.assert_allclose(EdgeModel(data)(x)["y"], x + a + a + b, rtol=1e-6)  # named outputs: a dict
+
+
+@pytest.mark.parametrize("name", ["int4", "uint4", "int2"])
+def test_sub_byte_values_pack_low_bits_first_and_unpack_to_themselves(name):
+    """Every value of the type, at every position in a byte and an odd count: packed the first value in the
+    lowest bits (TFLite's layout: int4 [1, -2] is the byte 0xE1), unpacked to the same values."""
+    import ml_dtypes
+
+    from litert_torch.flatbuffer import schema as tables
+
+    dtype = np.dtype(getattr(ml_dtypes, name))
+    bits = tables.SUB_BYTE_BITS[name]
+    low = 0 if name.startswith("u") else -(1 << (bits - 1))
+    values = np.array([v for v in range(low, low + (1 << bits)) for _ in range(8 // bits)] + [low], dtype)
+    packed = tables.pack_sub_byte(values)
+    assert len(packed) == tables.packed_size(dtype, values.size) == -(-values.size * bits // 8)
+    unpacked = tables.unpack_sub_byte(packed.tobytes(), dtype, values.size)
+    assert unpacked.dtype == dtype and np.array_equal(unpacked.astype(int), values.astype(int))
+    if name == "int4":
+        assert tables.pack_sub_byte(np.array([1, -2], dtype)).tolist() == [0xE1]
