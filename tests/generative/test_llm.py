@@ -808,3 +808,29 @@ def test_conversion_peak_memory_is_within_the_weights_bound(tmp_path, recipe):
     bound = 1.5 * float_bytes + 500e6
     assert peak <= bound, f"peak {peak / 1e6:.0f} MB > bound {bound / 1e6:.0f} MB"
     assert os.path.getsize(tmp_path / "out" / "model.litertlm") > (0.2 if recipe != "none" else 0.9) * float_bytes
+
+
+def test_an_ai_edge_quantizer_float16_recipe_file_goes_through_the_quantizer(llama_dir, tmp_path):
+    """A recipe file is handed to ai-edge-quantizer as it is: its float16 casting, here, of the weights of the
+    dense layers and the embedding lookup; the bundle runs and its report names the recipe."""
+    import json
+
+    from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.generative.bundle import unpack_bundle
+    from litert_torch.metadata import decode
+    from litert_torch.quantization import QUANTIZATION_KEY
+
+    recipe = [{"regex": ".*", "operation": "*", "algorithm_key": "float_casting",
+               "op_config": {"weight_tensor_config": {"num_bits": 16, "dtype": "FLOAT"},
+                             "compute_precision": "FLOAT", "explicit_dequantize": True}}]
+    path = tmp_path / "fp16_recipe.json"
+    path.write_text(json.dumps(recipe))
+    bundle = export.export(model=llama_dir, output_dir=str(tmp_path / "out"), prefill_lengths=PREFILL,
+                           cache_length=CACHE, quantization_recipe=str(path))
+    model = read_model(unpack_bundle(bundle)[0])
+    assert any(op.opcode == "DEQUANTIZE" and op.inputs[0].is_constant and op.inputs[0].dtype == np.float16
+               for g in model.subgraphs for op in g.ops)  # float16 weights widened at run time
+    (used,) = decode(model.metadata[QUANTIZATION_KEY])["recipe"]  # as the quantizer filled in its defaults
+    assert used["algorithm_key"] == "float_casting" and used["op_config"]["weight_tensor_config"]["num_bits"] == 16
+    llm = generative.load(bundle)
+    assert len(list(llm.generate_ids(llm.encode(PROMPT), 4, stop=False))) == 4
