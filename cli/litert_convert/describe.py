@@ -65,24 +65,20 @@ BUNDLE_MAGIC = b"LITERTLM"
 
 def describe_bundle(path: str) -> dict[str, Any]:
     """describe() of the model inside the .litertlm bundle at `path`, with what its other sections say."""
-    from litert_torch.errors import ModelFileError
-    from litert_torch.generative.bundle import read_bundle
+    from dataclasses import asdict
+
+    from litert_torch.generative.bundle import BundleInfo, read_bundle
 
     try:
         bundle = read_bundle(path)
     except ModelFileError as exc:
         raise BadInput(str(exc)) from None
     summary = describe(bundle.tflite, f"{path} (its model)")
-    info = bundle.info
     summary["bundle"] = {
         "path": path, "tokenizer_bytes": len(bundle.tokenizer.encode()) if bundle.tokenizer else 0,
-        "start_token_id": info.start_token_id if info else None,
-        "stop_token_ids": info.stop_token_ids if info else [],
-        "stop_token_strs": info.stop_token_strs if info else [],
-        "max_num_tokens": info.max_num_tokens if info else None,
-        "chat_template": info.chat_template if info else None,
+        **asdict(bundle.info or BundleInfo()),  # start and stop tokens, chat template, maximum tokens
         "max_history_size": bundle.max_history_size,
-        "state_buffers": [b.__dict__ for b in bundle.state_buffers],
+        "state_buffers": [asdict(b) for b in bundle.state_buffers],
     }
     return summary
 

@@ -148,9 +148,10 @@ def build_model(model: ir.Model, buffers: "_Buffers | None" = None) -> schema.Mo
     subgraphs = []
     graphs = ir.all_graphs(model)
     graph_index = {id(g): i for i, g in enumerate(graphs)}
+    tensor_index: dict[int, dict[ir.Tensor, int]] = {}  # per graph, each tensor's index in the file
     for graph in graphs:
         tensors = graph.tensors()
-        index = {t: i for i, t in enumerate(tensors)}
+        index = tensor_index[id(graph)] = {t: i for i, t in enumerate(tensors)}
         for t in list(tensors):  # blockwise scales: tensors that only a quantization names
             scales = t.quantization.block_scales if t.quantization is not None else None
             if scales is not None and scales not in index:
@@ -198,13 +199,7 @@ def build_model(model: ir.Model, buffers: "_Buffers | None" = None) -> schema.Mo
     signature_defs = []
     for sig in model.signatures:
         graph = model.subgraphs[sig.subgraph]
-        tensors = graph.tensors()
-        index = {t: i for i, t in enumerate(tensors)}
-        for t in list(tensors):  # blockwise scales: tensors that only a quantization names
-            scales = t.quantization.block_scales if t.quantization is not None else None
-            if scales is not None and scales not in index:
-                index[scales] = len(tensors)
-                tensors.append(scales)
+        index = tensor_index[id(graph)]
         sd = schema.SignatureDefT()
         sd.signatureKey = sig.key
         sd.subgraphIndex = sig.subgraph

@@ -71,6 +71,7 @@ class LlmRunner:
     def __init__(self, flatbuffer: bytes, tokenizer: Any = None, *, num_threads: int | None = None,
                  stop_token_ids: Sequence[int] | None = None):
         from litert_torch.flatbuffer.reader import read_metadata
+        from litert_torch.runtime.edge_model import checked_model
 
         meta = read_metadata(flatbuffer)
         if LAYOUT_KEY not in meta:
@@ -86,7 +87,7 @@ class LlmRunner:
         self.metadata = meta  # the model's metadata entries (name -> bytes)
         self.flatbuffer = flatbuffer
         self.tokenizer = tokenizer
-        _check_layout(self.layout, _verify(flatbuffer))
+        _check_layout(self.layout, checked_model(flatbuffer))
         try:
             self._compiled = _compiled_model(flatbuffer, num_threads)
             self._caches = {n: self._compiled.create_input_buffer_by_name(DECODE, n)
@@ -243,19 +244,6 @@ def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
 
         tokenizer = Tokenizer.from_str(tokenizer_text)
     return LlmRunner(flatbuffer, tokenizer, num_threads=num_threads)
-
-
-def _verify(flatbuffer: bytes):
-    """The model checked before LiteRT sees it, as EdgeModel checks a file (ModelFileError naming the op and
-    the problem); ops the checks do not cover are first run in a child process (ModelLoadError if it dies).
-    Returns the model as read."""
-    from litert_torch.runtime.edge_model import try_in_child
-    from litert_torch.runtime.verify import verify
-
-    verdict = verify(flatbuffer)
-    if verdict.unchecked:
-        try_in_child(flatbuffer)
-    return verdict.model
 
 
 def _check_layout(layout: LlmLayout, model) -> None:

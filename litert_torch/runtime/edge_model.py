@@ -89,7 +89,7 @@ class EdgeModel:
         self._path: str | None = None
         # A memory map for file-backed models (past 2 GB, constants after the flatbuffer), else the bytes.
         self._bytes = flatbuffer if isinstance(flatbuffer, mmap.mmap) else bytes(flatbuffer)
-        model = _verify(self._bytes, isolate) if verify else None
+        model = checked_model(self._bytes, isolate) if verify else None
         self._metadata = model.metadata if model is not None else read_metadata(self._bytes)
         try:
             self._io = (read_json(self._metadata, IO_KEY) or {}).get("signatures", {})
@@ -626,9 +626,9 @@ def quiet_runtime():
                 os.write(2, b"".join(kept))
 
 
-def _verify(data: Any, isolate: bool | None):
+def checked_model(data: Any, isolate: bool | None = None):
     """verify() the file (returning its IR model); try it in a child process when asked, or when it has ops the
-    checks do not cover."""
+    checks do not cover. What EdgeModel and the LLM runner do before LiteRT sees a file."""
     from litert_torch.runtime.verify import verify
 
     verdict = verify(data)
