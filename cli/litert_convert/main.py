@@ -2,115 +2,27 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
 import statistics
 import sys
 import time
-import traceback
 from typing import Any, Callable
 
 import click
 
 from litert_convert.errors import BadInput, Failure
+from litert_convert.output import ProgressBar, handled, make_console, open_status, quiet_torch
 
 EXIT_CODES = """Exit codes: 0 success; 1 conversion or validation failed; 2 bad usage or bad input (missing or
 malformed file, source, option; corrupt .tflite; existing output without --force)."""
-
-
-def _console():
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False, soft_wrap=True)  # long lines (paths) unbroken in logs
 
 
 def common_options(fn: Callable) -> Callable:
     fn = click.option("--debug", is_flag=True, help="Show the Python traceback of an error.")(fn)
     fn = click.option("--quiet", "-q", is_flag=True, help="Print nothing but results and errors.")(fn)
     return fn
-
-
-def handled(fn: Callable) -> Callable:
-    """Turn errors into a short paragraph and an exit code (a traceback only with --debug)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from litert_torch.errors import (
-            CalibrationError, ConversionError, InvalidArgumentError, LiteRTTorchError, ModelFileError,
-            ModelInputError, OnnxError,
-        )
-
-        debug = kwargs.get("debug", False)
-        try:
-            return fn(*args, **kwargs)
-        except (BadInput, ModelFileError, ModelInputError, CalibrationError, OnnxError, InvalidArgumentError) as exc:
-            _report(exc, debug, "error", BAD_INPUT_LINES)
-            hint = getattr(exc, "hint", None)
-            if hint:
-                click.echo(f"hint: {hint}", err=True)
-            sys.exit(2)
-        except Failure as exc:
-            _report(exc, debug, "failed")
-            sys.exit(1)
-        except ConversionError as exc:
-            _report(exc, debug, "conversion failed")
-            sys.exit(1)
-        except LiteRTTorchError as exc:
-            _report(exc, debug, "error")
-            sys.exit(1)
-        except (click.exceptions.Exit, click.exceptions.ClickException, SystemExit):
-            raise
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
-        except Exception as exc:  # an error we did not foresee: say so plainly
-            _report(exc, debug, "internal error")
-            if not debug:
-                click.echo("(run again with --debug for the traceback)", err=True)
-            sys.exit(1)
-
-    return wrapper
-
-
-def _quiet_torch(debug: bool) -> None:
-    """Without --debug, torch's own log lines (warnings with stack traces from torch.export, ...) stay out of the
-    output: our error message says what went wrong. With --debug, the LiteRT runtime's routine INFO lines are
-    shown too (litert_torch.runtime.edge_model.quiet_runtime drops them otherwise)."""
-    if debug:
-        import os
-
-        os.environ["LITERT_TORCH_RUNTIME_LOGS"] = "1"
-        return
-    import logging
-
-    import torch._logging
-
-    torch._logging.set_logs(all=logging.ERROR)
-
-
-# An error is a short paragraph (--debug prints all of it): bad input (exit 2) a few lines, a failed conversion
-# (exit 1) up to a list of the ops it could not lower with their source lines.
-MAX_LINES, BAD_INPUT_LINES, MAX_LINE = 24, 6, 400
-
-
-def _bounded(message: str, max_lines: int = MAX_LINES) -> str:
-    """At most `max_lines` lines of at most MAX_LINE characters (a torch error can quote a whole graph)."""
-    lines = [line if len(line) <= MAX_LINE else line[:MAX_LINE] + f" ... ({len(line) - MAX_LINE} more characters)"
-             for line in message.splitlines() or [""]]
-    if len(lines) > max_lines:
-        lines = lines[:max_lines - 1] + [f"... ({len(lines) - max_lines + 1} more lines; --debug shows them)"]
-    return "\n".join(lines)
-
-
-def _report(exc: BaseException, debug: bool, label: str, max_lines: int = MAX_LINES) -> None:
-    if debug:
-        traceback.print_exception(exc, file=sys.stderr)
-    message = str(exc) if str(exc) else type(exc).__name__
-    if label == "internal error":
-        message = f"{type(exc).__name__}: {message}"
-    click.echo(f"{label}: {message}" if debug else _bounded(f"{label}: {message}", max_lines), err=True)
 
 
 @click.group(help="Convert PyTorch models to LiteRT (.tflite), inspect, validate and time them.\n\n" + EXIT_CODES,
@@ -153,7 +65,7 @@ def convert(source, output, input_specs, dynamic_specs, channel_last_io, target,
             keep_float, validate_, as_json, force, quiet, debug):
     from litert_convert.sources import OnnxSource, load_source, sample_inputs
 
-    _quiet_torch(debug)
+    quiet_torch(debug)
     targets = tuple(t.strip() for t in target.split(",") if t.strip())
     if not targets or any(t not in ("cpu", "gpu", "npu") for t in targets):
         raise BadInput(f"malformed --target {target!r}", "give a comma-separated list of cpu, gpu, npu")
@@ -173,8 +85,8 @@ def convert(source, output, input_specs, dynamic_specs, channel_last_io, target,
         raise BadInput(f"no such directory: {directory}")
     if not os.access(directory, os.W_OK):
         raise BadInput(f"{directory} is not writable", "choose an output path in a folder you can write")
-    console = _console()
-    with _status(console, quiet, "loading the model") as status:
+    console = make_console()
+    with open_status(console, quiet, "loading the model") as status:
         src = load_source(source)
         if isinstance(src.model, OnnxSource):
             from litert_convert.sources import parse_input_spec
@@ -356,67 +268,6 @@ def _write_text(path: str, text: str) -> None:
     write_atomic(path, text.encode("utf-8"))
 
 
-class _NoStatus:
-    def update(self, *args, **kwargs):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-class _LogStatus:
-    """Progress for a log (stderr not a terminal): silent while the work is short; once it has run
-    `after` seconds, a line per stage as it starts, and a line each `every` seconds a stage goes on."""
-
-    def __init__(self, console, message: str, after: float = 10.0, every: float = 30.0):
-        import threading
-
-        self.console, self.message, self.after, self.every = console, message, after, every
-        self.start = self.stage_start = time.perf_counter()
-        self.next_note = after
-        self.lock, self.done = threading.Lock(), threading.Event()
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-
-    def _say(self, now: float, text: str) -> None:
-        self.console.print(f"[{now - self.start:6.1f} s] {text}")
-
-    def _watch(self) -> None:
-        while not self.done.wait(0.5):
-            with self.lock:
-                now = time.perf_counter()
-                if now - self.start >= self.next_note:
-                    self._say(now, f"{self.message} (for {now - self.stage_start:.0f} s)")
-                    self.next_note = now - self.start + self.every
-
-    def update(self, message: str, *args, **kwargs) -> None:
-        with self.lock:
-            now = time.perf_counter()
-            self.message, self.stage_start = message, now
-            if now - self.start >= self.after:
-                self._say(now, message)
-                self.next_note = now - self.start + self.every
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.done.set()
-        self.thread.join()
-        return False
-
-
-def _status(console, quiet: bool, message: str):
-    if quiet:
-        return _NoStatus()
-    if not console.is_terminal:
-        return _LogStatus(console, message)
-    return console.status(message)
-
-
 # ---- inspect ---------------------------------------------------------------------------------------------------
 @cli.command(help="Show what MODEL (.tflite) holds: signatures, op histogram, tensor and buffer sizes, and our "
                   "metadata; for a .litertlm bundle, also its tokens, chat template and KV-cache state buffers. "
@@ -461,7 +312,7 @@ def _read_file(path: str) -> bytes:
 def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens, quiet, debug):
     from litert_convert.check import open_edge_model
 
-    _quiet_torch(debug)
+    quiet_torch(debug)
     if os.path.isdir(source) and os.path.isfile(os.path.join(source, "config.json")):
         return _validate_llm(model, source, prompt, new_tokens, as_json)
     edge = open_edge_model(_read_file(model), model)
@@ -479,7 +330,7 @@ def _validate_against_source(edge, source: str, input_specs, quiet: bool, per_la
     from litert_convert.check import inputs_for_model
     from litert_convert.sources import load_source, sample_inputs
 
-    with _status(_console(), quiet, "loading the source") as status:
+    with open_status(make_console(), quiet, "loading the source") as status:
         src = load_source(source)
         _check_deterministic(source, src, load_source)
         args, kwargs = sample_inputs(src, list(input_specs)) or (inputs_for_model(edge), {})
@@ -576,7 +427,7 @@ def view(model, port, host, source, input_specs, export_dir, force, no_browser, 
     if source:
         from litert_convert.check import open_edge_model
 
-        _quiet_torch(debug)
+        quiet_torch(debug)
         report = _validate_against_source(open_edge_model(data, model), source, input_specs, quiet, per_layer=True)
         if not quiet:
             click.echo(report.render(), err=True)
@@ -618,7 +469,7 @@ def view(model, port, host, source, input_specs, export_dir, force, no_browser, 
 def batch(manifest, out_dir, address, quiet, debug):
     from litert_torch import batch as fleet
 
-    _quiet_torch(debug)
+    quiet_torch(debug)
     plan = fleet.read_manifest(manifest)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise BadInput(f"{out_dir} exists and is not a folder")
@@ -662,7 +513,7 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
     from ai_edge_litert.interpreter import Interpreter
 
     results = []
-    console = _console()
+    console = make_console()
     for n in thread_counts:
         interpreter = Interpreter(model_content=edge.flatbuffer, num_threads=n)
         interpreter.allocate_tensors()
@@ -671,7 +522,7 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
         for _ in range(warmup):
             interpreter.invoke()
         times = []
-        with _progress(console, quiet or as_json, f"{n} thread{'s' if n > 1 else ''}", runs) as advance:
+        with ProgressBar(console, quiet or as_json, f"{n} thread{'s' if n > 1 else ''}", runs) as advance:
             for _ in range(runs):
                 interpreter.reset_all_variables()
                 start = time.perf_counter()
@@ -690,30 +541,6 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
     for r in results:
         click.echo(f"{r['threads']:>7} {r['median_ms']:>10.3f} {r['p90_ms']:>9.3f} {r['p99_ms']:>9.3f} "
                    f"{r['min_ms']:>9.3f}")
-
-
-class _progress:
-    """A rich progress bar on a terminal; nothing otherwise."""
-
-    def __init__(self, console, quiet: bool, label: str, total: int):
-        self.console, self.quiet, self.label, self.total = console, quiet, label, total
-        self.bar = None
-
-    def __enter__(self):
-        if self.quiet or not self.console.is_terminal:
-            return lambda: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            console=self.console, transient=True)
-        self.bar.start()
-        task = self.bar.add_task(self.label, total=self.total)
-        return lambda: self.bar.advance(task)
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.stop()
-        return False
 
 
 # ---- export-hf -------------------------------------------------------------------------------------------------
@@ -750,14 +577,14 @@ def export_hf(model_dir, output, prefill, cache_length, quantize, keep_tflite, t
         raise BadInput(f"malformed --prefill {prefill!r}", "give comma-separated token counts, e.g. 32,128") from None
     is_tflite = output.endswith(".tflite")
     tflite_path = output if is_tflite else (os.path.splitext(output)[0] + ".tflite" if keep_tflite else None)
-    console = _console()
+    console = make_console()
     start = last = time.perf_counter()
 
     def progress(stage: str) -> None:
         nonlocal last
         now = time.perf_counter()
         if stage == "trace":  # the exporter imports PyTorch next (a decoder read from a directory is built without it)
-            _quiet_torch(debug)
+            quiet_torch(debug)
         if not quiet:
             console.print(f"[{now - start:6.1f} s] {stage}")
         last = now

@@ -386,10 +386,10 @@ def test_sample_inputs_the_model_does_not_take_exit_2_in_a_few_lines(tmp_path):
 def test_bad_input_is_a_few_lines_however_long_its_message(capsys):
     """Bad input (exit 2) prints at most BAD_INPUT_LINES lines, the rest summarised; a failed conversion (exit 1)
     may list more (the ops it could not lower, with their lines)."""
-    from litert_convert import main as cli_main
+    from litert_convert import output as cli_output
     from litert_convert.errors import BadInput
 
-    @cli_main.handled
+    @cli_output.handled
     def command(debug=False):
         raise BadInput("\n".join(f"input {i} does not fit" for i in range(50)))
 
@@ -397,13 +397,14 @@ def test_bad_input_is_a_few_lines_however_long_its_message(capsys):
         command(debug=False)
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 2
-    assert len(err) == cli_main.BAD_INPUT_LINES < cli_main.MAX_LINES and "45 more lines" in err[-1], err
+    assert len(err) == cli_output.BAD_INPUT_LINES < cli_output.MAX_LINES and "45 more lines" in err[-1], err
 
 
 def test_a_long_conversion_reports_progress_to_a_log(tmp_path, monkeypatch):
     """stderr not a terminal (a CI log, a pipe): a conversion that runs a while prints each stage as it starts
     and a line while a stage goes on; a short one prints nothing of it (here the thresholds are shortened)."""
     from litert_convert import main as cli_main
+    from litert_convert import output as cli_output
 
     source = tmp_path / "slow.py"
     source.write_text("import time\nimport torch\n\n"
@@ -413,7 +414,7 @@ def test_a_long_conversion_reports_progress_to_a_log(tmp_path, monkeypatch):
                       "            time.sleep(1.5)\n"
                       "        return x * 2\n\n"
                       "def build():\n    return Slow(), (torch.randn(2),)\n")
-    monkeypatch.setattr(cli_main, "_status", lambda console, quiet, message: cli_main._LogStatus(
+    monkeypatch.setattr(cli_main, "open_status", lambda console, quiet, message: cli_output.LogStatus(
         console, message, after=0.0, every=0.5))
     code, output = run("convert", f"{source}:build", "-o", tmp_path / "m.tflite")
     assert code == 0, output
