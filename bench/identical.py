@@ -5,8 +5,9 @@ LITERT_FINGERPRINTS), and the digests are compared test by test.
     python bench/identical.py --base HEAD~5                      # the default test run on both sides
     python bench/identical.py --base main -- tests/ops -m 'slow or not slow'
 
-A model's digest covers the whole .tflite but the source map (whose paths name the checkout); the source map
-gets its own digest with each path reduced to its file name. Tests whose model counts differ between the two
+A model's digest covers the .tflite without our metadata entries (source map, delegate plan, I/O: their source
+locations name the checkout); those entries get their own digest, read back with each path reduced to its file
+name. Tests whose model counts differ between the two
 sides (a test added or removed) are listed apart. Exit status 1 when any model of a test run on both sides
 differs. The result goes to bench/results/identical.md unless --results says otherwise.
 """
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                   if max(n for u, n in before if u == t) == max(n for u, n in after if u == t)}
     differ_model = sorted({t for (t, n), e in after.items() if t in same_count and before[(t, n)]["model"] != e["model"]})
     differ_map = sorted({t for (t, n), e in after.items()
-                         if t in same_count and before[(t, n)]["source_map"] != e["source_map"]})
+                         if t in same_count and before[(t, n)]["metadata"] != e["metadata"]})
     compared = sum(1 for t, _ in after if t in same_count)
     lines = [
         "# Byte-identical conversions", "",
@@ -78,11 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         f"- working tree: {len(after)} models written by {len(tests_after)} tests ({t_after:.0f} s, pytest exit "
         f"{rc_after})",
         f"- compared: {compared} models of {len(same_count)} tests on both sides with the same model count",
-        f"- models that differ: {len(differ_model)} tests; source maps that differ: {len(differ_map)} tests",
+        f"- models that differ: {len(differ_model)} tests; metadata that differs: {len(differ_map)} tests",
         f"- tests on one side only or writing a different number of models: "
         f"{len((tests_before | tests_after) - same_count)}",
     ]
-    for title, tests in (("Models that differ", differ_model), ("Source maps that differ", differ_map),
+    for title, tests in (("Models that differ", differ_model), ("Metadata that differs", differ_map),
                          ("Not compared", sorted((tests_before | tests_after) - same_count))):
         if tests:
             lines += ["", f"## {title}", ""] + [f"- `{t}`" for t in tests[:200]]
