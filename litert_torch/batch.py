@@ -59,7 +59,7 @@ the LiteRT runtime, and its validation the greedy continuation of `prompt` again
 Without `address` a local Ray instance starts (and stops at the end); with one, the run joins that cluster
 (`ray` from PyPI: `pip install -e '.[fleet]'`).
 
-Dataset-scale validation (`validate_dataset`, from `litert_torch.dataset`) runs a dataset through PyTorch and each
+Dataset-scale validation (`validate_dataset`, from `litert_torch.validation.dataset`) runs a dataset through PyTorch and each
 converted model on Ray Data actors.
 """
 
@@ -76,7 +76,7 @@ import time
 import tomllib
 from typing import Any, Callable
 
-from litert_torch.dataset import DatasetReport, VariantStats, validate_dataset  # noqa: F401 - public here too
+from litert_torch.validation.dataset import DatasetReport, VariantStats, validate_dataset  # noqa: F401 - public here too
 from litert_torch.errors import InvalidArgumentError, LiteRTTorchError
 
 RESULTS = "results.json"
@@ -272,7 +272,7 @@ def run_task(task: Task, out_dir: str) -> dict[str, Any]:
     if task.validation is not None and module is not None and args is not None:
         import litert_torch
 
-        from litert_torch.quantization import TOLERANCES
+        from litert_torch.quantization.quantize import TOLERANCES
 
         draws = int(task.validation.get("draws", 2))
         mode = task.options.get("quantize")
@@ -309,7 +309,7 @@ def _run_llm_task(task: Task, out_dir: str, folder: str, result: dict[str, Any],
     from litert_torch import generative
     from litert_torch.files import write_atomic
     from litert_torch.generative.export_hf.export import export_files
-    from litert_torch.quantization import QUANTIZATION_KEY
+    from litert_torch.quantization.report import QUANTIZATION_KEY
 
     bundle = os.path.join(folder, f"{task.variant}.litertlm")
     export_files(task.source, bundle_path=bundle, **llm_export_options(task.options))

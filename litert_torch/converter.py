@@ -21,7 +21,7 @@ from litert_torch.structure import portable_spec_json
 from litert_torch.assemble import Part as _Part, assemble as _assemble, delegate_aware
 from litert_torch.delegates.plan import check_targets
 from litert_torch.flatbuffer.writer import needs_external, serialize, write_model
-from litert_torch.frontend.export import export_module
+from litert_torch.lower.aten.program import export_lowerable
 from litert_torch.lower import lower_program
 from litert_torch.memory import collections_for_large_graphs
 from litert_torch.passes import channel_last_io as channel_last_io_pass
@@ -268,7 +268,7 @@ def _maybe_quantize(edge: EdgeModel, quantize, calibration_data, quantized_io, k
     if quantize is None:
         return edge
     report("quantize")
-    from litert_torch.quantization import quantize_model
+    from litert_torch.quantization.quantize import quantize_model
 
     return quantize_model(edge, quantize, calibration_data=calibration_data, quantized_io=quantized_io,
                           keep_float=keep_float)
@@ -366,7 +366,7 @@ def _convert_signature(key: str, module, sample_args, sample_kwargs, opts: _Opti
         sample_args = (sample_args,)
     if dynamic_shapes is None:
         report("export")
-        program = export_module(module, sample_args, sample_kwargs, strict=opts.strict_export)
+        program = export_lowerable(module, sample_args, sample_kwargs, strict=opts.strict_export)
         return _lower_part(key, program, opts, report)
     traced = _trace_dynamic(module, sample_args, sample_kwargs, dynamic_shapes, report, opts.strict_export)
     part = _lower_part(key, traced.program, opts, report, dim_names=traced.dim_names)
@@ -404,7 +404,7 @@ def _trace_dynamic(module, sample_args: tuple, sample_kwargs, dynamic_shapes, re
     """torch.export with the dynamic dimensions: one trace, which the lowering reads symbolically (torch.export
     rejects a model that specialises a dimension)."""
     from litert_torch import buckets
-    from litert_torch.lower.program import symbol_names
+    from litert_torch.lower.aten.program import symbol_names
 
     if isinstance(module, torch.export.ExportedProgram):
         raise InvalidArgumentError("dynamic_shapes apply to an nn.Module; an ExportedProgram carries its own")
@@ -426,7 +426,7 @@ def _trace_dynamic(module, sample_args: tuple, sample_kwargs, dynamic_shapes, re
     for name, size in sample.items():
         if size < 2 and buckets.dim_bounds(dims[name])[1] >= 2:
             traced_args, traced_kwargs = buckets.resized(traced_args, traced_kwargs, uses, name, 2)
-    program = export_module(module, traced_args, traced_kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+    program = export_lowerable(module, traced_args, traced_kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     leaves = _leaf_positions(traced_args, traced_kwargs)
     positions = {(leaves[use.where], use.axis): use.dim for use in uses if use.where in leaves}
     return _Traced(program, dims, symbol_names(program, positions), sample, positions)
@@ -562,20 +562,21 @@ def convert_onnx(
     plan, metadata and quantization as `convert`. Inputs with symbolic dimensions need `input_shapes`
     ({name: shape}), or `dynamic_dims` ({name: {axis: max}}, {axis: (min, max)} or {axis: torch.export.Dim}) to
     keep them dynamic in the model: lowered once with those dimensions as symbols, named after the model's
-    dim_params (`litert_torch.frontend.onnx_shapes`). The EdgeModel takes the graph's inputs
+    dim_params (`litert_torch.lower.onnx.shapes`). The EdgeModel takes the graph's inputs
     positionally (or by name) and returns its
     outputs (a tuple when there are several). Raises OnnxError for unreadable or unsupported files and
     UnsupportedOpsError listing every op without a lowering, with the node names."""
-    from litert_torch.frontend import onnx_frontend
+    from litert_torch.frontend import onnx_model
+    from litert_torch.lower.onnx.driver import lower_onnx
 
     targets = _targets(target)
     _check_quantize_options(quantize, calibration_data, quantized_io, keep_float)
     report = progress or (lambda stage: None)
     report("read")
-    proto = onnx_frontend.load(model)
+    proto = onnx_model.load(model)
     report("lower")
 
-    lowered = onnx_frontend.lower_onnx(proto, input_shapes, dynamic_dims)
+    lowered = lower_onnx(proto, input_shapes, dynamic_dims)
     nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if channel_last_io else ([], [])
     run_pipeline(lowered.graph)
     plan = delegate_aware(lowered.graph, targets)

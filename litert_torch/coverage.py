@@ -127,9 +127,9 @@ def render() -> str:
 
 
 def _onnx_section() -> list[str]:
-    """The ONNX ops `convert_onnx` lowers, from litert_torch.lower.onnx_ops (each through the ATen lowering it
+    """The ONNX ops `convert_onnx` lowers, from litert_torch.lower.onnx.ops (each through the ATen lowering it
     names, or directly)."""
-    from litert_torch.lower import onnx_dynamic, onnx_ops
+    from litert_torch.lower.onnx import dynamic as onnx_dynamic, ops as onnx_ops
 
     lines = ["", "## ONNX (`convert_onnx`)", "",
              f"{len(onnx_ops.LOWERINGS)} ONNX ops lower to TFLite, most through the ATen lowering named here, so "

@@ -38,7 +38,8 @@ import torch.fx
 from torch.utils import _pytree as pytree
 
 from litert_torch.errors import ExportError, ModelNotExportableError
-from litert_torch.frontend.export import export_module, source_location, target_name
+from litert_torch.frontend.export import source_location, target_name
+from litert_torch.lower.aten.program import export_lowerable
 
 CULPRIT_CLASS = "CulpritGraphModule"
 _LITERAL_ELEMENTS = 64  # inputs up to this size are written into the reproduction as they are
@@ -255,7 +256,7 @@ def _exported(model, args) -> torch.export.ExportedProgram:
     if not isinstance(args, tuple):
         args = (args,) if args is not None else ()
     try:
-        return export_module(model, args)
+        return export_lowerable(model, args)
     except ExportError as exc:
         raise ModelNotExportableError(
             f"the model is not exportable by torch.export, so its parts cannot be searched; make it exportable "

@@ -5,7 +5,7 @@ Both frontends produce it, and lowerings read nothing else about the op they low
 - the PyTorch frontend (`lower.program`) makes one `Node` per call in the torch.export graph: `op` is the ATen
   overload, `inputs` its positional arguments, `outputs` torch.export's result shapes (dynamic sizes as
   `symbolic.Sym`s);
-- the ONNX frontend (`frontend.onnx_frontend`) makes one per ONNX node: `op` is `"onnx::<OpType>"`, `inputs`
+- the ONNX frontend (`lower.onnx.driver`, from a model `frontend.onnx_model` read) makes one per ONNX node: `op` is `"onnx::<OpType>"`, `inputs`
   its inputs in order, `outputs` from ONNX shape inference.
 
 A lowering is called as `fn(ctx, node, *operands)` (ATen) or `fn(ctx, node, operands, attributes)` (ONNX), the

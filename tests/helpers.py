@@ -6,7 +6,7 @@ import logging
 import torch
 
 from litert_torch.flatbuffer.reader import read_model
-from litert_torch.runtime.compare import compare_outputs
+from litert_torch.validation.compare import compare_outputs
 
 
 class Fn(torch.nn.Module):

@@ -30,7 +30,7 @@ def test_the_readme_counts_the_onnx_ops_the_registry_holds():
     import os
     import re
 
-    from litert_torch.lower import onnx_ops
+    from litert_torch.lower.onnx import ops as onnx_ops
 
     with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as f:
         said = re.search(r"ATen lowerings \((\d+) ops, listed", f.read())

@@ -13,7 +13,7 @@ import pytest
 from litert_torch import EdgeModel, ir
 from litert_torch.flatbuffer.writer import write_model
 from litert_torch.memory import FilePages, _mappings
-from litert_torch.quantization import int8_weights
+from litert_torch.quantization.weights import int8_weights
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
 

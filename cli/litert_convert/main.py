@@ -176,7 +176,7 @@ def convert(source, output, input_specs, dynamic_specs, channel_last_io, target,
     if validate_:
         tolerances = {}
         if edge.quantization is not None:
-            from litert_torch.quantization import TOLERANCES
+            from litert_torch.quantization.quantize import TOLERANCES
 
             tolerances = dict(zip(("rtol", "atol"), TOLERANCES[edge.quantization.mode]))
         if isinstance(src.model, OnnxSource):
@@ -363,7 +363,7 @@ def _validate_llm(model: str, source: str, prompt: str, new_tokens: int, as_json
     A float model must decode exactly like Hugging Face; a quantized one is reported (exit 0)."""
     from litert_torch import generative
     from litert_torch.generative.hf import reference_model
-    from litert_torch.quantization import QUANTIZATION_KEY
+    from litert_torch.quantization.report import QUANTIZATION_KEY
 
     if not os.path.isfile(model):
         raise BadInput(f"no such file: {model}")

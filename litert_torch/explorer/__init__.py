@@ -68,7 +68,7 @@ def _prepare_inputs(model: Any, module: Any, sample_args: Any, sample_kwargs: di
                                    "not both")
     edge, data, path = _model(model, need_runtime=module is not None)
     if module is not None:
-        from litert_torch.runtime.validate import LITERT_BACKENDS, validate
+        from litert_torch.validation.validate import LITERT_BACKENDS, validate
 
         report = validate(module, sample_args, edge, sample_kwargs=sample_kwargs, per_layer=True,
                           backends=LITERT_BACKENDS)

@@ -531,8 +531,9 @@ def export_module(
     strict: bool | str = False, lowerable: Callable[[Any], bool] | None = None,
 ) -> torch.export.ExportedProgram:
     """Trace `module` with torch.export (non-strict; `strict=True` for its strict mode, "auto" for non-strict
-    and then strict when that fails) and decompose it with our table (`decompose`; `lowerable`, by default the
-    lowering registry's, lets it skip torch's second trace when the rewritten program needs none). An
+    and then strict when that fails) and decompose it with our table (`decompose`; `lowerable`, the lowering
+    registry's "has a lowering of its own" as `lower.aten.program.export_lowerable` passes it, lets it skip torch's
+    second trace when the rewritten program needs none). An
     ExportedProgram (say, from torch.export.load) is only decomposed, never changed in place."""
     if isinstance(module, torch.export.ExportedProgram):
         try:
@@ -554,9 +555,6 @@ def export_module(
                     raise
                 program = torch.export.export(module, tuple(args), kwargs or {}, strict=True,
                                               dynamic_shapes=dynamic_shapes)
-            if lowerable is None:
-                # importing the registry's module imports every lowering module (litert_torch.lower)
-                from litert_torch.lower.registry import lowered_as_is as lowerable
             return decompose(program, own=True, lowerable=lowerable)
     except Exception as exc:  # torch.export raises many types; keep its explanation and add the user's line
         refused = _eager_failure(module, args, kwargs or {})

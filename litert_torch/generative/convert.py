@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from litert_torch import converter, ir, metadata
-from litert_torch.frontend.export import export_module
+from litert_torch.lower.aten.program import export_lowerable
 from litert_torch.generative.direct import finish_signature
 from litert_torch.generative.layout import (  # noqa: F401 (re-exported)
     DECODE, LAYOUT_KEY, LlmLayout, kv_names, layer_output_name, prefill_signature)
@@ -70,7 +70,7 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
     tokens, positions, *caches = sample_inputs(lm, length)
     steps = [_LayerStep(layer).eval() for layer in lm.layers]
     report(f"export {key}")
-    prologue_program = export_module(lm.prologue, (tokens, positions))
+    prologue_program = export_lowerable(lm.prologue, (tokens, positions))
     with torch.no_grad():
         x, k_start, v_start, *per_type = lm.prologue(tokens, positions)
     samples = {t: per_type[3 * i: 3 * i + 3] for i, t in enumerate(lm.prologue.layer_types)}
@@ -79,9 +79,9 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
         structure = _structure(cfg, i)
         if structure not in templates:
             mask, cos, sin = samples[cfg.layer_types[i]]
-            templates[structure] = export_module(step, (x, cos, sin, mask, caches[2 * i], caches[2 * i + 1],
+            templates[structure] = export_lowerable(step, (x, cos, sin, mask, caches[2 * i], caches[2 * i + 1],
                                                         k_start, v_start))
-    epilogue_program = export_module(lm.epilogue, (x,)) if logits else None
+    epilogue_program = export_lowerable(lm.epilogue, (x,)) if logits else None
 
     report(f"lower {key}")
     graph = ir.Graph(key)

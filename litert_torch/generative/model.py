@@ -29,7 +29,7 @@ from litert_torch.generative.config import LlmConfig, UnsupportedModelError
 from litert_torch.generative.layout import cache_shapes, kv_names, sequence_axis
 from litert_torch.generative.routing import (  # noqa: F401 (expert_tiles re-exported)
     expert_tile_rows, expert_tiles, first_tile_rows, overflow_tiles)
-from litert_torch.lower.llm_ops import embedding_lookup, update_cache
+from litert_torch.lower.aten.llm_ops import embedding_lookup, update_cache
 
 log = logging.getLogger("litert_torch")
 

@@ -1,10 +1,10 @@
-"""ATen -> IR lowerings. Importing this package registers every lowering module."""
+"""Lowerings to the IR, by frontend: `common/` (the context lowerings emit into, the registry, helpers both
+frontends use), `aten/` (one module per ATen op family, and the driver that lowers a torch.export program) and
+`onnx/` (one registration per ONNX op, and the driver that lowers an ONNX graph). Importing this package
+registers every ATen lowering."""
 
-from litert_torch.lower import (  # noqa: F401  (registration)
-    attention, conv, elementwise, llm_ops, math_ops, nn, pool, quantized, reduce, resize, rnn, scatter, shape,
-    fitted, special, embedding_bag, complex_ops, moe, linalg, selection,
-)
-from litert_torch.lower.program import LoweredProgram, lower_program
-from litert_torch.lower.registry import lowering_for, lowers, registered
+from litert_torch.lower import aten  # noqa: F401  (registration)
+from litert_torch.lower.aten.program import LoweredProgram, lower_program
+from litert_torch.lower.common.registry import lowering_for, lowers, registered
 
 __all__ = ["LoweredProgram", "lower_program", "lowering_for", "lowers", "registered"]

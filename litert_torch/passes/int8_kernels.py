@@ -2,7 +2,7 @@
 int8 op itself.
 
 A PT2E-quantized module reaches the IR as QUANTIZE / DEQUANTIZE pairs around float ops
-(`litert_torch.lower.quantized`). Where an op has an int8 kernel in LiteRT and every operand comes through a
+(`litert_torch.lower.aten.quantized`). Where an op has an int8 kernel in LiteRT and every operand comes through a
 DEQUANTIZE and its only use is a QUANTIZE, the op reads the int8 tensors and writes the quantized output
 directly:
 

@@ -10,7 +10,7 @@
     m = quantize_pt2e.convert_pt2e(m, fold_quantize=False)
     edge = litert_torch.convert(m, args, quant_config=quant_config.QuantConfig(pt2e_quantizer=quantizer))
 
-The result keeps int8 weights and the module's quantize/dequantize points (`litert_torch.lower.quantized`).
+The result keeps int8 weights and the module's quantize/dequantize points (`litert_torch.lower.aten.quantized`).
 PT2E needs torchao (`pip install litert-torch-direct[pt2e]`). Quantizing an already converted model is
 `litert_torch.quantize_model(edge, "int8", ...)` (ai-edge-quantizer; docs/QUANTIZATION.md).
 """

@@ -276,7 +276,7 @@ class EdgeModel:
     @property
     def quantization(self):
         """The QuantizationReport of a model made by litert_torch.quantize / convert(quantize=...), else None."""
-        from litert_torch.quantization_report import QUANTIZATION_KEY, QuantizationReport
+        from litert_torch.quantization.report import QUANTIZATION_KEY, QuantizationReport
 
         data = read_json(self._metadata, QUANTIZATION_KEY)
         return QuantizationReport.from_json(data) if data is not None else None

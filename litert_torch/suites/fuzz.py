@@ -95,7 +95,7 @@ def seed_model(name: str) -> bytes:
     if name == "int4":  # int4 weights packed two to a byte, per channel and in blocks with a scales tensor
         from ai_edge_quantizer import recipe
 
-        from litert_torch.quantization import quantize_model
+        from litert_torch.quantization.quantize import quantize_model
 
         model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 4 * 4, 64), nn.ReLU(),
                               nn.Linear(64, 4))
@@ -136,7 +136,7 @@ def _llm_seed(int8: bool = False) -> bytes:
     model = direct.build_llm(direct.Weights(weights, lambda name, array: array), cfg,
                              {"rope_type": "default", "rope_theta": 10000.0}, 256, [4])[0]
     if int8:
-        from litert_torch.quantization import int8_weights
+        from litert_torch.quantization.weights import int8_weights
 
         int8_weights(model.subgraphs)
     return serialize(model)
@@ -150,7 +150,7 @@ def _moe_seed() -> bytes:
     from litert_torch.flatbuffer.writer import serialize
     from litert_torch.generative import direct
     from litert_torch.generative.config import LlmConfig
-    from litert_torch.quantization import int8_gathered_tables, int8_weights
+    from litert_torch.quantization.weights import int8_gathered_tables, int8_weights
 
     hidden, inner, head_dim, experts = 16, 8, 8, 4
     cfg = LlmConfig.from_hf(dict(model_type="qwen3_moe", vocab_size=32, hidden_size=hidden, intermediate_size=24,

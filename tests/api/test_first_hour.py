@@ -81,7 +81,7 @@ print("ok")
 def test_layer_comparison_reads_each_tensors_layout_from_the_graph():
     """A conv net whose NHWC and NCHW shapes coincide ([1, 8, 8, 8]): every intermediate is compared in the layout
     the graph gives it, so a correct model shows no divergence (it used to report one and then PASS)."""
-    from litert_torch.runtime.validate import layer_errors
+    from litert_torch.validation.validate import layer_errors
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(),

@@ -10,7 +10,7 @@ from torch import nn
 
 import litert_torch
 from litert_torch import CalibrationError, EdgeModel, QuantizationError
-from litert_torch.quantization import MIN_CALIBRATION_SAMPLES, TOLERANCES
+from litert_torch.quantization.quantize import MIN_CALIBRATION_SAMPLES, TOLERANCES
 from tests.helpers import op_counts
 
 
@@ -238,7 +238,7 @@ def test_int8_expert_tables_scale_products_and_sums_after_and_stay_close(keep_di
     widened tables are never scaled whole), and the results stay within int8 error of the float graph's."""
     from litert_torch import ir
     from litert_torch.flatbuffer.writer import serialize
-    from litert_torch.quantization import int8_gathered_tables
+    from litert_torch.quantization.weights import int8_gathered_tables
 
     rng = np.random.default_rng(0)
     e, k, n, b = 4, 16, 8, 5
@@ -290,7 +290,7 @@ def test_int8_expert_scales_of_a_decoded_token_are_gathered_as_rows():
     results stay within int8 error of the float graph's."""
     from litert_torch import ir
     from litert_torch.flatbuffer.writer import serialize
-    from litert_torch.quantization import int8_gathered_tables
+    from litert_torch.quantization.weights import int8_gathered_tables
 
     rng = np.random.default_rng(1)
     e, k, n, picks = 6, 16, 8, 3
@@ -361,7 +361,7 @@ def test_int8_expert_rows_times_a_token_become_one_hybrid_product():
     the products are one FULLY_CONNECTED of the row by the gathered int8 rows (no widened copy), its result
     read as [picks, A] and scaled; within int8 error of the float graph (the row is quantized too)."""
     from litert_torch.flatbuffer.writer import serialize
-    from litert_torch.quantization import int8_gathered_tables
+    from litert_torch.quantization.weights import int8_gathered_tables
 
     e, a, b, picks = 6, 8, 16, 3
 
@@ -387,7 +387,7 @@ def test_int8_expert_rows_times_their_own_rows_become_a_hybrid_product_each():
     experts layer's down projection, each pair's inner row its own): a FULLY_CONNECTED of each row by its
     table's int8 rows, the results joined and scaled per (expert, row); within int8 error of the float graph."""
     from litert_torch.flatbuffer.writer import serialize
-    from litert_torch.quantization import int8_gathered_tables
+    from litert_torch.quantization.weights import int8_gathered_tables
 
     e, a, b, picks = 6, 8, 16, 3
 
@@ -411,7 +411,7 @@ def test_int8_expert_table_read_as_rows_and_as_columns_stays_float():
     scale: it stays float, and the graph computes what it did."""
     from litert_torch import ir
     from litert_torch.flatbuffer.writer import serialize
-    from litert_torch.quantization import int8_gathered_tables
+    from litert_torch.quantization.weights import int8_gathered_tables
 
     e, a, b, picks = 5, 8, 8, 2
 
@@ -443,7 +443,7 @@ def test_int8_expert_tables_read_as_out_in_by_tiles_take_hybrid_products():
     product, the gathered one widened; both scaled per (expert, row) after the product, within int8 error."""
     from litert_torch import ir
     from litert_torch.flatbuffer.writer import serialize
-    from litert_torch.quantization import int8_gathered_tables
+    from litert_torch.quantization.weights import int8_gathered_tables
 
     e, a, b, picks, rows = 4, 8, 16, 2, 5
 
@@ -478,7 +478,7 @@ def test_int8_expert_table_read_otherwise_is_widened_and_scaled_along_its_channe
     and scaled whole, along the channel axis its products keep (rows, for a table multiplied with adj_y)."""
     from litert_torch import ir
     from litert_torch.flatbuffer.writer import serialize
-    from litert_torch.quantization import int8_gathered_tables
+    from litert_torch.quantization.weights import int8_gathered_tables
 
     e, a, b, picks, rows = 4, 8, 16, 2, 3
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import litert_torch
-from litert_torch.lower import conv as conv_lowering
+from litert_torch.lower.aten import conv as conv_lowering
 from tests.models.zoo import MODELS, build
 
 
@@ -28,7 +28,7 @@ def test_passing_report_on_a_zoo_model():
 
 def _cloud_stack_available():
     try:
-        from litert_torch.runtime.cloud import import_torchax
+        from litert_torch.validation.cloud import import_torchax
 
         import_torchax()
         import jax  # noqa: F401
@@ -205,7 +205,7 @@ def test_html_report_of_a_passing_model():
 def test_the_torch_tpu_steps_on_another_device():
     """The torch-tpu path's steps (copy the module, move inputs, run, bring outputs back) on the CPU device:
     this machine has no TPU, so the real device is only named."""
-    from litert_torch.runtime.cloud import run_on_torch_tpu, torch_tpu_unavailable
+    from litert_torch.validation.cloud import run_on_torch_tpu, torch_tpu_unavailable
 
     assert "not installed" in torch_tpu_unavailable()
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()

@@ -706,7 +706,7 @@ def test_int8_quantization_report_names_what_stayed_float(llama_dir, tmp_path):
     from litert_torch.flatbuffer.reader import read_model
     from litert_torch.generative.bundle import unpack_bundle
     from litert_torch.metadata import decode
-    from litert_torch.quantization import QUANTIZATION_KEY
+    from litert_torch.quantization.report import QUANTIZATION_KEY
 
     model = read_model(unpack_bundle(export.export(model=llama_dir, output_dir=str(tmp_path), prefill_lengths=PREFILL,
                                                    cache_length=CACHE, quantization_recipe="dynamic_wi8_afp32"))[0])
@@ -735,7 +735,7 @@ def test_dynamic_int8_recipe_gives_ai_edge_quantizers_weights(llama_dir, tmp_pat
 
     from litert_torch.flatbuffer.reader import read_model
     from litert_torch.generative.bundle import unpack_bundle
-    from litert_torch.quantization import quantize_model
+    from litert_torch.quantization.quantize import quantize_model
     from litert_torch.runtime.edge_model import EdgeModel
 
     def exported(name: str) -> bytes:
@@ -818,7 +818,7 @@ def test_an_ai_edge_quantizer_float16_recipe_file_goes_through_the_quantizer(lla
     from litert_torch.flatbuffer.reader import read_model
     from litert_torch.generative.bundle import unpack_bundle
     from litert_torch.metadata import decode
-    from litert_torch.quantization import QUANTIZATION_KEY
+    from litert_torch.quantization.report import QUANTIZATION_KEY
 
     recipe = [{"regex": ".*", "operation": "*", "algorithm_key": "float_casting",
                "op_config": {"weight_tensor_config": {"num_bits": 16, "dtype": "FLOAT"},

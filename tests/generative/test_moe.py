@@ -106,7 +106,7 @@ def test_int8_tables_of_a_few_tokens_are_multiplied_as_int8_rows(experts, k, tok
     rows, one per (token, expert) pair otherwise), no table is widened to float, and the layer stays within
     int8 error of each token through its experts."""
     from litert_torch.flatbuffer.writer import serialize
-    from litert_torch.quantization import int8_gathered_tables
+    from litert_torch.quantization.weights import int8_gathered_tables
     from litert_torch.runtime.edge_model import EdgeModel
 
     layer = moe(experts, k)

@@ -6,7 +6,7 @@ import pytest
 from onnx import helper
 
 import litert_torch
-from litert_torch.frontend.onnx_frontend import OnnxError
+from litert_torch.errors import OnnxError
 from tests.cli.test_cli import run
 from tests.onnx.helpers import graph_model
 

@@ -219,7 +219,7 @@ def i64(*values):
     return np.array(values, np.int64)
 
 
-# op rows of lower/onnx_math.py: (nodes, inputs {name: shape}, initializers, opset, how the feed is drawn)
+# op rows of lower/onnx/math_ops.py: (nodes, inputs {name: shape}, initializers, opset, how the feed is drawn)
 MATH_ROWS = {
     "Acos": ([node("Acos", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "unit"),
     "Asin": ([node("Asin", ["x"], ["y"])], {"x": (3, 7)}, {}, 18, "unit"),
@@ -343,7 +343,7 @@ def _math_feed(kind, shape, g):
 
 @pytest.mark.parametrize("op", sorted(MATH_ROWS))
 def test_math_row(op):
-    """The ops composed from builtins (lower/onnx_math.py) against ONNX Runtime; CumProd (opset 26) and Swish
+    """The ops composed from builtins (lower/onnx/math_ops.py) against ONNX Runtime; CumProd (opset 26) and Swish
     (opset 24) against onnx's reference, which ONNX Runtime lacks."""
     nodes, inputs, inits, opset, kind = MATH_ROWS[op]
     outputs = list(nodes[-1].output)
@@ -399,7 +399,7 @@ def test_top_k_and_cumulative_ops_with_run_time_parameters():
 
 
 def test_every_registered_onnx_op_has_a_row():
-    from litert_torch.lower import onnx_ops
+    from litert_torch.lower.onnx import ops as onnx_ops
 
     covered = set(UNARY) | set(BINARY) | set(COMPARE) | {"And", "Or", "Not"} | set(SHAPE_ROWS)
     for nodes, *_ in CASES.values():

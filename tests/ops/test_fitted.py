@@ -1,4 +1,4 @@
-"""Functions evaluated by fitted Chebyshev expansions (lower/fitted.py): the Bessel functions J and Y, the
+"""Functions evaluated by fitted Chebyshev expansions (lower/aten/fitted.py): the Bessel functions J and Y, the
 modified Bessel functions, erfinv, ndtri and erfcx, against mpmath over the float32 range, and their special
 values."""
 

@@ -1,4 +1,4 @@
-"""lgamma, digamma and polygamma (lower/special.py) against mpmath over the whole float32 range: tiny, huge and
+"""lgamma, digamma and polygamma (lower/aten/special.py) against mpmath over the whole float32 range: tiny, huge and
 negative arguments, next to the poles and the roots, and the poles and infinities themselves. (PyTorch's own
 float64 polygamma loses digits at negative arguments, -38.5 for one, so it is not the reference.)"""
 

@@ -1,6 +1,6 @@
 """Math lowerings stay accurate over the whole input range: log1p and expm1 near 0 and at the extremes, isnan on
 NaN and infinities, round with decimals, atan2 broadcasting; LOG, SQRT, RSQRT, EXP and erf also where some CPUs'
-XNNPACK kernels are wrong (the top of the float32 range, zeros, infinities, NaN: lower/exact.py)."""
+XNNPACK kernels are wrong (the top of the float32 range, zeros, infinities, NaN: lower/common/exact.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_elementwise_math_is_accurate_everywhere(name, fn, x):
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1.2e-38, equal_nan=True)  # denormals may flush to 0
 
 
-# The ends of the float32 range, where the kernels of some CPUs are wrong (lower/exact.py), and ordinary values.
+# The ends of the float32 range, where the kernels of some CPUs are wrong (lower/common/exact.py), and ordinary values.
 RANGE_VALUES = torch.tensor([0.0, -0.0, 1.5e-38, 3e-36, 1e-20, 1e-7, 0.5, 1.0, 1.001, 2.0, 7.5, 1e10, 1e30, 1.3e36,
                              8e37, 8.6e37, 2e38, 2.5e38, 3.4e38, float(np.finfo(np.float32).max), float("inf"),
                              float("-inf"), float("nan"), -1e-37, -2.0, -3e38])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import litert_torch
-from litert_torch.lower import moe
+from litert_torch.lower.aten import moe
 from tests.ops.cases import Fn
 
 transformers = pytest.importorskip("transformers")

@@ -1,4 +1,4 @@
-"""Running reductions by doubling scans (lower/reduce.py): cummax / cummin with PyTorch's index rules (ties and
+"""Running reductions by doubling scans (lower/aten/reduce.py): cummax / cummin with PyTorch's index rules (ties and
 repeated NaNs give the last index, a NaN sticks), logcumsumexp without overflow or lost small terms."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scatter products, maxima and minima (lower/scatter.py): NaN among the updates or in the tensor written into
+"""Scatter products, maxima and minima (lower/aten/scatter.py): NaN among the updates or in the tensor written into
 propagates as in PyTorch, each reduction with and without the tensor's own values."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
         == conv2d(x[N, C, 1, L], w[O, C/g, 1, K], ...)[:, :, 0, :]
 
 Arguments may be ints or one-element lists/tuples (SymInts included); any other rank gives NotImplemented, as
-a decomposition that does not apply. This converter lowers conv1d itself (`litert_torch.lower.conv`); these are
+a decomposition that does not apply. This converter lowers conv1d itself (`litert_torch.lower.aten.conv`); these are
 kept for code that calls them.
 """
 

@@ -152,7 +152,7 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
                 _int8_model(model, model_file, release)
             else:
                 report("quantize")
-                from litert_torch.quantization import quantize_model
+                from litert_torch.quantization.quantize import quantize_model
 
                 from litert_torch.runtime.edge_model import EdgeModel
 
@@ -283,7 +283,9 @@ INT8_WEIGHTS = "int8-weights"
 
 
 def _int8_model(model, path: str, release: Callable | None = None) -> None:
-    from litert_torch.quantization import QUANTIZATION_KEY, int8_gathered_tables, int8_weights, int8_weights_report
+    from litert_torch.quantization.report import QUANTIZATION_KEY
+    from litert_torch.quantization.weights import int8_gathered_tables, int8_weights
+    from litert_torch.quantization.quantize import int8_weights_report
 
     float_bytes = constant_bytes(model)
     int8_weights(model.subgraphs, release=release)

@@ -1,0 +1,749 @@
+"""ONNX op lowerings: each maps an ONNX node onto the ATen lowering that computes the same thing, so the two
+frontends share one implementation per op (`fn(ctx, node, inputs, attrs)`; `node` carries the output shapes
+from ONNX shape inference, as `litert_torch.node` describes). Constant inputs arrive as numpy arrays.
+
+`LOWERINGS` is the registry; `FOLD_ONLY` ops are evaluated at conversion when their inputs are constants
+(shape arithmetic) and have no run-time lowering.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+import torch
+
+from litert_torch import ir
+from litert_torch.lower.aten import elementwise, scatter
+from litert_torch.lower.common import exact
+from litert_torch.lower.onnx import (  # noqa: F401 (register their ops)
+    attention, math_ops, qdq, resize, rnn, window,
+)
+from litert_torch.lower.onnx.registry import (  # noqa: F401 (the registry and its helpers, re-exported)
+    DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, RUNTIME_PARAMETERS, aten_fn, const_list, onnx_op, out_shape,
+    scalar, sub, tensor,
+)
+from litert_torch.lower.common.registry import lowering_for, numpy_dtype
+from litert_torch.symbolic import Sym, all_static, smax, smin
+
+aten = torch.ops.aten
+
+
+# ---- element-wise ------------------------------------------------------------------------------------------
+_UNARY = {
+    "Relu": aten.relu.default, "Sigmoid": aten.sigmoid.default, "Tanh": aten.tanh.default, "Exp": aten.exp.default,
+    "Log": aten.log.default, "Sqrt": aten.sqrt.default, "Neg": aten.neg.default, "Abs": aten.abs.default,
+    "Floor": aten.floor.default, "Ceil": aten.ceil.default, "Sin": aten.sin.default, "Cos": aten.cos.default,
+    "Erf": aten.erf.default, "Reciprocal": aten.reciprocal.default,
+    "HardSwish": aten.hardswish.default, "Not": aten.logical_not.default, "Round": aten.round.default,
+    "Acos": aten.acos.default, "Asin": aten.asin.default, "Atan": aten.atan.default, "Acosh": aten.acosh.default,
+    "Asinh": aten.asinh.default, "Atanh": aten.atanh.default, "Tan": aten.tan.default, "Sinh": aten.sinh.default,
+    "Cosh": aten.cosh.default,
+}
+
+
+# Ops whose output has the shape and type of their first input (shape inference's fallback).
+SAME_SHAPE = set(_UNARY) | {"Sign", "Gelu", "LeakyRelu", "Elu", "HardSigmoid", "Clip", "Identity", "Softmax",
+                              "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization"}
+
+
+def _unary(target):
+    def lower(ctx, node, inputs, attrs):
+        return aten_fn(target)(ctx, node, inputs[0])
+    return lower
+
+
+for _name, _target in _UNARY.items():
+    onnx_op(_name, doc=f"as {_target}")(_unary(_target))
+
+
+@onnx_op("Sign")
+def sign(ctx, node, inputs, attrs):
+    """SIGN (NaN stays NaN, as ONNX's reference gives; PyTorch's sign gives 0 there)."""
+    return ctx.emit("SIGN", [inputs[0]], like=inputs[0])
+
+
+@onnx_op("Identity", "Dropout")
+def identity(ctx, node, inputs, attrs):
+    """The input itself (Dropout in inference: its mask all true)."""
+    if node.op_type != "Dropout":
+        return inputs[0]
+    training = inputs[2] if len(inputs) > 2 else None
+    if training is not None and (not isinstance(training, ir.Tensor) or not training.is_constant
+                                 or np.asarray(training.data).any()):
+        raise ctx.fail("Dropout in training mode has no lowering (it is random)")
+    mask = None
+    if 1 in node.used:
+        shape = node.outputs[1].shape
+        if not all_static(shape):
+            raise ctx.fail("Dropout's mask of a dynamic shape has no lowering yet")
+        mask = ctx.const(np.ones(shape, np.bool_), name="mask")
+    return inputs[0], mask
+
+
+@onnx_op("LeakyRelu")
+def leaky_relu(ctx, node, inputs, attrs):
+    """as aten.leaky_relu (alpha)."""
+    return aten_fn(aten.leaky_relu.default)(ctx, node, inputs[0], attrs.get("alpha", 0.01))
+
+
+@onnx_op("Elu")
+def elu(ctx, node, inputs, attrs):
+    """as aten.elu (alpha)."""
+    return aten_fn(aten.elu.default)(ctx, node, inputs[0], attrs.get("alpha", 1.0))
+
+
+@onnx_op("Gelu")
+def gelu(ctx, node, inputs, attrs):
+    """as aten.gelu (approximate none or tanh)."""
+    return aten_fn(aten.gelu.default)(ctx, node, inputs[0], attrs.get("approximate", "none"))
+
+
+@onnx_op("HardSigmoid")
+def hard_sigmoid(ctx, node, inputs, attrs):
+    """as aten.hardsigmoid for alpha 1/6, beta 0.5; otherwise clamp(alpha * x + beta, 0, 1)."""
+    alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
+    x = inputs[0]
+    if abs(alpha - 1 / 6) < 1e-7 and beta == 0.5:
+        return aten_fn(aten.hardsigmoid.default)(ctx, node, x)
+    y = ctx.emit("ADD", [ctx.emit("MUL", [x, ctx.scalar_like(alpha, x)], like=x), ctx.scalar_like(beta, x)], like=x)
+    return aten_fn(aten.clamp.default)(ctx, node, y, 0.0, 1.0)
+
+
+@onnx_op("Clip")
+def clip(ctx, node, inputs, attrs):
+    """as aten.clamp (bounds are inputs since opset 11; bounds known only at run time as aten.clamp.Tensor)."""
+    bounds = [inputs[k] if len(inputs) > k else None for k in (1, 2)]
+    if any(isinstance(b, ir.Tensor) and not b.is_constant for b in bounds):  # bounds known only at run time
+        return aten_fn(aten.clamp.Tensor)(ctx, node, inputs[0], *bounds)
+    lo, hi = (scalar(b, ctx, what) if b is not None else None for b, what in zip(bounds, ("Clip min", "Clip max")))
+    return aten_fn(aten.clamp.default)(ctx, node, inputs[0], lo, hi)
+
+
+@onnx_op("PRelu")
+def prelu(ctx, node, inputs, attrs):
+    """as aten.prelu (slope broadcast over the channel axis)."""
+    x, slope = inputs
+    if slope.is_constant and slope.size == (x.shape[1] if x.rank > 1 else 1):
+        slope = ctx.const(np.asarray(slope.data).reshape(-1))
+        return aten_fn(aten.prelu.default)(ctx, node, x, slope)
+    return ctx.emit("PRELU", [x, slope], like=x)
+
+
+_BINARY = {"Add": aten.add.Tensor, "Sub": aten.sub.Tensor, "Mul": aten.mul.Tensor, "Max": aten.maximum.default,
+           "Min": aten.minimum.default, "Equal": aten.eq.Tensor, "Less": aten.lt.Tensor, "Greater": aten.gt.Tensor,
+           "LessOrEqual": aten.le.Tensor, "GreaterOrEqual": aten.ge.Tensor, "And": aten.logical_and.default,
+           "Or": aten.logical_or.default}
+
+
+def _binary(target):
+    def lower(ctx, node, inputs, attrs):
+        result = inputs[0]
+        for other in inputs[1:]:  # Max/Min/Sum take any number of inputs
+            result = aten_fn(target)(ctx, node, result, other)
+        return result
+    return lower
+
+
+for _name, _target in _BINARY.items():
+    onnx_op(_name, doc=f"as {_target}, broadcasting")(_binary(_target))
+onnx_op("Sum", doc="as aten.add, pairwise")(_binary(aten.add.Tensor))
+
+
+@onnx_op("Div")
+def div(ctx, node, inputs, attrs):
+    """as aten.div; integer division truncates, as ONNX defines it."""
+    a, b = inputs
+    if node.value.dtype.is_floating_point:
+        return aten_fn(aten.div.Tensor)(ctx, node, a, b)
+    return aten_fn(aten.div.Tensor_mode)(ctx, node, a, b, rounding_mode="trunc")
+
+
+@onnx_op("Pow")
+def power(ctx, node, inputs, attrs):
+    """as aten.pow: a constant scalar exponent takes the exact forms (MUL, SQRT, ...)."""
+    x, e = inputs
+    if isinstance(e, ir.Tensor) and e.is_constant and e.size == 1:
+        return aten_fn(aten.pow.Tensor_Scalar)(ctx, node, x, float(np.asarray(e.data).reshape(-1)[0]))
+    return aten_fn(aten.pow.Tensor_Tensor)(ctx, node, x, e)
+
+
+@onnx_op("Where")
+def where(ctx, node, inputs, attrs):
+    """as aten.where."""
+    return aten_fn(aten.where.self)(ctx, node, *inputs)
+
+
+@onnx_op("Cast", "CastLike")
+def cast(ctx, node, inputs, attrs):
+    """as aten._to_copy to the target type (CastLike: the second input's type)."""
+    return aten_fn(aten._to_copy.default)(ctx, node, inputs[0], dtype=node.value.dtype)
+
+
+@onnx_op("Mod")
+def mod(ctx, node, inputs, attrs):
+    """fmod=0 (integers): as aten.remainder, the sign of the divisor; fmod=1: C's fmod, the sign of the
+    dividend, exact for floats and integers (`elementwise.fmod`)."""
+    a, b = (tensor(ctx, v) for v in inputs)
+    if not attrs.get("fmod", 0):
+        return aten_fn(aten.remainder.Tensor)(ctx, node, a, b)
+    return elementwise.fmod(ctx, a, b, out_shape(node))
+
+
+@onnx_op("Trilu")
+def trilu(ctx, node, inputs, attrs):
+    """SELECT_V2 of x and 0 by a mask of the kept triangle (j - i >= k above, <= k below): a constant, or computed
+    when the model runs for a k known only then.
+
+    Limits: static sizes on the last two axes."""
+    x = inputs[0]
+    k = inputs[1] if len(inputs) > 1 and inputs[1] is not None else 0
+    rows, cols = x.shape[-2], x.shape[-1]
+    if not isinstance(rows, int) or not isinstance(cols, int):
+        raise ctx.fail("Trilu over dynamic sizes has no lowering yet")
+    i, j = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    upper = attrs.get("upper", 1)
+    if isinstance(k, ir.Tensor) and not k.is_constant:  # k known only at run time: the mask is computed then
+        offsets = ctx.const((j - i).astype(np.int32), name="offsets")
+        keep = ctx.emit("GREATER_EQUAL" if upper else "LESS_EQUAL", [offsets, ctx.reshape(ctx.cast(k, np.int32), [])],
+                        (rows, cols), np.bool_)
+    else:
+        k = scalar(k, ctx, "Trilu k") if not isinstance(k, int) else k
+        keep = ctx.const((j - i >= k) if upper else (j - i <= k), name="triangle")
+    return ctx.emit("SELECT_V2", [keep, x, ctx.scalar_like(0, x)], like=x)
+
+
+@onnx_op("IsNaN")
+def is_nan(ctx, node, inputs, attrs):
+    """NOT_EQUAL(x, x): only NaN differs from itself."""
+    x = inputs[0]
+    return ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_)
+
+
+@onnx_op("IsInf")
+def is_inf(ctx, node, inputs, attrs):
+    """EQUAL(ABS(x), inf), or the sign-restricted comparison when detect_negative/positive is off."""
+    x = inputs[0]
+    pos, neg = attrs.get("detect_positive", 1), attrs.get("detect_negative", 1)
+    if pos and neg:
+        return ctx.emit("EQUAL", [ctx.emit("ABS", [x], like=x), ctx.scalar_like(np.inf, x)], x.shape, np.bool_)
+    value = np.inf if pos else -np.inf
+    return ctx.emit("EQUAL", [x, ctx.scalar_like(value, x)], x.shape, np.bool_)
+
+
+
+# ---- linear algebra ----------------------------------------------------------------------------------------
+@onnx_op("MatMul")
+def matmul(ctx, node, inputs, attrs):
+    """as aten.matmul."""
+    return aten_fn(aten.matmul.default)(ctx, node, *inputs)
+
+
+@onnx_op("Gemm")
+def gemm(ctx, node, inputs, attrs):
+    """alpha * A' B' + beta * C as aten.linear (FULLY_CONNECTED) when B is constant, else a matmul."""
+    a, b = inputs[0], inputs[1]
+    c = inputs[2] if len(inputs) > 2 else None
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    if attrs.get("transA", 0):
+        a = ctx.transpose(a, [1, 0])
+    shape = out_shape(node)
+    if b.is_constant:
+        weight = np.asarray(b.data) if attrs.get("transB", 0) else np.asarray(b.data).T
+        weight = weight * alpha if alpha != 1.0 else weight
+        bias = None
+        if c is not None:
+            cv = np.asarray(c.data) * beta if c.is_constant else None
+            if cv is not None and cv.ndim == 2 and cv.shape[1] == 1:
+                cv = None  # one value per row: added after the product
+            if cv is not None and cv.ndim == 2 and not np.all(cv == cv[:1]):
+                cv = None
+            if cv is not None:
+                row = cv[0] if cv.ndim == 2 else cv
+                bias = ctx.const(np.ascontiguousarray(np.broadcast_to(row, (shape[1],))).astype(np.float32))
+            else:
+                y = aten_fn(aten.linear.default)(ctx, sub(node, shape), a, ctx.const(weight.astype(np.float32)))
+                scaled = c if beta == 1.0 else ctx.emit("MUL", [c, ctx.scalar_like(beta, c)], like=c)
+                return ctx.emit("ADD", [y, scaled], shape, y.dtype)
+        return aten_fn(aten.linear.default)(ctx, node, a, ctx.const(weight.astype(np.float32)), bias)
+    if attrs.get("transB", 0):
+        b = ctx.transpose(b, [1, 0])
+    y = aten_fn(aten.mm.default)(ctx, sub(node, shape), a, b)
+    if alpha != 1.0:
+        y = ctx.emit("MUL", [y, ctx.scalar_like(alpha, y)], like=y)
+    if c is not None:
+        c = c if beta == 1.0 else ctx.emit("MUL", [tensor(ctx, c), ctx.scalar_like(beta, y)], like=tensor(ctx, c))
+        y = ctx.emit("ADD", [y, tensor(ctx, c)], shape, y.dtype)
+    return y
+
+
+@onnx_op("Einsum")
+def einsum(ctx, node, inputs, attrs):
+    """Einsum of one or two operands: indices only one operand has and the output lacks are summed out of it
+    first (SUM); one operand is then a transpose; two are one BATCH_MATMUL between transposes and reshapes
+    (indices in both operands and the output batch, in both but not the output contract, in one operand and
+    the output stay). Without "->" the output is the indices that appear once, in alphabetical order.
+
+    Limits: at most two operands, no ellipsis, no repeated index within an operand (diagonals)."""
+    equation = attrs["equation"].decode() if isinstance(attrs["equation"], bytes) else attrs["equation"]
+    equation = equation.replace(" ", "")
+    lhs, arrow, out = equation.partition("->")
+    terms = lhs.split(",")
+    if len(terms) > 2 or "." in equation:
+        raise ctx.fail(f"einsum {equation!r}: only one or two operands without an ellipsis are supported")
+    if not arrow:
+        out = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
+    operands = [tensor(ctx, v) for v in inputs[:len(terms)]]
+    if any(len(set(t)) != len(t) for t in terms) or any(c not in lhs for c in out) or len(set(out)) != len(out):
+        raise ctx.fail(f"einsum {equation!r}: repeated or unknown indices have no lowering")
+    for k, term in enumerate(terms):
+        others = "".join(terms[:k] + terms[k + 1:]) + out
+        lone = [i for i, c in enumerate(term) if c not in others]
+        if lone:
+            kept = [d for i, d in enumerate(operands[k].shape) if i not in lone]
+            operands[k] = ctx.emit("SUM", [operands[k], ctx.const(np.array(lone, np.int32), name="axes")], kept,
+                                   operands[k].dtype, keep_dims=False)
+            terms[k] = "".join(c for i, c in enumerate(term) if i not in lone)
+    if len(terms) == 1:
+        return ctx.transpose(operands[0], [terms[0].index(c) for c in out])
+    (ta, tb), (a, b) = terms, operands
+    batch = [c for c in ta if c in tb and c in out]
+    contract = [c for c in ta if c in tb and c not in out]
+    left = [c for c in ta if c not in tb]
+    right = [c for c in tb if c not in ta]
+    size = {**dict(zip(ta, a.shape)), **dict(zip(tb, b.shape))}
+    prod = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))  # noqa: E731
+    a3 = ctx.reshape(ctx.transpose(a, [ta.index(c) for c in batch + left + contract]),
+                     [prod(batch), prod(left), prod(contract)])
+    b3 = ctx.reshape(ctx.transpose(b, [tb.index(c) for c in batch + contract + right]),
+                     [prod(batch), prod(contract), prod(right)])
+    y = ctx.emit("BATCH_MATMUL", [a3, b3], [prod(batch), prod(left), prod(right)], a.dtype, adj_x=False, adj_y=False,
+                 asymmetric_quantize_inputs=False)
+    order = batch + left + right
+    y = ctx.reshape(y, [size[c] for c in order])
+    return ctx.transpose(y, [order.index(c) for c in out])
+
+
+# ---- normalisation ------------------------------------------------------------------------------------------
+@onnx_op("BatchNormalization")
+def batch_norm(ctx, node, inputs, attrs):
+    """as aten._native_batch_norm_legit_no_training (constant statistics, folded into x * scale + shift);
+    statistics fed at run time as (x - mean) * rsqrt(var + epsilon) * scale + B; training_mode normalizes by the
+    batch's own mean and (population) variance and outputs the running statistics momentum updates."""
+    x, scale, bias, mean, var = inputs[:5]
+    params = [scale, bias, mean, var]
+    if attrs.get("training_mode", 0) or any(isinstance(v, ir.Tensor) and not v.is_constant for v in params):
+        return _batch_norm_computed(ctx, node, x, [tensor(ctx, v) for v in params], attrs)
+    fn = lowering_for(aten._native_batch_norm_legit_no_training.default)
+    y = fn.fn(ctx, sub(node, out_shape(node), x.dtype), x, tensor(ctx, scale), tensor(ctx, bias), tensor(ctx, mean),
+              tensor(ctx, var), 0.1, attrs.get("epsilon", 1e-5))
+    return y[0] if isinstance(y, (tuple, list)) else y
+
+
+def _batch_norm_computed(ctx, node, x, params, attrs):
+    scale, bias, mean, var = params
+    if x.dtype.kind != "f":
+        raise ctx.fail("BatchNormalization of integers is not defined")
+    channels = x.shape[1]
+    per_channel = (1, channels) + (1,) * (x.rank - 2)
+
+    def binary(opcode, a, b, shape=None):
+        opts = {"fused_activation_function": "NONE"} if opcode in ("ADD", "SUB", "MUL") else {}
+        return ctx.emit(opcode, [a, b], x.shape if shape is None else shape, x.dtype, **opts)
+
+    def channel(v):
+        return ctx.reshape(ctx.cast(v, x.dtype), per_channel)
+
+    eps = ctx.const(np.array(attrs.get("epsilon", 1e-5), x.dtype), name="epsilon")
+    training = bool(attrs.get("training_mode", 0))
+    if training:
+        axes = ctx.const(np.array([0, *range(2, x.rank)], np.int32), name="axes")
+        batch_mean = ctx.emit("MEAN", [x, axes], per_channel, x.dtype, keep_dims=True)
+        centered = binary("SUB", x, batch_mean)
+        batch_var = ctx.emit("MEAN", [binary("MUL", centered, centered), axes], per_channel, x.dtype, keep_dims=True)
+        inv_std = ctx.emit("RSQRT", [binary("ADD", batch_var, eps, per_channel)], per_channel, x.dtype)
+    else:
+        centered = binary("SUB", x, channel(mean))
+        inv_std = ctx.emit("RSQRT", [binary("ADD", channel(var), eps, per_channel)], per_channel, x.dtype)
+    y = binary("ADD", binary("MUL", binary("MUL", centered, inv_std), channel(scale)), channel(bias))
+    if not training:
+        return y
+    momentum = float(attrs.get("momentum", 0.9))
+
+    def running(old, batch):
+        old = ctx.cast(old, x.dtype)
+        keep = binary("MUL", old, ctx.const(np.array(momentum, x.dtype), name="momentum"), (channels,))
+        new = binary("MUL", ctx.reshape(batch, (channels,)), ctx.const(np.array(1 - momentum, x.dtype),
+                                                                         name="complement"), (channels,))
+        return binary("ADD", keep, new, (channels,))
+
+    outs = [y]
+    if 1 in node.used:
+        outs.append(running(mean, batch_mean))
+    else:
+        outs.append(None)
+    if 2 in node.used:
+        outs.append(running(var, batch_var))
+    else:
+        outs.append(None)
+    return tuple(outs)
+
+
+@onnx_op("InstanceNormalization")
+def instance_norm(ctx, node, inputs, attrs):
+    """as aten.instance_norm with the input's own statistics."""
+    x, scale, bias = inputs
+    return aten_fn(aten.instance_norm.default)(ctx, node, x, tensor(ctx, scale), tensor(ctx, bias), None, None, True,
+                                               0.1, attrs.get("epsilon", 1e-5), False)
+
+
+@onnx_op("LayerNormalization")
+def layer_norm(ctx, node, inputs, attrs):
+    """as aten.layer_norm over the axes from `axis` on."""
+    x = inputs[0]
+    scale = tensor(ctx, inputs[1]) if len(inputs) > 1 else None
+    bias = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
+    axis = attrs.get("axis", -1) % x.rank
+    eps = attrs.get("epsilon", 1e-5)
+    if node.single:
+        return aten_fn(aten.layer_norm.default)(ctx, node, x, list(x.shape[axis:]), scale, bias, eps)
+    y = aten_fn(aten.layer_norm.default)(ctx, sub(node, out_shape(node), x.dtype), x, list(x.shape[axis:]), scale,
+                                         bias, eps)
+    if not node.used & {1, 2}:
+        return y
+    if x.dtype != np.float32:
+        raise ctx.fail("LayerNormalization's Mean and InvStdDev outputs of a non-float32 input have no lowering yet")
+    axes = ctx.const(np.arange(axis, x.rank, dtype=np.int32), name="axes")
+    stats = tuple(x.shape[:axis]) + (1,) * (x.rank - axis)
+    mean = ctx.emit("MEAN", [x, axes], stats, x.dtype, keep_dims=True)
+    dev = ctx.emit("SUB", [x, mean], like=x)
+    var = ctx.emit("MEAN", [ctx.emit("MUL", [dev, dev], like=x), axes], stats, x.dtype, keep_dims=True)
+    inv = exact.rsqrt(ctx, ctx.emit("ADD", [var, ctx.scalar_like(eps, var)], like=var))
+    return y, mean if 1 in node.used else None, inv if 2 in node.used else None
+
+
+@onnx_op("RMSNormalization")
+def rms_norm(ctx, node, inputs, attrs):
+    """x * RSQRT(MEAN(x * x over the axes from `axis` on) + epsilon) * scale."""
+    x = inputs[0]
+    if x.dtype != np.float32:
+        raise ctx.fail("RMSNormalization of a non-float32 input has no lowering yet")
+    axis = attrs.get("axis", -1) % x.rank
+    axes = ctx.const(np.arange(axis, x.rank, dtype=np.int32), name="axes")
+    stats = tuple(x.shape[:axis]) + (1,) * (x.rank - axis)
+    ms = ctx.emit("MEAN", [ctx.emit("MUL", [x, x], like=x), axes], stats, x.dtype, keep_dims=True)
+    inv = exact.rsqrt(ctx, ctx.emit("ADD", [ms, ctx.scalar_like(attrs.get("epsilon", 1e-5), ms)], like=ms))
+    y = ctx.emit("MUL", [x, inv], like=x)
+    scale = tensor(ctx, inputs[1]) if len(inputs) > 1 and inputs[1] is not None else None
+    if scale is not None:
+        y = ctx.emit("MUL", [y, ctx.cast(scale, x.dtype)], out_shape(node), x.dtype)
+    return y
+
+
+@onnx_op("GroupNormalization")
+def group_norm(ctx, node, inputs, attrs):
+    """as aten.group_norm (per-channel scale and bias, opset 21; per-group ones, opset 18, are expanded to their
+    channels: at conversion for constants, by a GATHER for values computed at run time)."""
+    x, scale, bias = inputs
+    groups = attrs["num_groups"]
+    c = x.shape[1]
+
+    def per_channel(t):
+        if t.is_constant:
+            v = np.asarray(t.data)
+            return ctx.const(np.repeat(v, c // groups) if v.size == groups and c != groups else v)
+        if int(t.shape[0]) == groups and c != groups:
+            index = ctx.const(np.repeat(np.arange(groups, dtype=np.int32), c // groups), name="channel_group")
+            return ctx.emit("GATHER", [t, index], (c,), t.dtype, axis=0, batch_dims=0)
+        return t
+
+    return aten_fn(aten.group_norm.default)(ctx, node, x, groups, per_channel(scale), per_channel(bias),
+                                            attrs.get("epsilon", 1e-5))
+
+
+@onnx_op("Softmax")
+def softmax(ctx, node, inputs, attrs):
+    """as aten._softmax along `axis`."""
+    return aten_fn(aten._softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
+
+
+@onnx_op("LogSoftmax")
+def log_softmax(ctx, node, inputs, attrs):
+    """as aten._log_softmax along `axis`."""
+    return aten_fn(aten._log_softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
+
+
+# ---- shapes and data movement -------------------------------------------------------------------------------
+@onnx_op("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+def reshape(ctx, node, inputs, attrs):
+    """as aten.view: one RESHAPE to the inferred shape."""
+    return aten_fn(aten.view.default)(ctx, node, inputs[0])
+
+
+@onnx_op("Transpose")
+def transpose(ctx, node, inputs, attrs):
+    """as aten.permute (the default permutation reverses the axes)."""
+    x = inputs[0]
+    perm = list(attrs.get("perm", reversed(range(x.rank))))
+    return aten_fn(aten.permute.default)(ctx, node, x, perm)
+
+
+@onnx_op("Concat")
+def concat(ctx, node, inputs, attrs):
+    """as aten.cat."""
+    return aten_fn(aten.cat.default)(ctx, node, [tensor(ctx, t) for t in inputs], attrs["axis"])
+
+
+@onnx_op("Split")
+def split(ctx, node, inputs, attrs):
+    """as aten.split_with_sizes (sizes from the input, the attribute or equal parts)."""
+    x = inputs[0]
+    axis = attrs.get("axis", 0) % x.rank
+    sizes = [int(s) for s in out_shape_each(node, axis)]
+    return aten_fn(aten.split_with_sizes.default)(ctx, node, x, sizes, axis)
+
+
+def out_shape_each(node, axis: int) -> list[int]:
+    return [v.shape[axis] for v in node.outputs]
+
+
+@onnx_op("Slice")
+def slice_op(ctx, node, inputs, attrs):
+    """STRIDED_SLICE with constant starts, ends, axes and steps (clamped as ONNX clamps them); over a dynamic
+    axis the clamped bounds are computed when the model runs."""
+    x = inputs[0]
+    starts = const_list(inputs[1], "Slice starts", ctx)
+    ends = const_list(inputs[2], "Slice ends", ctx)
+    axes = const_list(inputs[3], "Slice axes", ctx) if len(inputs) > 3 and inputs[3] is not None \
+        else list(range(len(starts)))
+    steps = const_list(inputs[4], "Slice steps", ctx) if len(inputs) > 4 and inputs[4] is not None \
+        else [1] * len(starts)
+    if all_static(x.shape) and not any(isinstance(v, Sym) for v in starts + ends):
+        begin, end, stride = [0] * x.rank, list(x.shape), [1] * x.rank
+        for s, e, a, st in zip(starts, ends, axes, steps):
+            a %= x.rank
+            s, e, _ = slice(s, e, st).indices(x.shape[a])
+            begin[a], end[a], stride[a] = s, e, st
+        mask = sum(1 << a for a in range(x.rank) if stride[a] < 0 and end[a] < 0)
+        end = [0 if (mask >> a) & 1 else v for a, v in enumerate(end)]
+        begin_t = ctx.const(np.array(begin, np.int32), name="begin")
+        end_t = ctx.const(np.array(end, np.int32), name="end")
+    else:
+        begin, end, stride = [0] * x.rank, [0] * x.rank, [1] * x.rank
+        mask = (1 << x.rank) - 1  # untouched axes run to their end
+        for s, e, a, st in zip(starts, ends, axes, steps):
+            a %= x.rank
+            size = x.shape[a]
+            if st < 0:
+                raise ctx.fail("Slice with a negative step over a dynamic size has no lowering yet")
+            begin[a], stride[a] = smin(smax(s + size if s < 0 else s, 0), size), st
+            if not (isinstance(e, int) and e >= size_limit(size)):
+                end[a] = smin(smax(e + size if e < 0 else e, 0), size)
+                mask &= ~(1 << a)
+        begin_t, end_t = ctx.dims_tensor(begin), ctx.dims_tensor(end)
+    return ctx.emit("STRIDED_SLICE", [x, begin_t, end_t, ctx.const(np.array(stride, np.int32), name="strides")],
+                    out_shape(node), x.dtype, begin_mask=0, end_mask=mask, shrink_axis_mask=0, ellipsis_mask=0,
+                    new_axis_mask=0, offset=False)
+
+
+def size_limit(size) -> int:
+    """An end at or past the largest value `size` takes means "to the end of the axis"."""
+    hi = size.space.bounds(size.expr)[1] if isinstance(size, Sym) else size
+    return int(min(hi, 2**62))
+
+
+@onnx_op("Gather")
+def gather(ctx, node, inputs, attrs):
+    """GATHER along `axis` (negative indices wrapped); a constant table with run-time ids is an embedding."""
+    x, idx = inputs
+    axis = attrs.get("axis", 0)
+    if not isinstance(x, ir.Tensor):
+        x = ctx.const(x)
+    axis %= x.rank
+    if isinstance(idx, np.ndarray):
+        idx = np.where(idx < 0, idx + x.shape[axis], idx)
+        idx_t = ctx.const(idx.astype(np.int32), name="indices")
+    else:  # indices known at run time: negative ones wrap, as ONNX defines (TFLite's GATHER refuses them)
+        idx_t = ctx.cast(idx, np.int32)
+        negative = ctx.emit("LESS", [idx_t, ctx.scalar_like(0, idx_t)], idx_t.shape, np.bool_)
+        size = ctx.reshape(ctx.size_tensor(x.shape[axis]), [])
+        idx_t = ctx.emit("SELECT_V2", [negative, ctx.emit("ADD", [idx_t, size], like=idx_t), idx_t], like=idx_t)
+    shape = out_shape(node)
+    return ctx.emit("GATHER", [x, idx_t], shape, x.dtype, axis=axis, batch_dims=0)
+
+
+@onnx_op("GatherND")
+def gather_nd(ctx, node, inputs, attrs):
+    """GATHER_ND of the index tuples (negative entries wrapped), the batch axes' own positions put in front of
+    each tuple for batch_dims > 0; an index past its axis fails the invocation.
+
+    Limits: static sizes."""
+    x, idx = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
+    b = int(attrs.get("batch_dims", 0))
+    if not all_static([*x.shape, *idx.shape]):
+        raise ctx.fail("GatherND over dynamic sizes has no lowering")
+    k = int(idx.shape[-1])
+    lead = [int(d) for d in idx.shape[:-1]]
+    if b + k > x.rank:
+        raise ctx.fail(f"GatherND with index tuples of {k} into {x.rank - b} axes")
+    columns = []
+    for axis in range(b):  # each batch position indexes its own slice
+        view = [1] * len(lead)
+        view[axis] = lead[axis]
+        columns.append(ctx.const(np.broadcast_to(np.arange(lead[axis], dtype=np.int32).reshape(view), lead).copy(),
+                                 name="batch"))
+    for j in range(k):
+        column = ctx.reshape(ctx.slice(idx, [0] * (idx.rank - 1) + [j], lead + [1]), lead)
+        columns.append(scatter.wrapped(ctx, column, int(x.shape[b + j])))
+    coords = scatter._stack(ctx, columns, lead)
+    return ctx.emit("GATHER_ND", [x, coords], out_shape(node), x.dtype)
+
+
+@onnx_op("OneHot")
+def one_hot(ctx, node, inputs, attrs):
+    """EQUAL of the indices (negative ones wrapped by the depth) with the positions 0..depth-1 along `axis`,
+    SELECT_V2 of the on and off values; an index out of range gives a row of off values.
+
+    Limits: a constant depth."""
+    idx, values = tensor(ctx, inputs[0]), tensor(ctx, inputs[2])
+    depth = int(scalar(inputs[1], ctx, "OneHot depth"))
+    shape = list(out_shape(node))
+    axis = int(attrs.get("axis", -1)) % len(shape)
+    kind = np.float32 if np.dtype(idx.dtype).kind == "f" else np.int32  # a fractional index matches nothing
+    idx = ctx.cast(idx, kind)
+    negative = ctx.emit("LESS", [idx, ctx.scalar_like(0, idx)], idx.shape, np.bool_)
+    idx = ctx.emit("SELECT_V2", [negative, ctx.emit("ADD", [idx, ctx.scalar_like(depth, idx)], like=idx,
+                                                    fused_activation_function="NONE"), idx], like=idx)
+    idx = ctx.reshape(idx, shape[:axis] + [1] + shape[axis + 1:])
+    view = [1] * len(shape)
+    view[axis] = depth
+    hot = ctx.emit("EQUAL", [idx, ctx.const(np.arange(depth, dtype=kind).reshape(view), name="positions")],
+                   shape, np.bool_)
+    off = ctx.reshape(ctx.slice(values, [0], [1]), [])
+    on = ctx.reshape(ctx.slice(values, [1], [1]), [])
+    return ctx.emit("SELECT_V2", [hot, on, off], shape, values.dtype)
+
+
+@onnx_op("EyeLike")
+def eye_like(ctx, node, inputs, attrs):
+    """A constant: ones on the k-th diagonal of the input's 2-D shape, in the asked type (the input's own by
+    default)."""
+    shape = [int(d) for d in out_shape(node)]
+    if len(shape) != 2 or not all_static(shape):
+        raise ctx.fail(f"EyeLike of a shape {shape} (2-D, static)")
+    return ctx.const(np.eye(*shape, k=int(attrs.get("k", 0)), dtype=numpy_dtype(node.value.dtype)), name="eye")
+
+
+@onnx_op("GatherElements")
+def gather_elements(ctx, node, inputs, attrs):
+    """as aten.gather."""
+    x, idx = inputs
+    idx = tensor(ctx, idx)
+    return aten_fn(aten.gather.default)(ctx, node, x, attrs.get("axis", 0) % x.rank, idx)
+
+
+@onnx_op("Expand")
+def expand(ctx, node, inputs, attrs):
+    """as aten.expand to the inferred shape."""
+    return aten_fn(aten.expand.default)(ctx, node, tensor(ctx, inputs[0]), list(out_shape(node)))
+
+
+@onnx_op("Tile")
+def tile(ctx, node, inputs, attrs):
+    """as aten.repeat."""
+    return aten_fn(aten.repeat.default)(ctx, node, inputs[0], const_list(inputs[1], "Tile repeats", ctx))
+
+
+@onnx_op("Pad")
+def pad(ctx, node, inputs, attrs):
+    """constant / reflect / edge / wrap padding as aten.constant_pad_nd / reflection / replication / circular
+    pads; `axes` (opset 18) names the axes the pads are for."""
+    x = inputs[0]
+    pads = const_list(inputs[1], "Pad pads", ctx)
+    value = scalar(inputs[2], ctx, "Pad value") if len(inputs) > 2 and inputs[2] is not None else 0.0
+    mode = attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    rank = x.rank
+    if len(inputs) > 3 and inputs[3] is not None:
+        axes = [int(a) % rank for a in const_list(inputs[3], "Pad axes", ctx)]
+        if len(pads) != 2 * len(axes) or len(set(axes)) != len(axes):
+            raise ctx.fail(f"Pad with {len(pads)} pads for axes {axes}")
+        full = [0] * (2 * rank)
+        for i, a in enumerate(axes):
+            full[a], full[a + rank] = pads[i], pads[i + len(axes)]
+        pads = full
+    torch_pad = []
+    for axis in reversed(range(rank)):
+        torch_pad += [pads[axis], pads[axis + rank]]
+    while torch_pad[-2:] == [0, 0] and len(torch_pad) > 2:
+        torch_pad = torch_pad[:-2]
+    if mode == "constant":
+        return aten_fn(aten.constant_pad_nd.default)(ctx, node, x, torch_pad, value)
+    if mode == "wrap":
+        if any(p < 0 for p in torch_pad):
+            raise ctx.fail("Pad mode 'wrap' with negative pads has no lowering")
+        return aten_fn(aten._pad_circular.default)(ctx, node, x, torch_pad)
+    target = {"reflect": aten.reflection_pad2d.default, "edge": aten.replication_pad2d.default}.get(mode)
+    if target is None or len(torch_pad) > 4:
+        raise ctx.fail(f"Pad mode {mode!r} over these axes has no lowering yet")
+    torch_pad += [0] * (4 - len(torch_pad))
+    return aten_fn(target)(ctx, node, x, torch_pad)
+
+
+@onnx_op("DepthToSpace")
+def depth_to_space(ctx, node, inputs, attrs):
+    """CRD mode as aten.pixel_shuffle; DCR mode, whose channel order (r1, r2, c) is TFLite's, as DEPTH_TO_SPACE
+    between NHWC transposes."""
+    mode = attrs.get("mode", b"DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    x, r = inputs[0], int(attrs["blocksize"])
+    if mode == "CRD":
+        return aten_fn(aten.pixel_shuffle.default)(ctx, node, x, r)
+    if mode != "DCR":
+        raise ctx.fail(f"DepthToSpace mode {mode!r} is not one ONNX defines")
+    if x.rank != 4:
+        raise ctx.fail("DepthToSpace of a tensor that is not 4-D is not defined")
+    n, c, h, w = out_shape(node)
+    y = ctx.emit("DEPTH_TO_SPACE", [ctx.transpose(x, (0, 2, 3, 1))], (n, h, w, c), x.dtype, block_size=r)
+    return ctx.transpose(y, (0, 3, 1, 2))
+
+
+# ---- reductions ---------------------------------------------------------------------------------------------
+def _reduce(target):
+    def lower(ctx, node, inputs, attrs):
+        x = inputs[0]
+        if len(inputs) > 1 and inputs[1] is not None:
+            axes = const_list(inputs[1], "reduction axes", ctx)
+        else:
+            axes = list(attrs.get("axes", []))
+        if not axes:
+            if attrs.get("noop_with_empty_axes", 0):
+                return x
+            axes = list(range(x.rank))
+        return aten_fn(target)(ctx, node, x, [a % x.rank for a in axes], bool(attrs.get("keepdims", 1)))
+    return lower
+
+
+for _name, _target in {"ReduceMean": aten.mean.dim, "ReduceSum": aten.sum.dim_IntList, "ReduceMax": aten.amax.default,
+                       "ReduceMin": aten.amin.default}.items():
+    onnx_op(_name, doc=f"as {_target} (axes from the input or the attribute)")(_reduce(_target))
+
+
+@onnx_op("ArgMax", "ArgMin")
+def arg_reduce(ctx, node, inputs, attrs):
+    """as aten.argmax / argmin; select_last_index: the first index along the reversed axis (REVERSE_V2),
+    counted from the end."""
+    x = inputs[0]
+    axis = attrs.get("axis", 0) % max(x.rank, 1)
+    target = aten.argmax.default if node.op_type == "ArgMax" else aten.argmin.default
+    keep = bool(attrs.get("keepdims", 1))
+    if not attrs.get("select_last_index", 0) or x.rank == 0:
+        return aten_fn(target)(ctx, node, x, axis, keep)
+    size = x.shape[axis]
+    if not isinstance(size, int):
+        raise ctx.fail("select_last_index over a dynamic axis has no lowering yet")
+    flipped = ctx.emit("REVERSE_V2", [x, ctx.const(np.array([axis], np.int32), name="axis")], like=x)
+    index = aten_fn(target)(ctx, node, flipped, axis, keep)
+    return ctx.emit("SUB", [ctx.scalar_like(size - 1, index), index], like=index)
+
+
+# The recurrent layers (LSTM, GRU) register themselves from their own module.
