@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -18,14 +19,12 @@ import torch.utils._pytree as pytree
 from litert_torch import ir
 from litert_torch.errors import InvalidArgumentError
 from litert_torch.structure import portable_spec_json
-from litert_torch.assemble import Part as _Part, assemble as _assemble, delegate_aware
+from litert_torch.assemble import Part as _Part, assemble as _assemble, finish_signature as _finish_signature
 from litert_torch.delegates.plan import check_targets
 from litert_torch.flatbuffer.writer import needs_external, serialize, write_model
 from litert_torch.lower.aten.program import export_lowerable
 from litert_torch.lower import lower_program
 from litert_torch.memory import collections_for_large_graphs
-from litert_torch.passes import channel_last_io as channel_last_io_pass
-from litert_torch.passes import run_pipeline
 from litert_torch.runtime.edge_model import DEFAULT_SIGNATURE, EdgeModel
 
 log = logging.getLogger("litert_torch")
@@ -228,8 +227,6 @@ def _finish(parts: list, bucket_info: dict | None, opts: _Options, compilation: 
     quantize = "dynamic-int8" if opts.pt2e_dynamic else opts.quantize
     edge = _maybe_quantize(edge, quantize, opts.calibration_data, opts.quantized_io, opts.keep_float, opts.report)
     if opts.output_file_path is not None:
-        import os
-
         os.makedirs(os.path.dirname(os.path.abspath(opts.output_file_path)), exist_ok=True)
         edge.export(opts.output_file_path)
     if compilation:
@@ -447,14 +444,14 @@ def _lower_part(key: str, program, opts: _Options, report: Callable[[str], None]
     report("lower")
     lowered = lower_program(program, dim_names=dim_names, fixed=fixed)
     report("optimize")
-    nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if opts.channel_last_io else ([], [])
-    run_pipeline(lowered.graph)
-    wide_io(key, lowered, opts.enable_x64)
-    bfloat16_io(lowered)
-    plan = delegate_aware(lowered.graph, opts.targets)
-    io = _io(lowered, program.call_spec.in_spec, program.call_spec.out_spec, lowered.tensor_input_positions,
-             nhwc_inputs, nhwc_outputs)
-    return _Part(key, lowered.graph, lowered.input_names, lowered.output_names, io, plan)
+
+    def edges(graph: ir.Graph) -> None:
+        wide_io(key, lowered, opts.enable_x64)
+        bfloat16_io(lowered)
+
+    io = _io(lowered, program.call_spec.in_spec, program.call_spec.out_spec, lowered.tensor_input_positions)
+    return _finish_signature(key, lowered.graph, lowered.input_names, lowered.output_names, io, opts.targets,
+                             channel_last_io=opts.channel_last_io, after_passes=edges)
 
 
 def wide_io(key: str, lowered, enable_x64: bool) -> None:
@@ -489,8 +486,9 @@ def bfloat16_io(lowered) -> None:
         cast_io(lowered.graph, ins, outs, ml_dtypes.bfloat16)
 
 
-def _io(lowered, in_spec, out_spec, positions: list[int], nhwc_inputs, nhwc_outputs) -> dict[str, Any]:
-    """A signature's `litert_torch.io` entry (`litert_torch.metadata`)."""
+def _io(lowered, in_spec, out_spec, positions: list[int]) -> dict[str, Any]:
+    """A signature's `litert_torch.io` entry (`litert_torch.metadata`), but for its channel-last inputs and
+    outputs, which `finish_signature` adds."""
     return {
         "inputs": lowered.input_names,
         "parameters": lowered.parameters,
@@ -500,8 +498,6 @@ def _io(lowered, in_spec, out_spec, positions: list[int], nhwc_inputs, nhwc_outp
         "tensor_input_positions": positions,
         "input_dtypes": lowered.input_dtypes,
         "output_dtypes": lowered.output_dtypes,
-        "channel_last_inputs": [lowered.input_names[i] for i in nhwc_inputs],
-        "channel_last_outputs": [lowered.output_names[i] for i in nhwc_outputs],
     }
 
 
@@ -531,7 +527,6 @@ def _write(model: ir.Model, num_threads: int | None) -> EdgeModel:
     after the flatbuffer (streamed from the weights, not copied), which EdgeModel.export then copies."""
     if not needs_external(model):
         return EdgeModel(serialize(model), num_threads=num_threads, verify=False)
-    import os
     import tempfile
 
     fd, path = tempfile.mkstemp(prefix="litert_", suffix=".tflite")
@@ -557,36 +552,34 @@ def convert_onnx(
     quantized_io: bool = False,
     keep_float: tuple[str, ...] | list[str] = (),
     progress: Callable[[str], None] | None = None,
+    output_file_path: str | None = None,
 ) -> EdgeModel:
     """Convert an ONNX model (a path or an onnx.ModelProto) to a LiteRT model: the same IR, passes, delegate
     plan, metadata and quantization as `convert`. Inputs with symbolic dimensions need `input_shapes`
     ({name: shape}), or `dynamic_dims` ({name: {axis: max}}, {axis: (min, max)} or {axis: torch.export.Dim}) to
     keep them dynamic in the model: lowered once with those dimensions as symbols, named after the model's
-    dim_params (`litert_torch.lower.onnx.shapes`). The EdgeModel takes the graph's inputs
-    positionally (or by name) and returns its
-    outputs (a tuple when there are several). Raises OnnxError for unreadable or unsupported files and
-    UnsupportedOpsError listing every op without a lowering, with the node names."""
+    dim_params (`litert_torch.lower.onnx.shapes`). The EdgeModel takes the graph's inputs positionally (or by
+    name) and returns its outputs (a tuple when there are several). `progress` is called with each stage as it
+    starts ("read", "lower", "optimize", "write", and "quantize" when asked); `output_file_path` also writes the
+    model there. Raises OnnxError for unreadable or unsupported files, UnsupportedOpsError listing every op
+    without a lowering, with the node names, and ConversionError for anything else that stops the conversion."""
     from litert_torch.frontend import onnx_model
     from litert_torch.lower.onnx.driver import lower_onnx
 
-    targets = _targets(target)
-    _check_quantize_options(quantize, calibration_data, quantized_io, keep_float)
-    report = progress or (lambda stage: None)
-    report("read")
-    proto = onnx_model.load(model)
-    report("lower")
-
-    lowered = lower_onnx(proto, input_shapes, dynamic_dims)
-    nhwc_inputs, nhwc_outputs = channel_last_io_pass.apply(lowered.graph) if channel_last_io else ([], [])
-    run_pipeline(lowered.graph)
-    plan = delegate_aware(lowered.graph, targets)
-    report("optimize")
-    graph = lowered.graph
-    n_in, n_out = len(lowered.input_names), len(lowered.output_names)
-    in_spec = pytree.tree_flatten((tuple(range(n_in)), {}))[1]
-    out_spec = pytree.tree_flatten(tuple(range(n_out)) if n_out > 1 else 0)[1]
-    io = {**_io(lowered, in_spec, out_spec, list(range(n_in)), nhwc_inputs, nhwc_outputs), "source": "onnx"}
-    report("write")
-    part = _Part(DEFAULT_SIGNATURE, graph, lowered.input_names, lowered.output_names, io, plan)
-    edge = _write(_assemble([part]), num_threads)
-    return _maybe_quantize(edge, quantize, calibration_data, quantized_io, keep_float, report)
+    opts = _Options.of(dict(num_threads=num_threads, channel_last_io=channel_last_io, target=target,
+                            quantize=quantize, calibration_data=calibration_data, quantized_io=quantized_io,
+                            keep_float=keep_float, progress=progress, output_file_path=output_file_path))
+    name = os.path.basename(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else "the ONNX model"
+    with _typed_errors(name), collections_for_large_graphs():
+        opts.report("read")
+        proto = onnx_model.load(model)
+        opts.report("lower")
+        lowered = lower_onnx(proto, input_shapes, dynamic_dims)
+        opts.report("optimize")
+        n_in, n_out = len(lowered.input_names), len(lowered.output_names)
+        in_spec = pytree.tree_flatten((tuple(range(n_in)), {}))[1]
+        out_spec = pytree.tree_flatten(tuple(range(n_out)) if n_out > 1 else 0)[1]
+        io = {**_io(lowered, in_spec, out_spec, list(range(n_in))), "source": "onnx"}
+        part = _finish_signature(DEFAULT_SIGNATURE, lowered.graph, lowered.input_names, lowered.output_names, io,
+                                 opts.targets, channel_last_io=opts.channel_last_io)
+        return _finish([part], None, opts, [], name=name)

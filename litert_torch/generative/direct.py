@@ -23,14 +23,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from litert_torch import ir, metadata
-from litert_torch.assemble import Part, assemble, delegate_aware
+from litert_torch.assemble import Part, assemble
+from litert_torch.assemble import finish_signature as finish
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError
 from litert_torch.generative.layout import (DECODE, LAYOUT_KEY, LlmLayout, cache_shapes, kv_names,
                                             layer_output_name, prefill_signature, sequence_axis)
 from litert_torch.generative.prefix import PREFILL_MIN_SKIPPED_FLOPS, attend_filled_prefix
 from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
 from litert_torch.generative.weights import ModelSourceError
-from litert_torch.passes import run_pipeline
 
 # A large negative score for masked-out keys (as `model.MASKED`).
 MASKED = -1e30
@@ -483,19 +483,24 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
 
 def finish_signature(graph: ir.Graph, key: str, output_names: list[str], layer_outputs: list[ir.Tensor],
                      report: Callable[[str], None]) -> tuple[Part, list[str | None]]:
-    """A signature's graph (inputs tokens, input_pos and the caches; outputs named `output_names`) through the
-    passes and the delegate plan, as a Part; with the names of the layer outputs the passes kept (None where
-    they merged one away). Both builders end here."""
+    """A signature's graph (inputs tokens, input_pos and the caches; outputs named `output_names`) finished as
+    every converted signature is (`assemble.finish_signature`), with the attention over the filled prefix after
+    the passes; and the names of the layer outputs the passes kept (None where they merged one away). Both
+    builders end here."""
     report(f"optimize {key}")
-    run_pipeline(graph)
     input_pos = graph.inputs[1]
-    attend_filled_prefix(graph, input_pos, PREFILL_MIN_SKIPPED_FLOPS if input_pos.size > 1 else 0)
-    produced = {id(t) for op in graph.ops for t in op.outputs}
-    kept = [t.name if id(t) in produced and t.name == layer_output_name(i) else None
-            for i, t in enumerate(layer_outputs)]
-    plan = delegate_aware(graph, ("cpu",))
+    kept: list[str | None] = []
+
+    def prefix_and_layer_outputs(graph: ir.Graph) -> None:
+        attend_filled_prefix(graph, input_pos, PREFILL_MIN_SKIPPED_FLOPS if input_pos.size > 1 else 0)
+        produced = {id(t) for op in graph.ops for t in op.outputs}
+        kept.extend(t.name if id(t) in produced and t.name == layer_output_name(i) else None
+                    for i, t in enumerate(layer_outputs))
+
     input_names = ["tokens", "input_pos", *(t.name for t in graph.inputs[2:])]  # then the caches
-    return Part(key, graph, input_names, output_names, _io(input_names, output_names), plan), kept
+    part = finish(key, graph, input_names, output_names, _io(input_names, output_names), ("cpu",),
+                  after_passes=prefix_and_layer_outputs)
+    return part, kept
 
 
 def _io(input_names: list[str], output_names: list[str]) -> dict[str, Any]:
@@ -513,7 +518,7 @@ def _io(input_names: list[str], output_names: list[str]) -> dict[str, Any]:
             "in_spec": json.dumps(in_spec), "out_spec": json.dumps(out_spec),
             "tensor_input_positions": list(range(len(input_names))),
             "input_dtypes": ["int32", "int32", *["float32"] * (len(input_names) - 2)],
-            "output_dtypes": ["float32"] * len(output_names), "channel_last_inputs": [], "channel_last_outputs": []}
+            "output_dtypes": ["float32"] * len(output_names)}
 
 
 def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length: int, tokens: ir.Tensor,
