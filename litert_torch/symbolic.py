@@ -29,6 +29,9 @@ from litert_torch.errors import ConversionError
 EXHAUSTIVE_POINTS = 1 << 16
 # Unbounded dimensions are checked up to this size.
 CHECK_LIMIT = 1 << 16
+# What torch's bound_sympy raises on an expression its value-range analysis has no rule for (a function it
+# cannot interpret, a comparison it cannot order): the expression is then unbounded.
+BOUND_FAILURES = (TypeError, AttributeError, NotImplementedError, AssertionError)
 
 
 class DynamicSizeError(ConversionError):
@@ -87,7 +90,7 @@ class SymSpace:
         ranges = {s: ValueRanges(lo, hi if hi is not None else sympy.oo) for s, (lo, hi) in self.ranges.items()}
         try:
             vr = bound_sympy(expr, ranges)
-        except Exception:  # noqa: BLE001 - an expression bound_sympy cannot bound is unbounded
+        except BOUND_FAILURES:  # an expression bound_sympy cannot bound is unbounded
             return float("-inf"), float("inf")
         lo, hi = _finite(vr.lower), _finite(vr.upper)
         return (float("-inf") if lo is None else float(lo)), (float("inf") if hi is None else float(hi))

@@ -3,8 +3,6 @@ using it: the bytes written are the same, and the weights' pages are no longer r
 
 from __future__ import annotations
 
-import mmap
-import os
 import sys
 
 import numpy as np

@@ -9,13 +9,12 @@ error message must say (so that a crash inside a lowering does not pass for the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from litert_torch.errors import ConversionError
 from tests.helpers import Fn
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from litert_torch import ir
-from litert_torch.lower.common.registry import LoweringContext, lowers, lowers_library_op, out_meta
+from litert_torch.lower.common.registry import lowers, lowers_library_op, out_meta
 
 aten = torch.ops.aten
 

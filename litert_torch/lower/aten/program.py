@@ -317,23 +317,21 @@ def _empty_result(node: torch.fx.Node, inputs: list[torch.fx.Node]) -> bool:
     return all(not _dynamic_value(n) for n in inputs)
 
 
+_SYMBOLIC_KINDS = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
 def _dynamic_value_of(val: Any) -> bool:
+    """Whether a traced value holds symbols: a tensor of symbolic sizes, a symbolic number, or a sequence
+    holding one. Other values (None, numbers, opaque objects) have no sizes."""
     from torch.fx.experimental.symbolic_shapes import free_symbols
 
-    try:
-        return bool(free_symbols(val))
-    except Exception:  # noqa: BLE001 - values torch cannot inspect have no sizes
-        return False
+    if isinstance(val, (list, tuple)):
+        return any(_dynamic_value_of(v) for v in val)
+    return isinstance(val, _SYMBOLIC_KINDS) and bool(free_symbols(val))
 
 
 def _dynamic_value(node: torch.fx.Node) -> bool:
-    from torch.fx.experimental.symbolic_shapes import free_symbols
-
-    val = node.meta.get("val")
-    try:
-        return bool(free_symbols(val))
-    except Exception:  # noqa: BLE001 - values torch cannot inspect (None, opaque objects) have no sizes
-        return False
+    return _dynamic_value_of(node.meta.get("val"))
 
 
 def _is_pure(node: torch.fx.Node) -> bool:
@@ -396,8 +394,8 @@ def _contiguous(val: torch.Tensor) -> bool:
                 return False
             expected = expected * size
         return True
-    except Exception:  # noqa: BLE001 - a layout torch cannot reason about: treated as not contiguous
-        return False
+    except (RuntimeError, NotImplementedError):  # a tensor without strides or storage (sparse, nested): not
+        return False                               # contiguous
 
 
 def _contract(node: torch.fx.Node, values: dict[str, Any], sizes: dict[str, Any], ref: ir.SourceRef) -> Node:
@@ -426,7 +424,9 @@ def output_names(out_spec: Any, count: int) -> list[str]:
     try:
         tree = pytree.tree_unflatten(list(range(count)), out_spec)
         paths = [_path_name(path) for path, _ in pytree.tree_flatten_with_path(tree)[0]]
-    except Exception:  # noqa: BLE001 - a registered type whose unflatten needs real tensors (a KV cache object)
+    # A type registered with pytree (a KV cache object) may need real tensors to be rebuilt: its own code then
+    # fails on the placeholder ints with one of these, and the names come from the spec alone.
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
         paths = ["_".join(parts) for parts in _spec_paths(out_spec)]
     names = []
     for name in paths:

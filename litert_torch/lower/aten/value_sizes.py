@@ -21,7 +21,7 @@ from litert_torch import ir
 from litert_torch.errors import ConversionError, LoweringError
 from litert_torch.frontend.export import source_ref
 from litert_torch.lower.common.registry import LoweringContext, lowering_for
-from litert_torch.symbolic import EXHAUSTIVE_POINTS, SymSpace, evaluate
+from litert_torch.symbolic import BOUND_FAILURES, EXHAUSTIVE_POINTS, SymSpace, evaluate
 
 log = logging.getLogger("litert_torch")
 
@@ -157,7 +157,7 @@ def _count_bounds(program: torch.export.ExportedProgram) -> dict[Any, Any]:
         try:
             full = torch.broadcast_shapes(*shapes) if node.target is torch.ops.aten.masked_select.default \
                 else shapes[-1]
-        except Exception:  # noqa: BLE001 - shapes torch cannot broadcast symbolically: no bound known
+        except RuntimeError:  # shapes torch cannot broadcast symbolically (a data-dependent guard): no bound known
             continue
         total = sympy.Integer(1)
         for d in full:
@@ -193,7 +193,7 @@ def _op_range_check(cond: torch.fx.Node, counts: dict[Any, Any], ranges: dict[An
     try:
         most = bound_sympy(counts[low], ranges).upper
         return bool(high.is_number and most.is_number and high >= most)
-    except Exception:  # noqa: BLE001 - a bound sympy cannot compute: not known to be the op's own check
+    except BOUND_FAILURES:  # a bound sympy cannot compute: not known to be the op's own check
         return False
 
 

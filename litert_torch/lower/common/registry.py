@@ -71,13 +71,9 @@ def lowers_library_op(*names: str) -> Callable[[LoweringFn], LoweringFn]:
 
 
 def _library_name(target: Any) -> str | None:
-    name = getattr(target, "name", None)
-    if not callable(name) or getattr(target, "_overloadname", None) != "default":
+    if not isinstance(target, torch._ops.OpOverload) or target._overloadname != "default":
         return None
-    try:
-        return name()
-    except Exception:  # noqa: BLE001 - not an op overload
-        return None
+    return target.name()
 
 
 def lowering_for(target: Any) -> Lowering | None:

@@ -10,7 +10,7 @@ import torch
 
 from litert_torch.lower.aten import pool
 from litert_torch.lower.onnx.registry import aten_fn, onnx_op, out_shape, sub, tensor
-from litert_torch.symbolic import Sym, all_static
+from litert_torch.symbolic import all_static
 
 aten = torch.ops.aten
 
