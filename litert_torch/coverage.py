@@ -127,26 +127,29 @@ def render() -> str:
 
 
 def _onnx_section() -> list[str]:
-    """The ONNX ops `convert_onnx` lowers, from litert_torch.lower.onnx.ops (each through the ATen lowering it
-    names, or directly)."""
-    from litert_torch.lower.onnx import dynamic as onnx_dynamic, ops as onnx_ops
+    """The ONNX ops `convert_onnx` lowers, from the ONNX registry (each through the ATen lowering it names, or
+    directly)."""
+    from litert_torch.lower.onnx import driver  # noqa: F401 (registers every ONNX op)
+    from litert_torch.lower.onnx.registry import OPS
 
+    lowered = {name: op for name, op in OPS.items() if op.lower is not None}
     lines = ["", "## ONNX (`convert_onnx`)", "",
-             f"{len(onnx_ops.LOWERINGS)} ONNX ops lower to TFLite, most through the ATen lowering named here, so "
+             f"{len(lowered)} ONNX ops lower to TFLite, most through the ATen lowering named here, so "
              "both frontends share one implementation of each op. Nodes whose inputs are all constants are "
              "evaluated at conversion (by onnx's reference evaluator); "
-             + ", ".join(f"`{n}`" for n in sorted(onnx_ops.FOLD_ONLY))
+             + ", ".join(f"`{n}`" for n in sorted(n for n, op in OPS.items() if op.fold_only))
              + " are supported only that way (`Shape` of any tensor folds too: to sizes that may be symbols, see docs/SIGNATURES.md). "
-             "Shape parameters fed when the model runs (" + ", ".join(f"`{n}`" for n in sorted(onnx_dynamic.RUNTIME_SHAPED))
+             "Shape parameters fed when the model runs ("
+             + ", ".join(f"`{n}`" for n in sorted(n for n, op in OPS.items() if op.runtime_shaped is not None))
              + ") lower too: the output's sizes are then decided by the values, and the \"How\" column says how the "
              "kernel takes them.", "",
              "| ONNX op | How | Limits |", "|---|---|---|"]
-    for name in sorted(onnx_ops.LOWERINGS):
-        fn = onnx_ops.LOWERINGS[name]
-        summary, limits = _doc_parts(fn)
-        doc = onnx_ops.DOCS.get(name) or summary
-        if name in onnx_dynamic.DOCS:
-            doc += f" Parameters computed at run time: {onnx_dynamic.DOCS[name]}"
+    for name in sorted(lowered):
+        op = lowered[name]
+        summary, limits = _doc_parts(op.lower)
+        doc = op.doc or summary
+        if op.runtime_shaped is not None:
+            doc += f" Parameters computed at run time: {op.runtime_shaped.doc}"
         lines.append(f"| `{name}` | {_cell(doc)} | {_cell(limits)} |")
     return lines
 

@@ -1,6 +1,6 @@
 """ONNX Attention (opsets 23-25) onto TFLite ops: heads split from 3-D inputs, grouped-query heads, past/present
 caches, boolean and additive masks, causal masks and sliding windows, softcap and every qk_matmul_output mode.
-Registered in `onnx_registry.LOWERINGS` like every ONNX op."""
+Registered in `registry.OPS` like every ONNX op."""
 
 from __future__ import annotations
 

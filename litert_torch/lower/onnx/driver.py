@@ -19,7 +19,9 @@ import torch
 
 from litert_torch import ir
 from litert_torch.errors import ConversionError, LoweringError, OnnxError, UnsupportedOp, UnsupportedOpsError
-from litert_torch.lower.onnx import dynamic as onnx_dynamic, ops as onnx_ops
+from litert_torch.lower.onnx import dynamic as onnx_dynamic
+from litert_torch.lower.onnx import ops as _ops  # noqa: F401 (registers every ONNX op)
+from litert_torch.lower.onnx.registry import facts, known
 from litert_torch.lower.common.registry import LoweringContext, narrow_int64
 from litert_torch.frontend import onnx_model
 from litert_torch.lower.onnx import shapes as onnx_shapes
@@ -33,18 +35,11 @@ TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float16): torch
                 np.dtype(np.uint16): torch.int32, np.dtype(np.uint32): torch.int32}
 # uint16 and uint32 have almost no LiteRT kernels: they compute in int32 between CASTs at the model's inputs and
 # outputs. A uint16 value fits int32, and every result an op can leave out of the uint16 range (a sum, a
-# difference, a product) is wrapped back into it (`UINT16_IN_RANGE` lists the ops that cannot). A uint32 value is
-# held as its int32 bit pattern, on which addition, subtraction, multiplication and equality agree; order
-# comparisons and max/min compare the patterns with the top bit flipped; division and the rest are refused.
+# difference, a product) is wrapped back into it (`OnnxOp.uint16_in_range` marks the ops that cannot). A uint32
+# value is held as its int32 bit pattern, on which addition, subtraction, multiplication and equality agree;
+# order comparisons and max/min compare the patterns with the top bit flipped; division and the rest are refused
+# (`OnnxOp.uint32`).
 WIDE_UNSIGNED = (np.dtype(np.uint16), np.dtype(np.uint32))
-UINT16_IN_RANGE = {"Max", "Min", "Div", "Mod", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
-                   "Transpose", "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Where", "ReduceMax",
-                   "ReduceMin", "Relu", "Abs", "Pad", "QuantizeLinear"}
-UINT32_BITWISE = {"Add", "Sub", "Mul", "Equal", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
-                  "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Where", "BitwiseAnd", "BitwiseOr",
-                  "BitwiseXor", "BitwiseNot"}
-# Orderings of uint32 bit patterns: the same as the int32 ordering of the patterns with the top bit flipped.
-UINT32_ORDERED = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min"}
 
 
 
@@ -121,7 +116,7 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
     # Everything missing first, all at once, as on the PyTorch path.
     missing: dict[str, list] = {}
     for i, node in enumerate(proto.graph.node):
-        if node.op_type not in onnx_ops.LOWERINGS and node.op_type not in onnx_ops.FOLD_ONLY:
+        if not known(node.op_type):
             missing.setdefault(node.op_type, []).append(node.name or f"{node.op_type}_{i}")
     if missing:
         raise UnsupportedOpsError([UnsupportedOp(f"onnx::{op}", len(names), names[0], f"node {names[0]}", None)
@@ -173,12 +168,13 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
                     consts[out] = result
                 continue
             except DynamicSizeError as exc:
-                if node.op_type not in onnx_ops.LOWERINGS:
+                if facts(node.op_type).lower is None:
                     raise _dynamic_error(node.op_type, name, space, exc) from None
-        if node.op_type in onnx_ops.FOLD_ONLY:
+        op = facts(node.op_type)
+        if op.fold_only:
             raise ConversionError(f"onnx::{node.op_type} node {name} computes on run-time values; it is supported "
                                   "only where its inputs are constants")
-        entry = onnx_dynamic.RUNTIME_SHAPED.get(node.op_type)
+        entry = op.runtime_shaped
         runtime_shaped = entry is not None and any(k < len(inputs) and onnx_dynamic.at_run_time(inputs[k])
                                                    for k in entry.inputs)
         dynamic = runtime_shaped or sizes_in or any(isinstance(v, ir.Tensor) and not all_static(v.shape)
@@ -197,8 +193,8 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
                         source=ref, used=frozenset(k for k, out in enumerate(node.output) if out in read),
                         single=len(node.output) == 1)
         ctx.begin(contract, ref)
-        keep = onnx_ops.PARAMETER_INPUTS.get(node.op_type, set())
-        allowed = set(onnx_ops.RUNTIME_PARAMETERS.get(node.op_type, ())) | (entry.inputs if runtime_shaped else set())
+        keep = op.parameters
+        allowed = set(op.runtime_parameters) | (entry.inputs if runtime_shaped else set())
         at_run_time = [k for k in sorted(keep) if k < len(inputs) and isinstance(inputs[k], ir.Tensor)
                        and not inputs[k].is_constant and k not in allowed]
         if at_run_time:
@@ -210,13 +206,13 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
                   for k, v in enumerate(inputs)]
         unsigned = {np.dtype(d) for d in (_onnx_dtype(n, consts, types) for n in [*node.input, *node.output])
                     if d is not None} & set(WIDE_UNSIGNED)
-        flip = np.dtype(np.uint32) in unsigned and node.op_type in UINT32_ORDERED
-        if np.dtype(np.uint32) in unsigned and node.op_type not in UINT32_BITWISE and not flip:
+        flip = np.dtype(np.uint32) in unsigned and op.uint32 == "ordered"
+        if np.dtype(np.uint32) in unsigned and op.uint32 is None:
             raise LoweringError(f"node {name}: onnx::{node.op_type} on uint32 values has no lowering (uint32 is "
                                 "computed as int32 bits, which only addition, subtraction, multiplication, "
                                 "comparisons and data movement read as uint32)", target=f"onnx::{node.op_type}",
                                 location=f"node {name}")
-        lower = entry.lower if runtime_shaped else onnx_ops.LOWERINGS[node.op_type]
+        lower = entry.lower if runtime_shaped else op.lower
         if flip:
             inputs = [_flip_sign(ctx, v) if isinstance(v, ir.Tensor) else v for v in inputs]
         try:
@@ -239,7 +235,7 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
         for out, r in zip(node.output, results):
             if out:
                 if (isinstance(r, ir.Tensor) and _onnx_dtype(out, consts, types) == np.uint16
-                        and node.op_type not in UINT16_IN_RANGE):
+                        and not op.uint16_in_range):
                     r = ctx.cast(ctx.cast(r, np.uint16), np.int32)  # wrapped into the uint16 range
                 env[out] = r
 
@@ -312,7 +308,7 @@ def _empty_results(node, inputs: list, types: dict) -> bool:
     # A run-time integer input may be a parameter (axes, a shape, pads) that decides the results' shape:
     # only inputs whose values cannot matter (no elements, non-integer data, or parameters that leave the shape
     # alone, as Gather's indices) let the stand-ins stand for every input.
-    shape_free = onnx_ops.RUNTIME_PARAMETERS.get(node.op_type, set())
+    shape_free = facts(node.op_type).runtime_parameters
     return all(0 in [int(d) for d in v.shape] or np.dtype(v.dtype).kind not in "iu" or k in shape_free
                for k, v in runtime)
 
@@ -418,20 +414,10 @@ def _as_tensor(ctx, value: np.ndarray) -> ir.Tensor:
     return ctx.reshape(flat, list(value.shape)) if value.ndim != 1 else flat
 
 
-def _gather_elements(node, inputs, attrs):
-    data, index = inputs
-    axis = attrs.get("axis", 0) % data.ndim
-    return [np.take_along_axis(data, np.where(index < 0, index + data.shape[axis], index), axis=axis)]
-
-
-# Constant folds done with numpy where onnx's reference evaluator is unreliable.
-NUMPY_FOLDS = {"GatherElements": _gather_elements}
-
-
 def _infer_by_running(onnx, node, inputs: list, types: dict, name: str) -> None:
     """Output shapes and dtypes that shape inference left open: run the node once on zeros of its inputs'
     static shapes (constants as they are)."""
-    if node.op_type in onnx_ops.SAME_SHAPE and isinstance(inputs[0], ir.Tensor):
+    if facts(node.op_type).same_shape and isinstance(inputs[0], ir.Tensor):
         types[node.output[0]] = (list(inputs[0].shape), inputs[0].dtype)
         return
     stand_ins = [np.zeros(v.shape, np.int64 if v.dtype == np.int32 else v.dtype) if isinstance(v, ir.Tensor) else v
@@ -451,12 +437,13 @@ def _onnx_type(onnx, dtype) -> int:
 
 
 def _evaluate(onnx, node, inputs: list) -> list[np.ndarray]:
-    """A node on constant inputs, by onnx's reference evaluator (numpy for the ops in NUMPY_FOLDS)."""
+    """A node on constant inputs, by onnx's reference evaluator (or the op's own `constant_fold`)."""
     from onnx.reference import ReferenceEvaluator
 
-    if node.op_type in NUMPY_FOLDS:
+    own = facts(node.op_type).constant_fold
+    if own is not None:
         attrs = {a.name: _plain(onnx.helper.get_attribute_value(a)) for a in node.attribute}
-        return NUMPY_FOLDS[node.op_type](node, inputs, attrs)
+        return own(node, inputs, attrs)
     try:
         evaluator = ReferenceEvaluator(node)
         feeds = {name: value for name, value in zip(node.input, inputs) if name}

@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from litert_torch import ir
-from litert_torch.lower.onnx.registry import tensor
+from litert_torch.lower.onnx.registry import set_fact, tensor
 from litert_torch.lower.common.registry import LoweringContext
 from litert_torch.symbolic import DynamicSizeError, Sym
 
@@ -38,23 +38,23 @@ ShapeRule = Callable[[list, dict, int, set, Fresh], list]
 
 @dataclass(frozen=True)
 class RuntimeShaped:
-    """Parameter inputs that may be computed at run time (`inputs`), the rule for the outputs' shapes then, and
-    the lowering."""
+    """Parameter inputs that may be computed at run time (`inputs`), the rule for the outputs' shapes then, the
+    lowering, and what it computes (for docs/COVERAGE.md)."""
 
     inputs: frozenset
     shapes: ShapeRule
     lower: Callable
+    doc: str
 
 
-RUNTIME_SHAPED: dict[str, RuntimeShaped] = {}
-DOCS: dict[str, str] = {}
+def runtime_shaped(*ops: str, inputs: set[int], shapes: ShapeRule, doc: str | None = None) -> Callable:
+    """Register `fn` as the lowering of `ops` when one of their parameter `inputs` is computed at run time, with
+    `shapes` giving the outputs' shapes over new sizes; `doc` defaults to the first paragraph of its docstring."""
 
-
-def runtime_shaped(*ops: str, inputs: set[int], shapes: ShapeRule):
-    def register(fn):
+    def register(fn: Callable) -> Callable:
+        said = doc or " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())
         for op in ops:
-            RUNTIME_SHAPED[op] = RuntimeShaped(frozenset(inputs), shapes, fn)
-            DOCS[op] = " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())
+            set_fact(op, "runtime_shaped", RuntimeShaped(frozenset(inputs), shapes, fn, said), "runtime_shaped")
         return fn
     return register
 

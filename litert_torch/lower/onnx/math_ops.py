@@ -15,11 +15,10 @@ import torch
 from litert_torch import ir
 from litert_torch.lower.common import exact
 from litert_torch.lower.aten import linalg, scatter
-from litert_torch.lower.onnx import dynamic as onnx_dynamic
 from litert_torch.lower.aten.elementwise import integer_and_or
 from litert_torch.lower.onnx.dynamic import _reduce_shapes, reduce_over, runtime_shaped
 from litert_torch.lower.onnx.registry import (
-    PARAMETER_INPUTS, aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor,
+    aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor,
 )
 from litert_torch.lower.aten.reduce import cumprod_along, topk_last_axis
 from litert_torch.lower.aten.reduce import reduce as reduce_over_dims
@@ -127,14 +126,14 @@ def xor(ctx, node, inputs, attrs):
     return aten_fn(aten.logical_xor.default)(ctx, node, inputs[0], inputs[1])
 
 
-@onnx_op("BitwiseXor")
+@onnx_op("BitwiseXor", uint32="bits")
 def bitwise_xor(ctx, node, inputs, attrs):
     """BITWISE_XOR (broadcasting)."""
     a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
     return ctx.emit("BITWISE_XOR", [a, b], out_shape(node), a.dtype)
 
 
-@onnx_op("BitwiseNot")
+@onnx_op("BitwiseNot", uint32="bits")
 def bitwise_not(ctx, node, inputs, attrs):
     """BITWISE_XOR with all ones (-1, or the type's maximum for an unsigned type)."""
     x = tensor(ctx, inputs[0])
@@ -143,7 +142,7 @@ def bitwise_not(ctx, node, inputs, attrs):
     return ctx.emit("BITWISE_XOR", [x, ctx.const(ones, name="ones")], x.shape, x.dtype)
 
 
-@onnx_op("BitwiseAnd", "BitwiseOr")
+@onnx_op("BitwiseAnd", "BitwiseOr", uint32="bits")
 def bitwise_and_or(ctx, node, inputs, attrs):
     """TFLite has no AND or OR of integers: as aten.bitwise_and / bitwise_or (`elementwise.integer_and_or`)."""
     a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
@@ -248,10 +247,6 @@ REDUCTION_FORMS = {
     "ReduceLogSum": (None, "SUM", exact.log, True),
     "ReduceProd": (None, "REDUCE_PROD", None, False),
 }
-for _name in (*REDUCTION_FORMS, "ReduceLogSumExp"):
-    PARAMETER_INPUTS[_name] = {1}
-
-
 def _static_axes(ctx, x, inputs, attrs) -> list[int] | None:
     """The reduced axes from the input or the attribute (every axis when empty), None for a no-op."""
     if len(inputs) > 1 and inputs[1] is not None:
@@ -284,7 +279,7 @@ def _reduction(ctx, node, inputs, attrs, run_time: bool):
 
 
 for _name in REDUCTION_FORMS:
-    onnx_op(_name)(lambda ctx, node, inputs, attrs: _reduction(ctx, node, inputs, attrs, False))
+    onnx_op(_name, parameters={1})(lambda ctx, node, inputs, attrs: _reduction(ctx, node, inputs, attrs, False))
 
 
 @runtime_shaped(*REDUCTION_FORMS, inputs={1}, shapes=_reduce_shapes)
@@ -333,10 +328,11 @@ def _log_sum_exp(ctx, node, inputs, attrs, run_time: bool):
     return _add(ctx, exact.log(ctx, s), ctx.reshape(m, s.shape))
 
 
-onnx_op("ReduceLogSumExp")(lambda ctx, node, inputs, attrs: _log_sum_exp(ctx, node, inputs, attrs, False))
-runtime_shaped("ReduceLogSumExp", inputs={1}, shapes=_reduce_shapes)(
+onnx_op("ReduceLogSumExp", parameters={1})(
+    lambda ctx, node, inputs, attrs: _log_sum_exp(ctx, node, inputs, attrs, False))
+runtime_shaped("ReduceLogSumExp", inputs={1}, shapes=_reduce_shapes,
+               doc="REDUCE_MAX, SUB, EXP, SUM and LOG over the run-time axes")(
     lambda ctx, node, inputs, attrs: _log_sum_exp(ctx, node, inputs, attrs, True))
-onnx_dynamic.DOCS["ReduceLogSumExp"] = "REDUCE_MAX, SUB, EXP, SUM and LOG over the run-time axes"
 
 
 # ---- scans -------------------------------------------------------------------------------------------------
@@ -392,9 +388,6 @@ def cumprod(ctx, node, inputs, attrs):
 
 
 # ---- TopK, Hardmax -----------------------------------------------------------------------------------------
-PARAMETER_INPUTS["TopK"] = {1}
-
-
 def _topk_attrs(ctx, node, x, attrs):
     axis = int(attrs.get("axis", -1))
     if not -x.rank <= axis < x.rank:
@@ -402,7 +395,7 @@ def _topk_attrs(ctx, node, x, attrs):
     return axis % x.rank, bool(attrs.get("largest", 1))
 
 
-@onnx_op("TopK")
+@onnx_op("TopK", parameters=[1])
 def topk(ctx, node, inputs, attrs):
     """as aten.topk (largest or smallest, sorted; equal values in index order)."""
     x = inputs[0]

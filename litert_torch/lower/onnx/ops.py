@@ -2,8 +2,7 @@
 frontends share one implementation per op (`fn(ctx, node, inputs, attrs)`; `node` carries the output shapes
 from ONNX shape inference, as `litert_torch.node` describes). Constant inputs arrive as numpy arrays.
 
-`LOWERINGS` is the registry; `FOLD_ONLY` ops are evaluated at conversion when their inputs are constants
-(shape arithmetic) and have no run-time lowering.
+Each op is registered once, with what the driver needs to know of it (`registry.OnnxOp`).
 """
 
 from __future__ import annotations
@@ -18,10 +17,7 @@ from litert_torch.lower.common import exact
 from litert_torch.lower.onnx import (  # noqa: F401 (register their ops)
     attention, math_ops, qdq, resize, rnn, window,
 )
-from litert_torch.lower.onnx.registry import (  # noqa: F401 (the registry and its helpers, re-exported)
-    DOCS, FOLD_ONLY, LOWERINGS, PARAMETER_INPUTS, RUNTIME_PARAMETERS, aten_fn, const_list, onnx_op, out_shape,
-    scalar, sub, tensor,
-)
+from litert_torch.lower.onnx.registry import aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor
 from litert_torch.lower.common.registry import lowering_for, numpy_dtype
 from litert_torch.symbolic import Sym, all_static, smax, smin
 
@@ -41,9 +37,8 @@ _UNARY = {
 }
 
 
-# Ops whose output has the shape and type of their first input (shape inference's fallback).
-SAME_SHAPE = set(_UNARY) | {"Sign", "Gelu", "LeakyRelu", "Elu", "HardSigmoid", "Clip", "Identity", "Softmax",
-                              "LogSoftmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization"}
+# Unary ops that cannot leave the uint16 range.
+_UINT16_IN_RANGE = {"Relu", "Abs"}
 
 
 def _unary(target):
@@ -53,16 +48,17 @@ def _unary(target):
 
 
 for _name, _target in _UNARY.items():
-    onnx_op(_name, doc=f"as {_target}")(_unary(_target))
+    onnx_op(_name, doc=f"as {_target}", same_shape=True, uint16_in_range=_name in _UINT16_IN_RANGE)(_unary(_target))
 
 
-@onnx_op("Sign")
+@onnx_op("Sign", same_shape=True)
 def sign(ctx, node, inputs, attrs):
     """SIGN (NaN stays NaN, as ONNX's reference gives; PyTorch's sign gives 0 there)."""
     return ctx.emit("SIGN", [inputs[0]], like=inputs[0])
 
 
-@onnx_op("Identity", "Dropout")
+@onnx_op("Identity", same_shape=True, uint16_in_range=True, uint32="bits")
+@onnx_op("Dropout")
 def identity(ctx, node, inputs, attrs):
     """The input itself (Dropout in inference: its mask all true)."""
     if node.op_type != "Dropout":
@@ -80,25 +76,25 @@ def identity(ctx, node, inputs, attrs):
     return inputs[0], mask
 
 
-@onnx_op("LeakyRelu")
+@onnx_op("LeakyRelu", same_shape=True)
 def leaky_relu(ctx, node, inputs, attrs):
     """as aten.leaky_relu (alpha)."""
     return aten_fn(aten.leaky_relu.default)(ctx, node, inputs[0], attrs.get("alpha", 0.01))
 
 
-@onnx_op("Elu")
+@onnx_op("Elu", same_shape=True)
 def elu(ctx, node, inputs, attrs):
     """as aten.elu (alpha)."""
     return aten_fn(aten.elu.default)(ctx, node, inputs[0], attrs.get("alpha", 1.0))
 
 
-@onnx_op("Gelu")
+@onnx_op("Gelu", same_shape=True)
 def gelu(ctx, node, inputs, attrs):
     """as aten.gelu (approximate none or tanh)."""
     return aten_fn(aten.gelu.default)(ctx, node, inputs[0], attrs.get("approximate", "none"))
 
 
-@onnx_op("HardSigmoid")
+@onnx_op("HardSigmoid", same_shape=True)
 def hard_sigmoid(ctx, node, inputs, attrs):
     """as aten.hardsigmoid for alpha 1/6, beta 0.5; otherwise clamp(alpha * x + beta, 0, 1)."""
     alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
@@ -109,7 +105,7 @@ def hard_sigmoid(ctx, node, inputs, attrs):
     return aten_fn(aten.clamp.default)(ctx, node, y, 0.0, 1.0)
 
 
-@onnx_op("Clip")
+@onnx_op("Clip", parameters=[1, 2], runtime_parameters=[1, 2], same_shape=True)
 def clip(ctx, node, inputs, attrs):
     """as aten.clamp (bounds are inputs since opset 11; bounds known only at run time as aten.clamp.Tensor)."""
     bounds = [inputs[k] if len(inputs) > k else None for k in (1, 2)]
@@ -144,12 +140,18 @@ def _binary(target):
     return lower
 
 
+# How each binary op reads unsigned values: uint16 results that cannot leave its range, uint32 bit patterns read
+# as they are, or ordered with the top bit flipped (registry.OnnxOp).
+_UINT16_IN_RANGE_BINARY = {"Max", "Min"}
+_UINT32 = {"Add": "bits", "Sub": "bits", "Mul": "bits", "Equal": "bits", "Less": "ordered", "Greater": "ordered",
+           "LessOrEqual": "ordered", "GreaterOrEqual": "ordered", "Max": "ordered", "Min": "ordered"}
 for _name, _target in _BINARY.items():
-    onnx_op(_name, doc=f"as {_target}, broadcasting")(_binary(_target))
+    onnx_op(_name, doc=f"as {_target}, broadcasting", uint16_in_range=_name in _UINT16_IN_RANGE_BINARY,
+            uint32=_UINT32.get(_name))(_binary(_target))
 onnx_op("Sum", doc="as aten.add, pairwise")(_binary(aten.add.Tensor))
 
 
-@onnx_op("Div")
+@onnx_op("Div", uint16_in_range=True)
 def div(ctx, node, inputs, attrs):
     """as aten.div; integer division truncates, as ONNX defines it."""
     a, b = inputs
@@ -167,7 +169,7 @@ def power(ctx, node, inputs, attrs):
     return aten_fn(aten.pow.Tensor_Tensor)(ctx, node, x, e)
 
 
-@onnx_op("Where")
+@onnx_op("Where", uint16_in_range=True, uint32="bits")
 def where(ctx, node, inputs, attrs):
     """as aten.where."""
     return aten_fn(aten.where.self)(ctx, node, *inputs)
@@ -179,7 +181,7 @@ def cast(ctx, node, inputs, attrs):
     return aten_fn(aten._to_copy.default)(ctx, node, inputs[0], dtype=node.value.dtype)
 
 
-@onnx_op("Mod")
+@onnx_op("Mod", uint16_in_range=True)
 def mod(ctx, node, inputs, attrs):
     """fmod=0 (integers): as aten.remainder, the sign of the divisor; fmod=1: C's fmod, the sign of the
     dividend, exact for floats and integers (`elementwise.fmod`)."""
@@ -189,7 +191,7 @@ def mod(ctx, node, inputs, attrs):
     return elementwise.fmod(ctx, a, b, out_shape(node))
 
 
-@onnx_op("Trilu")
+@onnx_op("Trilu", parameters=[1], runtime_parameters=[1])
 def trilu(ctx, node, inputs, attrs):
     """SELECT_V2 of x and 0 by a mask of the kept triangle (j - i >= k above, <= k below): a constant, or computed
     when the model runs for a k known only then.
@@ -324,7 +326,7 @@ def einsum(ctx, node, inputs, attrs):
 
 
 # ---- normalisation ------------------------------------------------------------------------------------------
-@onnx_op("BatchNormalization")
+@onnx_op("BatchNormalization", same_shape=True)
 def batch_norm(ctx, node, inputs, attrs):
     """as aten._native_batch_norm_legit_no_training (constant statistics, folded into x * scale + shift);
     statistics fed at run time as (x - mean) * rsqrt(var + epsilon) * scale + B; training_mode normalizes by the
@@ -388,7 +390,7 @@ def _batch_norm_computed(ctx, node, x, params, attrs):
     return tuple(outs)
 
 
-@onnx_op("InstanceNormalization")
+@onnx_op("InstanceNormalization", same_shape=True)
 def instance_norm(ctx, node, inputs, attrs):
     """as aten.instance_norm with the input's own statistics."""
     x, scale, bias = inputs
@@ -396,7 +398,7 @@ def instance_norm(ctx, node, inputs, attrs):
                                                0.1, attrs.get("epsilon", 1e-5), False)
 
 
-@onnx_op("LayerNormalization")
+@onnx_op("LayerNormalization", same_shape=True)
 def layer_norm(ctx, node, inputs, attrs):
     """as aten.layer_norm over the axes from `axis` on."""
     x = inputs[0]
@@ -460,26 +462,27 @@ def group_norm(ctx, node, inputs, attrs):
                                             attrs.get("epsilon", 1e-5))
 
 
-@onnx_op("Softmax")
+@onnx_op("Softmax", same_shape=True)
 def softmax(ctx, node, inputs, attrs):
     """as aten._softmax along `axis`."""
     return aten_fn(aten._softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
 
 
-@onnx_op("LogSoftmax")
+@onnx_op("LogSoftmax", same_shape=True)
 def log_softmax(ctx, node, inputs, attrs):
     """as aten._log_softmax along `axis`."""
     return aten_fn(aten._log_softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
 
 
 # ---- shapes and data movement -------------------------------------------------------------------------------
-@onnx_op("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+@onnx_op("Reshape", "Squeeze", "Unsqueeze", parameters=[1], uint16_in_range=True, uint32="bits")
+@onnx_op("Flatten", uint16_in_range=True, uint32="bits")
 def reshape(ctx, node, inputs, attrs):
     """as aten.view: one RESHAPE to the inferred shape."""
     return aten_fn(aten.view.default)(ctx, node, inputs[0])
 
 
-@onnx_op("Transpose")
+@onnx_op("Transpose", uint16_in_range=True, uint32="bits")
 def transpose(ctx, node, inputs, attrs):
     """as aten.permute (the default permutation reverses the axes)."""
     x = inputs[0]
@@ -487,13 +490,13 @@ def transpose(ctx, node, inputs, attrs):
     return aten_fn(aten.permute.default)(ctx, node, x, perm)
 
 
-@onnx_op("Concat")
+@onnx_op("Concat", uint16_in_range=True, uint32="bits")
 def concat(ctx, node, inputs, attrs):
     """as aten.cat."""
     return aten_fn(aten.cat.default)(ctx, node, [tensor(ctx, t) for t in inputs], attrs["axis"])
 
 
-@onnx_op("Split")
+@onnx_op("Split", parameters=[1], uint16_in_range=True, uint32="bits")
 def split(ctx, node, inputs, attrs):
     """as aten.split_with_sizes (sizes from the input, the attribute or equal parts)."""
     x = inputs[0]
@@ -506,7 +509,7 @@ def out_shape_each(node, axis: int) -> list[int]:
     return [v.shape[axis] for v in node.outputs]
 
 
-@onnx_op("Slice")
+@onnx_op("Slice", parameters=[1, 2, 3, 4], uint16_in_range=True, uint32="bits")
 def slice_op(ctx, node, inputs, attrs):
     """STRIDED_SLICE with constant starts, ends, axes and steps (clamped as ONNX clamps them); over a dynamic
     axis the clamped bounds are computed when the model runs."""
@@ -551,7 +554,7 @@ def size_limit(size) -> int:
     return int(min(hi, 2**62))
 
 
-@onnx_op("Gather")
+@onnx_op("Gather", parameters=[1], runtime_parameters=[1], uint16_in_range=True, uint32="bits")
 def gather(ctx, node, inputs, attrs):
     """GATHER along `axis` (negative indices wrapped); a constant table with run-time ids is an embedding."""
     x, idx = inputs
@@ -633,7 +636,14 @@ def eye_like(ctx, node, inputs, attrs):
     return ctx.const(np.eye(*shape, k=int(attrs.get("k", 0)), dtype=numpy_dtype(node.value.dtype)), name="eye")
 
 
-@onnx_op("GatherElements")
+def _gather_elements_on_constants(node, inputs: list, attrs: dict) -> list[np.ndarray]:
+    """GatherElements of constants, with numpy (onnx's reference evaluator is unreliable there)."""
+    data, index = inputs
+    axis = attrs.get("axis", 0) % data.ndim
+    return [np.take_along_axis(data, np.where(index < 0, index + data.shape[axis], index), axis=axis)]
+
+
+@onnx_op("GatherElements", constant_fold=_gather_elements_on_constants)
 def gather_elements(ctx, node, inputs, attrs):
     """as aten.gather."""
     x, idx = inputs
@@ -641,19 +651,19 @@ def gather_elements(ctx, node, inputs, attrs):
     return aten_fn(aten.gather.default)(ctx, node, x, attrs.get("axis", 0) % x.rank, idx)
 
 
-@onnx_op("Expand")
+@onnx_op("Expand", parameters=[1], uint16_in_range=True, uint32="bits")
 def expand(ctx, node, inputs, attrs):
     """as aten.expand to the inferred shape."""
     return aten_fn(aten.expand.default)(ctx, node, tensor(ctx, inputs[0]), list(out_shape(node)))
 
 
-@onnx_op("Tile")
+@onnx_op("Tile", parameters=[1], uint16_in_range=True, uint32="bits")
 def tile(ctx, node, inputs, attrs):
     """as aten.repeat."""
     return aten_fn(aten.repeat.default)(ctx, node, inputs[0], const_list(inputs[1], "Tile repeats", ctx))
 
 
-@onnx_op("Pad")
+@onnx_op("Pad", parameters=[1, 2, 3], uint16_in_range=True)
 def pad(ctx, node, inputs, attrs):
     """constant / reflect / edge / wrap padding as aten.constant_pad_nd / reflection / replication / circular
     pads; `axes` (opset 18) names the axes the pads are for."""
@@ -725,7 +735,8 @@ def _reduce(target):
 
 for _name, _target in {"ReduceMean": aten.mean.dim, "ReduceSum": aten.sum.dim_IntList, "ReduceMax": aten.amax.default,
                        "ReduceMin": aten.amin.default}.items():
-    onnx_op(_name, doc=f"as {_target} (axes from the input or the attribute)")(_reduce(_target))
+    onnx_op(_name, doc=f"as {_target} (axes from the input or the attribute)", parameters=[1],
+            uint16_in_range=_name in ("ReduceMax", "ReduceMin"))(_reduce(_target))
 
 
 @onnx_op("ArgMax", "ArgMin")

@@ -74,7 +74,7 @@ def _saturate(ctx, q: ir.Tensor, dtype: np.dtype, carrier=None) -> ir.Tensor:
     return ctx.cast(clamped, carrier or dtype)
 
 
-@onnx_op("QuantizeLinear")
+@onnx_op("QuantizeLinear", uint16_in_range=True)
 def quantize_linear(ctx, node, inputs, attrs):
     """round(x / scale) + zero_point (half to even), saturated to the output type's range: uint8 unless a zero
     point or `output_dtype` says otherwise; per tensor, per axis or per block."""

@@ -1,9 +1,15 @@
-"""The ONNX lowering registry: ONNX op type -> `fn(ctx, node, inputs, attrs)`, filled by `onnx_ops` and
-`onnx_rnn`; which ops are only folded, and which constant inputs reach the lowerings as parameters."""
+"""The ONNX op registry: one `OnnxOp` per ONNX op type, holding everything the driver knows of it — its lowering
+`fn(ctx, node, inputs, attrs)`, which constant inputs reach the lowering as parameters (and which of those it
+also takes computed at run time), how it treats unsigned values, its shape rule over dynamic sizes
+(`shapes.py`), its lowering when shape parameters are computed at run time (`dynamic.py`), and its evaluation on
+constants where onnx's reference evaluator is unreliable. Each fact is given where the op is registered
+(`@onnx_op(...)`, `@shape_rule(...)` in shapes.py, `@runtime_shaped(...)` in dynamic.py), and a fact given twice
+for one op is refused, as the ATen registry refuses a second lowering."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
@@ -13,33 +19,99 @@ from litert_torch.node import Node
 from litert_torch.symbolic import Sym
 
 OnnxFn = Callable[[LoweringContext, Any, list, dict], Any]
-LOWERINGS: dict[str, OnnxFn] = {}
-DOCS: dict[str, str] = {}
-# Evaluated at conversion when every input is a constant; never lowered.
-FOLD_ONLY = {"Constant", "ConstantOfShape", "Shape", "Size", "Range"}
-# Constant inputs that are parameters in disguise (shapes, axes, bounds): they reach the lowering as numpy
-# arrays. Every other constant input is data and becomes a constant tensor.
-PARAMETER_INPUTS = {
-    "Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Expand": {1}, "Tile": {1}, "Split": {1},
-    "Slice": {1, 2, 3, 4}, "Clip": {1, 2}, "Pad": {1, 2, 3}, "Resize": {1, 2, 3}, "Upsample": {1},
-    "ReduceMean": {1}, "ReduceSum": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "Gather": {1},
-    "LSTM": {1, 2, 3, 4, 5, 6, 7}, "GRU": {1, 2, 3, 4, 5}, "Trilu": {1},
-}
 
 
-def onnx_op(*names: str, doc: str | None = None):
+@dataclass
+class OnnxOp:
+    """Everything about one ONNX op type."""
+
+    name: str
+    # the lowering, or None for ops only evaluated at conversion time (`fold_only`)
+    lower: OnnxFn | None = None
+    doc: str | None = None  # for docs/COVERAGE.md when the lowering's docstring does not say it
+    fold_only: bool = False
+    # Constant inputs that are parameters in disguise (shapes, axes, bounds): they reach the lowering as numpy
+    # arrays; every other constant input is data and becomes a constant tensor.
+    parameters: frozenset[int] = frozenset()
+    # Parameter inputs the lowering also takes when they are computed at run time (any other parameter input
+    # must be a constant: the driver refuses the node otherwise).
+    runtime_parameters: frozenset[int] = frozenset()
+    same_shape: bool = False  # its output has its first input's shape and type (shape inference's fallback)
+    # uint16 is computed in int32: True where the op cannot leave the uint16 range (else its result is wrapped
+    # back into it). uint32 is held as its int32 bit pattern: "bits" where the op reads the pattern as uint32
+    # (addition, multiplication, equality, data movement), "ordered" where it compares the patterns with the top
+    # bit flipped; None refuses uint32 values.
+    uint16_in_range: bool = False
+    uint32: Literal["bits", "ordered"] | None = None
+    shape_rule: Callable | None = None  # output shapes over symbolic sizes (shapes.py)
+    size_fold: Callable | None = None  # evaluation on sizes known only at run time (shapes.py)
+    runtime_shaped: Any = None  # dynamic.RuntimeShaped: the lowering when shape parameters come at run time
+    constant_fold: Callable | None = None  # evaluation on constants, instead of onnx's reference evaluator
+
+
+OPS: dict[str, OnnxOp] = {}
+
+
+def op_entry(name: str) -> OnnxOp:
+    """The registration of ONNX op `name`, made empty on first use."""
+    entry = OPS.get(name)
+    if entry is None:
+        entry = OPS[name] = OnnxOp(name)
+    return entry
+
+
+def set_fact(name: str, fact: str, value: Any, by: str) -> None:
+    """Give op `name` its `fact` (a field of OnnxOp); a fact given twice is a bug in the registrations."""
+    entry = op_entry(name)
+    if getattr(entry, fact) not in (None, False, frozenset()):
+        raise RuntimeError(f"onnx::{name} already has its {fact} ({getattr(entry, fact)!r}); {by} gives it again")
+    setattr(entry, fact, value)
+
+
+def onnx_op(*names: str, doc: str | None = None, parameters: Sequence[int] = (),
+            runtime_parameters: Sequence[int] = (), same_shape: bool = False, uint16_in_range: bool = False,
+            uint32: Literal["bits", "ordered"] | None = None, constant_fold: Callable | None = None
+            ) -> Callable[[OnnxFn], OnnxFn]:
+    """Register `fn` as the lowering of each ONNX op in `names`, with the facts about them (OnnxOp's fields)."""
+
     def register(fn: OnnxFn) -> OnnxFn:
+        by = getattr(fn, "__qualname__", repr(fn))
         for name in names:
-            LOWERINGS[name] = fn
-            if doc:
-                DOCS[name] = doc
+            set_fact(name, "lower", fn, by)
+            facts = {"doc": doc, "parameters": frozenset(parameters),
+                     "runtime_parameters": frozenset(runtime_parameters), "same_shape": same_shape,
+                     "uint16_in_range": uint16_in_range, "uint32": uint32, "constant_fold": constant_fold}
+            for fact, value in facts.items():
+                if value not in (None, False, frozenset()):
+                    set_fact(name, fact, value, by)
         return fn
+
     return register
 
-# Parameter inputs whose lowering also takes a value known only at run time (any other parameter input must be
-# a constant: the frontend refuses the node otherwise).
-RUNTIME_PARAMETERS: dict[str, set[int]] = {"Gather": {1}, "Clip": {1, 2}, "Trilu": {1}, "GRU": {1, 2, 3, 4, 5},
-                                          "LSTM": {1, 2, 3, 4, 5, 6, 7}}
+
+def fold_only(*names: str) -> None:
+    """Ops evaluated at conversion time when every input is a constant, with no run-time lowering."""
+    for name in names:
+        set_fact(name, "fold_only", True, "fold_only")
+
+
+def lowered_ops() -> dict[str, OnnxFn]:
+    """The ops with a run-time lowering, by name."""
+    return {name: entry.lower for name, entry in OPS.items() if entry.lower is not None}
+
+
+def known(name: str) -> bool:
+    """Whether the driver can take op `name`: lowered, or evaluated at conversion time."""
+    entry = OPS.get(name)
+    return entry is not None and (entry.lower is not None or entry.fold_only)
+
+
+def facts(name: str) -> OnnxOp:
+    """The registration of `name`, or an empty one for an op never registered."""
+    return OPS.get(name) or OnnxOp(name)
+
+
+fold_only("Constant", "ConstantOfShape", "Shape", "Size", "Range")
 
 
 def tensor(ctx: LoweringContext, value: Any) -> ir.Tensor | None:

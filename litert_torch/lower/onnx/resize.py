@@ -269,7 +269,8 @@ def resize(ctx, node, inputs, attrs):
     return y if kernel.mode == "nearest" else ip.from_float(ctx, y, dtype)
 
 
-onnx_op("Resize", "Upsample")(resize)
+onnx_op("Resize", parameters=[1, 2, 3])(resize)
+onnx_op("Upsample", parameters=[1])(resize)
 runtime_shaped("Resize", inputs={1, 2, 3}, shapes=_resize_shapes)(resize)
 
 

@@ -1,5 +1,5 @@
 """ONNX recurrent layers: LSTM onto the fused TFLite LSTM the ATen path writes, GRU unrolled over time.
-Registered in `onnx_registry.LOWERINGS` like every ONNX op."""
+Registered in `registry.OPS` like every ONNX op."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from litert_torch.lower.onnx.registry import onnx_op, tensor
 from litert_torch.lower.aten.rnn import Weights, _lstm_layer, _reverse_time, _time_step, unrolled_gru, unrolled_lstm
 
 
-@onnx_op("LSTM")
+@onnx_op("LSTM", parameters=[1, 2, 3, 4, 5, 6, 7], runtime_parameters=[1, 2, 3, 4, 5, 6, 7])
 def lstm(ctx, node, inputs, attrs):
     """One UNIDIRECTIONAL_SEQUENCE_LSTM per direction (ONNX gates i, o, f, c reordered to i, f, g, o), the
     reverse direction on the time-reversed sequence; Y, and Y_h sliced from it. Weights computed at run time,
@@ -77,7 +77,7 @@ def lstm(ctx, node, inputs, attrs):
     return y_all, y_h, None
 
 
-@onnx_op("GRU")
+@onnx_op("GRU", parameters=[1, 2, 3, 4, 5], runtime_parameters=[1, 2, 3, 4, 5])
 def gru(ctx, node, inputs, attrs):
     """Unrolled over time (`rnn.unrolled_gru`): one FULLY_CONNECTED for the input projection of all steps, then
     per step a recurrent FULLY_CONNECTED, SPLIT into the update, reset and candidate gates, LOGISTIC/TANH, and

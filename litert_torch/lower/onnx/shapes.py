@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from litert_torch.lower.onnx.registry import facts, set_fact
 from litert_torch.symbolic import DynamicSizeError, Sym, broadcast_shapes, smax, smin
 
 Shape = tuple[Any, ...]
@@ -51,13 +52,13 @@ def _attr_or_input(inputs: list, attrs: dict, index: int, name: str) -> list[Any
 # ---- shape rules ---------------------------------------------------------------------------------------------
 # Each rule: (input shapes, where a constant input is its numpy value; attributes; output count) -> shapes.
 Rule = Callable[[list, dict, int], list[Shape]]
-RULES: dict[str, Rule] = {}
 
 
-def rule(*ops: str):
+def rule(*ops: str) -> Callable[[Rule], Rule]:
+    """Register `fn` as the shape rule of `ops` (their `OnnxOp.shape_rule`)."""
     def register(fn: Rule) -> Rule:
         for op in ops:
-            RULES[op] = fn
+            set_fact(op, "shape_rule", fn, fn.__qualname__)
         return fn
     return register
 
@@ -355,7 +356,7 @@ def _depth_to_space(inputs, attrs, n):
 def infer(op_type: str, inputs: list, attrs: dict, n_outputs: int) -> list[Shape]:
     """The output shapes of one node. `inputs`: per input its shape (a tuple of ints and Syms), or its numpy
     value where it is a constant, or None where absent."""
-    fn = RULES.get(op_type)
+    fn = facts(op_type).shape_rule
     if fn is None:
         raise DynamicSizeError(f"onnx::{op_type} has no rule for dynamic shapes here")
     return fn(inputs, attrs, n_outputs)
@@ -426,7 +427,7 @@ def _fold_reshape(inputs, attrs):
     return [x.reshape([int(d) for d in ints(inputs[1], "Reshape shape")])]
 
 
-FOLDS: dict[str, Callable[[list, dict], list[np.ndarray]]] = {
+_SIZE_FOLDS: dict[str, Callable[[list, dict], list[np.ndarray]]] = {
     "Add": _fold_binary(lambda a, b: a + b),
     "Sub": _fold_binary(lambda a, b: a - b),
     "Mul": _fold_binary(lambda a, b: a * b),
@@ -440,6 +441,8 @@ FOLDS: dict[str, Callable[[list, dict], list[np.ndarray]]] = {
     "Identity": lambda inputs, attrs: [_sizes(inputs[0])],
     "Cast": lambda inputs, attrs: [_sizes(inputs[0])],
 }
+for _op, _fold in _SIZE_FOLDS.items():
+    set_fact(_op, "size_fold", _fold, "shapes")
 
 
 def shape_value(shape: Shape, start: int | None = None, end: int | None = None) -> np.ndarray:
@@ -449,7 +452,7 @@ def shape_value(shape: Shape, start: int | None = None, end: int | None = None) 
 
 def fold(op_type: str, inputs: list, attrs: dict) -> list[np.ndarray]:
     """Evaluate a node of shape arithmetic whose inputs hold sizes known only at run time."""
-    fn = FOLDS.get(op_type)
+    fn = facts(op_type).size_fold
     if fn is None:
         raise DynamicSizeError(f"onnx::{op_type} on sizes known only at run time has no rule here")
     return fn(inputs, attrs)
