@@ -397,7 +397,7 @@ def _operand(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """Attribute values as Python values: strings decoded."""
+    """Attribute values as Python values: strings decoded, here once for every lowering and shape rule."""
     if isinstance(value, bytes):
         return value.decode("utf-8")
     if isinstance(value, list) and value and isinstance(value[0], bytes):

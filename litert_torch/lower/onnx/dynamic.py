@@ -431,7 +431,6 @@ def pad(ctx, node, inputs, attrs):
     x = inputs[0]
     r = x.rank
     mode = attrs.get("mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
     if mode not in ("constant", "reflect"):
         raise ctx.fail(f"Pad mode {mode!r} with pads computed at run time has no lowering (constant and reflect do)")
     if r > 5:

@@ -286,7 +286,7 @@ def einsum(ctx, node, inputs, attrs):
     the output stay). Without "->" the output is the indices that appear once, in alphabetical order.
 
     Limits: at most two operands, no ellipsis, no repeated index within an operand (diagonals)."""
-    equation = attrs["equation"].decode() if isinstance(attrs["equation"], bytes) else attrs["equation"]
+    equation = attrs["equation"]
     equation = equation.replace(" ", "")
     lhs, arrow, out = equation.partition("->")
     terms = lhs.split(",")
@@ -671,7 +671,6 @@ def pad(ctx, node, inputs, attrs):
     pads = const_list(inputs[1], "Pad pads", ctx)
     value = scalar(inputs[2], ctx, "Pad value") if len(inputs) > 2 and inputs[2] is not None else 0.0
     mode = attrs.get("mode", b"constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
     rank = x.rank
     if len(inputs) > 3 and inputs[3] is not None:
         axes = [int(a) % rank for a in const_list(inputs[3], "Pad axes", ctx)]
@@ -704,7 +703,6 @@ def depth_to_space(ctx, node, inputs, attrs):
     """CRD mode as aten.pixel_shuffle; DCR mode, whose channel order (r1, r2, c) is TFLite's, as DEPTH_TO_SPACE
     between NHWC transposes."""
     mode = attrs.get("mode", b"DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
     x, r = inputs[0], int(attrs["blocksize"])
     if mode == "CRD":
         return aten_fn(aten.pixel_shuffle.default)(ctx, node, x, r)

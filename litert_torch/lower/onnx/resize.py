@@ -28,8 +28,7 @@ aten = torch.ops.aten
 
 
 def _text(value, default: str) -> str:
-    value = default if value is None else value
-    return value.decode() if isinstance(value, bytes) else value
+    return default if value is None else value
 
 
 def _kernel(ctx, node, attrs) -> ip.Kernel:

@@ -31,7 +31,6 @@ def lstm(ctx, node, inputs, attrs):
     if runtime or any(given(k) is not None for k in (4, 5, 6, 7)) or 2 in node.used:
         return _unrolled_lstm(ctx, node, x, w, r, b, given(4), given(5), given(6), given(7), attrs)
     direction = attrs.get("direction", b"forward")
-    direction = direction.decode() if isinstance(direction, bytes) else direction
     hidden = attrs["hidden_size"]
     layout = attrs.get("layout", 0)
     time_major = layout == 0
@@ -93,7 +92,6 @@ def gru(ctx, node, inputs, attrs):
         raise ctx.fail("GRU with custom activations or clip has no lowering yet")
     hidden = attrs["hidden_size"]
     direction = attrs.get("direction", "forward")
-    direction = direction.decode() if isinstance(direction, bytes) else direction
     names = [direction] if direction != "bidirectional" else ["forward", "reverse"]
     reverse = [name == "reverse" for name in names]
     time_major = attrs.get("layout", 0) == 0
@@ -133,7 +131,6 @@ def _unrolled_lstm(ctx, node, x, w, r, b, lengths, h0, c0, peep, attrs):
     stops at its length: its state is kept and its outputs are zero after it. Returns Y, Y_h and Y_c."""
     hidden = attrs["hidden_size"]
     direction = attrs.get("direction", b"forward")
-    direction = direction.decode() if isinstance(direction, bytes) else direction
     names = [direction] if direction != "bidirectional" else ["forward", "reverse"]
     time_major = attrs.get("layout", 0) == 0
     dtype = x.dtype

@@ -114,7 +114,6 @@ def _window(inputs, attrs, kernel: Sequence[int], dilations: Sequence[int], ceil
     spatial = len(kernel)
     strides = list(attrs.get("strides", [1] * spatial))
     auto = attrs.get("auto_pad", "NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
     pads = list(attrs.get("pads", [0] * (2 * spatial)))
     out = []
     for i in range(spatial):

@@ -19,7 +19,6 @@ def _pads(ctx, node, x, attrs, kernel, strides, dilations):
     """Symmetric (begin, end) pads per spatial axis; an asymmetric pad becomes an explicit zero PAD first."""
     spatial = x.rank - 2
     auto = attrs.get("auto_pad", b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = []
         for i in range(spatial):
@@ -70,7 +69,6 @@ def _transposed_pads(ctx, x, attrs, kernel, strides, dilations, output_padding) 
     (at the end for SAME_UPPER)."""
     spatial = x.rank - 2
     auto = attrs.get("auto_pad", b"NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
     target = list(attrs.get("output_shape", []))[-spatial:] if attrs.get("output_shape") else None
     if target is None and auto in ("SAME_UPPER", "SAME_LOWER"):
         target = [size * s for size, s in zip(x.shape[2:], strides)]
@@ -268,7 +266,6 @@ def causal_conv_with_state(ctx, node, inputs, attrs):
     b = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
     past = tensor(ctx, inputs[3]) if len(inputs) > 3 else None
     activation = attrs.get("activation", b"none")
-    activation = activation.decode() if isinstance(activation, bytes) else activation
     if activation not in ("none", "silu", "swish"):
         raise ctx.fail(f"CausalConvWithState activation {activation!r} is not one of 'none', 'silu', 'swish'")
     if x.rank != 3 or w.rank != 3 or w.shape[0] != x.shape[1] or w.shape[1] != 1:
