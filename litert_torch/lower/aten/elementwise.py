@@ -56,35 +56,35 @@ lowers(aten.cos.default)(_trig("COS"))
 
 
 @lowers(aten.exp.default)
-def lower_exp(ctx, node, x):
+def lower_exp(ctx, node, x) -> ir.Tensor:
     """EXP(x / 2) squared, NaN passed through: right up to the top of the float32 range on every kernel set
     (lower/common/exact.py)."""
     return exact.exp(ctx, x)
 
 
 @lowers(aten.log.default)
-def lower_log(ctx, node, x):
+def lower_log(ctx, node, x) -> ir.Tensor:
     """LOG, split at 2**100 so that no kernel sees an input it gets wrong; +inf and NaN passed through
     (lower/common/exact.py)."""
     return exact.log(ctx, x)
 
 
 @lowers(aten.sqrt.default)
-def lower_sqrt(ctx, node, x):
+def lower_sqrt(ctx, node, x) -> ir.Tensor:
     """SQRT, split at 2**100 so that no kernel sees an input it gets wrong (lower/common/exact.py); three ops when
     the input is known to be positive."""
     return exact.sqrt(ctx, x)
 
 
 @lowers(aten.rsqrt.default)
-def lower_rsqrt(ctx, node, x):
+def lower_rsqrt(ctx, node, x) -> ir.Tensor:
     """RSQRT of x * 2**-8 when x is known to be positive (a variance plus epsilon), else 1 / sqrt(x)
     (lower/common/exact.py): +-inf at +-0, right up to the top of the float32 range."""
     return exact.rsqrt(ctx, x)
 
 
 @lowers(aten.sign.default)
-def lower_sign(ctx, node, x):
+def lower_sign(ctx, node, x) -> ir.Tensor:
     """SIGN, with 0 for NaN as PyTorch gives (SIGN returns NaN)."""
     y = ctx.emit("SIGN", [x], like=x)
     if x.dtype.kind != "f":
@@ -117,13 +117,13 @@ def clamp(ctx: LoweringContext, x: ir.Tensor, lo: float | None, hi: float | None
 
 
 @lowers(aten.hardtanh.default)
-def lower_hardtanh(ctx, node, x, min_val=-1.0, max_val=1.0):
+def lower_hardtanh(ctx, node, x, min_val=-1.0, max_val=1.0) -> ir.Tensor:
     """RELU6 / RELU_N1_TO_1 / RELU_0_TO_1 for their ranges, MAXIMUM + MINIMUM otherwise."""
     return clamp(ctx, x, min_val, max_val)
 
 
 @lowers(aten.clamp.default)
-def lower_clamp(ctx, node, x, min=None, max=None):
+def lower_clamp(ctx, node, x, min=None, max=None) -> ir.Tensor:
     """Like hardtanh; either bound may be absent. A bool tensor clamped by numbers is clamped as the integer type
     PyTorch promotes it to."""
     return clamp(ctx, ctx.cast(x, out_meta(node)[1]), min, max)
@@ -131,20 +131,20 @@ def lower_clamp(ctx, node, x, min=None, max=None):
 
 # ---- composite activations ------------------------------------------------------------------------------------
 @lowers(aten.hardsigmoid.default)
-def lower_hardsigmoid(ctx, node, x):
+def lower_hardsigmoid(ctx, node, x) -> ir.Tensor:
     """relu6(x + 3) / 6: ADD with a fused RELU6, then MUL by 1/6 (TFLite has no hard-sigmoid builtin)."""
     shifted = ctx.emit("ADD", [x, ctx.scalar_like(3.0, x)], like=x, fused_activation_function="RELU6")
     return ctx.emit("MUL", [shifted, ctx.scalar_like(1.0 / 6.0, x)], like=x)
 
 
 @lowers(aten.silu.default)
-def lower_silu(ctx, node, x):
+def lower_silu(ctx, node, x) -> ir.Tensor:
     """x * sigmoid(x): LOGISTIC then MUL."""
     return ctx.emit("MUL", [x, ctx.emit("LOGISTIC", [x], like=x)], like=x)
 
 
 @lowers(aten.gelu.default)
-def lower_gelu(ctx, node, x, approximate="none"):
+def lower_gelu(ctx, node, x, approximate="none") -> ir.Tensor:
     """GELU; `approximate='tanh'` maps to the builtin's tanh form."""
     if approximate not in ("none", "tanh"):
         raise ctx.fail(f"gelu approximate={approximate!r} is not a known form")
@@ -152,13 +152,13 @@ def lower_gelu(ctx, node, x, approximate="none"):
 
 
 @lowers(aten.leaky_relu.default)
-def lower_leaky_relu(ctx, node, x, negative_slope=0.01):
+def lower_leaky_relu(ctx, node, x, negative_slope=0.01) -> ir.Tensor:
     """LEAKY_RELU with alpha = negative_slope."""
     return ctx.emit("LEAKY_RELU", [x], like=x, alpha=float(negative_slope))
 
 
 @lowers(aten.elu.default)
-def lower_elu(ctx, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
+def lower_elu(ctx, node, x, alpha=1.0, scale=1.0, input_scale=1.0) -> ir.Tensor:
     """ELU for alpha = 1; relu(x) + alpha * elu(min(x, 0)) for other alphas (the builtin fixes alpha = 1);
     scale * (relu(x) + alpha * elu(input_scale * min(x, 0))) for the selu / celu forms.
 
@@ -227,27 +227,27 @@ def _scaled(ctx: LoweringContext, value, alpha, dtype):
 
 
 @lowers(aten.add.Tensor, aten.add.Scalar)
-def lower_add(ctx, node, a, b, alpha=1):
+def lower_add(ctx, node, a, b, alpha=1) -> ir.Tensor:
     """ADD, broadcasting, operands cast to the result type; alpha != 1 scales the second operand first."""
     _, dtype = out_meta(node)
     return binary(ctx, node, "ADD", a, _scaled(ctx, b, alpha, dtype))
 
 
 @lowers(aten.sub.Tensor, aten.sub.Scalar)
-def lower_sub(ctx, node, a, b, alpha=1):
+def lower_sub(ctx, node, a, b, alpha=1) -> ir.Tensor:
     """SUB, broadcasting, operands cast to the result type; alpha != 1 scales the second operand first."""
     _, dtype = out_meta(node)
     return binary(ctx, node, "SUB", a, _scaled(ctx, b, alpha, dtype))
 
 
 @lowers(aten.mul.Tensor, aten.mul.Scalar)
-def lower_mul(ctx, node, a, b):
+def lower_mul(ctx, node, a, b) -> ir.Tensor:
     """MUL, broadcasting, operands cast to the result type."""
     return binary(ctx, node, "MUL", a, b)
 
 
 @lowers(aten.div.Tensor, aten.div.Scalar)
-def lower_div(ctx, node, a, b):
+def lower_div(ctx, node, a, b) -> ir.Tensor:
     """True division (integer operands are cast to the float result type first, as PyTorch does).
     A constant divisor becomes a MUL by its reciprocal only when that is exact (powers of 2)."""
     if not isinstance(b, ir.Tensor) and b != 0 and np.frexp(float(b))[0] in (0.5, -0.5):
@@ -256,7 +256,7 @@ def lower_div(ctx, node, a, b):
 
 
 @lowers(aten.div.Tensor_mode, aten.div.Scalar_mode)
-def lower_div_mode(ctx, node, a, b, *, rounding_mode=None):
+def lower_div_mode(ctx, node, a, b, *, rounding_mode=None) -> ir.Tensor:
     """FLOOR_DIV for rounding_mode='floor'; DIV then rounding towards zero for 'trunc' (integer DIV already
     truncates)."""
     shape, dtype = out_meta(node)
@@ -273,26 +273,26 @@ def lower_div_mode(ctx, node, a, b, *, rounding_mode=None):
 
 
 @lowers(aten.floor_divide.default)
-def lower_floor_divide(ctx, node, a, b):
+def lower_floor_divide(ctx, node, a, b) -> ir.Tensor:
     """a // b: division rounded towards minus infinity, as div(a, b, rounding_mode='floor')."""
     return lower_div_mode(ctx, node, a, b, rounding_mode="floor")
 
 
 @lowers(aten.erf.default)
-def lower_erf(ctx, node, x):
+def lower_erf(ctx, node, x) -> ir.Tensor:
     """erf (TFLite has no builtin): its Maclaurin series below 0.5, 2 * GELU(sqrt(2) x) / (sqrt(2) x) - 1 on x
     clamped to +-6 above, NaN passed through (lower/common/exact.py)."""
     return exact.erf(ctx, x)
 
 
 @lowers(aten.remainder.Tensor, aten.remainder.Scalar)
-def lower_remainder(ctx, node, a, b):
+def lower_remainder(ctx, node, a, b) -> ir.Tensor:
     """FLOOR_MOD: the result takes the divisor's sign, as in Python and torch.remainder."""
     return binary(ctx, node, "FLOOR_MOD", a, b)
 
 
 @lowers(aten.fmod.Tensor, aten.fmod.Scalar)
-def lower_fmod(ctx, node, a, b):
+def lower_fmod(ctx, node, a, b) -> ir.Tensor:
     """The remainder with the dividend's sign (C's fmod), exact: see `fmod`."""
     shape, dtype = out_meta(node)
     return fmod(ctx, operand(ctx, a, dtype), operand(ctx, b, dtype), shape)
@@ -320,7 +320,7 @@ def fmod(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, shape) -> ir.Tensor:
 
 
 @lowers(aten.pow.Tensor_Scalar)
-def lower_pow_scalar(ctx, node, x, exponent):
+def lower_pow_scalar(ctx, node, x, exponent) -> ir.Tensor:
     """x ** c: MUL for 2 and 3, SQRT for 0.5, RSQRT for -0.5, DIV for -1, POW otherwise (XNNPACK and NPUs
     take no POW; x * x * x is within an ulp of pow(x, 3))."""
     shape, dtype = out_meta(node)
@@ -341,12 +341,12 @@ def lower_pow_scalar(ctx, node, x, exponent):
 
 
 @lowers(aten.pow.Tensor_Tensor, aten.pow.Scalar)
-def lower_pow(ctx, node, a, b):
+def lower_pow(ctx, node, a, b) -> ir.Tensor:
     """POW, broadcasting."""
     return binary(ctx, node, "POW", a, b)
 
 
-def scalar_with(ctx, node, opcode: str, value: float, x):
+def scalar_with(ctx, node, opcode: str, value: float, x) -> ir.Tensor:
     """`opcode`(value, x) with x cast to the node's result dtype: 1 / x, 2 ** x."""
     _, dtype = out_meta(node)
     x = ctx.cast(x, dtype)
@@ -354,26 +354,26 @@ def scalar_with(ctx, node, opcode: str, value: float, x):
 
 
 @lowers(aten.reciprocal.default)
-def lower_reciprocal(ctx, node, x):
+def lower_reciprocal(ctx, node, x) -> ir.Tensor:
     """DIV of 1 by x."""
     return scalar_with(ctx, node, "DIV", 1.0, x)
 
 
 @lowers(aten.round.default)
-def lower_round(ctx, node, x):
+def lower_round(ctx, node, x) -> ir.Tensor:
     """ROUND (half to even, like torch.round)."""
     return ctx.emit("ROUND", [x], like=x)
 
 
 @lowers(aten._to_copy.default)
-def lower_to_copy(ctx, node, x, dtype=None, **kwargs):
+def lower_to_copy(ctx, node, x, dtype=None, **kwargs) -> ir.Tensor:
     """CAST to the new dtype (device and memory-format changes are nothing)."""
     _, out_dtype = out_meta(node)
     return ctx.cast(x, out_dtype)
 
 
 @lowers(aten.prelu.default)
-def lower_prelu(ctx, node, x, weight):
+def lower_prelu(ctx, node, x, weight) -> ir.Tensor:
     """PRELU with the slope broadcast over the channel axis (dim 1)."""
     alpha = weight if weight.rank != 1 or x.rank < 2 else ctx.reshape(weight, [weight.shape[0]] + [1] * (x.rank - 2))
     return ctx.emit("PRELU", [x, ctx.cast(alpha, x.dtype)], like=x)
@@ -398,7 +398,7 @@ def common_dtype(node, positions=(0, 1)) -> np.dtype:
 
 
 def _comparison(opcode: str):
-    def lower_comparison(ctx, node, a, b):
+    def lower_comparison(ctx, node, a, b) -> ir.Tensor:
         dtype = compute_dtype(opcode, common_dtype(node))
         shape, _ = out_meta(node)
         return ctx.emit(opcode, [operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, np.bool_)
@@ -413,7 +413,7 @@ for _target, _opcode in COMPARISONS.items():
 
 
 @lowers(aten.logical_not.default)
-def lower_logical_not(ctx, node, x):
+def lower_logical_not(ctx, node, x) -> ir.Tensor:
     """LOGICAL_NOT (x != 0 first for non-bool inputs)."""
     return ctx.emit("LOGICAL_NOT", [as_bool(ctx, x)], x.shape, np.bool_)
 
@@ -425,7 +425,7 @@ def as_bool(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
 
 
 def _logical(opcode: str):
-    def lower_logical(ctx, node, a, b):
+    def lower_logical(ctx, node, a, b) -> ir.Tensor:
         shape, _ = out_meta(node)
         return ctx.emit(opcode, [as_bool(ctx, a), as_bool(ctx, b)], shape, np.bool_)
 
@@ -479,7 +479,7 @@ def integer_and_or(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, shape, dtyp
 
 
 def _bitwise(kind: str):
-    def lower_bitwise(ctx, node, a, b):
+    def lower_bitwise(ctx, node, a, b) -> ir.Tensor:
         shape, dtype = out_meta(node)
         a, b = operand(ctx, a, dtype), operand(ctx, b, dtype)
         if dtype == np.bool_:
@@ -510,7 +510,7 @@ lowers(*_overloads("bitwise_xor.Tensor", "bitwise_xor.Scalar"))(_bitwise("xor"))
 
 
 @lowers(aten.bitwise_not.default)
-def lower_bitwise_not(ctx, node, x):
+def lower_bitwise_not(ctx, node, x) -> ir.Tensor:
     """LOGICAL_NOT of bools; BITWISE_XOR with all ones (-1, or the maximum of an unsigned type) of integers."""
     if x.dtype == np.bool_:
         return ctx.emit("LOGICAL_NOT", [x], x.shape, np.bool_)
@@ -519,7 +519,7 @@ def lower_bitwise_not(ctx, node, x):
 
 
 def _shift(left: bool):
-    def lower_shift(ctx, node, a, b):
+    def lower_shift(ctx, node, a, b) -> ir.Tensor:
         shape, dtype = out_meta(node)
         if dtype.kind not in "iu":
             raise ctx.fail(f"a bit shift of {dtype} values (PyTorch shifts integers only)")
@@ -559,7 +559,7 @@ lowers(*_overloads("bitwise_right_shift.Tensor", "bitwise_right_shift.Tensor_Sca
 
 
 @lowers(aten.where.self, aten.where.Scalar, aten.where.ScalarSelf, aten.where.ScalarOther)
-def lower_where(ctx, node, cond, a, b):
+def lower_where(ctx, node, cond, a, b) -> ir.Tensor:
     """SELECT_V2 (broadcasting) on operands promoted to the result type (a number as a constant of it)."""
     shape, dtype = out_meta(node)
     return ctx.emit("SELECT_V2", [as_bool(ctx, cond), operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, dtype)

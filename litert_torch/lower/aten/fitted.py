@@ -318,7 +318,7 @@ def _erfcx(ctx, x: ir.Tensor) -> ir.Tensor:
 
 
 def _lowering(fn):
-    def lower(ctx, node, x):
+    def lower(ctx, node, x) -> ir.Tensor:
         _, dtype = out_meta(node)
         return ctx.cast(fn(ctx, ctx.cast(x, np.float32)), dtype)
 

@@ -177,7 +177,7 @@ def _no_info(ctx, node, *results: int) -> None:
 
 
 @lowers(aten.linalg_inv_ex.default)
-def lower_linalg_inv_ex(ctx, node, a, check_errors=False):
+def lower_linalg_inv_ex(ctx, node, a, check_errors=False) -> tuple[ir.Tensor, ir.Tensor]:
     """The inverse: Gauss-Jordan elimination of [A | I] with partial pivoting (see the module docstring); the
     error code names the first zero pivot, as LAPACK's (the inverse of a singular matrix holds inf or NaN)."""
     n = _square(ctx, a, "linalg.inv")
@@ -188,7 +188,7 @@ def lower_linalg_inv_ex(ctx, node, a, check_errors=False):
 
 
 @lowers(aten._linalg_solve_ex.default)
-def lower_linalg_solve_ex(ctx, node, a, b, left=True, check_errors=False):
+def lower_linalg_solve_ex(ctx, node, a, b, left=True, check_errors=False) -> tuple[ir.Tensor, None, None, ir.Tensor]:
     """X with A X = B (or X A = B, left=False), B a batch of vectors or of matrices: Gauss-Jordan elimination
     of [A | B] with partial pivoting."""
     _no_info(ctx, node, 1, 2)
@@ -230,7 +230,7 @@ def _swap_sign(ctx, swaps: list[ir.Tensor], batch: list[int]) -> ir.Tensor:
 
 
 @lowers(aten._linalg_det.default)
-def lower_linalg_det(ctx, node, a):
+def lower_linalg_det(ctx, node, a) -> tuple[ir.Tensor, None, None]:
     """The determinant: the product of the pivots of an elimination with partial pivoting, negated for an odd
     number of row swaps (a zero pivot gives 0)."""
     _no_info(ctx, node, 1, 2)
@@ -247,7 +247,7 @@ def determinant(ctx: LoweringContext, a: ir.Tensor, what: str) -> ir.Tensor:
 
 
 @lowers(aten._linalg_slogdet.default)
-def lower_linalg_slogdet(ctx, node, a):
+def lower_linalg_slogdet(ctx, node, a) -> tuple[ir.Tensor, ir.Tensor, None, None]:
     """(sign, log|det|): the product of the pivots' signs and that of the row swaps, and the sum of the
     logarithms of the pivots' magnitudes (sign 0 and -inf for a singular matrix)."""
     _no_info(ctx, node, 2, 3)
@@ -291,7 +291,7 @@ def _cholesky_lower(ctx, a: ir.Tensor, n: int) -> tuple[ir.Tensor, list[ir.Tenso
 
 
 @lowers(aten.linalg_cholesky_ex.default)
-def lower_linalg_cholesky_ex(ctx, node, a, upper=False, check_errors=False):
+def lower_linalg_cholesky_ex(ctx, node, a, upper=False, check_errors=False) -> tuple[ir.Tensor, ir.Tensor]:
     """The Cholesky factor (L, or U = L^T with upper=True, read from A's upper triangle): right-looking
     factorisation column by column. The error code is LAPACK's: k + 1 for the first leading minor that is not
     positive (the factor then holds NaN)."""
@@ -338,7 +338,7 @@ def _substitute(ctx, a: ir.Tensor, b: ir.Tensor, upper: bool, unit: bool, what: 
 
 
 @lowers(aten.linalg_solve_triangular.default)
-def lower_linalg_solve_triangular(ctx, node, a, b, upper, left=True, unitriangular=False):
+def lower_linalg_solve_triangular(ctx, node, a, b, upper, left=True, unitriangular=False) -> ir.Tensor:
     """X with A X = B (X A = B with left=False) for a triangular A: substitution row by row, only A's upper or
     lower triangle read (its diagonal taken as ones with unitriangular=True)."""
     if not left:  # X A = B  <=>  A^T X^T = B^T, A^T triangular the other way
@@ -348,7 +348,7 @@ def lower_linalg_solve_triangular(ctx, node, a, b, upper, left=True, unitriangul
 
 
 @lowers(aten.triangular_solve.default)
-def lower_triangular_solve(ctx, node, b, a, upper=True, transpose=False, unitriangular=False):
+def lower_triangular_solve(ctx, node, b, a, upper=True, transpose=False, unitriangular=False) -> tuple[ir.Tensor, ir.Tensor]:
     """torch.triangular_solve: (X with op(A) X = B, op the transpose when asked; a copy of A)."""
     if transpose:
         a, upper = _transposed(ctx, a), not upper
@@ -400,7 +400,7 @@ def _lu(ctx, a: ir.Tensor, pivot: bool, what: str) -> tuple[ir.Tensor, list[ir.T
 
 
 @lowers(aten.linalg_lu_factor_ex.default)
-def lower_linalg_lu_factor_ex(ctx, node, a, pivot=True, check_errors=False):
+def lower_linalg_lu_factor_ex(ctx, node, a, pivot=True, check_errors=False) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
     """(LU, pivots, info) as LAPACK's getrf gives them: L's multipliers below the diagonal, U on and above,
     the 1-based row swapped into each position, and the first zero pivot's column (0 for none)."""
     lu, pivots, chosen = _lu(ctx, a, pivot, "linalg.lu_factor")
@@ -414,7 +414,7 @@ def lower_linalg_lu_factor_ex(ctx, node, a, pivot=True, check_errors=False):
 
 
 @lowers(aten.linalg_lu.default)
-def lower_linalg_lu(ctx, node, a, pivot=True):
+def lower_linalg_lu(ctx, node, a, pivot=True) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
     """(P, L, U) with A = P L U: the packed factorisation of `linalg_lu_factor_ex` unpacked, P from its row
     swaps."""
     lu, _, chosen = _lu(ctx, a, pivot, "linalg.lu")
@@ -433,7 +433,7 @@ def _pivot_indices(ctx, pivots: ir.Tensor, n: int) -> list[ir.Tensor]:
 
 
 @lowers(aten.lu_unpack.default)
-def lower_lu_unpack(ctx, node, lu, pivots, unpack_data=True, unpack_pivots=True):
+def lower_lu_unpack(ctx, node, lu, pivots, unpack_data=True, unpack_pivots=True) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
     """(P, L, U) from a packed LU and its pivots (given when the model runs: the swaps are made in order)."""
     m, n, batch = _matrix(ctx, lu, "lu_unpack")
     k = min(m, n)
@@ -448,7 +448,7 @@ def lower_lu_unpack(ctx, node, lu, pivots, unpack_data=True, unpack_pivots=True)
 
 
 @lowers(aten.linalg_lu_solve.default)
-def lower_linalg_lu_solve(ctx, node, lu, pivots, b, left=True, adjoint=False):
+def lower_linalg_lu_solve(ctx, node, lu, pivots, b, left=True, adjoint=False) -> ir.Tensor:
     """X with A X = B (A^T X = B with adjoint, X A = B with left=False) for A = P L U given packed: B's rows
     permuted, then substitution with L (unit diagonal) and U, or the transposed steps for A^T."""
     n = _square(ctx, lu, "linalg.lu_solve")
@@ -558,7 +558,7 @@ def _q_from(ctx, reflectors, m: int, columns: int, batch: list[int]) -> ir.Tenso
 
 
 @lowers(aten.linalg_qr.default)
-def lower_linalg_qr(ctx, node, a, mode="reduced"):
+def lower_linalg_qr(ctx, node, a, mode="reduced") -> tuple[ir.Tensor | None, ir.Tensor]:
     """Q and R by Householder reflections with LAPACK's signs (R's diagonal -sign(a_jj) times the column's
     norm, so the results are PyTorch's): mode "reduced" (Q m x k, R k x n), "complete" (Q m x m) or "r" (R
     only)."""
@@ -576,7 +576,7 @@ def lower_linalg_qr(ctx, node, a, mode="reduced"):
 
 
 @lowers(aten.geqrf.default)
-def lower_geqrf(ctx, node, a):
+def lower_geqrf(ctx, node, a) -> tuple[ir.Tensor, ir.Tensor]:
     """LAPACK's geqrf: R above the diagonal and each Householder vector below it, and the reflectors' tau."""
     m, n, batch = _matrix(ctx, a, "geqrf")
     packed, reflectors = _householder(ctx, a, m, n, batch)
@@ -602,7 +602,7 @@ def _given_reflectors(ctx, packed: ir.Tensor, tau: ir.Tensor, m: int, count: int
 
 
 @lowers(aten.linalg_householder_product.default)
-def lower_householder_product(ctx, node, a, tau):
+def lower_householder_product(ctx, node, a, tau) -> ir.Tensor:
     """LAPACK's orgqr: the first n columns of H_1 ... H_k, each H_j = I - tau_j v_j v_j^T with v_j read below the
     diagonal of column j of `a` (a unit above it)."""
     m, n, batch = _matrix(ctx, a, "linalg.householder_product")
@@ -613,7 +613,7 @@ def lower_householder_product(ctx, node, a, tau):
 
 
 @lowers(aten.ormqr.default)
-def lower_ormqr(ctx, node, a, tau, other, left=True, transpose=False):
+def lower_ormqr(ctx, node, a, tau, other, left=True, transpose=False) -> ir.Tensor:
     """LAPACK's ormqr: `other` multiplied by Q (or Q^T) from the left or the right, Q = H_1 ... H_k the
     reflectors a geqrf-packed `a` holds, applied one by one (Q is never formed)."""
     m, n, batch = _matrix(ctx, a, "ormqr")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from litert_torch import ir
 from litert_torch.lower.common.registry import lowers, normalize_dim
 
 
@@ -40,7 +41,7 @@ def _(cache, update, start, axis):
 
 
 @lowers(torch.ops.litert_torch.update_cache.default)
-def lower_update_cache(ctx, node, cache, update, start, axis):
+def lower_update_cache(ctx, node, cache, update, start, axis) -> ir.Tensor:
     """DYNAMIC_UPDATE_SLICE of the update into the cache at start indices [0, .., start[0], .., 0] (or `start`
     itself when it holds one index per axis).
 
@@ -82,7 +83,7 @@ def _(table, ids):
 
 
 @lowers(torch.ops.litert_torch.embedding_lookup.default)
-def lower_embedding_lookup(ctx, node, table, ids):
+def lower_embedding_lookup(ctx, node, table, ids) -> ir.Tensor:
     """EMBEDDING_LOOKUP of the flattened ids, reshaped to ids.shape + the row shape.
 
     Limits: a constant table."""

@@ -18,26 +18,26 @@ aten = torch.ops.aten
     aten.view.default, aten.reshape.default, aten.squeeze.dims, aten.unsqueeze.default, aten.flatten.using_ints,
     aten.view_copy.default,
 )
-def lower_reshape(ctx: LoweringContext, node, x, *args):
+def lower_reshape(ctx: LoweringContext, node, x, *args) -> ir.Tensor:
     """view/reshape/squeeze/unsqueeze/flatten: one RESHAPE to the shape PyTorch computed."""
     shape, _ = out_meta(node)
     return ctx.reshape(x, shape)
 
 
 @lowers(aten.clone.default, aten.alias.default, aten.contiguous.default, aten.lift_fresh_copy.default)
-def lower_identity(ctx, node, x, **kwargs):
+def lower_identity(ctx, node, x, **kwargs) -> ir.Tensor:
     """Memory-format and aliasing ops are nothing in TFLite: the value passes through."""
     return x
 
 
 @lowers(aten.permute.default, aten.permute_copy.default)
-def lower_permute(ctx, node, x, dims):
+def lower_permute(ctx, node, x, dims) -> ir.Tensor:
     """TRANSPOSE (folded away at conversion time for constants)."""
     return ctx.transpose(x, [normalize_dim(d, x.rank) for d in dims])
 
 
 @lowers(aten.cat.default)
-def lower_cat(ctx, node, tensors, dim=0):
+def lower_cat(ctx, node, tensors, dim=0) -> ir.Tensor:
     """CONCATENATION along `dim`; empty parts (which add nothing) are left out."""
     shape, dtype = out_meta(node)
     # parts of no elements add nothing (a part whose size is known only when the model runs is kept)
@@ -49,7 +49,7 @@ def lower_cat(ctx, node, tensors, dim=0):
 
 
 @lowers(aten.split_with_sizes.default)
-def lower_split(ctx, node, x, split, dim=0):
+def lower_split(ctx, node, x, split, dim=0) -> list[ir.Tensor]:
     """SPLIT for equal parts, SPLIT_V for given sizes (read when the model runs where values decide them: the
     rows routed to each expert of a mixture, counted and read with .tolist())."""
     axis = normalize_dim(dim, x.rank)
@@ -73,7 +73,7 @@ def lower_split(ctx, node, x, split, dim=0):
 
 
 @lowers(aten.unbind_copy.int)
-def lower_unbind(ctx, node, x, dim=0):
+def lower_unbind(ctx, node, x, dim=0) -> list[ir.Tensor]:
     """UNPACK along `dim`: one tensor per index (the input itself, reshaped, for a size of one)."""
     axis = normalize_dim(dim, x.rank)
     count = x.shape[axis]
@@ -86,7 +86,7 @@ def lower_unbind(ctx, node, x, dim=0):
 
 
 @lowers(aten.unfold.default)
-def lower_unfold(ctx, node, x, dim, size, step):
+def lower_unfold(ctx, node, x, dim, size, step) -> ir.Tensor:
     """Tensor.unfold: windows of `size` every `step` along `dim`, as one GATHER of constant indices [n, size]
     along `dim`, the window axis then moved last."""
     shape, _ = out_meta(node)
@@ -104,7 +104,7 @@ def lower_unfold(ctx, node, x, dim, size, step):
 
 
 @lowers(aten.as_strided.default, aten.as_strided_copy.default)
-def lower_as_strided(ctx, node, x, size, stride, storage_offset=None):
+def lower_as_strided(ctx, node, x, size, stride, storage_offset=None) -> ir.Tensor:
     """A view of a contiguous input's elements at `storage_offset` + sum(i_k * stride_k): one GATHER of those
     constant positions from the flattened input.
 
@@ -129,7 +129,7 @@ def lower_as_strided(ctx, node, x, size, stride, storage_offset=None):
 
 
 @lowers(aten.resize.default)
-def lower_resize(ctx, node, x, size, memory_format=None):
+def lower_resize(ctx, node, x, size, memory_format=None) -> ir.Tensor:
     """`resize_` to a size of at most as many elements: the first elements of the input's storage in the new
     shape (a SLICE of the flattened input). Growing leaves the new elements undefined in PyTorch: refused."""
     shape, _ = out_meta(node)
@@ -150,7 +150,7 @@ def lower_resize(ctx, node, x, size, memory_format=None):
 
 
 @lowers(aten.empty.memory_format, aten.empty_permuted.default)
-def lower_empty(ctx, node, *args, **kwargs):
+def lower_empty(ctx, node, *args, **kwargs) -> ir.Tensor:
     """An uninitialised tensor with no elements (what an op on empty inputs allocates for its result). With
     elements, its values are whatever memory held: refused rather than given values of our choosing."""
     shape, dtype = out_meta(node)
@@ -164,7 +164,7 @@ def lower_empty(ctx, node, *args, **kwargs):
 
 
 @lowers(aten.copy.default)
-def lower_copy(ctx, node, x, src, non_blocking=False):
+def lower_copy(ctx, node, x, src, non_blocking=False) -> ir.Tensor:
     """`src` in `x`'s shape and dtype (BROADCAST_TO where it is smaller, CAST where the type differs)."""
     shape, dtype = out_meta(node)
     y = ctx.cast(src, dtype)
@@ -176,7 +176,7 @@ def lower_copy(ctx, node, x, src, non_blocking=False):
 
 
 @lowers(aten.slice_scatter.default)
-def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
+def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1) -> ir.Tensor:
     """`x` with `src` written over x[start:end:step] along `dim`: CONCATENATION of the slice before, `src` and
     the slice after (a unit step), or x and src joined and GATHERed back in place (other steps: each position
     reads x's element or the src element written there). Static sizes."""
@@ -217,7 +217,7 @@ def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
 
 
 @lowers(aten.slice.Tensor)
-def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1):
+def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1) -> ir.Tensor:
     """SLICE for unit steps, STRIDED_SLICE otherwise; bounds are clamped the way PyTorch clamps them."""
     shape, _ = out_meta(node)
     axis = normalize_dim(dim, x.rank)
@@ -289,7 +289,7 @@ def pad_pairs(rank: int, pad: list[int]) -> list[list[int]]:
 
 
 @lowers(aten.constant_pad_nd.default)
-def lower_constant_pad(ctx, node, x, pad, value=0):
+def lower_constant_pad(ctx, node, x, pad, value=0) -> ir.Tensor:
     """PAD with zeros, PADV2 with another value; negative pads (cropping) become a SLICE afterwards."""
     pairs = pad_pairs(x.rank, pad)
     grow = [[max(a, 0), max(b, 0)] for a, b in pairs]
@@ -312,7 +312,7 @@ def lower_constant_pad(ctx, node, x, pad, value=0):
 
 
 @lowers(aten.select.int)
-def lower_select(ctx, node, x, dim, index):
+def lower_select(ctx, node, x, dim, index) -> ir.Tensor:
     """SLICE of width 1, then RESHAPE dropping the axis (XNNPACK takes SLICE; it rejects STRIDED_SLICE with a
     shrink mask, which would split the delegated graph)."""
     shape, _ = out_meta(node)
@@ -322,7 +322,7 @@ def lower_select(ctx, node, x, dim, index):
 
 
 @lowers(aten.expand.default)
-def lower_expand(ctx, node, x, size, implicit=False):
+def lower_expand(ctx, node, x, size, implicit=False) -> ir.Tensor:
     """BROADCAST_TO the expanded shape (after a RESHAPE adding leading unit dims)."""
     shape, _ = out_meta(node)
     if tuple(shape) == x.shape:
@@ -334,7 +334,7 @@ def lower_expand(ctx, node, x, size, implicit=False):
 
 
 @lowers(aten.repeat.default)
-def lower_repeat(ctx, node, x, repeats):
+def lower_repeat(ctx, node, x, repeats) -> ir.Tensor:
     """TILE (after a RESHAPE adding the leading unit dims torch.repeat adds)."""
     shape, _ = out_meta(node)
     x = ctx.reshape(x, (1,) * (len(repeats) - x.rank) + x.shape)
@@ -356,7 +356,7 @@ def index_tensor(ctx: LoweringContext, index: ir.Tensor, size: int) -> ir.Tensor
 
 
 @lowers(aten.index_select.default)
-def lower_index_select(ctx, node, x, dim, index):
+def lower_index_select(ctx, node, x, dim, index) -> ir.Tensor:
     """GATHER along `dim` (a 0-d tensor is read as one of size 1, as PyTorch reads it)."""
     shape, _ = out_meta(node)
     if x.rank == 0:
@@ -370,14 +370,14 @@ def lower_index_select(ctx, node, x, dim, index):
 
 
 @lowers(aten.embedding.default)
-def lower_embedding(ctx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+def lower_embedding(ctx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False) -> ir.Tensor:
     """GATHER of rows of the weight table (padding_idx only matters for gradients)."""
     shape, _ = out_meta(node)
     return ctx.emit("GATHER", [weight, ctx.cast(indices, np.int32)], shape, weight.dtype, axis=0, batch_dims=0)
 
 
 @lowers(aten.index.Tensor)
-def lower_index(ctx, node, x, indices):
+def lower_index(ctx, node, x, indices) -> ir.Tensor:
     """x[idx] with one index tensor -> GATHER on that axis; with index tensors on the leading axes ->
     GATHER_ND of their broadcast, stacked coordinates. A boolean mask stands for the coordinates of its true
     elements (`selection.mask_indices`), so x[mask] has a size decided when the model runs.
@@ -407,7 +407,7 @@ def lower_index(ctx, node, x, indices):
 
 
 @lowers(aten.gather.default)
-def lower_gather(ctx, node, x, dim, index, sparse_grad=False):
+def lower_gather(ctx, node, x, dim, index, sparse_grad=False) -> ir.Tensor:
     """torch.gather as GATHER_ND: coordinates are the index along `dim` and constant position grids elsewhere."""
     shape, _ = out_meta(node)
     axis = normalize_dim(dim, x.rank)
@@ -448,7 +448,7 @@ def _dynamic_gather(ctx, x, idx, axis, shape):
 
 
 @lowers(aten.flip.default)
-def lower_flip(ctx, node, x, dims):
+def lower_flip(ctx, node, x, dims) -> ir.Tensor:
     """One REVERSE_V2 per flipped axis (the kernel takes one axis, or contiguous ones)."""
     for axis in sorted({normalize_dim(d, x.rank) for d in dims}):
         x = ctx.emit("REVERSE_V2", [x, ctx.const(np.array([axis], np.int32), name="axis")], like=x)
@@ -466,7 +466,7 @@ def _slice_axis(ctx: LoweringContext, x: ir.Tensor, axis: int, begin: int, size:
 
 
 @lowers(aten.pixel_shuffle.default)
-def lower_pixel_shuffle(ctx, node, x, upscale_factor):
+def lower_pixel_shuffle(ctx, node, x, upscale_factor) -> ir.Tensor:
     """DEPTH_TO_SPACE in NHWC. PyTorch orders the input channels (c, r1, r2), TFLite (r1, r2, c): a GATHER of
     the channels reorders them first (not needed for one output channel)."""
     shape, _ = out_meta(node)
@@ -482,7 +482,7 @@ def lower_pixel_shuffle(ctx, node, x, upscale_factor):
 
 
 @lowers(aten.pixel_unshuffle.default)
-def lower_pixel_unshuffle(ctx, node, x, downscale_factor):
+def lower_pixel_unshuffle(ctx, node, x, downscale_factor) -> ir.Tensor:
     """SPACE_TO_DEPTH in NHWC, then a GATHER from TFLite's (r1, r2, c) channel order to PyTorch's (c, r1, r2)."""
     r = int(downscale_factor)
     n, c, h, w = x.shape
@@ -494,7 +494,7 @@ def lower_pixel_unshuffle(ctx, node, x, downscale_factor):
 
 
 @lowers(aten.reflection_pad1d.default, aten.reflection_pad2d.default)
-def lower_reflection_pad(ctx, node, x, padding):
+def lower_reflection_pad(ctx, node, x, padding) -> ir.Tensor:
     """MIRROR_PAD in REFLECT mode (the edge value is not repeated).
 
     Limits: no negative padding (cropping)."""
@@ -507,7 +507,7 @@ def lower_reflection_pad(ctx, node, x, padding):
 
 
 @lowers(aten.replication_pad1d.default, aten.replication_pad2d.default)
-def lower_replication_pad(ctx, node, x, padding):
+def lower_replication_pad(ctx, node, x, padding) -> ir.Tensor:
     """Edge padding. Padding by at most 1 on every side is one MIRROR_PAD in SYMMETRIC mode (which repeats the
     edge value once); wider padding is, per padded axis, the edge slice BROADCAST_TO the pad width and
     concatenated. With a negative amount (cropping), each padded axis is one GATHER of PyTorch's clamped source
@@ -550,7 +550,7 @@ def lower_replication_pad(ctx, node, x, padding):
 
 
 @lowers(aten._pad_circular.default)
-def lower_circular_pad(ctx, node, x, pad):
+def lower_circular_pad(ctx, node, x, pad) -> ir.Tensor:
     """Circular (wrap-around) padding, one padded axis after another: the axis's last `before` entries, the
     tensor, its first `after` entries (SLICE, CONCATENATION). With a negative amount (cropping), one GATHER of
     the source indices that PyTorch's own circular padding gives over that axis.
@@ -578,7 +578,7 @@ def lower_circular_pad(ctx, node, x, pad):
 
 
 @lowers(aten.im2col.default)
-def lower_im2col(ctx, node, x, kernel_size, dilation, padding, stride):
+def lower_im2col(ctx, node, x, kernel_size, dilation, padding, stride) -> ir.Tensor:
     """F.unfold: the input zero-padded (PAD), its H x W plane flattened, and one GATHER of every sliding
     window's entries: [N, C, kh * kw, L] with the windows' positions in PyTorch's order, reshaped to
     [N, C * kh * kw, L].
@@ -612,7 +612,7 @@ def _widen(ctx: LoweringContext, edge: ir.Tensor, axis: int, width: int) -> ir.T
 
 
 @lowers(aten._assert_tensor_metadata.default, aten._assert_scalar.default, aten.sym_constrain_range_for_size.default)
-def lower_assertion(ctx, node, *args, **kwargs):
+def lower_assertion(ctx, node, *args, **kwargs) -> None:
     """Nothing: trace-time assertions about dtypes and shapes, already checked by torch.export."""
     return None
 
@@ -623,7 +623,7 @@ def _scalar_size(ctx: LoweringContext, value) -> ir.Tensor:
 
 
 @lowers(aten.arange.start_step)
-def lower_arange(ctx, node, *args, dtype=None, layout=None, device=None, pin_memory=None):
+def lower_arange(ctx, node, *args, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
     """RANGE over int32 (then CAST), for a range whose bounds are sizes known only at run time (a range with
     static bounds is a constant and never reaches this lowering).
 
@@ -640,19 +640,19 @@ def lower_arange(ctx, node, *args, dtype=None, layout=None, device=None, pin_mem
 
 
 @lowers(aten.arange.default)
-def lower_arange_end(ctx, node, end, dtype=None, layout=None, device=None, pin_memory=None):
+def lower_arange_end(ctx, node, end, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
     """arange(end): as arange(0, end, 1)."""
     return lower_arange(ctx, node, 0, end, 1)
 
 
 @lowers(aten.arange.start)
-def lower_arange_start(ctx, node, start, end, dtype=None, layout=None, device=None, pin_memory=None):
+def lower_arange_start(ctx, node, start, end, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
     """arange(start, end): as arange(start, end, 1)."""
     return lower_arange(ctx, node, start, end, 1)
 
 
 @lowers(aten.full.default)
-def lower_full(ctx, node, size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
+def lower_full(ctx, node, size, fill_value, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
     """FILL of a shape known only at run time (a static one is a constant)."""
     shape, out_dtype = out_meta(node)
     return ctx.emit("FILL", [ctx.dims_tensor(shape), ctx.const(np.array(fill_value, out_dtype), out_dtype)],
@@ -660,32 +660,32 @@ def lower_full(ctx, node, size, fill_value, dtype=None, layout=None, device=None
 
 
 @lowers(aten.zeros.default)
-def lower_zeros(ctx, node, size, dtype=None, layout=None, device=None, pin_memory=None):
+def lower_zeros(ctx, node, size, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
     """FILL of zeros in a shape known only at run time (a static one is a constant)."""
     return lower_full(ctx, node, size, 0)
 
 
 @lowers(aten.ones.default)
-def lower_ones(ctx, node, size, dtype=None, layout=None, device=None, pin_memory=None):
+def lower_ones(ctx, node, size, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
     """FILL of ones in a shape known only at run time (a static one is a constant)."""
     return lower_full(ctx, node, size, 1)
 
 
 @lowers(aten.zeros_like.default)
-def lower_zeros_like(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+def lower_zeros_like(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None) -> ir.Tensor:
     """FILL of zeros in the run-time shape of `x` (a static one is a constant)."""
     return lower_full_like(ctx, node, x, 0)
 
 
 @lowers(aten.ones_like.default)
-def lower_ones_like(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+def lower_ones_like(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None) -> ir.Tensor:
     """FILL of ones in the run-time shape of `x` (a static one is a constant)."""
     return lower_full_like(ctx, node, x, 1)
 
 
 @lowers(aten.full_like.default)
 def lower_full_like(ctx, node, x, fill_value, dtype=None, layout=None, device=None, pin_memory=None,
-                    memory_format=None):
+                    memory_format=None) -> ir.Tensor:
     """FILL of the run-time shape of `x` (a static one is a constant)."""
     shape, out_dtype = out_meta(node)
     return ctx.emit("FILL", [ctx.dims_tensor(shape), ctx.const(np.array(fill_value, out_dtype), out_dtype)],
@@ -693,7 +693,7 @@ def lower_full_like(ctx, node, x, fill_value, dtype=None, layout=None, device=No
 
 
 @lowers(aten.diagonal.default)
-def lower_diagonal(ctx, node, x, offset=0, dim1=0, dim2=1):
+def lower_diagonal(ctx, node, x, offset=0, dim1=0, dim2=1) -> ir.Tensor:
     """The two axes moved last (TRANSPOSE) and merged (RESHAPE), then a GATHER of the diagonal's flat
     positions along the merged axis: the diagonal becomes the last axis, as in PyTorch.
 
