@@ -280,7 +280,9 @@ def _dims(dim, rank: int) -> list[int]:
 
 @complex_op(aten._fft_r2c.default)
 def lower_fft_r2c(ctx, node, x, dim, normalization, onesided) -> ComplexPair:
-    """The FFT of a real tensor over `dim`: the last of them one-sided when asked (n // 2 + 1 frequencies), as a
+    """_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor
+
+    The FFT of a real tensor over `dim`: the last of them one-sided when asked (n // 2 + 1 frequencies), as a
     product with constant cosine and sine matrices per axis (FULLY_CONNECTED), normalized as asked.
 
     Limits: static sizes along the transformed axes."""
@@ -297,7 +299,9 @@ def lower_fft_r2c(ctx, node, x, dim, normalization, onesided) -> ComplexPair:
 
 @complex_op(aten._fft_c2c.default)
 def lower_fft_c2c(ctx, node, z, dim, normalization, forward) -> ComplexPair:
-    """The FFT (or inverse FFT) of a complex tensor over `dim`, one constant-matrix product per axis.
+    """_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor
+
+    The FFT (or inverse FFT) of a complex tensor over `dim`, one constant-matrix product per axis.
 
     Limits: static sizes along the transformed axes."""
     _, dtype = _out(node)
@@ -311,7 +315,9 @@ def lower_fft_c2c(ctx, node, z, dim, normalization, forward) -> ComplexPair:
 
 @complex_op(aten._fft_c2r.default)
 def lower_fft_c2r(ctx, node, z, dim, normalization, last_dim_size) -> ir.Tensor:
-    """The inverse FFT to a real tensor of `last_dim_size` along the last of `dim`, from its one-sided spectrum
+    """_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor
+
+    The inverse FFT to a real tensor of `last_dim_size` along the last of `dim`, from its one-sided spectrum
     (Hermitian symmetry: x_m = sum_k w_k (Re X_k cos - Im X_k sin)(2 pi k m / n), w 1 at k = 0 and n / 2, else
     2; the imaginary parts at those two frequencies are ignored, as in PyTorch); inverse FFTs first over the
     other axes.
@@ -347,7 +353,9 @@ def lower_fft_c2r(ctx, node, z, dim, normalization, last_dim_size) -> ir.Tensor:
 # ---- views between real and complex ---------------------------------------------------------------------------
 @complex_op(aten.view_as_real.default)
 def lower_view_as_real(ctx, node, z) -> ir.Tensor:
-    """The parts side by side on a new last axis of 2 (CONCATENATION of the parts with an axis of 1 added; PACK
+    """view_as_real(Tensor(a) self) -> Tensor(a)
+
+    The parts side by side on a new last axis of 2 (CONCATENATION of the parts with an axis of 1 added; PACK
     has no float16 kernel)."""
     shape, dtype = _out(node)
     parts = [ctx.reshape(p, [*p.shape, 1]) for p in (z.re, z.im)]
@@ -356,7 +364,9 @@ def lower_view_as_real(ctx, node, z) -> ir.Tensor:
 
 @complex_op(aten.view_as_complex.default)
 def lower_view_as_complex(ctx, node, x) -> ComplexPair:
-    """The last axis of 2 read as the real and imaginary parts (SLICE each)."""
+    """view_as_complex(Tensor(a) self) -> Tensor(a)
+
+    The last axis of 2 read as the real and imaginary parts (SLICE each)."""
     shape = list(x.shape[:-1])
     parts = [ctx.reshape(ctx.slice(x, [0] * (x.rank - 1) + [i], [*shape, 1]), shape) for i in range(2)]
     return ComplexPair(*parts)
@@ -364,7 +374,9 @@ def lower_view_as_complex(ctx, node, x) -> ComplexPair:
 
 @complex_op(aten.complex.default)
 def lower_complex(ctx, node, real, imag) -> ComplexPair:
-    """torch.complex(real, imag): the two tensors as the parts (broadcast to one shape)."""
+    """complex(Tensor real, Tensor imag) -> Tensor
+
+    torch.complex(real, imag): the two tensors as the parts (broadcast to one shape)."""
     shape, dtype = _out(node)
     re, im = (_broadcast(ctx, ctx.cast(t, dtype), shape) for t in (real, imag))
     return ComplexPair(re, im)
@@ -372,7 +384,9 @@ def lower_complex(ctx, node, real, imag) -> ComplexPair:
 
 @complex_op(aten.polar.default)
 def lower_polar(ctx, node, magnitude, angle) -> ComplexPair:
-    """torch.polar(abs, angle): abs * cos(angle) + i abs * sin(angle)."""
+    """polar(Tensor abs, Tensor angle) -> Tensor
+
+    torch.polar(abs, angle): abs * cos(angle) + i abs * sin(angle)."""
     shape, dtype = _out(node)
     cos = ctx.emit("COS", [angle], angle.shape, dtype)
     sin = ctx.emit("SIN", [angle], angle.shape, dtype)
@@ -408,7 +422,9 @@ def _zeros_like(ctx, t: ir.Tensor) -> ir.Tensor:
 @complex_op(aten._conj.default, aten.conj_physical.default, aten._conj_physical.default, aten.resolve_conj.default,
             aten.resolve_neg.default)
 def lower_conj(ctx, node, z) -> ComplexPair | ir.Tensor:
-    """The complex conjugate (NEG of the imaginary part); resolve_conj / resolve_neg of a computed value are the
+    """_conj(Tensor(a) self) -> Tensor(a)
+
+    The complex conjugate (NEG of the imaginary part); resolve_conj / resolve_neg of a computed value are the
     value itself, as is the conjugate of a real tensor."""
     if not isinstance(z, ComplexPair) or node.op in (aten.resolve_conj.default, aten.resolve_neg.default):
         return z
@@ -427,7 +443,9 @@ def lower_abs(ctx, node, z) -> ir.Tensor:
 
 @complex_op(aten.angle.default)
 def lower_angle(ctx, node, z) -> ir.Tensor:
-    """The phase: ATAN2(im, re) of a complex value; of a real one, 0 where x >= 0, pi where x < 0, NaN where x is
+    """angle(Tensor self) -> Tensor
+
+    The phase: ATAN2(im, re) of a complex value; of a real one, 0 where x >= 0, pi where x < 0, NaN where x is
     NaN (PyTorch's angle of a real tensor)."""
     shape, dtype = _out(node)
     if isinstance(z, ComplexPair):

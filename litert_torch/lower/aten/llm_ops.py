@@ -42,7 +42,9 @@ def _(cache, update, start, axis):
 
 @lowers(torch.ops.litert_torch.update_cache.default)
 def lower_update_cache(ctx, node, cache, update, start, axis) -> ir.Tensor:
-    """DYNAMIC_UPDATE_SLICE of the update into the cache at start indices [0, .., start[0], .., 0] (or `start`
+    """litert_torch::update_cache(Tensor cache, Tensor update, Tensor start, SymInt axis) -> Tensor
+
+    DYNAMIC_UPDATE_SLICE of the update into the cache at start indices [0, .., start[0], .., 0] (or `start`
     itself when it holds one index per axis).
 
     Limits: the update must fit at start[0] (TFLite clamps the start index instead of failing)."""
@@ -84,7 +86,9 @@ def _(table, ids):
 
 @lowers(torch.ops.litert_torch.embedding_lookup.default)
 def lower_embedding_lookup(ctx, node, table, ids) -> ir.Tensor:
-    """EMBEDDING_LOOKUP of the flattened ids, reshaped to ids.shape + the row shape.
+    """litert_torch::embedding_lookup(Tensor table, Tensor ids) -> Tensor
+
+    EMBEDDING_LOOKUP of the flattened ids, reshaped to ids.shape + the row shape.
 
     Limits: a constant table."""
     if not table.is_constant:

@@ -19,7 +19,9 @@ _GATHER_LIMIT = 1 << 24
 
 @lowers(aten.histc.default)
 def lower_histc(ctx, node, x, bins=100, min=0, max=0) -> ir.Tensor:
-    """Counts of the values in `bins` equal bins over [min, max] (over [x.min(), x.max()] when min == max,
+    """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
+
+    Counts of the values in `bins` equal bins over [min, max] (over [x.min(), x.max()] when min == max,
     widened by 1 each way when those are equal too), as PyTorch bins them: bin = trunc((x - min) * bins /
     (max - min)) computed in that order in the input's float type, x == max in the last bin, values outside
     the range and NaN not counted. One EQUAL of every value with every bin, summed.

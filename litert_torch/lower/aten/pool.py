@@ -36,7 +36,9 @@ def _pool_padding(ctx, xh, in_hw, out_hw, kernel, stride, padding, pad_value, al
 
 @lowers(aten.max_pool2d.default)
 def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False) -> ir.Tensor:
-    """MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2. Dilated windows,
+    """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
+
+    MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2. Dilated windows,
     and int32 values (LiteRT's MAX_POOL_2D takes 8- and 16-bit integers only), as the MAXIMUM of one strided
     slice per kernel tap (`pool_by_taps`), where a window holding a NaN gives NaN.
 
@@ -74,7 +76,9 @@ def _nan_where(ctx: LoweringContext, flags: ir.Tensor, y: ir.Tensor) -> ir.Tenso
 
 @lowers(aten.max_pool2d_with_indices.default)
 def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False) -> tuple[ir.Tensor, ir.Tensor | None]:
-    """(values, indices) of max pooling: the values as aten.max_pool2d when nothing reads the indices; else
+    """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+
+    (values, indices) of max pooling: the values as aten.max_pool2d when nothing reads the indices; else
     both tap by tap (`pool_by_taps`, the index within each H x W plane, the first of equal maxima)."""
     if 1 in node.used:
         kernel = pair(kernel_size)
@@ -86,7 +90,9 @@ def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=
 
 @lowers(aten.adaptive_max_pool2d.default)
 def lower_adaptive_max_pool2d(ctx, node, x, output_size) -> tuple[ir.Tensor, ir.Tensor | None]:
-    """(values, indices): the values as MAX_POOL_2D where the windows are equal (the input size a multiple of
+    """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
+
+    (values, indices): the values as MAX_POOL_2D where the windows are equal (the input size a multiple of
     the output size), else axis by axis (the maximum over a window is the maximum over its rows of the maximum
     over its columns): per output row and then per output column, REDUCE_MAX of PyTorch's window
     [floor(i * in / out), ceil((i + 1) * in / out)), concatenated; the input's NaN flags, reduced the same way,
@@ -202,7 +208,9 @@ def avg_pool_divisors(in_hw, out_hw, kernel, stride, padding, count_include_pad,
 @lowers(aten.avg_pool2d.default)
 def lower_avg_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                      divisor_override=None) -> ir.Tensor:
-    """AVERAGE_POOL_2D, exact for every padding / ceil_mode / count_include_pad / divisor_override.
+    """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
+
+    AVERAGE_POOL_2D, exact for every padding / ceil_mode / count_include_pad / divisor_override.
 
     TFLite divides each window by the number of real (unpadded) cells it covers. Where PyTorch's divisor
     differs, the input is zero-padded explicitly (so every window is full and TFLite divides by kh * kw) and the
@@ -269,7 +277,9 @@ def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
 
 @lowers(aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)
 def lower_adaptive_avg_pool2d(ctx: LoweringContext, node, x, output_size) -> ir.Tensor:
-    """Global pooling is MEAN over H and W; equal windows are AVERAGE_POOL_2D; uneven windows are two
+    """adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
+
+    Global pooling is MEAN over H and W; equal windows are AVERAGE_POOL_2D; uneven windows are two
     FULLY_CONNECTED products with the constant pooling matrices (adaptive pooling is linear in the input)."""
     out_shape, _ = out_meta(node)
     oh, ow = out_shape[-2:]
@@ -326,7 +336,9 @@ def _adaptive_sizes(ctx, x, out_shape, spatial: int, what: str):
 
 @lowers(aten._adaptive_avg_pool3d.default)
 def lower_adaptive_avg_pool3d(ctx: LoweringContext, node, x, output_size) -> ir.Tensor:
-    """Global pooling is MEAN over D, H and W; otherwise the mean over PyTorch's windows, axis by axis (the
+    """_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor
+
+    Global pooling is MEAN over D, H and W; otherwise the mean over PyTorch's windows, axis by axis (the
     windows are products of one range per axis, so the mean is separable): one FULLY_CONNECTED with a constant
     pooling matrix per axis whose size changes.
 
@@ -343,7 +355,9 @@ def lower_adaptive_avg_pool3d(ctx: LoweringContext, node, x, output_size) -> ir.
 
 @lowers(aten.adaptive_max_pool3d.default)
 def lower_adaptive_max_pool3d(ctx, node, x, output_size) -> tuple[ir.Tensor, ir.Tensor | None]:
-    """(values, indices): the maximum over PyTorch's windows axis by axis (REDUCE_MAX per window, concatenated;
+    """adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)
+
+    (values, indices): the maximum over PyTorch's windows axis by axis (REDUCE_MAX per window, concatenated;
     the maximum over a product of ranges is separable); the input's NaN flags, reduced the same way, make a
     window holding a NaN NaN.
 
@@ -494,7 +508,9 @@ def _triple(v, n=3) -> list[int]:
 
 @lowers(aten.max_pool3d_with_indices.default)
 def lower_max_pool3d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False) -> tuple[ir.Tensor, ir.Tensor | None]:
-    """(values, indices) of 3-D max pooling as the MAXIMUM of one strided slice per kernel tap; the indices (when
+    """max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+
+    (values, indices) of 3-D max pooling as the MAXIMUM of one strided slice per kernel tap; the indices (when
     read) within each D x H x W volume, the first of equal maxima."""
     kernel = _triple(kernel_size)
     stride = _triple(stride) if stride else kernel
@@ -507,7 +523,9 @@ def lower_max_pool3d_with_indices(ctx, node, x, kernel_size, stride=(), padding=
 @lowers(aten.avg_pool3d.default)
 def lower_avg_pool3d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                      divisor_override=None) -> ir.Tensor:
-    """3-D average pooling as the sum of one strided slice per kernel tap over PyTorch's divisor (the taps in
+    """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
+
+    3-D average pooling as the sum of one strided slice per kernel tap over PyTorch's divisor (the taps in
     the input, or with `count_include_pad` in the input and its padding, or `divisor_override`)."""
     kernel = _triple(kernel_size)
     stride = _triple(stride) if stride else kernel

@@ -34,19 +34,25 @@ def reduce(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtype
 
 @lowers(aten.mean.dim)
 def lower_mean(ctx, node, x, dim=None, keepdim=False, dtype=None) -> ir.Tensor:
-    """MEAN over the given dims."""
+    """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+
+    MEAN over the given dims."""
     return reduce(ctx, node, "MEAN", x, dim, keepdim)
 
 
 @lowers(aten.mean.default)
 def lower_mean_all(ctx, node, x, dtype=None) -> ir.Tensor:
-    """MEAN over all dims."""
+    """mean(Tensor self, *, ScalarType? dtype=None) -> Tensor
+
+    MEAN over all dims."""
     return reduce(ctx, node, "MEAN", x, None, False)
 
 
 @lowers(aten.sum.dim_IntList)
 def lower_sum(ctx, node, x, dim=None, keepdim=False, dtype=None) -> ir.Tensor:
-    """SUM over the given dims."""
+    """sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+
+    SUM over the given dims."""
     return reduce(ctx, node, "SUM", x, dim, keepdim)
 
 
@@ -64,31 +70,41 @@ def extreme(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtyp
 
 @lowers(aten.amax.default)
 def lower_amax(ctx, node, x, dim=(), keepdim=False) -> ir.Tensor:
-    """REDUCE_MAX over the given dims (NaN propagated)."""
+    """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+
+    REDUCE_MAX over the given dims (NaN propagated)."""
     return extreme(ctx, node, "REDUCE_MAX", x, dim, keepdim)
 
 
 @lowers(aten.amin.default)
 def lower_amin(ctx, node, x, dim=(), keepdim=False) -> ir.Tensor:
-    """REDUCE_MIN over the given dims (NaN propagated)."""
+    """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+
+    REDUCE_MIN over the given dims (NaN propagated)."""
     return extreme(ctx, node, "REDUCE_MIN", x, dim, keepdim)
 
 
 @lowers(aten.prod.dim_int)
 def lower_prod(ctx, node, x, dim, keepdim=False, dtype=None) -> ir.Tensor:
-    """REDUCE_PROD over one dim."""
+    """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+
+    REDUCE_PROD over one dim."""
     return reduce(ctx, node, "REDUCE_PROD", x, dim, keepdim)
 
 
 @lowers(aten.prod.default)
 def lower_prod_all(ctx, node, x, dtype=None) -> ir.Tensor:
-    """REDUCE_PROD over every axis."""
+    """prod(Tensor self, *, ScalarType? dtype=None) -> Tensor
+
+    REDUCE_PROD over every axis."""
     return reduce(ctx, node, "REDUCE_PROD", x, None, False)
 
 
 @lowers(aten.any.dim, aten.any.dims, aten.any.default)
 def lower_any(ctx, node, x, dim=None, keepdim=False) -> ir.Tensor:
-    """REDUCE_ANY on the input as bool (PyTorch's any of a uint8 tensor is uint8: 0 or 1)."""
+    """any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
+
+    REDUCE_ANY on the input as bool (PyTorch's any of a uint8 tensor is uint8: 0 or 1)."""
     from litert_torch.lower.aten.elementwise import as_bool
 
     y = reduce(ctx, node, "REDUCE_ANY", as_bool(ctx, x), dim, keepdim, np.bool_)
@@ -97,13 +113,17 @@ def lower_any(ctx, node, x, dim=None, keepdim=False) -> ir.Tensor:
 
 @lowers(aten.max.default)
 def lower_max_all(ctx, node, x) -> ir.Tensor:
-    """REDUCE_MAX over all dims (NaN propagated)."""
+    """max(Tensor self) -> Tensor
+
+    REDUCE_MAX over all dims (NaN propagated)."""
     return extreme(ctx, node, "REDUCE_MAX", x, None, False)
 
 
 @lowers(aten.min.default)
 def lower_min_all(ctx, node, x) -> ir.Tensor:
-    """REDUCE_MIN over all dims (NaN propagated)."""
+    """min(Tensor self) -> Tensor
+
+    REDUCE_MIN over all dims (NaN propagated)."""
     return extreme(ctx, node, "REDUCE_MIN", x, None, False)
 
 
@@ -129,35 +149,45 @@ def arg_reduce(ctx: LoweringContext, opcode: str, x, dim, keepdim: bool, out_sha
 
 @lowers(aten.argmax.default)
 def lower_argmax(ctx, node, x, dim=None, keepdim=False) -> ir.Tensor:
-    """ARG_MAX; ties resolve to the first index, and a NaN is the maximum, as in PyTorch."""
+    """argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
+
+    ARG_MAX; ties resolve to the first index, and a NaN is the maximum, as in PyTorch."""
     shape, _ = out_meta(node)
     return arg_reduce(ctx, "ARG_MAX", x, dim, keepdim, shape)
 
 
 @lowers(aten.argmin.default)
 def lower_argmin(ctx, node, x, dim=None, keepdim=False) -> ir.Tensor:
-    """ARG_MIN; ties resolve to the first index, and a NaN is the minimum, as in PyTorch."""
+    """argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
+
+    ARG_MIN; ties resolve to the first index, and a NaN is the minimum, as in PyTorch."""
     shape, _ = out_meta(node)
     return arg_reduce(ctx, "ARG_MIN", x, dim, keepdim, shape)
 
 
 @lowers(aten.max.dim)
 def lower_max_dim(ctx, node, x, dim, keepdim=False) -> tuple[ir.Tensor, ir.Tensor]:
-    """(values, indices): REDUCE_MAX and ARG_MAX along `dim` (a NaN is the maximum, as in PyTorch)."""
+    """max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    (values, indices): REDUCE_MAX and ARG_MAX along `dim` (a NaN is the maximum, as in PyTorch)."""
     values = extreme(ctx, node, "REDUCE_MAX", x, dim, keepdim, x.dtype)
     return values, arg_reduce(ctx, "ARG_MAX", x, dim, keepdim, values.shape)
 
 
 @lowers(aten.min.dim)
 def lower_min_dim(ctx, node, x, dim, keepdim=False) -> tuple[ir.Tensor, ir.Tensor]:
-    """(values, indices): REDUCE_MIN and ARG_MIN along `dim` (a NaN is the minimum, as in PyTorch)."""
+    """min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    (values, indices): REDUCE_MIN and ARG_MIN along `dim` (a NaN is the minimum, as in PyTorch)."""
     values = extreme(ctx, node, "REDUCE_MIN", x, dim, keepdim, x.dtype)
     return values, arg_reduce(ctx, "ARG_MIN", x, dim, keepdim, values.shape)
 
 
 @lowers(aten.cumsum.default)
 def lower_cumsum(ctx, node, x, dim, dtype=None) -> ir.Tensor:
-    """CUMSUM along `dim` (inclusive, forward)."""
+    """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+
+    CUMSUM along `dim` (inclusive, forward)."""
     shape, out_dtype = out_meta(node)
     axis = normalize_dim(dim, x.rank) if x.rank else 0
     return ctx.emit("CUMSUM", [ctx.cast(x, out_dtype), ctx.const(np.array(axis, np.int32), name="axis")], shape,
@@ -209,7 +239,9 @@ def cumprod_along(ctx: LoweringContext, x: ir.Tensor, axis: int, exclusive: bool
 
 @lowers(aten.cumprod.default)
 def lower_cumprod(ctx, node, x, dim, dtype=None) -> ir.Tensor:
-    """The running product along `dim` by log2(n) doubling steps: MUL with a copy shifted by 1, 2, 4, ...
+    """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+
+    The running product along `dim` by log2(n) doubling steps: MUL with a copy shifted by 1, 2, 4, ...
     positions (PADV2 with ones and SLICE)."""
     shape, out_dtype = out_meta(node)
     if x.rank == 0:
@@ -255,19 +287,25 @@ def _running_extreme(ctx, node, x, dim, largest: bool):
 
 @lowers(aten.cummax.default)
 def lower_cummax(ctx, node, x, dim) -> tuple[ir.Tensor, ir.Tensor]:
-    """(running maximum, its index) along `dim` by doubling steps (NaN propagates; ties give the last index)."""
+    """cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)
+
+    (running maximum, its index) along `dim` by doubling steps (NaN propagates; ties give the last index)."""
     return _running_extreme(ctx, node, x, dim, True)
 
 
 @lowers(aten.cummin.default)
 def lower_cummin(ctx, node, x, dim) -> tuple[ir.Tensor, ir.Tensor]:
-    """(running minimum, its index) along `dim` by doubling steps (NaN propagates; ties give the last index)."""
+    """cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)
+
+    (running minimum, its index) along `dim` by doubling steps (NaN propagates; ties give the last index)."""
     return _running_extreme(ctx, node, x, dim, False)
 
 
 @lowers(aten.topk.default)
 def lower_topk(ctx, node, x, k, dim=-1, largest=True, sorted=True) -> tuple[ir.Tensor, ir.Tensor]:
-    """TOPK_V2 on the last axis (other axes are moved last and back) of order keys (`order_keys`: NaN above
+    """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
+
+    TOPK_V2 on the last axis (other axes are moved last and back) of order keys (`order_keys`: NaN above
     everything, -0.0 equal to 0.0, as PyTorch orders them); smallest-k is top-k of the keys reversed
     (-1 - key, which never overflows). Equal values come in index order."""
     if isinstance(k, Sym):  # a k computed from sizes (min(k, count) after a mask): read when the model runs
@@ -324,14 +362,18 @@ def _sort(ctx, node, x, dim, descending):
 
 @lowers(aten.sort.default)
 def lower_sort(ctx, node, x, dim=-1, descending=False) -> tuple[ir.Tensor, ir.Tensor]:
-    """(values, indices) as top-k of the whole axis (`topk_last_axis`: TOPK_V2 of order keys, values read back
+    """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+
+    (values, indices) as top-k of the whole axis (`topk_last_axis`: TOPK_V2 of order keys, values read back
     with GATHER): NaN sorts above +inf, equal values keep their index order (a stable sort)."""
     return _sort(ctx, node, x, dim, descending)
 
 
 @lowers(aten.sort.stable)
 def lower_sort_stable(ctx, node, x, *, stable=None, dim=-1, descending=False) -> tuple[ir.Tensor, ir.Tensor]:
-    """as aten.sort.default, which is stable already (equal values keep their index order)."""
+    """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+
+    as aten.sort.default, which is stable already (equal values keep their index order)."""
     return _sort(ctx, node, x, dim, descending)
 
 
@@ -400,7 +442,9 @@ def _median(ctx, node, x, dim, keepdim: bool, ignore_nan: bool):
 
 @lowers(aten.kthvalue.default)
 def lower_kthvalue(ctx, node, x, k, dim=-1, keepdim=False) -> tuple[ir.Tensor, ir.Tensor]:
-    """(value, index) of the k-th smallest along `dim`: position k - 1 of the ascending sort (`topk_last_axis`,
+    """kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    (value, index) of the k-th smallest along `dim`: position k - 1 of the ascending sort (`topk_last_axis`,
     NaN largest). Among equal values the index may be another of theirs than PyTorch's, which leaves it
     unspecified."""
     shape = node.outputs[0].shape
@@ -416,7 +460,9 @@ def lower_kthvalue(ctx, node, x, k, dim=-1, keepdim=False) -> tuple[ir.Tensor, i
 
 @lowers(aten.median.dim)
 def lower_median_dim(ctx, node, x, dim=-1, keepdim=False) -> tuple[ir.Tensor, ir.Tensor]:
-    """(value, index) of the lower median along `dim`: position (n - 1) // 2 of the ascending sort, or the first
+    """median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    (value, index) of the lower median along `dim`: position (n - 1) // 2 of the ascending sort, or the first
     NaN of a row holding one (NaN propagates). Among equal values the index may be another of theirs than
     PyTorch's, which leaves it unspecified."""
     return _median(ctx, node, x, dim, keepdim, False)
@@ -424,27 +470,35 @@ def lower_median_dim(ctx, node, x, dim=-1, keepdim=False) -> tuple[ir.Tensor, ir
 
 @lowers(aten.nanmedian.dim)
 def lower_nanmedian_dim(ctx, node, x, dim=-1, keepdim=False) -> tuple[ir.Tensor, ir.Tensor]:
-    """(value, index) of the lower median of the values other than NaN along `dim` (NaN where a row holds
+    """nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    (value, index) of the lower median of the values other than NaN along `dim` (NaN where a row holds
     nothing else), read from the ascending sort at a position computed per row (GATHER)."""
     return _median(ctx, node, x, dim, keepdim, True)
 
 
 @lowers(aten.median.default)
 def lower_median(ctx, node, x) -> ir.Tensor:
-    """The lower median of all values (NaN if any is NaN), from the sort of the flattened tensor."""
+    """median(Tensor self) -> Tensor
+
+    The lower median of all values (NaN if any is NaN), from the sort of the flattened tensor."""
     return _median(ctx, node, x, None, False, False)
 
 
 @lowers(aten.nanmedian.default)
 def lower_nanmedian(ctx, node, x) -> ir.Tensor:
-    """The lower median of all values other than NaN (NaN if there are none), from the sort of the flattened
+    """nanmedian(Tensor self) -> Tensor
+
+    The lower median of all values other than NaN (NaN if there are none), from the sort of the flattened
     tensor."""
     return _median(ctx, node, x, None, False, True)
 
 
 @lowers(aten.var.correction)
 def lower_var(ctx, node, x, dim=None, *, correction=None, keepdim=False) -> ir.Tensor:
-    """MEAN, SUB, MUL, MEAN: the mean squared deviation times n / (n - correction). A float16 input is computed
+    """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+
+    MEAN, SUB, MUL, MEAN: the mean squared deviation times n / (n - correction). A float16 input is computed
     in float32 and the result rounded once, as PyTorch does (the squares of float16 values overflow it)."""
     correction = 1 if correction is None else correction
     shape, dtype = out_meta(node)
@@ -494,14 +548,18 @@ def _insertion_points(ctx: LoweringContext, node, seq: ir.Tensor, values: ir.Ten
 
 @lowers(aten.bucketize.Tensor)
 def lower_bucketize(ctx, node, x, boundaries, *, out_int32=False, right=False) -> ir.Tensor:
-    """The bucket of each value among sorted 1-D boundaries: a comparison with every boundary, counted (NaN in
+    """bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor
+
+    The bucket of each value among sorted 1-D boundaries: a comparison with every boundary, counted (NaN in
     the last bucket). Refused above 2**24 comparisons."""
     return _insertion_points(ctx, node, boundaries, x, bool(right), False)
 
 
 @lowers(aten.searchsorted.Tensor)
 def lower_searchsorted(ctx, node, seq, values, *, out_int32=False, right=False, side=None, sorter=None) -> ir.Tensor:
-    """Insertion points of values in a sorted sequence (1-D, or batched over leading axes): a comparison with
+    """searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False, str? side=None, Tensor? sorter=None) -> Tensor
+
+    Insertion points of values in a sorted sequence (1-D, or batched over leading axes): a comparison with
     every entry, counted. Limits: a `sorter` permutation."""
     if sorter is not None:
         raise ctx.fail("searchsorted with a sorter permutation has no lowering")

@@ -133,7 +133,9 @@ def _lgamma_positive(ctx, x: ir.Tensor) -> ir.Tensor:
 
 @lowers(aten.lgamma.default)
 def lower_lgamma(ctx, node, x) -> ir.Tensor:
-    """log|Gamma(x)| (module notes): Stirling's series after shifting x up, the reflection formula below 0."""
+    """lgamma(Tensor self) -> Tensor
+
+    log|Gamma(x)| (module notes): Stirling's series after shifting x up, the reflection formula below 0."""
     x, dtype = _float(ctx, node, x)
     negative = compare(ctx, "LESS", x, 0.0)
     mirrored = select(ctx, negative, float_op(ctx, "SUB", scalar(ctx, 1.0, x), x), x)
@@ -219,14 +221,18 @@ def polygamma(ctx, x: ir.Tensor, n: int) -> ir.Tensor:
 
 @lowers(aten.digamma.default)
 def lower_digamma(ctx, node, x) -> ir.Tensor:
-    """psi(x) = d/dx lgamma(x) (module notes)."""
+    """digamma(Tensor self) -> Tensor
+
+    psi(x) = d/dx lgamma(x) (module notes)."""
     x, dtype = _float(ctx, node, x)
     return ctx.cast(polygamma(ctx, x, 0), dtype)
 
 
 @lowers(aten.polygamma.default)
 def lower_polygamma(ctx, node, n, x) -> ir.Tensor:
-    """The n-th derivative of digamma (module notes). Limits: orders above MAX_ORDER."""
+    """polygamma(int n, Tensor self) -> Tensor
+
+    The n-th derivative of digamma (module notes). Limits: orders above MAX_ORDER."""
     n = int(n)
     if n < 0 or n > MAX_ORDER:
         raise ctx.fail(f"polygamma of order {n} has no lowering (orders 0 to {MAX_ORDER} have)")
