@@ -3,9 +3,10 @@
     python -m litert_torch.coverage            # rewrite docs/COVERAGE.md
     python -m litert_torch.coverage --check    # exit 1 when the file is stale
 
-For each ATen overload with a lowering: the TFLite builtins its lowering can emit (found by reading the
-lowering's code and the lowering helpers it calls), what it does (the docstring's first paragraph) and its
-limits (a docstring paragraph starting with "Limits:").
+For each ATen overload with a lowering: its schema (the first line of the lowering's docstring, where that
+names this overload), the TFLite builtins its lowering can emit (found by reading the lowering's code and the
+lowering helpers it calls), what it does (the docstring's first paragraph after the schema) and its limits (a
+docstring paragraph starting with "Limits:").
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Callable
 from litert_torch.flatbuffer.schema import BUILTIN_CODES
 from litert_torch.frontend.export import KEEP_WHOLE, decomposition_table, target_name
 from litert_torch.lower import registered
+from litert_torch.lower.common.registry import Lowering, schema_of
 from litert_torch.suites import STATUSES
 
 DOC_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "COVERAGE.md")
@@ -56,9 +58,12 @@ def _emitted_builtins(fn: Callable[..., Any], seen: set | None = None) -> set[st
     return found
 
 
-def _doc_parts(fn: Callable[..., Any]) -> tuple[str, str]:
+def _doc_parts(fn: Callable[..., Any], schema: str | None = None) -> tuple[str, str]:
+    """The docstring's summary and limits; `schema`, a lowering's first line, is not part of the summary."""
     doc = inspect.getdoc(fn) or ""
     paragraphs = [" ".join(p.split()) for p in doc.split("\n\n") if p.strip()]
+    if schema is not None and paragraphs and paragraphs[0] == schema:
+        paragraphs = paragraphs[1:]
     summary = next((p for p in paragraphs if not p.startswith("Limits:")), "")
     limits = " ".join(p.removeprefix("Limits:").strip() for p in paragraphs if p.startswith("Limits:"))
     return summary, limits
@@ -66,6 +71,13 @@ def _doc_parts(fn: Callable[..., Any]) -> tuple[str, str]:
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+def _schema(target: Any, lowering: Lowering) -> str:
+    """The schema of the row's overload: the lowering's own first line where it states this overload's, else
+    the overload's (a lowering registered for several overloads states one of them)."""
+    own = schema_of(target)
+    return lowering.schema if lowering.schema == own else own
 
 
 def unreachable() -> list[str]:
@@ -83,9 +95,9 @@ def render() -> str:
             continue
         name = target_name(target)
         ops = sorted(_emitted_builtins(lowering.fn)) or ["(none)"]
-        summary, limits = _doc_parts(lowering.fn)
+        summary, limits = _doc_parts(lowering.fn, lowering.schema)
         module = lowering.module.rsplit(".", 1)[-1]
-        rows.append((module, name, ", ".join(ops), summary, limits))
+        rows.append((module, name, _schema(target, lowering), ", ".join(ops), summary, limits))
     rows.sort()
     lines = [
         "# Coverage",
@@ -95,8 +107,9 @@ def render() -> str:
         "decompositions remove first are lowered through what they decompose into); any other op is reported by",
         "`UnsupportedOpsError` with its source line. Ops whose tensor inputs are all constants (inputs with no",
         "elements included) and ops whose results have no elements are evaluated at conversion time and need no",
-        "lowering. TFLite ops: the builtins the lowering can emit (the layout pass",
-        "removes most of the TRANSPOSEs that layout-sensitive lowerings wrap themselves in).",
+        "lowering. Schema: the overload's ATen schema, which the first line of its lowering's docstring states.",
+        "TFLite ops: the builtins the lowering can emit (the layout pass removes most of the TRANSPOSEs that",
+        "layout-sensitive lowerings wrap themselves in).",
         "",
         "Float types: float32 throughout. float64 models compute in float32 (LiteRT's kernels have almost no",
         "float64), with float64 kept at the signature's edges by a CAST. float16 models compute in float16 where",
@@ -118,11 +131,12 @@ def render() -> str:
         "",
     ]
     current = None
-    for module, name, ops, summary, limits in rows:
+    for module, name, schema, ops, summary, limits in rows:
         if module != current:
-            lines += ["", f"## {module}", "", "| ATen op | TFLite ops | How | Limits |", "|---|---|---|---|"]
+            lines += ["", f"## {module}", "", "| ATen op | Schema | TFLite ops | How | Limits |",
+                      "|---|---|---|---|---|"]
             current = module
-        lines.append(f"| `{name}` | {ops} | {_cell(summary)} | {_cell(limits)} |")
+        lines.append(f"| `{name}` | `{_cell(schema)}` | {ops} | {_cell(summary)} | {_cell(limits)} |")
     return "\n".join(lines + _onnx_section() + _suites_section()) + "\n"
 
 

@@ -36,3 +36,28 @@ def test_the_readme_counts_the_onnx_ops_the_registry_holds():
     with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as f:
         said = re.search(r"ATen lowerings \((\d+) ops, listed", f.read())
     assert said is not None and int(said.group(1)) == len(lowered_ops())
+
+
+def _signature(schema):
+    """(namespace-qualified name, overload, argument names) of a parsed schema; aten is the default namespace."""
+    name = schema.name if "::" in schema.name else f"aten::{schema.name}"
+    return name, schema.overload_name, [a.name for a in schema.arguments]
+
+
+def test_every_lowering_docstring_starts_with_the_schema_it_lowers():
+    """The first line of a lowering's docstring is the ATen schema of one of the overloads it is registered for
+    (`Lowering.schema`, shown in docs/COVERAGE.md): "relu(Tensor self) -> Tensor"."""
+    import torch
+
+    wrong = []
+    for target, lowering in registered().items():
+        try:
+            said = _signature(torch._C.parse_schema(lowering.schema or ""))
+        except RuntimeError as exc:
+            wrong.append(f"{target}: {lowering.fn.__qualname__}'s first line {lowering.schema!r} is no schema ({exc})")
+            continue
+        overloads = [t for t, other in registered().items() if other.fn is lowering.fn]
+        if said not in [_signature(t._schema) for t in overloads]:
+            wrong.append(f"{target}: {lowering.fn.__qualname__}'s first line {lowering.schema!r} names none of "
+                         f"{[str(t) for t in overloads]}")
+    assert not wrong, "\n".join(wrong)

@@ -30,8 +30,10 @@ def _repeat_heads(ctx: LoweringContext, t: ir.Tensor, groups: int) -> ir.Tensor:
 
 @lowers(aten.scaled_dot_product_attention.default)
 def lower_sdpa(ctx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
-               enable_gqa=False):
-    """softmax((q * scale) @ k^T + mask) @ v: MUL, BATCH_MATMUL (adj_y), ADD or SELECT_V2 for the mask, SOFTMAX,
+               enable_gqa=False) -> ir.Tensor:
+    """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor
+
+    softmax((q * scale) @ k^T + mask) @ v: MUL, BATCH_MATMUL (adj_y), ADD or SELECT_V2 for the mask, SOFTMAX,
     BATCH_MATMUL. Rows whose boolean mask excludes every key give zeros, as PyTorch's safe softmax does.
 
     Grouped-query attention (enable_gqa, fewer key/value heads than query heads): each key/value head is repeated

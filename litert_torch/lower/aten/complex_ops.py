@@ -37,7 +37,7 @@ class ComplexPair:
     im: ir.Tensor
 
     @property
-    def shape(self):
+    def shape(self) -> tuple:
         return self.re.shape
 
     @property
@@ -45,7 +45,7 @@ class ComplexPair:
         return self.re.rank
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype:
         return self.re.dtype
 
 
@@ -279,8 +279,10 @@ def _dims(dim, rank: int) -> list[int]:
 
 
 @complex_op(aten._fft_r2c.default)
-def lower_fft_r2c(ctx, node, x, dim, normalization, onesided):
-    """The FFT of a real tensor over `dim`: the last of them one-sided when asked (n // 2 + 1 frequencies), as a
+def lower_fft_r2c(ctx, node, x, dim, normalization, onesided) -> ComplexPair:
+    """_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor
+
+    The FFT of a real tensor over `dim`: the last of them one-sided when asked (n // 2 + 1 frequencies), as a
     product with constant cosine and sine matrices per axis (FULLY_CONNECTED), normalized as asked.
 
     Limits: static sizes along the transformed axes."""
@@ -296,8 +298,10 @@ def lower_fft_r2c(ctx, node, x, dim, normalization, onesided):
 
 
 @complex_op(aten._fft_c2c.default)
-def lower_fft_c2c(ctx, node, z, dim, normalization, forward):
-    """The FFT (or inverse FFT) of a complex tensor over `dim`, one constant-matrix product per axis.
+def lower_fft_c2c(ctx, node, z, dim, normalization, forward) -> ComplexPair:
+    """_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor
+
+    The FFT (or inverse FFT) of a complex tensor over `dim`, one constant-matrix product per axis.
 
     Limits: static sizes along the transformed axes."""
     _, dtype = _out(node)
@@ -310,8 +314,10 @@ def lower_fft_c2c(ctx, node, z, dim, normalization, forward):
 
 
 @complex_op(aten._fft_c2r.default)
-def lower_fft_c2r(ctx, node, z, dim, normalization, last_dim_size):
-    """The inverse FFT to a real tensor of `last_dim_size` along the last of `dim`, from its one-sided spectrum
+def lower_fft_c2r(ctx, node, z, dim, normalization, last_dim_size) -> ir.Tensor:
+    """_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor
+
+    The inverse FFT to a real tensor of `last_dim_size` along the last of `dim`, from its one-sided spectrum
     (Hermitian symmetry: x_m = sum_k w_k (Re X_k cos - Im X_k sin)(2 pi k m / n), w 1 at k = 0 and n / 2, else
     2; the imaginary parts at those two frequencies are ignored, as in PyTorch); inverse FFTs first over the
     other axes.
@@ -346,8 +352,10 @@ def lower_fft_c2r(ctx, node, z, dim, normalization, last_dim_size):
 
 # ---- views between real and complex ---------------------------------------------------------------------------
 @complex_op(aten.view_as_real.default)
-def lower_view_as_real(ctx, node, z):
-    """The parts side by side on a new last axis of 2 (CONCATENATION of the parts with an axis of 1 added; PACK
+def lower_view_as_real(ctx, node, z) -> ir.Tensor:
+    """view_as_real(Tensor(a) self) -> Tensor(a)
+
+    The parts side by side on a new last axis of 2 (CONCATENATION of the parts with an axis of 1 added; PACK
     has no float16 kernel)."""
     shape, dtype = _out(node)
     parts = [ctx.reshape(p, [*p.shape, 1]) for p in (z.re, z.im)]
@@ -355,24 +363,30 @@ def lower_view_as_real(ctx, node, z):
 
 
 @complex_op(aten.view_as_complex.default)
-def lower_view_as_complex(ctx, node, x):
-    """The last axis of 2 read as the real and imaginary parts (SLICE each)."""
+def lower_view_as_complex(ctx, node, x) -> ComplexPair:
+    """view_as_complex(Tensor(a) self) -> Tensor(a)
+
+    The last axis of 2 read as the real and imaginary parts (SLICE each)."""
     shape = list(x.shape[:-1])
     parts = [ctx.reshape(ctx.slice(x, [0] * (x.rank - 1) + [i], [*shape, 1]), shape) for i in range(2)]
     return ComplexPair(*parts)
 
 
 @complex_op(aten.complex.default)
-def lower_complex(ctx, node, real, imag):
-    """torch.complex(real, imag): the two tensors as the parts (broadcast to one shape)."""
+def lower_complex(ctx, node, real, imag) -> ComplexPair:
+    """complex(Tensor real, Tensor imag) -> Tensor
+
+    torch.complex(real, imag): the two tensors as the parts (broadcast to one shape)."""
     shape, dtype = _out(node)
     re, im = (_broadcast(ctx, ctx.cast(t, dtype), shape) for t in (real, imag))
     return ComplexPair(re, im)
 
 
 @complex_op(aten.polar.default)
-def lower_polar(ctx, node, magnitude, angle):
-    """torch.polar(abs, angle): abs * cos(angle) + i abs * sin(angle)."""
+def lower_polar(ctx, node, magnitude, angle) -> ComplexPair:
+    """polar(Tensor abs, Tensor angle) -> Tensor
+
+    torch.polar(abs, angle): abs * cos(angle) + i abs * sin(angle)."""
     shape, dtype = _out(node)
     cos = ctx.emit("COS", [angle], angle.shape, dtype)
     sin = ctx.emit("SIN", [angle], angle.shape, dtype)
@@ -387,7 +401,7 @@ def _broadcast(ctx, t: ir.Tensor, shape) -> ir.Tensor:
 
 
 @complex_op(aten._to_copy.default, real=True)
-def lower_to_copy(ctx, node, x, **kwargs):
+def lower_to_copy(ctx, node, x, **kwargs) -> ir.Tensor | ComplexPair:
     """To a complex dtype: a real tensor with zero imaginary parts; from complex to real: the real part (PyTorch
     discards the imaginary part)."""
     shape, dtype = _out(node)
@@ -407,8 +421,10 @@ def _zeros_like(ctx, t: ir.Tensor) -> ir.Tensor:
 
 @complex_op(aten._conj.default, aten.conj_physical.default, aten._conj_physical.default, aten.resolve_conj.default,
             aten.resolve_neg.default)
-def lower_conj(ctx, node, z):
-    """The complex conjugate (NEG of the imaginary part); resolve_conj / resolve_neg of a computed value are the
+def lower_conj(ctx, node, z) -> ComplexPair | ir.Tensor:
+    """_conj(Tensor(a) self) -> Tensor(a)
+
+    The complex conjugate (NEG of the imaginary part); resolve_conj / resolve_neg of a computed value are the
     value itself, as is the conjugate of a real tensor."""
     if not isinstance(z, ComplexPair) or node.op in (aten.resolve_conj.default, aten.resolve_neg.default):
         return z
@@ -417,7 +433,7 @@ def lower_conj(ctx, node, z):
 
 # ---- arithmetic -----------------------------------------------------------------------------------------------
 @complex_op(aten.abs.default, real=True)
-def lower_abs(ctx, node, z):
+def lower_abs(ctx, node, z) -> ir.Tensor:
     """|z| = sqrt(re^2 + im^2)."""
     shape, dtype = _out(node)
     squares = _binary(ctx, "ADD", _binary(ctx, "MUL", z.re, z.re, shape, dtype),
@@ -426,8 +442,10 @@ def lower_abs(ctx, node, z):
 
 
 @complex_op(aten.angle.default)
-def lower_angle(ctx, node, z):
-    """The phase: ATAN2(im, re) of a complex value; of a real one, 0 where x >= 0, pi where x < 0, NaN where x is
+def lower_angle(ctx, node, z) -> ir.Tensor:
+    """angle(Tensor self) -> Tensor
+
+    The phase: ATAN2(im, re) of a complex value; of a real one, 0 where x >= 0, pi where x < 0, NaN where x is
     NaN (PyTorch's angle of a real tensor)."""
     shape, dtype = _out(node)
     if isinstance(z, ComplexPair):
@@ -439,7 +457,7 @@ def lower_angle(ctx, node, z):
 
 
 @complex_op(aten.mul.Tensor, real=True)
-def lower_mul(ctx, node, a, b):
+def lower_mul(ctx, node, a, b) -> ComplexPair:
     """(a + ib)(c + id) = (ac - bd) + i(ad + bc); by a real tensor or number, each part times it."""
     shape, dtype = _out(node)
     if not isinstance(a, ComplexPair):
@@ -457,7 +475,7 @@ def lower_mul(ctx, node, a, b):
 
 
 @complex_op(aten.div.Tensor, real=True)
-def lower_div(ctx, node, a, b):
+def lower_div(ctx, node, a, b) -> ComplexPair:
     """(a + ib) / (c + id) = ((ac + bd) + i(bc - ad)) / (c^2 + d^2); by a real tensor or number, each part
     divided by it."""
     shape, dtype = _out(node)
@@ -488,19 +506,19 @@ def _add(ctx, node, a, b, alpha, opcode):
 
 
 @complex_op(aten.add.Tensor, real=True)
-def lower_add(ctx, node, a, b, alpha=1):
+def lower_add(ctx, node, a, b, alpha=1) -> ComplexPair:
     """The parts added (a real operand adds to the real part only)."""
     return _add(ctx, node, a, b, alpha, "ADD")
 
 
 @complex_op(aten.sub.Tensor, real=True)
-def lower_sub(ctx, node, a, b, alpha=1):
+def lower_sub(ctx, node, a, b, alpha=1) -> ComplexPair:
     """The parts subtracted (a real operand from the real part only)."""
     return _add(ctx, node, a, b, alpha, "SUB")
 
 
 @complex_op(aten.exp.default, real=True)
-def lower_exp(ctx, node, z):
+def lower_exp(ctx, node, z) -> ComplexPair:
     """e^(a + ib) = e^a cos b + i e^a sin b."""
     shape, dtype = _out(node)
     scale = exact.exp(ctx, z.re)
@@ -509,7 +527,7 @@ def lower_exp(ctx, node, z):
 
 
 @complex_op(aten.cat.default, real=True)
-def lower_cat(ctx, node, tensors, dim=0):
+def lower_cat(ctx, node, tensors, dim=0) -> ComplexPair:
     """The parts concatenated (a real operand with zero imaginary parts)."""
     shape, dtype = _out(node)
     pairs = [_pair(ctx, t) for t in tensors]

@@ -152,8 +152,10 @@ def conv3d_by_depth_taps(ctx: LoweringContext, x, weight, bias, stride, padding,
 
 
 @lowers(aten.convolution.default)
-def lower_convolution(ctx, node, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    """1-D, 2-D and 3-D convolution (stride, padding, dilation, groups, depthwise) as CONV_2D /
+def lower_convolution(ctx, node, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups) -> ir.Tensor:
+    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
+
+    1-D, 2-D and 3-D convolution (stride, padding, dilation, groups, depthwise) as CONV_2D /
     DEPTHWISE_CONV_2D; transposed convolution as TRANSPOSE_CONV. A 1-D convolution runs as a 2-D one over a
     height of 1, a 3-D one as one 2-D convolution per depth tap of its kernel.
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
 from litert_torch import ir
 from litert_torch.lower.common import exact
 from litert_torch.node import Value
-from litert_torch.lower.common.registry import LoweringContext, lowers, narrow_int64, numpy_dtype, out_meta
+from litert_torch.lower.common.registry import (LoweringContext, lowers, narrow_int64, numpy_dtype, out_meta,
+                                               schema_of)
 from litert_torch.symbolic import Sym
 
 aten = torch.ops.aten
@@ -27,65 +30,77 @@ UNARY_BUILTINS = {
 }
 
 
-def _unary(opcode: str):
+def _unary(target: Any, opcode: str):
     def lower_unary(ctx: LoweringContext, node, x: ir.Tensor) -> ir.Tensor:
         return ctx.emit(opcode, [x], like=x)
 
     lower_unary.__name__ = f"lower_{opcode.lower()}"
-    lower_unary.__doc__ = f"One {opcode} op."
+    lower_unary.__doc__ = f"{schema_of(target)}\n\nOne {opcode} op."
     return lower_unary
 
 
 for _target, _opcode in UNARY_BUILTINS.items():
-    lowers(_target)(_unary(_opcode))
+    lowers(_target)(_unary(_target, _opcode))
 
 
-def _trig(opcode: str):
+def _trig(target: Any, opcode: str):
     def lower_trig(ctx: LoweringContext, node, x: ir.Tensor) -> ir.Tensor:
         return ctx.emit(opcode, [x], like=x)
 
     lower_trig.__name__ = f"lower_{opcode.lower()}"
-    lower_trig.__doc__ = f"""One {opcode} op.
+    lower_trig.__doc__ = f"""{schema_of(target)}
+
+    One {opcode} op.
 
     Limits: XNNPACK's kernel is good to 2e-5 (absolute) for |x| < 1e7; past that it loses the argument."""
     return lower_trig
 
 
-lowers(aten.sin.default)(_trig("SIN"))
-lowers(aten.cos.default)(_trig("COS"))
+lowers(aten.sin.default)(_trig(aten.sin.default, "SIN"))
+lowers(aten.cos.default)(_trig(aten.cos.default, "COS"))
 
 
 @lowers(aten.exp.default)
-def lower_exp(ctx, node, x):
-    """EXP(x / 2) squared, NaN passed through: right up to the top of the float32 range on every kernel set
+def lower_exp(ctx, node, x) -> ir.Tensor:
+    """exp(Tensor self) -> Tensor
+
+    EXP(x / 2) squared, NaN passed through: right up to the top of the float32 range on every kernel set
     (lower/common/exact.py)."""
     return exact.exp(ctx, x)
 
 
 @lowers(aten.log.default)
-def lower_log(ctx, node, x):
-    """LOG, split at 2**100 so that no kernel sees an input it gets wrong; +inf and NaN passed through
+def lower_log(ctx, node, x) -> ir.Tensor:
+    """log(Tensor self) -> Tensor
+
+    LOG, split at 2**100 so that no kernel sees an input it gets wrong; +inf and NaN passed through
     (lower/common/exact.py)."""
     return exact.log(ctx, x)
 
 
 @lowers(aten.sqrt.default)
-def lower_sqrt(ctx, node, x):
-    """SQRT, split at 2**100 so that no kernel sees an input it gets wrong (lower/common/exact.py); three ops when
+def lower_sqrt(ctx, node, x) -> ir.Tensor:
+    """sqrt(Tensor self) -> Tensor
+
+    SQRT, split at 2**100 so that no kernel sees an input it gets wrong (lower/common/exact.py); three ops when
     the input is known to be positive."""
     return exact.sqrt(ctx, x)
 
 
 @lowers(aten.rsqrt.default)
-def lower_rsqrt(ctx, node, x):
-    """RSQRT of x * 2**-8 when x is known to be positive (a variance plus epsilon), else 1 / sqrt(x)
+def lower_rsqrt(ctx, node, x) -> ir.Tensor:
+    """rsqrt(Tensor self) -> Tensor
+
+    RSQRT of x * 2**-8 when x is known to be positive (a variance plus epsilon), else 1 / sqrt(x)
     (lower/common/exact.py): +-inf at +-0, right up to the top of the float32 range."""
     return exact.rsqrt(ctx, x)
 
 
 @lowers(aten.sign.default)
-def lower_sign(ctx, node, x):
-    """SIGN, with 0 for NaN as PyTorch gives (SIGN returns NaN)."""
+def lower_sign(ctx, node, x) -> ir.Tensor:
+    """sign(Tensor self) -> Tensor
+
+    SIGN, with 0 for NaN as PyTorch gives (SIGN returns NaN)."""
     y = ctx.emit("SIGN", [x], like=x)
     if x.dtype.kind != "f":
         return y
@@ -117,49 +132,63 @@ def clamp(ctx: LoweringContext, x: ir.Tensor, lo: float | None, hi: float | None
 
 
 @lowers(aten.hardtanh.default)
-def lower_hardtanh(ctx, node, x, min_val=-1.0, max_val=1.0):
-    """RELU6 / RELU_N1_TO_1 / RELU_0_TO_1 for their ranges, MAXIMUM + MINIMUM otherwise."""
+def lower_hardtanh(ctx, node, x, min_val=-1.0, max_val=1.0) -> ir.Tensor:
+    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor
+
+    RELU6 / RELU_N1_TO_1 / RELU_0_TO_1 for their ranges, MAXIMUM + MINIMUM otherwise."""
     return clamp(ctx, x, min_val, max_val)
 
 
 @lowers(aten.clamp.default)
-def lower_clamp(ctx, node, x, min=None, max=None):
-    """Like hardtanh; either bound may be absent. A bool tensor clamped by numbers is clamped as the integer type
+def lower_clamp(ctx, node, x, min=None, max=None) -> ir.Tensor:
+    """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor
+
+    Like hardtanh; either bound may be absent. A bool tensor clamped by numbers is clamped as the integer type
     PyTorch promotes it to."""
     return clamp(ctx, ctx.cast(x, out_meta(node)[1]), min, max)
 
 
 # ---- composite activations ------------------------------------------------------------------------------------
 @lowers(aten.hardsigmoid.default)
-def lower_hardsigmoid(ctx, node, x):
-    """relu6(x + 3) / 6: ADD with a fused RELU6, then MUL by 1/6 (TFLite has no hard-sigmoid builtin)."""
+def lower_hardsigmoid(ctx, node, x) -> ir.Tensor:
+    """hardsigmoid(Tensor self) -> Tensor
+
+    relu6(x + 3) / 6: ADD with a fused RELU6, then MUL by 1/6 (TFLite has no hard-sigmoid builtin)."""
     shifted = ctx.emit("ADD", [x, ctx.scalar_like(3.0, x)], like=x, fused_activation_function="RELU6")
     return ctx.emit("MUL", [shifted, ctx.scalar_like(1.0 / 6.0, x)], like=x)
 
 
 @lowers(aten.silu.default)
-def lower_silu(ctx, node, x):
-    """x * sigmoid(x): LOGISTIC then MUL."""
+def lower_silu(ctx, node, x) -> ir.Tensor:
+    """silu(Tensor self) -> Tensor
+
+    x * sigmoid(x): LOGISTIC then MUL."""
     return ctx.emit("MUL", [x, ctx.emit("LOGISTIC", [x], like=x)], like=x)
 
 
 @lowers(aten.gelu.default)
-def lower_gelu(ctx, node, x, approximate="none"):
-    """GELU; `approximate='tanh'` maps to the builtin's tanh form."""
+def lower_gelu(ctx, node, x, approximate="none") -> ir.Tensor:
+    """gelu(Tensor self, *, str approximate="none") -> Tensor
+
+    GELU; `approximate='tanh'` maps to the builtin's tanh form."""
     if approximate not in ("none", "tanh"):
         raise ctx.fail(f"gelu approximate={approximate!r} is not a known form")
     return ctx.emit("GELU", [x], like=x, approximate=approximate == "tanh")
 
 
 @lowers(aten.leaky_relu.default)
-def lower_leaky_relu(ctx, node, x, negative_slope=0.01):
-    """LEAKY_RELU with alpha = negative_slope."""
+def lower_leaky_relu(ctx, node, x, negative_slope=0.01) -> ir.Tensor:
+    """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor
+
+    LEAKY_RELU with alpha = negative_slope."""
     return ctx.emit("LEAKY_RELU", [x], like=x, alpha=float(negative_slope))
 
 
 @lowers(aten.elu.default)
-def lower_elu(ctx, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
-    """ELU for alpha = 1; relu(x) + alpha * elu(min(x, 0)) for other alphas (the builtin fixes alpha = 1);
+def lower_elu(ctx, node, x, alpha=1.0, scale=1.0, input_scale=1.0) -> ir.Tensor:
+    """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor
+
+    ELU for alpha = 1; relu(x) + alpha * elu(min(x, 0)) for other alphas (the builtin fixes alpha = 1);
     scale * (relu(x) + alpha * elu(input_scale * min(x, 0))) for the selu / celu forms.
 
     Limits: input_scale must be positive."""
@@ -227,28 +256,36 @@ def _scaled(ctx: LoweringContext, value, alpha, dtype):
 
 
 @lowers(aten.add.Tensor, aten.add.Scalar)
-def lower_add(ctx, node, a, b, alpha=1):
-    """ADD, broadcasting, operands cast to the result type; alpha != 1 scales the second operand first."""
+def lower_add(ctx, node, a, b, alpha=1) -> ir.Tensor:
+    """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+
+    ADD, broadcasting, operands cast to the result type; alpha != 1 scales the second operand first."""
     _, dtype = out_meta(node)
     return binary(ctx, node, "ADD", a, _scaled(ctx, b, alpha, dtype))
 
 
 @lowers(aten.sub.Tensor, aten.sub.Scalar)
-def lower_sub(ctx, node, a, b, alpha=1):
-    """SUB, broadcasting, operands cast to the result type; alpha != 1 scales the second operand first."""
+def lower_sub(ctx, node, a, b, alpha=1) -> ir.Tensor:
+    """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+
+    SUB, broadcasting, operands cast to the result type; alpha != 1 scales the second operand first."""
     _, dtype = out_meta(node)
     return binary(ctx, node, "SUB", a, _scaled(ctx, b, alpha, dtype))
 
 
 @lowers(aten.mul.Tensor, aten.mul.Scalar)
-def lower_mul(ctx, node, a, b):
-    """MUL, broadcasting, operands cast to the result type."""
+def lower_mul(ctx, node, a, b) -> ir.Tensor:
+    """mul.Tensor(Tensor self, Tensor other) -> Tensor
+
+    MUL, broadcasting, operands cast to the result type."""
     return binary(ctx, node, "MUL", a, b)
 
 
 @lowers(aten.div.Tensor, aten.div.Scalar)
-def lower_div(ctx, node, a, b):
-    """True division (integer operands are cast to the float result type first, as PyTorch does).
+def lower_div(ctx, node, a, b) -> ir.Tensor:
+    """div.Tensor(Tensor self, Tensor other) -> Tensor
+
+    True division (integer operands are cast to the float result type first, as PyTorch does).
     A constant divisor becomes a MUL by its reciprocal only when that is exact (powers of 2)."""
     if not isinstance(b, ir.Tensor) and b != 0 and np.frexp(float(b))[0] in (0.5, -0.5):
         return binary(ctx, node, "MUL", a, 1.0 / float(b))
@@ -256,8 +293,10 @@ def lower_div(ctx, node, a, b):
 
 
 @lowers(aten.div.Tensor_mode, aten.div.Scalar_mode)
-def lower_div_mode(ctx, node, a, b, *, rounding_mode=None):
-    """FLOOR_DIV for rounding_mode='floor'; DIV then rounding towards zero for 'trunc' (integer DIV already
+def lower_div_mode(ctx, node, a, b, *, rounding_mode=None) -> ir.Tensor:
+    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
+
+    FLOOR_DIV for rounding_mode='floor'; DIV then rounding towards zero for 'trunc' (integer DIV already
     truncates)."""
     shape, dtype = out_meta(node)
     if rounding_mode is None:
@@ -273,27 +312,35 @@ def lower_div_mode(ctx, node, a, b, *, rounding_mode=None):
 
 
 @lowers(aten.floor_divide.default)
-def lower_floor_divide(ctx, node, a, b):
-    """a // b: division rounded towards minus infinity, as div(a, b, rounding_mode='floor')."""
+def lower_floor_divide(ctx, node, a, b) -> ir.Tensor:
+    """floor_divide(Tensor self, Tensor other) -> Tensor
+
+    a // b: division rounded towards minus infinity, as div(a, b, rounding_mode='floor')."""
     return lower_div_mode(ctx, node, a, b, rounding_mode="floor")
 
 
 @lowers(aten.erf.default)
-def lower_erf(ctx, node, x):
-    """erf (TFLite has no builtin): its Maclaurin series below 0.5, 2 * GELU(sqrt(2) x) / (sqrt(2) x) - 1 on x
+def lower_erf(ctx, node, x) -> ir.Tensor:
+    """erf(Tensor self) -> Tensor
+
+    erf (TFLite has no builtin): its Maclaurin series below 0.5, 2 * GELU(sqrt(2) x) / (sqrt(2) x) - 1 on x
     clamped to +-6 above, NaN passed through (lower/common/exact.py)."""
     return exact.erf(ctx, x)
 
 
 @lowers(aten.remainder.Tensor, aten.remainder.Scalar)
-def lower_remainder(ctx, node, a, b):
-    """FLOOR_MOD: the result takes the divisor's sign, as in Python and torch.remainder."""
+def lower_remainder(ctx, node, a, b) -> ir.Tensor:
+    """remainder.Tensor(Tensor self, Tensor other) -> Tensor
+
+    FLOOR_MOD: the result takes the divisor's sign, as in Python and torch.remainder."""
     return binary(ctx, node, "FLOOR_MOD", a, b)
 
 
 @lowers(aten.fmod.Tensor, aten.fmod.Scalar)
-def lower_fmod(ctx, node, a, b):
-    """The remainder with the dividend's sign (C's fmod), exact: see `fmod`."""
+def lower_fmod(ctx, node, a, b) -> ir.Tensor:
+    """fmod.Tensor(Tensor self, Tensor other) -> Tensor
+
+    The remainder with the dividend's sign (C's fmod), exact: see `fmod`."""
     shape, dtype = out_meta(node)
     return fmod(ctx, operand(ctx, a, dtype), operand(ctx, b, dtype), shape)
 
@@ -320,8 +367,10 @@ def fmod(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, shape) -> ir.Tensor:
 
 
 @lowers(aten.pow.Tensor_Scalar)
-def lower_pow_scalar(ctx, node, x, exponent):
-    """x ** c: MUL for 2 and 3, SQRT for 0.5, RSQRT for -0.5, DIV for -1, POW otherwise (XNNPACK and NPUs
+def lower_pow_scalar(ctx, node, x, exponent) -> ir.Tensor:
+    """pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor
+
+    x ** c: MUL for 2 and 3, SQRT for 0.5, RSQRT for -0.5, DIV for -1, POW otherwise (XNNPACK and NPUs
     take no POW; x * x * x is within an ulp of pow(x, 3))."""
     shape, dtype = out_meta(node)
     x = ctx.cast(x, dtype)
@@ -341,12 +390,14 @@ def lower_pow_scalar(ctx, node, x, exponent):
 
 
 @lowers(aten.pow.Tensor_Tensor, aten.pow.Scalar)
-def lower_pow(ctx, node, a, b):
-    """POW, broadcasting."""
+def lower_pow(ctx, node, a, b) -> ir.Tensor:
+    """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor
+
+    POW, broadcasting."""
     return binary(ctx, node, "POW", a, b)
 
 
-def scalar_with(ctx, node, opcode: str, value: float, x):
+def scalar_with(ctx, node, opcode: str, value: float, x) -> ir.Tensor:
     """`opcode`(value, x) with x cast to the node's result dtype: 1 / x, 2 ** x."""
     _, dtype = out_meta(node)
     x = ctx.cast(x, dtype)
@@ -354,27 +405,35 @@ def scalar_with(ctx, node, opcode: str, value: float, x):
 
 
 @lowers(aten.reciprocal.default)
-def lower_reciprocal(ctx, node, x):
-    """DIV of 1 by x."""
+def lower_reciprocal(ctx, node, x) -> ir.Tensor:
+    """reciprocal(Tensor self) -> Tensor
+
+    DIV of 1 by x."""
     return scalar_with(ctx, node, "DIV", 1.0, x)
 
 
 @lowers(aten.round.default)
-def lower_round(ctx, node, x):
-    """ROUND (half to even, like torch.round)."""
+def lower_round(ctx, node, x) -> ir.Tensor:
+    """round(Tensor self) -> Tensor
+
+    ROUND (half to even, like torch.round)."""
     return ctx.emit("ROUND", [x], like=x)
 
 
 @lowers(aten._to_copy.default)
-def lower_to_copy(ctx, node, x, dtype=None, **kwargs):
-    """CAST to the new dtype (device and memory-format changes are nothing)."""
+def lower_to_copy(ctx, node, x, dtype=None, **kwargs) -> ir.Tensor:
+    """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor
+
+    CAST to the new dtype (device and memory-format changes are nothing)."""
     _, out_dtype = out_meta(node)
     return ctx.cast(x, out_dtype)
 
 
 @lowers(aten.prelu.default)
-def lower_prelu(ctx, node, x, weight):
-    """PRELU with the slope broadcast over the channel axis (dim 1)."""
+def lower_prelu(ctx, node, x, weight) -> ir.Tensor:
+    """prelu(Tensor self, Tensor weight) -> Tensor
+
+    PRELU with the slope broadcast over the channel axis (dim 1)."""
     alpha = weight if weight.rank != 1 or x.rank < 2 else ctx.reshape(weight, [weight.shape[0]] + [1] * (x.rank - 2))
     return ctx.emit("PRELU", [x, ctx.cast(alpha, x.dtype)], like=x)
 
@@ -397,24 +456,26 @@ def common_dtype(node, positions=(0, 1)) -> np.dtype:
     return numpy_dtype(torch.result_type(a, b))
 
 
-def _comparison(opcode: str):
-    def lower_comparison(ctx, node, a, b):
+def _comparison(target: Any, opcode: str):
+    def lower_comparison(ctx, node, a, b) -> ir.Tensor:
         dtype = compute_dtype(opcode, common_dtype(node))
         shape, _ = out_meta(node)
         return ctx.emit(opcode, [operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, np.bool_)
 
     lower_comparison.__name__ = f"lower_{opcode.lower()}"
-    lower_comparison.__doc__ = f"{opcode} on operands promoted to a common type."
+    lower_comparison.__doc__ = f"{schema_of(target)}\n\n{opcode} on operands promoted to a common type."
     return lower_comparison
 
 
 for _target, _opcode in COMPARISONS.items():
-    lowers(_target)(_comparison(_opcode))
+    lowers(_target)(_comparison(_target, _opcode))
 
 
 @lowers(aten.logical_not.default)
-def lower_logical_not(ctx, node, x):
-    """LOGICAL_NOT (x != 0 first for non-bool inputs)."""
+def lower_logical_not(ctx, node, x) -> ir.Tensor:
+    """logical_not(Tensor self) -> Tensor
+
+    LOGICAL_NOT (x != 0 first for non-bool inputs)."""
     return ctx.emit("LOGICAL_NOT", [as_bool(ctx, x)], x.shape, np.bool_)
 
 
@@ -424,18 +485,18 @@ def as_bool(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
     return ctx.emit("NOT_EQUAL", [x, ctx.scalar_like(0, x)], x.shape, np.bool_)
 
 
-def _logical(opcode: str):
-    def lower_logical(ctx, node, a, b):
+def _logical(target: Any, opcode: str):
+    def lower_logical(ctx, node, a, b) -> ir.Tensor:
         shape, _ = out_meta(node)
         return ctx.emit(opcode, [as_bool(ctx, a), as_bool(ctx, b)], shape, np.bool_)
 
-    lower_logical.__doc__ = f"{opcode} on bool tensors."
+    lower_logical.__doc__ = f"{schema_of(target)}\n\n{opcode} on bool tensors."
     return lower_logical
 
 
-lowers(aten.logical_and.default)(_logical("LOGICAL_AND"))
-lowers(aten.logical_or.default)(_logical("LOGICAL_OR"))
-lowers(aten.logical_xor.default)(_logical("NOT_EQUAL"))
+lowers(aten.logical_and.default)(_logical(aten.logical_and.default, "LOGICAL_AND"))
+lowers(aten.logical_or.default)(_logical(aten.logical_or.default, "LOGICAL_OR"))
+lowers(aten.logical_xor.default)(_logical(aten.logical_xor.default, "NOT_EQUAL"))
 
 
 # ---- bitwise ops ----------------------------------------------------------------------------------------------
@@ -478,8 +539,8 @@ def integer_and_or(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, shape, dtyp
     return ctx.cast(both, dtype)
 
 
-def _bitwise(kind: str):
-    def lower_bitwise(ctx, node, a, b):
+def _bitwise(target: Any, kind: str):
+    def lower_bitwise(ctx, node, a, b) -> ir.Tensor:
         shape, dtype = out_meta(node)
         a, b = operand(ctx, a, dtype), operand(ctx, b, dtype)
         if dtype == np.bool_:
@@ -489,7 +550,7 @@ def _bitwise(kind: str):
         return integer_and_or(ctx, a, b, shape, dtype, kind)
 
     lower_bitwise.__name__ = f"lower_bitwise_{kind}"
-    lower_bitwise.__doc__ = {
+    lower_bitwise.__doc__ = schema_of(target) + "\n\n" + {
         "and": "LOGICAL_AND of bools; of integers (TFLite has no AND) (a + b - (a ^ b)) / 2 with BITWISE_XOR and "
                "RIGHT_SHIFT, on 16-bit halves of 32-bit values so that no sum overflows.",
         "or": "LOGICAL_OR of bools; of integers (a ^ b) + (a & b), the AND as for bitwise_and.",
@@ -504,22 +565,25 @@ def _overloads(*names: str) -> list:
 
 
 # (the decompositions turn the other __and__ / __or__ / __xor__ overloads into these)
-lowers(*_overloads("bitwise_and.Tensor", "bitwise_and.Scalar", "__and__.Tensor"))(_bitwise("and"))
-lowers(*_overloads("bitwise_or.Tensor", "bitwise_or.Scalar", "__or__.Tensor"))(_bitwise("or"))
-lowers(*_overloads("bitwise_xor.Tensor", "bitwise_xor.Scalar"))(_bitwise("xor"))
+for _kind, _targets in [("and", _overloads("bitwise_and.Tensor", "bitwise_and.Scalar", "__and__.Tensor")),
+                        ("or", _overloads("bitwise_or.Tensor", "bitwise_or.Scalar", "__or__.Tensor")),
+                        ("xor", _overloads("bitwise_xor.Tensor", "bitwise_xor.Scalar"))]:
+    lowers(*_targets)(_bitwise(_targets[0], _kind))
 
 
 @lowers(aten.bitwise_not.default)
-def lower_bitwise_not(ctx, node, x):
-    """LOGICAL_NOT of bools; BITWISE_XOR with all ones (-1, or the maximum of an unsigned type) of integers."""
+def lower_bitwise_not(ctx, node, x) -> ir.Tensor:
+    """bitwise_not(Tensor self) -> Tensor
+
+    LOGICAL_NOT of bools; BITWISE_XOR with all ones (-1, or the maximum of an unsigned type) of integers."""
     if x.dtype == np.bool_:
         return ctx.emit("LOGICAL_NOT", [x], x.shape, np.bool_)
     ones = np.array(np.iinfo(x.dtype).max if x.dtype.kind == "u" else -1, x.dtype)
     return ctx.emit("BITWISE_XOR", [x, ctx.const(ones, name="ones")], x.shape, x.dtype)
 
 
-def _shift(left: bool):
-    def lower_shift(ctx, node, a, b):
+def _shift(target: Any, left: bool):
+    def lower_shift(ctx, node, a, b) -> ir.Tensor:
         shape, dtype = out_meta(node)
         if dtype.kind not in "iu":
             raise ctx.fail(f"a bit shift of {dtype} values (PyTorch shifts integers only)")
@@ -544,7 +608,7 @@ def _shift(left: bool):
         return ctx.cast(y, dtype)
 
     lower_shift.__name__ = "lower_left_shift" if left else "lower_right_shift"
-    lower_shift.__doc__ = (
+    lower_shift.__doc__ = schema_of(target) + "\n\n" + (
         "x * 2**s in int32 (a GATHER of the power, MUL wrapping as PyTorch's shift drops high bits), cast back; "
         "0 where s < 0 or s >= the type's width, as PyTorch gives." if left else
         "RIGHT_SHIFT (arithmetic) in int32, cast back; a count below 0 or of the type's width or more gives 0 for "
@@ -552,15 +616,19 @@ def _shift(left: bool):
     return lower_shift
 
 
-lowers(*_overloads("bitwise_left_shift.Tensor", "bitwise_left_shift.Tensor_Scalar", "bitwise_left_shift.Scalar_Tensor",
-                   "__lshift__.Tensor", "__lshift__.Scalar"))(_shift(True))
-lowers(*_overloads("bitwise_right_shift.Tensor", "bitwise_right_shift.Tensor_Scalar",
-                   "bitwise_right_shift.Scalar_Tensor", "__rshift__.Tensor", "__rshift__.Scalar"))(_shift(False))
+for _left, _targets in [
+        (True, _overloads("bitwise_left_shift.Tensor", "bitwise_left_shift.Tensor_Scalar",
+                          "bitwise_left_shift.Scalar_Tensor", "__lshift__.Tensor", "__lshift__.Scalar")),
+        (False, _overloads("bitwise_right_shift.Tensor", "bitwise_right_shift.Tensor_Scalar",
+                           "bitwise_right_shift.Scalar_Tensor", "__rshift__.Tensor", "__rshift__.Scalar"))]:
+    lowers(*_targets)(_shift(_targets[0], _left))
 
 
 @lowers(aten.where.self, aten.where.Scalar, aten.where.ScalarSelf, aten.where.ScalarOther)
-def lower_where(ctx, node, cond, a, b):
-    """SELECT_V2 (broadcasting) on operands promoted to the result type (a number as a constant of it)."""
+def lower_where(ctx, node, cond, a, b) -> ir.Tensor:
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor
+
+    SELECT_V2 (broadcasting) on operands promoted to the result type (a number as a constant of it)."""
     shape, dtype = out_meta(node)
     return ctx.emit("SELECT_V2", [as_bool(ctx, cond), operand(ctx, a, dtype), operand(ctx, b, dtype)], shape, dtype)
 

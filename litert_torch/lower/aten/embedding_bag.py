@@ -17,8 +17,10 @@ _MODES = {0: "sum", 1: "mean", 2: "max"}
 
 @lowers(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
 def lower_embedding_bag(ctx, node, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
-                        per_sample_weights=None, include_last_offset=False, padding_idx=-1):
-    """Per bag, the sum, mean or maximum of the table rows its indices name (GATHER of every row). Bags of one
+                        per_sample_weights=None, include_last_offset=False, padding_idx=-1) -> tuple[ir.Tensor, None, None, None]:
+    """_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
+
+    Per bag, the sum, mean or maximum of the table rows its indices name (GATHER of every row). Bags of one
     length known at conversion (a 2-D input) are a RESHAPE and one SUM / MEAN / REDUCE_MAX; otherwise a [bags,
     indices] membership matrix, from the offsets (constant, or compared at run time: bag b holds the positions
     offsets[b] <= n < offsets[b + 1]) and, with padding_idx, the indices that are not it, selects the rows:

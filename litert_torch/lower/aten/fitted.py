@@ -41,7 +41,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower.common import exact
-from litert_torch.lower.common.registry import lowers, out_meta
+from litert_torch.lower.common.registry import lowers, out_meta, schema_of
 from litert_torch.lower.aten.special import compare, float_op, scalar, select
 
 aten = torch.ops.aten
@@ -318,7 +318,7 @@ def _erfcx(ctx, x: ir.Tensor) -> ir.Tensor:
 
 
 def _lowering(fn):
-    def lower(ctx, node, x):
+    def lower(ctx, node, x) -> ir.Tensor:
         _, dtype = out_meta(node)
         return ctx.cast(fn(ctx, ctx.cast(x, np.float32)), dtype)
 
@@ -354,6 +354,6 @@ for _targets, _fn, _doc in [
     ((aten.special_erfcx.default,), _erfcx, "e**(x**2) erfc(x) (a Chebyshev expansion in (x - 4) / (x + 4))."),
 ]:
     _lower = _lowering(_fn)
-    _lower.__doc__ = _doc
+    _lower.__doc__ = f"{schema_of(_targets[0])}\n\n{_doc}"
     _lower.__name__ = _lower.__qualname__ = f"lower_{str(_targets[0]).split('.')[1]}"
     lowers(*_targets)(_lower)

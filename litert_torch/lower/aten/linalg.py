@@ -177,8 +177,10 @@ def _no_info(ctx, node, *results: int) -> None:
 
 
 @lowers(aten.linalg_inv_ex.default)
-def lower_linalg_inv_ex(ctx, node, a, check_errors=False):
-    """The inverse: Gauss-Jordan elimination of [A | I] with partial pivoting (see the module docstring); the
+def lower_linalg_inv_ex(ctx, node, a, check_errors=False) -> tuple[ir.Tensor, ir.Tensor]:
+    """linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)
+
+    The inverse: Gauss-Jordan elimination of [A | I] with partial pivoting (see the module docstring); the
     error code names the first zero pivot, as LAPACK's (the inverse of a singular matrix holds inf or NaN)."""
     n = _square(ctx, a, "linalg.inv")
     eye = np.broadcast_to(np.eye(n, dtype=np.float32), tuple(int(d) for d in a.shape)).copy()
@@ -188,8 +190,10 @@ def lower_linalg_inv_ex(ctx, node, a, check_errors=False):
 
 
 @lowers(aten._linalg_solve_ex.default)
-def lower_linalg_solve_ex(ctx, node, a, b, left=True, check_errors=False):
-    """X with A X = B (or X A = B, left=False), B a batch of vectors or of matrices: Gauss-Jordan elimination
+def lower_linalg_solve_ex(ctx, node, a, b, left=True, check_errors=False) -> tuple[ir.Tensor, None, None, ir.Tensor]:
+    """_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)
+
+    X with A X = B (or X A = B, left=False), B a batch of vectors or of matrices: Gauss-Jordan elimination
     of [A | B] with partial pivoting."""
     _no_info(ctx, node, 1, 2)
     vector = b.rank == 1 or (b.rank == a.rank - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
@@ -230,8 +234,10 @@ def _swap_sign(ctx, swaps: list[ir.Tensor], batch: list[int]) -> ir.Tensor:
 
 
 @lowers(aten._linalg_det.default)
-def lower_linalg_det(ctx, node, a):
-    """The determinant: the product of the pivots of an elimination with partial pivoting, negated for an odd
+def lower_linalg_det(ctx, node, a) -> tuple[ir.Tensor, None, None]:
+    """_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)
+
+    The determinant: the product of the pivots of an elimination with partial pivoting, negated for an odd
     number of row swaps (a zero pivot gives 0)."""
     _no_info(ctx, node, 1, 2)
     return determinant(ctx, a, "linalg.det"), None, None
@@ -247,8 +253,10 @@ def determinant(ctx: LoweringContext, a: ir.Tensor, what: str) -> ir.Tensor:
 
 
 @lowers(aten._linalg_slogdet.default)
-def lower_linalg_slogdet(ctx, node, a):
-    """(sign, log|det|): the product of the pivots' signs and that of the row swaps, and the sum of the
+def lower_linalg_slogdet(ctx, node, a) -> tuple[ir.Tensor, ir.Tensor, None, None]:
+    """_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)
+
+    (sign, log|det|): the product of the pivots' signs and that of the row swaps, and the sum of the
     logarithms of the pivots' magnitudes (sign 0 and -inf for a singular matrix)."""
     _no_info(ctx, node, 2, 3)
     n = _square(ctx, a, "linalg.slogdet")
@@ -291,8 +299,10 @@ def _cholesky_lower(ctx, a: ir.Tensor, n: int) -> tuple[ir.Tensor, list[ir.Tenso
 
 
 @lowers(aten.linalg_cholesky_ex.default)
-def lower_linalg_cholesky_ex(ctx, node, a, upper=False, check_errors=False):
-    """The Cholesky factor (L, or U = L^T with upper=True, read from A's upper triangle): right-looking
+def lower_linalg_cholesky_ex(ctx, node, a, upper=False, check_errors=False) -> tuple[ir.Tensor, ir.Tensor]:
+    """linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)
+
+    The Cholesky factor (L, or U = L^T with upper=True, read from A's upper triangle): right-looking
     factorisation column by column. The error code is LAPACK's: k + 1 for the first leading minor that is not
     positive (the factor then holds NaN)."""
     n = _square(ctx, a, "linalg.cholesky")
@@ -338,8 +348,10 @@ def _substitute(ctx, a: ir.Tensor, b: ir.Tensor, upper: bool, unit: bool, what: 
 
 
 @lowers(aten.linalg_solve_triangular.default)
-def lower_linalg_solve_triangular(ctx, node, a, b, upper, left=True, unitriangular=False):
-    """X with A X = B (X A = B with left=False) for a triangular A: substitution row by row, only A's upper or
+def lower_linalg_solve_triangular(ctx, node, a, b, upper, left=True, unitriangular=False) -> ir.Tensor:
+    """linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor
+
+    X with A X = B (X A = B with left=False) for a triangular A: substitution row by row, only A's upper or
     lower triangle read (its diagonal taken as ones with unitriangular=True)."""
     if not left:  # X A = B  <=>  A^T X^T = B^T, A^T triangular the other way
         return _transposed(ctx, _substitute(ctx, _transposed(ctx, a), _transposed(ctx, b), not upper,
@@ -348,8 +360,10 @@ def lower_linalg_solve_triangular(ctx, node, a, b, upper, left=True, unitriangul
 
 
 @lowers(aten.triangular_solve.default)
-def lower_triangular_solve(ctx, node, b, a, upper=True, transpose=False, unitriangular=False):
-    """torch.triangular_solve: (X with op(A) X = B, op the transpose when asked; a copy of A)."""
+def lower_triangular_solve(ctx, node, b, a, upper=True, transpose=False, unitriangular=False) -> tuple[ir.Tensor, ir.Tensor]:
+    """triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)
+
+    torch.triangular_solve: (X with op(A) X = B, op the transpose when asked; a copy of A)."""
     if transpose:
         a, upper = _transposed(ctx, a), not upper
     x = _substitute(ctx, a, b, upper, unitriangular, "triangular_solve")
@@ -400,8 +414,10 @@ def _lu(ctx, a: ir.Tensor, pivot: bool, what: str) -> tuple[ir.Tensor, list[ir.T
 
 
 @lowers(aten.linalg_lu_factor_ex.default)
-def lower_linalg_lu_factor_ex(ctx, node, a, pivot=True, check_errors=False):
-    """(LU, pivots, info) as LAPACK's getrf gives them: L's multipliers below the diagonal, U on and above,
+def lower_linalg_lu_factor_ex(ctx, node, a, pivot=True, check_errors=False) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+    """linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)
+
+    (LU, pivots, info) as LAPACK's getrf gives them: L's multipliers below the diagonal, U on and above,
     the 1-based row swapped into each position, and the first zero pivot's column (0 for none)."""
     lu, pivots, chosen = _lu(ctx, a, pivot, "linalg.lu_factor")
     batch = [int(d) for d in a.shape[:-2]]
@@ -414,8 +430,10 @@ def lower_linalg_lu_factor_ex(ctx, node, a, pivot=True, check_errors=False):
 
 
 @lowers(aten.linalg_lu.default)
-def lower_linalg_lu(ctx, node, a, pivot=True):
-    """(P, L, U) with A = P L U: the packed factorisation of `linalg_lu_factor_ex` unpacked, P from its row
+def lower_linalg_lu(ctx, node, a, pivot=True) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+    """linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)
+
+    (P, L, U) with A = P L U: the packed factorisation of `linalg_lu_factor_ex` unpacked, P from its row
     swaps."""
     lu, _, chosen = _lu(ctx, a, pivot, "linalg.lu")
     batch, m = [int(d) for d in a.shape[:-2]], int(a.shape[-2])
@@ -433,8 +451,10 @@ def _pivot_indices(ctx, pivots: ir.Tensor, n: int) -> list[ir.Tensor]:
 
 
 @lowers(aten.lu_unpack.default)
-def lower_lu_unpack(ctx, node, lu, pivots, unpack_data=True, unpack_pivots=True):
-    """(P, L, U) from a packed LU and its pivots (given when the model runs: the swaps are made in order)."""
+def lower_lu_unpack(ctx, node, lu, pivots, unpack_data=True, unpack_pivots=True) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+    """lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)
+
+    (P, L, U) from a packed LU and its pivots (given when the model runs: the swaps are made in order)."""
     m, n, batch = _matrix(ctx, lu, "lu_unpack")
     k = min(m, n)
     if not all_static(pivots.shape) or [int(d) for d in pivots.shape] != batch + [k]:
@@ -448,8 +468,10 @@ def lower_lu_unpack(ctx, node, lu, pivots, unpack_data=True, unpack_pivots=True)
 
 
 @lowers(aten.linalg_lu_solve.default)
-def lower_linalg_lu_solve(ctx, node, lu, pivots, b, left=True, adjoint=False):
-    """X with A X = B (A^T X = B with adjoint, X A = B with left=False) for A = P L U given packed: B's rows
+def lower_linalg_lu_solve(ctx, node, lu, pivots, b, left=True, adjoint=False) -> ir.Tensor:
+    """linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor
+
+    X with A X = B (A^T X = B with adjoint, X A = B with left=False) for A = P L U given packed: B's rows
     permuted, then substitution with L (unit diagonal) and U, or the transposed steps for A^T."""
     n = _square(ctx, lu, "linalg.lu_solve")
     batch = [int(d) for d in lu.shape[:-2]]
@@ -558,8 +580,10 @@ def _q_from(ctx, reflectors, m: int, columns: int, batch: list[int]) -> ir.Tenso
 
 
 @lowers(aten.linalg_qr.default)
-def lower_linalg_qr(ctx, node, a, mode="reduced"):
-    """Q and R by Householder reflections with LAPACK's signs (R's diagonal -sign(a_jj) times the column's
+def lower_linalg_qr(ctx, node, a, mode="reduced") -> tuple[ir.Tensor | None, ir.Tensor]:
+    """linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)
+
+    Q and R by Householder reflections with LAPACK's signs (R's diagonal -sign(a_jj) times the column's
     norm, so the results are PyTorch's): mode "reduced" (Q m x k, R k x n), "complete" (Q m x m) or "r" (R
     only)."""
     m, n, batch = _matrix(ctx, a, "linalg.qr")
@@ -576,8 +600,10 @@ def lower_linalg_qr(ctx, node, a, mode="reduced"):
 
 
 @lowers(aten.geqrf.default)
-def lower_geqrf(ctx, node, a):
-    """LAPACK's geqrf: R above the diagonal and each Householder vector below it, and the reflectors' tau."""
+def lower_geqrf(ctx, node, a) -> tuple[ir.Tensor, ir.Tensor]:
+    """geqrf(Tensor self) -> (Tensor a, Tensor tau)
+
+    LAPACK's geqrf: R above the diagonal and each Householder vector below it, and the reflectors' tau."""
     m, n, batch = _matrix(ctx, a, "geqrf")
     packed, reflectors = _householder(ctx, a, m, n, batch)
     taus = [ctx.reshape(tau, batch + [1]) for _, tau in reflectors]
@@ -602,8 +628,10 @@ def _given_reflectors(ctx, packed: ir.Tensor, tau: ir.Tensor, m: int, count: int
 
 
 @lowers(aten.linalg_householder_product.default)
-def lower_householder_product(ctx, node, a, tau):
-    """LAPACK's orgqr: the first n columns of H_1 ... H_k, each H_j = I - tau_j v_j v_j^T with v_j read below the
+def lower_householder_product(ctx, node, a, tau) -> ir.Tensor:
+    """linalg_householder_product(Tensor input, Tensor tau) -> Tensor
+
+    LAPACK's orgqr: the first n columns of H_1 ... H_k, each H_j = I - tau_j v_j v_j^T with v_j read below the
     diagonal of column j of `a` (a unit above it)."""
     m, n, batch = _matrix(ctx, a, "linalg.householder_product")
     k = int(tau.shape[-1])
@@ -613,8 +641,10 @@ def lower_householder_product(ctx, node, a, tau):
 
 
 @lowers(aten.ormqr.default)
-def lower_ormqr(ctx, node, a, tau, other, left=True, transpose=False):
-    """LAPACK's ormqr: `other` multiplied by Q (or Q^T) from the left or the right, Q = H_1 ... H_k the
+def lower_ormqr(ctx, node, a, tau, other, left=True, transpose=False) -> ir.Tensor:
+    """ormqr(Tensor self, Tensor input2, Tensor input3, bool left=True, bool transpose=False) -> Tensor
+
+    LAPACK's ormqr: `other` multiplied by Q (or Q^T) from the left or the right, Q = H_1 ... H_k the
     reflectors a geqrf-packed `a` holds, applied one by one (Q is never formed)."""
     m, n, batch = _matrix(ctx, a, "ormqr")
     k = int(tau.shape[-1])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from litert_torch import ir
 from litert_torch.lower.common.registry import lowers, normalize_dim
 
 
@@ -40,8 +41,10 @@ def _(cache, update, start, axis):
 
 
 @lowers(torch.ops.litert_torch.update_cache.default)
-def lower_update_cache(ctx, node, cache, update, start, axis):
-    """DYNAMIC_UPDATE_SLICE of the update into the cache at start indices [0, .., start[0], .., 0] (or `start`
+def lower_update_cache(ctx, node, cache, update, start, axis) -> ir.Tensor:
+    """litert_torch::update_cache(Tensor cache, Tensor update, Tensor start, SymInt axis) -> Tensor
+
+    DYNAMIC_UPDATE_SLICE of the update into the cache at start indices [0, .., start[0], .., 0] (or `start`
     itself when it holds one index per axis).
 
     Limits: the update must fit at start[0] (TFLite clamps the start index instead of failing)."""
@@ -82,8 +85,10 @@ def _(table, ids):
 
 
 @lowers(torch.ops.litert_torch.embedding_lookup.default)
-def lower_embedding_lookup(ctx, node, table, ids):
-    """EMBEDDING_LOOKUP of the flattened ids, reshaped to ids.shape + the row shape.
+def lower_embedding_lookup(ctx, node, table, ids) -> ir.Tensor:
+    """litert_torch::embedding_lookup(Tensor table, Tensor ids) -> Tensor
+
+    EMBEDDING_LOOKUP of the flattened ids, reshaped to ids.shape + the row shape.
 
     Limits: a constant table."""
     if not table.is_constant:

@@ -49,16 +49,20 @@ def log1p(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
 
 
 @lowers(aten.log1p.default)
-def lower_log1p(ctx, node, x):
-    """log(1 + x): its Taylor series for |x| < 0.1 (where LOG(1 + x) would lose the digits of x), LOG(1 + x)
+def lower_log1p(ctx, node, x) -> ir.Tensor:
+    """log1p(Tensor self) -> Tensor
+
+    log(1 + x): its Taylor series for |x| < 0.1 (where LOG(1 + x) would lose the digits of x), LOG(1 + x)
     elsewhere."""
     shape, dtype = out_meta(node)
     return log1p(ctx, ctx.cast(x, dtype))
 
 
 @lowers(aten.expm1.default)
-def lower_expm1(ctx, node, x):
-    """exp(x) - 1: its Taylor series for |x| < 0.1 (where EXP(x) - 1 would lose the digits of x), EXP(x) - 1
+def lower_expm1(ctx, node, x) -> ir.Tensor:
+    """expm1(Tensor self) -> Tensor
+
+    exp(x) - 1: its Taylor series for |x| < 0.1 (where EXP(x) - 1 would lose the digits of x), EXP(x) - 1
     elsewhere."""
     shape, dtype = out_meta(node)
     x = ctx.cast(x, dtype)
@@ -68,14 +72,18 @@ def lower_expm1(ctx, node, x):
 
 
 @lowers(aten.exp2.default)
-def lower_exp2(ctx, node, x):
-    """POW(2, x)."""
+def lower_exp2(ctx, node, x) -> ir.Tensor:
+    """exp2(Tensor self) -> Tensor
+
+    POW(2, x)."""
     return scalar_with(ctx, node, "POW", 2.0, x)
 
 
 @lowers(aten.atan2.default)
-def lower_atan2(ctx, node, a, b):
-    """ATAN2 on operands promoted to the float result type, each broadcast to the result's shape first (the
+def lower_atan2(ctx, node, a, b) -> ir.Tensor:
+    """atan2(Tensor self, Tensor other) -> Tensor
+
+    ATAN2 on operands promoted to the float result type, each broadcast to the result's shape first (the
     kernel takes operands of one shape)."""
     shape, dtype = out_meta(node)
     return ctx.emit("ATAN2", [_broadcast_to(ctx, operand(ctx, a, dtype), shape),
@@ -90,16 +98,20 @@ def _broadcast_to(ctx: LoweringContext, x: ir.Tensor, shape) -> ir.Tensor:
 
 
 @lowers(aten.isnan.default)
-def lower_isnan(ctx, node, x):
-    """NOT_EQUAL(x, x): only NaN differs from itself (integers never are NaN)."""
+def lower_isnan(ctx, node, x) -> ir.Tensor:
+    """isnan(Tensor self) -> Tensor
+
+    NOT_EQUAL(x, x): only NaN differs from itself (integers never are NaN)."""
     shape, _ = out_meta(node)
     x = x if x.dtype.kind == "f" else ctx.cast(x, np.int32)  # narrow integer comparisons would abort
     return ctx.emit("NOT_EQUAL", [x, x], shape, np.bool_)
 
 
 @lowers(aten.clamp.Tensor)
-def lower_clamp_tensor(ctx, node, x, min=None, max=None):
-    """MAXIMUM with `min`, then MINIMUM with `max` (tensors or numbers), broadcasting, in the result type; NaN in
+def lower_clamp_tensor(ctx, node, x, min=None, max=None) -> ir.Tensor:
+    """clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor
+
+    MAXIMUM with `min`, then MINIMUM with `max` (tensors or numbers), broadcasting, in the result type; NaN in
     `x` or a bound gives NaN, as in PyTorch (`extreme`)."""
     shape, dtype = out_meta(node)
     y = operand(ctx, x, dtype)
@@ -114,8 +126,10 @@ def lower_clamp_tensor(ctx, node, x, min=None, max=None):
 
 
 @lowers(aten.round.decimals)
-def lower_round_decimals(ctx, node, x, *, decimals=0):
-    """ROUND(x * 10^d) / 10^d (ROUND(x / 10^-d) * 10^-d for negative d), as torch.round computes it."""
+def lower_round_decimals(ctx, node, x, *, decimals=0) -> ir.Tensor:
+    """round.decimals(Tensor self, *, int decimals) -> Tensor
+
+    ROUND(x * 10^d) / 10^d (ROUND(x / 10^-d) * 10^-d for negative d), as torch.round computes it."""
     if decimals == 0:
         return ctx.emit("ROUND", [x], like=x)
     scale = ctx.scalar_like(10.0 ** abs(decimals), x)
@@ -125,8 +139,10 @@ def lower_round_decimals(ctx, node, x, *, decimals=0):
 
 
 @lowers(aten.var_mean.correction)
-def lower_var_mean(ctx, node, x, dim=None, *, correction=None, keepdim=False):
-    """(var, mean): var as aten.var.correction, mean as MEAN over the same dims."""
+def lower_var_mean(ctx, node, x, dim=None, *, correction=None, keepdim=False) -> tuple[ir.Tensor, ir.Tensor]:
+    """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)
+
+    (var, mean): var as aten.var.correction, mean as MEAN over the same dims."""
     var_node = node.with_value(node.outputs[0].shape, node.outputs[0].dtype)
     mean_node = node.with_value(node.outputs[1].shape, node.outputs[1].dtype)
     var = lower_var(ctx, var_node, x, dim, correction=correction, keepdim=keepdim)
@@ -160,20 +176,26 @@ def _log_base(ctx, node, x, base: float):
 
 
 @lowers(aten.log2.default)
-def lower_log2(ctx, node, x):
-    """log(x) (the whole-range form, lower/common/exact.py) times 1 / log(2)."""
+def lower_log2(ctx, node, x) -> ir.Tensor:
+    """log2(Tensor self) -> Tensor
+
+    log(x) (the whole-range form, lower/common/exact.py) times 1 / log(2)."""
     return _log_base(ctx, node, x, 2.0)
 
 
 @lowers(aten.log10.default)
-def lower_log10(ctx, node, x):
-    """log(x) (the whole-range form, lower/common/exact.py) times 1 / log(10)."""
+def lower_log10(ctx, node, x) -> ir.Tensor:
+    """log10(Tensor self) -> Tensor
+
+    log(x) (the whole-range form, lower/common/exact.py) times 1 / log(10)."""
     return _log_base(ctx, node, x, 10.0)
 
 
 @lowers(aten.trunc.default)
-def lower_trunc(ctx, node, x):
-    """FLOOR(max(0, x)) + CEIL(min(0, x)): rounding toward zero in ops XNNPACK takes (x second in the MAXIMUM /
+def lower_trunc(ctx, node, x) -> ir.Tensor:
+    """trunc(Tensor self) -> Tensor
+
+    FLOOR(max(0, x)) + CEIL(min(0, x)): rounding toward zero in ops XNNPACK takes (x second in the MAXIMUM /
     MINIMUM, so that NaN passes through)."""
     shape, dtype = out_meta(node)
     if dtype.kind != "f":
@@ -195,8 +217,10 @@ def _one_minus_square(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
 
 
 @lowers(aten.atan.default)
-def lower_atan(ctx, node, x):
-    """ATAN2(x, 1)."""
+def lower_atan(ctx, node, x) -> ir.Tensor:
+    """atan(Tensor self) -> Tensor
+
+    ATAN2(x, 1)."""
     x = _float_input(ctx, node, x)
     return ctx.emit("ATAN2", [x, _ones_like(ctx, x)], like=x)
 
@@ -208,15 +232,19 @@ def _asin_acos(ctx, node, x, asin: bool):
 
 
 @lowers(aten.asin.default)
-def lower_asin(ctx, node, x):
-    """asin(x) = ATAN2(x, sqrt((1 - x)(1 + x))): accurate up to |x| = 1, NaN beyond (the root of a negative
+def lower_asin(ctx, node, x) -> ir.Tensor:
+    """asin(Tensor self) -> Tensor
+
+    asin(x) = ATAN2(x, sqrt((1 - x)(1 + x))): accurate up to |x| = 1, NaN beyond (the root of a negative
     number). The root's input is at most 1, inside SQRT's good range."""
     return _asin_acos(ctx, node, x, True)
 
 
 @lowers(aten.acos.default)
-def lower_acos(ctx, node, x):
-    """acos(x) = ATAN2(sqrt((1 - x)(1 + x)), x), as asin."""
+def lower_acos(ctx, node, x) -> ir.Tensor:
+    """acos(Tensor self) -> Tensor
+
+    acos(x) = ATAN2(sqrt((1 - x)(1 + x)), x), as asin."""
     return _asin_acos(ctx, node, x, False)
 
 
@@ -256,8 +284,10 @@ def _minus_multiple_of_pi(ctx: LoweringContext, x: ir.Tensor, m: ir.Tensor) -> i
 
 
 @lowers(aten.tan.default)
-def lower_tan(ctx, node, x):
-    """tan x = sin r / (s * sin e): r = x - k*pi (k = floor(x/pi + 1/2)) measured from the nearest zero, e = x -
+def lower_tan(ctx, node, x) -> ir.Tensor:
+    """tan(Tensor self) -> Tensor
+
+    tan x = sin r / (s * sin e): r = x - k*pi (k = floor(x/pi + 1/2)) measured from the nearest zero, e = x -
     (j + 1/2)*pi (j = floor(x/pi)) from the nearest pole, each computed from x in exact steps (cos r is s * sin e,
     s = 2(k - j) - 1). Near a pole e keeps its digits where cos x, or pi/2 - |r|, of a float32 x loses all of
     them (sin x / cos x gives tan(1.5707964) off by a fifth).
@@ -287,16 +317,20 @@ def _cosh_parts(ctx: LoweringContext, a: ir.Tensor) -> tuple[ir.Tensor, ir.Tenso
 
 
 @lowers(aten.cosh.default)
-def lower_cosh(ctx, node, x):
-    """e**(|x| - log 2) + 0.25 / e**(|x| - log 2): (e**x + e**-x) / 2 with no early overflow."""
+def lower_cosh(ctx, node, x) -> ir.Tensor:
+    """cosh(Tensor self) -> Tensor
+
+    e**(|x| - log 2) + 0.25 / e**(|x| - log 2): (e**x + e**-x) / 2 with no early overflow."""
     x = _float_input(ctx, node, x)
     up, down = _cosh_parts(ctx, _op(ctx, "ABS", x))
     return _op(ctx, "ADD", up, down)
 
 
 @lowers(aten.sinh.default)
-def lower_sinh(ctx, node, x):
-    """sign(x) * sinh(|x|): its Maclaurin series below 1 (where e**a - e**-a cancels), e**(a - log 2) -
+def lower_sinh(ctx, node, x) -> ir.Tensor:
+    """sinh(Tensor self) -> Tensor
+
+    sign(x) * sinh(|x|): its Maclaurin series below 1 (where e**a - e**-a cancels), e**(a - log 2) -
     0.25 / e**(a - log 2) above."""
     x = _float_input(ctx, node, x)
     a = _op(ctx, "ABS", x)
@@ -313,8 +347,10 @@ def lower_sinh(ctx, node, x):
 
 
 @lowers(aten.asinh.default)
-def lower_asinh(ctx, node, x):
-    """sign(x) * asinh(|x|): log1p(a + a**2 / (1 + sqrt(1 + a**2))) (no cancellation near 0), log(a) + log 2
+def lower_asinh(ctx, node, x) -> ir.Tensor:
+    """asinh(Tensor self) -> Tensor
+
+    sign(x) * asinh(|x|): log1p(a + a**2 / (1 + sqrt(1 + a**2))) (no cancellation near 0), log(a) + log 2
     past 2**28."""
     x = _float_input(ctx, node, x)
     a = _op(ctx, "ABS", x)
@@ -328,8 +364,10 @@ def lower_asinh(ctx, node, x):
 
 
 @lowers(aten.acosh.default)
-def lower_acosh(ctx, node, x):
-    """log1p((x - 1) + sqrt((x - 1)(x + 1))) (no cancellation near 1; NaN below 1), log(x) + log 2 past
+def lower_acosh(ctx, node, x) -> ir.Tensor:
+    """acosh(Tensor self) -> Tensor
+
+    log1p((x - 1) + sqrt((x - 1)(x + 1))) (no cancellation near 1; NaN below 1), log(x) + log 2 past
     2**28."""
     x = _float_input(ctx, node, x)
     # kept within [-2, 2**28]: below 1 the result is NaN either way, and (x - 1)(x + 1) must not overflow
@@ -344,8 +382,10 @@ def lower_acosh(ctx, node, x):
 
 
 @lowers(aten.atanh.default)
-def lower_atanh(ctx, node, x):
-    """sign(x) * 0.5 * log1p(2a / (1 - a)) for a = |x|: accurate near 0 and near +-1, +-inf at +-1, NaN
+def lower_atanh(ctx, node, x) -> ir.Tensor:
+    """atanh(Tensor self) -> Tensor
+
+    sign(x) * 0.5 * log1p(2a / (1 - a)) for a = |x|: accurate near 0 and near +-1, +-inf at +-1, NaN
     beyond."""
     x = _float_input(ctx, node, x)
     a = _op(ctx, "ABS", x)
@@ -354,8 +394,10 @@ def lower_atanh(ctx, node, x):
 
 
 @lowers(aten.erfc.default)
-def lower_erfc(ctx, node, x):
-    """1 - erf(x) (lower/common/exact.py).
+def lower_erfc(ctx, node, x) -> ir.Tensor:
+    """erfc(Tensor self) -> Tensor
+
+    1 - erf(x) (lower/common/exact.py).
 
     Limits: absolute error a few 1e-7; where erfc(x) is below 1e-3 (x > 2.3) its relative accuracy is lost."""
     x = _float_input(ctx, node, x)
@@ -372,8 +414,10 @@ def _sign_bit(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
 
 
 @lowers(aten.signbit.default)
-def lower_signbit(ctx, node, x):
-    """x < 0 or 1 / x < 0 (-0.0 has its sign bit set); integers: x < 0.
+def lower_signbit(ctx, node, x) -> ir.Tensor:
+    """signbit(Tensor self) -> Tensor
+
+    x < 0 or 1 / x < 0 (-0.0 has its sign bit set); integers: x < 0.
 
     Limits: a NaN's sign bit is not read (False)."""
     if x.dtype.kind != "f":
@@ -383,8 +427,10 @@ def lower_signbit(ctx, node, x):
 
 
 @lowers(aten.copysign.Tensor)
-def lower_copysign(ctx, node, a, b):
-    """|a| with the sign of b (-0.0's included): SELECT_V2(signbit(b), -|a|, |a|), operands broadcast.
+def lower_copysign(ctx, node, a, b) -> ir.Tensor:
+    """copysign.Tensor(Tensor self, Tensor other) -> Tensor
+
+    |a| with the sign of b (-0.0's included): SELECT_V2(signbit(b), -|a|, |a|), operands broadcast.
 
     Limits: a NaN b gives |a| whatever its sign bit."""
     shape, dtype = out_meta(node)
@@ -408,8 +454,10 @@ def _int_scalar(ctx: LoweringContext, value: int) -> ir.Tensor:
 
 
 @lowers(aten.special_spherical_bessel_j0.default)
-def lower_spherical_bessel_j0(ctx, node, x):
-    """sin(x) / x, as PyTorch computes it: its Taylor polynomial in x**2 (to x**12) below |x| = 0.5, SIN / x
+def lower_spherical_bessel_j0(ctx, node, x) -> ir.Tensor:
+    """special_spherical_bessel_j0(Tensor x) -> Tensor
+
+    sin(x) / x, as PyTorch computes it: its Taylor polynomial in x**2 (to x**12) below |x| = 0.5, SIN / x
     above; 0 at +-inf, NaN for NaN."""
     shape, dtype = out_meta(node)
     x = ctx.cast(x, np.float32)
@@ -426,8 +474,10 @@ def lower_spherical_bessel_j0(ctx, node, x):
 
 
 @lowers(aten.nextafter.default)
-def lower_nextafter(ctx, node, x, y):
-    """The float32 next to x towards y: x's bit pattern plus or minus one (up for a positive x moving up or a
+def lower_nextafter(ctx, node, x, y) -> ir.Tensor:
+    """nextafter(Tensor self, Tensor other) -> Tensor
+
+    The float32 next to x towards y: x's bit pattern plus or minus one (up for a positive x moving up or a
     negative one moving down), the smallest subnormal with y's direction from 0, y itself where x == y, NaN
     where either is."""
     shape, dtype = out_meta(node)
@@ -455,8 +505,10 @@ def lower_nextafter(ctx, node, x, y):
 
 
 @lowers(aten.frexp.Tensor)
-def lower_frexp(ctx, node, x):
-    """(mantissa, exponent) with x = mantissa * 2**exponent and 0.5 <= |mantissa| < 1, read from the bit
+def lower_frexp(ctx, node, x) -> tuple[ir.Tensor, ir.Tensor]:
+    """frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)
+
+    (mantissa, exponent) with x = mantissa * 2**exponent and 0.5 <= |mantissa| < 1, read from the bit
     pattern in integer ops (a subnormal's fraction bits converted to float first, which normalises them, so no
     float op ever sees a subnormal); 0, inf and NaN give (x, 0), as PyTorch."""
     if np.dtype(x.dtype) != np.float32:
@@ -488,8 +540,10 @@ def lower_frexp(ctx, node, x):
 
 
 @lowers(aten.isinf.default)
-def lower_isinf(ctx, node, x):
-    """|x| == inf (integers are never infinite)."""
+def lower_isinf(ctx, node, x) -> ir.Tensor:
+    """isinf(Tensor self) -> Tensor
+
+    |x| == inf (integers are never infinite)."""
     shape, _ = out_meta(node)
     if x.dtype.kind != "f":
         return ctx.const(np.zeros(shape, np.bool_))
@@ -501,8 +555,10 @@ MAX_CDIST_DIFFERENCES = 1 << 24
 
 
 @lowers(aten._cdist_forward.default)
-def lower_cdist(ctx, node, x1, x2, p, compute_mode=None):
-    """Pairwise p-norm distances of the rows of x1 [..., P, M] and x2 [..., R, M], computed the way PyTorch
+def lower_cdist(ctx, node, x1, x2, p, compute_mode=None) -> ir.Tensor:
+    """_cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor
+
+    Pairwise p-norm distances of the rows of x1 [..., P, M] and x2 [..., R, M], computed the way PyTorch
     chooses: for p = 2 with more than 25 rows on a side (or compute_mode 1), sqrt(max(|a|^2 + |b|^2 - 2 a.b,
     1e-30)) with one BATCH_MATMUL; otherwise from the differences [..., P, R, M]: SUM of squares and SQRT
     (p = 2), SUM of ABS (p = 1), REDUCE_MAX of ABS (p = inf), the count of nonzero ones (p = 0), POW else.
@@ -584,32 +640,42 @@ def _extreme_lowering(ctx, node, opcode: str, a, b, propagate: bool) -> ir.Tenso
 
 
 @lowers(aten.maximum.default)
-def lower_maximum(ctx, node, a, b):
-    """The larger operand, NaN where either is (MAXIMUM, and SELECT_V2 on a float operand that can hold NaN)."""
+def lower_maximum(ctx, node, a, b) -> ir.Tensor:
+    """maximum(Tensor self, Tensor other) -> Tensor
+
+    The larger operand, NaN where either is (MAXIMUM, and SELECT_V2 on a float operand that can hold NaN)."""
     return _extreme_lowering(ctx, node, "MAXIMUM", a, b, propagate=True)
 
 
 @lowers(aten.minimum.default)
-def lower_minimum(ctx, node, a, b):
-    """The smaller operand, NaN where either is (MINIMUM, and SELECT_V2 on a float operand that can hold NaN)."""
+def lower_minimum(ctx, node, a, b) -> ir.Tensor:
+    """minimum(Tensor self, Tensor other) -> Tensor
+
+    The smaller operand, NaN where either is (MINIMUM, and SELECT_V2 on a float operand that can hold NaN)."""
     return _extreme_lowering(ctx, node, "MINIMUM", a, b, propagate=True)
 
 
 @lowers(aten.fmax.default)
-def lower_fmax(ctx, node, a, b):
-    """The larger operand, the other one where one is NaN (MAXIMUM and SELECT_V2)."""
+def lower_fmax(ctx, node, a, b) -> ir.Tensor:
+    """fmax(Tensor self, Tensor other) -> Tensor
+
+    The larger operand, the other one where one is NaN (MAXIMUM and SELECT_V2)."""
     return _extreme_lowering(ctx, node, "MAXIMUM", a, b, propagate=False)
 
 
 @lowers(aten.fmin.default)
-def lower_fmin(ctx, node, a, b):
-    """The smaller operand, the other one where one is NaN (MINIMUM and SELECT_V2)."""
+def lower_fmin(ctx, node, a, b) -> ir.Tensor:
+    """fmin(Tensor self, Tensor other) -> Tensor
+
+    The smaller operand, the other one where one is NaN (MINIMUM and SELECT_V2)."""
     return _extreme_lowering(ctx, node, "MINIMUM", a, b, propagate=False)
 
 
 @lowers(aten.hypot.default)
-def lower_hypot(ctx, node, a, b):
-    """sqrt(a**2 + b**2) without overflow or underflow: m * sqrt(1 + (n / m)**2) with m, n the larger and smaller
+def lower_hypot(ctx, node, a, b) -> ir.Tensor:
+    """hypot(Tensor self, Tensor other) -> Tensor
+
+    sqrt(a**2 + b**2) without overflow or underflow: m * sqrt(1 + (n / m)**2) with m, n the larger and smaller
     magnitude (0 where m is), +inf where either is infinite (even with a NaN), as C's hypot."""
     shape, dtype = out_meta(node)
     wide = np.dtype(np.float32)
@@ -636,8 +702,10 @@ def _abs(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
 
 
 @lowers(aten.ldexp.Tensor)
-def lower_ldexp(ctx, node, a, b):
-    """a * 2**b, as PyTorch computes it (the power in floating point)."""
+def lower_ldexp(ctx, node, a, b) -> ir.Tensor:
+    """ldexp.Tensor(Tensor self, Tensor other) -> Tensor
+
+    a * 2**b, as PyTorch computes it (the power in floating point)."""
     shape, dtype = out_meta(node)
     power = ctx.emit("POW", [ctx.const(np.array(2.0, dtype), name="two"), operand(ctx, b, dtype)],
                      tuple(b.shape) if isinstance(b, ir.Tensor) else (), dtype)
@@ -645,8 +713,10 @@ def lower_ldexp(ctx, node, a, b):
 
 
 @lowers(aten.dist.default)
-def lower_dist(ctx, node, a, b, p=2):
-    """The p-norm of a - b over every element: sqrt(sum(d**2)) for p = 2, the count of nonzero differences for
+def lower_dist(ctx, node, a, b, p=2) -> ir.Tensor:
+    """dist(Tensor self, Tensor other, Scalar p=2) -> Tensor
+
+    The p-norm of a - b over every element: sqrt(sum(d**2)) for p = 2, the count of nonzero differences for
     p = 0, max / min |d| for p = +-inf, sum(|d|**p)**(1/p) otherwise."""
     shape, dtype = out_meta(node)
     a_shape = tuple(a.shape) if isinstance(a, ir.Tensor) else ()
@@ -677,8 +747,10 @@ def lower_dist(ctx, node, a, b, p=2):
 
 
 @lowers(aten.narrow_copy.default)
-def lower_narrow_copy(ctx, node, x, dim, start, length):
-    """SLICE of `length` positions from `start` along `dim` (a negative start counts from the end)."""
+def lower_narrow_copy(ctx, node, x, dim, start, length) -> ir.Tensor:
+    """narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor
+
+    SLICE of `length` positions from `start` along `dim` (a negative start counts from the end)."""
     axis = dim + x.rank if dim < 0 else dim
     size = x.shape[axis]
     begin = start + size if isinstance(start, int) and start < 0 else start
@@ -688,8 +760,10 @@ def lower_narrow_copy(ctx, node, x, dim, start, length):
 
 
 @lowers(aten.logcumsumexp.default)
-def lower_logcumsumexp(ctx, node, x, dim):
-    """log(cumsum(exp(x))) along `dim` without overflow: a doubling scan of logaddexp(a, b) = max + log1p(exp(
+def lower_logcumsumexp(ctx, node, x, dim) -> ir.Tensor:
+    """logcumsumexp(Tensor self, int dim) -> Tensor
+
+    log(cumsum(exp(x))) along `dim` without overflow: a doubling scan of logaddexp(a, b) = max + log1p(exp(
     -|a - b|)), -inf and +inf kept where the larger operand is one, NaN where either is."""
     shape, dtype = out_meta(node)
     if dtype.kind != "f":

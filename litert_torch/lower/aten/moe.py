@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from litert_torch import ir
 from litert_torch.lower.common.registry import lowers, lowers_library_op, out_meta
 
 aten = torch.ops.aten
@@ -17,8 +18,10 @@ _GATHER_LIMIT = 1 << 24
 
 
 @lowers(aten.histc.default)
-def lower_histc(ctx, node, x, bins=100, min=0, max=0):
-    """Counts of the values in `bins` equal bins over [min, max] (over [x.min(), x.max()] when min == max,
+def lower_histc(ctx, node, x, bins=100, min=0, max=0) -> ir.Tensor:
+    """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
+
+    Counts of the values in `bins` equal bins over [min, max] (over [x.min(), x.max()] when min == max,
     widened by 1 each way when those are equal too), as PyTorch bins them: bin = trunc((x - min) * bins /
     (max - min)) computed in that order in the input's float type, x == max in the last bin, values outside
     the range and NaN not counted. One EQUAL of every value with every bin, summed.
@@ -61,7 +64,7 @@ def lower_histc(ctx, node, x, bins=100, min=0, max=0):
 
 
 @lowers_library_op("transformers::grouped_mm_fallback")
-def lower_grouped_mm(ctx, node, x, weight, offsets):
+def lower_grouped_mm(ctx, node, x, weight, offsets) -> ir.Tensor:
     """Hugging Face transformers' grouped matrix product: rows [offsets[e - 1], offsets[e]) of x times
     weight[e] ([experts, in, out]), rows past the last offset zero. Each row's expert is the number of offsets
     at or below its position; its weight matrix is gathered and applied with one BATCH_MATMUL (only the chosen

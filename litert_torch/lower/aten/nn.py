@@ -67,15 +67,19 @@ def fully_connected(ctx: LoweringContext, x: ir.Tensor, weight: ir.Tensor, bias:
 
 
 @lowers(aten.linear.default)
-def lower_linear(ctx, node, x, weight, bias=None):
-    """FULLY_CONNECTED, the weight used as stored ([out, in])."""
+def lower_linear(ctx, node, x, weight, bias=None) -> ir.Tensor:
+    """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
+
+    FULLY_CONNECTED, the weight used as stored ([out, in])."""
     out_shape, _ = out_meta(node)
     return fully_connected(ctx, x, weight, bias, out_shape)
 
 
 @lowers(aten.bilinear.default)
-def lower_bilinear(ctx, node, x1, x2, weight, bias=None):
-    """nn.Bilinear, y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]: one FULLY_CONNECTED of x1 with W
+def lower_bilinear(ctx, node, x1, x2, weight, bias=None) -> ir.Tensor:
+    """bilinear(Tensor input1, Tensor input2, Tensor weight, Tensor? bias=None) -> Tensor
+
+    nn.Bilinear, y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]: one FULLY_CONNECTED of x1 with W
     laid out as [(o, j), i] gives x1 W for every (o, j); that times x2 (MUL, broadcast over o) and summed over j
     (SUM) is y. The product is O * I * J per row, as PyTorch computes it, and nothing of size I * J per row is
     made. A weight computed at run time is transposed and reshaped the same way (TRANSPOSE, RESHAPE)."""
@@ -120,15 +124,19 @@ def batch_matmul(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, out_shape) ->
 
 
 @lowers(aten.mm.default, aten.bmm.default)
-def lower_mm(ctx, node, a, b):
-    """BATCH_MATMUL, or FULLY_CONNECTED when the right operand is a constant matrix."""
+def lower_mm(ctx, node, a, b) -> ir.Tensor:
+    """mm(Tensor self, Tensor mat2) -> Tensor
+
+    BATCH_MATMUL, or FULLY_CONNECTED when the right operand is a constant matrix."""
     out_shape, _ = out_meta(node)
     return batch_matmul(ctx, a, b, out_shape)
 
 
 @lowers(aten.matmul.default)
-def lower_matmul(ctx, node, a, b):
-    """torch.matmul, including 1-D operands (promoted to matrices, then the added dim removed)."""
+def lower_matmul(ctx, node, a, b) -> ir.Tensor:
+    """matmul(Tensor self, Tensor other) -> Tensor
+
+    torch.matmul, including 1-D operands (promoted to matrices, then the added dim removed)."""
     out_shape, _ = out_meta(node)
     a2 = ctx.reshape(a, [1, a.shape[0]]) if a.rank == 1 else a
     b2 = ctx.reshape(b, [b.shape[0], 1]) if b.rank == 1 else b
@@ -137,8 +145,10 @@ def lower_matmul(ctx, node, a, b):
 
 
 @lowers(aten.addmm.default)
-def lower_addmm(ctx, node, bias, a, b, beta=1, alpha=1):
-    """beta * bias + alpha * (a @ b); with a constant b and 1-D bias this is one FULLY_CONNECTED."""
+def lower_addmm(ctx, node, bias, a, b, beta=1, alpha=1) -> ir.Tensor:
+    """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+
+    beta * bias + alpha * (a @ b); with a constant b and 1-D bias this is one FULLY_CONNECTED."""
     out_shape, dtype = out_meta(node)
     if b.is_constant and beta == 1 and alpha == 1 and bias.rank == 1 and bias.shape[0] == out_shape[-1]:
         return fully_connected(ctx, a, ctx.transpose(b, (1, 0)), ctx.cast(bias, dtype), out_shape)
@@ -159,8 +169,10 @@ def _scaled_sum(ctx: LoweringContext, prod: ir.Tensor, bias: ir.Tensor, alpha, b
 
 
 @lowers(aten.addbmm.default)
-def lower_addbmm(ctx, node, bias, b1, b2, beta=1, alpha=1):
-    """beta * bias + alpha * sum over the batch of b1 @ b2: BATCH_MATMUL, SUM over axis 0, MUL, ADD."""
+def lower_addbmm(ctx, node, bias, b1, b2, beta=1, alpha=1) -> ir.Tensor:
+    """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+
+    beta * bias + alpha * sum over the batch of b1 @ b2: BATCH_MATMUL, SUM over axis 0, MUL, ADD."""
     out_shape, dtype = out_meta(node)
     batched = batch_matmul(ctx, b1, b2, (b1.shape[0], b1.shape[1], b2.shape[2]))
     total = ctx.emit("SUM", [batched, ctx.const(np.array([0], np.int32), name="axes")], tuple(batched.shape[1:]),
@@ -169,16 +181,20 @@ def lower_addbmm(ctx, node, bias, b1, b2, beta=1, alpha=1):
 
 
 @lowers(aten.addmv.default)
-def lower_addmv(ctx, node, bias, mat, vec, beta=1, alpha=1):
-    """beta * bias + alpha * (mat @ vec): the vector as a one-column matrix through the matmul lowering."""
+def lower_addmv(ctx, node, bias, mat, vec, beta=1, alpha=1) -> ir.Tensor:
+    """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+
+    beta * bias + alpha * (mat @ vec): the vector as a one-column matrix through the matmul lowering."""
     out_shape, dtype = out_meta(node)
     column = batch_matmul(ctx, mat, ctx.reshape(vec, (vec.shape[0], 1)), (mat.shape[0], 1))
     return _scaled_sum(ctx, ctx.reshape(column, (mat.shape[0],)), bias, alpha, beta, out_shape, dtype)
 
 
 @lowers(aten._native_batch_norm_legit_no_training.default)
-def lower_batch_norm(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps):
-    """Eval-mode batch norm as x * scale + shift per channel: constants (folded into a preceding conv or linear
+def lower_batch_norm(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps) -> tuple[ir.Tensor, ir.Tensor | None, ir.Tensor | None]:
+    """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)
+
+    Eval-mode batch norm as x * scale + shift per channel: constants (folded into a preceding conv or linear
     by the fold_affine pass) when the statistics and affine weights are, else computed in the model."""
     if not all(t is None or t.is_constant for t in (running_mean, running_var, weight, bias)):
         out = _batch_norm_run_time_stats(ctx, x, weight, bias, running_mean, running_var, eps)
@@ -254,8 +270,10 @@ def _updated_running_stats(ctx, node, mean, var, count, running_mean, running_va
 
 
 @lowers(aten._native_batch_norm_legit_functional.default)
-def lower_batch_norm_functional(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps):
-    """Batch norm with its running statistics returned updated: train mode normalises by the batch's own
+def lower_batch_norm_functional(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps) -> tuple[ir.Tensor, ir.Tensor | None, ir.Tensor | None, ir.Tensor, ir.Tensor]:
+    """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)
+
+    Batch norm with its running statistics returned updated: train mode normalises by the batch's own
     statistics (and warns); eval mode is the per-channel affine of the running ones."""
     if not training:
         out, mean, rstd = lower_batch_norm(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps)
@@ -267,21 +285,27 @@ def lower_batch_norm_functional(ctx, node, x, weight, bias, running_mean, runnin
 
 
 @lowers(aten._native_batch_norm_legit.default)
-def lower_batch_norm_legit(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps):
-    """(out, mean, rstd) of batch norm; the running statistics' update (a mutation) is not part of the result."""
+def lower_batch_norm_legit(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps) -> tuple[ir.Tensor, ir.Tensor | None, ir.Tensor | None]:
+    """_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
+
+    (out, mean, rstd) of batch norm; the running statistics' update (a mutation) is not part of the result."""
     return lower_batch_norm_functional(ctx, node, x, weight, bias, running_mean, running_var, training, momentum,
                                        eps)[:3]
 
 
 @lowers(aten._native_batch_norm_legit.no_stats)
-def lower_batch_norm_no_stats(ctx, node, x, weight, bias, training, momentum, eps):
-    """Batch norm without running statistics: always the batch's own."""
+def lower_batch_norm_no_stats(ctx, node, x, weight, bias, training, momentum, eps) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+    """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
+
+    Batch norm without running statistics: always the batch's own."""
     return _batch_statistics(ctx, node, x, weight, bias, eps)[:3]
 
 
 @lowers(aten._batch_norm_with_update_functional.default)
-def lower_batch_norm_with_update(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps):
-    """Train-mode batch norm with (out, mean, rstd, reserve, new running mean, new running variance)."""
+def lower_batch_norm_with_update(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor, ir.Tensor, ir.Tensor, ir.Tensor]:
+    """_batch_norm_with_update_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)
+
+    Train-mode batch norm with (out, mean, rstd, reserve, new running mean, new running variance)."""
     out, mean, rstd, var, count = _batch_statistics(ctx, node, x, weight, bias, eps)
     new_mean, new_var = (_updated_running_stats(ctx, node, mean, var, count, running_mean, running_var, momentum)
                          if node.used & {4, 5} else (None, None))
@@ -291,8 +315,10 @@ def lower_batch_norm_with_update(ctx, node, x, weight, bias, running_mean, runni
 
 @lowers(aten.batch_norm.default)
 def lower_batch_norm_eval(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps,
-                          cudnn_enabled=False):
-    """batch_norm: eval mode as aten._native_batch_norm_legit_no_training (x * scale + shift), train mode by
+                          cudnn_enabled=False) -> ir.Tensor:
+    """batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor
+
+    batch_norm: eval mode as aten._native_batch_norm_legit_no_training (x * scale + shift), train mode by
     the batch's statistics (a warning says so)."""
     if training or running_mean is None:
         return _batch_statistics(ctx, node, x, weight, bias, eps)[0]
@@ -311,14 +337,18 @@ def _on_last_axis(ctx: LoweringContext, x: ir.Tensor, dim: int, opcode: str, **o
 
 
 @lowers(aten._softmax.default)
-def lower_softmax(ctx, node, x, dim, half_to_float=False):
-    """SOFTMAX (beta 1) along `dim`; TFLite's softmax works on the last axis."""
+def lower_softmax(ctx, node, x, dim, half_to_float=False) -> ir.Tensor:
+    """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
+
+    SOFTMAX (beta 1) along `dim`; TFLite's softmax works on the last axis."""
     return _on_last_axis(ctx, x, dim, "SOFTMAX", beta=1.0)
 
 
 @lowers(aten._log_softmax.default)
-def lower_log_softmax(ctx, node, x, dim, half_to_float=False):
-    """LOG_SOFTMAX along `dim` (moved last and back when it is not the last axis)."""
+def lower_log_softmax(ctx, node, x, dim, half_to_float=False) -> ir.Tensor:
+    """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
+
+    LOG_SOFTMAX along `dim` (moved last and back when it is not the last axis)."""
     return _on_last_axis(ctx, x, dim, "LOG_SOFTMAX")
 
 
@@ -339,7 +369,7 @@ def normalize(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: 
     return normalize_with_stats(ctx, x, stages, eps)[0]
 
 
-def normalize_with_moments(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: float):
+def normalize_with_moments(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: float) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor, ir.Tensor]:
     """`normalize`'s result, and the mean, biased variance and rstd it used (reduced axes kept)."""
     mean = staged_mean(ctx, x, stages)
     var = staged_mean(ctx, ctx.emit("SQUARED_DIFFERENCE", [x, mean], like=x), stages)
@@ -348,7 +378,7 @@ def normalize_with_moments(ctx: LoweringContext, x: ir.Tensor, stages: list[list
     return ctx.emit("ADD", [ctx.emit("MUL", [x, rstd], like=x), shift], like=x), mean, var, rstd
 
 
-def normalize_with_stats(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: float):
+def normalize_with_stats(ctx: LoweringContext, x: ir.Tensor, stages: list[list[int]], eps: float) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
     """`normalize`'s result, and the mean and rstd it used (reduced axes kept)."""
     y, mean, _, rstd = normalize_with_moments(ctx, x, stages, eps)
     return y, mean, rstd
@@ -363,8 +393,10 @@ def affine(ctx: LoweringContext, y: ir.Tensor, weight, bias, shape) -> ir.Tensor
 
 
 @lowers(aten.layer_norm.default)
-def lower_layer_norm(ctx, node, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
-    """Normalisation over the trailing `normalized_shape` dims (MEAN, SQUARED_DIFFERENCE, RSQRT, MUL, ADD), then
+def lower_layer_norm(ctx, node, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True) -> ir.Tensor:
+    """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enable=True) -> Tensor
+
+    Normalisation over the trailing `normalized_shape` dims (MEAN, SQUARED_DIFFERENCE, RSQRT, MUL, ADD), then
     MUL / ADD by the elementwise affine weights (folded into a following FULLY_CONNECTED by fold_affine)."""
     k = len(normalized_shape)
     y = normalize(ctx, x, [list(range(x.rank - k, x.rank))], eps)
@@ -372,8 +404,10 @@ def lower_layer_norm(ctx, node, x, normalized_shape, weight=None, bias=None, eps
 
 
 @lowers(aten.native_layer_norm.default)
-def lower_native_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps):
-    """(layer_norm, mean, rstd): the statistics over the trailing `normalized_shape` dims, kept as size-1 axes."""
+def lower_native_layer_norm(ctx, node, x, normalized_shape, weight, bias, eps) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+    """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)
+
+    (layer_norm, mean, rstd): the statistics over the trailing `normalized_shape` dims, kept as size-1 axes."""
     k = len(normalized_shape)
     y, mean, rstd = normalize_with_stats(ctx, x, [list(range(x.rank - k, x.rank))], eps)
     return affine(ctx, y, weight, bias, list(normalized_shape)), mean, rstd
@@ -413,15 +447,19 @@ def channel_norm(ctx: LoweringContext, x: ir.Tensor, groups: int, weight, bias, 
 
 
 @lowers(aten.group_norm.default)
-def lower_group_norm(ctx, node, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
-    """x * a + b with per-channel a, b from statistics reduced over the spatial axes and then each group's
+def lower_group_norm(ctx, node, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True) -> ir.Tensor:
+    """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enabled=True) -> Tensor
+
+    x * a + b with per-channel a, b from statistics reduced over the spatial axes and then each group's
     channels (MEAN, SQUARED_DIFFERENCE, RSQRT, BROADCAST_TO on the small statistics tensors, MUL, ADD)."""
     return channel_norm(ctx, x, num_groups, weight, bias, eps)
 
 
 @lowers(aten.native_group_norm.default)
-def lower_native_group_norm(ctx, node, x, weight, bias, n, c, hw, group, eps):
-    """As group_norm, and where they are read the saved statistics, mean and rstd of shape [N, group], over
+def lower_native_group_norm(ctx, node, x, weight, bias, n, c, hw, group, eps) -> tuple[ir.Tensor, ir.Tensor | None, ir.Tensor | None]:
+    """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)
+
+    As group_norm, and where they are read the saved statistics, mean and rstd of shape [N, group], over
     each sample's group of channels."""
     y = lower_group_norm(ctx, node, x, group, weight, bias, eps)
     if not node.used & {1, 2}:
@@ -434,8 +472,10 @@ def lower_native_group_norm(ctx, node, x, weight, bias, n, c, hw, group, eps):
 
 @lowers(aten.instance_norm.default)
 def lower_instance_norm(ctx, node, x, weight, bias, running_mean, running_var, use_input_stats, momentum, eps,
-                        cudnn_enabled):
-    """Normalisation over the spatial dims of each sample and channel; with tracked statistics in eval mode
+                        cudnn_enabled) -> ir.Tensor:
+    """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor
+
+    Normalisation over the spatial dims of each sample and channel; with tracked statistics in eval mode
     (use_input_stats False) it is a per-channel affine like eval batch norm."""
     channel_shape = [x.shape[1]] + [1] * (x.rank - 2)
     if use_input_stats:

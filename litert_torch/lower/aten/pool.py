@@ -35,8 +35,10 @@ def _pool_padding(ctx, xh, in_hw, out_hw, kernel, stride, padding, pad_value, al
 
 
 @lowers(aten.max_pool2d.default)
-def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2. Dilated windows,
+def lower_max_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False) -> ir.Tensor:
+    """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor
+
+    MAX_POOL_2D; padding PyTorch treats as -inf is SAME padding or an explicit -inf PADV2. Dilated windows,
     and int32 values (LiteRT's MAX_POOL_2D takes 8- and 16-bit integers only), as the MAXIMUM of one strided
     slice per kernel tap (`pool_by_taps`), where a window holding a NaN gives NaN.
 
@@ -73,8 +75,10 @@ def _nan_where(ctx: LoweringContext, flags: ir.Tensor, y: ir.Tensor) -> ir.Tenso
 
 
 @lowers(aten.max_pool2d_with_indices.default)
-def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """(values, indices) of max pooling: the values as aten.max_pool2d when nothing reads the indices; else
+def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False) -> tuple[ir.Tensor, ir.Tensor | None]:
+    """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+
+    (values, indices) of max pooling: the values as aten.max_pool2d when nothing reads the indices; else
     both tap by tap (`pool_by_taps`, the index within each H x W plane, the first of equal maxima)."""
     if 1 in node.used:
         kernel = pair(kernel_size)
@@ -85,8 +89,10 @@ def lower_max_pool2d_with_indices(ctx, node, x, kernel_size, stride=(), padding=
 
 
 @lowers(aten.adaptive_max_pool2d.default)
-def lower_adaptive_max_pool2d(ctx, node, x, output_size):
-    """(values, indices): the values as MAX_POOL_2D where the windows are equal (the input size a multiple of
+def lower_adaptive_max_pool2d(ctx, node, x, output_size) -> tuple[ir.Tensor, ir.Tensor | None]:
+    """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
+
+    (values, indices): the values as MAX_POOL_2D where the windows are equal (the input size a multiple of
     the output size), else axis by axis (the maximum over a window is the maximum over its rows of the maximum
     over its columns): per output row and then per output column, REDUCE_MAX of PyTorch's window
     [floor(i * in / out), ceil((i + 1) * in / out)), concatenated; the input's NaN flags, reduced the same way,
@@ -115,7 +121,7 @@ def lower_adaptive_max_pool2d(ctx, node, x, output_size):
     return lower_max_pool2d(ctx, values, x, kernel, kernel, 0, 1, False), None
 
 
-def adaptive_argmax(ctx: LoweringContext, x: ir.Tensor, sizes: list[int], outs: list[int]):
+def adaptive_argmax(ctx: LoweringContext, x: ir.Tensor, sizes: list[int], outs: list[int]) -> tuple[ir.Tensor, ir.Tensor]:
     """(values, int32 indices) of adaptive max pooling over the last len(sizes) axes, the index flat within each
     spatial block, as PyTorch's: the first maximum in row-major order, or the last NaN where the window holds
     one. Axis by axis from the last: per output position and window offset t, the candidate (a GATHER of the
@@ -201,8 +207,10 @@ def avg_pool_divisors(in_hw, out_hw, kernel, stride, padding, count_include_pad,
 
 @lowers(aten.avg_pool2d.default)
 def lower_avg_pool2d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-                     divisor_override=None):
-    """AVERAGE_POOL_2D, exact for every padding / ceil_mode / count_include_pad / divisor_override.
+                     divisor_override=None) -> ir.Tensor:
+    """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
+
+    AVERAGE_POOL_2D, exact for every padding / ceil_mode / count_include_pad / divisor_override.
 
     TFLite divides each window by the number of real (unpadded) cells it covers. Where PyTorch's divisor
     differs, the input is zero-padded explicitly (so every window is full and TFLite divides by kh * kw) and the
@@ -268,8 +276,10 @@ def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
 
 
 @lowers(aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)
-def lower_adaptive_avg_pool2d(ctx: LoweringContext, node, x, output_size):
-    """Global pooling is MEAN over H and W; equal windows are AVERAGE_POOL_2D; uneven windows are two
+def lower_adaptive_avg_pool2d(ctx: LoweringContext, node, x, output_size) -> ir.Tensor:
+    """adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
+
+    Global pooling is MEAN over H and W; equal windows are AVERAGE_POOL_2D; uneven windows are two
     FULLY_CONNECTED products with the constant pooling matrices (adaptive pooling is linear in the input)."""
     out_shape, _ = out_meta(node)
     oh, ow = out_shape[-2:]
@@ -325,8 +335,10 @@ def _adaptive_sizes(ctx, x, out_shape, spatial: int, what: str):
 
 
 @lowers(aten._adaptive_avg_pool3d.default)
-def lower_adaptive_avg_pool3d(ctx: LoweringContext, node, x, output_size):
-    """Global pooling is MEAN over D, H and W; otherwise the mean over PyTorch's windows, axis by axis (the
+def lower_adaptive_avg_pool3d(ctx: LoweringContext, node, x, output_size) -> ir.Tensor:
+    """_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor
+
+    Global pooling is MEAN over D, H and W; otherwise the mean over PyTorch's windows, axis by axis (the
     windows are products of one range per axis, so the mean is separable): one FULLY_CONNECTED with a constant
     pooling matrix per axis whose size changes.
 
@@ -342,8 +354,10 @@ def lower_adaptive_avg_pool3d(ctx: LoweringContext, node, x, output_size):
 
 
 @lowers(aten.adaptive_max_pool3d.default)
-def lower_adaptive_max_pool3d(ctx, node, x, output_size):
-    """(values, indices): the maximum over PyTorch's windows axis by axis (REDUCE_MAX per window, concatenated;
+def lower_adaptive_max_pool3d(ctx, node, x, output_size) -> tuple[ir.Tensor, ir.Tensor | None]:
+    """adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)
+
+    (values, indices): the maximum over PyTorch's windows axis by axis (REDUCE_MAX per window, concatenated;
     the maximum over a product of ranges is separable); the input's NaN flags, reduced the same way, make a
     window holding a NaN NaN.
 
@@ -371,7 +385,7 @@ def _tap_positions(size_out: int, stride: int, dilation: int, kernel: int, begin
 
 def pool_by_taps(ctx: LoweringContext, x, out_spatial, kernel, strides, dilations, pads, kind: str, *,
                  count_include_pad: bool = False, divisor_override=None, indices: str | None = None,
-                 order: str = "C"):
+                 order: str = "C") -> ir.Tensor | tuple[ir.Tensor, ir.Tensor]:
     """Max, average or sum (`kind`) pooling of an [N, C, *spatial] input with any number of spatial axes, strides, dilations
     and (begin, end) pads per axis, as the elementwise MAXIMUM (or sum) of one strided slice per kernel tap of
     the padded input. The windows start at o * stride - begin; taps outside the input never win a max, and an
@@ -493,8 +507,10 @@ def _triple(v, n=3) -> list[int]:
 
 
 @lowers(aten.max_pool3d_with_indices.default)
-def lower_max_pool3d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """(values, indices) of 3-D max pooling as the MAXIMUM of one strided slice per kernel tap; the indices (when
+def lower_max_pool3d_with_indices(ctx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False) -> tuple[ir.Tensor, ir.Tensor | None]:
+    """max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+
+    (values, indices) of 3-D max pooling as the MAXIMUM of one strided slice per kernel tap; the indices (when
     read) within each D x H x W volume, the first of equal maxima."""
     kernel = _triple(kernel_size)
     stride = _triple(stride) if stride else kernel
@@ -506,8 +522,10 @@ def lower_max_pool3d_with_indices(ctx, node, x, kernel_size, stride=(), padding=
 
 @lowers(aten.avg_pool3d.default)
 def lower_avg_pool3d(ctx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-                     divisor_override=None):
-    """3-D average pooling as the sum of one strided slice per kernel tap over PyTorch's divisor (the taps in
+                     divisor_override=None) -> ir.Tensor:
+    """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
+
+    3-D average pooling as the sum of one strided slice per kernel tap over PyTorch's divisor (the taps in
     the input, or with `count_include_pad` in the input and its padding, or `divisor_override`)."""
     kernel = _triple(kernel_size)
     stride = _triple(stride) if stride else kernel

@@ -60,8 +60,10 @@ def _params(ctx, scale, zero_point, quant_min, quant_max, dtype, activation: boo
 
 
 @lowers(*QUANTIZE_PER_TENSOR)
-def lower_quantize_per_tensor(ctx, node, x, scale, zero_point, quant_min, quant_max, dtype):
-    """QUANTIZE: round(x / scale) + zero_point, clamped to the type's range; the output carries the parameters."""
+def lower_quantize_per_tensor(ctx, node, x, scale, zero_point, quant_min, quant_max, dtype) -> ir.Tensor:
+    """quantized_decomposed::quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype) -> Tensor
+
+    QUANTIZE: round(x / scale) + zero_point, clamped to the type's range; the output carries the parameters."""
     params = _params(ctx, scale, zero_point, quant_min, quant_max, dtype, activation=True)
     shape, _ = out_meta(node)
     out = ctx.emit("QUANTIZE", [x], shape, np.dtype(str(dtype).removeprefix("torch.")))
@@ -70,8 +72,10 @@ def lower_quantize_per_tensor(ctx, node, x, scale, zero_point, quant_min, quant_
 
 
 @lowers(*DEQUANTIZE_PER_TENSOR)
-def lower_dequantize_per_tensor(ctx, node, x, scale, zero_point, quant_min, quant_max, dtype, out_dtype=None):
-    """DEQUANTIZE: (q - zero_point) * scale. A constant int8 tensor (a weight quantized at conversion) gets the
+def lower_dequantize_per_tensor(ctx, node, x, scale, zero_point, quant_min, quant_max, dtype, out_dtype=None) -> ir.Tensor:
+    """quantized_decomposed::dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor
+
+    DEQUANTIZE: (q - zero_point) * scale. A constant int8 tensor (a weight quantized at conversion) gets the
     parameters here and stays int8 in the file."""
     params = _params(ctx, scale, zero_point, quant_min, quant_max, dtype, activation=x.data is None)
     return _dequantize(ctx, node, x, params)
@@ -79,8 +83,10 @@ def lower_dequantize_per_tensor(ctx, node, x, scale, zero_point, quant_min, quan
 
 @lowers(*DEQUANTIZE_PER_CHANNEL)
 def lower_dequantize_per_channel(ctx, node, x, scales, zero_points, axis, quant_min, quant_max, dtype,
-                                 out_dtype=None):
-    """DEQUANTIZE of a per-channel quantized constant (a weight): one scale and zero point per slice along
+                                 out_dtype=None) -> ir.Tensor:
+    """quantized_decomposed::dequantize_per_channel(Tensor input, Tensor scales, Tensor? zero_points, int axis, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor
+
+    DEQUANTIZE of a per-channel quantized constant (a weight): one scale and zero point per slice along
     `axis`."""
     if x.data is None or not isinstance(scales, ir.Tensor) or scales.data is None:
         raise ctx.fail("per-channel dequantize is lowered for constant weights with constant scales only")

@@ -16,7 +16,7 @@ from litert_torch.symbolic import Sym
 aten = torch.ops.aten
 
 
-def reduce(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtype=None):
+def reduce(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtype=None) -> ir.Tensor:
     """One reducer op over `dim` (all axes when None or empty), in the node's result dtype."""
     if dtype is None:
         dtype = numpy_dtype(node.outputs[0].dtype)
@@ -33,24 +33,30 @@ def reduce(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtype
 
 
 @lowers(aten.mean.dim)
-def lower_mean(ctx, node, x, dim=None, keepdim=False, dtype=None):
-    """MEAN over the given dims."""
+def lower_mean(ctx, node, x, dim=None, keepdim=False, dtype=None) -> ir.Tensor:
+    """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+
+    MEAN over the given dims."""
     return reduce(ctx, node, "MEAN", x, dim, keepdim)
 
 
 @lowers(aten.mean.default)
-def lower_mean_all(ctx, node, x, dtype=None):
-    """MEAN over all dims."""
+def lower_mean_all(ctx, node, x, dtype=None) -> ir.Tensor:
+    """mean(Tensor self, *, ScalarType? dtype=None) -> Tensor
+
+    MEAN over all dims."""
     return reduce(ctx, node, "MEAN", x, None, False)
 
 
 @lowers(aten.sum.dim_IntList)
-def lower_sum(ctx, node, x, dim=None, keepdim=False, dtype=None):
-    """SUM over the given dims."""
+def lower_sum(ctx, node, x, dim=None, keepdim=False, dtype=None) -> ir.Tensor:
+    """sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+
+    SUM over the given dims."""
     return reduce(ctx, node, "SUM", x, dim, keepdim)
 
 
-def extreme(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtype=None):
+def extreme(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtype=None) -> ir.Tensor:
     """REDUCE_MAX / REDUCE_MIN, NaN wherever the reduced values hold one (the kernels compare past a NaN;
     PyTorch propagates it)."""
     out = reduce(ctx, node, opcode, x, dim, keepdim, dtype)
@@ -63,32 +69,42 @@ def extreme(ctx: LoweringContext, node, opcode: str, x, dim, keepdim: bool, dtyp
 
 
 @lowers(aten.amax.default)
-def lower_amax(ctx, node, x, dim=(), keepdim=False):
-    """REDUCE_MAX over the given dims (NaN propagated)."""
+def lower_amax(ctx, node, x, dim=(), keepdim=False) -> ir.Tensor:
+    """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+
+    REDUCE_MAX over the given dims (NaN propagated)."""
     return extreme(ctx, node, "REDUCE_MAX", x, dim, keepdim)
 
 
 @lowers(aten.amin.default)
-def lower_amin(ctx, node, x, dim=(), keepdim=False):
-    """REDUCE_MIN over the given dims (NaN propagated)."""
+def lower_amin(ctx, node, x, dim=(), keepdim=False) -> ir.Tensor:
+    """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+
+    REDUCE_MIN over the given dims (NaN propagated)."""
     return extreme(ctx, node, "REDUCE_MIN", x, dim, keepdim)
 
 
 @lowers(aten.prod.dim_int)
-def lower_prod(ctx, node, x, dim, keepdim=False, dtype=None):
-    """REDUCE_PROD over one dim."""
+def lower_prod(ctx, node, x, dim, keepdim=False, dtype=None) -> ir.Tensor:
+    """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+
+    REDUCE_PROD over one dim."""
     return reduce(ctx, node, "REDUCE_PROD", x, dim, keepdim)
 
 
 @lowers(aten.prod.default)
-def lower_prod_all(ctx, node, x, dtype=None):
-    """REDUCE_PROD over every axis."""
+def lower_prod_all(ctx, node, x, dtype=None) -> ir.Tensor:
+    """prod(Tensor self, *, ScalarType? dtype=None) -> Tensor
+
+    REDUCE_PROD over every axis."""
     return reduce(ctx, node, "REDUCE_PROD", x, None, False)
 
 
 @lowers(aten.any.dim, aten.any.dims, aten.any.default)
-def lower_any(ctx, node, x, dim=None, keepdim=False):
-    """REDUCE_ANY on the input as bool (PyTorch's any of a uint8 tensor is uint8: 0 or 1)."""
+def lower_any(ctx, node, x, dim=None, keepdim=False) -> ir.Tensor:
+    """any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
+
+    REDUCE_ANY on the input as bool (PyTorch's any of a uint8 tensor is uint8: 0 or 1)."""
     from litert_torch.lower.aten.elementwise import as_bool
 
     y = reduce(ctx, node, "REDUCE_ANY", as_bool(ctx, x), dim, keepdim, np.bool_)
@@ -96,18 +112,22 @@ def lower_any(ctx, node, x, dim=None, keepdim=False):
 
 
 @lowers(aten.max.default)
-def lower_max_all(ctx, node, x):
-    """REDUCE_MAX over all dims (NaN propagated)."""
+def lower_max_all(ctx, node, x) -> ir.Tensor:
+    """max(Tensor self) -> Tensor
+
+    REDUCE_MAX over all dims (NaN propagated)."""
     return extreme(ctx, node, "REDUCE_MAX", x, None, False)
 
 
 @lowers(aten.min.default)
-def lower_min_all(ctx, node, x):
-    """REDUCE_MIN over all dims (NaN propagated)."""
+def lower_min_all(ctx, node, x) -> ir.Tensor:
+    """min(Tensor self) -> Tensor
+
+    REDUCE_MIN over all dims (NaN propagated)."""
     return extreme(ctx, node, "REDUCE_MIN", x, None, False)
 
 
-def arg_reduce(ctx: LoweringContext, opcode: str, x, dim, keepdim: bool, out_shape):
+def arg_reduce(ctx: LoweringContext, opcode: str, x, dim, keepdim: bool, out_shape) -> ir.Tensor:
     """ARG_MAX / ARG_MIN (int32 indices) along one axis; dim=None reduces the flattened tensor."""
     if dim is None or x.rank == 0:  # TFLite's ARG_MAX / ARG_MIN take rank 1 and up
         x, axis = ctx.reshape(x, [x.size]), 0
@@ -128,36 +148,46 @@ def arg_reduce(ctx: LoweringContext, opcode: str, x, dim, keepdim: bool, out_sha
 
 
 @lowers(aten.argmax.default)
-def lower_argmax(ctx, node, x, dim=None, keepdim=False):
-    """ARG_MAX; ties resolve to the first index, and a NaN is the maximum, as in PyTorch."""
+def lower_argmax(ctx, node, x, dim=None, keepdim=False) -> ir.Tensor:
+    """argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
+
+    ARG_MAX; ties resolve to the first index, and a NaN is the maximum, as in PyTorch."""
     shape, _ = out_meta(node)
     return arg_reduce(ctx, "ARG_MAX", x, dim, keepdim, shape)
 
 
 @lowers(aten.argmin.default)
-def lower_argmin(ctx, node, x, dim=None, keepdim=False):
-    """ARG_MIN; ties resolve to the first index, and a NaN is the minimum, as in PyTorch."""
+def lower_argmin(ctx, node, x, dim=None, keepdim=False) -> ir.Tensor:
+    """argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
+
+    ARG_MIN; ties resolve to the first index, and a NaN is the minimum, as in PyTorch."""
     shape, _ = out_meta(node)
     return arg_reduce(ctx, "ARG_MIN", x, dim, keepdim, shape)
 
 
 @lowers(aten.max.dim)
-def lower_max_dim(ctx, node, x, dim, keepdim=False):
-    """(values, indices): REDUCE_MAX and ARG_MAX along `dim` (a NaN is the maximum, as in PyTorch)."""
+def lower_max_dim(ctx, node, x, dim, keepdim=False) -> tuple[ir.Tensor, ir.Tensor]:
+    """max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    (values, indices): REDUCE_MAX and ARG_MAX along `dim` (a NaN is the maximum, as in PyTorch)."""
     values = extreme(ctx, node, "REDUCE_MAX", x, dim, keepdim, x.dtype)
     return values, arg_reduce(ctx, "ARG_MAX", x, dim, keepdim, values.shape)
 
 
 @lowers(aten.min.dim)
-def lower_min_dim(ctx, node, x, dim, keepdim=False):
-    """(values, indices): REDUCE_MIN and ARG_MIN along `dim` (a NaN is the minimum, as in PyTorch)."""
+def lower_min_dim(ctx, node, x, dim, keepdim=False) -> tuple[ir.Tensor, ir.Tensor]:
+    """min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    (values, indices): REDUCE_MIN and ARG_MIN along `dim` (a NaN is the minimum, as in PyTorch)."""
     values = extreme(ctx, node, "REDUCE_MIN", x, dim, keepdim, x.dtype)
     return values, arg_reduce(ctx, "ARG_MIN", x, dim, keepdim, values.shape)
 
 
 @lowers(aten.cumsum.default)
-def lower_cumsum(ctx, node, x, dim, dtype=None):
-    """CUMSUM along `dim` (inclusive, forward)."""
+def lower_cumsum(ctx, node, x, dim, dtype=None) -> ir.Tensor:
+    """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+
+    CUMSUM along `dim` (inclusive, forward)."""
     shape, out_dtype = out_meta(node)
     axis = normalize_dim(dim, x.rank) if x.rank else 0
     return ctx.emit("CUMSUM", [ctx.cast(x, out_dtype), ctx.const(np.array(axis, np.int32), name="axis")], shape,
@@ -208,8 +238,10 @@ def cumprod_along(ctx: LoweringContext, x: ir.Tensor, axis: int, exclusive: bool
 
 
 @lowers(aten.cumprod.default)
-def lower_cumprod(ctx, node, x, dim, dtype=None):
-    """The running product along `dim` by log2(n) doubling steps: MUL with a copy shifted by 1, 2, 4, ...
+def lower_cumprod(ctx, node, x, dim, dtype=None) -> ir.Tensor:
+    """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+
+    The running product along `dim` by log2(n) doubling steps: MUL with a copy shifted by 1, 2, 4, ...
     positions (PADV2 with ones and SLICE)."""
     shape, out_dtype = out_meta(node)
     if x.rank == 0:
@@ -254,20 +286,26 @@ def _running_extreme(ctx, node, x, dim, largest: bool):
 
 
 @lowers(aten.cummax.default)
-def lower_cummax(ctx, node, x, dim):
-    """(running maximum, its index) along `dim` by doubling steps (NaN propagates; ties give the last index)."""
+def lower_cummax(ctx, node, x, dim) -> tuple[ir.Tensor, ir.Tensor]:
+    """cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)
+
+    (running maximum, its index) along `dim` by doubling steps (NaN propagates; ties give the last index)."""
     return _running_extreme(ctx, node, x, dim, True)
 
 
 @lowers(aten.cummin.default)
-def lower_cummin(ctx, node, x, dim):
-    """(running minimum, its index) along `dim` by doubling steps (NaN propagates; ties give the last index)."""
+def lower_cummin(ctx, node, x, dim) -> tuple[ir.Tensor, ir.Tensor]:
+    """cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)
+
+    (running minimum, its index) along `dim` by doubling steps (NaN propagates; ties give the last index)."""
     return _running_extreme(ctx, node, x, dim, False)
 
 
 @lowers(aten.topk.default)
-def lower_topk(ctx, node, x, k, dim=-1, largest=True, sorted=True):
-    """TOPK_V2 on the last axis (other axes are moved last and back) of order keys (`order_keys`: NaN above
+def lower_topk(ctx, node, x, k, dim=-1, largest=True, sorted=True) -> tuple[ir.Tensor, ir.Tensor]:
+    """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
+
+    TOPK_V2 on the last axis (other axes are moved last and back) of order keys (`order_keys`: NaN above
     everything, -0.0 equal to 0.0, as PyTorch orders them); smallest-k is top-k of the keys reversed
     (-1 - key, which never overflows). Equal values come in index order."""
     if isinstance(k, Sym):  # a k computed from sizes (min(k, count) after a mask): read when the model runs
@@ -294,7 +332,7 @@ def order_keys(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
     return ctx.emit("SELECT_V2", [exact.is_nan(ctx, f), top, keys], like=bits)
 
 
-def topk_last_axis(ctx: LoweringContext, x, axis: int, k, size, largest: bool):
+def topk_last_axis(ctx: LoweringContext, x, axis: int, k, size, largest: bool) -> tuple[ir.Tensor, ir.Tensor]:
     """(values, int32 indices) of the k largest (or smallest) along `axis` in PyTorch's order (NaN largest,
     equal values in index order); `k` an int or an int32 [] tensor read at run time, `size` the result's
     length along the axis (k, or its symbol). The values are read back from `x` at the indices (GATHER)
@@ -323,15 +361,19 @@ def _sort(ctx, node, x, dim, descending):
 
 
 @lowers(aten.sort.default)
-def lower_sort(ctx, node, x, dim=-1, descending=False):
-    """(values, indices) as top-k of the whole axis (`topk_last_axis`: TOPK_V2 of order keys, values read back
+def lower_sort(ctx, node, x, dim=-1, descending=False) -> tuple[ir.Tensor, ir.Tensor]:
+    """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+
+    (values, indices) as top-k of the whole axis (`topk_last_axis`: TOPK_V2 of order keys, values read back
     with GATHER): NaN sorts above +inf, equal values keep their index order (a stable sort)."""
     return _sort(ctx, node, x, dim, descending)
 
 
 @lowers(aten.sort.stable)
-def lower_sort_stable(ctx, node, x, *, stable=None, dim=-1, descending=False):
-    """as aten.sort.default, which is stable already (equal values keep their index order)."""
+def lower_sort_stable(ctx, node, x, *, stable=None, dim=-1, descending=False) -> tuple[ir.Tensor, ir.Tensor]:
+    """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+
+    as aten.sort.default, which is stable already (equal values keep their index order)."""
     return _sort(ctx, node, x, dim, descending)
 
 
@@ -399,8 +441,10 @@ def _median(ctx, node, x, dim, keepdim: bool, ignore_nan: bool):
 
 
 @lowers(aten.kthvalue.default)
-def lower_kthvalue(ctx, node, x, k, dim=-1, keepdim=False):
-    """(value, index) of the k-th smallest along `dim`: position k - 1 of the ascending sort (`topk_last_axis`,
+def lower_kthvalue(ctx, node, x, k, dim=-1, keepdim=False) -> tuple[ir.Tensor, ir.Tensor]:
+    """kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    (value, index) of the k-th smallest along `dim`: position k - 1 of the ascending sort (`topk_last_axis`,
     NaN largest). Among equal values the index may be another of theirs than PyTorch's, which leaves it
     unspecified."""
     shape = node.outputs[0].shape
@@ -415,36 +459,46 @@ def lower_kthvalue(ctx, node, x, k, dim=-1, keepdim=False):
 
 
 @lowers(aten.median.dim)
-def lower_median_dim(ctx, node, x, dim=-1, keepdim=False):
-    """(value, index) of the lower median along `dim`: position (n - 1) // 2 of the ascending sort, or the first
+def lower_median_dim(ctx, node, x, dim=-1, keepdim=False) -> tuple[ir.Tensor, ir.Tensor]:
+    """median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    (value, index) of the lower median along `dim`: position (n - 1) // 2 of the ascending sort, or the first
     NaN of a row holding one (NaN propagates). Among equal values the index may be another of theirs than
     PyTorch's, which leaves it unspecified."""
     return _median(ctx, node, x, dim, keepdim, False)
 
 
 @lowers(aten.nanmedian.dim)
-def lower_nanmedian_dim(ctx, node, x, dim=-1, keepdim=False):
-    """(value, index) of the lower median of the values other than NaN along `dim` (NaN where a row holds
+def lower_nanmedian_dim(ctx, node, x, dim=-1, keepdim=False) -> tuple[ir.Tensor, ir.Tensor]:
+    """nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    (value, index) of the lower median of the values other than NaN along `dim` (NaN where a row holds
     nothing else), read from the ascending sort at a position computed per row (GATHER)."""
     return _median(ctx, node, x, dim, keepdim, True)
 
 
 @lowers(aten.median.default)
-def lower_median(ctx, node, x):
-    """The lower median of all values (NaN if any is NaN), from the sort of the flattened tensor."""
+def lower_median(ctx, node, x) -> ir.Tensor:
+    """median(Tensor self) -> Tensor
+
+    The lower median of all values (NaN if any is NaN), from the sort of the flattened tensor."""
     return _median(ctx, node, x, None, False, False)
 
 
 @lowers(aten.nanmedian.default)
-def lower_nanmedian(ctx, node, x):
-    """The lower median of all values other than NaN (NaN if there are none), from the sort of the flattened
+def lower_nanmedian(ctx, node, x) -> ir.Tensor:
+    """nanmedian(Tensor self) -> Tensor
+
+    The lower median of all values other than NaN (NaN if there are none), from the sort of the flattened
     tensor."""
     return _median(ctx, node, x, None, False, True)
 
 
 @lowers(aten.var.correction)
-def lower_var(ctx, node, x, dim=None, *, correction=None, keepdim=False):
-    """MEAN, SUB, MUL, MEAN: the mean squared deviation times n / (n - correction). A float16 input is computed
+def lower_var(ctx, node, x, dim=None, *, correction=None, keepdim=False) -> ir.Tensor:
+    """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+
+    MEAN, SUB, MUL, MEAN: the mean squared deviation times n / (n - correction). A float16 input is computed
     in float32 and the result rounded once, as PyTorch does (the squares of float16 values overflow it)."""
     correction = 1 if correction is None else correction
     shape, dtype = out_meta(node)
@@ -493,15 +547,19 @@ def _insertion_points(ctx: LoweringContext, node, seq: ir.Tensor, values: ir.Ten
 
 
 @lowers(aten.bucketize.Tensor)
-def lower_bucketize(ctx, node, x, boundaries, *, out_int32=False, right=False):
-    """The bucket of each value among sorted 1-D boundaries: a comparison with every boundary, counted (NaN in
+def lower_bucketize(ctx, node, x, boundaries, *, out_int32=False, right=False) -> ir.Tensor:
+    """bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor
+
+    The bucket of each value among sorted 1-D boundaries: a comparison with every boundary, counted (NaN in
     the last bucket). Refused above 2**24 comparisons."""
     return _insertion_points(ctx, node, boundaries, x, bool(right), False)
 
 
 @lowers(aten.searchsorted.Tensor)
-def lower_searchsorted(ctx, node, seq, values, *, out_int32=False, right=False, side=None, sorter=None):
-    """Insertion points of values in a sorted sequence (1-D, or batched over leading axes): a comparison with
+def lower_searchsorted(ctx, node, seq, values, *, out_int32=False, right=False, side=None, sorter=None) -> ir.Tensor:
+    """searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False, str? side=None, Tensor? sorter=None) -> Tensor
+
+    Insertion points of values in a sorted sequence (1-D, or batched over leading axes): a comparison with
     every entry, counted. Limits: a `sorter` permutation."""
     if sorter is not None:
         raise ctx.fail("searchsorted with a sorter permutation has no lowering")

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
+from litert_torch import ir
 from litert_torch.errors import LoweringError
 from litert_torch.lower.common import grid_sample
 from litert_torch.lower.common import interpolate as ip
 from litert_torch.lower.aten.conv import TO_NCHW, TO_NHWC
-from litert_torch.lower.common.registry import LoweringContext, lowers, out_meta
+from litert_torch.lower.common.registry import LoweringContext, lowers, out_meta, schema_of
 from litert_torch.symbolic import all_static, is_static, same_size
 
 aten = torch.ops.aten
@@ -31,7 +34,7 @@ def check_scales(ctx: LoweringContext, in_hw, out_hw, scales) -> None:
                            "instead of scale_factor= (or recompute_scale_factor=True)")
 
 
-def resize(ctx: LoweringContext, node, x, opcode: str, align_corners: bool, half_pixel: bool, scales):
+def resize(ctx: LoweringContext, node, x, opcode: str, align_corners: bool, half_pixel: bool, scales) -> ir.Tensor:
     shape, _ = out_meta(node)
     try:
         check_scales(ctx, x.shape[2:], shape[2:], scales)
@@ -49,36 +52,46 @@ def resize(ctx: LoweringContext, node, x, opcode: str, align_corners: bool, half
 
 
 @lowers(aten.upsample_bilinear2d.vec)
-def lower_upsample_bilinear_vec(ctx, node, x, output_size, align_corners, scale_factors):
-    """RESIZE_BILINEAR; align_corners=False is TFLite's half_pixel_centers.
+def lower_upsample_bilinear_vec(ctx, node, x, output_size, align_corners, scale_factors) -> ir.Tensor:
+    """upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+
+    RESIZE_BILINEAR; align_corners=False is TFLite's half_pixel_centers.
 
     Limits: scale factors must map the input size onto the output size exactly."""
     return resize(ctx, node, x, "RESIZE_BILINEAR", align_corners, not align_corners, scale_factors)
 
 
 @lowers(aten.upsample_bilinear2d.default)
-def lower_upsample_bilinear(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None):
-    """RESIZE_BILINEAR; align_corners=False is TFLite's half_pixel_centers."""
+def lower_upsample_bilinear(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None) -> ir.Tensor:
+    """upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+
+    RESIZE_BILINEAR; align_corners=False is TFLite's half_pixel_centers."""
     return resize(ctx, node, x, "RESIZE_BILINEAR", align_corners, not align_corners, [scales_h, scales_w])
 
 
 @lowers(aten.upsample_nearest2d.vec)
-def lower_upsample_nearest_vec(ctx, node, x, output_size, scale_factors):
-    """RESIZE_NEAREST_NEIGHBOR with floor(dst * in / out) source pixels, as PyTorch's 'nearest'.
+def lower_upsample_nearest_vec(ctx, node, x, output_size, scale_factors) -> ir.Tensor:
+    """upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+
+    RESIZE_NEAREST_NEIGHBOR with floor(dst * in / out) source pixels, as PyTorch's 'nearest'.
 
     Limits: scale factors must map the input size onto the output size exactly."""
     return resize(ctx, node, x, "RESIZE_NEAREST_NEIGHBOR", False, False, scale_factors)
 
 
 @lowers(aten.upsample_nearest2d.default)
-def lower_upsample_nearest(ctx, node, x, output_size, scales_h=None, scales_w=None):
-    """RESIZE_NEAREST_NEIGHBOR with floor(dst * in / out) source pixels, as PyTorch's 'nearest'."""
+def lower_upsample_nearest(ctx, node, x, output_size, scales_h=None, scales_w=None) -> ir.Tensor:
+    """upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor
+
+    RESIZE_NEAREST_NEIGHBOR with floor(dst * in / out) source pixels, as PyTorch's 'nearest'."""
     return resize(ctx, node, x, "RESIZE_NEAREST_NEIGHBOR", False, False, [scales_h, scales_w])
 
 
 @lowers(aten._upsample_nearest_exact2d.vec)
-def lower_upsample_nearest_exact_vec(ctx, node, x, output_size, scale_factors):
-    """RESIZE_NEAREST_NEIGHBOR with half-pixel centres, as PyTorch's 'nearest-exact'."""
+def lower_upsample_nearest_exact_vec(ctx, node, x, output_size, scale_factors) -> ir.Tensor:
+    """_upsample_nearest_exact2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+
+    RESIZE_NEAREST_NEIGHBOR with half-pixel centres, as PyTorch's 'nearest-exact'."""
     return resize(ctx, node, x, "RESIZE_NEAREST_NEIGHBOR", False, True, scale_factors)
 
 
@@ -92,7 +105,7 @@ def _torch_nearest_table(in_size: int, out_size: int, scale, exact: bool) -> ip.
     return ip.AxisTable(index, None, None)
 
 
-def separable(ctx: LoweringContext, node, x, mode: str, align_corners: bool, scales):
+def separable(ctx: LoweringContext, node, x, mode: str, align_corners: bool, scales) -> ir.Tensor:
     """F.interpolate over every spatial axis as the gather-and-weigh resize of `interpolate`: "nearest" and
     "nearest-exact" with PyTorch's source pixels, "linear" (linear / bilinear / trilinear) and "cubic" (bicubic,
     A = -0.75, taps clamped to the edge) with half-pixel or align-corners coordinates. Source coordinates of a
@@ -129,39 +142,51 @@ def _vec(scale_factors, n):
 
 
 @lowers(aten.upsample_bicubic2d.default)
-def lower_upsample_bicubic(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None):
-    """Bicubic (A = -0.75) as four clamped taps per output pixel along H, then W: GATHER, MUL, SUM."""
+def lower_upsample_bicubic(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None) -> ir.Tensor:
+    """upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+
+    Bicubic (A = -0.75) as four clamped taps per output pixel along H, then W: GATHER, MUL, SUM."""
     return separable(ctx, node, x, "cubic", align_corners, [scales_h, scales_w])
 
 
 @lowers(aten.upsample_bicubic2d.vec)
-def lower_upsample_bicubic_vec(ctx, node, x, output_size, align_corners, scale_factors):
-    """Bicubic (A = -0.75) as four clamped taps per output pixel along H, then W: GATHER, MUL, SUM."""
+def lower_upsample_bicubic_vec(ctx, node, x, output_size, align_corners, scale_factors) -> ir.Tensor:
+    """upsample_bicubic2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+
+    Bicubic (A = -0.75) as four clamped taps per output pixel along H, then W: GATHER, MUL, SUM."""
     return separable(ctx, node, x, "cubic", align_corners, _vec(scale_factors, 2))
 
 
 @lowers(aten.upsample_linear1d.default)
-def lower_upsample_linear1d(ctx, node, x, output_size, align_corners, scales=None):
-    """Linear interpolation of [N, C, L] as two taps per output position: GATHER, MUL, SUM."""
+def lower_upsample_linear1d(ctx, node, x, output_size, align_corners, scales=None) -> ir.Tensor:
+    """upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor
+
+    Linear interpolation of [N, C, L] as two taps per output position: GATHER, MUL, SUM."""
     return separable(ctx, node, x, "linear", align_corners, [scales])
 
 
 @lowers(aten.upsample_linear1d.vec)
-def lower_upsample_linear1d_vec(ctx, node, x, output_size, align_corners, scale_factors):
-    """Linear interpolation of [N, C, L] as two taps per output position: GATHER, MUL, SUM."""
+def lower_upsample_linear1d_vec(ctx, node, x, output_size, align_corners, scale_factors) -> ir.Tensor:
+    """upsample_linear1d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+
+    Linear interpolation of [N, C, L] as two taps per output position: GATHER, MUL, SUM."""
     return separable(ctx, node, x, "linear", align_corners, _vec(scale_factors, 1))
 
 
 @lowers(aten.upsample_trilinear3d.default)
 def lower_upsample_trilinear(ctx, node, x, output_size, align_corners, scales_d=None, scales_h=None,
-                             scales_w=None):
-    """Trilinear interpolation as two taps per output position along D, H and W in turn."""
+                             scales_w=None) -> ir.Tensor:
+    """upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor
+
+    Trilinear interpolation as two taps per output position along D, H and W in turn."""
     return separable(ctx, node, x, "linear", align_corners, [scales_d, scales_h, scales_w])
 
 
 @lowers(aten.upsample_trilinear3d.vec)
-def lower_upsample_trilinear_vec(ctx, node, x, output_size, align_corners, scale_factors):
-    """Trilinear interpolation as two taps per output position along D, H and W in turn."""
+def lower_upsample_trilinear_vec(ctx, node, x, output_size, align_corners, scale_factors) -> ir.Tensor:
+    """upsample_trilinear3d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+
+    Trilinear interpolation as two taps per output position along D, H and W in turn."""
     return separable(ctx, node, x, "linear", align_corners, _vec(scale_factors, 3))
 
 
@@ -195,24 +220,28 @@ def _antialiased(ctx: LoweringContext, node, x, op, align_corners: bool, scales)
 
 
 @lowers(aten._upsample_bilinear2d_aa.default)
-def lower_upsample_bilinear_aa(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None):
-    """Antialiased bilinear resize: per axis, GATHER of each output's window, MUL by PyTorch's weights, SUM."""
+def lower_upsample_bilinear_aa(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None) -> ir.Tensor:
+    """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+
+    Antialiased bilinear resize: per axis, GATHER of each output's window, MUL by PyTorch's weights, SUM."""
     return _antialiased(ctx, node, x, aten._upsample_bilinear2d_aa.default, align_corners, [scales_h, scales_w])
 
 
 @lowers(aten._upsample_bicubic2d_aa.default)
-def lower_upsample_bicubic_aa(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None):
-    """Antialiased bicubic resize: per axis, GATHER of each output's window, MUL by PyTorch's weights, SUM."""
+def lower_upsample_bicubic_aa(ctx, node, x, output_size, align_corners, scales_h=None, scales_w=None) -> ir.Tensor:
+    """_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+
+    Antialiased bicubic resize: per axis, GATHER of each output's window, MUL by PyTorch's weights, SUM."""
     return _antialiased(ctx, node, x, aten._upsample_bicubic2d_aa.default, align_corners, [scales_h, scales_w])
 
 
-def _nearest(exact: bool, n: int, vec: bool):
+def _nearest(target: Any, exact: bool, n: int, vec: bool):
     mode = "nearest-exact" if exact else "nearest"
 
-    def lower(ctx, node, x, output_size, *scales):
+    def lower(ctx, node, x, output_size, *scales) -> ir.Tensor:
         factors = _vec(scales[0], n) if vec else list(scales) + [None] * (n - len(scales))
         return separable(ctx, node, x, mode, False, factors)
-    lower.__doc__ = (f"PyTorch's '{mode}' over {n} spatial axes as one GATHER of the source pixels per axis "
+    lower.__doc__ = (f"{schema_of(target)}\n\nPyTorch's '{mode}' over {n} spatial axes as one GATHER of the source pixels per axis "
                      "(computed in float32 as PyTorch computes them).")
     return lower
 
@@ -223,7 +252,7 @@ for _target, _exact, _n, _vec_form in [
         (aten._upsample_nearest_exact1d.default, True, 1, False), (aten._upsample_nearest_exact1d.vec, True, 1, True),
         (aten._upsample_nearest_exact2d.default, True, 2, False),
         (aten._upsample_nearest_exact3d.default, True, 3, False), (aten._upsample_nearest_exact3d.vec, True, 3, True)]:
-    lowers(_target)(_nearest(_exact, _n, _vec_form))
+    lowers(_target)(_nearest(_target, _exact, _n, _vec_form))
 
 
 # ---- grid sampling ------------------------------------------------------------------------------------------
@@ -232,8 +261,10 @@ _GRID_PADDINGS = {0: "zeros", 1: "border", 2: "reflection"}
 
 
 @lowers(aten.grid_sampler_2d.default, aten.grid_sampler_3d.default)
-def lower_grid_sampler(ctx, node, x, grid, interpolation_mode, padding_mode, align_corners):
-    """F.grid_sample of an [N, C, H, W] or [N, C, D, H, W] input: bilinear / trilinear, nearest (halves to
+def lower_grid_sampler(ctx, node, x, grid, interpolation_mode, padding_mode, align_corners) -> ir.Tensor:
+    """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+
+    F.grid_sample of an [N, C, H, W] or [N, C, D, H, W] input: bilinear / trilinear, nearest (halves to
     even, as PyTorch) or bicubic taps read with GATHER_ND, in every padding mode (lower/common/grid_sample.py).
 
     Limits: static sizes."""

@@ -46,8 +46,10 @@ def _time_step(ctx: LoweringContext, y: ir.Tensor, axis: int, index: int) -> ir.
 
 
 @lowers(aten.lstm.input)
-def lower_lstm(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-    """nn.LSTM as one UNIDIRECTIONAL_SEQUENCE_LSTM per layer and direction (the reverse direction runs on the
+def lower_lstm(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first) -> tuple[ir.Tensor, ir.Tensor | None, ir.Tensor | None]:
+    """lstm.input(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)
+
+    nn.LSTM as one UNIDIRECTIONAL_SEQUENCE_LSTM per layer and direction (the reverse direction runs on the
     REVERSE_V2 of the sequence), h_n sliced from the outputs. The fused op starts from a zero state and keeps
     its final cell state to itself, so an initial state (h0, c0) other than zeros, a read c_n or projections
     (proj_size) unroll the layers over time instead (`unrolled_lstm`).
@@ -360,8 +362,10 @@ def sequence_of(ctx: LoweringContext, states: list[list[ir.Tensor]], time_major:
 
 
 @lowers(aten.gru.input)
-def lower_gru(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-    """nn.GRU unrolled over time (`unrolled_gru`, PyTorch's gates r, z, n as ONNX's z, r, h with
+def lower_gru(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first) -> tuple[ir.Tensor, ir.Tensor | None]:
+    """gru.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)
+
+    nn.GRU unrolled over time (`unrolled_gru`, PyTorch's gates r, z, n as ONNX's z, r, h with
     linear_before_reset), every layer and direction; the initial state h0 may be any tensor; h_n is the last
     state of each layer and direction.
 

@@ -158,20 +158,26 @@ def _scatter(ctx, node, x, dim, index, src, mode, include_self=True):
 
 
 @lowers(aten.scatter.src, aten.scatter.value)
-def lower_scatter(ctx, node, x, dim, index, src):
-    """x with src (or a scalar) written at index along `dim` (SCATTER_ND; see the module's limits)."""
+def lower_scatter(ctx, node, x, dim, index, src) -> ir.Tensor:
+    """scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+
+    x with src (or a scalar) written at index along `dim` (SCATTER_ND; see the module's limits)."""
     return _scatter(ctx, node, x, dim, index, src, "set")
 
 
 @lowers(aten.scatter_add.default)
-def lower_scatter_add(ctx, node, x, dim, index, src):
-    """x plus src added at index along `dim` (x + SCATTER_ND)."""
+def lower_scatter_add(ctx, node, x, dim, index, src) -> ir.Tensor:
+    """scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+
+    x plus src added at index along `dim` (x + SCATTER_ND)."""
     return _scatter(ctx, node, x, dim, index, src, "add")
 
 
 @lowers(aten.put.default)
-def lower_put(ctx, node, x, index, source, accumulate=False):
-    """torch.put: x flattened, source written (or added) at the flat indices (negative ones from the end), then
+def lower_put(ctx, node, x, index, source, accumulate=False) -> ir.Tensor:
+    """put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor
+
+    torch.put: x flattened, source written (or added) at the flat indices (negative ones from the end), then
     x's shape again (SCATTER_ND; see the module's limits)."""
     _, dtype = out_meta(node)
     _static(ctx, x, index, source)
@@ -266,7 +272,7 @@ def reduce_write(ctx: LoweringContext, x: ir.Tensor, coords: ir.Tensor, reduced:
     return ctx.cast(ctx.emit("SELECT_V2", [hit, value, xw], x.shape, work), dtype)
 
 
-def scatter_grouped(ctx, x, dim, index, src, reduce, include_self):
+def scatter_grouped(ctx, x, dim, index, src, reduce, include_self) -> ir.Tensor:
     """scatter_reduce with "prod", "amax" or "amin" along `dim` (see the module's notes)."""
     _static(ctx, x, index)
     if x.rank == 0:
@@ -316,8 +322,10 @@ def nd_grouped(ctx: LoweringContext, x: ir.Tensor, coords: ir.Tensor, columns: l
 
 
 @lowers(aten.scatter_reduce.two)
-def lower_scatter_reduce(ctx, node, x, dim, index, src, reduce, include_self=True):
-    """scatter_reduce with reduce "sum", "mean", "prod", "amax" or "amin", with or without x's own values."""
+def lower_scatter_reduce(ctx, node, x, dim, index, src, reduce, include_self=True) -> ir.Tensor:
+    """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor
+
+    scatter_reduce with reduce "sum", "mean", "prod", "amax" or "amin", with or without x's own values."""
     if reduce in _REDUCERS:
         return scatter_grouped(ctx, x, dim, index, src, reduce, bool(include_self))
     if reduce not in ("sum", "mean"):
@@ -326,8 +334,10 @@ def lower_scatter_reduce(ctx, node, x, dim, index, src, reduce, include_self=Tru
 
 
 @lowers(aten.scatter.reduce, aten.scatter.value_reduce)
-def lower_scatter_with_reduce(ctx, node, x, dim, index, src, reduce):
-    """scatter with reduce "add" (as scatter_add) or "multiply" (a product with x's own values)."""
+def lower_scatter_with_reduce(ctx, node, x, dim, index, src, reduce) -> ir.Tensor:
+    """scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor
+
+    scatter with reduce "add" (as scatter_add) or "multiply" (a product with x's own values)."""
     if reduce == "add":
         return _scatter(ctx, node, x, dim, index, src, "add")
     if reduce == "multiply":
@@ -336,8 +346,10 @@ def lower_scatter_with_reduce(ctx, node, x, dim, index, src, reduce):
 
 
 @lowers(aten.index_reduce.default)
-def lower_index_reduce(ctx, node, x, dim, index, source, reduce, include_self=True):
-    """index_reduce: source's slices along `dim` reduced into x at the positions the 1-D index names ("prod",
+def lower_index_reduce(ctx, node, x, dim, index, source, reduce, include_self=True) -> ir.Tensor:
+    """index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor
+
+    index_reduce: source's slices along `dim` reduced into x at the positions the 1-D index names ("prod",
     "mean", "amax", "amin"), a scatter along `dim` with the index repeated over the other axes."""
     _static(ctx, x, index, source)
     if x.rank == 0:
@@ -359,8 +371,10 @@ def lower_index_reduce(ctx, node, x, dim, index, source, reduce, include_self=Tr
 
 
 @lowers(aten.index_put.default)
-def lower_index_put(ctx, node, x, indices, values, accumulate=False):
-    """x[indices] = values (or += with accumulate) for integer index tensors, broadcast together, with None for
+def lower_index_put(ctx, node, x, indices, values, accumulate=False) -> ir.Tensor:
+    """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
+
+    x[indices] = values (or += with accumulate) for integer index tensors, broadcast together, with None for
     whole axes: the written region's coordinates (PyTorch's advanced-indexing layout: the index dimensions in
     place of adjacent indexed axes, first when they are apart) built from the indices and from positions, then
     SCATTER_ND.
@@ -502,8 +516,10 @@ def scatter_rows(ctx: LoweringContext, x: ir.Tensor, rows: ir.Tensor, source: ir
 
 
 @lowers(aten.masked_scatter.default)
-def lower_masked_scatter(ctx, node, x, mask, source):
-    """x with the positions where `mask` is True (mask and x broadcast together) taking the elements of
+def lower_masked_scatter(ctx, node, x, mask, source) -> ir.Tensor:
+    """masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor
+
+    x with the positions where `mask` is True (mask and x broadcast together) taking the elements of
     `source` in order: the selected rows counted (CUMSUM) and gathered from `source` (`scatter_rows`). A mask
     made by expanding a per-row mask over the last axes (a vision-language model's image-token mask,
     `mask.unsqueeze(-1).expand_as(embeds)`) selects whole rows, gathered as rows; else each element is one row.
@@ -550,8 +566,10 @@ def _put_rows(ctx, x, mask, values, accumulate, dtype):
 
 
 @lowers(aten.diagonal_scatter.default)
-def lower_diagonal_scatter(ctx, node, x, src, offset=0, dim1=0, dim2=1):
-    """x with its `offset` diagonal over (dim1, dim2) replaced by src (the other axes, then the diagonal): src
+def lower_diagonal_scatter(ctx, node, x, src, offset=0, dim1=0, dim2=1) -> ir.Tensor:
+    """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor
+
+    x with its `offset` diagonal over (dim1, dim2) replaced by src (the other axes, then the diagonal): src
     written by SCATTER_ND at constant coordinates."""
     _static(ctx, x, src)
     rank = x.rank
@@ -573,8 +591,10 @@ def lower_diagonal_scatter(ctx, node, x, src, offset=0, dim1=0, dim2=1):
 
 
 @lowers(aten.as_strided_scatter.default)
-def lower_as_strided_scatter(ctx, node, x, src, size, stride, storage_offset=None):
-    """x with the strided view (size, stride, storage_offset over its contiguous elements) replaced by src:
+def lower_as_strided_scatter(ctx, node, x, src, size, stride, storage_offset=None) -> ir.Tensor:
+    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor
+
+    x with the strided view (size, stride, storage_offset over its contiguous elements) replaced by src:
     SCATTER_ND of the flattened tensor at the view's element positions. Positions the view reaches more than
     once get the mean of their values (PyTorch leaves them undefined)."""
     _static(ctx, x, src)

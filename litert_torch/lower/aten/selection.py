@@ -45,16 +45,20 @@ def truth(ctx: LoweringContext, x: ir.Tensor) -> ir.Tensor:
 
 
 @lowers(aten.nonzero.default)
-def lower_nonzero(ctx, node, x):
-    """The coordinates of the nonzero elements, row by row in row-major order (`nonzero_coords`); their count
+def lower_nonzero(ctx, node, x) -> ir.Tensor:
+    """nonzero(Tensor self) -> Tensor
+
+    The coordinates of the nonzero elements, row by row in row-major order (`nonzero_coords`); their count
     is decided when the model runs."""
     shape, _ = out_meta(node)
     return nonzero_coords(ctx, truth(ctx, x), shape[0])
 
 
 @lowers(aten.masked_select.default)
-def lower_masked_select(ctx, node, x, mask):
-    """The elements of x where mask (broadcast together) is True, in row-major order: the flattened mask's
+def lower_masked_select(ctx, node, x, mask) -> ir.Tensor:
+    """masked_select(Tensor self, Tensor mask) -> Tensor
+
+    The elements of x where mask (broadcast together) is True, in row-major order: the flattened mask's
     true positions (WHERE) gathered from the flattened x."""
     shape, dtype = out_meta(node)
     full = list(broadcast_shapes(x.shape, mask.shape))
@@ -135,8 +139,10 @@ def _unique(ctx, node, x, sort: bool, return_inverse: bool, return_counts: bool)
 
 
 @lowers(aten._unique2.default)
-def lower_unique(ctx, node, x, sorted=True, return_inverse=False, return_counts=False):
-    """The distinct values of the flattened input in ascending order (always sorted: PyTorch's order without
+def lower_unique(ctx, node, x, sorted=True, return_inverse=False, return_counts=False) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+    """_unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
+
+    The distinct values of the flattened input in ascending order (always sorted: PyTorch's order without
     `sorted` is unspecified), their count decided when the model runs: the sort (NaN last, each NaN distinct),
     WHERE of the positions where the value changes, GATHER; the inverse is each element's running count of
     changes scattered back through the sort's permutation, the counts the gaps between the changes."""
@@ -144,8 +150,10 @@ def lower_unique(ctx, node, x, sorted=True, return_inverse=False, return_counts=
 
 
 @lowers(aten.unique_consecutive.default)
-def lower_unique_consecutive(ctx, node, x, return_inverse=False, return_counts=False, dim=None):
-    """The flattened input with each run of equal values kept once, as `unique` without the sort.
+def lower_unique_consecutive(ctx, node, x, return_inverse=False, return_counts=False, dim=None) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+    """unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor)
+
+    The flattened input with each run of equal values kept once, as `unique` without the sort.
 
     Limits: `dim`."""
     if dim is not None:
@@ -154,8 +162,10 @@ def lower_unique_consecutive(ctx, node, x, return_inverse=False, return_counts=F
 
 
 @lowers(aten.repeat_interleave.Tensor)
-def lower_repeat_interleave_indices(ctx, node, repeats, output_size=None):
-    """The index of each output position when position i is repeated repeats[i] times (what
+def lower_repeat_interleave_indices(ctx, node, repeats, output_size=None) -> ir.Tensor:
+    """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
+
+    The index of each output position when position i is repeated repeats[i] times (what
     repeat_interleave(x, repeats) gathers with): output position j takes the number of running totals of
     `repeats` at or below j. The length, the sum of `repeats`, is decided by values (RANGE up to it); a
     duration model's length regulator expands its frames this way.

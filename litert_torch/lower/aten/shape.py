@@ -18,27 +18,35 @@ aten = torch.ops.aten
     aten.view.default, aten.reshape.default, aten.squeeze.dims, aten.unsqueeze.default, aten.flatten.using_ints,
     aten.view_copy.default,
 )
-def lower_reshape(ctx: LoweringContext, node, x, *args):
-    """view/reshape/squeeze/unsqueeze/flatten: one RESHAPE to the shape PyTorch computed."""
+def lower_reshape(ctx: LoweringContext, node, x, *args) -> ir.Tensor:
+    """view(Tensor(a) self, SymInt[] size) -> Tensor(a)
+
+    view/reshape/squeeze/unsqueeze/flatten: one RESHAPE to the shape PyTorch computed."""
     shape, _ = out_meta(node)
     return ctx.reshape(x, shape)
 
 
 @lowers(aten.clone.default, aten.alias.default, aten.contiguous.default, aten.lift_fresh_copy.default)
-def lower_identity(ctx, node, x, **kwargs):
-    """Memory-format and aliasing ops are nothing in TFLite: the value passes through."""
+def lower_identity(ctx, node, x, **kwargs) -> ir.Tensor:
+    """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor
+
+    Memory-format and aliasing ops are nothing in TFLite: the value passes through."""
     return x
 
 
 @lowers(aten.permute.default, aten.permute_copy.default)
-def lower_permute(ctx, node, x, dims):
-    """TRANSPOSE (folded away at conversion time for constants)."""
+def lower_permute(ctx, node, x, dims) -> ir.Tensor:
+    """permute(Tensor(a) self, int[] dims) -> Tensor(a)
+
+    TRANSPOSE (folded away at conversion time for constants)."""
     return ctx.transpose(x, [normalize_dim(d, x.rank) for d in dims])
 
 
 @lowers(aten.cat.default)
-def lower_cat(ctx, node, tensors, dim=0):
-    """CONCATENATION along `dim`; empty parts (which add nothing) are left out."""
+def lower_cat(ctx, node, tensors, dim=0) -> ir.Tensor:
+    """cat(Tensor[] tensors, int dim=0) -> Tensor
+
+    CONCATENATION along `dim`; empty parts (which add nothing) are left out."""
     shape, dtype = out_meta(node)
     # parts of no elements add nothing (a part whose size is known only when the model runs is kept)
     parts = [ctx.cast(t, dtype) for t in tensors if not all_static(t.shape) or t.size]
@@ -49,8 +57,10 @@ def lower_cat(ctx, node, tensors, dim=0):
 
 
 @lowers(aten.split_with_sizes.default)
-def lower_split(ctx, node, x, split, dim=0):
-    """SPLIT for equal parts, SPLIT_V for given sizes (read when the model runs where values decide them: the
+def lower_split(ctx, node, x, split, dim=0) -> list[ir.Tensor]:
+    """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]
+
+    SPLIT for equal parts, SPLIT_V for given sizes (read when the model runs where values decide them: the
     rows routed to each expert of a mixture, counted and read with .tolist())."""
     axis = normalize_dim(dim, x.rank)
     sizes = [s if isinstance(s, Sym) else int(s) for s in split]
@@ -73,8 +83,10 @@ def lower_split(ctx, node, x, split, dim=0):
 
 
 @lowers(aten.unbind_copy.int)
-def lower_unbind(ctx, node, x, dim=0):
-    """UNPACK along `dim`: one tensor per index (the input itself, reshaped, for a size of one)."""
+def lower_unbind(ctx, node, x, dim=0) -> list[ir.Tensor]:
+    """unbind_copy.int(Tensor self, int dim=0) -> Tensor[]
+
+    UNPACK along `dim`: one tensor per index (the input itself, reshaped, for a size of one)."""
     axis = normalize_dim(dim, x.rank)
     count = x.shape[axis]
     if not isinstance(count, int):
@@ -86,8 +98,10 @@ def lower_unbind(ctx, node, x, dim=0):
 
 
 @lowers(aten.unfold.default)
-def lower_unfold(ctx, node, x, dim, size, step):
-    """Tensor.unfold: windows of `size` every `step` along `dim`, as one GATHER of constant indices [n, size]
+def lower_unfold(ctx, node, x, dim, size, step) -> ir.Tensor:
+    """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)
+
+    Tensor.unfold: windows of `size` every `step` along `dim`, as one GATHER of constant indices [n, size]
     along `dim`, the window axis then moved last."""
     shape, _ = out_meta(node)
     axis = normalize_dim(dim, max(x.rank, 1))
@@ -104,8 +118,10 @@ def lower_unfold(ctx, node, x, dim, size, step):
 
 
 @lowers(aten.as_strided.default, aten.as_strided_copy.default)
-def lower_as_strided(ctx, node, x, size, stride, storage_offset=None):
-    """A view of a contiguous input's elements at `storage_offset` + sum(i_k * stride_k): one GATHER of those
+def lower_as_strided(ctx, node, x, size, stride, storage_offset=None) -> ir.Tensor:
+    """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)
+
+    A view of a contiguous input's elements at `storage_offset` + sum(i_k * stride_k): one GATHER of those
     constant positions from the flattened input.
 
     Limits: the input must be contiguous in PyTorch (its storage order is then its element order)."""
@@ -129,8 +145,10 @@ def lower_as_strided(ctx, node, x, size, stride, storage_offset=None):
 
 
 @lowers(aten.resize.default)
-def lower_resize(ctx, node, x, size, memory_format=None):
-    """`resize_` to a size of at most as many elements: the first elements of the input's storage in the new
+def lower_resize(ctx, node, x, size, memory_format=None) -> ir.Tensor:
+    """resize(Tensor self, SymInt[] size, *, MemoryFormat? memory_format=None) -> Tensor
+
+    `resize_` to a size of at most as many elements: the first elements of the input's storage in the new
     shape (a SLICE of the flattened input). Growing leaves the new elements undefined in PyTorch: refused."""
     shape, _ = out_meta(node)
     if not all_static([*x.shape, *shape]):
@@ -150,8 +168,10 @@ def lower_resize(ctx, node, x, size, memory_format=None):
 
 
 @lowers(aten.empty.memory_format, aten.empty_permuted.default)
-def lower_empty(ctx, node, *args, **kwargs):
-    """An uninitialised tensor with no elements (what an op on empty inputs allocates for its result). With
+def lower_empty(ctx, node, *args, **kwargs) -> ir.Tensor:
+    """empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+
+    An uninitialised tensor with no elements (what an op on empty inputs allocates for its result). With
     elements, its values are whatever memory held: refused rather than given values of our choosing."""
     shape, dtype = out_meta(node)
     if not all_static(shape):
@@ -164,8 +184,10 @@ def lower_empty(ctx, node, *args, **kwargs):
 
 
 @lowers(aten.copy.default)
-def lower_copy(ctx, node, x, src, non_blocking=False):
-    """`src` in `x`'s shape and dtype (BROADCAST_TO where it is smaller, CAST where the type differs)."""
+def lower_copy(ctx, node, x, src, non_blocking=False) -> ir.Tensor:
+    """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor
+
+    `src` in `x`'s shape and dtype (BROADCAST_TO where it is smaller, CAST where the type differs)."""
     shape, dtype = out_meta(node)
     y = ctx.cast(src, dtype)
     if tuple(y.shape) != tuple(shape):
@@ -176,8 +198,10 @@ def lower_copy(ctx, node, x, src, non_blocking=False):
 
 
 @lowers(aten.slice_scatter.default)
-def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
-    """`x` with `src` written over x[start:end:step] along `dim`: CONCATENATION of the slice before, `src` and
+def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1) -> ir.Tensor:
+    """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor
+
+    `x` with `src` written over x[start:end:step] along `dim`: CONCATENATION of the slice before, `src` and
     the slice after (a unit step), or x and src joined and GATHERed back in place (other steps: each position
     reads x's element or the src element written there). Static sizes."""
     shape, dtype = out_meta(node)
@@ -217,8 +241,10 @@ def lower_slice_scatter(ctx, node, x, src, dim=0, start=None, end=None, step=1):
 
 
 @lowers(aten.slice.Tensor)
-def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1):
-    """SLICE for unit steps, STRIDED_SLICE otherwise; bounds are clamped the way PyTorch clamps them."""
+def lower_slice(ctx, node, x, dim=0, start=None, end=None, step=1) -> ir.Tensor:
+    """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)
+
+    SLICE for unit steps, STRIDED_SLICE otherwise; bounds are clamped the way PyTorch clamps them."""
     shape, _ = out_meta(node)
     axis = normalize_dim(dim, x.rank)
     size = x.shape[axis]
@@ -289,8 +315,10 @@ def pad_pairs(rank: int, pad: list[int]) -> list[list[int]]:
 
 
 @lowers(aten.constant_pad_nd.default)
-def lower_constant_pad(ctx, node, x, pad, value=0):
-    """PAD with zeros, PADV2 with another value; negative pads (cropping) become a SLICE afterwards."""
+def lower_constant_pad(ctx, node, x, pad, value=0) -> ir.Tensor:
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor
+
+    PAD with zeros, PADV2 with another value; negative pads (cropping) become a SLICE afterwards."""
     pairs = pad_pairs(x.rank, pad)
     grow = [[max(a, 0), max(b, 0)] for a, b in pairs]
     y = x
@@ -312,8 +340,10 @@ def lower_constant_pad(ctx, node, x, pad, value=0):
 
 
 @lowers(aten.select.int)
-def lower_select(ctx, node, x, dim, index):
-    """SLICE of width 1, then RESHAPE dropping the axis (XNNPACK takes SLICE; it rejects STRIDED_SLICE with a
+def lower_select(ctx, node, x, dim, index) -> ir.Tensor:
+    """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)
+
+    SLICE of width 1, then RESHAPE dropping the axis (XNNPACK takes SLICE; it rejects STRIDED_SLICE with a
     shrink mask, which would split the delegated graph)."""
     shape, _ = out_meta(node)
     axis = normalize_dim(dim, x.rank)
@@ -322,8 +352,10 @@ def lower_select(ctx, node, x, dim, index):
 
 
 @lowers(aten.expand.default)
-def lower_expand(ctx, node, x, size, implicit=False):
-    """BROADCAST_TO the expanded shape (after a RESHAPE adding leading unit dims)."""
+def lower_expand(ctx, node, x, size, implicit=False) -> ir.Tensor:
+    """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)
+
+    BROADCAST_TO the expanded shape (after a RESHAPE adding leading unit dims)."""
     shape, _ = out_meta(node)
     if tuple(shape) == x.shape:
         return x
@@ -334,8 +366,10 @@ def lower_expand(ctx, node, x, size, implicit=False):
 
 
 @lowers(aten.repeat.default)
-def lower_repeat(ctx, node, x, repeats):
-    """TILE (after a RESHAPE adding the leading unit dims torch.repeat adds)."""
+def lower_repeat(ctx, node, x, repeats) -> ir.Tensor:
+    """repeat(Tensor self, SymInt[] repeats) -> Tensor
+
+    TILE (after a RESHAPE adding the leading unit dims torch.repeat adds)."""
     shape, _ = out_meta(node)
     x = ctx.reshape(x, (1,) * (len(repeats) - x.rank) + x.shape)
     if all(r == 1 for r in repeats):
@@ -356,8 +390,10 @@ def index_tensor(ctx: LoweringContext, index: ir.Tensor, size: int) -> ir.Tensor
 
 
 @lowers(aten.index_select.default)
-def lower_index_select(ctx, node, x, dim, index):
-    """GATHER along `dim` (a 0-d tensor is read as one of size 1, as PyTorch reads it)."""
+def lower_index_select(ctx, node, x, dim, index) -> ir.Tensor:
+    """index_select(Tensor self, int dim, Tensor index) -> Tensor
+
+    GATHER along `dim` (a 0-d tensor is read as one of size 1, as PyTorch reads it)."""
     shape, _ = out_meta(node)
     if x.rank == 0:
         one = ctx.reshape(x, [1])
@@ -370,15 +406,19 @@ def lower_index_select(ctx, node, x, dim, index):
 
 
 @lowers(aten.embedding.default)
-def lower_embedding(ctx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    """GATHER of rows of the weight table (padding_idx only matters for gradients)."""
+def lower_embedding(ctx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False) -> ir.Tensor:
+    """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
+
+    GATHER of rows of the weight table (padding_idx only matters for gradients)."""
     shape, _ = out_meta(node)
     return ctx.emit("GATHER", [weight, ctx.cast(indices, np.int32)], shape, weight.dtype, axis=0, batch_dims=0)
 
 
 @lowers(aten.index.Tensor)
-def lower_index(ctx, node, x, indices):
-    """x[idx] with one index tensor -> GATHER on that axis; with index tensors on the leading axes ->
+def lower_index(ctx, node, x, indices) -> ir.Tensor:
+    """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
+
+    x[idx] with one index tensor -> GATHER on that axis; with index tensors on the leading axes ->
     GATHER_ND of their broadcast, stacked coordinates. A boolean mask stands for the coordinates of its true
     elements (`selection.mask_indices`), so x[mask] has a size decided when the model runs.
 
@@ -407,8 +447,10 @@ def lower_index(ctx, node, x, indices):
 
 
 @lowers(aten.gather.default)
-def lower_gather(ctx, node, x, dim, index, sparse_grad=False):
-    """torch.gather as GATHER_ND: coordinates are the index along `dim` and constant position grids elsewhere."""
+def lower_gather(ctx, node, x, dim, index, sparse_grad=False) -> ir.Tensor:
+    """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor
+
+    torch.gather as GATHER_ND: coordinates are the index along `dim` and constant position grids elsewhere."""
     shape, _ = out_meta(node)
     axis = normalize_dim(dim, x.rank)
     idx = index_tensor(ctx, index, x.shape[axis])
@@ -448,8 +490,10 @@ def _dynamic_gather(ctx, x, idx, axis, shape):
 
 
 @lowers(aten.flip.default)
-def lower_flip(ctx, node, x, dims):
-    """One REVERSE_V2 per flipped axis (the kernel takes one axis, or contiguous ones)."""
+def lower_flip(ctx, node, x, dims) -> ir.Tensor:
+    """flip(Tensor self, int[] dims) -> Tensor
+
+    One REVERSE_V2 per flipped axis (the kernel takes one axis, or contiguous ones)."""
     for axis in sorted({normalize_dim(d, x.rank) for d in dims}):
         x = ctx.emit("REVERSE_V2", [x, ctx.const(np.array([axis], np.int32), name="axis")], like=x)
     return x
@@ -466,8 +510,10 @@ def _slice_axis(ctx: LoweringContext, x: ir.Tensor, axis: int, begin: int, size:
 
 
 @lowers(aten.pixel_shuffle.default)
-def lower_pixel_shuffle(ctx, node, x, upscale_factor):
-    """DEPTH_TO_SPACE in NHWC. PyTorch orders the input channels (c, r1, r2), TFLite (r1, r2, c): a GATHER of
+def lower_pixel_shuffle(ctx, node, x, upscale_factor) -> ir.Tensor:
+    """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor
+
+    DEPTH_TO_SPACE in NHWC. PyTorch orders the input channels (c, r1, r2), TFLite (r1, r2, c): a GATHER of
     the channels reorders them first (not needed for one output channel)."""
     shape, _ = out_meta(node)
     r = int(upscale_factor)
@@ -482,8 +528,10 @@ def lower_pixel_shuffle(ctx, node, x, upscale_factor):
 
 
 @lowers(aten.pixel_unshuffle.default)
-def lower_pixel_unshuffle(ctx, node, x, downscale_factor):
-    """SPACE_TO_DEPTH in NHWC, then a GATHER from TFLite's (r1, r2, c) channel order to PyTorch's (c, r1, r2)."""
+def lower_pixel_unshuffle(ctx, node, x, downscale_factor) -> ir.Tensor:
+    """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor
+
+    SPACE_TO_DEPTH in NHWC, then a GATHER from TFLite's (r1, r2, c) channel order to PyTorch's (c, r1, r2)."""
     r = int(downscale_factor)
     n, c, h, w = x.shape
     y = ctx.emit("SPACE_TO_DEPTH", [ctx.transpose(x, TO_NHWC)], [n, h // r, w // r, c * r * r], x.dtype, block_size=r)
@@ -494,8 +542,10 @@ def lower_pixel_unshuffle(ctx, node, x, downscale_factor):
 
 
 @lowers(aten.reflection_pad1d.default, aten.reflection_pad2d.default)
-def lower_reflection_pad(ctx, node, x, padding):
-    """MIRROR_PAD in REFLECT mode (the edge value is not repeated).
+def lower_reflection_pad(ctx, node, x, padding) -> ir.Tensor:
+    """reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor
+
+    MIRROR_PAD in REFLECT mode (the edge value is not repeated).
 
     Limits: no negative padding (cropping)."""
     shape, _ = out_meta(node)
@@ -507,8 +557,10 @@ def lower_reflection_pad(ctx, node, x, padding):
 
 
 @lowers(aten.replication_pad1d.default, aten.replication_pad2d.default)
-def lower_replication_pad(ctx, node, x, padding):
-    """Edge padding. Padding by at most 1 on every side is one MIRROR_PAD in SYMMETRIC mode (which repeats the
+def lower_replication_pad(ctx, node, x, padding) -> ir.Tensor:
+    """replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor
+
+    Edge padding. Padding by at most 1 on every side is one MIRROR_PAD in SYMMETRIC mode (which repeats the
     edge value once); wider padding is, per padded axis, the edge slice BROADCAST_TO the pad width and
     concatenated. With a negative amount (cropping), each padded axis is one GATHER of PyTorch's clamped source
     indices, clamp(i - before, 0, size - 1), which holds even where a crop is wider than the axis."""
@@ -550,8 +602,10 @@ def lower_replication_pad(ctx, node, x, padding):
 
 
 @lowers(aten._pad_circular.default)
-def lower_circular_pad(ctx, node, x, pad):
-    """Circular (wrap-around) padding, one padded axis after another: the axis's last `before` entries, the
+def lower_circular_pad(ctx, node, x, pad) -> ir.Tensor:
+    """_pad_circular(Tensor self, SymInt[] pad) -> Tensor
+
+    Circular (wrap-around) padding, one padded axis after another: the axis's last `before` entries, the
     tensor, its first `after` entries (SLICE, CONCATENATION). With a negative amount (cropping), one GATHER of
     the source indices that PyTorch's own circular padding gives over that axis.
 
@@ -578,8 +632,10 @@ def lower_circular_pad(ctx, node, x, pad):
 
 
 @lowers(aten.im2col.default)
-def lower_im2col(ctx, node, x, kernel_size, dilation, padding, stride):
-    """F.unfold: the input zero-padded (PAD), its H x W plane flattened, and one GATHER of every sliding
+def lower_im2col(ctx, node, x, kernel_size, dilation, padding, stride) -> ir.Tensor:
+    """im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor
+
+    F.unfold: the input zero-padded (PAD), its H x W plane flattened, and one GATHER of every sliding
     window's entries: [N, C, kh * kw, L] with the windows' positions in PyTorch's order, reshaped to
     [N, C * kh * kw, L].
 
@@ -612,8 +668,10 @@ def _widen(ctx: LoweringContext, edge: ir.Tensor, axis: int, width: int) -> ir.T
 
 
 @lowers(aten._assert_tensor_metadata.default, aten._assert_scalar.default, aten.sym_constrain_range_for_size.default)
-def lower_assertion(ctx, node, *args, **kwargs):
-    """Nothing: trace-time assertions about dtypes and shapes, already checked by torch.export."""
+def lower_assertion(ctx, node, *args, **kwargs) -> None:
+    """_assert_tensor_metadata(Tensor a, SymInt[]? size=None, SymInt[]? stride=None, ScalarType? dtype=None, *, Device? device=None, Layout? layout=None) -> ()
+
+    Nothing: trace-time assertions about dtypes and shapes, already checked by torch.export."""
     return None
 
 
@@ -623,8 +681,10 @@ def _scalar_size(ctx: LoweringContext, value) -> ir.Tensor:
 
 
 @lowers(aten.arange.start_step)
-def lower_arange(ctx, node, *args, dtype=None, layout=None, device=None, pin_memory=None):
-    """RANGE over int32 (then CAST), for a range whose bounds are sizes known only at run time (a range with
+def lower_arange(ctx, node, *args, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
+    """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    RANGE over int32 (then CAST), for a range whose bounds are sizes known only at run time (a range with
     static bounds is a constant and never reaches this lowering).
 
     Limits: integer start, end and step."""
@@ -640,61 +700,79 @@ def lower_arange(ctx, node, *args, dtype=None, layout=None, device=None, pin_mem
 
 
 @lowers(aten.arange.default)
-def lower_arange_end(ctx, node, end, dtype=None, layout=None, device=None, pin_memory=None):
-    """arange(end): as arange(0, end, 1)."""
+def lower_arange_end(ctx, node, end, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
+    """arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    arange(end): as arange(0, end, 1)."""
     return lower_arange(ctx, node, 0, end, 1)
 
 
 @lowers(aten.arange.start)
-def lower_arange_start(ctx, node, start, end, dtype=None, layout=None, device=None, pin_memory=None):
-    """arange(start, end): as arange(start, end, 1)."""
+def lower_arange_start(ctx, node, start, end, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
+    """arange.start(Scalar start, Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    arange(start, end): as arange(start, end, 1)."""
     return lower_arange(ctx, node, start, end, 1)
 
 
 @lowers(aten.full.default)
-def lower_full(ctx, node, size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
-    """FILL of a shape known only at run time (a static one is a constant)."""
+def lower_full(ctx, node, size, fill_value, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
+    """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    FILL of a shape known only at run time (a static one is a constant)."""
     shape, out_dtype = out_meta(node)
     return ctx.emit("FILL", [ctx.dims_tensor(shape), ctx.const(np.array(fill_value, out_dtype), out_dtype)],
                     shape, out_dtype)
 
 
 @lowers(aten.zeros.default)
-def lower_zeros(ctx, node, size, dtype=None, layout=None, device=None, pin_memory=None):
-    """FILL of zeros in a shape known only at run time (a static one is a constant)."""
+def lower_zeros(ctx, node, size, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
+    """zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    FILL of zeros in a shape known only at run time (a static one is a constant)."""
     return lower_full(ctx, node, size, 0)
 
 
 @lowers(aten.ones.default)
-def lower_ones(ctx, node, size, dtype=None, layout=None, device=None, pin_memory=None):
-    """FILL of ones in a shape known only at run time (a static one is a constant)."""
+def lower_ones(ctx, node, size, dtype=None, layout=None, device=None, pin_memory=None) -> ir.Tensor:
+    """ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+
+    FILL of ones in a shape known only at run time (a static one is a constant)."""
     return lower_full(ctx, node, size, 1)
 
 
 @lowers(aten.zeros_like.default)
-def lower_zeros_like(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    """FILL of zeros in the run-time shape of `x` (a static one is a constant)."""
+def lower_zeros_like(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None) -> ir.Tensor:
+    """zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+
+    FILL of zeros in the run-time shape of `x` (a static one is a constant)."""
     return lower_full_like(ctx, node, x, 0)
 
 
 @lowers(aten.ones_like.default)
-def lower_ones_like(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    """FILL of ones in the run-time shape of `x` (a static one is a constant)."""
+def lower_ones_like(ctx, node, x, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None) -> ir.Tensor:
+    """ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+
+    FILL of ones in the run-time shape of `x` (a static one is a constant)."""
     return lower_full_like(ctx, node, x, 1)
 
 
 @lowers(aten.full_like.default)
 def lower_full_like(ctx, node, x, fill_value, dtype=None, layout=None, device=None, pin_memory=None,
-                    memory_format=None):
-    """FILL of the run-time shape of `x` (a static one is a constant)."""
+                    memory_format=None) -> ir.Tensor:
+    """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
+
+    FILL of the run-time shape of `x` (a static one is a constant)."""
     shape, out_dtype = out_meta(node)
     return ctx.emit("FILL", [ctx.dims_tensor(shape), ctx.const(np.array(fill_value, out_dtype), out_dtype)],
                     shape, out_dtype)
 
 
 @lowers(aten.diagonal.default)
-def lower_diagonal(ctx, node, x, offset=0, dim1=0, dim2=1):
-    """The two axes moved last (TRANSPOSE) and merged (RESHAPE), then a GATHER of the diagonal's flat
+def lower_diagonal(ctx, node, x, offset=0, dim1=0, dim2=1) -> ir.Tensor:
+    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)
+
+    The two axes moved last (TRANSPOSE) and merged (RESHAPE), then a GATHER of the diagonal's flat
     positions along the merged axis: the diagonal becomes the last axis, as in PyTorch.
 
     Limits: static sizes on the two axes."""

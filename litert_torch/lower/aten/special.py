@@ -43,7 +43,7 @@ _BERNOULLI = [Fraction(1, 6), Fraction(-1, 30), Fraction(1, 42), Fraction(-1, 30
 
 
 # ---- float32 helpers (shared with lower/aten/fitted.py) -----------------------------------------------------------
-def float_op(ctx, opcode, *inputs):
+def float_op(ctx, opcode, *inputs) -> ir.Tensor:
     """`opcode` of float32 operands, broadcast (a scalar constant may come first)."""
     opts = {"fused_activation_function": "NONE"} if opcode in ("ADD", "SUB", "MUL", "DIV") else {}
     shape = broadcast_shapes(*[tuple(t.shape) for t in inputs])
@@ -54,13 +54,13 @@ def scalar(ctx, value: float, like: ir.Tensor) -> ir.Tensor:
     return ctx.scalar_like(value, like)
 
 
-def select(ctx, cond, a, b):
+def select(ctx, cond, a, b) -> ir.Tensor:
     """SELECT_V2 of float32 operands, broadcast."""
     shape = broadcast_shapes(tuple(cond.shape), tuple(a.shape), tuple(b.shape))
     return ctx.emit("SELECT_V2", [cond, a, b], shape, np.float32)
 
 
-def compare(ctx, opcode, x, value):
+def compare(ctx, opcode, x, value) -> ir.Tensor:
     return ctx.emit(opcode, [x, scalar(ctx, value, x)], x.shape, np.bool_)
 
 
@@ -132,8 +132,10 @@ def _lgamma_positive(ctx, x: ir.Tensor) -> ir.Tensor:
 
 
 @lowers(aten.lgamma.default)
-def lower_lgamma(ctx, node, x):
-    """log|Gamma(x)| (module notes): Stirling's series after shifting x up, the reflection formula below 0."""
+def lower_lgamma(ctx, node, x) -> ir.Tensor:
+    """lgamma(Tensor self) -> Tensor
+
+    log|Gamma(x)| (module notes): Stirling's series after shifting x up, the reflection formula below 0."""
     x, dtype = _float(ctx, node, x)
     negative = compare(ctx, "LESS", x, 0.0)
     mirrored = select(ctx, negative, float_op(ctx, "SUB", scalar(ctx, 1.0, x), x), x)
@@ -218,15 +220,19 @@ def polygamma(ctx, x: ir.Tensor, n: int) -> ir.Tensor:
 
 
 @lowers(aten.digamma.default)
-def lower_digamma(ctx, node, x):
-    """psi(x) = d/dx lgamma(x) (module notes)."""
+def lower_digamma(ctx, node, x) -> ir.Tensor:
+    """digamma(Tensor self) -> Tensor
+
+    psi(x) = d/dx lgamma(x) (module notes)."""
     x, dtype = _float(ctx, node, x)
     return ctx.cast(polygamma(ctx, x, 0), dtype)
 
 
 @lowers(aten.polygamma.default)
-def lower_polygamma(ctx, node, n, x):
-    """The n-th derivative of digamma (module notes). Limits: orders above MAX_ORDER."""
+def lower_polygamma(ctx, node, n, x) -> ir.Tensor:
+    """polygamma(int n, Tensor self) -> Tensor
+
+    The n-th derivative of digamma (module notes). Limits: orders above MAX_ORDER."""
     n = int(n)
     if n < 0 or n > MAX_ORDER:
         raise ctx.fail(f"polygamma of order {n} has no lowering (orders 0 to {MAX_ORDER} have)")

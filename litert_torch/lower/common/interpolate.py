@@ -18,7 +18,7 @@ time, and the number of output positions with it).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -72,38 +72,42 @@ class Traced:
         return Traced(self.ctx, self.ctx.emit(opcode, [self.t], like=self.t))
 
 
+# A value of the per-axis arithmetic: a tensor computed in the model, or an array or number known at conversion.
+Operand: TypeAlias = "Traced | np.ndarray | float"
+
+
 def _traced(*values: Any) -> Traced | None:
     return next((v for v in values if isinstance(v, Traced)), None)
 
 
-def floor(v):
+def floor(v) -> Operand:
     return v.unary("FLOOR") if isinstance(v, Traced) else np.floor(v)
 
 
-def ceil(v):
+def ceil(v) -> Operand:
     return v.unary("CEIL") if isinstance(v, Traced) else np.ceil(v)
 
 
-def absolute(v):
+def absolute(v) -> Operand:
     return v.unary("ABS") if isinstance(v, Traced) else np.abs(v)
 
 
-def maximum(a, b):
+def maximum(a, b) -> Operand:
     t = _traced(a, b)
     return t.lift(a)._binary("MAXIMUM", b) if t is not None else np.maximum(a, b)
 
 
-def minimum(a, b):
+def minimum(a, b) -> Operand:
     t = _traced(a, b)
     return t.lift(a)._binary("MINIMUM", b) if t is not None else np.minimum(a, b)
 
 
-def equal(a, b):
+def equal(a, b) -> Operand:
     t = _traced(a, b)
     return t.lift(a)._binary("EQUAL", b, dtype=np.bool_) if t is not None else np.equal(a, b)
 
 
-def where(cond, a, b):
+def where(cond, a, b) -> Operand:
     t = _traced(cond, a, b)
     if t is None:
         return np.where(cond, a, b)
@@ -116,7 +120,7 @@ def where(cond, a, b):
     return Traced(t.ctx, t.ctx.emit("SELECT_V2", [cond.t, a.t, b.t], shape, a.t.dtype))
 
 
-def reduce_sum_last(v):
+def reduce_sum_last(v) -> Traced | np.ndarray:
     """The sum over the last axis, kept as an axis of one."""
     if not isinstance(v, Traced):
         return v.sum(axis=-1, keepdims=True)
@@ -125,7 +129,7 @@ def reduce_sum_last(v):
     return Traced(v.ctx, v.ctx.emit("SUM", [v.t, axis], shape, v.t.dtype, keep_dims=True))
 
 
-def as_float(v):
+def as_float(v) -> Operand:
     """An int32 size or index as float32 in the model; a number at conversion stays as it is (Python and numpy
     promote it with the other operands as ONNX's reference implementation does)."""
     if isinstance(v, Traced):
@@ -133,7 +137,7 @@ def as_float(v):
     return v if np.ndim(v) == 0 else np.asarray(v, np.float64)
 
 
-def as_count(v):
+def as_count(v) -> Traced | np.ndarray:
     """A float size as an int32 count: NaN and negatives count 0, and values past int32 are held at its largest
     (the cast of such a float has no defined result)."""
     if not isinstance(v, Traced):
@@ -142,14 +146,14 @@ def as_count(v):
     return as_index(minimum(maximum(floor(v), 0.0), 2147483520.0))
 
 
-def as_index(v):
+def as_index(v) -> Traced | np.ndarray:
     """Whole-valued floats as int32 indices."""
     if isinstance(v, Traced):
         return Traced(v.ctx, v.ctx.cast(v.t, np.int32))
     return np.asarray(v).astype(np.int64)
 
 
-def arange(ctx: LoweringContext, count: Any, dim: Any):
+def arange(ctx: LoweringContext, count: Any, dim: Any) -> Traced | np.ndarray:
     """0, 1, ..., count - 1 as a float column [dim, 1]: numpy for a static count, RANGE for a traced one."""
     if not isinstance(count, Traced):
         return np.arange(int(count), dtype=np.float64)[:, None]
@@ -179,7 +183,7 @@ class Kernel:
     exclude_outside: bool = False
 
 
-def source_coordinates(kernel: Kernel, y, scale, in_size, out_size, roi=None):
+def source_coordinates(kernel: Kernel, y, scale, in_size, out_size, roi=None) -> tuple[Operand, Operand | None]:
     """The source coordinate of each output position `y` ([out, 1]) along one axis, and where crop-and-resize
     falls outside the input (None for the other transforms). `scale` is the axis's output/input scale factor,
     `out_size` the whole number of output positions; the transforms that speak of the output width use
@@ -209,7 +213,7 @@ def source_coordinates(kernel: Kernel, y, scale, in_size, out_size, roi=None):
     return x, outside
 
 
-def nearest_index(kernel: Kernel, x):
+def nearest_index(kernel: Kernel, x) -> Operand:
     """The one input index nearest to `x` by the kernel's rounding rule (unclamped)."""
     rule = kernel.nearest
     if rule == "round_prefer_floor":  # halves go down
@@ -236,7 +240,7 @@ def _kernel_weight(kernel: Kernel, d):
     return where(d <= 1.0, near, where(d < 2.0, far, 0.0 * d))
 
 
-def tap_offsets(ctx: LoweringContext, kernel: Kernel, scale, in_size, what: str):
+def tap_offsets(ctx: LoweringContext, kernel: Kernel, scale, in_size, what: str) -> tuple[Traced | np.ndarray, Operand]:
     """The tap offsets from floor(x) as a float row [1, taps] and the stretch of the kernel: the kernel's
     support (1 linear, 2 cubic) in input pixels, widened by 1 / scale when antialiasing a downscale (a run-time
     scale gives a run-time number of taps). The stretch is held at 1 / (2 * in_size) or more, which changes no

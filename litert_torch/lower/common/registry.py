@@ -3,13 +3,18 @@
 A lowering is one function registered for one or more ATen overloads:
 
     @lowers(aten.relu.default)
-    def lower_relu(ctx, node, x):
+    def lower_relu(ctx, node, x) -> ir.Tensor:
         "relu(Tensor self) -> Tensor"
         return ctx.emit("RELU", [x], like=x)
 
 It receives the node (`litert_torch.node.Node`: result shapes and dtypes, operand dtypes, source) and the
 node's arguments with every tensor replaced by its IR tensor, emits IR ops through `ctx`, and returns the IR tensor(s) of the node's value. It never edits ops it did not emit. When a
 lowering cannot express a call exactly it raises `LoweringError` with the reason; it never approximates.
+
+Its docstring's first line is the ATen schema of the overload it lowers (of one of them when it is registered for
+several; `schema_of` gives it for a lowering made in a loop): `Lowering.schema`, shown in docs/COVERAGE.md. Its
+return type says what it returns: `ir.Tensor`, or a tuple (a list for a split) with one `ir.Tensor | None` per
+result, None where nothing reads that result.
 """
 
 from __future__ import annotations
@@ -74,6 +79,12 @@ def _library_name(target: Any) -> str | None:
     if not isinstance(target, torch._ops.OpOverload) or target._overloadname != "default":
         return None
     return target.name()
+
+
+def schema_of(target: Any) -> str:
+    """The schema of an ATen overload as a lowering's docstring starts with it: "relu(Tensor self) -> Tensor",
+    the namespace left out for aten ops."""
+    return str(target._schema).removeprefix("aten::")
 
 
 def lowering_for(target: Any) -> Lowering | None:
