@@ -202,7 +202,7 @@ def _minified(whole: "_Whole", found, max_granularity, logging, error):
         with quiet:
             small, _ = minifier(whole.module, whole.inputs(), lambda gm, inps: found(gm, inps) is not None,
                                 dump_state=lambda *a: None, max_granularity=max_granularity)
-    except Exception:  # the minifier found no smaller failing graph, or could not run this one
+    except Exception:  # noqa: BLE001 - the minifier found no smaller failing graph, or could not run this one
         return []
     names = [n.name for n in small.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
     by_name = {n.name: n for n in whole.module.graph.nodes}
@@ -229,12 +229,12 @@ def _conversion_failure(gm: torch.fx.GraphModule, inputs: Sequence[Any], runtime
         warnings.simplefilter("ignore")
         try:
             edge = convert(gm, tuple(inputs))
-        except Exception as exc:  # any failure of the conversion is what is searched for
+        except Exception as exc:  # noqa: BLE001 - any failure of the conversion is what is searched for
             return f"{type(exc).__name__}: {exc}"
         if runtime_errors:
             try:
                 edge(*inputs)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure of the run is what is searched for
                 return f"{type(exc).__name__} when run: {exc}"
     return None
 

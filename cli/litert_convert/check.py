@@ -22,7 +22,7 @@ def open_edge_model(data: bytes, path: str):
         return EdgeModel(data, isolate=None if ours else True)
     except ModelFileError as exc:
         raise BadInput(f"{path}: {exc}") from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever else a foreign file makes the reader raise is bad input
         raise BadInput(f"{path}: unreadable TFLite model ({type(exc).__name__}: {exc})") from None
 
 

@@ -20,7 +20,7 @@ def describe(data: bytes, path: str) -> dict[str, Any]:
         model = read_model(data)
     except ModelFileError as exc:
         raise BadInput(f"{path}: {exc}") from None
-    except Exception as exc:  # anything the reader did not anticipate is still bad input, never a crash
+    except Exception as exc:  # noqa: BLE001 - anything the reader did not anticipate is still bad input, never a crash
         raise BadInput(f"{path}: unreadable TFLite model ({type(exc).__name__})") from None
     summary: dict[str, Any] = {"path": path, "bytes": len(data), "description": model.description,
                                "subgraphs": [], "signatures": [], "metadata": {}}

@@ -53,7 +53,7 @@ def handled(fn: Callable) -> Callable:
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
-        except Exception as exc:  # an error we did not foresee: say so plainly
+        except Exception as exc:  # noqa: BLE001 - an error we did not foresee: say so plainly
             report(exc, debug, "internal error")
             if not debug:
                 click.echo("(run again with --debug for the traceback)", err=True)

@@ -142,7 +142,7 @@ def load_pt2(path: str) -> Source:
             program = torch.export.load(path)
     except BadInput:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - torch.export.load raises what the archive's damage leads to
         text = str(exc)
         if "weights_only" in text or "Unpickl" in type(exc).__name__:
             # torch's own message would suggest weights_only=False, which runs whatever the file holds
@@ -212,12 +212,12 @@ def _as_source(obj: Any, source: str) -> Source:
     if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
         try:
             obj = obj()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the user's constructor raises what it raises
             raise BadInput(f"{source}: cannot build {obj.__name__}() without arguments: {exc}") from None
     elif not isinstance(obj, torch.nn.Module) and callable(obj):
         try:
             obj = obj()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the user's function raises what it raises
             raise BadInput(f"{source}: calling it failed: {type(exc).__name__}: {exc}") from None
     from litert_torch import SignatureSet
 

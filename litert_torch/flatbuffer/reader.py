@@ -63,7 +63,7 @@ def read_model(data: bytes) -> ir.Model:
         model = _build(m, data)
     except ModelFileError:
         raise
-    except Exception as exc:  # the generated parser raises whatever the corrupt offsets lead to
+    except Exception as exc:  # noqa: BLE001 - the generated parser raises whatever the corrupt offsets lead to
         raise ModelFileError(f"corrupt TFLite model: {type(exc).__name__}: {exc}") from None
     _attach_sources(model)
     return model
@@ -226,5 +226,5 @@ def read_metadata(data: bytes) -> dict[str, bytes]:
             elif buf.Offset() > 1 and buf.Size():
                 entries[_as_str(md.Name())] = bytes(data[buf.Offset(): buf.Offset() + buf.Size()])
         return entries
-    except Exception as exc:  # corrupt offsets surface as arbitrary errors from the generated code
+    except Exception as exc:  # noqa: BLE001 - corrupt offsets surface as arbitrary errors from the generated code
         raise ModelFileError(f"corrupt TFLite model: {type(exc).__name__}: {exc}") from None

@@ -40,7 +40,7 @@ def load(model: Any):
             raise OnnxError(f"no such ONNX file: {path}")
         try:
             proto = onnx.load(path, load_external_data=False)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - protobuf raises what a damaged file leads to
             raise OnnxError(f"{path} is not a readable ONNX model (truncated or corrupt?): "
                             f"{type(exc).__name__}: {exc}") from None
         _load_external(onnx, proto, os.path.dirname(os.path.abspath(path)), path)
@@ -62,7 +62,7 @@ def load(model: Any):
         raise OnnxError(f"the model uses ops from custom domains {others}, which have no lowering")
     try:
         onnx.checker.check_model(proto, full_check=False)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the checker's own errors, by many types
         raise OnnxError(f"the ONNX model is invalid: {exc}") from None
     if proto.functions:  # exporters may wrap ops in model-local functions: lower their bodies
         from onnx import inliner
@@ -97,7 +97,7 @@ def _load_external(onnx, proto, base: str, path: str) -> None:
                         f"{', '.join(sorted(set(missing)))}")
     try:
         load_external_data_for_model(proto, base)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - onnx's reader raises what the data files' damage leads to
         raise OnnxError(f"could not read the external data of {path}: {exc}") from None
 
 

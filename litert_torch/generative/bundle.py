@@ -133,7 +133,7 @@ def read_bundle(path: str | os.PathLike, metadata: bool = True) -> Bundle:
     with scratch_folder("litert_bundle_") as scratch:
         try:
             lb.litertlm_builder.unpack(where, scratch)
-        except Exception as exc:  # the reader raises what its parser meets on a damaged file
+        except Exception as exc:  # noqa: BLE001 - the reader raises what its parser meets on a damaged file
             raise BundleFileError(f"{where} is not a readable .litertlm bundle: {exc}") from None
         bundle = Bundle(b"", None, None)
         found = False

@@ -260,7 +260,7 @@ def share_split_transposes(graph: ir.Graph) -> bool:
     A piece read by a BATCH_MATMUL may join the others with its last two axes swapped, the matmul then reading
     it through its adj_x / adj_y flag (q, v and the k of q @ k^T share one transpose). Pieces whose transposes
     still differ stay as they are."""
-    producers, consumers = graph.producers(), graph.consumers()
+    consumers = graph.consumers()
     outputs = set(graph.outputs)
     groups: dict[tuple[int, tuple[int, ...]], list] = {}
     candidates: list = []

@@ -185,7 +185,7 @@ def torch_tpu_unavailable() -> str | None:
     try:
         importlib.import_module("torch_tpu")  # registers the `tpu` device with PyTorch
         torch.empty(1, device="tpu")
-    except Exception as exc:  # installed, but no TPU (or no working runtime) on this host
+    except Exception as exc:  # noqa: BLE001 - installed, but no TPU (or no working runtime) on this host
         return f"torch-tpu cannot allocate on a tpu device: {type(exc).__name__}: {exc}"
     return None
 

@@ -358,7 +358,7 @@ def _cloud_backend(module, input_sets, references, atol, rtol, tpu_precision: bo
         return BackendResult("cloud-xla", "skipped",
                              f"the XLA path needs torchax and jax (pip install 'litert-torch-direct[cloud]'): "
                              f"{type(exc).__name__}: {exc}")
-    except Exception as exc:  # the XLA path could not trace or run this model: say so, run nothing else
+    except Exception as exc:  # noqa: BLE001 - the XLA path could not trace or run this model: say so, run nothing else
         message = str(exc).splitlines()[0][:300] if str(exc) else ""
         return BackendResult("cloud-xla", "skipped", f"the XLA path failed: {type(exc).__name__}: {message}")
     results: list[OutputResult] = []

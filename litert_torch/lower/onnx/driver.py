@@ -82,7 +82,7 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
     graph_inputs, input_shape = onnx_model.input_shapes(proto, input_shapes, dynamic_dims, space)
     try:
         proto = onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=True)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - onnx's shape inference raises its own error types
         raise OnnxError(f"ONNX shape inference failed: {exc}") from None
     types = {}  # value name -> (static shape or None, numpy dtype or None)
     for vi in [*proto.graph.input, *proto.graph.value_info, *proto.graph.output]:
