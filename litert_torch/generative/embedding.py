@@ -66,24 +66,18 @@ def export_embedding_task(model: Any, output_dir: str | os.PathLike, *, keep_tem
 
     output_dir = os.fspath(output_dir)
     _check_output_dir(output_dir)
-    created = not os.path.isdir(output_dir)
-    os.makedirs(output_dir, exist_ok=True)
-    try:
-        return export_embedding(model, os.path.join(output_dir, BUNDLE_NAME), lengths=prefill_lengths,
-                                quantization_recipe=quantization_recipe, tokenizer=tokenizer,
-                                keep_folder=output_dir if keep_temporary_files else None,
-                                trust_remote_code=trust_remote_code, progress=progress)
-    except BaseException:
-        if created and not os.listdir(output_dir):  # nothing is left behind by a failed export
-            os.rmdir(output_dir)
-        raise
+    return export_embedding(model, os.path.join(output_dir, BUNDLE_NAME), lengths=prefill_lengths,
+                            quantization_recipe=quantization_recipe, tokenizer=tokenizer,
+                            keep_folder=output_dir if keep_temporary_files else None,
+                            trust_remote_code=trust_remote_code, progress=progress)
 
 
 def export_embedding(model: Any, bundle_path: str, *, lengths: Sequence[int] | None = None,
                      quantization_recipe: Any = None, tokenizer: Any = None, keep_folder: str | None = None,
                      trust_remote_code: bool = False, progress: Callable[[str], None] | None = None) -> str:
     """Convert the text-embedding model in the directory `model` and write the bundle `bundle_path` atomically
-    (with `keep_folder`, also `embedder.tflite`, `encoder.tflite` and `tokenizer.json` there). `lengths`: the
+    (with `keep_folder`, also `embedder.tflite`, `encoder.tflite` and `tokenizer.json` there). Arguments,
+    config, modules and tokenizer are checked before any conversion. `lengths`: the
     encoder's input lengths in tokens, the start and end tokens included (default: the model's limit, at most
     512). Returns `bundle_path`."""
     report = progress or (lambda stage: None)
@@ -113,6 +107,20 @@ def export_embedding(model: Any, bundle_path: str, *, lengths: Sequence[int] | N
     report("convert")
     embedder, encoder = convert_embedding(hf, pipeline, lengths, quantize, family)
     report("bundle")
+    folder = os.path.dirname(os.path.abspath(bundle_path))
+    created = not os.path.isdir(folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        _write_files(bundle_path, embedder, encoder, tok, tokens, lengths, width, keep_folder)
+    except BaseException:
+        if created and os.path.isdir(folder) and not os.listdir(folder):  # a failed export leaves nothing behind
+            os.rmdir(folder)
+        raise
+    return bundle_path
+
+
+def _write_files(bundle_path: str, embedder, encoder, tok, tokens: EmbeddingTokens, lengths: Sequence[int],
+                 width: int, keep_folder: str | None) -> None:
     with scratch_folder("litert_embedding_") as scratch:
         files = {name: os.path.join(scratch, name) for name in ("embedder.tflite", "encoder.tflite", "tokenizer.json")}
         embedder.export(files["embedder.tflite"])
@@ -126,7 +134,6 @@ def export_embedding(model: Any, bundle_path: str, *, lengths: Sequence[int] | N
             for name, source in files.items():
                 with open(source, "rb") as f, atomic_file(os.path.join(keep_folder, name)) as out:
                     out.write(f.read())
-    return bundle_path
 
 
 def _check_lengths(lengths: Sequence[int] | None, config: dict, pipeline: Pipeline) -> list[int]:

@@ -14,14 +14,24 @@ _ACTIVATIONS = {"identity": lambda x: x, "tanh": torch.tanh, "relu": torch.relu,
 
 
 class Lookup(torch.nn.Module):
-    """`token` int32[1] -> the model's input embedding of it, float32[1, 1, H] (what `inputs_embeds` takes)."""
+    """`token` int32[1] -> the model's input embedding of it, float32[1, 1, H] (what `inputs_embeds` takes): a
+    row of the table, times the module's `embed_scale` where it has one (Gemma's sqrt(hidden)). The row is read
+    with one EMBEDDING_LOOKUP, which LiteRT runs on an int8 table (a GATHER would keep the table in float)."""
 
     def __init__(self, table: torch.nn.Module):
         super().__init__()
-        self.table = table
+        import litert_torch.lower  # noqa: F401 - registers the litert_torch::embedding_lookup op
+
+        if not isinstance(table, torch.nn.Embedding):
+            raise UnsupportedEmbeddingError(f"the model's input embedding is a {type(table).__name__}, not a token "
+                                            f"table (torch.nn.Embedding)")
+        self.weight = table.weight
+        scale = getattr(table, "embed_scale", None)
+        self.scale = None if scale is None else float(torch.as_tensor(scale).to(table.weight.dtype))
 
     def forward(self, token: torch.Tensor) -> torch.Tensor:
-        return self.table(token)[None]
+        rows = torch.ops.litert_torch.embedding_lookup(self.weight, token)[None]
+        return rows if self.scale is None else rows * self.scale
 
 
 class TextEncoder(torch.nn.Module):
