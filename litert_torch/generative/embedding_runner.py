@@ -158,12 +158,25 @@ class EmbeddingRunner:
         bos, eos = self.bundle.bos_token_id, self.bundle.eos_token_id
         return ([bos] if bos is not None else []) + ids + ([eos] if eos is not None else [])
 
-    def embed(self, texts: str | Sequence[str]) -> np.ndarray:
-        """The embedding of each text, float32 [len(texts), D] (one text: [1, D])."""
+    def embed(self, texts: str | Sequence[str], *, truncate: bool = False) -> np.ndarray:
+        """The embedding of each text, float32 [len(texts), D] (one text: [1, D]). A text longer than the
+        longest input is an InputTooLongError, or with `truncate` cut to it, its end token kept (as LiteRT-LM's
+        InputOverflowStrategy.TRUNCATE and a tokenizer's truncation do)."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         if not texts:
             raise InvalidArgumentError("embed needs at least one text")
-        return np.concatenate([self.embed_ids(self.encode(t)) for t in texts], axis=0)
+        encoded = [self.encode(t) for t in texts]
+        if truncate:
+            encoded = [self.truncated(ids) for ids in encoded]
+        return np.concatenate([self.embed_ids(ids) for ids in encoded], axis=0)
+
+    def truncated(self, ids: Sequence[int]) -> list[int]:
+        """`ids` cut to the longest input, the end token kept."""
+        ids = list(ids)
+        if len(ids) <= self.max_length:
+            return ids
+        eos = self.bundle.eos_token_id
+        return ids[:self.max_length - 1] + [eos] if eos is not None else ids[:self.max_length]
 
     def embed_ids(self, ids: Sequence[int]) -> np.ndarray:
         """The embedding of one tokenized text (its special tokens included), float32 [1, D]."""

@@ -144,6 +144,15 @@ def test_too_long_input(exported, tmp_path):
     # the runtime refuses it too (its default overflow strategy is an error)
     with pytest.raises(RuntimeError, match="Failed to compute embedding"):
         _engine_embeddings(bundle, [text], str(tmp_path))
+    # truncated, the end token kept: as the runtime's TRUNCATE strategy
+    litert_lm = pytest.importorskip("litert_lm")
+    engine = litert_lm.EmbeddingEngine(bundle, cache_dir=str(tmp_path))
+    options = litert_lm.EmbeddingOptions(normalize=False,
+                                         input_overflow_strategy=litert_lm.InputOverflowStrategy.TRUNCATE)
+    truncated = np.array(engine.compute_embedding(text, options).embedding, np.float32)
+    ours = runner.embed(text, truncate=True)
+    assert tiny_embed.cosines(ours, truncated[None])[0] >= FLOAT_COSINE
+    assert runner.truncated(runner.encode(text))[-1] == runner.bundle.eos_token_id
 
 
 def _config_dir(tmp_path, config: dict, name: str = "model") -> str:
