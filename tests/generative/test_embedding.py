@@ -267,3 +267,25 @@ def test_cli_export_hf(exported, tmp_path):
     result = _cli("export-hf", path, "-o", str(tmp_path / "y.litertlm"), "--task", "text_embedding", "--cache", "64")
     assert result.returncode == 2 and "cache" in result.stderr
     assert not os.path.exists(tmp_path / "x.litertlm") and not os.path.exists(tmp_path / "y.litertlm")
+
+
+def test_docs_examples_run_from_any_folder(tmp_path):
+    """docs/EMBEDDINGS.md's Python blocks, run in order as one script from an unrelated folder (they build their
+    own tiny models and import nothing from tests)."""
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    text = open(os.path.join(root, "docs", "EMBEDDINGS.md"), encoding="utf-8").read()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 3 and not any("tests" in b.split("import")[0] or "from tests" in b for b in blocks)
+    script = tmp_path / "example.py"
+    script.write_text("\n".join(blocks))
+    env = dict(os.environ, PYTHONPATH=root)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    floats = [float(v) for v in re.findall(r"^cosine ([\d.]+)$", result.stdout, re.M)]
+    int8 = [float(v) for v in re.findall(r"^int8 cosine ([\d.]+)$", result.stdout, re.M)]
+    assert len(floats) == 2 and min(floats) >= FLOAT_COSINE
+    assert len(int8) == 2 and min(int8) >= INT8_COSINE
+    engine_error = float(result.stdout.splitlines()[2])
+    assert engine_error <= 1e-5
