@@ -24,11 +24,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from litert_torch.errors import ConversionError, InvalidArgumentError, ModelFileError, one_line
+from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
 from litert_torch.files import atomic_file, scratch_folder
-from litert_torch.generative.embedding_source import (
-    Pipeline, UnsupportedEmbeddingError, check_architecture, read_config, read_pipeline,
-)
+from litert_torch.generative.embedding_source import Pipeline, UnsupportedEmbeddingError, read_config, read_pipeline
 
 EMBEDDER_SIGNATURE = "embedder"
 ENCODER_PREFIX = "encoder_"
@@ -41,7 +39,6 @@ class EmbeddingTokens:
 
     bos_token_id: int | None
     eos_token_id: int | None
-    pad_token_id: int | None
 
 
 BUNDLE_NAME = "model.litertlm"
@@ -86,8 +83,7 @@ def export_embedding(model: Any, bundle_path: str, *, lengths: Sequence[int] | N
                                    "tokenizer and any sentence-transformers modules), not a model in memory")
     path = os.fspath(model)
     report("read")
-    config = read_config(path)
-    family = check_architecture(config)
+    config = read_config(path)  # the architecture checked
     pipeline = read_pipeline(path)
     lengths = _check_lengths(lengths, config, pipeline)
     quantize = _quantize_option(quantization_recipe)
@@ -95,7 +91,7 @@ def export_embedding(model: Any, bundle_path: str, *, lengths: Sequence[int] | N
     import torch
     import transformers
 
-    tok = tokenizer if tokenizer is not None else _load_tokenizer(path, trust_remote_code)
+    tok = _check_tokenizer(tokenizer if tokenizer is not None else _load_tokenizer(path, trust_remote_code), path)
     tokens = special_tokens(tok)
     try:
         hf = transformers.AutoModel.from_pretrained(path, dtype=torch.float32, attn_implementation="eager",
@@ -105,7 +101,7 @@ def export_embedding(model: Any, bundle_path: str, *, lengths: Sequence[int] | N
     hf.eval()
     width = _output_width(hf.config, pipeline)
     report("convert")
-    embedder, encoder = convert_embedding(hf, pipeline, lengths, quantize, family)
+    embedder, encoder = convert_embedding(hf, pipeline, lengths, quantize)
     report("bundle")
     folder = os.path.dirname(os.path.abspath(bundle_path))
     created = not os.path.isdir(folder)
@@ -174,11 +170,14 @@ def _load_tokenizer(path: str, trust_remote_code: bool):
     import transformers
 
     try:
-        tok = transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        return transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as exc:
         raise ModelFileError(f"the tokenizer in {path} cannot be loaded: {one_line(exc)}") from None
+
+
+def _check_tokenizer(tok, path: str):
     if not getattr(tok, "is_fast", False) or not hasattr(tok, "backend_tokenizer"):
-        raise ModelFileError(f"the tokenizer in {path} is not a fast (tokenizer.json) tokenizer: LiteRT-LM reads "
+        raise ModelFileError(f"the tokenizer of {path} is not a fast (tokenizer.json) tokenizer: LiteRT-LM reads "
                              f"tokenizer.json")
     return tok
 
@@ -197,7 +196,7 @@ def special_tokens(tok) -> EmbeddingTokens:
     if len(before) > 1 or len(after) > 1:
         raise UnsupportedEmbeddingError(f"the tokenizer adds {len(before)} token(s) before and {len(after)} after "
                                         f"the text; LiteRT-LM's EmbeddingMetadata holds one start and one end token")
-    return EmbeddingTokens(before[0] if before else None, after[0] if after else None, tok.pad_token_id)
+    return EmbeddingTokens(before[0] if before else None, after[0] if after else None)
 
 
 def _output_width(config, pipeline: Pipeline) -> int:
@@ -215,8 +214,9 @@ def _output_width(config, pipeline: Pipeline) -> int:
     return width * len(pipeline.pooling)
 
 
-def convert_embedding(hf, pipeline: Pipeline, lengths: Sequence[int], quantize: Any, family: str):
-    """The embedder and the encoder (one `encoder_<N>` signature per length) as EdgeModels."""
+def convert_embedding(hf, pipeline: Pipeline, lengths: Sequence[int], quantize: Any):
+    """The embedder and the encoder (one `encoder_<N>` signature per length) as EdgeModels; the converter's
+    typed errors (an unsupported op with its source line, ...) propagate as they are."""
     import torch
 
     import litert_torch
@@ -225,21 +225,15 @@ def convert_embedding(hf, pipeline: Pipeline, lengths: Sequence[int], quantize: 
     table = hf.get_input_embeddings()
     hidden = int(hf.config.hidden_size)
     encoder = TextEncoder(hf, pipeline).eval()
-    try:
-        embedder = litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(table).eval(),
-                                          sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}
-                                          ).convert(quantize=quantize, target="cpu")
-        converter = None
-        for n in lengths:
-            sample = {"embeddings": torch.randn(1, n, hidden) * 0.02, "input_mask": torch.ones(1, n)}
-            add = litert_torch.signature if converter is None else converter.signature
-            converter = add(f"{ENCODER_PREFIX}{n}", encoder, sample_kwargs=sample)
-        text_encoder = converter.convert(quantize=quantize, target="cpu")
-    except UnsupportedEmbeddingError:
-        raise
-    except ConversionError as exc:
-        raise ConversionError(f"the {family} encoder could not be converted: {exc}") from exc
-    return embedder, text_encoder
+    embedder = litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(table).eval(),
+                                      sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}
+                                      ).convert(quantize=quantize, target="cpu")
+    converter = None
+    for n in lengths:
+        sample = {"embeddings": torch.randn(1, n, hidden) * 0.02, "input_mask": torch.ones(1, n)}
+        add = litert_torch.signature if converter is None else converter.signature
+        converter = add(f"{ENCODER_PREFIX}{n}", encoder, sample_kwargs=sample)
+    return embedder, converter.convert(quantize=quantize, target="cpu")
 
 
 def write_embedding_bundle(path: str, embedder_tflite: str, encoder_tflite: str, tokenizer_json: str,

@@ -29,9 +29,9 @@ class Lookup(torch.nn.Module):
         scale = getattr(table, "embed_scale", None)
         self.scale = None if scale is None else float(torch.as_tensor(scale).to(table.weight.dtype))
 
-    def forward(self, token: torch.Tensor) -> torch.Tensor:
+    def forward(self, token: torch.Tensor) -> dict[str, torch.Tensor]:
         rows = torch.ops.litert_torch.embedding_lookup(self.weight, token)[None]
-        return rows if self.scale is None else rows * self.scale
+        return {"embeddings": rows if self.scale is None else rows * self.scale}
 
 
 class TextEncoder(torch.nn.Module):
@@ -54,7 +54,7 @@ class TextEncoder(torch.nn.Module):
             self.dense.append(layer)
             self.activations.append(dense.activation)
 
-    def forward(self, embeddings: torch.Tensor, input_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, embeddings: torch.Tensor, input_mask: torch.Tensor) -> dict[str, torch.Tensor]:
         # the model's own masks from an integer attention mask, as its tokenizer gives it
         mask = (input_mask > 0.5).to(torch.int64)
         states = self.model(inputs_embeds=embeddings, attention_mask=mask).last_hidden_state
@@ -63,7 +63,7 @@ class TextEncoder(torch.nn.Module):
             pooled = _ACTIVATIONS[activation](layer(pooled))
         if self.normalize:
             pooled = F.normalize(pooled, p=2, dim=1)
-        return pooled
+        return {"embedding": pooled}
 
 
 def pool(mode: str, states: torch.Tensor, input_mask: torch.Tensor) -> torch.Tensor:

@@ -117,7 +117,7 @@ def test_int8_embeddings(name, exported, tmp_path):
 
 
 def test_bundle_sections(exported):
-    path, bundle = exported("bert")
+    _, bundle = exported("bert")
     read = embedding_runner.read_embedding_bundle(bundle)
     tok = tiny_embed.tokenizer("bert")
     assert (read.bos_token_id, read.eos_token_id) == (tok.cls_token_id, tok.sep_token_id)
@@ -126,6 +126,18 @@ def test_bundle_sections(exported):
     assert runner.lengths == [8, 24]
     assert runner.encode("hello world") == tok("hello world")["input_ids"]
     assert embedding_runner.is_embedding_bundle(bundle)
+    from ai_edge_litert.interpreter import Interpreter
+
+    signatures = Interpreter(model_content=read.encoder).get_signature_list()
+    assert signatures == {f"encoder_{n}": {"inputs": ["embeddings", "input_mask"], "outputs": ["embedding"]}
+                          for n in (8, 24)}
+    signatures = Interpreter(model_content=read.embedder).get_signature_list()
+    assert signatures == {"embedder": {"inputs": ["token"], "outputs": ["embeddings"]}}
+    # litert-convert inspect describes the bundle and its encoder
+    result = _cli("inspect", bundle)
+    assert result.returncode == 0, result.stderr
+    assert "text-embedding bundle (generic_model)" in result.stdout and "encoder_24" in result.stdout
+    assert "EMBEDDING_LOOKUP" not in result.stdout  # the encoder's ops, not the embedder's
 
 
 def test_default_length_is_the_sentence_transformers_limit(exported, tmp_path):
