@@ -98,22 +98,30 @@ def test_float_embeddings_match_hugging_face(name, exported, tmp_path):
     assert tiny_embed.cosines(engine, reference).min() >= FLOAT_COSINE
 
 
-@pytest.mark.parametrize("name", ["bert", "embeddinggemma"])
-def test_int8_embeddings(name, exported, tmp_path):
+@pytest.mark.parametrize("name, recipe, cosine", [
+    ("bert", None, INT8_COSINE),  # None: the default recipe, dynamic_wi8_afp32
+    ("modernbert", None, INT8_COSINE),
+    ("embeddinggemma", None, INT8_COSINE),
+    ("bert", "fp16", 0.999),
+])
+def test_quantized_embeddings(name, recipe, cosine, exported, tmp_path):
     path, float_bundle = exported(name)
-    bundle = export.export(path, str(tmp_path / "int8"), task="text_embedding", prefill_lengths=[24])
+    bundle = export.export(path, str(tmp_path / "out"), task="text_embedding", prefill_lengths=[8, 24],
+                           quantization_recipe=recipe)
     assert os.path.getsize(bundle) < os.path.getsize(float_bundle)
     read = embedding_runner.read_embedding_bundle(bundle)
     from litert_torch.runtime.edge_model import EdgeModel
 
-    for model in (read.embedder, read.encoder):  # int8 weights in both models
+    for model in (read.embedder, read.encoder):  # quantized weights in both models, the token table included
         report = EdgeModel(model).quantization
-        assert report.quantized_ops > 0 and report.quantized_bytes < report.float_bytes
+        assert report.quantized_bytes < report.float_bytes
+        if recipe is None:
+            assert report.mode == "dynamic-int8" and report.quantized_ops > 0
     reference = tiny_embed.reference(path, tiny_embed.TEXTS)
     ours = embedding_runner.load_embedding(bundle).embed(tiny_embed.TEXTS)
-    assert tiny_embed.cosines(ours, reference).min() >= INT8_COSINE
+    assert tiny_embed.cosines(ours, reference).min() >= cosine
     engine = _engine_embeddings(bundle, tiny_embed.TEXTS, str(tmp_path))
-    assert tiny_embed.cosines(engine, reference).min() >= INT8_COSINE
+    assert tiny_embed.cosines(engine, reference).min() >= cosine
 
 
 def test_bundle_sections(exported):
