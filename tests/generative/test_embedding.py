@@ -233,6 +233,10 @@ def test_refused_options(tmp_path):
             export.export(path, str(tmp_path / "out"), task="text_embedding", **options)
     with pytest.raises(InvalidArgumentError, match="task 'fill_mask' is not supported"):
         export.export(path, str(tmp_path / "out"), task="fill_mask")
+    from litert_torch.generative.config import UnsupportedModelError
+
+    with pytest.raises(UnsupportedModelError, match="describes a text encoder.*task='text_embedding'"):
+        export.export(path, str(tmp_path / "out"), task="text_generation")
     with pytest.raises(InvalidArgumentError, match="model directory"):
         export.export(object(), str(tmp_path / "out"), task="text_embedding")
     assert not (tmp_path / "out").exists()

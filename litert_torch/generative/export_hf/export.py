@@ -42,13 +42,18 @@ TEXT_EMBEDDING = "text_embedding"  # ours: the official exporter has no embeddin
 def resolve_task(task: Any, model: Any) -> str:
     """`task` checked, or when None the task the model directory's config.json implies (an encoder such as
     BERT or EmbeddingGemma: text_embedding; anything else: text_generation)."""
-    if task is None:
-        from litert_torch.generative.embedding_source import directory_task
+    from litert_torch.generative.embedding_source import directory_task
 
+    if task is None:
         return directory_task(model)
     name = str(getattr(task, "value", task)).lower()
     if name not in (TEXT_GENERATION, TEXT_EMBEDDING):
         raise InvalidArgumentError(f"task {task!r} is not supported: use text_generation or text_embedding")
+    if name == TEXT_GENERATION and directory_task(model) == TEXT_EMBEDDING:
+        from litert_torch.generative.config import UnsupportedModelError
+
+        raise UnsupportedModelError(f"the config.json of {os.fspath(model)} describes a text encoder, which has no "
+                                    f"text_generation export: use task='text_embedding'")
     return name
 
 
