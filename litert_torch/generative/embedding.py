@@ -26,10 +26,10 @@ from typing import Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
 from litert_torch.files import atomic_file, scratch_folder
+from litert_torch.generative.embedding_runner import EMBEDDER_SIGNATURE, ENCODER_PREFIX
 from litert_torch.generative.embedding_source import Pipeline, UnsupportedEmbeddingError, read_config, read_pipeline
 
-EMBEDDER_SIGNATURE = "embedder"
-ENCODER_PREFIX = "encoder_"
+BUNDLE_NAME = "model.litertlm"
 DEFAULT_MAX_LENGTH = 512  # the default input length when the model allows more
 
 
@@ -39,9 +39,6 @@ class EmbeddingTokens:
 
     bos_token_id: int | None
     eos_token_id: int | None
-
-
-BUNDLE_NAME = "model.litertlm"
 
 
 def export_embedding_task(model: Any, output_dir: str | os.PathLike, *, keep_temporary_files: bool = False,
@@ -123,13 +120,21 @@ def _write_files(bundle_path: str, embedder, encoder, tok, tokens: EmbeddingToke
         encoder.export(files["encoder.tflite"])
         with open(files["tokenizer.json"], "w", encoding="utf-8") as f:
             f.write(tok.backend_tokenizer.to_str())
-        write_embedding_bundle(bundle_path, files["embedder.tflite"], files["encoder.tflite"],
-                               files["tokenizer.json"], tokens, max(lengths), width)
-        if keep_folder is not None:
-            os.makedirs(keep_folder, exist_ok=True)
-            for name, source in files.items():
-                with open(source, "rb") as f, atomic_file(os.path.join(keep_folder, name)) as out:
-                    out.write(f.read())
+        written: list[str] = []
+        try:
+            if keep_folder is not None:
+                os.makedirs(keep_folder, exist_ok=True)
+                for name, source in files.items():
+                    with open(source, "rb") as f, atomic_file(os.path.join(keep_folder, name)) as out:
+                        out.write(f.read())
+                    written.append(os.path.join(keep_folder, name))
+            write_embedding_bundle(bundle_path, files["embedder.tflite"], files["encoder.tflite"],
+                                   files["tokenizer.json"], tokens, max(lengths), width)
+        except BaseException:
+            for path in written:  # all the files or none
+                if os.path.exists(path):
+                    os.unlink(path)
+            raise
 
 
 def _check_lengths(lengths: Sequence[int] | None, config: dict, pipeline: Pipeline) -> list[int]:

@@ -150,8 +150,11 @@ def test_bundle_sections(exported):
 
 def test_default_length_is_the_sentence_transformers_limit(exported, tmp_path):
     path, _ = exported("bert_all_pooling")  # max_seq_length 24
-    bundle = export.export(path, str(tmp_path / "out"), task="text_embedding", quantization_recipe="none")
+    bundle = export.export(path, str(tmp_path / "out"), task="text_embedding", quantization_recipe="none",
+                           keep_temporary_files=True)
     assert embedding_runner.load_embedding(bundle).lengths == [24]
+    assert sorted(os.listdir(tmp_path / "out")) == ["embedder.tflite", "encoder.tflite", "model.litertlm",
+                                                    "tokenizer.json"]
 
 
 def test_too_long_input(exported, tmp_path):
