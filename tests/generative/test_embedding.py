@@ -316,3 +316,30 @@ def test_docs_examples_run_from_any_folder(tmp_path):
     assert len(int8) == 2 and min(int8) >= INT8_COSINE
     engine_error = float(result.stdout.splitlines()[2])
     assert engine_error <= 1e-5
+
+
+def test_pipeline_reads_bin_weights_and_checks_shapes(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from litert_torch.generative.embedding_source import read_pipeline
+
+    path = tiny_embed.save(str(tmp_path / "model"), "bert", pooling={"pooling_mode_cls_token": True},
+                           dense=[(8, TANH, True)], normalize=True, max_seq_length=32)
+    dense = os.path.join(path, "2_Dense")
+    weights = load_file(os.path.join(dense, "model.safetensors"))
+    os.unlink(os.path.join(dense, "model.safetensors"))
+    torch.save(weights, os.path.join(dense, "pytorch_model.bin"))  # an older sentence-transformers checkpoint
+    pipeline = read_pipeline(path)
+    assert pipeline.pooling == ["cls_token"] and pipeline.normalize and pipeline.max_seq_length == 32
+    np.testing.assert_array_equal(pipeline.dense[0].weight, weights["linear.weight"].numpy())
+    np.testing.assert_array_equal(pipeline.dense[0].bias, weights["linear.bias"].numpy())
+    assert pipeline.dense[0].activation == "tanh"
+    assert pipeline.describe() == "cls_token pooling, dense 32->8 (tanh), L2 normalisation"
+    json.dump({"in_features": 32, "out_features": 9, "bias": True, "activation_function": TANH},
+              open(os.path.join(dense, "config.json"), "w"))
+    with pytest.raises(ModelFileError, match=r"linear.weight is \[8, 32\], its config says \[9, 32\]"):
+        read_pipeline(path)
+    os.unlink(os.path.join(dense, "pytorch_model.bin"))
+    with pytest.raises(ModelFileError, match="holds no Dense weights"):
+        read_pipeline(path)
