@@ -68,7 +68,10 @@ def describe_bundle(path: str) -> dict[str, Any]:
     from dataclasses import asdict
 
     from litert_torch.generative.bundle import BundleInfo, read_bundle
+    from litert_torch.generative.embedding_runner import is_embedding_bundle
 
+    if is_embedding_bundle(path):
+        return _describe_embedding_bundle(path)
     try:
         bundle = read_bundle(path)
     except ModelFileError as exc:
@@ -80,6 +83,22 @@ def describe_bundle(path: str) -> dict[str, Any]:
         "max_history_size": bundle.max_history_size,
         "state_buffers": [asdict(b) for b in bundle.state_buffers],
     }
+    return summary
+
+
+def _describe_embedding_bundle(path: str) -> dict[str, Any]:
+    """describe() of a text-embedding bundle's encoder, with its other sections (docs/EMBEDDINGS.md)."""
+    from litert_torch.generative.embedding_runner import read_embedding_bundle
+
+    try:
+        bundle = read_embedding_bundle(path)
+    except ModelFileError as exc:
+        raise BadInput(str(exc)) from None
+    summary = describe(bundle.encoder, f"{path} (its text encoder)")
+    summary["bundle"] = {"path": path, "kind": "text_embedding", "model_type": bundle.model_type,
+                         "tokenizer_bytes": len(bundle.tokenizer.encode()), "bos_token_id": bundle.bos_token_id,
+                         "eos_token_id": bundle.eos_token_id, "max_input_length": bundle.max_input_length,
+                         "embedder_bytes": len(bundle.embedder)}
     return summary
 
 
@@ -159,6 +178,11 @@ def render(summary: dict[str, Any]) -> str:
 
 
 def _render_bundle(bundle: dict[str, Any]) -> list[str]:
+    if bundle.get("kind") == "text_embedding":
+        return [f"{bundle['path']}: LiteRT-LM text-embedding bundle ({bundle['model_type']})",
+                f"  tokens: start {bundle['bos_token_id']}, end {bundle['eos_token_id']}, at most "
+                f"{bundle['max_input_length']}",
+                f"  tokenizer: {_mb(bundle['tokenizer_bytes'])}; embedder: {_mb(bundle['embedder_bytes'])}"]
     template = bundle["chat_template"]
     shown = "none" if not template else (repr(template[:60]) + (f" ... ({len(template)} characters)"
                                                                 if len(template) > 60 else ""))

@@ -546,24 +546,31 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
 # ---- export-hf -------------------------------------------------------------------------------------------------
 @cli.command("export-hf", help="Export a Hugging Face causal LM (MODEL_DIR, saved with save_pretrained: config, "
                                "safetensors, tokenizer) to a LiteRT-LM bundle (.litertlm) with prefill/decode "
-                               "signatures and a KV cache.\n\n" + EXIT_CODES)
+                               "signatures and a KV cache; or, with --task text_embedding, a text encoder (BERT, "
+                               "ModernBERT, EmbeddingGemma) to an embedding bundle (docs/EMBEDDINGS.md).\n\n"
+                               + EXIT_CODES)
 @click.argument("model_dir")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The .litertlm bundle to write (a .tflite path writes the model alone).")
-@click.option("--prefill", default="256", show_default=True, metavar="N[,N...]",
-              help="Prefill signature lengths, comma-separated.")
-@click.option("--cache", "cache_length", default=4096, show_default=True, type=int,
-              help="KV cache length: the longest prompt plus generated text.")
+@click.option("--task", type=click.Choice(["text_generation", "text_embedding"]), default=None,
+              help="What to export; default: text_embedding when config.json is an encoder's, else text_generation.")
+@click.option("--prefill", default=None, metavar="N[,N...]",
+              help="Prefill signature lengths, comma-separated [default: 256]; for text_embedding the encoder's "
+                   "input lengths [default: the model's limit, at most 512].")
+@click.option("--cache", "cache_length", default=None, type=int,
+              help="KV cache length: the longest prompt plus generated text [default: 4096].")
 @click.option("--quantize", default="dynamic_wi8_afp32", show_default=True, metavar="RECIPE",
               help="none (float), fp16, dynamic-int8, an ai-edge-quantizer recipe name (dynamic_wi8_afp32, "
                    "dynamic_wi4b32_afp32, ...) or a recipe .json file.")
-@click.option("--keep-tflite", is_flag=True, help="Also write the .tflite model beside the bundle.")
+@click.option("--keep-tflite", is_flag=True, help="Also write the .tflite model beside the bundle (for "
+              "text_embedding: embedder.tflite, encoder.tflite and tokenizer.json).")
 @click.option("--trust-remote-code", is_flag=True, help="Let transformers run the model directory's own code.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @common_options
 @handled
-def export_hf(model_dir, output, prefill, cache_length, quantize, keep_tflite, trust_remote_code, force, quiet, debug):
-    from litert_torch.generative.export_hf.export import export_files
+def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tflite, trust_remote_code, force, quiet,
+              debug):
+    from litert_torch.generative.export_hf.export import TEXT_EMBEDDING, export_files, resolve_task
 
     if os.path.isdir(output):
         raise BadInput(f"{output} is a directory")
@@ -572,9 +579,16 @@ def export_hf(model_dir, output, prefill, cache_length, quantize, keep_tflite, t
     if not os.path.isdir(model_dir):
         raise BadInput(f"{model_dir} is not a directory", "give a Hugging Face model directory (save_pretrained)")
     try:
-        lengths = [int(p) for p in prefill.split(",") if p.strip()]
+        lengths = [int(p) for p in (prefill or "").split(",") if p.strip()] or None
     except ValueError:
         raise BadInput(f"malformed --prefill {prefill!r}", "give comma-separated token counts, e.g. 32,128") from None
+    task = resolve_task(task, model_dir)
+    if task == TEXT_EMBEDDING:
+        _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
+                          debug)
+        return
+    lengths = lengths or [256]
+    cache_length = 4096 if cache_length is None else cache_length
     is_tflite = output.endswith(".tflite")
     tflite_path = output if is_tflite else (os.path.splitext(output)[0] + ".tflite" if keep_tflite else None)
     console = make_console()
@@ -595,6 +609,30 @@ def export_hf(model_dir, output, prefill, cache_length, quantize, keep_tflite, t
     if not quiet:
         size = os.path.getsize(output)
         console.print(f"wrote {output} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
+
+
+def _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
+                      debug) -> None:
+    from litert_torch.generative.embedding import export_embedding
+
+    if cache_length is not None:
+        raise BadInput("--cache does not apply to --task text_embedding", "an encoder has no KV cache")
+    if not output.endswith(".litertlm"):
+        raise BadInput(f"{output}: a text-embedding export writes a .litertlm bundle",
+                       "give an output path ending in .litertlm")
+    quiet_torch(debug)
+    console = make_console()
+    start = time.perf_counter()
+
+    def progress(stage: str) -> None:
+        if not quiet:
+            console.print(f"[{time.perf_counter() - start:6.1f} s] {stage}")
+
+    export_embedding(model_dir, output, lengths=lengths, quantization_recipe=quantize,
+                     keep_folder=os.path.dirname(os.path.abspath(output)) if keep_tflite else None,
+                     trust_remote_code=trust_remote_code, progress=progress)
+    if not quiet:
+        console.print(f"wrote {output} ({os.path.getsize(output) / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
 
 
 def _interrupted(signum, frame) -> None:

@@ -8,10 +8,12 @@
     for piece in llm.generate("Once upon a time", max_new_tokens=32):
         print(piece, end="", flush=True)
 
-See docs/LLM.md for the architectures, signatures, cache layout and options.
+See docs/LLM.md for the architectures, signatures, cache layout and options; docs/EMBEDDINGS.md for text
+embeddings (`export.export(model=..., output_dir=..., task="text_embedding")`, then `load(bundle).embed(texts)`).
 """
 
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError
+from litert_torch.generative.embedding_runner import EmbeddingRunner, InputTooLongError
 from litert_torch.generative.runner import CacheFullError, LlmRunner, Sampling, load
 
 
@@ -24,5 +26,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CacheFullError", "LlmConfig", "LlmRunner", "LlmValidationReport", "Sampling", "UnsupportedModelError",
+__all__ = ["CacheFullError", "EmbeddingRunner", "InputTooLongError", "LlmConfig", "LlmRunner", "LlmValidationReport", "Sampling", "UnsupportedModelError",
            "load", "validate_llm"]

@@ -220,7 +220,8 @@ class LlmRunner:
 
 def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
     """A runner for a converted LLM: a .litertlm bundle (its model and tokenizer) or the exporter's .tflite (with
-    the tokenizer.json beside it, when there is one)."""
+    the tokenizer.json beside it, when there is one). A text-embedding bundle gives an `EmbeddingRunner`
+    (`embed(texts)`, see embedding_runner.py)."""
     import os
 
     path = os.fspath(path)
@@ -228,6 +229,10 @@ def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
         raise ModelInputError(f"{path} does not exist")
     tokenizer_text = None
     if path.endswith(".litertlm"):
+        from litert_torch.generative import embedding_runner
+
+        if embedding_runner.is_embedding_bundle(path):
+            return embedding_runner.load_embedding(path, num_threads=num_threads)
         from litert_torch.generative.bundle import unpack_bundle
 
         flatbuffer, tokenizer_text = unpack_bundle(path)

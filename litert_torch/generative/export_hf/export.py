@@ -35,10 +35,32 @@ DEFAULT_RECIPE = "dynamic_wi8_afp32"
 FLOAT_RECIPES = ("", "none", "null", "false", "float", "fp32")
 
 
+TEXT_GENERATION = "text_generation"
+TEXT_EMBEDDING = "text_embedding"  # ours: the official exporter has no embedding task
+
+
+def resolve_task(task: Any, model: Any) -> str:
+    """`task` checked, or when None the task the model directory's config.json implies (an encoder such as
+    BERT or EmbeddingGemma: text_embedding; anything else: text_generation)."""
+    from litert_torch.generative.embedding_source import directory_task
+
+    if task is None:
+        return directory_task(model)
+    name = str(getattr(task, "value", task)).lower()
+    if name not in (TEXT_GENERATION, TEXT_EMBEDDING):
+        raise InvalidArgumentError(f"task {task!r} is not supported: use text_generation or text_embedding")
+    if name == TEXT_GENERATION and directory_task(model) == TEXT_EMBEDDING:
+        from litert_torch.generative.config import UnsupportedModelError
+
+        raise UnsupportedModelError(f"the config.json of {os.fspath(model)} describes a text encoder, which has no "
+                                    f"text_generation export: use task='text_embedding'")
+    return name
+
+
 def export(
     model: Any,
     output_dir: str | os.PathLike,
-    task: str = "text_generation",
+    task: str | None = None,
     keep_temporary_files: bool = False,
     trust_remote_code: bool = False,
     prefill_lengths: Sequence[int] | None = None,
@@ -54,8 +76,10 @@ def export(
     **official_options: Any,
 ) -> str:
     """Convert `model` (a Hugging Face model directory, or a transformers *ForCausalLM with `tokenizer=`) and
-    write `output_dir/model.litertlm` (and `model.tflite` and `tokenizer.json` when `keep_temporary_files`, or
-    only `model.tflite` when `bundle_litert_lm` is False). Returns the path of the bundle (or of the .tflite).
+    write `output_dir/model.litertlm`. `task`: "text_generation", or "text_embedding" for an encoder (see
+    docs/EMBEDDINGS.md); None reads it from the directory's config.json. For text_generation it writes
+    `model.tflite` and `tokenizer.json` beside the bundle when `keep_temporary_files`, or only `model.tflite`
+    when `bundle_litert_lm` is False. Returns the path of the bundle (or of the .tflite).
 
     The arguments are the official exporter's, in its order, with its defaults: `prefill_lengths` (256,), one
     `prefill_<N>` signature per length; `cache_length` 4096, the KV cache size (the longest prompt + generated
@@ -67,8 +91,16 @@ def export(
     given = sorted(k for k, v in official_options.items() if v not in (None, False))
     if given:
         raise InvalidArgumentError(f"export option(s) {', '.join(given)} are not supported by this exporter")
-    if str(getattr(task, "value", task)).lower() != "text_generation":
-        raise InvalidArgumentError(f"task {task!r} is not supported: only text_generation")
+    task = resolve_task(task, model)
+    if task == TEXT_EMBEDDING:
+        from litert_torch.generative.embedding import export_embedding_task
+
+        return export_embedding_task(model, output_dir, keep_temporary_files=keep_temporary_files,
+                                     trust_remote_code=trust_remote_code, prefill_lengths=prefill_lengths,
+                                     cache_length=cache_length, quantization_recipe=quantization_recipe,
+                                     enable_dynamic_shape=enable_dynamic_shape,
+                                     auto_model_override=auto_model_override, use_jinja_template=use_jinja_template,
+                                     bundle_litert_lm=bundle_litert_lm, tokenizer=tokenizer, progress=progress)
     if enable_dynamic_shape:
         raise InvalidArgumentError("enable_dynamic_shape is not supported: the exporter writes one static "
                                    "prefill_<N> signature per length in prefill_lengths")
