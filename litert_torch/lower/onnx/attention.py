@@ -18,7 +18,7 @@ def _heads(ctx, x: ir.Tensor, heads: int) -> ir.Tensor:
 
 
 @onnx_op("Attention")
-def attention(ctx, node, inputs, attrs):
+def attention(ctx, node, inputs, attrs) -> list[ir.Tensor | None]:
     """Scaled dot-product attention as ONNX defines it: 3-D inputs split into heads (q_num_heads,
     kv_num_heads), past_key / past_value concatenated in front of K and V (the present outputs), boolean or
     additive masks (padded with masked positions to the key length), a bottom-right causal mask after the past and

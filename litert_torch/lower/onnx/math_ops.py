@@ -52,14 +52,14 @@ def _float_only(ctx, node, x):
 
 
 @onnx_op("Softplus")
-def softplus(ctx, node, inputs, attrs):
+def softplus(ctx, node, inputs, attrs) -> ir.Tensor:
     """log(1 + exp(x)), as relu(x) + log1p(exp(-|x|))."""
     _float_only(ctx, node, inputs[0])
     return _softplus(ctx, inputs[0])
 
 
 @onnx_op("Softsign")
-def softsign(ctx, node, inputs, attrs):
+def softsign(ctx, node, inputs, attrs) -> ir.Tensor:
     """x / (1 + |x|)."""
     x = inputs[0]
     _float_only(ctx, node, x)
@@ -68,7 +68,7 @@ def softsign(ctx, node, inputs, attrs):
 
 
 @onnx_op("Mish")
-def mish(ctx, node, inputs, attrs):
+def mish(ctx, node, inputs, attrs) -> ir.Tensor:
     """x * tanh(softplus(x))."""
     x = inputs[0]
     _float_only(ctx, node, x)
@@ -76,7 +76,7 @@ def mish(ctx, node, inputs, attrs):
 
 
 @onnx_op("Swish")
-def swish(ctx, node, inputs, attrs):
+def swish(ctx, node, inputs, attrs) -> ir.Tensor:
     """x * sigmoid(alpha * x)."""
     x = inputs[0]
     alpha = float(attrs.get("alpha", 1.0))
@@ -85,7 +85,7 @@ def swish(ctx, node, inputs, attrs):
 
 
 @onnx_op("Selu", "Celu")
-def selu_celu(ctx, node, inputs, attrs):
+def selu_celu(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.elu's scaled forms: Selu = elu(x, alpha, scale=gamma), Celu = elu(x, alpha, input_scale=1/alpha)."""
     x = inputs[0]
     if node.op_type == "Selu":
@@ -99,7 +99,7 @@ def selu_celu(ctx, node, inputs, attrs):
 
 
 @onnx_op("ThresholdedRelu")
-def thresholded_relu(ctx, node, inputs, attrs):
+def thresholded_relu(ctx, node, inputs, attrs) -> ir.Tensor:
     """x where x > alpha, else 0 (SELECT_V2)."""
     x = inputs[0]
     keep = ctx.emit("GREATER", [x, _scalar(ctx, float(attrs.get("alpha", 1.0)), x)], x.shape, np.bool_)
@@ -107,7 +107,7 @@ def thresholded_relu(ctx, node, inputs, attrs):
 
 
 @onnx_op("Shrink")
-def shrink(ctx, node, inputs, attrs):
+def shrink(ctx, node, inputs, attrs) -> ir.Tensor:
     """x + bias below -lambd, x - bias above lambd, 0 between (float inputs; the bounds and bias in the input's
     type)."""
     x = inputs[0]
@@ -121,20 +121,20 @@ def shrink(ctx, node, inputs, attrs):
 
 
 @onnx_op("Xor")
-def xor(ctx, node, inputs, attrs):
+def xor(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.logical_xor (NOT_EQUAL of bools, broadcasting)."""
     return aten_fn(aten.logical_xor.default)(ctx, node, inputs[0], inputs[1])
 
 
 @onnx_op("BitwiseXor", uint32="bits")
-def bitwise_xor(ctx, node, inputs, attrs):
+def bitwise_xor(ctx, node, inputs, attrs) -> ir.Tensor:
     """BITWISE_XOR (broadcasting)."""
     a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
     return ctx.emit("BITWISE_XOR", [a, b], out_shape(node), a.dtype)
 
 
 @onnx_op("BitwiseNot", uint32="bits")
-def bitwise_not(ctx, node, inputs, attrs):
+def bitwise_not(ctx, node, inputs, attrs) -> ir.Tensor:
     """BITWISE_XOR with all ones (-1, or the type's maximum for an unsigned type)."""
     x = tensor(ctx, inputs[0])
     dtype = np.dtype(x.dtype)
@@ -143,20 +143,20 @@ def bitwise_not(ctx, node, inputs, attrs):
 
 
 @onnx_op("BitwiseAnd", "BitwiseOr", uint32="bits")
-def bitwise_and_or(ctx, node, inputs, attrs):
+def bitwise_and_or(ctx, node, inputs, attrs) -> ir.Tensor:
     """TFLite has no AND or OR of integers: as aten.bitwise_and / bitwise_or (`elementwise.integer_and_or`)."""
     a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
     return integer_and_or(ctx, a, b, out_shape(node), a.dtype, "or" if node.op_type == "BitwiseOr" else "and")
 
 
 @onnx_op("Det")
-def det(ctx, node, inputs, attrs):
+def det(ctx, node, inputs, attrs) -> ir.Tensor:
     """The determinant of each matrix (lower/aten/linalg.py: elimination with partial pivoting)."""
     return linalg.determinant(ctx, tensor(ctx, inputs[0]), "Det")
 
 
 @onnx_op("LRN")
-def lrn(ctx, node, inputs, attrs):
+def lrn(ctx, node, inputs, attrs) -> ir.Tensor:
     """x / (bias + alpha / size * s)^beta, s the sum of squares over the `size` channels around each one
     (floor((size - 1) / 2) before, the rest after, within the tensor): the squares padded with zeros along the
     channel axis and summed over `size` shifted slices."""
@@ -196,25 +196,25 @@ def _window(ctx, node, inputs, attrs, terms: list[tuple[float, float]]):
 
 
 @onnx_op("HannWindow")
-def hann_window(ctx, node, inputs, attrs):
+def hann_window(ctx, node, inputs, attrs) -> ir.Tensor:
     """0.5 - 0.5 cos(2 pi n / N), a constant."""
     return _window(ctx, node, inputs, attrs, [(0, 0.5), (1, -0.5)])
 
 
 @onnx_op("HammingWindow")
-def hamming_window(ctx, node, inputs, attrs):
+def hamming_window(ctx, node, inputs, attrs) -> ir.Tensor:
     """25/46 - 21/46 cos(2 pi n / N), a constant."""
     return _window(ctx, node, inputs, attrs, [(0, 25 / 46), (1, -21 / 46)])
 
 
 @onnx_op("BlackmanWindow")
-def blackman_window(ctx, node, inputs, attrs):
+def blackman_window(ctx, node, inputs, attrs) -> ir.Tensor:
     """0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N), a constant."""
     return _window(ctx, node, inputs, attrs, [(0, 0.42), (1, -0.5), (2, 0.08)])
 
 
 @onnx_op("Mean")
-def mean(ctx, node, inputs, attrs):
+def mean(ctx, node, inputs, attrs) -> ir.Tensor:
     """The broadcast sum of the inputs divided by their count, in the order ONNX's reference adds them."""
     shape = out_shape(node)
     xs = [tensor(ctx, t) for t in inputs]
@@ -278,12 +278,15 @@ def _reduction(ctx, node, inputs, attrs, run_time: bool):
     return after(ctx, y) if after else y
 
 
-for _name in REDUCTION_FORMS:
-    onnx_op(_name, parameters={1})(lambda ctx, node, inputs, attrs: _reduction(ctx, node, inputs, attrs, False))
+@onnx_op(*REDUCTION_FORMS, parameters={1})
+def reduce_transformed_static(ctx, node, inputs, attrs) -> ir.Tensor:
+    """The ONNX reductions of a transformed input: ABS, MUL (a square), SUM or REDUCE_PROD over the constant
+    axes, then SQRT or LOG."""
+    return _reduction(ctx, node, inputs, attrs, False)
 
 
 @runtime_shaped(*REDUCTION_FORMS, inputs={1}, shapes=_reduce_shapes)
-def reduce_transformed(ctx, node, inputs, attrs):
+def reduce_transformed(ctx, node, inputs, attrs) -> ir.Tensor:
     """The ONNX reductions of a transformed input: ABS, MUL (a square), SUM or REDUCE_PROD over the run-time
     axes, then SQRT or LOG."""
     return _reduction(ctx, node, inputs, attrs, True)
@@ -328,11 +331,18 @@ def _log_sum_exp(ctx, node, inputs, attrs, run_time: bool):
     return _add(ctx, exact.log(ctx, s), ctx.reshape(m, s.shape))
 
 
-onnx_op("ReduceLogSumExp", parameters={1})(
-    lambda ctx, node, inputs, attrs: _log_sum_exp(ctx, node, inputs, attrs, False))
-runtime_shaped("ReduceLogSumExp", inputs={1}, shapes=_reduce_shapes,
-               doc="REDUCE_MAX, SUB, EXP, SUM and LOG over the run-time axes")(
-    lambda ctx, node, inputs, attrs: _log_sum_exp(ctx, node, inputs, attrs, True))
+@onnx_op("ReduceLogSumExp", parameters={1})
+def reduce_log_sum_exp(ctx, node, inputs, attrs) -> ir.Tensor:
+    """m + log(sum(exp(x - m))) over the constant axes, m the largest value of each reduced slice (0 where it is
+    infinite): REDUCE_MAX, SUB, EXP, SUM and LOG."""
+    return _log_sum_exp(ctx, node, inputs, attrs, False)
+
+
+@runtime_shaped("ReduceLogSumExp", inputs={1}, shapes=_reduce_shapes,
+                doc="REDUCE_MAX, SUB, EXP, SUM and LOG over the run-time axes")
+def reduce_log_sum_exp_run_time(ctx, node, inputs, attrs) -> ir.Tensor:
+    """ReduceLogSumExp over axes computed at run time."""
+    return _log_sum_exp(ctx, node, inputs, attrs, True)
 
 
 # ---- scans -------------------------------------------------------------------------------------------------
@@ -349,7 +359,7 @@ def _scan_axis(ctx, node, x, axis) -> ir.Tensor | int:
 
 
 @onnx_op("CumSum")
-def cumsum(ctx, node, inputs, attrs):
+def cumsum(ctx, node, inputs, attrs) -> ir.Tensor:
     """CUMSUM, whose exclusive and reverse options are ONNX's; the axis a constant or a run-time value."""
     x = inputs[0]
     axis = _scan_axis(ctx, node, x, inputs[1])
@@ -362,7 +372,7 @@ def cumsum(ctx, node, inputs, attrs):
 
 
 @onnx_op("CumProd")
-def cumprod(ctx, node, inputs, attrs):
+def cumprod(ctx, node, inputs, attrs) -> ir.Tensor:
     """The running product by log2(n) doubling steps of MUL with a shifted copy; exclusive starts from 1,
     reverse runs from the end. An axis computed at run time selects among the products along every axis."""
     x = inputs[0]
@@ -396,7 +406,7 @@ def _topk_attrs(ctx, node, x, attrs):
 
 
 @onnx_op("TopK", parameters=[1])
-def topk(ctx, node, inputs, attrs):
+def topk(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor]:
     """as aten.topk (largest or smallest, sorted; equal values in index order)."""
     x = inputs[0]
     axis, largest = _topk_attrs(ctx, node, x, attrs)
@@ -414,7 +424,7 @@ def _topk_shapes(inputs, attrs, n, runtime, fresh):
 
 
 @runtime_shaped("TopK", inputs={1}, shapes=_topk_shapes)
-def topk_run_time(ctx, node, inputs, attrs):
+def topk_run_time(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor]:
     """TOPK_V2 with K read at run time, over the axis moved last (and back)."""
     x = inputs[0]
     axis, largest = _topk_attrs(ctx, node, x, attrs)
@@ -424,7 +434,7 @@ def topk_run_time(ctx, node, inputs, attrs):
 
 
 @onnx_op("Hardmax")
-def hardmax(ctx, node, inputs, attrs):
+def hardmax(ctx, node, inputs, attrs) -> ir.Tensor:
     """1 at the first largest value along `axis`, 0 elsewhere: ARG_MAX, then EQUAL with the positions."""
     x = inputs[0]
     axis = int(attrs.get("axis", -1)) % max(x.rank, 1)
@@ -442,7 +452,7 @@ def hardmax(ctx, node, inputs, attrs):
 
 # ---- normalisation and layout ------------------------------------------------------------------------------
 @onnx_op("LpNormalization")
-def lp_normalization(ctx, node, inputs, attrs):
+def lp_normalization(ctx, node, inputs, attrs) -> ir.Tensor:
     """x / ||x||_p along `axis` (p = 1: SUM of ABS; p = 2: SQRT of the SUM of squares); 0 where the norm is 0,
     as ONNX's reference gives."""
     x = inputs[0]
@@ -461,7 +471,7 @@ def lp_normalization(ctx, node, inputs, attrs):
 
 
 @onnx_op("SpaceToDepth")
-def space_to_depth(ctx, node, inputs, attrs):
+def space_to_depth(ctx, node, inputs, attrs) -> ir.Tensor:
     """DCR mode (ONNX's default, channel order (r1, r2, c), TFLite's) as SPACE_TO_DEPTH between NHWC
     transposes; CRD mode (order (c, r1, r2)) as aten.pixel_unshuffle."""
     x, r = inputs[0], int(attrs["blocksize"])
@@ -489,7 +499,7 @@ def _reduction_mode(ctx, node, attrs) -> str:
 
 
 @onnx_op("ScatterElements")
-def scatter_elements(ctx, node, inputs, attrs):
+def scatter_elements(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.scatter / scatter_add / scatter_reduce (with x's own values) along `axis` (lower/aten/scatter.py)."""
     x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
     axis = int(attrs.get("axis", 0)) % max(x.rank, 1)
@@ -502,7 +512,7 @@ def scatter_elements(ctx, node, inputs, attrs):
 
 
 @onnx_op("ScatterND")
-def scatter_nd(ctx, node, inputs, attrs):
+def scatter_nd(ctx, node, inputs, attrs) -> ir.Tensor:
     """SCATTER_ND of the updates at the index tuples (each naming a slice of the leading axes), added to x,
     written over it, or multiplied / maximised / minimised with it (lower/aten/scatter.py)."""
     x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
@@ -572,7 +582,7 @@ def _nll(ctx, node, log_prob: ir.Tensor, target: ir.Tensor, weight, attrs) -> ir
 
 
 @onnx_op("NegativeLogLikelihoodLoss")
-def negative_log_likelihood_loss(ctx, node, inputs, attrs):
+def negative_log_likelihood_loss(ctx, node, inputs, attrs) -> ir.Tensor:
     """The negative log-likelihood of each target class (with its weight, ignore_index), reduced by none,
     sum or mean."""
     weight = inputs[2] if len(inputs) > 2 else None
@@ -580,7 +590,7 @@ def negative_log_likelihood_loss(ctx, node, inputs, attrs):
 
 
 @onnx_op("SoftmaxCrossEntropyLoss")
-def softmax_cross_entropy_loss(ctx, node, inputs, attrs):
+def softmax_cross_entropy_loss(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor | None]:
     """LOG_SOFTMAX over the class axis (moved last and back), then the negative log-likelihood loss; the
     log-probabilities are the second output."""
     scores = inputs[0]
@@ -627,7 +637,7 @@ def _counts(ctx: LoweringContext, *sizes: Any) -> None:
 
 @onnx_op("NonZero")
 @runtime_shaped("NonZero", inputs={0}, shapes=_nonzero_shapes)
-def nonzero(ctx, node, inputs, attrs):
+def nonzero(ctx, node, inputs, attrs) -> ir.Tensor:
     """The coordinates of the nonzero elements, one column each in row-major order ([rank, count]), their count
     decided when the model runs: WHERE, transposed."""
     x = tensor(ctx, inputs[0])
@@ -648,7 +658,7 @@ def _compress_shapes(inputs, attrs, n, runtime, fresh):
 
 @onnx_op("Compress")
 @runtime_shaped("Compress", inputs={1}, shapes=_compress_shapes)
-def compress(ctx, node, inputs, attrs):
+def compress(ctx, node, inputs, attrs) -> ir.Tensor:
     """The slices of the input (flattened without `axis`) where the 1-D condition is true, their count decided
     when the model runs: WHERE of the condition, then GATHER. A condition shorter than the axis selects among
     the first slices only, as ONNX defines it."""

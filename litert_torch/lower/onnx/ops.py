@@ -17,7 +17,7 @@ from litert_torch.lower.common import exact
 from litert_torch.lower.onnx import (  # noqa: F401 (register their ops)
     attention, math_ops, qdq, resize, rnn, window,
 )
-from litert_torch.lower.onnx.registry import aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor
+from litert_torch.lower.onnx.registry import OnnxFn, aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor
 from litert_torch.lower.common.registry import lowering_for, numpy_dtype
 from litert_torch.symbolic import Sym, all_static, smax, smin
 
@@ -41,8 +41,8 @@ _UNARY = {
 _UINT16_IN_RANGE = {"Relu", "Abs"}
 
 
-def _unary(target):
-    def lower(ctx, node, inputs, attrs):
+def _unary(target) -> OnnxFn:
+    def lower(ctx, node, inputs, attrs) -> ir.Tensor:
         return aten_fn(target)(ctx, node, inputs[0])
     return lower
 
@@ -52,14 +52,14 @@ for _name, _target in _UNARY.items():
 
 
 @onnx_op("Sign", same_shape=True)
-def sign(ctx, node, inputs, attrs):
+def sign(ctx, node, inputs, attrs) -> ir.Tensor:
     """SIGN (NaN stays NaN, as ONNX's reference gives; PyTorch's sign gives 0 there)."""
     return ctx.emit("SIGN", [inputs[0]], like=inputs[0])
 
 
 @onnx_op("Identity", same_shape=True, uint16_in_range=True, uint32="bits")
 @onnx_op("Dropout")
-def identity(ctx, node, inputs, attrs):
+def identity(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor | None]:
     """The input itself (Dropout in inference: its mask all true)."""
     if node.op_type != "Dropout":
         return inputs[0]
@@ -77,25 +77,25 @@ def identity(ctx, node, inputs, attrs):
 
 
 @onnx_op("LeakyRelu", same_shape=True)
-def leaky_relu(ctx, node, inputs, attrs):
+def leaky_relu(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.leaky_relu (alpha)."""
     return aten_fn(aten.leaky_relu.default)(ctx, node, inputs[0], attrs.get("alpha", 0.01))
 
 
 @onnx_op("Elu", same_shape=True)
-def elu(ctx, node, inputs, attrs):
+def elu(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.elu (alpha)."""
     return aten_fn(aten.elu.default)(ctx, node, inputs[0], attrs.get("alpha", 1.0))
 
 
 @onnx_op("Gelu", same_shape=True)
-def gelu(ctx, node, inputs, attrs):
+def gelu(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.gelu (approximate none or tanh)."""
     return aten_fn(aten.gelu.default)(ctx, node, inputs[0], attrs.get("approximate", "none"))
 
 
 @onnx_op("HardSigmoid", same_shape=True)
-def hard_sigmoid(ctx, node, inputs, attrs):
+def hard_sigmoid(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.hardsigmoid for alpha 1/6, beta 0.5; otherwise clamp(alpha * x + beta, 0, 1)."""
     alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
     x = inputs[0]
@@ -106,7 +106,7 @@ def hard_sigmoid(ctx, node, inputs, attrs):
 
 
 @onnx_op("Clip", parameters=[1, 2], runtime_parameters=[1, 2], same_shape=True)
-def clip(ctx, node, inputs, attrs):
+def clip(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.clamp (bounds are inputs since opset 11; bounds known only at run time as aten.clamp.Tensor)."""
     bounds = [inputs[k] if len(inputs) > k else None for k in (1, 2)]
     if any(isinstance(b, ir.Tensor) and not b.is_constant for b in bounds):  # bounds known only at run time
@@ -116,7 +116,7 @@ def clip(ctx, node, inputs, attrs):
 
 
 @onnx_op("PRelu")
-def prelu(ctx, node, inputs, attrs):
+def prelu(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.prelu (slope broadcast over the channel axis)."""
     x, slope = inputs
     if slope.is_constant and slope.size == (x.shape[1] if x.rank > 1 else 1):
@@ -131,8 +131,8 @@ _BINARY = {"Add": aten.add.Tensor, "Sub": aten.sub.Tensor, "Mul": aten.mul.Tenso
            "Or": aten.logical_or.default}
 
 
-def _binary(target):
-    def lower(ctx, node, inputs, attrs):
+def _binary(target) -> OnnxFn:
+    def lower(ctx, node, inputs, attrs) -> ir.Tensor:
         result = inputs[0]
         for other in inputs[1:]:  # Max/Min/Sum take any number of inputs
             result = aten_fn(target)(ctx, node, result, other)
@@ -152,7 +152,7 @@ onnx_op("Sum", doc="as aten.add, pairwise")(_binary(aten.add.Tensor))
 
 
 @onnx_op("Div", uint16_in_range=True)
-def div(ctx, node, inputs, attrs):
+def div(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.div; integer division truncates, as ONNX defines it."""
     a, b = inputs
     if node.value.dtype.is_floating_point:
@@ -161,7 +161,7 @@ def div(ctx, node, inputs, attrs):
 
 
 @onnx_op("Pow")
-def power(ctx, node, inputs, attrs):
+def power(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.pow: a constant scalar exponent takes the exact forms (MUL, SQRT, ...)."""
     x, e = inputs
     if isinstance(e, ir.Tensor) and e.is_constant and e.size == 1:
@@ -170,19 +170,19 @@ def power(ctx, node, inputs, attrs):
 
 
 @onnx_op("Where", uint16_in_range=True, uint32="bits")
-def where(ctx, node, inputs, attrs):
+def where(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.where."""
     return aten_fn(aten.where.self)(ctx, node, *inputs)
 
 
 @onnx_op("Cast", "CastLike")
-def cast(ctx, node, inputs, attrs):
+def cast(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten._to_copy to the target type (CastLike: the second input's type)."""
     return aten_fn(aten._to_copy.default)(ctx, node, inputs[0], dtype=node.value.dtype)
 
 
 @onnx_op("Mod", uint16_in_range=True)
-def mod(ctx, node, inputs, attrs):
+def mod(ctx, node, inputs, attrs) -> ir.Tensor:
     """fmod=0 (integers): as aten.remainder, the sign of the divisor; fmod=1: C's fmod, the sign of the
     dividend, exact for floats and integers (`elementwise.fmod`)."""
     a, b = (tensor(ctx, v) for v in inputs)
@@ -192,7 +192,7 @@ def mod(ctx, node, inputs, attrs):
 
 
 @onnx_op("Trilu", parameters=[1], runtime_parameters=[1])
-def trilu(ctx, node, inputs, attrs):
+def trilu(ctx, node, inputs, attrs) -> ir.Tensor:
     """SELECT_V2 of x and 0 by a mask of the kept triangle (j - i >= k above, <= k below): a constant, or computed
     when the model runs for a k known only then.
 
@@ -215,14 +215,14 @@ def trilu(ctx, node, inputs, attrs):
 
 
 @onnx_op("IsNaN")
-def is_nan(ctx, node, inputs, attrs):
+def is_nan(ctx, node, inputs, attrs) -> ir.Tensor:
     """NOT_EQUAL(x, x): only NaN differs from itself."""
     x = inputs[0]
     return ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_)
 
 
 @onnx_op("IsInf")
-def is_inf(ctx, node, inputs, attrs):
+def is_inf(ctx, node, inputs, attrs) -> ir.Tensor:
     """EQUAL(ABS(x), inf), or the sign-restricted comparison when detect_negative/positive is off."""
     x = inputs[0]
     pos, neg = attrs.get("detect_positive", 1), attrs.get("detect_negative", 1)
@@ -235,13 +235,13 @@ def is_inf(ctx, node, inputs, attrs):
 
 # ---- linear algebra ----------------------------------------------------------------------------------------
 @onnx_op("MatMul")
-def matmul(ctx, node, inputs, attrs):
+def matmul(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.matmul."""
     return aten_fn(aten.matmul.default)(ctx, node, *inputs)
 
 
 @onnx_op("Gemm")
-def gemm(ctx, node, inputs, attrs):
+def gemm(ctx, node, inputs, attrs) -> ir.Tensor:
     """alpha * A' B' + beta * C as aten.linear (FULLY_CONNECTED) when B is constant, else a matmul."""
     a, b = inputs[0], inputs[1]
     c = inputs[2] if len(inputs) > 2 else None
@@ -279,7 +279,7 @@ def gemm(ctx, node, inputs, attrs):
 
 
 @onnx_op("Einsum")
-def einsum(ctx, node, inputs, attrs):
+def einsum(ctx, node, inputs, attrs) -> ir.Tensor:
     """Einsum of one or two operands: indices only one operand has and the output lacks are summed out of it
     first (SUM); one operand is then a transpose; two are one BATCH_MATMUL between transposes and reshapes
     (indices in both operands and the output batch, in both but not the output contract, in one operand and
@@ -327,7 +327,7 @@ def einsum(ctx, node, inputs, attrs):
 
 # ---- normalisation ------------------------------------------------------------------------------------------
 @onnx_op("BatchNormalization", same_shape=True)
-def batch_norm(ctx, node, inputs, attrs):
+def batch_norm(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor | None, ...]:
     """as aten._native_batch_norm_legit_no_training (constant statistics, folded into x * scale + shift);
     statistics fed at run time as (x - mean) * rsqrt(var + epsilon) * scale + B; training_mode normalizes by the
     batch's own mean and (population) variance and outputs the running statistics momentum updates."""
@@ -341,7 +341,7 @@ def batch_norm(ctx, node, inputs, attrs):
     return y[0] if isinstance(y, (tuple, list)) else y
 
 
-def _batch_norm_computed(ctx, node, x, params, attrs):
+def _batch_norm_computed(ctx, node, x, params, attrs) -> ir.Tensor | tuple[ir.Tensor | None, ...]:
     scale, bias, mean, var = params
     if x.dtype.kind != "f":
         raise ctx.fail("BatchNormalization of integers is not defined")
@@ -391,7 +391,7 @@ def _batch_norm_computed(ctx, node, x, params, attrs):
 
 
 @onnx_op("InstanceNormalization", same_shape=True)
-def instance_norm(ctx, node, inputs, attrs):
+def instance_norm(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.instance_norm with the input's own statistics."""
     x, scale, bias = inputs
     return aten_fn(aten.instance_norm.default)(ctx, node, x, tensor(ctx, scale), tensor(ctx, bias), None, None, True,
@@ -399,7 +399,7 @@ def instance_norm(ctx, node, inputs, attrs):
 
 
 @onnx_op("LayerNormalization", same_shape=True)
-def layer_norm(ctx, node, inputs, attrs):
+def layer_norm(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor | None, ir.Tensor | None]:
     """as aten.layer_norm over the axes from `axis` on."""
     x = inputs[0]
     scale = tensor(ctx, inputs[1]) if len(inputs) > 1 else None
@@ -424,7 +424,7 @@ def layer_norm(ctx, node, inputs, attrs):
 
 
 @onnx_op("RMSNormalization")
-def rms_norm(ctx, node, inputs, attrs):
+def rms_norm(ctx, node, inputs, attrs) -> ir.Tensor:
     """x * RSQRT(MEAN(x * x over the axes from `axis` on) + epsilon) * scale."""
     x = inputs[0]
     if x.dtype != np.float32:
@@ -442,7 +442,7 @@ def rms_norm(ctx, node, inputs, attrs):
 
 
 @onnx_op("GroupNormalization")
-def group_norm(ctx, node, inputs, attrs):
+def group_norm(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.group_norm (per-channel scale and bias, opset 21; per-group ones, opset 18, are expanded to their
     channels: at conversion for constants, by a GATHER for values computed at run time)."""
     x, scale, bias = inputs
@@ -463,13 +463,13 @@ def group_norm(ctx, node, inputs, attrs):
 
 
 @onnx_op("Softmax", same_shape=True)
-def softmax(ctx, node, inputs, attrs):
+def softmax(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten._softmax along `axis`."""
     return aten_fn(aten._softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
 
 
 @onnx_op("LogSoftmax", same_shape=True)
-def log_softmax(ctx, node, inputs, attrs):
+def log_softmax(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten._log_softmax along `axis`."""
     return aten_fn(aten._log_softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
 
@@ -477,13 +477,13 @@ def log_softmax(ctx, node, inputs, attrs):
 # ---- shapes and data movement -------------------------------------------------------------------------------
 @onnx_op("Reshape", "Squeeze", "Unsqueeze", parameters=[1], uint16_in_range=True, uint32="bits")
 @onnx_op("Flatten", uint16_in_range=True, uint32="bits")
-def reshape(ctx, node, inputs, attrs):
+def reshape(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.view: one RESHAPE to the inferred shape."""
     return aten_fn(aten.view.default)(ctx, node, inputs[0])
 
 
 @onnx_op("Transpose", uint16_in_range=True, uint32="bits")
-def transpose(ctx, node, inputs, attrs):
+def transpose(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.permute (the default permutation reverses the axes)."""
     x = inputs[0]
     perm = list(attrs.get("perm", reversed(range(x.rank))))
@@ -491,13 +491,13 @@ def transpose(ctx, node, inputs, attrs):
 
 
 @onnx_op("Concat", uint16_in_range=True, uint32="bits")
-def concat(ctx, node, inputs, attrs):
+def concat(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.cat."""
     return aten_fn(aten.cat.default)(ctx, node, [tensor(ctx, t) for t in inputs], attrs["axis"])
 
 
 @onnx_op("Split", parameters=[1], uint16_in_range=True, uint32="bits")
-def split(ctx, node, inputs, attrs):
+def split(ctx, node, inputs, attrs) -> list[ir.Tensor]:
     """as aten.split_with_sizes (sizes from the input, the attribute or equal parts)."""
     x = inputs[0]
     axis = attrs.get("axis", 0) % x.rank
@@ -510,7 +510,7 @@ def out_shape_each(node, axis: int) -> list[int]:
 
 
 @onnx_op("Slice", parameters=[1, 2, 3, 4], uint16_in_range=True, uint32="bits")
-def slice_op(ctx, node, inputs, attrs):
+def slice_op(ctx, node, inputs, attrs) -> ir.Tensor:
     """STRIDED_SLICE with constant starts, ends, axes and steps (clamped as ONNX clamps them); over a dynamic
     axis the clamped bounds are computed when the model runs."""
     x = inputs[0]
@@ -555,7 +555,7 @@ def size_limit(size) -> int:
 
 
 @onnx_op("Gather", parameters=[1], runtime_parameters=[1], uint16_in_range=True, uint32="bits")
-def gather(ctx, node, inputs, attrs):
+def gather(ctx, node, inputs, attrs) -> ir.Tensor:
     """GATHER along `axis` (negative indices wrapped); a constant table with run-time ids is an embedding."""
     x, idx = inputs
     axis = attrs.get("axis", 0)
@@ -575,7 +575,7 @@ def gather(ctx, node, inputs, attrs):
 
 
 @onnx_op("GatherND")
-def gather_nd(ctx, node, inputs, attrs):
+def gather_nd(ctx, node, inputs, attrs) -> ir.Tensor:
     """GATHER_ND of the index tuples (negative entries wrapped), the batch axes' own positions put in front of
     each tuple for batch_dims > 0; an index past its axis fails the invocation.
 
@@ -602,7 +602,7 @@ def gather_nd(ctx, node, inputs, attrs):
 
 
 @onnx_op("OneHot")
-def one_hot(ctx, node, inputs, attrs):
+def one_hot(ctx, node, inputs, attrs) -> ir.Tensor:
     """EQUAL of the indices (negative ones wrapped by the depth) with the positions 0..depth-1 along `axis`,
     SELECT_V2 of the on and off values; an index out of range gives a row of off values.
 
@@ -627,7 +627,7 @@ def one_hot(ctx, node, inputs, attrs):
 
 
 @onnx_op("EyeLike")
-def eye_like(ctx, node, inputs, attrs):
+def eye_like(ctx, node, inputs, attrs) -> ir.Tensor:
     """A constant: ones on the k-th diagonal of the input's 2-D shape, in the asked type (the input's own by
     default)."""
     shape = [int(d) for d in out_shape(node)]
@@ -644,7 +644,7 @@ def _gather_elements_on_constants(node, inputs: list, attrs: dict) -> list[np.nd
 
 
 @onnx_op("GatherElements", constant_fold=_gather_elements_on_constants)
-def gather_elements(ctx, node, inputs, attrs):
+def gather_elements(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.gather."""
     x, idx = inputs
     idx = tensor(ctx, idx)
@@ -652,19 +652,19 @@ def gather_elements(ctx, node, inputs, attrs):
 
 
 @onnx_op("Expand", parameters=[1], uint16_in_range=True, uint32="bits")
-def expand(ctx, node, inputs, attrs):
+def expand(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.expand to the inferred shape."""
     return aten_fn(aten.expand.default)(ctx, node, tensor(ctx, inputs[0]), list(out_shape(node)))
 
 
 @onnx_op("Tile", parameters=[1], uint16_in_range=True, uint32="bits")
-def tile(ctx, node, inputs, attrs):
+def tile(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.repeat."""
     return aten_fn(aten.repeat.default)(ctx, node, inputs[0], const_list(inputs[1], "Tile repeats", ctx))
 
 
 @onnx_op("Pad", parameters=[1, 2, 3], uint16_in_range=True)
-def pad(ctx, node, inputs, attrs):
+def pad(ctx, node, inputs, attrs) -> ir.Tensor:
     """constant / reflect / edge / wrap padding as aten.constant_pad_nd / reflection / replication / circular
     pads; `axes` (opset 18) names the axes the pads are for."""
     x = inputs[0]
@@ -699,7 +699,7 @@ def pad(ctx, node, inputs, attrs):
 
 
 @onnx_op("DepthToSpace")
-def depth_to_space(ctx, node, inputs, attrs):
+def depth_to_space(ctx, node, inputs, attrs) -> ir.Tensor:
     """CRD mode as aten.pixel_shuffle; DCR mode, whose channel order (r1, r2, c) is TFLite's, as DEPTH_TO_SPACE
     between NHWC transposes."""
     mode = attrs.get("mode", b"DCR")
@@ -716,8 +716,8 @@ def depth_to_space(ctx, node, inputs, attrs):
 
 
 # ---- reductions ---------------------------------------------------------------------------------------------
-def _reduce(target):
-    def lower(ctx, node, inputs, attrs):
+def _reduce(target) -> OnnxFn:
+    def lower(ctx, node, inputs, attrs) -> ir.Tensor:
         x = inputs[0]
         if len(inputs) > 1 and inputs[1] is not None:
             axes = const_list(inputs[1], "reduction axes", ctx)
@@ -738,7 +738,7 @@ for _name, _target in {"ReduceMean": aten.mean.dim, "ReduceSum": aten.sum.dim_In
 
 
 @onnx_op("ArgMax", "ArgMin")
-def arg_reduce(ctx, node, inputs, attrs):
+def arg_reduce(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.argmax / argmin; select_last_index: the first index along the reversed axis (REVERSE_V2),
     counted from the end."""
     x = inputs[0]

@@ -14,7 +14,7 @@ from typing import Any, Callable, Literal, Sequence
 import numpy as np
 
 from litert_torch import ir
-from litert_torch.lower.common.registry import LoweringContext, lowering_for
+from litert_torch.lower.common.registry import LoweringContext, LoweringFn, lowering_for
 from litert_torch.node import Node
 from litert_torch.symbolic import Sym
 
@@ -121,7 +121,7 @@ def tensor(ctx: LoweringContext, value: Any) -> ir.Tensor | None:
     return ctx.const(np.asarray(value))
 
 
-def aten_fn(target):
+def aten_fn(target) -> LoweringFn:
     """The ATen lowering of `target`, which most ONNX lowerings call."""
     return lowering_for(target).fn
 
@@ -146,7 +146,7 @@ def const_list(value, what: str, ctx) -> list:
     return [int(v) if np.issubdtype(arr.dtype, np.integer) else float(v) for v in arr.reshape(-1)]
 
 
-def scalar(value, ctx, what: str):
+def scalar(value, ctx, what: str) -> int | float | Sym:
     values = const_list(value, what, ctx)
     if len(values) != 1:
         raise ctx.fail(f"{what} must be a single value")

@@ -11,7 +11,7 @@ from litert_torch.lower.aten.rnn import Weights, _lstm_layer, _reverse_time, _ti
 
 
 @onnx_op("LSTM", parameters=[1, 2, 3, 4, 5, 6, 7], runtime_parameters=[1, 2, 3, 4, 5, 6, 7])
-def lstm(ctx, node, inputs, attrs):
+def lstm(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor | None]:
     """One UNIDIRECTIONAL_SEQUENCE_LSTM per direction (ONNX gates i, o, f, c reordered to i, f, g, o), the
     reverse direction on the time-reversed sequence; Y, and Y_h sliced from it. Weights computed at run time,
     peepholes, initial states, sequence_lens (forward) or a read Y_c: unrolled over time (`_unrolled_lstm`).
@@ -77,7 +77,7 @@ def lstm(ctx, node, inputs, attrs):
 
 
 @onnx_op("GRU", parameters=[1, 2, 3, 4, 5], runtime_parameters=[1, 2, 3, 4, 5])
-def gru(ctx, node, inputs, attrs):
+def gru(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor]:
     """Unrolled over time (`rnn.unrolled_gru`): one FULLY_CONNECTED for the input projection of all steps, then
     per step a recurrent FULLY_CONNECTED, SPLIT into the update, reset and candidate gates, LOGISTIC/TANH, and
     h = (1 - z) * n + z * h_prev; both linear_before_reset forms, all directions; weights, biases and the
@@ -126,7 +126,7 @@ def _initial_states(ctx, value, directions: int, batch: int, hidden: int, time_m
     return [ctx.reshape(state.block(ctx, d, 0, batch, dtype, "initial"), [*unit, hidden]) for d in range(directions)]
 
 
-def _unrolled_lstm(ctx, node, x, w, r, b, lengths, h0, c0, peep, attrs):
+def _unrolled_lstm(ctx, node, x, w, r, b, lengths, h0, c0, peep, attrs) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
     """An LSTM unrolled over time (`rnn.unrolled_lstm`), peepholes included. With sequence_lens a batch entry
     stops at its length: its state is kept and its outputs are zero after it. Returns Y, Y_h and Y_c."""
     hidden = attrs["hidden_size"]

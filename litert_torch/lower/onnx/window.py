@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from litert_torch import ir
 from litert_torch.lower.aten import pool
 from litert_torch.lower.onnx.registry import aten_fn, onnx_op, out_shape, sub, tensor
 from litert_torch.symbolic import all_static
@@ -55,7 +56,7 @@ def _conv_operands(inputs, attrs):
 
 
 @onnx_op("Conv")
-def conv(ctx, node, inputs, attrs):
+def conv(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.convolution (1-D, 2-D, 3-D; groups; pads, SAME auto-padding; an asymmetric pad is an explicit PAD)."""
     x, w, b, spatial, kernel, strides, dilations = _conv_operands(inputs, attrs)
     x, padding = _explicit_pad(ctx, node, x, _pads(ctx, node, x, attrs, kernel, strides, dilations))
@@ -92,7 +93,7 @@ def _transposed_pads(ctx, x, attrs, kernel, strides, dilations, output_padding) 
 
 
 @onnx_op("ConvTranspose")
-def conv_transpose(ctx, node, inputs, attrs):
+def conv_transpose(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.convolution transposed (pads, output_padding); asymmetric pads, `output_shape` and SAME auto
     padding as the full transposed convolution cropped (or zero-extended) to the output, then the bias."""
     x, w, b, spatial, kernel, strides, dilations = _conv_operands(inputs, attrs)
@@ -173,7 +174,7 @@ def _check_window_count(ctx, node, x, attrs):
                            f"({count}); give the model an output shape of {count}")
 
 
-def _by_taps(ctx, node, x, attrs, kind, **options):
+def _by_taps(ctx, node, x, attrs, kind, **options) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor]:
     """A pooling node through `pool.pool_by_taps` (any rank, dilations, asymmetric pads, indices)."""
     kernel = list(attrs["kernel_shape"])
     strides = list(attrs.get("strides", [1] * len(kernel)))
@@ -194,7 +195,7 @@ def _needs_taps(node, x, attrs) -> bool:
 
 
 @onnx_op("MaxPool")
-def max_pool(ctx, node, inputs, attrs):
+def max_pool(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor]:
     """as aten.max_pool2d (1-D and 2-D; pads, ceil_mode); other ranks, dilations and the indices output as
     the MAXIMUM of one strided slice per kernel tap."""
     x = inputs[0]
@@ -210,7 +211,7 @@ def max_pool(ctx, node, inputs, attrs):
 
 
 @onnx_op("AveragePool")
-def avg_pool(ctx, node, inputs, attrs):
+def avg_pool(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.avg_pool2d (1-D and 2-D; pads, ceil_mode, count_include_pad); other ranks, dilations and
     asymmetric pads as the sum of one strided slice per kernel tap over the count ONNX divides by."""
     x = inputs[0]
@@ -224,7 +225,7 @@ def avg_pool(ctx, node, inputs, attrs):
 
 
 @onnx_op("LpPool")
-def lp_pool(ctx, node, inputs, attrs):
+def lp_pool(ctx, node, inputs, attrs) -> ir.Tensor:
     """(sum of |x|^p over each window)^(1/p): |x|^p (MUL for p = 2, else POW), the window sums as one strided
     slice per kernel tap, then SQRT or POW 1/p."""
     x = inputs[0]
@@ -244,21 +245,21 @@ def lp_pool(ctx, node, inputs, attrs):
 
 
 @onnx_op("GlobalAveragePool")
-def global_avg_pool(ctx, node, inputs, attrs):
+def global_avg_pool(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.mean over the spatial axes, keeping them."""
     x = inputs[0]
     return aten_fn(aten.mean.dim)(ctx, node, x, list(range(2, x.rank)), True)
 
 
 @onnx_op("GlobalMaxPool")
-def global_max_pool(ctx, node, inputs, attrs):
+def global_max_pool(ctx, node, inputs, attrs) -> ir.Tensor:
     """as aten.amax over the spatial axes, keeping them."""
     x = inputs[0]
     return aten_fn(aten.amax.default)(ctx, node, x, list(range(2, x.rank)), True)
 
 
 @onnx_op("CausalConvWithState")
-def causal_conv_with_state(ctx, node, inputs, attrs):
+def causal_conv_with_state(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor | None]:
     """The past state (zeros when absent) and the input joined along the length, a depthwise 1-D convolution
     over them without padding (aten.convolution), an optional SiLU; present_state is the joined sequence's last
     k - 1 positions."""
