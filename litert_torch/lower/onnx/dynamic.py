@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from litert_torch import ir
-from litert_torch.lower.onnx.registry import set_fact, tensor
+from litert_torch.lower.onnx.registry import OPSETS_GROUP, set_fact, tensor
 from litert_torch.lower.common.registry import LoweringContext
 from litert_torch.symbolic import DynamicSizeError, Sym
 
@@ -49,10 +49,14 @@ class RuntimeShaped:
 
 def runtime_shaped(*ops: str, inputs: set[int], shapes: ShapeRule, doc: str | None = None) -> Callable:
     """Register `fn` as the lowering of `ops` when one of their parameter `inputs` is computed at run time, with
-    `shapes` giving the outputs' shapes over new sizes; `doc` defaults to the first paragraph of its docstring."""
+    `shapes` giving the outputs' shapes over new sizes; `doc` defaults to the first paragraph of its docstring
+    after the line naming the ops and opsets of a lowering registered with `onnx_op` too."""
 
     def register(fn: Callable) -> Callable:
-        said = doc or " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())
+        paragraphs = (fn.__doc__ or "").strip().split("\n\n")
+        if len(paragraphs) > 1 and OPSETS_GROUP.match(paragraphs[0]):
+            paragraphs = paragraphs[1:]
+        said = doc or " ".join(paragraphs[0].split())
         for op in ops:
             set_fact(op, "runtime_shaped", RuntimeShaped(frozenset(inputs), shapes, fn, said), "runtime_shaped")
         return fn

@@ -53,14 +53,18 @@ def _float_only(ctx, node, x):
 
 @onnx_op("Softplus")
 def softplus(ctx, node, inputs, attrs) -> ir.Tensor:
-    """log(1 + exp(x)), as relu(x) + log1p(exp(-|x|))."""
+    """Softplus (opsets 13-28).
+
+    log(1 + exp(x)), as relu(x) + log1p(exp(-|x|))."""
     _float_only(ctx, node, inputs[0])
     return _softplus(ctx, inputs[0])
 
 
 @onnx_op("Softsign")
 def softsign(ctx, node, inputs, attrs) -> ir.Tensor:
-    """x / (1 + |x|)."""
+    """Softsign (opsets 13-28).
+
+    x / (1 + |x|)."""
     x = inputs[0]
     _float_only(ctx, node, x)
     return ctx.emit("DIV", [x, _add(ctx, ctx.emit("ABS", [x], like=x), _scalar(ctx, 1.0, x))], like=x,
@@ -69,7 +73,9 @@ def softsign(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Mish")
 def mish(ctx, node, inputs, attrs) -> ir.Tensor:
-    """x * tanh(softplus(x))."""
+    """Mish (opsets 18-28).
+
+    x * tanh(softplus(x))."""
     x = inputs[0]
     _float_only(ctx, node, x)
     return _mul(ctx, x, ctx.emit("TANH", [_softplus(ctx, x)], like=x))
@@ -77,7 +83,9 @@ def mish(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Swish")
 def swish(ctx, node, inputs, attrs) -> ir.Tensor:
-    """x * sigmoid(alpha * x)."""
+    """Swish (opsets 24-28).
+
+    x * sigmoid(alpha * x)."""
     x = inputs[0]
     alpha = float(attrs.get("alpha", 1.0))
     scaled = x if alpha == 1.0 else _mul(ctx, x, _scalar(ctx, alpha, x))
@@ -86,7 +94,9 @@ def swish(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Selu", "Celu")
 def selu_celu(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.elu's scaled forms: Selu = elu(x, alpha, scale=gamma), Celu = elu(x, alpha, input_scale=1/alpha)."""
+    """Selu, Celu (opsets 13-28).
+
+    as aten.elu's scaled forms: Selu = elu(x, alpha, scale=gamma), Celu = elu(x, alpha, input_scale=1/alpha)."""
     x = inputs[0]
     if node.op_type == "Selu":
         alpha = float(attrs.get("alpha", 1.67326319217681884765625))
@@ -100,7 +110,9 @@ def selu_celu(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("ThresholdedRelu")
 def thresholded_relu(ctx, node, inputs, attrs) -> ir.Tensor:
-    """x where x > alpha, else 0 (SELECT_V2)."""
+    """ThresholdedRelu (opsets 13-28).
+
+    x where x > alpha, else 0 (SELECT_V2)."""
     x = inputs[0]
     keep = ctx.emit("GREATER", [x, _scalar(ctx, float(attrs.get("alpha", 1.0)), x)], x.shape, np.bool_)
     return ctx.emit("SELECT_V2", [keep, x, _scalar(ctx, 0, x)], like=x)
@@ -108,7 +120,9 @@ def thresholded_relu(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Shrink")
 def shrink(ctx, node, inputs, attrs) -> ir.Tensor:
-    """x + bias below -lambd, x - bias above lambd, 0 between (float inputs; the bounds and bias in the input's
+    """Shrink (opsets 13-28).
+
+    x + bias below -lambd, x - bias above lambd, 0 between (float inputs; the bounds and bias in the input's
     type)."""
     x = inputs[0]
     _float_only(ctx, node, x)
@@ -122,20 +136,26 @@ def shrink(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Xor")
 def xor(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.logical_xor (NOT_EQUAL of bools, broadcasting)."""
+    """Xor (opsets 13-28).
+
+    as aten.logical_xor (NOT_EQUAL of bools, broadcasting)."""
     return aten_fn(aten.logical_xor.default)(ctx, node, inputs[0], inputs[1])
 
 
 @onnx_op("BitwiseXor", uint32="bits")
 def bitwise_xor(ctx, node, inputs, attrs) -> ir.Tensor:
-    """BITWISE_XOR (broadcasting)."""
+    """BitwiseXor (opsets 18-28).
+
+    BITWISE_XOR (broadcasting)."""
     a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
     return ctx.emit("BITWISE_XOR", [a, b], out_shape(node), a.dtype)
 
 
 @onnx_op("BitwiseNot", uint32="bits")
 def bitwise_not(ctx, node, inputs, attrs) -> ir.Tensor:
-    """BITWISE_XOR with all ones (-1, or the type's maximum for an unsigned type)."""
+    """BitwiseNot (opsets 18-28).
+
+    BITWISE_XOR with all ones (-1, or the type's maximum for an unsigned type)."""
     x = tensor(ctx, inputs[0])
     dtype = np.dtype(x.dtype)
     ones = np.array(np.iinfo(dtype).max if dtype.kind == "u" else -1, dtype)
@@ -144,20 +164,26 @@ def bitwise_not(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("BitwiseAnd", "BitwiseOr", uint32="bits")
 def bitwise_and_or(ctx, node, inputs, attrs) -> ir.Tensor:
-    """TFLite has no AND or OR of integers: as aten.bitwise_and / bitwise_or (`elementwise.integer_and_or`)."""
+    """BitwiseAnd, BitwiseOr (opsets 18-28).
+
+    TFLite has no AND or OR of integers: as aten.bitwise_and / bitwise_or (`elementwise.integer_and_or`)."""
     a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
     return integer_and_or(ctx, a, b, out_shape(node), a.dtype, "or" if node.op_type == "BitwiseOr" else "and")
 
 
 @onnx_op("Det")
 def det(ctx, node, inputs, attrs) -> ir.Tensor:
-    """The determinant of each matrix (lower/aten/linalg.py: elimination with partial pivoting)."""
+    """Det (opsets 13-28).
+
+    The determinant of each matrix (lower/aten/linalg.py: elimination with partial pivoting)."""
     return linalg.determinant(ctx, tensor(ctx, inputs[0]), "Det")
 
 
 @onnx_op("LRN")
 def lrn(ctx, node, inputs, attrs) -> ir.Tensor:
-    """x / (bias + alpha / size * s)^beta, s the sum of squares over the `size` channels around each one
+    """LRN (opsets 13-28).
+
+    x / (bias + alpha / size * s)^beta, s the sum of squares over the `size` channels around each one
     (floor((size - 1) / 2) before, the rest after, within the tensor): the squares padded with zeros along the
     channel axis and summed over `size` shifted slices."""
     x = tensor(ctx, inputs[0])
@@ -197,25 +223,33 @@ def _window(ctx, node, inputs, attrs, terms: list[tuple[float, float]]):
 
 @onnx_op("HannWindow")
 def hann_window(ctx, node, inputs, attrs) -> ir.Tensor:
-    """0.5 - 0.5 cos(2 pi n / N), a constant."""
+    """HannWindow (opsets 17-28).
+
+    0.5 - 0.5 cos(2 pi n / N), a constant."""
     return _window(ctx, node, inputs, attrs, [(0, 0.5), (1, -0.5)])
 
 
 @onnx_op("HammingWindow")
 def hamming_window(ctx, node, inputs, attrs) -> ir.Tensor:
-    """25/46 - 21/46 cos(2 pi n / N), a constant."""
+    """HammingWindow (opsets 17-28).
+
+    25/46 - 21/46 cos(2 pi n / N), a constant."""
     return _window(ctx, node, inputs, attrs, [(0, 25 / 46), (1, -21 / 46)])
 
 
 @onnx_op("BlackmanWindow")
 def blackman_window(ctx, node, inputs, attrs) -> ir.Tensor:
-    """0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N), a constant."""
+    """BlackmanWindow (opsets 17-28).
+
+    0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N), a constant."""
     return _window(ctx, node, inputs, attrs, [(0, 0.42), (1, -0.5), (2, 0.08)])
 
 
 @onnx_op("Mean")
 def mean(ctx, node, inputs, attrs) -> ir.Tensor:
-    """The broadcast sum of the inputs divided by their count, in the order ONNX's reference adds them."""
+    """Mean (opsets 13-28).
+
+    The broadcast sum of the inputs divided by their count, in the order ONNX's reference adds them."""
     shape = out_shape(node)
     xs = [tensor(ctx, t) for t in inputs]
     total = xs[0]
@@ -280,7 +314,9 @@ def _reduction(ctx, node, inputs, attrs, run_time: bool):
 
 @onnx_op(*REDUCTION_FORMS, parameters={1})
 def reduce_transformed_static(ctx, node, inputs, attrs) -> ir.Tensor:
-    """The ONNX reductions of a transformed input: ABS, MUL (a square), SUM or REDUCE_PROD over the constant
+    """ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceProd (opsets 13-28).
+
+    The ONNX reductions of a transformed input: ABS, MUL (a square), SUM or REDUCE_PROD over the constant
     axes, then SQRT or LOG."""
     return _reduction(ctx, node, inputs, attrs, False)
 
@@ -333,7 +369,9 @@ def _log_sum_exp(ctx, node, inputs, attrs, run_time: bool):
 
 @onnx_op("ReduceLogSumExp", parameters={1})
 def reduce_log_sum_exp(ctx, node, inputs, attrs) -> ir.Tensor:
-    """m + log(sum(exp(x - m))) over the constant axes, m the largest value of each reduced slice (0 where it is
+    """ReduceLogSumExp (opsets 13-28).
+
+    m + log(sum(exp(x - m))) over the constant axes, m the largest value of each reduced slice (0 where it is
     infinite): REDUCE_MAX, SUB, EXP, SUM and LOG."""
     return _log_sum_exp(ctx, node, inputs, attrs, False)
 
@@ -360,7 +398,9 @@ def _scan_axis(ctx, node, x, axis) -> ir.Tensor | int:
 
 @onnx_op("CumSum")
 def cumsum(ctx, node, inputs, attrs) -> ir.Tensor:
-    """CUMSUM, whose exclusive and reverse options are ONNX's; the axis a constant or a run-time value."""
+    """CumSum (opsets 13-28).
+
+    CUMSUM, whose exclusive and reverse options are ONNX's; the axis a constant or a run-time value."""
     x = inputs[0]
     axis = _scan_axis(ctx, node, x, inputs[1])
     if x.dtype not in (np.float32, np.float64, np.int32, np.int64):
@@ -373,7 +413,9 @@ def cumsum(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("CumProd")
 def cumprod(ctx, node, inputs, attrs) -> ir.Tensor:
-    """The running product by log2(n) doubling steps of MUL with a shifted copy; exclusive starts from 1,
+    """CumProd (opsets 26-28).
+
+    The running product by log2(n) doubling steps of MUL with a shifted copy; exclusive starts from 1,
     reverse runs from the end. An axis computed at run time selects among the products along every axis."""
     x = inputs[0]
     if x.dtype not in (np.float16, np.float32, np.float64, np.int32, np.int64):
@@ -407,7 +449,9 @@ def _topk_attrs(ctx, node, x, attrs):
 
 @onnx_op("TopK", parameters=[1])
 def topk(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor]:
-    """as aten.topk (largest or smallest, sorted; equal values in index order)."""
+    """TopK (opsets 13-28).
+
+    as aten.topk (largest or smallest, sorted; equal values in index order)."""
     x = inputs[0]
     axis, largest = _topk_attrs(ctx, node, x, attrs)
     k = int(scalar(inputs[1], ctx, "TopK K"))
@@ -435,7 +479,9 @@ def topk_run_time(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor]:
 
 @onnx_op("Hardmax")
 def hardmax(ctx, node, inputs, attrs) -> ir.Tensor:
-    """1 at the first largest value along `axis`, 0 elsewhere: ARG_MAX, then EQUAL with the positions."""
+    """Hardmax (opsets 13-28).
+
+    1 at the first largest value along `axis`, 0 elsewhere: ARG_MAX, then EQUAL with the positions."""
     x = inputs[0]
     axis = int(attrs.get("axis", -1)) % max(x.rank, 1)
     n = x.shape[axis]
@@ -453,7 +499,9 @@ def hardmax(ctx, node, inputs, attrs) -> ir.Tensor:
 # ---- normalisation and layout ------------------------------------------------------------------------------
 @onnx_op("LpNormalization")
 def lp_normalization(ctx, node, inputs, attrs) -> ir.Tensor:
-    """x / ||x||_p along `axis` (p = 1: SUM of ABS; p = 2: SQRT of the SUM of squares); 0 where the norm is 0,
+    """LpNormalization (opsets 13-28).
+
+    x / ||x||_p along `axis` (p = 1: SUM of ABS; p = 2: SQRT of the SUM of squares); 0 where the norm is 0,
     as ONNX's reference gives."""
     x = inputs[0]
     _float_only(ctx, node, x)
@@ -472,7 +520,9 @@ def lp_normalization(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("SpaceToDepth")
 def space_to_depth(ctx, node, inputs, attrs) -> ir.Tensor:
-    """DCR mode (ONNX's default, channel order (r1, r2, c), TFLite's) as SPACE_TO_DEPTH between NHWC
+    """SpaceToDepth (opsets 13-28).
+
+    DCR mode (ONNX's default, channel order (r1, r2, c), TFLite's) as SPACE_TO_DEPTH between NHWC
     transposes; CRD mode (order (c, r1, r2)) as aten.pixel_unshuffle."""
     x, r = inputs[0], int(attrs["blocksize"])
     if x.rank != 4:
@@ -500,7 +550,9 @@ def _reduction_mode(ctx, node, attrs) -> str:
 
 @onnx_op("ScatterElements")
 def scatter_elements(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.scatter / scatter_add / scatter_reduce (with x's own values) along `axis` (lower/aten/scatter.py)."""
+    """ScatterElements (opsets 13-28).
+
+    as aten.scatter / scatter_add / scatter_reduce (with x's own values) along `axis` (lower/aten/scatter.py)."""
     x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
     axis = int(attrs.get("axis", 0)) % max(x.rank, 1)
     mode = _reduction_mode(ctx, node, attrs)
@@ -513,7 +565,9 @@ def scatter_elements(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("ScatterND")
 def scatter_nd(ctx, node, inputs, attrs) -> ir.Tensor:
-    """SCATTER_ND of the updates at the index tuples (each naming a slice of the leading axes), added to x,
+    """ScatterND (opsets 13-28).
+
+    SCATTER_ND of the updates at the index tuples (each naming a slice of the leading axes), added to x,
     written over it, or multiplied / maximised / minimised with it (lower/aten/scatter.py)."""
     x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
     mode = _reduction_mode(ctx, node, attrs)
@@ -583,7 +637,9 @@ def _nll(ctx, node, log_prob: ir.Tensor, target: ir.Tensor, weight, attrs) -> ir
 
 @onnx_op("NegativeLogLikelihoodLoss")
 def negative_log_likelihood_loss(ctx, node, inputs, attrs) -> ir.Tensor:
-    """The negative log-likelihood of each target class (with its weight, ignore_index), reduced by none,
+    """NegativeLogLikelihoodLoss (opsets 13-28).
+
+    The negative log-likelihood of each target class (with its weight, ignore_index), reduced by none,
     sum or mean."""
     weight = inputs[2] if len(inputs) > 2 else None
     return _nll(ctx, node, inputs[0], tensor(ctx, inputs[1]), weight, attrs)
@@ -591,7 +647,9 @@ def negative_log_likelihood_loss(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("SoftmaxCrossEntropyLoss")
 def softmax_cross_entropy_loss(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor | None]:
-    """LOG_SOFTMAX over the class axis (moved last and back), then the negative log-likelihood loss; the
+    """SoftmaxCrossEntropyLoss (opsets 13-28).
+
+    LOG_SOFTMAX over the class axis (moved last and back), then the negative log-likelihood loss; the
     log-probabilities are the second output."""
     scores = inputs[0]
     weight = inputs[2] if len(inputs) > 2 else None
@@ -638,7 +696,9 @@ def _counts(ctx: LoweringContext, *sizes: Any) -> None:
 @onnx_op("NonZero")
 @runtime_shaped("NonZero", inputs={0}, shapes=_nonzero_shapes)
 def nonzero(ctx, node, inputs, attrs) -> ir.Tensor:
-    """The coordinates of the nonzero elements, one column each in row-major order ([rank, count]), their count
+    """NonZero (opsets 13-28).
+
+    The coordinates of the nonzero elements, one column each in row-major order ([rank, count]), their count
     decided when the model runs: WHERE, transposed."""
     x = tensor(ctx, inputs[0])
     rank, count = node.outputs[0].shape
@@ -659,7 +719,9 @@ def _compress_shapes(inputs, attrs, n, runtime, fresh):
 @onnx_op("Compress")
 @runtime_shaped("Compress", inputs={1}, shapes=_compress_shapes)
 def compress(ctx, node, inputs, attrs) -> ir.Tensor:
-    """The slices of the input (flattened without `axis`) where the 1-D condition is true, their count decided
+    """Compress (opsets 13-28).
+
+    The slices of the input (flattened without `axis`) where the 1-D condition is true, their count decided
     when the model runs: WHERE of the condition, then GATHER. A condition shorter than the axis selects among
     the first slices only, as ONNX defines it."""
     x, cond = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])

@@ -47,20 +47,27 @@ def _unary(target) -> OnnxFn:
     return lower
 
 
+# The opsets each lowering implements, where they are not 13 (the oldest the driver reads) to 28.
+_UNARY_OPSETS = {"HardSwish": "14-28"}
 for _name, _target in _UNARY.items():
-    onnx_op(_name, doc=f"as {_target}", same_shape=True, uint16_in_range=_name in _UINT16_IN_RANGE)(_unary(_target))
+    onnx_op(_name, doc=f"{_name} (opsets {_UNARY_OPSETS.get(_name, '13-28')}).\n\nas {_target}", same_shape=True,
+            uint16_in_range=_name in _UINT16_IN_RANGE)(_unary(_target))
 
 
 @onnx_op("Sign", same_shape=True)
 def sign(ctx, node, inputs, attrs) -> ir.Tensor:
-    """SIGN (NaN stays NaN, as ONNX's reference gives; PyTorch's sign gives 0 there)."""
+    """Sign (opsets 13-28).
+
+    SIGN (NaN stays NaN, as ONNX's reference gives; PyTorch's sign gives 0 there)."""
     return ctx.emit("SIGN", [inputs[0]], like=inputs[0])
 
 
 @onnx_op("Identity", same_shape=True, uint16_in_range=True, uint32="bits")
 @onnx_op("Dropout")
 def identity(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor | None]:
-    """The input itself (Dropout in inference: its mask all true)."""
+    """Identity, Dropout (opsets 13-28).
+
+    The input itself (Dropout in inference: its mask all true)."""
     if node.op_type != "Dropout":
         return inputs[0]
     training = inputs[2] if len(inputs) > 2 else None
@@ -78,25 +85,33 @@ def identity(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor
 
 @onnx_op("LeakyRelu", same_shape=True)
 def leaky_relu(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.leaky_relu (alpha)."""
+    """LeakyRelu (opsets 13-28).
+
+    as aten.leaky_relu (alpha)."""
     return aten_fn(aten.leaky_relu.default)(ctx, node, inputs[0], attrs.get("alpha", 0.01))
 
 
 @onnx_op("Elu", same_shape=True)
 def elu(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.elu (alpha)."""
+    """Elu (opsets 13-28).
+
+    as aten.elu (alpha)."""
     return aten_fn(aten.elu.default)(ctx, node, inputs[0], attrs.get("alpha", 1.0))
 
 
 @onnx_op("Gelu", same_shape=True)
 def gelu(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.gelu (approximate none or tanh)."""
+    """Gelu (opsets 20-28).
+
+    as aten.gelu (approximate none or tanh)."""
     return aten_fn(aten.gelu.default)(ctx, node, inputs[0], attrs.get("approximate", "none"))
 
 
 @onnx_op("HardSigmoid", same_shape=True)
 def hard_sigmoid(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.hardsigmoid for alpha 1/6, beta 0.5; otherwise clamp(alpha * x + beta, 0, 1)."""
+    """HardSigmoid (opsets 13-28).
+
+    as aten.hardsigmoid for alpha 1/6, beta 0.5; otherwise clamp(alpha * x + beta, 0, 1)."""
     alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
     x = inputs[0]
     if abs(alpha - 1 / 6) < 1e-7 and beta == 0.5:
@@ -107,7 +122,9 @@ def hard_sigmoid(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Clip", parameters=[1, 2], runtime_parameters=[1, 2], same_shape=True)
 def clip(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.clamp (bounds are inputs since opset 11; bounds known only at run time as aten.clamp.Tensor)."""
+    """Clip (opsets 13-28).
+
+    as aten.clamp (bounds are inputs since opset 11; bounds known only at run time as aten.clamp.Tensor)."""
     bounds = [inputs[k] if len(inputs) > k else None for k in (1, 2)]
     if any(isinstance(b, ir.Tensor) and not b.is_constant for b in bounds):  # bounds known only at run time
         return aten_fn(aten.clamp.Tensor)(ctx, node, inputs[0], *bounds)
@@ -117,7 +134,9 @@ def clip(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("PRelu")
 def prelu(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.prelu (slope broadcast over the channel axis)."""
+    """PRelu (opsets 13-28).
+
+    as aten.prelu (slope broadcast over the channel axis)."""
     x, slope = inputs
     if slope.is_constant and slope.size == (x.shape[1] if x.rank > 1 else 1):
         slope = ctx.const(np.asarray(slope.data).reshape(-1))
@@ -146,14 +165,16 @@ _UINT16_IN_RANGE_BINARY = {"Max", "Min"}
 _UINT32 = {"Add": "bits", "Sub": "bits", "Mul": "bits", "Equal": "bits", "Less": "ordered", "Greater": "ordered",
            "LessOrEqual": "ordered", "GreaterOrEqual": "ordered", "Max": "ordered", "Min": "ordered"}
 for _name, _target in _BINARY.items():
-    onnx_op(_name, doc=f"as {_target}, broadcasting", uint16_in_range=_name in _UINT16_IN_RANGE_BINARY,
-            uint32=_UINT32.get(_name))(_binary(_target))
-onnx_op("Sum", doc="as aten.add, pairwise")(_binary(aten.add.Tensor))
+    onnx_op(_name, doc=f"{_name} (opsets 13-28).\n\nas {_target}, broadcasting",
+            uint16_in_range=_name in _UINT16_IN_RANGE_BINARY, uint32=_UINT32.get(_name))(_binary(_target))
+onnx_op("Sum", doc="Sum (opsets 13-28).\n\nas aten.add, pairwise")(_binary(aten.add.Tensor))
 
 
 @onnx_op("Div", uint16_in_range=True)
 def div(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.div; integer division truncates, as ONNX defines it."""
+    """Div (opsets 13-28).
+
+    as aten.div; integer division truncates, as ONNX defines it."""
     a, b = inputs
     if node.value.dtype.is_floating_point:
         return aten_fn(aten.div.Tensor)(ctx, node, a, b)
@@ -162,7 +183,9 @@ def div(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Pow")
 def power(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.pow: a constant scalar exponent takes the exact forms (MUL, SQRT, ...)."""
+    """Pow (opsets 13-28).
+
+    as aten.pow: a constant scalar exponent takes the exact forms (MUL, SQRT, ...)."""
     x, e = inputs
     if isinstance(e, ir.Tensor) and e.is_constant and e.size == 1:
         return aten_fn(aten.pow.Tensor_Scalar)(ctx, node, x, float(np.asarray(e.data).reshape(-1)[0]))
@@ -171,19 +194,25 @@ def power(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Where", uint16_in_range=True, uint32="bits")
 def where(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.where."""
+    """Where (opsets 13-28).
+
+    as aten.where."""
     return aten_fn(aten.where.self)(ctx, node, *inputs)
 
 
 @onnx_op("Cast", "CastLike")
 def cast(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten._to_copy to the target type (CastLike: the second input's type)."""
+    """Cast (opsets 13-28); CastLike (opsets 15-28).
+
+    as aten._to_copy to the target type (CastLike: the second input's type)."""
     return aten_fn(aten._to_copy.default)(ctx, node, inputs[0], dtype=node.value.dtype)
 
 
 @onnx_op("Mod", uint16_in_range=True)
 def mod(ctx, node, inputs, attrs) -> ir.Tensor:
-    """fmod=0 (integers): as aten.remainder, the sign of the divisor; fmod=1: C's fmod, the sign of the
+    """Mod (opsets 13-28).
+
+    fmod=0 (integers): as aten.remainder, the sign of the divisor; fmod=1: C's fmod, the sign of the
     dividend, exact for floats and integers (`elementwise.fmod`)."""
     a, b = (tensor(ctx, v) for v in inputs)
     if not attrs.get("fmod", 0):
@@ -193,7 +222,9 @@ def mod(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Trilu", parameters=[1], runtime_parameters=[1])
 def trilu(ctx, node, inputs, attrs) -> ir.Tensor:
-    """SELECT_V2 of x and 0 by a mask of the kept triangle (j - i >= k above, <= k below): a constant, or computed
+    """Trilu (opsets 14-28).
+
+    SELECT_V2 of x and 0 by a mask of the kept triangle (j - i >= k above, <= k below): a constant, or computed
     when the model runs for a k known only then.
 
     Limits: static sizes on the last two axes."""
@@ -216,14 +247,18 @@ def trilu(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("IsNaN")
 def is_nan(ctx, node, inputs, attrs) -> ir.Tensor:
-    """NOT_EQUAL(x, x): only NaN differs from itself."""
+    """IsNaN (opsets 13-28).
+
+    NOT_EQUAL(x, x): only NaN differs from itself."""
     x = inputs[0]
     return ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_)
 
 
 @onnx_op("IsInf")
 def is_inf(ctx, node, inputs, attrs) -> ir.Tensor:
-    """EQUAL(ABS(x), inf), or the sign-restricted comparison when detect_negative/positive is off."""
+    """IsInf (opsets 13-28).
+
+    EQUAL(ABS(x), inf), or the sign-restricted comparison when detect_negative/positive is off."""
     x = inputs[0]
     pos, neg = attrs.get("detect_positive", 1), attrs.get("detect_negative", 1)
     if pos and neg:
@@ -236,13 +271,17 @@ def is_inf(ctx, node, inputs, attrs) -> ir.Tensor:
 # ---- linear algebra ----------------------------------------------------------------------------------------
 @onnx_op("MatMul")
 def matmul(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.matmul."""
+    """MatMul (opsets 13-28).
+
+    as aten.matmul."""
     return aten_fn(aten.matmul.default)(ctx, node, *inputs)
 
 
 @onnx_op("Gemm")
 def gemm(ctx, node, inputs, attrs) -> ir.Tensor:
-    """alpha * A' B' + beta * C as aten.linear (FULLY_CONNECTED) when B is constant, else a matmul."""
+    """Gemm (opsets 13-28).
+
+    alpha * A' B' + beta * C as aten.linear (FULLY_CONNECTED) when B is constant, else a matmul."""
     a, b = inputs[0], inputs[1]
     c = inputs[2] if len(inputs) > 2 else None
     alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
@@ -280,7 +319,9 @@ def gemm(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Einsum")
 def einsum(ctx, node, inputs, attrs) -> ir.Tensor:
-    """Einsum of one or two operands: indices only one operand has and the output lacks are summed out of it
+    """Einsum (opsets 13-28).
+
+    Einsum of one or two operands: indices only one operand has and the output lacks are summed out of it
     first (SUM); one operand is then a transpose; two are one BATCH_MATMUL between transposes and reshapes
     (indices in both operands and the output batch, in both but not the output contract, in one operand and
     the output stay). Without "->" the output is the indices that appear once, in alphabetical order.
@@ -328,7 +369,9 @@ def einsum(ctx, node, inputs, attrs) -> ir.Tensor:
 # ---- normalisation ------------------------------------------------------------------------------------------
 @onnx_op("BatchNormalization", same_shape=True)
 def batch_norm(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor | None, ...]:
-    """as aten._native_batch_norm_legit_no_training (constant statistics, folded into x * scale + shift);
+    """BatchNormalization (opsets 13-28).
+
+    as aten._native_batch_norm_legit_no_training (constant statistics, folded into x * scale + shift);
     statistics fed at run time as (x - mean) * rsqrt(var + epsilon) * scale + B; training_mode normalizes by the
     batch's own mean and (population) variance and outputs the running statistics momentum updates."""
     x, scale, bias, mean, var = inputs[:5]
@@ -392,7 +435,9 @@ def _batch_norm_computed(ctx, node, x, params, attrs) -> ir.Tensor | tuple[ir.Te
 
 @onnx_op("InstanceNormalization", same_shape=True)
 def instance_norm(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.instance_norm with the input's own statistics."""
+    """InstanceNormalization (opsets 13-28).
+
+    as aten.instance_norm with the input's own statistics."""
     x, scale, bias = inputs
     return aten_fn(aten.instance_norm.default)(ctx, node, x, tensor(ctx, scale), tensor(ctx, bias), None, None, True,
                                                0.1, attrs.get("epsilon", 1e-5), False)
@@ -400,7 +445,9 @@ def instance_norm(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("LayerNormalization", same_shape=True)
 def layer_norm(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor | None, ir.Tensor | None]:
-    """as aten.layer_norm over the axes from `axis` on."""
+    """LayerNormalization (opsets 17-28).
+
+    as aten.layer_norm over the axes from `axis` on."""
     x = inputs[0]
     scale = tensor(ctx, inputs[1]) if len(inputs) > 1 else None
     bias = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
@@ -425,7 +472,9 @@ def layer_norm(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tens
 
 @onnx_op("RMSNormalization")
 def rms_norm(ctx, node, inputs, attrs) -> ir.Tensor:
-    """x * RSQRT(MEAN(x * x over the axes from `axis` on) + epsilon) * scale."""
+    """RMSNormalization (opsets 23-28).
+
+    x * RSQRT(MEAN(x * x over the axes from `axis` on) + epsilon) * scale."""
     x = inputs[0]
     if x.dtype != np.float32:
         raise ctx.fail("RMSNormalization of a non-float32 input has no lowering yet")
@@ -443,7 +492,9 @@ def rms_norm(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("GroupNormalization")
 def group_norm(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.group_norm (per-channel scale and bias, opset 21; per-group ones, opset 18, are expanded to their
+    """GroupNormalization (opsets 18-28).
+
+    as aten.group_norm (per-channel scale and bias, opset 21; per-group ones, opset 18, are expanded to their
     channels: at conversion for constants, by a GATHER for values computed at run time)."""
     x, scale, bias = inputs
     groups = attrs["num_groups"]
@@ -464,13 +515,17 @@ def group_norm(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Softmax", same_shape=True)
 def softmax(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten._softmax along `axis`."""
+    """Softmax (opsets 13-28).
+
+    as aten._softmax along `axis`."""
     return aten_fn(aten._softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
 
 
 @onnx_op("LogSoftmax", same_shape=True)
 def log_softmax(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten._log_softmax along `axis`."""
+    """LogSoftmax (opsets 13-28).
+
+    as aten._log_softmax along `axis`."""
     return aten_fn(aten._log_softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
 
 
@@ -478,13 +533,17 @@ def log_softmax(ctx, node, inputs, attrs) -> ir.Tensor:
 @onnx_op("Reshape", "Squeeze", "Unsqueeze", parameters=[1], uint16_in_range=True, uint32="bits")
 @onnx_op("Flatten", uint16_in_range=True, uint32="bits")
 def reshape(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.view: one RESHAPE to the inferred shape."""
+    """Reshape, Squeeze, Unsqueeze, Flatten (opsets 13-28).
+
+    as aten.view: one RESHAPE to the inferred shape."""
     return aten_fn(aten.view.default)(ctx, node, inputs[0])
 
 
 @onnx_op("Transpose", uint16_in_range=True, uint32="bits")
 def transpose(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.permute (the default permutation reverses the axes)."""
+    """Transpose (opsets 13-28).
+
+    as aten.permute (the default permutation reverses the axes)."""
     x = inputs[0]
     perm = list(attrs.get("perm", reversed(range(x.rank))))
     return aten_fn(aten.permute.default)(ctx, node, x, perm)
@@ -492,13 +551,17 @@ def transpose(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Concat", uint16_in_range=True, uint32="bits")
 def concat(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.cat."""
+    """Concat (opsets 13-28).
+
+    as aten.cat."""
     return aten_fn(aten.cat.default)(ctx, node, [tensor(ctx, t) for t in inputs], attrs["axis"])
 
 
 @onnx_op("Split", parameters=[1], uint16_in_range=True, uint32="bits")
 def split(ctx, node, inputs, attrs) -> list[ir.Tensor]:
-    """as aten.split_with_sizes (sizes from the input, the attribute or equal parts)."""
+    """Split (opsets 13-28).
+
+    as aten.split_with_sizes (sizes from the input, the attribute or equal parts)."""
     x = inputs[0]
     axis = attrs.get("axis", 0) % x.rank
     sizes = [int(s) for s in out_shape_each(node, axis)]
@@ -511,7 +574,9 @@ def out_shape_each(node, axis: int) -> list[int]:
 
 @onnx_op("Slice", parameters=[1, 2, 3, 4], uint16_in_range=True, uint32="bits")
 def slice_op(ctx, node, inputs, attrs) -> ir.Tensor:
-    """STRIDED_SLICE with constant starts, ends, axes and steps (clamped as ONNX clamps them); over a dynamic
+    """Slice (opsets 13-28).
+
+    STRIDED_SLICE with constant starts, ends, axes and steps (clamped as ONNX clamps them); over a dynamic
     axis the clamped bounds are computed when the model runs."""
     x = inputs[0]
     starts = const_list(inputs[1], "Slice starts", ctx)
@@ -556,7 +621,9 @@ def size_limit(size) -> int:
 
 @onnx_op("Gather", parameters=[1], runtime_parameters=[1], uint16_in_range=True, uint32="bits")
 def gather(ctx, node, inputs, attrs) -> ir.Tensor:
-    """GATHER along `axis` (negative indices wrapped); a constant table with run-time ids is an embedding."""
+    """Gather (opsets 13-28).
+
+    GATHER along `axis` (negative indices wrapped); a constant table with run-time ids is an embedding."""
     x, idx = inputs
     axis = attrs.get("axis", 0)
     if not isinstance(x, ir.Tensor):
@@ -576,7 +643,9 @@ def gather(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("GatherND")
 def gather_nd(ctx, node, inputs, attrs) -> ir.Tensor:
-    """GATHER_ND of the index tuples (negative entries wrapped), the batch axes' own positions put in front of
+    """GatherND (opsets 13-28).
+
+    GATHER_ND of the index tuples (negative entries wrapped), the batch axes' own positions put in front of
     each tuple for batch_dims > 0; an index past its axis fails the invocation.
 
     Limits: static sizes."""
@@ -603,7 +672,9 @@ def gather_nd(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("OneHot")
 def one_hot(ctx, node, inputs, attrs) -> ir.Tensor:
-    """EQUAL of the indices (negative ones wrapped by the depth) with the positions 0..depth-1 along `axis`,
+    """OneHot (opsets 13-28).
+
+    EQUAL of the indices (negative ones wrapped by the depth) with the positions 0..depth-1 along `axis`,
     SELECT_V2 of the on and off values; an index out of range gives a row of off values.
 
     Limits: a constant depth."""
@@ -628,7 +699,9 @@ def one_hot(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("EyeLike")
 def eye_like(ctx, node, inputs, attrs) -> ir.Tensor:
-    """A constant: ones on the k-th diagonal of the input's 2-D shape, in the asked type (the input's own by
+    """EyeLike (opsets 13-28).
+
+    A constant: ones on the k-th diagonal of the input's 2-D shape, in the asked type (the input's own by
     default)."""
     shape = [int(d) for d in out_shape(node)]
     if len(shape) != 2 or not all_static(shape):
@@ -645,7 +718,9 @@ def _gather_elements_on_constants(node, inputs: list, attrs: dict) -> list[np.nd
 
 @onnx_op("GatherElements", constant_fold=_gather_elements_on_constants)
 def gather_elements(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.gather."""
+    """GatherElements (opsets 13-28).
+
+    as aten.gather."""
     x, idx = inputs
     idx = tensor(ctx, idx)
     return aten_fn(aten.gather.default)(ctx, node, x, attrs.get("axis", 0) % x.rank, idx)
@@ -653,19 +728,25 @@ def gather_elements(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("Expand", parameters=[1], uint16_in_range=True, uint32="bits")
 def expand(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.expand to the inferred shape."""
+    """Expand (opsets 13-28).
+
+    as aten.expand to the inferred shape."""
     return aten_fn(aten.expand.default)(ctx, node, tensor(ctx, inputs[0]), list(out_shape(node)))
 
 
 @onnx_op("Tile", parameters=[1], uint16_in_range=True, uint32="bits")
 def tile(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.repeat."""
+    """Tile (opsets 13-28).
+
+    as aten.repeat."""
     return aten_fn(aten.repeat.default)(ctx, node, inputs[0], const_list(inputs[1], "Tile repeats", ctx))
 
 
 @onnx_op("Pad", parameters=[1, 2, 3], uint16_in_range=True)
 def pad(ctx, node, inputs, attrs) -> ir.Tensor:
-    """constant / reflect / edge / wrap padding as aten.constant_pad_nd / reflection / replication / circular
+    """Pad (opsets 13-28).
+
+    constant / reflect / edge / wrap padding as aten.constant_pad_nd / reflection / replication / circular
     pads; `axes` (opset 18) names the axes the pads are for."""
     x = inputs[0]
     pads = const_list(inputs[1], "Pad pads", ctx)
@@ -700,7 +781,9 @@ def pad(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("DepthToSpace")
 def depth_to_space(ctx, node, inputs, attrs) -> ir.Tensor:
-    """CRD mode as aten.pixel_shuffle; DCR mode, whose channel order (r1, r2, c) is TFLite's, as DEPTH_TO_SPACE
+    """DepthToSpace (opsets 13-28).
+
+    CRD mode as aten.pixel_shuffle; DCR mode, whose channel order (r1, r2, c) is TFLite's, as DEPTH_TO_SPACE
     between NHWC transposes."""
     mode = attrs.get("mode", b"DCR")
     x, r = inputs[0], int(attrs["blocksize"])
@@ -733,13 +816,15 @@ def _reduce(target) -> OnnxFn:
 
 for _name, _target in {"ReduceMean": aten.mean.dim, "ReduceSum": aten.sum.dim_IntList, "ReduceMax": aten.amax.default,
                        "ReduceMin": aten.amin.default}.items():
-    onnx_op(_name, doc=f"as {_target} (axes from the input or the attribute)", parameters=[1],
-            uint16_in_range=_name in ("ReduceMax", "ReduceMin"))(_reduce(_target))
+    onnx_op(_name, doc=f"{_name} (opsets 13-28).\n\nas {_target} (axes from the input or the attribute)",
+            parameters=[1], uint16_in_range=_name in ("ReduceMax", "ReduceMin"))(_reduce(_target))
 
 
 @onnx_op("ArgMax", "ArgMin")
 def arg_reduce(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.argmax / argmin; select_last_index: the first index along the reversed axis (REVERSE_V2),
+    """ArgMax, ArgMin (opsets 13-28).
+
+    as aten.argmax / argmin; select_last_index: the first index along the reversed axis (REVERSE_V2),
     counted from the end."""
     x = inputs[0]
     axis = attrs.get("axis", 0) % max(x.rank, 1)

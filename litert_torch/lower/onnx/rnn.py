@@ -12,7 +12,9 @@ from litert_torch.lower.aten.rnn import Weights, _lstm_layer, _reverse_time, _ti
 
 @onnx_op("LSTM", parameters=[1, 2, 3, 4, 5, 6, 7], runtime_parameters=[1, 2, 3, 4, 5, 6, 7])
 def lstm(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor | None]:
-    """One UNIDIRECTIONAL_SEQUENCE_LSTM per direction (ONNX gates i, o, f, c reordered to i, f, g, o), the
+    """LSTM (opsets 13-28).
+
+    One UNIDIRECTIONAL_SEQUENCE_LSTM per direction (ONNX gates i, o, f, c reordered to i, f, g, o), the
     reverse direction on the time-reversed sequence; Y, and Y_h sliced from it. Weights computed at run time,
     peepholes, initial states, sequence_lens (forward) or a read Y_c: unrolled over time (`_unrolled_lstm`).
 
@@ -78,7 +80,9 @@ def lstm(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor | No
 
 @onnx_op("GRU", parameters=[1, 2, 3, 4, 5], runtime_parameters=[1, 2, 3, 4, 5])
 def gru(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor]:
-    """Unrolled over time (`rnn.unrolled_gru`): one FULLY_CONNECTED for the input projection of all steps, then
+    """GRU (opsets 13-28).
+
+    Unrolled over time (`rnn.unrolled_gru`): one FULLY_CONNECTED for the input projection of all steps, then
     per step a recurrent FULLY_CONNECTED, SPLIT into the update, reset and candidate gates, LOGISTIC/TANH, and
     h = (1 - z) * n + z * h_prev; both linear_before_reset forms, all directions; weights, biases and the
     initial state constant or computed at run time.

@@ -57,7 +57,9 @@ def _conv_operands(inputs, attrs):
 
 @onnx_op("Conv")
 def conv(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.convolution (1-D, 2-D, 3-D; groups; pads, SAME auto-padding; an asymmetric pad is an explicit PAD)."""
+    """Conv (opsets 13-28).
+
+    as aten.convolution (1-D, 2-D, 3-D; groups; pads, SAME auto-padding; an asymmetric pad is an explicit PAD)."""
     x, w, b, spatial, kernel, strides, dilations = _conv_operands(inputs, attrs)
     x, padding = _explicit_pad(ctx, node, x, _pads(ctx, node, x, attrs, kernel, strides, dilations))
     return aten_fn(aten.convolution.default)(ctx, node, x, w, b, strides, padding, dilations, False,
@@ -94,7 +96,9 @@ def _transposed_pads(ctx, x, attrs, kernel, strides, dilations, output_padding) 
 
 @onnx_op("ConvTranspose")
 def conv_transpose(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.convolution transposed (pads, output_padding); asymmetric pads, `output_shape` and SAME auto
+    """ConvTranspose (opsets 13-28).
+
+    as aten.convolution transposed (pads, output_padding); asymmetric pads, `output_shape` and SAME auto
     padding as the full transposed convolution cropped (or zero-extended) to the output, then the bias."""
     x, w, b, spatial, kernel, strides, dilations = _conv_operands(inputs, attrs)
     output_padding = list(attrs.get("output_padding", [0] * spatial))
@@ -196,7 +200,9 @@ def _needs_taps(node, x, attrs) -> bool:
 
 @onnx_op("MaxPool")
 def max_pool(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor]:
-    """as aten.max_pool2d (1-D and 2-D; pads, ceil_mode); other ranks, dilations and the indices output as
+    """MaxPool (opsets 13-28).
+
+    as aten.max_pool2d (1-D and 2-D; pads, ceil_mode); other ranks, dilations and the indices output as
     the MAXIMUM of one strided slice per kernel tap."""
     x = inputs[0]
     _check_window_count(ctx, node, x, attrs)
@@ -212,7 +218,9 @@ def max_pool(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor
 
 @onnx_op("AveragePool")
 def avg_pool(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.avg_pool2d (1-D and 2-D; pads, ceil_mode, count_include_pad); other ranks, dilations and
+    """AveragePool (opsets 13-28).
+
+    as aten.avg_pool2d (1-D and 2-D; pads, ceil_mode, count_include_pad); other ranks, dilations and
     asymmetric pads as the sum of one strided slice per kernel tap over the count ONNX divides by."""
     x = inputs[0]
     _check_window_count(ctx, node, x, attrs)
@@ -226,7 +234,9 @@ def avg_pool(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("LpPool")
 def lp_pool(ctx, node, inputs, attrs) -> ir.Tensor:
-    """(sum of |x|^p over each window)^(1/p): |x|^p (MUL for p = 2, else POW), the window sums as one strided
+    """LpPool (opsets 13-28).
+
+    (sum of |x|^p over each window)^(1/p): |x|^p (MUL for p = 2, else POW), the window sums as one strided
     slice per kernel tap, then SQRT or POW 1/p."""
     x = inputs[0]
     if x.dtype.kind != "f":
@@ -246,21 +256,27 @@ def lp_pool(ctx, node, inputs, attrs) -> ir.Tensor:
 
 @onnx_op("GlobalAveragePool")
 def global_avg_pool(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.mean over the spatial axes, keeping them."""
+    """GlobalAveragePool (opsets 13-28).
+
+    as aten.mean over the spatial axes, keeping them."""
     x = inputs[0]
     return aten_fn(aten.mean.dim)(ctx, node, x, list(range(2, x.rank)), True)
 
 
 @onnx_op("GlobalMaxPool")
 def global_max_pool(ctx, node, inputs, attrs) -> ir.Tensor:
-    """as aten.amax over the spatial axes, keeping them."""
+    """GlobalMaxPool (opsets 13-28).
+
+    as aten.amax over the spatial axes, keeping them."""
     x = inputs[0]
     return aten_fn(aten.amax.default)(ctx, node, x, list(range(2, x.rank)), True)
 
 
 @onnx_op("CausalConvWithState")
 def causal_conv_with_state(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor | None]:
-    """The past state (zeros when absent) and the input joined along the length, a depthwise 1-D convolution
+    """CausalConvWithState (opsets 27-28).
+
+    The past state (zeros when absent) and the input joined along the length, a depthwise 1-D convolution
     over them without padding (aten.convolution), an optional SiLU; present_state is the joined sequence's last
     k - 1 positions."""
     x, w = inputs[0], tensor(ctx, inputs[1])
