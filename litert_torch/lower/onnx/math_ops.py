@@ -527,7 +527,7 @@ def space_to_depth(ctx, node, inputs, attrs) -> ir.Tensor:
     x, r = inputs[0], int(attrs["blocksize"])
     if x.rank != 4:
         raise ctx.fail("SpaceToDepth of a tensor that is not 4-D is not defined")
-    mode = attrs.get("mode", b"DCR")
+    mode = attrs.get("mode", "DCR")
     if mode == "CRD":
         return aten_fn(aten.pixel_unshuffle.default)(ctx, node, x, r)
     if mode != "DCR":
@@ -540,7 +540,7 @@ def space_to_depth(ctx, node, inputs, attrs) -> ir.Tensor:
 # ---- scatter -----------------------------------------------------------------------------------------------
 def _reduction_mode(ctx, node, attrs) -> str:
     """"set", "add", or the product / maximum / minimum of lower/aten/scatter.py ("prod", "amax", "amin")."""
-    reduction = attrs.get("reduction", b"none")
+    reduction = attrs.get("reduction", "none")
     mode = {"none": "set", "add": "add", "mul": "prod", "max": "amax", "min": "amin"}.get(reduction)
     if mode is None:
         raise ctx.fail(f"{node.op_type} with reduction={reduction!r} is not one ONNX defines "
@@ -593,7 +593,7 @@ def _nll(ctx, node, log_prob: ir.Tensor, target: ir.Tensor, weight, attrs) -> ir
     """-log_prob[n, target[n, ...], ...] * weight[target], 0 where the target is ignore_index, reduced as
     `reduction` says (mean: divided by the sum of the weights of the targets not ignored). The class picked
     by SELECT_V2 of a one-hot mask, so an infinite log-probability of another class never meets a 0 weight."""
-    reduction = attrs.get("reduction", b"mean")
+    reduction = attrs.get("reduction", "mean")
     if reduction not in ("none", "sum", "mean"):
         raise ctx.fail(f"{node.op_type} reduction={reduction!r} is not one ONNX defines")
     x = log_prob

@@ -751,7 +751,7 @@ def pad(ctx, node, inputs, attrs) -> ir.Tensor:
     x = inputs[0]
     pads = const_list(inputs[1], "Pad pads", ctx)
     value = scalar(inputs[2], ctx, "Pad value") if len(inputs) > 2 and inputs[2] is not None else 0.0
-    mode = attrs.get("mode", b"constant")
+    mode = attrs.get("mode", "constant")
     rank = x.rank
     if len(inputs) > 3 and inputs[3] is not None:
         axes = [int(a) % rank for a in const_list(inputs[3], "Pad axes", ctx)]
@@ -785,7 +785,7 @@ def depth_to_space(ctx, node, inputs, attrs) -> ir.Tensor:
 
     CRD mode as aten.pixel_shuffle; DCR mode, whose channel order (r1, r2, c) is TFLite's, as DEPTH_TO_SPACE
     between NHWC transposes."""
-    mode = attrs.get("mode", b"DCR")
+    mode = attrs.get("mode", "DCR")
     x, r = inputs[0], int(attrs["blocksize"])
     if mode == "CRD":
         return aten_fn(aten.pixel_shuffle.default)(ctx, node, x, r)

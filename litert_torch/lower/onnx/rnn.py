@@ -32,7 +32,7 @@ def lstm(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor | No
     runtime = any(isinstance(v, ir.Tensor) and not v.is_constant for v in (w, r, b))
     if runtime or any(given(k) is not None for k in (4, 5, 6, 7)) or 2 in node.used:
         return _unrolled_lstm(ctx, node, x, w, r, b, given(4), given(5), given(6), given(7), attrs)
-    direction = attrs.get("direction", b"forward")
+    direction = attrs.get("direction", "forward")
     hidden = attrs["hidden_size"]
     layout = attrs.get("layout", 0)
     time_major = layout == 0
@@ -134,7 +134,7 @@ def _unrolled_lstm(ctx, node, x, w, r, b, lengths, h0, c0, peep, attrs) -> tuple
     """An LSTM unrolled over time (`rnn.unrolled_lstm`), peepholes included. With sequence_lens a batch entry
     stops at its length: its state is kept and its outputs are zero after it. Returns Y, Y_h and Y_c."""
     hidden = attrs["hidden_size"]
-    direction = attrs.get("direction", b"forward")
+    direction = attrs.get("direction", "forward")
     names = [direction] if direction != "bidirectional" else ["forward", "reverse"]
     time_major = attrs.get("layout", 0) == 0
     dtype = x.dtype

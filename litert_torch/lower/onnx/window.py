@@ -19,7 +19,7 @@ aten = torch.ops.aten
 def _pads(ctx, node, x, attrs, kernel, strides, dilations):
     """Symmetric (begin, end) pads per spatial axis; an asymmetric pad becomes an explicit zero PAD first."""
     spatial = x.rank - 2
-    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = attrs.get("auto_pad", "NOTSET")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = []
         for i in range(spatial):
@@ -71,7 +71,7 @@ def _transposed_pads(ctx, x, attrs, kernel, strides, dilations, output_padding) 
     `pads`, or from `output_shape` / SAME auto padding the total split with the larger half at the start
     (at the end for SAME_UPPER)."""
     spatial = x.rank - 2
-    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = attrs.get("auto_pad", "NOTSET")
     target = list(attrs.get("output_shape", []))[-spatial:] if attrs.get("output_shape") else None
     if target is None and auto in ("SAME_UPPER", "SAME_LOWER"):
         target = [size * s for size, s in zip(x.shape[2:], strides)]
@@ -282,7 +282,7 @@ def causal_conv_with_state(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tens
     x, w = inputs[0], tensor(ctx, inputs[1])
     b = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
     past = tensor(ctx, inputs[3]) if len(inputs) > 3 else None
-    activation = attrs.get("activation", b"none")
+    activation = attrs.get("activation", "none")
     if activation not in ("none", "silu", "swish"):
         raise ctx.fail(f"CausalConvWithState activation {activation!r} is not one of 'none', 'silu', 'swish'")
     if x.rank != 3 or w.rank != 3 or w.shape[0] != x.shape[1] or w.shape[1] != 1:
