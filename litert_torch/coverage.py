@@ -60,7 +60,11 @@ def _emitted_builtins(fn: Callable[..., Any], seen: set | None = None) -> set[st
 
 def _doc_parts(fn: Callable[..., Any], schema: str | None = None) -> tuple[str, str]:
     """The docstring's summary and limits; `schema`, a lowering's first line, is not part of the summary."""
-    doc = inspect.getdoc(fn) or ""
+    return _text_parts(inspect.getdoc(fn) or "", schema)
+
+
+def _text_parts(doc: str, schema: str | None = None) -> tuple[str, str]:
+    """A docstring's summary and limits (see `_doc_parts`)."""
     paragraphs = [" ".join(p.split()) for p in doc.split("\n\n") if p.strip()]
     if schema is not None and paragraphs and paragraphs[0] == schema:
         paragraphs = paragraphs[1:]
@@ -144,7 +148,7 @@ def _onnx_section() -> list[str]:
     """The ONNX ops `convert_onnx` lowers, from the ONNX registry (each through the ATen lowering it names, or
     directly)."""
     from litert_torch.lower.onnx import driver  # noqa: F401 (registers every ONNX op)
-    from litert_torch.lower.onnx.registry import OPS
+    from litert_torch.lower.onnx.registry import OPS, docstring, stated_opsets
 
     lowered = {name: op for name, op in OPS.items() if op.lower is not None}
     lines = ["", "## ONNX (`convert_onnx`)", "",
@@ -156,15 +160,17 @@ def _onnx_section() -> list[str]:
              "Shape parameters fed when the model runs ("
              + ", ".join(f"`{n}`" for n in sorted(n for n, op in OPS.items() if op.runtime_shaped is not None))
              + ") lower too: the output's sizes are then decided by the values, and the \"How\" column says how the "
-             "kernel takes them.", "",
-             "| ONNX op | How | Limits |", "|---|---|---|"]
+             "kernel takes them. Opsets: the ONNX opsets whose version of the op the lowering implements, which the "
+             "first line of its docstring states (models of opsets 1 to 12 are upgraded to 13 when read).", "",
+             "| ONNX op | Opsets | How | Limits |", "|---|---|---|---|"]
     for name in sorted(lowered):
         op = lowered[name]
-        summary, limits = _doc_parts(op.lower)
-        doc = op.doc or summary
+        text = docstring(op)
+        doc, limits = _text_parts(text, " ".join(text.split("\n", 1)[0].split()))
         if op.runtime_shaped is not None:
             doc += f" Parameters computed at run time: {op.runtime_shaped.doc}"
-        lines.append(f"| `{name}` | {_cell(doc)} | {_cell(limits)} |")
+        opsets = (stated_opsets(op) or "").removeprefix("opsets ").removeprefix("opset ")
+        lines.append(f"| `{name}` | {_cell(opsets)} | {_cell(doc)} | {_cell(limits)} |")
     return lines
 
 

@@ -1,4 +1,4 @@
-"""ONNX Attention (opsets 23-25) onto TFLite ops: heads split from 3-D inputs, grouped-query heads, past/present
+"""ONNX Attention (opsets 23-28) onto TFLite ops: heads split from 3-D inputs, grouped-query heads, past/present
 caches, boolean and additive masks, causal masks and sliding windows, softcap and every qk_matmul_output mode.
 Registered in `registry.OPS` like every ONNX op."""
 
@@ -18,8 +18,10 @@ def _heads(ctx, x: ir.Tensor, heads: int) -> ir.Tensor:
 
 
 @onnx_op("Attention")
-def attention(ctx, node, inputs, attrs):
-    """Scaled dot-product attention as ONNX defines it: 3-D inputs split into heads (q_num_heads,
+def attention(ctx, node, inputs, attrs) -> list[ir.Tensor | None]:
+    """Attention (opsets 23-28).
+
+    Scaled dot-product attention as ONNX defines it: 3-D inputs split into heads (q_num_heads,
     kv_num_heads), past_key / past_value concatenated in front of K and V (the present outputs), boolean or
     additive masks (padded with masked positions to the key length), a bottom-right causal mask after the past and
     sliding windows,

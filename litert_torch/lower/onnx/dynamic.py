@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from litert_torch import ir
-from litert_torch.lower.onnx.registry import set_fact, tensor
+from litert_torch.lower.onnx.registry import OPSETS_GROUP, set_fact, tensor
 from litert_torch.lower.common.registry import LoweringContext
 from litert_torch.symbolic import DynamicSizeError, Sym
 
@@ -49,10 +49,14 @@ class RuntimeShaped:
 
 def runtime_shaped(*ops: str, inputs: set[int], shapes: ShapeRule, doc: str | None = None) -> Callable:
     """Register `fn` as the lowering of `ops` when one of their parameter `inputs` is computed at run time, with
-    `shapes` giving the outputs' shapes over new sizes; `doc` defaults to the first paragraph of its docstring."""
+    `shapes` giving the outputs' shapes over new sizes; `doc` defaults to the first paragraph of its docstring
+    after the line naming the ops and opsets of a lowering registered with `onnx_op` too."""
 
     def register(fn: Callable) -> Callable:
-        said = doc or " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())
+        paragraphs = (fn.__doc__ or "").strip().split("\n\n")
+        if len(paragraphs) > 1 and OPSETS_GROUP.match(paragraphs[0]):
+            paragraphs = paragraphs[1:]
+        said = doc or " ".join(paragraphs[0].split())
         for op in ops:
             set_fact(op, "runtime_shaped", RuntimeShaped(frozenset(inputs), shapes, fn, said), "runtime_shaped")
         return fn
@@ -160,7 +164,7 @@ def _reduce_shapes(inputs, attrs, n, runtime, fresh):
 
 
 @runtime_shaped(*_REDUCERS, inputs={1}, shapes=_reduce_shapes)
-def reduce(ctx, node, inputs, attrs):
+def reduce(ctx, node, inputs, attrs) -> ir.Tensor:
     """SUM / MEAN / REDUCE_MAX / REDUCE_MIN with the axes tensor as the kernel's axis operand (empty axes,
     a static length, reduce every axis or none as `noop_with_empty_axes` says)."""
     if node.op_type == "ReduceMean" and inputs[0].dtype.kind != "f":
@@ -207,7 +211,7 @@ def _reshape_shapes(inputs, attrs, n, runtime, fresh):
 
 
 @runtime_shaped("Reshape", inputs={1}, shapes=_reshape_shapes)
-def reshape(ctx, node, inputs, attrs):
+def reshape(ctx, node, inputs, attrs) -> ir.Tensor:
     """RESHAPE to the target computed at run time; a 0 in it copies the input's size there (unless
     `allowzero`), which TFLite's RESHAPE does not do, so the target is rewritten first with SELECT_V2."""
     x, target = inputs[0], inputs[1]
@@ -242,7 +246,7 @@ def _squeeze_shapes(inputs, attrs, n, runtime, fresh):
 
 
 @runtime_shaped("Squeeze", inputs={1}, shapes=_squeeze_shapes)
-def squeeze(ctx, node, inputs, attrs):
+def squeeze(ctx, node, inputs, attrs) -> ir.Tensor:
     """RESHAPE to the input's sizes without the named axes, gathered when the model runs (which axes are kept
     is counted with CUMSUM); a squeezed axis whose size is not 1 fails in the RESHAPE."""
     x, axes = inputs[0], inputs[1]
@@ -273,7 +277,7 @@ def _unsqueeze_shapes(inputs, attrs, n, runtime, fresh):
 
 
 @runtime_shaped("Unsqueeze", inputs={1}, shapes=_unsqueeze_shapes)
-def unsqueeze(ctx, node, inputs, attrs):
+def unsqueeze(ctx, node, inputs, attrs) -> ir.Tensor:
     """RESHAPE to the input's sizes with 1s at the named positions, built when the model runs: the i-th
     position not named reads the input's i-th size (counted with CUMSUM)."""
     x, axes = inputs[0], inputs[1]
@@ -303,7 +307,7 @@ def _expand_shapes(inputs, attrs, n, runtime, fresh):
 
 
 @runtime_shaped("Expand", inputs={1}, shapes=_expand_shapes)
-def expand(ctx, node, inputs, attrs):
+def expand(ctx, node, inputs, attrs) -> ir.Tensor:
     """BROADCAST_TO the two-way broadcast of the input's shape and the given one (BROADCAST_ARGS)."""
     x, shape = inputs[0], inputs[1]
     m = shape.shape[0] if shape.rank else 1
@@ -320,7 +324,7 @@ def _tile_shapes(inputs, attrs, n, runtime, fresh):
 
 
 @runtime_shaped("Tile", inputs={1}, shapes=_tile_shapes)
-def tile(ctx, node, inputs, attrs):
+def tile(ctx, node, inputs, attrs) -> ir.Tensor:
     """TILE by the repeat counts computed at run time."""
     x, repeats = inputs[0], inputs[1]
     return ctx.emit("TILE", [x, _flat(ctx, repeats, x.rank)], node.outputs[0].shape, x.dtype)
@@ -337,7 +341,7 @@ def _split_shapes(inputs, attrs, n, runtime, fresh):
 
 
 @runtime_shaped("Split", inputs={1}, shapes=_split_shapes)
-def split(ctx, node, inputs, attrs):
+def split(ctx, node, inputs, attrs) -> list[ir.Tensor]:
     """SPLIT_V by the sizes computed at run time (the kernel checks that they add up to the axis)."""
     x, sizes = inputs[0], inputs[1]
     axis = attrs.get("axis", 0) % x.rank
@@ -377,7 +381,7 @@ def _per_axis(ctx, values: ir.Tensor | None, m: int, axes: list[int] | None, axe
 
 
 @runtime_shaped("Slice", inputs={1, 2, 3, 4}, shapes=_slice_shapes)
-def slice_op(ctx, node, inputs, attrs):
+def slice_op(ctx, node, inputs, attrs) -> ir.Tensor:
     """STRIDED_SLICE with begin, end and strides built when the model runs (axes not named run whole; run-time
     axes placed with SCATTER_ND). TFLite's STRIDED_SLICE wraps a negative bound once and clamps it to the axis
     ([-1, size - 1] for a negative step), as ONNX's Slice does."""
@@ -424,7 +428,7 @@ def _pad_shapes(inputs, attrs, n, runtime, fresh):
 
 
 @runtime_shaped("Pad", inputs={1, 2, 3}, shapes=_pad_shapes)
-def pad(ctx, node, inputs, attrs):
+def pad(ctx, node, inputs, attrs) -> ir.Tensor:
     """PADV2 (constant) or MIRROR_PAD (reflect) by paddings computed at run time: ONNX's [begins..., ends...]
     over the named axes becomes TFLite's [rank, 2]; negative pads crop, by a STRIDED_SLICE before padding by
     the positive part (TFLite's paddings may not be negative)."""

@@ -52,15 +52,19 @@ def _float_only(ctx, node, x):
 
 
 @onnx_op("Softplus")
-def softplus(ctx, node, inputs, attrs):
-    """log(1 + exp(x)), as relu(x) + log1p(exp(-|x|))."""
+def softplus(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Softplus (opsets 13-28).
+
+    log(1 + exp(x)), as relu(x) + log1p(exp(-|x|))."""
     _float_only(ctx, node, inputs[0])
     return _softplus(ctx, inputs[0])
 
 
 @onnx_op("Softsign")
-def softsign(ctx, node, inputs, attrs):
-    """x / (1 + |x|)."""
+def softsign(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Softsign (opsets 13-28).
+
+    x / (1 + |x|)."""
     x = inputs[0]
     _float_only(ctx, node, x)
     return ctx.emit("DIV", [x, _add(ctx, ctx.emit("ABS", [x], like=x), _scalar(ctx, 1.0, x))], like=x,
@@ -68,16 +72,20 @@ def softsign(ctx, node, inputs, attrs):
 
 
 @onnx_op("Mish")
-def mish(ctx, node, inputs, attrs):
-    """x * tanh(softplus(x))."""
+def mish(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Mish (opsets 18-28).
+
+    x * tanh(softplus(x))."""
     x = inputs[0]
     _float_only(ctx, node, x)
     return _mul(ctx, x, ctx.emit("TANH", [_softplus(ctx, x)], like=x))
 
 
 @onnx_op("Swish")
-def swish(ctx, node, inputs, attrs):
-    """x * sigmoid(alpha * x)."""
+def swish(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Swish (opsets 24-28).
+
+    x * sigmoid(alpha * x)."""
     x = inputs[0]
     alpha = float(attrs.get("alpha", 1.0))
     scaled = x if alpha == 1.0 else _mul(ctx, x, _scalar(ctx, alpha, x))
@@ -85,8 +93,10 @@ def swish(ctx, node, inputs, attrs):
 
 
 @onnx_op("Selu", "Celu")
-def selu_celu(ctx, node, inputs, attrs):
-    """as aten.elu's scaled forms: Selu = elu(x, alpha, scale=gamma), Celu = elu(x, alpha, input_scale=1/alpha)."""
+def selu_celu(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Selu, Celu (opsets 13-28).
+
+    as aten.elu's scaled forms: Selu = elu(x, alpha, scale=gamma), Celu = elu(x, alpha, input_scale=1/alpha)."""
     x = inputs[0]
     if node.op_type == "Selu":
         alpha = float(attrs.get("alpha", 1.67326319217681884765625))
@@ -99,16 +109,20 @@ def selu_celu(ctx, node, inputs, attrs):
 
 
 @onnx_op("ThresholdedRelu")
-def thresholded_relu(ctx, node, inputs, attrs):
-    """x where x > alpha, else 0 (SELECT_V2)."""
+def thresholded_relu(ctx, node, inputs, attrs) -> ir.Tensor:
+    """ThresholdedRelu (opsets 13-28).
+
+    x where x > alpha, else 0 (SELECT_V2)."""
     x = inputs[0]
     keep = ctx.emit("GREATER", [x, _scalar(ctx, float(attrs.get("alpha", 1.0)), x)], x.shape, np.bool_)
     return ctx.emit("SELECT_V2", [keep, x, _scalar(ctx, 0, x)], like=x)
 
 
 @onnx_op("Shrink")
-def shrink(ctx, node, inputs, attrs):
-    """x + bias below -lambd, x - bias above lambd, 0 between (float inputs; the bounds and bias in the input's
+def shrink(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Shrink (opsets 13-28).
+
+    x + bias below -lambd, x - bias above lambd, 0 between (float inputs; the bounds and bias in the input's
     type)."""
     x = inputs[0]
     _float_only(ctx, node, x)
@@ -121,21 +135,27 @@ def shrink(ctx, node, inputs, attrs):
 
 
 @onnx_op("Xor")
-def xor(ctx, node, inputs, attrs):
-    """as aten.logical_xor (NOT_EQUAL of bools, broadcasting)."""
+def xor(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Xor (opsets 13-28).
+
+    as aten.logical_xor (NOT_EQUAL of bools, broadcasting)."""
     return aten_fn(aten.logical_xor.default)(ctx, node, inputs[0], inputs[1])
 
 
 @onnx_op("BitwiseXor", uint32="bits")
-def bitwise_xor(ctx, node, inputs, attrs):
-    """BITWISE_XOR (broadcasting)."""
+def bitwise_xor(ctx, node, inputs, attrs) -> ir.Tensor:
+    """BitwiseXor (opsets 18-28).
+
+    BITWISE_XOR (broadcasting)."""
     a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
     return ctx.emit("BITWISE_XOR", [a, b], out_shape(node), a.dtype)
 
 
 @onnx_op("BitwiseNot", uint32="bits")
-def bitwise_not(ctx, node, inputs, attrs):
-    """BITWISE_XOR with all ones (-1, or the type's maximum for an unsigned type)."""
+def bitwise_not(ctx, node, inputs, attrs) -> ir.Tensor:
+    """BitwiseNot (opsets 18-28).
+
+    BITWISE_XOR with all ones (-1, or the type's maximum for an unsigned type)."""
     x = tensor(ctx, inputs[0])
     dtype = np.dtype(x.dtype)
     ones = np.array(np.iinfo(dtype).max if dtype.kind == "u" else -1, dtype)
@@ -143,21 +163,27 @@ def bitwise_not(ctx, node, inputs, attrs):
 
 
 @onnx_op("BitwiseAnd", "BitwiseOr", uint32="bits")
-def bitwise_and_or(ctx, node, inputs, attrs):
-    """TFLite has no AND or OR of integers: as aten.bitwise_and / bitwise_or (`elementwise.integer_and_or`)."""
+def bitwise_and_or(ctx, node, inputs, attrs) -> ir.Tensor:
+    """BitwiseAnd, BitwiseOr (opsets 18-28).
+
+    TFLite has no AND or OR of integers: as aten.bitwise_and / bitwise_or (`elementwise.integer_and_or`)."""
     a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
     return integer_and_or(ctx, a, b, out_shape(node), a.dtype, "or" if node.op_type == "BitwiseOr" else "and")
 
 
 @onnx_op("Det")
-def det(ctx, node, inputs, attrs):
-    """The determinant of each matrix (lower/aten/linalg.py: elimination with partial pivoting)."""
+def det(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Det (opsets 13-28).
+
+    The determinant of each matrix (lower/aten/linalg.py: elimination with partial pivoting)."""
     return linalg.determinant(ctx, tensor(ctx, inputs[0]), "Det")
 
 
 @onnx_op("LRN")
-def lrn(ctx, node, inputs, attrs):
-    """x / (bias + alpha / size * s)^beta, s the sum of squares over the `size` channels around each one
+def lrn(ctx, node, inputs, attrs) -> ir.Tensor:
+    """LRN (opsets 13-28).
+
+    x / (bias + alpha / size * s)^beta, s the sum of squares over the `size` channels around each one
     (floor((size - 1) / 2) before, the rest after, within the tensor): the squares padded with zeros along the
     channel axis and summed over `size` shifted slices."""
     x = tensor(ctx, inputs[0])
@@ -196,26 +222,34 @@ def _window(ctx, node, inputs, attrs, terms: list[tuple[float, float]]):
 
 
 @onnx_op("HannWindow")
-def hann_window(ctx, node, inputs, attrs):
-    """0.5 - 0.5 cos(2 pi n / N), a constant."""
+def hann_window(ctx, node, inputs, attrs) -> ir.Tensor:
+    """HannWindow (opsets 17-28).
+
+    0.5 - 0.5 cos(2 pi n / N), a constant."""
     return _window(ctx, node, inputs, attrs, [(0, 0.5), (1, -0.5)])
 
 
 @onnx_op("HammingWindow")
-def hamming_window(ctx, node, inputs, attrs):
-    """25/46 - 21/46 cos(2 pi n / N), a constant."""
+def hamming_window(ctx, node, inputs, attrs) -> ir.Tensor:
+    """HammingWindow (opsets 17-28).
+
+    25/46 - 21/46 cos(2 pi n / N), a constant."""
     return _window(ctx, node, inputs, attrs, [(0, 25 / 46), (1, -21 / 46)])
 
 
 @onnx_op("BlackmanWindow")
-def blackman_window(ctx, node, inputs, attrs):
-    """0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N), a constant."""
+def blackman_window(ctx, node, inputs, attrs) -> ir.Tensor:
+    """BlackmanWindow (opsets 17-28).
+
+    0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N), a constant."""
     return _window(ctx, node, inputs, attrs, [(0, 0.42), (1, -0.5), (2, 0.08)])
 
 
 @onnx_op("Mean")
-def mean(ctx, node, inputs, attrs):
-    """The broadcast sum of the inputs divided by their count, in the order ONNX's reference adds them."""
+def mean(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Mean (opsets 13-28).
+
+    The broadcast sum of the inputs divided by their count, in the order ONNX's reference adds them."""
     shape = out_shape(node)
     xs = [tensor(ctx, t) for t in inputs]
     total = xs[0]
@@ -278,12 +312,17 @@ def _reduction(ctx, node, inputs, attrs, run_time: bool):
     return after(ctx, y) if after else y
 
 
-for _name in REDUCTION_FORMS:
-    onnx_op(_name, parameters={1})(lambda ctx, node, inputs, attrs: _reduction(ctx, node, inputs, attrs, False))
+@onnx_op(*REDUCTION_FORMS, parameters={1})
+def reduce_transformed_static(ctx, node, inputs, attrs) -> ir.Tensor:
+    """ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceProd (opsets 13-28).
+
+    The ONNX reductions of a transformed input: ABS, MUL (a square), SUM or REDUCE_PROD over the constant
+    axes, then SQRT or LOG."""
+    return _reduction(ctx, node, inputs, attrs, False)
 
 
 @runtime_shaped(*REDUCTION_FORMS, inputs={1}, shapes=_reduce_shapes)
-def reduce_transformed(ctx, node, inputs, attrs):
+def reduce_transformed(ctx, node, inputs, attrs) -> ir.Tensor:
     """The ONNX reductions of a transformed input: ABS, MUL (a square), SUM or REDUCE_PROD over the run-time
     axes, then SQRT or LOG."""
     return _reduction(ctx, node, inputs, attrs, True)
@@ -328,11 +367,20 @@ def _log_sum_exp(ctx, node, inputs, attrs, run_time: bool):
     return _add(ctx, exact.log(ctx, s), ctx.reshape(m, s.shape))
 
 
-onnx_op("ReduceLogSumExp", parameters={1})(
-    lambda ctx, node, inputs, attrs: _log_sum_exp(ctx, node, inputs, attrs, False))
-runtime_shaped("ReduceLogSumExp", inputs={1}, shapes=_reduce_shapes,
-               doc="REDUCE_MAX, SUB, EXP, SUM and LOG over the run-time axes")(
-    lambda ctx, node, inputs, attrs: _log_sum_exp(ctx, node, inputs, attrs, True))
+@onnx_op("ReduceLogSumExp", parameters={1})
+def reduce_log_sum_exp(ctx, node, inputs, attrs) -> ir.Tensor:
+    """ReduceLogSumExp (opsets 13-28).
+
+    m + log(sum(exp(x - m))) over the constant axes, m the largest value of each reduced slice (0 where it is
+    infinite): REDUCE_MAX, SUB, EXP, SUM and LOG."""
+    return _log_sum_exp(ctx, node, inputs, attrs, False)
+
+
+@runtime_shaped("ReduceLogSumExp", inputs={1}, shapes=_reduce_shapes,
+                doc="REDUCE_MAX, SUB, EXP, SUM and LOG over the run-time axes")
+def reduce_log_sum_exp_run_time(ctx, node, inputs, attrs) -> ir.Tensor:
+    """ReduceLogSumExp over axes computed at run time."""
+    return _log_sum_exp(ctx, node, inputs, attrs, True)
 
 
 # ---- scans -------------------------------------------------------------------------------------------------
@@ -349,8 +397,10 @@ def _scan_axis(ctx, node, x, axis) -> ir.Tensor | int:
 
 
 @onnx_op("CumSum")
-def cumsum(ctx, node, inputs, attrs):
-    """CUMSUM, whose exclusive and reverse options are ONNX's; the axis a constant or a run-time value."""
+def cumsum(ctx, node, inputs, attrs) -> ir.Tensor:
+    """CumSum (opsets 13-28).
+
+    CUMSUM, whose exclusive and reverse options are ONNX's; the axis a constant or a run-time value."""
     x = inputs[0]
     axis = _scan_axis(ctx, node, x, inputs[1])
     if x.dtype not in (np.float32, np.float64, np.int32, np.int64):
@@ -362,8 +412,10 @@ def cumsum(ctx, node, inputs, attrs):
 
 
 @onnx_op("CumProd")
-def cumprod(ctx, node, inputs, attrs):
-    """The running product by log2(n) doubling steps of MUL with a shifted copy; exclusive starts from 1,
+def cumprod(ctx, node, inputs, attrs) -> ir.Tensor:
+    """CumProd (opsets 26-28).
+
+    The running product by log2(n) doubling steps of MUL with a shifted copy; exclusive starts from 1,
     reverse runs from the end. An axis computed at run time selects among the products along every axis."""
     x = inputs[0]
     if x.dtype not in (np.float16, np.float32, np.float64, np.int32, np.int64):
@@ -396,8 +448,10 @@ def _topk_attrs(ctx, node, x, attrs):
 
 
 @onnx_op("TopK", parameters=[1])
-def topk(ctx, node, inputs, attrs):
-    """as aten.topk (largest or smallest, sorted; equal values in index order)."""
+def topk(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor]:
+    """TopK (opsets 13-28).
+
+    as aten.topk (largest or smallest, sorted; equal values in index order)."""
     x = inputs[0]
     axis, largest = _topk_attrs(ctx, node, x, attrs)
     k = int(scalar(inputs[1], ctx, "TopK K"))
@@ -414,7 +468,7 @@ def _topk_shapes(inputs, attrs, n, runtime, fresh):
 
 
 @runtime_shaped("TopK", inputs={1}, shapes=_topk_shapes)
-def topk_run_time(ctx, node, inputs, attrs):
+def topk_run_time(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor]:
     """TOPK_V2 with K read at run time, over the axis moved last (and back)."""
     x = inputs[0]
     axis, largest = _topk_attrs(ctx, node, x, attrs)
@@ -424,8 +478,10 @@ def topk_run_time(ctx, node, inputs, attrs):
 
 
 @onnx_op("Hardmax")
-def hardmax(ctx, node, inputs, attrs):
-    """1 at the first largest value along `axis`, 0 elsewhere: ARG_MAX, then EQUAL with the positions."""
+def hardmax(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Hardmax (opsets 13-28).
+
+    1 at the first largest value along `axis`, 0 elsewhere: ARG_MAX, then EQUAL with the positions."""
     x = inputs[0]
     axis = int(attrs.get("axis", -1)) % max(x.rank, 1)
     n = x.shape[axis]
@@ -442,8 +498,10 @@ def hardmax(ctx, node, inputs, attrs):
 
 # ---- normalisation and layout ------------------------------------------------------------------------------
 @onnx_op("LpNormalization")
-def lp_normalization(ctx, node, inputs, attrs):
-    """x / ||x||_p along `axis` (p = 1: SUM of ABS; p = 2: SQRT of the SUM of squares); 0 where the norm is 0,
+def lp_normalization(ctx, node, inputs, attrs) -> ir.Tensor:
+    """LpNormalization (opsets 13-28).
+
+    x / ||x||_p along `axis` (p = 1: SUM of ABS; p = 2: SQRT of the SUM of squares); 0 where the norm is 0,
     as ONNX's reference gives."""
     x = inputs[0]
     _float_only(ctx, node, x)
@@ -461,13 +519,15 @@ def lp_normalization(ctx, node, inputs, attrs):
 
 
 @onnx_op("SpaceToDepth")
-def space_to_depth(ctx, node, inputs, attrs):
-    """DCR mode (ONNX's default, channel order (r1, r2, c), TFLite's) as SPACE_TO_DEPTH between NHWC
+def space_to_depth(ctx, node, inputs, attrs) -> ir.Tensor:
+    """SpaceToDepth (opsets 13-28).
+
+    DCR mode (ONNX's default, channel order (r1, r2, c), TFLite's) as SPACE_TO_DEPTH between NHWC
     transposes; CRD mode (order (c, r1, r2)) as aten.pixel_unshuffle."""
     x, r = inputs[0], int(attrs["blocksize"])
     if x.rank != 4:
         raise ctx.fail("SpaceToDepth of a tensor that is not 4-D is not defined")
-    mode = attrs.get("mode", b"DCR")
+    mode = attrs.get("mode", "DCR")
     if mode == "CRD":
         return aten_fn(aten.pixel_unshuffle.default)(ctx, node, x, r)
     if mode != "DCR":
@@ -480,7 +540,7 @@ def space_to_depth(ctx, node, inputs, attrs):
 # ---- scatter -----------------------------------------------------------------------------------------------
 def _reduction_mode(ctx, node, attrs) -> str:
     """"set", "add", or the product / maximum / minimum of lower/aten/scatter.py ("prod", "amax", "amin")."""
-    reduction = attrs.get("reduction", b"none")
+    reduction = attrs.get("reduction", "none")
     mode = {"none": "set", "add": "add", "mul": "prod", "max": "amax", "min": "amin"}.get(reduction)
     if mode is None:
         raise ctx.fail(f"{node.op_type} with reduction={reduction!r} is not one ONNX defines "
@@ -489,8 +549,10 @@ def _reduction_mode(ctx, node, attrs) -> str:
 
 
 @onnx_op("ScatterElements")
-def scatter_elements(ctx, node, inputs, attrs):
-    """as aten.scatter / scatter_add / scatter_reduce (with x's own values) along `axis` (lower/aten/scatter.py)."""
+def scatter_elements(ctx, node, inputs, attrs) -> ir.Tensor:
+    """ScatterElements (opsets 13-28).
+
+    as aten.scatter / scatter_add / scatter_reduce (with x's own values) along `axis` (lower/aten/scatter.py)."""
     x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
     axis = int(attrs.get("axis", 0)) % max(x.rank, 1)
     mode = _reduction_mode(ctx, node, attrs)
@@ -502,8 +564,10 @@ def scatter_elements(ctx, node, inputs, attrs):
 
 
 @onnx_op("ScatterND")
-def scatter_nd(ctx, node, inputs, attrs):
-    """SCATTER_ND of the updates at the index tuples (each naming a slice of the leading axes), added to x,
+def scatter_nd(ctx, node, inputs, attrs) -> ir.Tensor:
+    """ScatterND (opsets 13-28).
+
+    SCATTER_ND of the updates at the index tuples (each naming a slice of the leading axes), added to x,
     written over it, or multiplied / maximised / minimised with it (lower/aten/scatter.py)."""
     x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
     mode = _reduction_mode(ctx, node, attrs)
@@ -529,7 +593,7 @@ def _nll(ctx, node, log_prob: ir.Tensor, target: ir.Tensor, weight, attrs) -> ir
     """-log_prob[n, target[n, ...], ...] * weight[target], 0 where the target is ignore_index, reduced as
     `reduction` says (mean: divided by the sum of the weights of the targets not ignored). The class picked
     by SELECT_V2 of a one-hot mask, so an infinite log-probability of another class never meets a 0 weight."""
-    reduction = attrs.get("reduction", b"mean")
+    reduction = attrs.get("reduction", "mean")
     if reduction not in ("none", "sum", "mean"):
         raise ctx.fail(f"{node.op_type} reduction={reduction!r} is not one ONNX defines")
     x = log_prob
@@ -572,16 +636,20 @@ def _nll(ctx, node, log_prob: ir.Tensor, target: ir.Tensor, weight, attrs) -> ir
 
 
 @onnx_op("NegativeLogLikelihoodLoss")
-def negative_log_likelihood_loss(ctx, node, inputs, attrs):
-    """The negative log-likelihood of each target class (with its weight, ignore_index), reduced by none,
+def negative_log_likelihood_loss(ctx, node, inputs, attrs) -> ir.Tensor:
+    """NegativeLogLikelihoodLoss (opsets 13-28).
+
+    The negative log-likelihood of each target class (with its weight, ignore_index), reduced by none,
     sum or mean."""
     weight = inputs[2] if len(inputs) > 2 else None
     return _nll(ctx, node, inputs[0], tensor(ctx, inputs[1]), weight, attrs)
 
 
 @onnx_op("SoftmaxCrossEntropyLoss")
-def softmax_cross_entropy_loss(ctx, node, inputs, attrs):
-    """LOG_SOFTMAX over the class axis (moved last and back), then the negative log-likelihood loss; the
+def softmax_cross_entropy_loss(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor | None]:
+    """SoftmaxCrossEntropyLoss (opsets 13-28).
+
+    LOG_SOFTMAX over the class axis (moved last and back), then the negative log-likelihood loss; the
     log-probabilities are the second output."""
     scores = inputs[0]
     weight = inputs[2] if len(inputs) > 2 else None
@@ -627,8 +695,10 @@ def _counts(ctx: LoweringContext, *sizes: Any) -> None:
 
 @onnx_op("NonZero")
 @runtime_shaped("NonZero", inputs={0}, shapes=_nonzero_shapes)
-def nonzero(ctx, node, inputs, attrs):
-    """The coordinates of the nonzero elements, one column each in row-major order ([rank, count]), their count
+def nonzero(ctx, node, inputs, attrs) -> ir.Tensor:
+    """NonZero (opsets 13-28).
+
+    The coordinates of the nonzero elements, one column each in row-major order ([rank, count]), their count
     decided when the model runs: WHERE, transposed."""
     x = tensor(ctx, inputs[0])
     rank, count = node.outputs[0].shape
@@ -648,8 +718,10 @@ def _compress_shapes(inputs, attrs, n, runtime, fresh):
 
 @onnx_op("Compress")
 @runtime_shaped("Compress", inputs={1}, shapes=_compress_shapes)
-def compress(ctx, node, inputs, attrs):
-    """The slices of the input (flattened without `axis`) where the 1-D condition is true, their count decided
+def compress(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Compress (opsets 13-28).
+
+    The slices of the input (flattened without `axis`) where the 1-D condition is true, their count decided
     when the model runs: WHERE of the condition, then GATHER. A condition shorter than the axis selects among
     the first slices only, as ONNX defines it."""
     x, cond = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])

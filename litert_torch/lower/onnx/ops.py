@@ -17,7 +17,7 @@ from litert_torch.lower.common import exact
 from litert_torch.lower.onnx import (  # noqa: F401 (register their ops)
     attention, math_ops, qdq, resize, rnn, window,
 )
-from litert_torch.lower.onnx.registry import aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor
+from litert_torch.lower.onnx.registry import OnnxFn, aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor
 from litert_torch.lower.common.registry import lowering_for, numpy_dtype
 from litert_torch.symbolic import Sym, all_static, smax, smin
 
@@ -41,26 +41,33 @@ _UNARY = {
 _UINT16_IN_RANGE = {"Relu", "Abs"}
 
 
-def _unary(target):
-    def lower(ctx, node, inputs, attrs):
+def _unary(target) -> OnnxFn:
+    def lower(ctx, node, inputs, attrs) -> ir.Tensor:
         return aten_fn(target)(ctx, node, inputs[0])
     return lower
 
 
+# The opsets each lowering implements, where they are not 13 (the oldest the driver reads) to 28.
+_UNARY_OPSETS = {"HardSwish": "14-28"}
 for _name, _target in _UNARY.items():
-    onnx_op(_name, doc=f"as {_target}", same_shape=True, uint16_in_range=_name in _UINT16_IN_RANGE)(_unary(_target))
+    onnx_op(_name, doc=f"{_name} (opsets {_UNARY_OPSETS.get(_name, '13-28')}).\n\nas {_target}", same_shape=True,
+            uint16_in_range=_name in _UINT16_IN_RANGE)(_unary(_target))
 
 
 @onnx_op("Sign", same_shape=True)
-def sign(ctx, node, inputs, attrs):
-    """SIGN (NaN stays NaN, as ONNX's reference gives; PyTorch's sign gives 0 there)."""
+def sign(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Sign (opsets 13-28).
+
+    SIGN (NaN stays NaN, as ONNX's reference gives; PyTorch's sign gives 0 there)."""
     return ctx.emit("SIGN", [inputs[0]], like=inputs[0])
 
 
 @onnx_op("Identity", same_shape=True, uint16_in_range=True, uint32="bits")
 @onnx_op("Dropout")
-def identity(ctx, node, inputs, attrs):
-    """The input itself (Dropout in inference: its mask all true)."""
+def identity(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor | None]:
+    """Identity, Dropout (opsets 13-28).
+
+    The input itself (Dropout in inference: its mask all true)."""
     if node.op_type != "Dropout":
         return inputs[0]
     training = inputs[2] if len(inputs) > 2 else None
@@ -77,26 +84,34 @@ def identity(ctx, node, inputs, attrs):
 
 
 @onnx_op("LeakyRelu", same_shape=True)
-def leaky_relu(ctx, node, inputs, attrs):
-    """as aten.leaky_relu (alpha)."""
+def leaky_relu(ctx, node, inputs, attrs) -> ir.Tensor:
+    """LeakyRelu (opsets 13-28).
+
+    as aten.leaky_relu (alpha)."""
     return aten_fn(aten.leaky_relu.default)(ctx, node, inputs[0], attrs.get("alpha", 0.01))
 
 
 @onnx_op("Elu", same_shape=True)
-def elu(ctx, node, inputs, attrs):
-    """as aten.elu (alpha)."""
+def elu(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Elu (opsets 13-28).
+
+    as aten.elu (alpha)."""
     return aten_fn(aten.elu.default)(ctx, node, inputs[0], attrs.get("alpha", 1.0))
 
 
 @onnx_op("Gelu", same_shape=True)
-def gelu(ctx, node, inputs, attrs):
-    """as aten.gelu (approximate none or tanh)."""
+def gelu(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Gelu (opsets 20-28).
+
+    as aten.gelu (approximate none or tanh)."""
     return aten_fn(aten.gelu.default)(ctx, node, inputs[0], attrs.get("approximate", "none"))
 
 
 @onnx_op("HardSigmoid", same_shape=True)
-def hard_sigmoid(ctx, node, inputs, attrs):
-    """as aten.hardsigmoid for alpha 1/6, beta 0.5; otherwise clamp(alpha * x + beta, 0, 1)."""
+def hard_sigmoid(ctx, node, inputs, attrs) -> ir.Tensor:
+    """HardSigmoid (opsets 13-28).
+
+    as aten.hardsigmoid for alpha 1/6, beta 0.5; otherwise clamp(alpha * x + beta, 0, 1)."""
     alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
     x = inputs[0]
     if abs(alpha - 1 / 6) < 1e-7 and beta == 0.5:
@@ -106,8 +121,10 @@ def hard_sigmoid(ctx, node, inputs, attrs):
 
 
 @onnx_op("Clip", parameters=[1, 2], runtime_parameters=[1, 2], same_shape=True)
-def clip(ctx, node, inputs, attrs):
-    """as aten.clamp (bounds are inputs since opset 11; bounds known only at run time as aten.clamp.Tensor)."""
+def clip(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Clip (opsets 13-28).
+
+    as aten.clamp (bounds are inputs since opset 11; bounds known only at run time as aten.clamp.Tensor)."""
     bounds = [inputs[k] if len(inputs) > k else None for k in (1, 2)]
     if any(isinstance(b, ir.Tensor) and not b.is_constant for b in bounds):  # bounds known only at run time
         return aten_fn(aten.clamp.Tensor)(ctx, node, inputs[0], *bounds)
@@ -116,8 +133,10 @@ def clip(ctx, node, inputs, attrs):
 
 
 @onnx_op("PRelu")
-def prelu(ctx, node, inputs, attrs):
-    """as aten.prelu (slope broadcast over the channel axis)."""
+def prelu(ctx, node, inputs, attrs) -> ir.Tensor:
+    """PRelu (opsets 13-28).
+
+    as aten.prelu (slope broadcast over the channel axis)."""
     x, slope = inputs
     if slope.is_constant and slope.size == (x.shape[1] if x.rank > 1 else 1):
         slope = ctx.const(np.asarray(slope.data).reshape(-1))
@@ -131,8 +150,8 @@ _BINARY = {"Add": aten.add.Tensor, "Sub": aten.sub.Tensor, "Mul": aten.mul.Tenso
            "Or": aten.logical_or.default}
 
 
-def _binary(target):
-    def lower(ctx, node, inputs, attrs):
+def _binary(target) -> OnnxFn:
+    def lower(ctx, node, inputs, attrs) -> ir.Tensor:
         result = inputs[0]
         for other in inputs[1:]:  # Max/Min/Sum take any number of inputs
             result = aten_fn(target)(ctx, node, result, other)
@@ -146,14 +165,16 @@ _UINT16_IN_RANGE_BINARY = {"Max", "Min"}
 _UINT32 = {"Add": "bits", "Sub": "bits", "Mul": "bits", "Equal": "bits", "Less": "ordered", "Greater": "ordered",
            "LessOrEqual": "ordered", "GreaterOrEqual": "ordered", "Max": "ordered", "Min": "ordered"}
 for _name, _target in _BINARY.items():
-    onnx_op(_name, doc=f"as {_target}, broadcasting", uint16_in_range=_name in _UINT16_IN_RANGE_BINARY,
-            uint32=_UINT32.get(_name))(_binary(_target))
-onnx_op("Sum", doc="as aten.add, pairwise")(_binary(aten.add.Tensor))
+    onnx_op(_name, doc=f"{_name} (opsets 13-28).\n\nas {_target}, broadcasting",
+            uint16_in_range=_name in _UINT16_IN_RANGE_BINARY, uint32=_UINT32.get(_name))(_binary(_target))
+onnx_op("Sum", doc="Sum (opsets 13-28).\n\nas aten.add, pairwise")(_binary(aten.add.Tensor))
 
 
 @onnx_op("Div", uint16_in_range=True)
-def div(ctx, node, inputs, attrs):
-    """as aten.div; integer division truncates, as ONNX defines it."""
+def div(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Div (opsets 13-28).
+
+    as aten.div; integer division truncates, as ONNX defines it."""
     a, b = inputs
     if node.value.dtype.is_floating_point:
         return aten_fn(aten.div.Tensor)(ctx, node, a, b)
@@ -161,8 +182,10 @@ def div(ctx, node, inputs, attrs):
 
 
 @onnx_op("Pow")
-def power(ctx, node, inputs, attrs):
-    """as aten.pow: a constant scalar exponent takes the exact forms (MUL, SQRT, ...)."""
+def power(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Pow (opsets 13-28).
+
+    as aten.pow: a constant scalar exponent takes the exact forms (MUL, SQRT, ...)."""
     x, e = inputs
     if isinstance(e, ir.Tensor) and e.is_constant and e.size == 1:
         return aten_fn(aten.pow.Tensor_Scalar)(ctx, node, x, float(np.asarray(e.data).reshape(-1)[0]))
@@ -170,20 +193,26 @@ def power(ctx, node, inputs, attrs):
 
 
 @onnx_op("Where", uint16_in_range=True, uint32="bits")
-def where(ctx, node, inputs, attrs):
-    """as aten.where."""
+def where(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Where (opsets 13-28).
+
+    as aten.where."""
     return aten_fn(aten.where.self)(ctx, node, *inputs)
 
 
 @onnx_op("Cast", "CastLike")
-def cast(ctx, node, inputs, attrs):
-    """as aten._to_copy to the target type (CastLike: the second input's type)."""
+def cast(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Cast (opsets 13-28); CastLike (opsets 15-28).
+
+    as aten._to_copy to the target type (CastLike: the second input's type)."""
     return aten_fn(aten._to_copy.default)(ctx, node, inputs[0], dtype=node.value.dtype)
 
 
 @onnx_op("Mod", uint16_in_range=True)
-def mod(ctx, node, inputs, attrs):
-    """fmod=0 (integers): as aten.remainder, the sign of the divisor; fmod=1: C's fmod, the sign of the
+def mod(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Mod (opsets 13-28).
+
+    fmod=0 (integers): as aten.remainder, the sign of the divisor; fmod=1: C's fmod, the sign of the
     dividend, exact for floats and integers (`elementwise.fmod`)."""
     a, b = (tensor(ctx, v) for v in inputs)
     if not attrs.get("fmod", 0):
@@ -192,8 +221,10 @@ def mod(ctx, node, inputs, attrs):
 
 
 @onnx_op("Trilu", parameters=[1], runtime_parameters=[1])
-def trilu(ctx, node, inputs, attrs):
-    """SELECT_V2 of x and 0 by a mask of the kept triangle (j - i >= k above, <= k below): a constant, or computed
+def trilu(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Trilu (opsets 14-28).
+
+    SELECT_V2 of x and 0 by a mask of the kept triangle (j - i >= k above, <= k below): a constant, or computed
     when the model runs for a k known only then.
 
     Limits: static sizes on the last two axes."""
@@ -215,15 +246,19 @@ def trilu(ctx, node, inputs, attrs):
 
 
 @onnx_op("IsNaN")
-def is_nan(ctx, node, inputs, attrs):
-    """NOT_EQUAL(x, x): only NaN differs from itself."""
+def is_nan(ctx, node, inputs, attrs) -> ir.Tensor:
+    """IsNaN (opsets 13-28).
+
+    NOT_EQUAL(x, x): only NaN differs from itself."""
     x = inputs[0]
     return ctx.emit("NOT_EQUAL", [x, x], x.shape, np.bool_)
 
 
 @onnx_op("IsInf")
-def is_inf(ctx, node, inputs, attrs):
-    """EQUAL(ABS(x), inf), or the sign-restricted comparison when detect_negative/positive is off."""
+def is_inf(ctx, node, inputs, attrs) -> ir.Tensor:
+    """IsInf (opsets 13-28).
+
+    EQUAL(ABS(x), inf), or the sign-restricted comparison when detect_negative/positive is off."""
     x = inputs[0]
     pos, neg = attrs.get("detect_positive", 1), attrs.get("detect_negative", 1)
     if pos and neg:
@@ -235,14 +270,18 @@ def is_inf(ctx, node, inputs, attrs):
 
 # ---- linear algebra ----------------------------------------------------------------------------------------
 @onnx_op("MatMul")
-def matmul(ctx, node, inputs, attrs):
-    """as aten.matmul."""
+def matmul(ctx, node, inputs, attrs) -> ir.Tensor:
+    """MatMul (opsets 13-28).
+
+    as aten.matmul."""
     return aten_fn(aten.matmul.default)(ctx, node, *inputs)
 
 
 @onnx_op("Gemm")
-def gemm(ctx, node, inputs, attrs):
-    """alpha * A' B' + beta * C as aten.linear (FULLY_CONNECTED) when B is constant, else a matmul."""
+def gemm(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Gemm (opsets 13-28).
+
+    alpha * A' B' + beta * C as aten.linear (FULLY_CONNECTED) when B is constant, else a matmul."""
     a, b = inputs[0], inputs[1]
     c = inputs[2] if len(inputs) > 2 else None
     alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
@@ -279,8 +318,10 @@ def gemm(ctx, node, inputs, attrs):
 
 
 @onnx_op("Einsum")
-def einsum(ctx, node, inputs, attrs):
-    """Einsum of one or two operands: indices only one operand has and the output lacks are summed out of it
+def einsum(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Einsum (opsets 13-28).
+
+    Einsum of one or two operands: indices only one operand has and the output lacks are summed out of it
     first (SUM); one operand is then a transpose; two are one BATCH_MATMUL between transposes and reshapes
     (indices in both operands and the output batch, in both but not the output contract, in one operand and
     the output stay). Without "->" the output is the indices that appear once, in alphabetical order.
@@ -327,8 +368,10 @@ def einsum(ctx, node, inputs, attrs):
 
 # ---- normalisation ------------------------------------------------------------------------------------------
 @onnx_op("BatchNormalization", same_shape=True)
-def batch_norm(ctx, node, inputs, attrs):
-    """as aten._native_batch_norm_legit_no_training (constant statistics, folded into x * scale + shift);
+def batch_norm(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor | None, ...]:
+    """BatchNormalization (opsets 13-28).
+
+    as aten._native_batch_norm_legit_no_training (constant statistics, folded into x * scale + shift);
     statistics fed at run time as (x - mean) * rsqrt(var + epsilon) * scale + B; training_mode normalizes by the
     batch's own mean and (population) variance and outputs the running statistics momentum updates."""
     x, scale, bias, mean, var = inputs[:5]
@@ -341,7 +384,7 @@ def batch_norm(ctx, node, inputs, attrs):
     return y[0] if isinstance(y, (tuple, list)) else y
 
 
-def _batch_norm_computed(ctx, node, x, params, attrs):
+def _batch_norm_computed(ctx, node, x, params, attrs) -> ir.Tensor | tuple[ir.Tensor | None, ...]:
     scale, bias, mean, var = params
     if x.dtype.kind != "f":
         raise ctx.fail("BatchNormalization of integers is not defined")
@@ -391,16 +434,20 @@ def _batch_norm_computed(ctx, node, x, params, attrs):
 
 
 @onnx_op("InstanceNormalization", same_shape=True)
-def instance_norm(ctx, node, inputs, attrs):
-    """as aten.instance_norm with the input's own statistics."""
+def instance_norm(ctx, node, inputs, attrs) -> ir.Tensor:
+    """InstanceNormalization (opsets 13-28).
+
+    as aten.instance_norm with the input's own statistics."""
     x, scale, bias = inputs
     return aten_fn(aten.instance_norm.default)(ctx, node, x, tensor(ctx, scale), tensor(ctx, bias), None, None, True,
                                                0.1, attrs.get("epsilon", 1e-5), False)
 
 
 @onnx_op("LayerNormalization", same_shape=True)
-def layer_norm(ctx, node, inputs, attrs):
-    """as aten.layer_norm over the axes from `axis` on."""
+def layer_norm(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor | None, ir.Tensor | None]:
+    """LayerNormalization (opsets 17-28).
+
+    as aten.layer_norm over the axes from `axis` on."""
     x = inputs[0]
     scale = tensor(ctx, inputs[1]) if len(inputs) > 1 else None
     bias = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
@@ -424,8 +471,10 @@ def layer_norm(ctx, node, inputs, attrs):
 
 
 @onnx_op("RMSNormalization")
-def rms_norm(ctx, node, inputs, attrs):
-    """x * RSQRT(MEAN(x * x over the axes from `axis` on) + epsilon) * scale."""
+def rms_norm(ctx, node, inputs, attrs) -> ir.Tensor:
+    """RMSNormalization (opsets 23-28).
+
+    x * RSQRT(MEAN(x * x over the axes from `axis` on) + epsilon) * scale."""
     x = inputs[0]
     if x.dtype != np.float32:
         raise ctx.fail("RMSNormalization of a non-float32 input has no lowering yet")
@@ -442,8 +491,10 @@ def rms_norm(ctx, node, inputs, attrs):
 
 
 @onnx_op("GroupNormalization")
-def group_norm(ctx, node, inputs, attrs):
-    """as aten.group_norm (per-channel scale and bias, opset 21; per-group ones, opset 18, are expanded to their
+def group_norm(ctx, node, inputs, attrs) -> ir.Tensor:
+    """GroupNormalization (opsets 18-28).
+
+    as aten.group_norm (per-channel scale and bias, opset 21; per-group ones, opset 18, are expanded to their
     channels: at conversion for constants, by a GATHER for values computed at run time)."""
     x, scale, bias = inputs
     groups = attrs["num_groups"]
@@ -463,42 +514,54 @@ def group_norm(ctx, node, inputs, attrs):
 
 
 @onnx_op("Softmax", same_shape=True)
-def softmax(ctx, node, inputs, attrs):
-    """as aten._softmax along `axis`."""
+def softmax(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Softmax (opsets 13-28).
+
+    as aten._softmax along `axis`."""
     return aten_fn(aten._softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
 
 
 @onnx_op("LogSoftmax", same_shape=True)
-def log_softmax(ctx, node, inputs, attrs):
-    """as aten._log_softmax along `axis`."""
+def log_softmax(ctx, node, inputs, attrs) -> ir.Tensor:
+    """LogSoftmax (opsets 13-28).
+
+    as aten._log_softmax along `axis`."""
     return aten_fn(aten._log_softmax.default)(ctx, node, inputs[0], attrs.get("axis", -1), False)
 
 
 # ---- shapes and data movement -------------------------------------------------------------------------------
 @onnx_op("Reshape", "Squeeze", "Unsqueeze", parameters=[1], uint16_in_range=True, uint32="bits")
 @onnx_op("Flatten", uint16_in_range=True, uint32="bits")
-def reshape(ctx, node, inputs, attrs):
-    """as aten.view: one RESHAPE to the inferred shape."""
+def reshape(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Reshape, Squeeze, Unsqueeze, Flatten (opsets 13-28).
+
+    as aten.view: one RESHAPE to the inferred shape."""
     return aten_fn(aten.view.default)(ctx, node, inputs[0])
 
 
 @onnx_op("Transpose", uint16_in_range=True, uint32="bits")
-def transpose(ctx, node, inputs, attrs):
-    """as aten.permute (the default permutation reverses the axes)."""
+def transpose(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Transpose (opsets 13-28).
+
+    as aten.permute (the default permutation reverses the axes)."""
     x = inputs[0]
     perm = list(attrs.get("perm", reversed(range(x.rank))))
     return aten_fn(aten.permute.default)(ctx, node, x, perm)
 
 
 @onnx_op("Concat", uint16_in_range=True, uint32="bits")
-def concat(ctx, node, inputs, attrs):
-    """as aten.cat."""
+def concat(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Concat (opsets 13-28).
+
+    as aten.cat."""
     return aten_fn(aten.cat.default)(ctx, node, [tensor(ctx, t) for t in inputs], attrs["axis"])
 
 
 @onnx_op("Split", parameters=[1], uint16_in_range=True, uint32="bits")
-def split(ctx, node, inputs, attrs):
-    """as aten.split_with_sizes (sizes from the input, the attribute or equal parts)."""
+def split(ctx, node, inputs, attrs) -> list[ir.Tensor]:
+    """Split (opsets 13-28).
+
+    as aten.split_with_sizes (sizes from the input, the attribute or equal parts)."""
     x = inputs[0]
     axis = attrs.get("axis", 0) % x.rank
     sizes = [int(s) for s in out_shape_each(node, axis)]
@@ -510,8 +573,10 @@ def out_shape_each(node, axis: int) -> list[int]:
 
 
 @onnx_op("Slice", parameters=[1, 2, 3, 4], uint16_in_range=True, uint32="bits")
-def slice_op(ctx, node, inputs, attrs):
-    """STRIDED_SLICE with constant starts, ends, axes and steps (clamped as ONNX clamps them); over a dynamic
+def slice_op(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Slice (opsets 13-28).
+
+    STRIDED_SLICE with constant starts, ends, axes and steps (clamped as ONNX clamps them); over a dynamic
     axis the clamped bounds are computed when the model runs."""
     x = inputs[0]
     starts = const_list(inputs[1], "Slice starts", ctx)
@@ -555,8 +620,10 @@ def size_limit(size) -> int:
 
 
 @onnx_op("Gather", parameters=[1], runtime_parameters=[1], uint16_in_range=True, uint32="bits")
-def gather(ctx, node, inputs, attrs):
-    """GATHER along `axis` (negative indices wrapped); a constant table with run-time ids is an embedding."""
+def gather(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Gather (opsets 13-28).
+
+    GATHER along `axis` (negative indices wrapped); a constant table with run-time ids is an embedding."""
     x, idx = inputs
     axis = attrs.get("axis", 0)
     if not isinstance(x, ir.Tensor):
@@ -575,8 +642,10 @@ def gather(ctx, node, inputs, attrs):
 
 
 @onnx_op("GatherND")
-def gather_nd(ctx, node, inputs, attrs):
-    """GATHER_ND of the index tuples (negative entries wrapped), the batch axes' own positions put in front of
+def gather_nd(ctx, node, inputs, attrs) -> ir.Tensor:
+    """GatherND (opsets 13-28).
+
+    GATHER_ND of the index tuples (negative entries wrapped), the batch axes' own positions put in front of
     each tuple for batch_dims > 0; an index past its axis fails the invocation.
 
     Limits: static sizes."""
@@ -602,8 +671,10 @@ def gather_nd(ctx, node, inputs, attrs):
 
 
 @onnx_op("OneHot")
-def one_hot(ctx, node, inputs, attrs):
-    """EQUAL of the indices (negative ones wrapped by the depth) with the positions 0..depth-1 along `axis`,
+def one_hot(ctx, node, inputs, attrs) -> ir.Tensor:
+    """OneHot (opsets 13-28).
+
+    EQUAL of the indices (negative ones wrapped by the depth) with the positions 0..depth-1 along `axis`,
     SELECT_V2 of the on and off values; an index out of range gives a row of off values.
 
     Limits: a constant depth."""
@@ -627,8 +698,10 @@ def one_hot(ctx, node, inputs, attrs):
 
 
 @onnx_op("EyeLike")
-def eye_like(ctx, node, inputs, attrs):
-    """A constant: ones on the k-th diagonal of the input's 2-D shape, in the asked type (the input's own by
+def eye_like(ctx, node, inputs, attrs) -> ir.Tensor:
+    """EyeLike (opsets 13-28).
+
+    A constant: ones on the k-th diagonal of the input's 2-D shape, in the asked type (the input's own by
     default)."""
     shape = [int(d) for d in out_shape(node)]
     if len(shape) != 2 or not all_static(shape):
@@ -644,33 +717,41 @@ def _gather_elements_on_constants(node, inputs: list, attrs: dict) -> list[np.nd
 
 
 @onnx_op("GatherElements", constant_fold=_gather_elements_on_constants)
-def gather_elements(ctx, node, inputs, attrs):
-    """as aten.gather."""
+def gather_elements(ctx, node, inputs, attrs) -> ir.Tensor:
+    """GatherElements (opsets 13-28).
+
+    as aten.gather."""
     x, idx = inputs
     idx = tensor(ctx, idx)
     return aten_fn(aten.gather.default)(ctx, node, x, attrs.get("axis", 0) % x.rank, idx)
 
 
 @onnx_op("Expand", parameters=[1], uint16_in_range=True, uint32="bits")
-def expand(ctx, node, inputs, attrs):
-    """as aten.expand to the inferred shape."""
+def expand(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Expand (opsets 13-28).
+
+    as aten.expand to the inferred shape."""
     return aten_fn(aten.expand.default)(ctx, node, tensor(ctx, inputs[0]), list(out_shape(node)))
 
 
 @onnx_op("Tile", parameters=[1], uint16_in_range=True, uint32="bits")
-def tile(ctx, node, inputs, attrs):
-    """as aten.repeat."""
+def tile(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Tile (opsets 13-28).
+
+    as aten.repeat."""
     return aten_fn(aten.repeat.default)(ctx, node, inputs[0], const_list(inputs[1], "Tile repeats", ctx))
 
 
 @onnx_op("Pad", parameters=[1, 2, 3], uint16_in_range=True)
-def pad(ctx, node, inputs, attrs):
-    """constant / reflect / edge / wrap padding as aten.constant_pad_nd / reflection / replication / circular
+def pad(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Pad (opsets 13-28).
+
+    constant / reflect / edge / wrap padding as aten.constant_pad_nd / reflection / replication / circular
     pads; `axes` (opset 18) names the axes the pads are for."""
     x = inputs[0]
     pads = const_list(inputs[1], "Pad pads", ctx)
     value = scalar(inputs[2], ctx, "Pad value") if len(inputs) > 2 and inputs[2] is not None else 0.0
-    mode = attrs.get("mode", b"constant")
+    mode = attrs.get("mode", "constant")
     rank = x.rank
     if len(inputs) > 3 and inputs[3] is not None:
         axes = [int(a) % rank for a in const_list(inputs[3], "Pad axes", ctx)]
@@ -699,10 +780,12 @@ def pad(ctx, node, inputs, attrs):
 
 
 @onnx_op("DepthToSpace")
-def depth_to_space(ctx, node, inputs, attrs):
-    """CRD mode as aten.pixel_shuffle; DCR mode, whose channel order (r1, r2, c) is TFLite's, as DEPTH_TO_SPACE
+def depth_to_space(ctx, node, inputs, attrs) -> ir.Tensor:
+    """DepthToSpace (opsets 13-28).
+
+    CRD mode as aten.pixel_shuffle; DCR mode, whose channel order (r1, r2, c) is TFLite's, as DEPTH_TO_SPACE
     between NHWC transposes."""
-    mode = attrs.get("mode", b"DCR")
+    mode = attrs.get("mode", "DCR")
     x, r = inputs[0], int(attrs["blocksize"])
     if mode == "CRD":
         return aten_fn(aten.pixel_shuffle.default)(ctx, node, x, r)
@@ -716,8 +799,8 @@ def depth_to_space(ctx, node, inputs, attrs):
 
 
 # ---- reductions ---------------------------------------------------------------------------------------------
-def _reduce(target):
-    def lower(ctx, node, inputs, attrs):
+def _reduce(target) -> OnnxFn:
+    def lower(ctx, node, inputs, attrs) -> ir.Tensor:
         x = inputs[0]
         if len(inputs) > 1 and inputs[1] is not None:
             axes = const_list(inputs[1], "reduction axes", ctx)
@@ -733,13 +816,15 @@ def _reduce(target):
 
 for _name, _target in {"ReduceMean": aten.mean.dim, "ReduceSum": aten.sum.dim_IntList, "ReduceMax": aten.amax.default,
                        "ReduceMin": aten.amin.default}.items():
-    onnx_op(_name, doc=f"as {_target} (axes from the input or the attribute)", parameters=[1],
-            uint16_in_range=_name in ("ReduceMax", "ReduceMin"))(_reduce(_target))
+    onnx_op(_name, doc=f"{_name} (opsets 13-28).\n\nas {_target} (axes from the input or the attribute)",
+            parameters=[1], uint16_in_range=_name in ("ReduceMax", "ReduceMin"))(_reduce(_target))
 
 
 @onnx_op("ArgMax", "ArgMin")
-def arg_reduce(ctx, node, inputs, attrs):
-    """as aten.argmax / argmin; select_last_index: the first index along the reversed axis (REVERSE_V2),
+def arg_reduce(ctx, node, inputs, attrs) -> ir.Tensor:
+    """ArgMax, ArgMin (opsets 13-28).
+
+    as aten.argmax / argmin; select_last_index: the first index along the reversed axis (REVERSE_V2),
     counted from the end."""
     x = inputs[0]
     axis = attrs.get("axis", 0) % max(x.rank, 1)

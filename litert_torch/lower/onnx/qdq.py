@@ -48,8 +48,10 @@ def _block(attrs) -> int:
 
 
 @onnx_op("DequantizeLinear")
-def dequantize_linear(ctx, node, inputs, attrs):
-    """(x - zero_point) * scale in float32, the scale and zero point per tensor, per axis or per block."""
+def dequantize_linear(ctx, node, inputs, attrs) -> ir.Tensor:
+    """DequantizeLinear (opsets 13-28).
+
+    (x - zero_point) * scale in float32, the scale and zero point per tensor, per axis or per block."""
     x, scale = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
     zero = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
     axis, block = int(attrs.get("axis", 1)), _block(attrs)
@@ -75,8 +77,10 @@ def _saturate(ctx, q: ir.Tensor, dtype: np.dtype, carrier=None) -> ir.Tensor:
 
 
 @onnx_op("QuantizeLinear", uint16_in_range=True)
-def quantize_linear(ctx, node, inputs, attrs):
-    """round(x / scale) + zero_point (half to even), saturated to the output type's range: uint8 unless a zero
+def quantize_linear(ctx, node, inputs, attrs) -> ir.Tensor:
+    """QuantizeLinear (opsets 13-28).
+
+    round(x / scale) + zero_point (half to even), saturated to the output type's range: uint8 unless a zero
     point or `output_dtype` says otherwise; per tensor, per axis or per block."""
     x, scale = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
     zero = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
@@ -102,8 +106,10 @@ def _quantized(ctx, node, x, scale, zero, attrs) -> ir.Tensor:
 
 
 @onnx_op("DynamicQuantizeLinear")
-def dynamic_quantize_linear(ctx, node, inputs, attrs):
-    """(y uint8, scale, zero point) from x's own range widened to include 0: scale = (max - min) / 255 (1 / 255
+def dynamic_quantize_linear(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+    """DynamicQuantizeLinear (opsets 13-28).
+
+    (y uint8, scale, zero point) from x's own range widened to include 0: scale = (max - min) / 255 (1 / 255
     when the range is empty), zero point = round(clamp(-min / scale, 0, 255)), y as QuantizeLinear."""
     x = tensor(ctx, inputs[0])
     xf = ctx.cast(x, np.float32)

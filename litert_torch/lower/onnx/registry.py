@@ -4,17 +4,25 @@ also takes computed at run time), how it treats unsigned values, its shape rule 
 (`shapes.py`), its lowering when shape parameters are computed at run time (`dynamic.py`), and its evaluation on
 constants where onnx's reference evaluator is unreliable. Each fact is given where the op is registered
 (`@onnx_op(...)`, `@shape_rule(...)` in shapes.py, `@runtime_shaped(...)` in dynamic.py), and a fact given twice
-for one op is refused, as the ATen registry refuses a second lowering."""
+for one op is refused, as the ATen registry refuses a second lowering.
+
+A lowering's docstring (or the `doc` given with it) starts with a line naming the ops it lowers and the ONNX opsets
+whose version of each it implements, "Relu (opsets 13-28).": from 13, the oldest opset the driver reads (older
+models are upgraded to it), or the op's first version if later, to the newest opset of the onnx package
+(`stated_opsets`; docs/COVERAGE.md shows it). "ArgMax, ArgMin (opsets 13-28)." names ops of one range,
+"Cast (opsets 13-28); CastLike (opsets 15-28)." ops of different ones."""
 
 from __future__ import annotations
 
+import inspect
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
 from litert_torch import ir
-from litert_torch.lower.common.registry import LoweringContext, lowering_for
+from litert_torch.lower.common.registry import LoweringContext, LoweringFn, lowering_for
 from litert_torch.node import Node
 from litert_torch.symbolic import Sym
 
@@ -28,7 +36,7 @@ class OnnxOp:
     name: str
     # the lowering, or None for ops only evaluated at conversion time (`fold_only`)
     lower: OnnxFn | None = None
-    doc: str | None = None  # for docs/COVERAGE.md when the lowering's docstring does not say it
+    doc: str | None = None  # its docstring when the lowering's own does not say it (a lowering made in a loop)
     fold_only: bool = False
     # Constant inputs that are parameters in disguise (shapes, axes, bounds): they reach the lowering as numpy
     # arrays; every other constant input is data and becomes a constant tensor.
@@ -114,6 +122,26 @@ def facts(name: str) -> OnnxOp:
 fold_only("Constant", "ConstantOfShape", "Shape", "Size", "Range")
 
 
+# "Relu (opsets 13-28)": the ops of one opset range and the range, in a lowering's first line
+OPSETS_GROUP = re.compile(r"((?:[A-Za-z0-9]+, )*[A-Za-z0-9]+) \((opsets? [^)]*)\)")
+
+
+def docstring(op: OnnxOp) -> str:
+    """The text documenting the lowering of `op`: its `doc`, else the lowering's docstring."""
+    return inspect.cleandoc(op.doc) if op.doc else (inspect.getdoc(op.lower) or "")
+
+
+def stated_opsets(op: OnnxOp) -> str | None:
+    """The opsets whose version of `op` its lowering implements, as the first line of its docstring states them
+    for this op: "opsets 13-28" from "Relu (opsets 13-28).", "opset 9, deprecated since opset 10" from
+    Upsample's; None where the line does not name the op."""
+    first = docstring(op).split("\n", 1)[0]
+    for group in OPSETS_GROUP.finditer(first):
+        if op.name in group.group(1).split(", "):
+            return group.group(2)
+    return None
+
+
 def tensor(ctx: LoweringContext, value: Any) -> ir.Tensor | None:
     """An input as a tensor: a constant one for a numpy array (a parameter input given as data), None for none."""
     if value is None or isinstance(value, ir.Tensor):
@@ -121,7 +149,7 @@ def tensor(ctx: LoweringContext, value: Any) -> ir.Tensor | None:
     return ctx.const(np.asarray(value))
 
 
-def aten_fn(target):
+def aten_fn(target) -> LoweringFn:
     """The ATen lowering of `target`, which most ONNX lowerings call."""
     return lowering_for(target).fn
 
@@ -146,7 +174,7 @@ def const_list(value, what: str, ctx) -> list:
     return [int(v) if np.issubdtype(arr.dtype, np.integer) else float(v) for v in arr.reshape(-1)]
 
 
-def scalar(value, ctx, what: str):
+def scalar(value, ctx, what: str) -> int | float | Sym:
     values = const_list(value, what, ctx)
     if len(values) != 1:
         raise ctx.fail(f"{what} must be a single value")

@@ -218,8 +218,10 @@ def _tflite_kernel(ctx, node, x, kernel: ip.Kernel, attrs, scales, sizes):
     return lowering_for(call[0]).fn(ctx, node, *call[1:])
 
 
-def resize(ctx, node, inputs, attrs):
-    """Resize with constant or run-time scales, sizes and region: the TFLite resize kernels where exact, else
+def resize(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Resize (opsets 13-28); Upsample (opset 9, deprecated since opset 10).
+
+    Resize with constant or run-time scales, sizes and region: the TFLite resize kernels where exact, else
     a gather of each output position's taps and their weighted sum along every resized axis."""
     x = inputs[0]
     kernel = _kernel(ctx, node, attrs)
@@ -274,8 +276,10 @@ runtime_shaped("Resize", inputs={1, 2, 3}, shapes=_resize_shapes)(resize)
 
 
 @onnx_op("GridSample")
-def grid_sample_op(ctx, node, inputs, attrs):
-    """`grid_sample.grid_sample` with ONNX's padding rules: nearest (halves to even), linear or cubic (opset 16's
+def grid_sample_op(ctx, node, inputs, attrs) -> ir.Tensor:
+    """GridSample (opsets 16-28).
+
+    `grid_sample.grid_sample` with ONNX's padding rules: nearest (halves to even), linear or cubic (opset 16's
     bilinear / bicubic), zeros, border or reflection padding, any spatial rank."""
     mode = _text(attrs.get("mode"), "linear")
     mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
@@ -291,8 +295,10 @@ def _unit_coordinates(n: int, align_corners: bool) -> np.ndarray:
 
 
 @onnx_op("AffineGrid")
-def affine_grid(ctx, node, inputs, attrs):
-    """The sampling grid of an affine transform, as torch's affine_grid: the constant base grid of normalised
+def affine_grid(ctx, node, inputs, attrs) -> ir.Tensor:
+    """AffineGrid (opsets 20-28).
+
+    The sampling grid of an affine transform, as torch's affine_grid: the constant base grid of normalised
     output coordinates (x, y[, z], 1), times each batch's theta^T (BATCH_MATMUL), in [N, (D,) H, W, 2 or 3].
 
     Limits: a size computed at run time; align_corners=1 over an axis of size 1."""

@@ -11,8 +11,10 @@ from litert_torch.lower.aten.rnn import Weights, _lstm_layer, _reverse_time, _ti
 
 
 @onnx_op("LSTM", parameters=[1, 2, 3, 4, 5, 6, 7], runtime_parameters=[1, 2, 3, 4, 5, 6, 7])
-def lstm(ctx, node, inputs, attrs):
-    """One UNIDIRECTIONAL_SEQUENCE_LSTM per direction (ONNX gates i, o, f, c reordered to i, f, g, o), the
+def lstm(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor | None]:
+    """LSTM (opsets 13-28).
+
+    One UNIDIRECTIONAL_SEQUENCE_LSTM per direction (ONNX gates i, o, f, c reordered to i, f, g, o), the
     reverse direction on the time-reversed sequence; Y, and Y_h sliced from it. Weights computed at run time,
     peepholes, initial states, sequence_lens (forward) or a read Y_c: unrolled over time (`_unrolled_lstm`).
 
@@ -30,7 +32,7 @@ def lstm(ctx, node, inputs, attrs):
     runtime = any(isinstance(v, ir.Tensor) and not v.is_constant for v in (w, r, b))
     if runtime or any(given(k) is not None for k in (4, 5, 6, 7)) or 2 in node.used:
         return _unrolled_lstm(ctx, node, x, w, r, b, given(4), given(5), given(6), given(7), attrs)
-    direction = attrs.get("direction", b"forward")
+    direction = attrs.get("direction", "forward")
     hidden = attrs["hidden_size"]
     layout = attrs.get("layout", 0)
     time_major = layout == 0
@@ -77,8 +79,10 @@ def lstm(ctx, node, inputs, attrs):
 
 
 @onnx_op("GRU", parameters=[1, 2, 3, 4, 5], runtime_parameters=[1, 2, 3, 4, 5])
-def gru(ctx, node, inputs, attrs):
-    """Unrolled over time (`rnn.unrolled_gru`): one FULLY_CONNECTED for the input projection of all steps, then
+def gru(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor]:
+    """GRU (opsets 13-28).
+
+    Unrolled over time (`rnn.unrolled_gru`): one FULLY_CONNECTED for the input projection of all steps, then
     per step a recurrent FULLY_CONNECTED, SPLIT into the update, reset and candidate gates, LOGISTIC/TANH, and
     h = (1 - z) * n + z * h_prev; both linear_before_reset forms, all directions; weights, biases and the
     initial state constant or computed at run time.
@@ -126,11 +130,11 @@ def _initial_states(ctx, value, directions: int, batch: int, hidden: int, time_m
     return [ctx.reshape(state.block(ctx, d, 0, batch, dtype, "initial"), [*unit, hidden]) for d in range(directions)]
 
 
-def _unrolled_lstm(ctx, node, x, w, r, b, lengths, h0, c0, peep, attrs):
+def _unrolled_lstm(ctx, node, x, w, r, b, lengths, h0, c0, peep, attrs) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
     """An LSTM unrolled over time (`rnn.unrolled_lstm`), peepholes included. With sequence_lens a batch entry
     stops at its length: its state is kept and its outputs are zero after it. Returns Y, Y_h and Y_c."""
     hidden = attrs["hidden_size"]
-    direction = attrs.get("direction", b"forward")
+    direction = attrs.get("direction", "forward")
     names = [direction] if direction != "bidirectional" else ["forward", "reverse"]
     time_major = attrs.get("layout", 0) == 0
     dtype = x.dtype

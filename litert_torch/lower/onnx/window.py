@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from litert_torch import ir
 from litert_torch.lower.aten import pool
 from litert_torch.lower.onnx.registry import aten_fn, onnx_op, out_shape, sub, tensor
 from litert_torch.symbolic import all_static
@@ -18,7 +19,7 @@ aten = torch.ops.aten
 def _pads(ctx, node, x, attrs, kernel, strides, dilations):
     """Symmetric (begin, end) pads per spatial axis; an asymmetric pad becomes an explicit zero PAD first."""
     spatial = x.rank - 2
-    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = attrs.get("auto_pad", "NOTSET")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = []
         for i in range(spatial):
@@ -55,8 +56,10 @@ def _conv_operands(inputs, attrs):
 
 
 @onnx_op("Conv")
-def conv(ctx, node, inputs, attrs):
-    """as aten.convolution (1-D, 2-D, 3-D; groups; pads, SAME auto-padding; an asymmetric pad is an explicit PAD)."""
+def conv(ctx, node, inputs, attrs) -> ir.Tensor:
+    """Conv (opsets 13-28).
+
+    as aten.convolution (1-D, 2-D, 3-D; groups; pads, SAME auto-padding; an asymmetric pad is an explicit PAD)."""
     x, w, b, spatial, kernel, strides, dilations = _conv_operands(inputs, attrs)
     x, padding = _explicit_pad(ctx, node, x, _pads(ctx, node, x, attrs, kernel, strides, dilations))
     return aten_fn(aten.convolution.default)(ctx, node, x, w, b, strides, padding, dilations, False,
@@ -68,7 +71,7 @@ def _transposed_pads(ctx, x, attrs, kernel, strides, dilations, output_padding) 
     `pads`, or from `output_shape` / SAME auto padding the total split with the larger half at the start
     (at the end for SAME_UPPER)."""
     spatial = x.rank - 2
-    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = attrs.get("auto_pad", "NOTSET")
     target = list(attrs.get("output_shape", []))[-spatial:] if attrs.get("output_shape") else None
     if target is None and auto in ("SAME_UPPER", "SAME_LOWER"):
         target = [size * s for size, s in zip(x.shape[2:], strides)]
@@ -92,8 +95,10 @@ def _transposed_pads(ctx, x, attrs, kernel, strides, dilations, output_padding) 
 
 
 @onnx_op("ConvTranspose")
-def conv_transpose(ctx, node, inputs, attrs):
-    """as aten.convolution transposed (pads, output_padding); asymmetric pads, `output_shape` and SAME auto
+def conv_transpose(ctx, node, inputs, attrs) -> ir.Tensor:
+    """ConvTranspose (opsets 13-28).
+
+    as aten.convolution transposed (pads, output_padding); asymmetric pads, `output_shape` and SAME auto
     padding as the full transposed convolution cropped (or zero-extended) to the output, then the bias."""
     x, w, b, spatial, kernel, strides, dilations = _conv_operands(inputs, attrs)
     output_padding = list(attrs.get("output_padding", [0] * spatial))
@@ -173,7 +178,7 @@ def _check_window_count(ctx, node, x, attrs):
                            f"({count}); give the model an output shape of {count}")
 
 
-def _by_taps(ctx, node, x, attrs, kind, **options):
+def _by_taps(ctx, node, x, attrs, kind, **options) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor]:
     """A pooling node through `pool.pool_by_taps` (any rank, dilations, asymmetric pads, indices)."""
     kernel = list(attrs["kernel_shape"])
     strides = list(attrs.get("strides", [1] * len(kernel)))
@@ -194,8 +199,10 @@ def _needs_taps(node, x, attrs) -> bool:
 
 
 @onnx_op("MaxPool")
-def max_pool(ctx, node, inputs, attrs):
-    """as aten.max_pool2d (1-D and 2-D; pads, ceil_mode); other ranks, dilations and the indices output as
+def max_pool(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor]:
+    """MaxPool (opsets 13-28).
+
+    as aten.max_pool2d (1-D and 2-D; pads, ceil_mode); other ranks, dilations and the indices output as
     the MAXIMUM of one strided slice per kernel tap."""
     x = inputs[0]
     _check_window_count(ctx, node, x, attrs)
@@ -210,8 +217,10 @@ def max_pool(ctx, node, inputs, attrs):
 
 
 @onnx_op("AveragePool")
-def avg_pool(ctx, node, inputs, attrs):
-    """as aten.avg_pool2d (1-D and 2-D; pads, ceil_mode, count_include_pad); other ranks, dilations and
+def avg_pool(ctx, node, inputs, attrs) -> ir.Tensor:
+    """AveragePool (opsets 13-28).
+
+    as aten.avg_pool2d (1-D and 2-D; pads, ceil_mode, count_include_pad); other ranks, dilations and
     asymmetric pads as the sum of one strided slice per kernel tap over the count ONNX divides by."""
     x = inputs[0]
     _check_window_count(ctx, node, x, attrs)
@@ -224,8 +233,10 @@ def avg_pool(ctx, node, inputs, attrs):
 
 
 @onnx_op("LpPool")
-def lp_pool(ctx, node, inputs, attrs):
-    """(sum of |x|^p over each window)^(1/p): |x|^p (MUL for p = 2, else POW), the window sums as one strided
+def lp_pool(ctx, node, inputs, attrs) -> ir.Tensor:
+    """LpPool (opsets 13-28).
+
+    (sum of |x|^p over each window)^(1/p): |x|^p (MUL for p = 2, else POW), the window sums as one strided
     slice per kernel tap, then SQRT or POW 1/p."""
     x = inputs[0]
     if x.dtype.kind != "f":
@@ -244,28 +255,34 @@ def lp_pool(ctx, node, inputs, attrs):
 
 
 @onnx_op("GlobalAveragePool")
-def global_avg_pool(ctx, node, inputs, attrs):
-    """as aten.mean over the spatial axes, keeping them."""
+def global_avg_pool(ctx, node, inputs, attrs) -> ir.Tensor:
+    """GlobalAveragePool (opsets 13-28).
+
+    as aten.mean over the spatial axes, keeping them."""
     x = inputs[0]
     return aten_fn(aten.mean.dim)(ctx, node, x, list(range(2, x.rank)), True)
 
 
 @onnx_op("GlobalMaxPool")
-def global_max_pool(ctx, node, inputs, attrs):
-    """as aten.amax over the spatial axes, keeping them."""
+def global_max_pool(ctx, node, inputs, attrs) -> ir.Tensor:
+    """GlobalMaxPool (opsets 13-28).
+
+    as aten.amax over the spatial axes, keeping them."""
     x = inputs[0]
     return aten_fn(aten.amax.default)(ctx, node, x, list(range(2, x.rank)), True)
 
 
 @onnx_op("CausalConvWithState")
-def causal_conv_with_state(ctx, node, inputs, attrs):
-    """The past state (zeros when absent) and the input joined along the length, a depthwise 1-D convolution
+def causal_conv_with_state(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tensor | None]:
+    """CausalConvWithState (opsets 27-28).
+
+    The past state (zeros when absent) and the input joined along the length, a depthwise 1-D convolution
     over them without padding (aten.convolution), an optional SiLU; present_state is the joined sequence's last
     k - 1 positions."""
     x, w = inputs[0], tensor(ctx, inputs[1])
     b = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
     past = tensor(ctx, inputs[3]) if len(inputs) > 3 else None
-    activation = attrs.get("activation", b"none")
+    activation = attrs.get("activation", "none")
     if activation not in ("none", "silu", "swish"):
         raise ctx.fail(f"CausalConvWithState activation {activation!r} is not one of 'none', 'silu', 'swish'")
     if x.rank != 3 or w.rank != 3 or w.shape[0] != x.shape[1] or w.shape[1] != 1:
