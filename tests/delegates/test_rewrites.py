@@ -73,7 +73,7 @@ def test_channel_shuffle_becomes_gpu_resident():
     plan = gpu_model.delegate_plan.targets["gpu"]
     assert plan.fully_delegated and plan.mac_share == 1.0
     assert plan.rewrites == {"rank_reduce_transposes": 1}
-    assert plan.before["partition_count"] > 1 and plan.before["delegated_ops"] < plan.before["ops"]
+    assert plan.before["delegated_ops"] < plan.before["ops"]
     assert _rank5_ops(gpu_model) == []
     assert_matches(model(x), gpu_model(x))
     # For the CPU alone nothing is rewritten: XNNPACK takes the rank-5 form.
