@@ -157,3 +157,37 @@ def test_plan_matches_the_gpu_delegate(name):
     planned = sorted(i for p in plan.partitions for i in p)
     assert planned == residency.gpu_ops, (plan.summary(), residency.refusals, residency.refused_ops)
     assert residency.fully_accelerated == (not residency.refusals)
+
+
+def transpose_conv_1d():
+    return nn.ConvTranspose1d(16, 8, 8, stride=4, padding=2), (torch.randn(1, 16, 50),)
+
+
+def transpose_conv_2d():
+    return nn.ConvTranspose2d(16, 8, 8, stride=4, padding=2), (torch.randn(1, 16, 30, 30),)
+
+
+def wide_linear():
+    return nn.Linear(64, 50257), (torch.randn(1, 64, 64),)
+
+
+def gpt2():
+    case = CASES_BY_NAME["gpt2"]
+    return build(case), case.inputs(1)
+
+
+@pytest.mark.parametrize("make", [transpose_conv_1d, transpose_conv_2d, wide_linear, gpt2],
+                         ids=lambda f: f.__name__)
+def test_the_gpu_computes_what_pytorch_computes(make):
+    """What LiteRT's GPU once computed wrong (relative error ~1.0-1.5), now within the GPU's tolerance: SAME
+    transposed convolutions of kernel 8, stride 4 on lengths 1 or 2 mod 4, and fully connected layers of more
+    than 32768 outputs on many rows (GPT-2's LM head)."""
+    from litert_torch.runtime.validate import GPU_RTOL
+
+    gpu_device_or_skip()
+    torch.manual_seed(0)
+    model, args = make()
+    report = litert_torch.validate(model.eval(), args, backends=("gpu",), draws=1, per_layer=False)
+    (result,) = report.backends
+    assert result.status == "ran", result.reason
+    assert all(o.max_rel_error <= GPU_RTOL for o in result.outputs), report.render()
