@@ -114,3 +114,20 @@ def test_npu_request_without_an_npu_is_a_clear_error():
         assert "NPU" in str(exc) and "accelerator='cpu'" in str(exc)
     else:  # a machine with an NPU and its dispatch library: then it must have run there
         assert on_npu.accelerator == "npu" and out.shape == (1, 2)
+
+
+def test_gpu_tests_fail_rather_than_skip_under_require(monkeypatch):
+    from litert_torch.runtime import gpu_device
+
+    monkeypatch.setattr(gpu_device, "prepare", lambda dirs=None: gpu_device.GpuDevice("none"))
+    monkeypatch.setenv("LITERT_GPU_TESTS", "require")
+    with pytest.raises(pytest.fail.Exception, match="apt-get install chromium"):
+        gpu_device_or_skip()
+    monkeypatch.delenv("LITERT_GPU_TESTS")
+    with pytest.raises(pytest.skip.Exception):
+        gpu_device_or_skip()
+
+
+def test_ci_requires_the_gpu_tests():
+    with open(os.path.join(ROOT, ".ci", "run")) as f:
+        assert "export LITERT_GPU_TESTS=require" in f.read()
