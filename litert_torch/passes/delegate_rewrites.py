@@ -493,8 +493,8 @@ def valid_transpose_conv(graph: ir.Graph) -> int:
         strides = (op.options.get("stride_h", 1), op.options.get("stride_w", 1))
         full = [(int(size) - 1) * stride + int(k) for size, stride, k in zip(x.shape[1:3], strides, w.shape[1:3])]
         crop = [(f - o) // 2 for f, o in zip(full, (out_h, out_w))]
-        if min(f - o for f, o in zip(full, (out_h, out_w))) < 0:
-            continue  # SAME pads the output here (kernel < stride): nothing to crop
+        if min(f - o for f, o in zip(full, (out_h, out_w))) < 0 or full == [out_h, out_w]:
+            continue  # SAME pads the output here (kernel < stride), or crops nothing (the VALID op already)
         wide = ir.Tensor(f"{out.name}/valid", (n, *full, c), out.dtype)
         shape = _const(f"{out.name}/valid_shape", np.array([n, *full, c], np.int32))
         conv = ir.Op("TRANSPOSE_CONV", [shape, *op.inputs[1:]], [wide], {**op.options, "padding": "VALID"},
