@@ -293,7 +293,7 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
         except AcceleratorUnavailable as exc:
             if not on_gpu:
                 raise
-            report_backends.append(BackendResult("litert-gpu", "skipped", str(exc)))  # never faked
+            report_backends.append(BackendResult("litert-gpu", "skipped", str(exc), rtol=gpu_rtol))  # never faked
             continue
         report_backends.append(BackendResult(f"litert-{backend}", "ran", None, results,
                                              rtol=gpu_rtol if on_gpu else None))

@@ -73,7 +73,8 @@ def test_json_schema():
     assert data["tolerance"] == {"rtol": 1e-4, "atol": 1e-5,
                                  "rule": "max|edge - ref| <= rtol * max|ref| + atol, per output"}
     backend = data["backends"][0]
-    assert set(backend) == {"backend", "status", "reason", "passed", "outputs"}
+    assert set(backend) == {"backend", "status", "reason", "passed", "tolerance", "outputs"}
+    assert backend["tolerance"] == {"rtol": 1e-4, "atol": 1e-5}
     assert set(backend["outputs"][0]) == {"name", "shape", "max_abs_error", "max_rel_error", "mean_abs_error",
                                           "cosine", "passed", "top1_agreement", "top5_agreement"}
     assert data["divergence"] is None
