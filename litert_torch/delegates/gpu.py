@@ -20,8 +20,9 @@ from litert_torch.delegates.rules import (
 
 TARGET = "gpu"
 DELEGATE = "GPU"
-# The delegate takes only its largest partition (ties: the first); the other GPU-capable ops run on the CPU.
-# Measured on LiteRT's GPU accelerator: one refused op in a chain of nine leaves the larger side on the GPU.
+# The delegate takes only its largest partition; the other GPU-capable ops run on the CPU. Measured on LiteRT's
+# GPU accelerator: one refused op in a chain of nine leaves the larger side on the GPU. Between equal sizes the
+# plan keeps the earlier one (the delegate's counts cannot tell which it takes).
 MAX_PARTITIONS = 1
 TENSOR_TYPES = (*FLOAT_TYPES, np.dtype(np.int32), np.dtype(np.int16), np.dtype(np.bool_))
 COMPARISONS = {"EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"}

@@ -138,6 +138,21 @@ def test_the_log_is_read():
     assert counts == (7, 3)
 
 
+@pytest.mark.parametrize("before, after", [(2, 3), (3, 2), (2, 2)])
+def test_the_delegate_takes_only_its_largest_partition(before, after):
+    from litert_torch.delegates.plan import plan_for
+    from tests.delegates.test_plan import chain_around
+
+    gpu_device_or_skip()
+    graph = chain_around("GATHER_ND", before, after)
+    model = ir.Model([graph], [ir.Signature("serving_default", 0, ["x"], ["y"])])
+    residency = gpu_runtime.gpu_residency(gpu_runtime.serialize(model))
+    assert residency.refused_ops == [before] and residency.delegated_ops == max(before, after)
+    assert residency.consistent
+    plan = plan_for(graph, ("gpu",)).targets["gpu"]
+    assert sorted(i for p in plan.partitions for i in p) == residency.gpu_ops
+
+
 SMALL = ("mlp", "convnet", "super_resolution", "unet", "gru", "bert", "gpt2", "distilbert", "llama", "clip_text",
          "whisper_encoder", "audio_groupnorm_prelu")
 LARGER = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "shufflenet_v2_x1_0", "squeezenet1_1", "lstm_2layer",
