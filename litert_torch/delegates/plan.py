@@ -170,8 +170,8 @@ def _partitions(graph: ir.Graph, delegated: list[bool]) -> list[list[int]]:
 
 
 def taken_partitions(partitions: list[list[int]], limit: int | None) -> list[list[int]]:
-    """The partitions a delegate that takes at most `limit` of them keeps: the largest by op count, ties to the
-    earlier one (the order LiteRT's partition helper sorts them in), returned in execution order."""
+    """The partitions a delegate that takes at most `limit` of them keeps: the largest by op count (between equal
+    sizes the earlier one), returned in execution order."""
     if limit is None or len(partitions) <= limit:
         return partitions
     ranked = sorted(range(len(partitions)), key=lambda k: -len(partitions[k]))  # stable: ties keep their order
