@@ -2,7 +2,9 @@
 
 import contextlib
 import logging
+import os
 
+import pytest
 import torch
 
 from litert_torch.flatbuffer.reader import read_model
@@ -18,6 +20,20 @@ class Fn(torch.nn.Module):
 
     def forward(self, *args):
         return self.fn(*args)
+
+
+def gpu_device_or_skip():
+    """The Vulkan device LiteRT's GPU accelerator will use (a GPU driver, or SwiftShader from Debian's chromium
+    package); the test is skipped where there is none, and fails instead under LITERT_GPU_TESTS=require (CI)."""
+    from litert_torch.runtime import gpu_device
+
+    device = gpu_device.prepare()
+    if device.kind == "none":
+        message = f"no Vulkan device for LiteRT's GPU accelerator: {gpu_device.INSTALL_HINT}"
+        if os.environ.get("LITERT_GPU_TESTS") == "require":
+            pytest.fail(f"{message} (LITERT_GPU_TESTS=require)")
+        pytest.skip(message)
+    return device
 
 
 def op_counts(edge) -> dict[str, int]:

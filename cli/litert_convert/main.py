@@ -307,16 +307,21 @@ def _read_file(path: str) -> bytes:
                    "directory): the prompt both models continue.")
 @click.option("--tokens", "new_tokens", default=32, show_default=True, type=click.IntRange(1, 100000),
               help="LLMs: how many greedy tokens to compare.")
+@click.option("--accelerator", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True,
+              help="gpu: also run the model on LiteRT's GPU accelerator (SwiftShader where there is no GPU) and "
+                   "report its error, with its own tolerance, beside the CPU's.")
 @common_options
 @handled
-def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens, quiet, debug):
+def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens, accelerator, quiet, debug):
     from litert_convert.check import open_edge_model
 
     quiet_torch(debug)
     if os.path.isdir(source) and os.path.isfile(os.path.join(source, "config.json")):
         return _validate_llm(model, source, prompt, new_tokens, as_json)
     edge = open_edge_model(_read_file(model), model)
-    report = _validate_against_source(edge, source, input_specs, quiet, per_layer=True if html_path else None)
+    report = _validate_against_source(edge, source, input_specs, quiet, per_layer=True if html_path else None,
+                                      backends=("xnnpack", "reference", "gpu", "cloud") if accelerator == "gpu"
+                                      else None)
     click.echo(json.dumps(report.to_json(), indent=1) if as_json else report.render())
     if html_path:
         _write_text(html_path, report.to_html())
@@ -324,7 +329,8 @@ def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens,
         raise Failure(f"{model} departs from {source} beyond the tolerance")
 
 
-def _validate_against_source(edge, source: str, input_specs, quiet: bool, per_layer: bool | None):
+def _validate_against_source(edge, source: str, input_specs, quiet: bool, per_layer: bool | None,
+                             backends: tuple[str, ...] | None = None):
     """The ValidationReport of `edge` against the module SOURCE builds, on its sample inputs (or --input, or
     inputs drawn to the model's signature)."""
     from litert_convert.check import inputs_for_model
@@ -334,8 +340,9 @@ def _validate_against_source(edge, source: str, input_specs, quiet: bool, per_la
         src = load_source(source)
         _check_deterministic(source, src, load_source)
         args, kwargs = sample_inputs(src, list(input_specs)) or (inputs_for_model(edge), {})
+        options = {"backends": backends} if backends else {}
         return _validate(src.model, edge, args, kwargs, per_layer=per_layer,
-                         progress=lambda stage: status.update(f"validating: {stage}"))
+                         progress=lambda stage: status.update(f"validating: {stage}"), **options)
 
 
 def _check_deterministic(source: str, src, load_source) -> None:

@@ -20,6 +20,9 @@ CHECKS: dict[str, tuple[str, Callable[[ir.Op], "str | None"]]] = {
     "npu": (npu.DELEGATE, npu.check_op),
 }
 TARGETS = tuple(CHECKS)
+# Targets whose delegate takes only its first N largest partitions (TFLite's GraphPartitionHelper); the others
+# take every partition.
+PARTITION_LIMITS: dict[str, int] = {"gpu": gpu.MAX_PARTITIONS}
 
 
 def macs(op: ir.Op) -> int:
@@ -166,6 +169,15 @@ def _partitions(graph: ir.Graph, delegated: list[bool]) -> list[list[int]]:
     return partitions
 
 
+def taken_partitions(partitions: list[list[int]], limit: int | None) -> list[list[int]]:
+    """The partitions a delegate that takes at most `limit` of them keeps: the largest by op count (between equal
+    sizes the earlier one), returned in execution order."""
+    if limit is None or len(partitions) <= limit:
+        return partitions
+    ranked = sorted(range(len(partitions)), key=lambda k: -len(partitions[k]))  # stable: ties keep their order
+    return [partitions[k] for k in sorted(ranked[:limit])]
+
+
 def _with_static_weights(graph: ir.Graph) -> list[ir.Op]:
     """The ops as the delegates see them: a DEQUANTIZE of a constant (float16 or int8 weights) is folded at
     load time, so its output counts as a constant for the op reading it."""
@@ -186,13 +198,23 @@ def _with_static_weights(graph: ir.Graph) -> list[ir.Op]:
 def plan_target(graph: ir.Graph, target: str) -> TargetPlan:
     delegate, check_op = CHECKS[target]
     reasons = [check_op(op) for op in _with_static_weights(graph)]
+    partitions = _partitions(graph, [r is None for r in reasons])
+    kept = taken_partitions(partitions, PARTITION_LIMITS.get(target))
+    if kept is not partitions:
+        largest = max(len(p) for p in kept)
+        for p in partitions:
+            if p not in kept:
+                for i in p:
+                    reasons[i] = (f"outside the {delegate} delegate's partition: it takes only its largest "
+                                  f"({largest} ops), and this op's has {len(p)}")
+        partitions = kept
     delegated = [r is None for r in reasons]
     op_macs = [macs(op) for op in graph.ops]
     fallbacks = [Fallback(i, op.opcode, reason, op.source.node if op.source else None,
                           op.source.location if op.source else None)
                  for i, (op, reason) in enumerate(zip(graph.ops, reasons)) if reason is not None]
     return TargetPlan(target, delegate, len(graph.ops), sum(delegated), sum(op_macs),
-                      sum(m for m, d in zip(op_macs, delegated) if d), _partitions(graph, delegated), fallbacks)
+                      sum(m for m, d in zip(op_macs, delegated) if d), partitions, fallbacks)
 
 
 def check_targets(targets: tuple[str, ...]) -> None:

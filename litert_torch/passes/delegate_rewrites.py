@@ -19,6 +19,12 @@ the main pipeline, followed by a cleanup, and the delegate plan records the resi
                                SPLIT_V(x, [96, 32])                   two SLICEs
                                CONCATENATION of 16 inputs             CONCATENATION of 4 CONCATENATIONs of 4
                                (XNNPACK's limits: it leaves the wider forms to the builtin kernels)
+    valid_transpose_conv       TRANSPOSE_CONV(padding SAME)           TRANSPOSE_CONV(padding VALID), SLICE
+                               (LiteRT's GPU computes some SAME ones wrong: k8 s4 on lengths 1 or 2 mod 4)
+    split_wide_fully_connected FULLY_CONNECTED(w[50257, 128])         two FULLY_CONNECTEDs of <= 32768 outputs,
+                                                                      CONCATENATION
+                               (the GPU's weight texture is at most 8192 texels of 4 wide; past that the
+                               delegate takes the op and writes garbage)
 """
 
 from __future__ import annotations
@@ -472,6 +478,73 @@ def unroll_lstm(graph: ir.Graph) -> int:
     return count
 
 
+# ---- GPU: TRANSPOSE_CONV with SAME padding as VALID and a crop --------------------------------------------
+def valid_transpose_conv(graph: ir.Graph) -> int:
+    """Each TRANSPOSE_CONV with SAME padding and a constant output shape becomes the VALID one (the full output,
+    (in - 1) * stride + kernel rows) and a SLICE cropping the rows SAME drops, total // 2 of them before: the
+    same values. LiteRT's GPU accelerator computes some SAME transposed convolutions wrong (kernel 8, stride 4,
+    on input lengths 1 or 2 mod 4: relative error ~1.4) and every VALID one measured right."""
+    count = 0
+    for op in list(graph.ops):
+        if op.opcode != "TRANSPOSE_CONV" or op.options.get("padding") != "SAME" or not op.inputs[0].is_constant:
+            continue
+        out, x, w = op.outputs[0], op.inputs[2], op.inputs[1]
+        n, out_h, out_w, c = (int(d) for d in op.inputs[0].data)
+        strides = (op.options.get("stride_h", 1), op.options.get("stride_w", 1))
+        full = [(int(size) - 1) * stride + int(k) for size, stride, k in zip(x.shape[1:3], strides, w.shape[1:3])]
+        crop = [(f - o) // 2 for f, o in zip(full, (out_h, out_w))]
+        if min(f - o for f, o in zip(full, (out_h, out_w))) < 0 or full == [out_h, out_w]:
+            continue  # SAME pads the output here (kernel < stride), or crops nothing (the VALID op already)
+        wide = ir.Tensor(f"{out.name}/valid", (n, *full, c), out.dtype)
+        shape = _const(f"{out.name}/valid_shape", np.array([n, *full, c], np.int32))
+        conv = ir.Op("TRANSPOSE_CONV", [shape, *op.inputs[1:]], [wide], {**op.options, "padding": "VALID"},
+                     op.source, op.value_node)
+        begin = _const(f"{out.name}/begin", np.array([0, *crop, 0], np.int32))
+        size = _const(f"{out.name}/size", np.array(out.shape, np.int32))
+        at = graph.ops.index(op)
+        graph.ops[at:at + 1] = [conv, ir.Op("SLICE", [wide, begin, size], [out], {}, op.source, op.value_node)]
+        count += 1
+    return count
+
+
+# ---- GPU: FULLY_CONNECTED wider than the GPU's weight texture as several ---------------------------------------
+GPU_MAX_OUTPUTS = 4 * 8192  # 8192 texels (WebGPU's default maxTextureDimension2D) of 4 channels
+
+
+def split_wide_fully_connected(graph: ir.Graph) -> int:
+    """Each FULLY_CONNECTED with constant weights of more than GPU_MAX_OUTPUTS output features becomes one per
+    slice of at most that many features (weights and bias rows sliced), joined by a CONCATENATION on the last
+    axis: each output feature is the same dot product. LiteRT's GPU delegate takes the wide one and, on a
+    64-token input, writes garbage (Dawn: "Texture size ... exceeded maximum texture size")."""
+    count = 0
+    for op in list(graph.ops):
+        w = op.inputs[1] if op.opcode == "FULLY_CONNECTED" else None
+        if (w is None or not w.is_constant or w.quantization is not None or w.rank != 2
+                or w.shape[0] <= GPU_MAX_OUTPUTS):
+            continue
+        bias = op.inputs[2] if len(op.inputs) > 2 else None
+        if bias is not None and not bias.is_constant:
+            continue
+        out = op.outputs[0]
+        parts = math.ceil(w.shape[0] / GPU_MAX_OUTPUTS)
+        bounds = np.linspace(0, w.shape[0], parts + 1).astype(int)
+        pieces, new_ops = [], []
+        for k, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+            piece = ir.Tensor(f"{out.name}/part{k}", (*out.shape[:-1], int(hi - lo)), out.dtype)
+            inputs = [op.inputs[0], _const(f"{w.name}/rows{lo}", np.ascontiguousarray(w.data[lo:hi]))]
+            if len(op.inputs) > 2:
+                inputs.append(None if bias is None else _const(f"{bias.name}/rows{lo}", bias.data[lo:hi]))
+            new_ops.append(ir.Op("FULLY_CONNECTED", inputs, [piece], dict(op.options), op.source))
+            pieces.append(piece)
+        new_ops.append(ir.Op("CONCATENATION", pieces, [out], {"axis": out.rank - 1,
+                                                              "fused_activation_function": "NONE"},
+                             op.source, op.value_node))
+        at = graph.ops.index(op)
+        graph.ops[at:at + 1] = new_ops
+        count += 1
+    return count
+
+
 ACCELERATORS = frozenset({"gpu", "npu"})
 REWRITES: list[Rewrite] = [
     Rewrite("rank_reduce_transposes", ACCELERATORS, rank_reduce_transposes),
@@ -480,6 +553,8 @@ REWRITES: list[Rewrite] = [
     Rewrite("select_to_bound", frozenset({"cpu", "npu"}), select_to_bound),
     Rewrite("unroll_lstm", ACCELERATORS, unroll_lstm),
     Rewrite("nearest_upsample_to_depth_to_space", frozenset({"cpu"}), nearest_upsample_to_depth_to_space),
+    Rewrite("valid_transpose_conv", frozenset({"gpu"}), valid_transpose_conv),
+    Rewrite("split_wide_fully_connected", frozenset({"gpu"}), split_wide_fully_connected),
     # After the rewrites that write wide SPLITs and CONCATENATIONs (the LSTM's steps, k*k copies).
     Rewrite("narrow_splits_and_concats", frozenset({"cpu"}), narrow_splits_and_concats),
 ]

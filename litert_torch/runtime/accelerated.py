@@ -2,7 +2,9 @@
 
 The runner has the signature runner's calling convention (keyword arrays in, a dict of arrays out), so
 EdgeModel uses either. Asking for an accelerator this machine does not have raises AcceleratorUnavailable
-with LiteRT's reason, instead of failing somewhere inside the runtime.
+with LiteRT's reason, instead of failing somewhere inside the runtime. Before the GPU accelerator loads, a
+Vulkan device is made visible to it (`gpu_device.prepare`: SwiftShader where no GPU driver is installed); with
+none at all, GpuDeviceMissing says what to install.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ ACCELERATORS = ("cpu", "gpu", "npu")
 
 class AcceleratorUnavailable(LiteRTTorchError):
     """The requested hardware accelerator cannot run this model on this machine."""
+
+
+class GpuDeviceMissing(AcceleratorUnavailable):
+    """No Vulkan device for LiteRT's GPU accelerator: neither a GPU driver nor SwiftShader is installed."""
 
 
 class CompiledRunner:
@@ -64,11 +70,19 @@ def compile_for(flatbuffer: bytes, accelerator: str, hardware: tuple[Any, bool] 
     kind = {"cpu": HardwareAccelerator.CPU, "gpu": HardwareAccelerator.GPU, "npu": HardwareAccelerator.NPU}
     flags, require_full = (kind[accelerator], accelerator != "cpu") if hardware is None else hardware
     where = accelerator.upper() if hardware is None else str(flags)
+    device = None
+    if flags is not None and flags & HardwareAccelerator.GPU:
+        from litert_torch.runtime import gpu_device
+
+        device = gpu_device.prepare()
     try:
         compiled = (CompiledModel.from_buffer(flatbuffer) if flags is None
                     else CompiledModel.from_buffer(flatbuffer, flags))
     except Exception as exc:  # LiteRT reports a missing device or an unsupported op as a RuntimeError
         detail = " ".join(str(exc).split())[:300]
+        missing = device is not None and gpu_device.missing_device_message(device)
+        if missing:
+            raise GpuDeviceMissing(f"{missing} (LiteRT: {detail})") from exc
         raise AcceleratorUnavailable(
             f"LiteRT could not run this model on the {where} here ({detail}); the delegate plan "
             f"(EdgeModel.delegate_plan) shows which ops each accelerator takes, and accelerator='cpu' "

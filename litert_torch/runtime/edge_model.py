@@ -107,8 +107,10 @@ class EdgeModel:
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, num_threads: int | None = None, kernels: str = "xnnpack",
-             keep_intermediates: bool = False, isolate: bool | None = None) -> "EdgeModel":
-        """The model in the file at `path`, checked as the constructor checks it (`isolate` likewise). Files past
+             keep_intermediates: bool = False, isolate: bool | None = None,
+             accelerator: str | None = None) -> "EdgeModel":
+        """The model in the file at `path`, checked as the constructor checks it (`isolate` and `accelerator`
+        likewise). Files past
         FILE_BACKED_BYTES (models past 2 GB) stay on disk: they are memory-mapped and the runtime reads them from
         the file."""
         path = os.fspath(path)
@@ -120,7 +122,7 @@ class EdgeModel:
             raise ModelFileError(f"cannot read the model file {path}: {exc.strerror or exc}") from None
         try:
             model = cls(data, num_threads=num_threads, kernels=kernels, keep_intermediates=keep_intermediates,
-                        isolate=isolate)
+                        isolate=isolate, accelerator=accelerator)
         except ModelFileError as exc:
             raise type(exc)(f"{path}: {exc}") from None  # ModelLoadError stays one
         if size <= FILE_BACKED_BYTES:

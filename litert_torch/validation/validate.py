@@ -5,8 +5,11 @@ first PyTorch node where the edge model departs.
     print(report.render()); report.passed; report.to_json()
 
 Backends: "xnnpack" (LiteRT's default CPU path), "reference" (LiteRT's reference kernels: when only XNNPACK
-departs, the gap comes from an optimised kernel, not from the graph) and "cloud" (the model on the XLA path
-through torchax + JAX; reported as skipped, with the reason, where that stack is not installed).
+departs, the gap comes from an optimised kernel, not from the graph), "gpu" (LiteRT's GPU accelerator with CPU
+fallback for the ops it refuses, as a deployment runs it; on SwiftShader where the machine has no GPU; judged
+with its own tolerance, GPU_RTOL, since a GPU may compute in float16; skipped, with the reason, where no Vulkan
+device exists) and "cloud" (the model on the XLA path through torchax + JAX; reported as skipped, with the
+reason, where that stack is not installed).
 """
 
 from __future__ import annotations
@@ -20,12 +23,17 @@ import torch
 import torch.utils._pytree as pytree
 
 from litert_torch.errors import InvalidArgumentError
+from litert_torch.runtime.accelerated import AcceleratorUnavailable
 from litert_torch.validation.compare import ATOL, RTOL, compare_outputs
 from litert_torch.structure import plain
 
 SCHEMA_VERSION = 1
 BACKENDS = ("xnnpack", "reference", "cloud")
 LITERT_BACKENDS = ("xnnpack", "reference")  # EdgeModel kernel names
+KNOWN_BACKENDS = (*BACKENDS, "gpu")
+# The GPU backend's relative tolerance: GPUs may compute in float16 (11-bit significand, ~5e-4 relative rounding
+# per op), so the float32 contract would fail correct models there.
+GPU_RTOL = 1e-3
 
 
 @dataclass
@@ -49,6 +57,9 @@ class BackendResult:
     status: str  # "ran" or "skipped"
     reason: str | None = None
     outputs: list[OutputResult] = field(default_factory=list)
+    # this backend's own tolerance where it differs from the report's (the GPU's)
+    rtol: float | None = None
+    atol: float | None = None
 
     @property
     def passed(self) -> bool | None:
@@ -108,6 +119,8 @@ class ValidationReport:
             "tolerance": {"rtol": self.rtol, "atol": self.atol,
                           "rule": "max|edge - ref| <= rtol * max|ref| + atol, per output"},
             "backends": [{"backend": b.backend, "status": b.status, "reason": b.reason, "passed": b.passed,
+                          "tolerance": {"rtol": self.rtol if b.rtol is None else b.rtol,
+                                        "atol": self.atol if b.atol is None else b.atol},
                           "outputs": [dataclasses.asdict(o) for o in b.outputs]} for b in self.backends],
             "divergence": dataclasses.asdict(self.divergence) if self.divergence else None,
             "divergence_note": self.divergence_note,
@@ -133,9 +146,10 @@ class ValidationReport:
                 topk = ""
                 if o.top1_agreement is not None:
                     topk = f"  top1 {o.top1_agreement:.0%}  top5 {o.top5_agreement:.0%}"
+                own = "" if b.rtol is None else f"  (rtol {b.rtol:g}, atol {self.atol if b.atol is None else b.atol:g})"
                 lines.append(f"  {b.backend:<{width}} {o.name:<18} {str(o.shape):<16} max|err| {o.max_abs_error:.2e}  "
                              f"rel {o.max_rel_error:.2e}  mean {o.mean_abs_error:.2e}  cos {o.cosine:.6f}{topk}  "
-                             f"{'ok' if o.passed else 'FAIL'}")
+                             f"{'ok' if o.passed else 'FAIL'}{own}")
         if self.divergence is not None:
             d = self.divergence
             lines.append(f"first divergent node: {d.node} ({d.target}) lowered to {d.opcode} (op {d.op_index}), "
@@ -201,7 +215,7 @@ def _as_numpy(value: Any) -> np.ndarray:
 def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = None, *,
              sample_kwargs: dict | None = None, inputs: Iterable | None = None, atol: float = ATOL,
              rtol: float = RTOL, backends: Iterable[str] = BACKENDS, draws: int = 3,
-             per_layer: bool | None = None, tpu_precision: bool = False,
+             per_layer: bool | None = None, tpu_precision: bool = False, gpu_rtol: float = GPU_RTOL,
              progress: Callable[[str], None] | None = None, dataset: Any = None,
              dataset_options: dict | None = None) -> Any:
     """Compare `edge_model` (converted from `module` when not given) with eager PyTorch in float32.
@@ -212,7 +226,8 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
     kept, each node's error is recorded (`report.layers`), and the first PyTorch node whose value it departs
     from is reported with its source line and the TFLite op it became.
 
-    `tpu_precision=True` runs the cloud backend with a TPU's default float32 matmul precision (bfloat16
+    `backends` may add "gpu" (LiteRT's GPU accelerator), judged with `gpu_rtol` and `atol`; the report names
+    each backend's tolerance. `tpu_precision=True` runs the cloud backend with a TPU's default float32 matmul precision (bfloat16
     multiplies, float32 accumulation), so the drift a TPU deployment would show appears on any machine. The
     cloud backend is a reference point: `report.passed` is decided by the LiteRT backends.
 
@@ -262,17 +277,26 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
             report_backends.append(_cloud_backend(module, input_sets, references, atol, rtol, tpu_precision,
                                                   names))
             continue
-        if backend not in LITERT_BACKENDS:
-            raise InvalidArgumentError(f"unknown backend {backend!r}; choose from {BACKENDS}")
-        runner = edge_model.with_kernels(backend)
+        if backend not in KNOWN_BACKENDS:
+            raise InvalidArgumentError(f"unknown backend {backend!r}; choose from {KNOWN_BACKENDS}")
+        on_gpu = backend == "gpu"
+        runner = _on_gpu(edge_model) if on_gpu else edge_model.with_kernels(backend)
+        tolerance = {"atol": atol, "rtol": gpu_rtol if on_gpu else rtol}
         results: list[OutputResult] = []
-        for (args, kwargs), reference in zip(input_sets, references):
-            got = call_like_pytorch(runner, args, kwargs)
-            comparisons = compare_outputs(reference, got, atol=atol, rtol=rtol, names=names)
-            ref_leaves = [_as_numpy(v) for v in pytree.tree_leaves(plain(reference))]
-            got_leaves = [_as_numpy(v) for v in pytree.tree_leaves(plain(got))]
-            results = _merge(results, comparisons, ref_leaves, got_leaves)
-        report_backends.append(BackendResult(f"litert-{backend}", "ran", None, results))
+        try:
+            for (args, kwargs), reference in zip(input_sets, references):
+                got = call_like_pytorch(runner, args, kwargs)
+                comparisons = compare_outputs(reference, got, names=names, **tolerance)
+                ref_leaves = [_as_numpy(v) for v in pytree.tree_leaves(plain(reference))]
+                got_leaves = [_as_numpy(v) for v in pytree.tree_leaves(plain(got))]
+                results = _merge(results, comparisons, ref_leaves, got_leaves)
+        except AcceleratorUnavailable as exc:
+            if not on_gpu:
+                raise
+            report_backends.append(BackendResult("litert-gpu", "skipped", str(exc), rtol=gpu_rtol))  # never faked
+            continue
+        report_backends.append(BackendResult(f"litert-{backend}", "ran", None, results,
+                                             rtol=gpu_rtol if on_gpu else None))
 
     report = ValidationReport("pytorch-eager-cpu-float32", len(input_sets), rtol, atol, report_backends,
                               warnings=degenerate(references, names))
@@ -285,8 +309,17 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
         if traced is not None:
             report.divergence, report.divergence_note = None, traced
         elif report.divergence is None and report.layers and not report.passed:
-            report.divergence_note += ": the gap comes from the optimised (XNNPACK) kernels, not from the graph"
+            failed = [b.backend for b in report.backends if b.passed is False]
+            kernels = "the GPU delegate's kernels" if failed == ["litert-gpu"] else "the optimised (XNNPACK) kernels"
+            report.divergence_note += f": the gap comes from {kernels}, not from the graph"
     return report
+
+
+def _on_gpu(edge_model: Any) -> Any:
+    """The same model on LiteRT's GPU accelerator, with the CPU for the ops the GPU delegate refuses."""
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+
+    return edge_model.with_kernels("xnnpack").use_compiled_runtime(HardwareAccelerator.GPU | HardwareAccelerator.CPU)
 
 
 def traced_departure(module, args, kwargs, reference, atol: float = ATOL, rtol: float = RTOL) -> str | None:

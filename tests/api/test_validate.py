@@ -3,6 +3,7 @@
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -72,7 +73,8 @@ def test_json_schema():
     assert data["tolerance"] == {"rtol": 1e-4, "atol": 1e-5,
                                  "rule": "max|edge - ref| <= rtol * max|ref| + atol, per output"}
     backend = data["backends"][0]
-    assert set(backend) == {"backend", "status", "reason", "passed", "outputs"}
+    assert set(backend) == {"backend", "status", "reason", "passed", "tolerance", "outputs"}
+    assert backend["tolerance"] == {"rtol": 1e-4, "atol": 1e-5}
     assert set(backend["outputs"][0]) == {"name", "shape", "max_abs_error", "max_rel_error", "mean_abs_error",
                                           "cosine", "passed", "top1_agreement", "top5_agreement"}
     assert data["divergence"] is None
@@ -214,3 +216,24 @@ def test_the_torch_tpu_steps_on_another_device():
     assert label == "torch-cpu"
     for (args, _), out in zip(sets, outputs):
         assert torch.equal(out, model(*args))
+
+
+def test_gpu_error_is_reported_beside_xnnpack_with_its_own_tolerance():
+    from litert_torch.validation.validate import GPU_RTOL
+    from tests.helpers import gpu_device_or_skip
+
+    gpu_device_or_skip()
+    case = next(c for c in MODELS if c.name == "convnet")
+    model, (x,) = build(case).eval(), case.inputs(1)
+    edge = litert_torch.convert(model, (x,))
+    report = litert_torch.validate(model, (x,), edge, backends=("xnnpack", "gpu"))
+    by_backend = {b.backend: b for b in report.backends}
+    gpu = by_backend["litert-gpu"]
+    assert gpu.status == "ran" and gpu.passed and gpu.rtol == GPU_RTOL
+    # the worst case over the inputs covers the sample input's own error on the GPU
+    direct = np.abs(np.asarray(litert_torch.EdgeModel(edge.flatbuffer, accelerator="gpu")(x)) - model(x).detach().numpy())
+    assert gpu.outputs[0].max_abs_error >= direct.max()
+    tolerances = {b["backend"]: b["tolerance"] for b in report.to_json()["backends"]}
+    assert tolerances["litert-gpu"] == {"rtol": GPU_RTOL, "atol": report.atol}
+    assert tolerances["litert-xnnpack"] == {"rtol": report.rtol, "atol": report.atol}
+    assert f"(rtol {GPU_RTOL:g}, atol {report.atol:g})" in report.render()

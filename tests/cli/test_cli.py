@@ -103,6 +103,18 @@ def test_every_command_as_the_installed_script(small_tflite):
     assert code == 0 and "Exit codes: 0 success; 1 conversion or validation failed; 2 bad usage" in stdout
 
 
+def test_validate_on_the_gpu_reports_its_error_and_tolerance(small_tflite):
+    from tests.helpers import gpu_device_or_skip
+
+    gpu_device_or_skip()
+    code, output = run("validate", small_tflite, f"{FIXTURES}:with_inputs", "--accelerator", "gpu", "--json")
+    assert code == 0, output
+    backends = {b["backend"]: b for b in json.loads(output[output.index("{"):])["backends"]}
+    assert backends["litert-gpu"]["status"] == "ran" and backends["litert-gpu"]["passed"] is True
+    assert backends["litert-gpu"]["tolerance"]["rtol"] > backends["litert-xnnpack"]["tolerance"]["rtol"]
+    assert backends["litert-gpu"]["outputs"][0]["max_abs_error"] >= 0
+
+
 def test_validate_writes_an_html_report(small_tflite, tmp_path):
     page = tmp_path / "report.html"
     code, output = run("validate", small_tflite, f"{FIXTURES}:with_inputs", "--html", page)

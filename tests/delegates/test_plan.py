@@ -31,7 +31,7 @@ def single(opcode, inputs, out_shape, dtype=np.float32, **options):
     (single("GATHER_ND", [act("x", [4, 4]), act("i", [2, 2], np.int32)], [2]), gpu, "GATHER_ND has no GPU kernel"),
     (single("ADD", [act("a", [1, 2, 3, 4, 5]), act("b", [1, 2, 3, 4, 5])], [1, 2, 3, 4, 5]), gpu,
      "a rank-5 tensor (at most rank 4)"),
-    (single("ADD", [act("a", [4], np.int32), act("b", [4], np.int32)], [4], np.int32), gpu, "int32 activations"),
+    (single("ADD", [act("a", [4], np.int64), act("b", [4], np.int64)], [4], np.int64), gpu, "int64 tensors"),
     (single("MEAN", [act("x", [1, 4, 4, 8]), act("axes", [2], np.int32)], [1, 1, 1, 8], keep_dims=True), gpu,
      "reduction axes computed at run time"),
     (single("STRIDED_SLICE", [act("x", [2, 6]), const("b", np.array([0, 0], np.int32)),
@@ -64,27 +64,39 @@ def test_macs_by_hand():
     assert macs(fc) == 2 * 10 * 16
 
 
-def test_plan_splits_at_an_unsupported_op():
-    # x -> FC(16->16) -> GATHER_ND (no GPU kernel) -> FC(16->4): GPU gets two partitions, the GATHER_ND falls back.
+def chain_around(opcode_between: str, before: int, after: int):
+    """x -> `before` FCs -> GATHER_ND (no GPU kernel, not XNNPACK's either) -> `after` FCs."""
     x = act("x", [4, 16])
-    a = act("a", [4, 16])
-    b = act("b", [4, 16])
-    y = act("y", [4, 4])
-    idx = const("idx", np.arange(4, dtype=np.int32).reshape(4, 1))
-    graph = ir.Graph("main", [x], [y], [
-        ir.Op("FULLY_CONNECTED", [x, const("w1", np.ones([16, 16], np.float32)), None], [a],
-              {"fused_activation_function": "NONE"}),
-        ir.Op("GATHER_ND", [a, idx], [b]),
-        ir.Op("FULLY_CONNECTED", [b, const("w2", np.ones([4, 16], np.float32)), None], [y],
-              {"fused_activation_function": "NONE"}),
-    ])
-    plan = plan_for(graph, ("gpu",)).targets["gpu"]
+    ops, cur = [], x
+    for n in range(before + 1 + after):
+        out = act(f"t{n}", [4, 16])
+        if n == before:
+            ops.append(ir.Op(opcode_between, [cur, const("idx", np.arange(4, dtype=np.int32).reshape(4, 1))], [out]))
+        else:
+            ops.append(ir.Op("FULLY_CONNECTED", [cur, const(f"w{n}", np.ones([16, 16], np.float32)), None], [out],
+                             {"fused_activation_function": "NONE"}))
+        cur = out
+    return ir.Graph("main", [x], [cur], ops)
+
+
+def test_plan_splits_at_an_unsupported_op():
+    # XNNPACK takes both sides of the GATHER_ND as two partitions.
+    plan = plan_for(chain_around("GATHER_ND", 1, 1), ("cpu",)).targets["cpu"]
     assert plan.partitions == [[0], [2]]
     assert plan.delegated_ops == 2 and plan.ops == 3
-    total = 4 * 16 * 16 + 4 * 16 + 4 * 4 * 16
-    assert plan.macs == total and plan.delegated_macs == 4 * 16 * 16 + 4 * 4 * 16
+    assert plan.macs == 4 * 16 * 16 * 2 + 4 * 16 and plan.delegated_macs == 4 * 16 * 16 * 2
     assert [(f.op, f.opcode) for f in plan.fallbacks] == [(1, "GATHER_ND")]
     assert not plan.fully_delegated
+
+
+def test_gpu_plan_keeps_only_the_largest_partition():
+    # The GPU delegate takes one partition, the larger side of the GATHER_ND; the other side runs on the CPU.
+    plan = plan_for(chain_around("GATHER_ND", 2, 3), ("gpu",)).targets["gpu"]
+    assert plan.partitions == [[3, 4, 5]] and plan.delegated_ops == 3
+    assert [f.op for f in plan.fallbacks] == [0, 1, 2]
+    assert "takes only its largest (3 ops), and this op's has 2" in plan.fallbacks[0].reason
+    tie = plan_for(chain_around("GATHER_ND", 2, 2), ("gpu",)).targets["gpu"]
+    assert tie.partitions == [[0, 1]]  # equal sizes: the earlier one
 
 
 def test_conv_net_is_fully_gpu_resident_and_the_plan_round_trips(tmp_path):

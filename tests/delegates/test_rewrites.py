@@ -73,7 +73,7 @@ def test_channel_shuffle_becomes_gpu_resident():
     plan = gpu_model.delegate_plan.targets["gpu"]
     assert plan.fully_delegated and plan.mac_share == 1.0
     assert plan.rewrites == {"rank_reduce_transposes": 1}
-    assert plan.before["partition_count"] > 1 and plan.before["delegated_ops"] < plan.before["ops"]
+    assert plan.before["delegated_ops"] < plan.before["ops"]
     assert _rank5_ops(gpu_model) == []
     assert_matches(model(x), gpu_model(x))
     # For the CPU alone nothing is rewritten: XNNPACK takes the rank-5 form.
@@ -266,3 +266,34 @@ def test_wide_splits_and_concats_stay_on_xnnpack():
     assert "SPLIT_V" not in counts and edge.delegate_plan.targets["cpu"].rewrites["narrow_splits_and_concats"] >= 4
     assert runtime_partitions(edge.flatbuffer) == 1 and edge.delegate_plan.targets["cpu"].fully_delegated
     assert_matches(Wide()(x), edge(x))
+
+
+def _ops_of(edge):
+    from litert_torch.flatbuffer.reader import read_model
+    return read_model(edge.flatbuffer).subgraphs[0].ops
+
+
+def test_same_transpose_conv_becomes_valid_and_a_crop_for_the_gpu():
+    torch.manual_seed(0)
+    model, x = nn.ConvTranspose1d(16, 8, 8, stride=4, padding=2).eval(), torch.randn(1, 16, 50)
+    edge = litert_torch.convert(model, (x,), target="gpu")
+    conv = next(op for op in _ops_of(edge) if op.opcode == "TRANSPOSE_CONV")
+    assert conv.options["padding"] == "VALID" and conv.outputs[0].shape[2] == (50 - 1) * 4 + 8
+    assert op_counts(edge).get("SLICE") == 1
+    assert edge.delegate_plan.targets["gpu"].rewrites == {"valid_transpose_conv": 1}
+    assert_matches(model(x), edge(x))
+    cpu_only = litert_torch.convert(model, (x,), target="cpu")  # XNNPACK keeps the SAME form
+    assert [op.options.get("padding") for op in _ops_of(cpu_only) if op.opcode == "TRANSPOSE_CONV"] == ["SAME"]
+
+
+def test_fully_connected_wider_than_the_gpu_texture_is_split_for_the_gpu():
+    from litert_torch.passes.delegate_rewrites import GPU_MAX_OUTPUTS
+
+    torch.manual_seed(0)
+    model, x = nn.Linear(32, GPU_MAX_OUTPUTS + 100).eval(), torch.randn(1, 64, 32)
+    edge = litert_torch.convert(model, (x,), target="gpu")
+    fcs = [op for op in _ops_of(edge) if op.opcode == "FULLY_CONNECTED"]
+    assert len(fcs) == 2 and all(op.inputs[1].shape[0] <= GPU_MAX_OUTPUTS for op in fcs)
+    assert sum(op.inputs[1].shape[0] for op in fcs) == GPU_MAX_OUTPUTS + 100
+    assert op_counts(edge).get("CONCATENATION") == 1
+    assert_matches(model(x), edge(x))
