@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from litert_torch import ir, metadata
 from litert_torch.delegates.plan import PLAN_KEY, plan_for, plans_json, with_before
-from litert_torch.passes import cleanup, delegate_rewrites
+from litert_torch.passes import cleanup, delegate_rewrites, run_pipeline
 
 
 @dataclass
@@ -21,6 +21,19 @@ class Part:
     output_names: list[str]
     io: dict[str, Any]
     plan: Any
+
+
+def finish_part(graph: ir.Graph, key: str, input_names: list[str], output_names: list[str], io: dict[str, Any],
+                targets: tuple[str, ...], before_plan: Callable[[ir.Graph], None] | None = None) -> Part:
+    """The ending every front end gives a signature's lowered graph: the pass pipeline, then `before_plan` (a
+    front end's own rewrites of the optimised graph, such as its I/O casts), then the delegate-aware rewrites
+    for `targets` and the delegate plan; returned as the Part `assemble` takes, with `io` as its I/O metadata
+    (`metadata.io_json`'s entry for the signature)."""
+    run_pipeline(graph)
+    if before_plan is not None:
+        before_plan(graph)
+    plan = delegate_aware(graph, targets)
+    return Part(key, graph, input_names, output_names, io, plan)
 
 
 def assemble(parts: list[Part], bucket_info: dict | None = None) -> ir.Model:

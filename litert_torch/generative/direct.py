@@ -15,22 +15,20 @@ PyTorch's .bin format are built by tracing, as are configs `can_build` refuses.
 from __future__ import annotations
 
 import itertools
-import math
 import sys
-from collections.abc import Mapping
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from litert_torch import ir, metadata
-from litert_torch.assemble import Part, assemble, delegate_aware
-from litert_torch.generative.config import LlmConfig, UnsupportedModelError
-from litert_torch.generative.layout import (DECODE, LAYOUT_KEY, LlmLayout, cache_shapes, kv_names,
-                                            layer_output_name, prefill_signature, sequence_axis)
-from litert_torch.generative.prefix import PREFILL_MIN_SKIPPED_FLOPS, attend_filled_prefix
+from litert_torch import ir
+from litert_torch.assemble import Part
+from litert_torch.generative.config import LlmConfig
+from litert_torch.generative.layout import (DECODE, LlmLayout, cache_shapes, kv_names, layer_output_name,
+                                            prefill_signature)
+from litert_torch.generative.rope import rope_tables  # noqa: F401 (re-exported)
 from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
-from litert_torch.generative.weights import ModelSourceError
-from litert_torch.passes import run_pipeline
+from litert_torch.generative.signature import assemble_llm, finish_signature
+from litert_torch.generative.weight_map import Weights, decoder_weights  # noqa: F401 (Weights re-exported)
 
 # A large negative score for masked-out keys (as `model.MASKED`).
 MASKED = -1e30
@@ -43,132 +41,6 @@ def can_build(cfg: LlmConfig) -> str | None:
     if cfg.rms_norm_eps < _RSQRT_SAFE_LOW:
         return f"rms_norm_eps {cfg.rms_norm_eps} below {_RSQRT_SAFE_LOW}"
     return None
-
-
-def _rope_params_by_type(cfg: LlmConfig, rope_parameters: Any) -> dict[str, Any]:
-    if cfg.family == "gemma3" and isinstance(rope_parameters, dict) \
-            and all(isinstance(v, dict) for v in rope_parameters.values()):
-        return {t: rope_parameters.get(t) for t in sorted(set(cfg.layer_types))}
-    return {t: rope_parameters for t in sorted(set(cfg.layer_types))}
-
-
-def rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per layer type, cos and sin [length, R/2] of positions 0..length-1: one half of the rows Hugging Face's
-    rotary module computes (its rows are two equal halves), in float32 as transformers' RoPE functions compute
-    them (`rope_parameters` standardised as its config classes standardise them, `source.read_config`), but
-    with powers, cosines and sines correctly rounded where PyTorch's are within an ulp or two. The
-    bounded types (LongRoPE, dynamic NTK) give the tables of positions within their original length, which
-    `config.check_cache_length` holds the cache to."""
-    tables = {}
-    positions = np.arange(length, dtype=np.float32)
-    for layer_type, params in _rope_params_by_type(cfg, rope_parameters).items():
-        if not params:
-            raise UnsupportedModelError("config.rope_parameters is not set: the exporter needs the RoPE of every "
-                                        "layer type")
-        try:  # the parameters' types were checked with the config (`config._check_rope`)
-            inv_freq, scaling = _inv_freq(cfg, params, rope_parameters)
-        except KeyError as exc:
-            raise ModelSourceError(f"config.rope_parameters has no {exc.args[0]!r}, which its RoPE type "
-                                        f"{params.get('rope_type', 'default')!r} needs") from None
-        freqs = (positions[:, None] * inv_freq[None, :]).astype(np.float64)
-        cos, sin = np.cos(freqs).astype(np.float32), np.sin(freqs).astype(np.float32)  # correctly rounded
-        if scaling != 1.0:
-            cos, sin = cos * np.float32(scaling), sin * np.float32(scaling)
-        tables[layer_type] = (cos, sin)
-    return tables
-
-
-def _inv_freq(cfg: LlmConfig, params: Mapping[str, Any], rope_parameters: Any) -> tuple[np.ndarray, float]:
-    """The inverse frequencies [R/2] of one RoPE and the factor its cos and sin are scaled by: transformers'
-    function for the type, in its order of operations (float32 arrays, Python floats for scalars)."""
-    f32 = np.float32
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    theta = params["rope_theta"]
-    rotary = params.get("partial_rotary_factor", 1.0)
-    if rope_type == "default" and cfg.family != "phi3":
-        rotary = 1.0  # the architectures' own default RoPE rotates every feature but Phi-3's
-    dim = int(cfg.head_dim * rotary)
-
-    def powers(base: float, count: int, divisor: int) -> np.ndarray:
-        """f32(base) ** (2i / divisor) for i < count, each correctly rounded to float32 (the float32 powers of
-        numpy and PyTorch are not, and differ in the last bit)."""
-        exponents = (np.arange(0, 2 * count, 2, dtype=np.float32) / f32(divisor)).astype(np.float64)
-        return (np.float64(f32(base)) ** exponents).astype(np.float32)
-
-    if rope_type in ("default", "linear", "llama3"):
-        inv_freq = (f32(1.0) / powers(theta, (dim + 1) // 2, dim)).astype(np.float32)
-        if rope_type == "linear":
-            inv_freq = (inv_freq / f32(params["factor"])).astype(np.float32)
-        elif rope_type == "llama3":
-            inv_freq = _llama3(inv_freq, params)
-        return inv_freq, 1.0
-    if rope_type == "dynamic":  # at the model's own length, where Hugging Face's tables start
-        seq = cfg.max_position_embeddings
-        factor = params["factor"]
-        base = theta * ((factor * seq / cfg.max_position_embeddings) - (factor - 1)) ** (dim / (dim - 2))
-        return (f32(1.0) / powers(base, (dim + 1) // 2, dim)).astype(np.float32), 1.0
-    if rope_type == "proportional":  # a fraction of the angles rotate; the rest stay 0 (cos 1, sin 0)
-        head_dim = cfg.head_dim
-        angles = int(rotary * head_dim // 2)
-        inv_freq = np.zeros(head_dim // 2, np.float32)
-        inv_freq[:angles] = f32(1.0) / powers(theta, angles, head_dim)
-        return (inv_freq / f32(params.get("factor", 1.0))).astype(np.float32), 1.0
-    original = params["original_max_position_embeddings"]
-    factor = params.get("factor")
-    if factor is None:
-        factor = cfg.max_position_embeddings / original
-    attention = params.get("attention_factor")
-    if rope_type == "longrope":  # the short factors: positions within the original length
-        if attention is None:
-            attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
-        short = np.asarray(params["short_factor"], np.float32)
-        if short.shape != ((dim + 1) // 2,):
-            raise ModelSourceError(f"config.rope_parameters.short_factor has {short.size} entries, where the "
-                                        f"rotated features of a head take {(dim + 1) // 2}")
-        return (f32(1.0) / (short * powers(theta, (dim + 1) // 2, dim))).astype(np.float32), float(attention)
-    if rope_type != "yarn":
-        raise UnsupportedModelError(f"config.rope_parameters.rope_type = {rope_type!r} is not supported")
-    if attention is None:
-        mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
-        attention = (_yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
-                     if mscale and mscale_all_dim else _yarn_mscale(factor))
-    fast, slow = params.get("beta_fast") or 32, params.get("beta_slow") or 1
-
-    def correction(rotations: float) -> float:  # the dimension at which a wavelength makes `rotations` turns
-        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
-
-    low, high = correction(fast), correction(slow)
-    truncate = rope_parameters.get("truncate", True) if isinstance(rope_parameters, dict) else True
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    if low == high:
-        high += 0.001
-    pos = powers(theta, (dim + 1) // 2, dim)
-    extrapolation = (f32(1.0) / pos).astype(np.float32)
-    interpolation = (f32(1.0) / (f32(factor) * pos)).astype(np.float32)
-    ramp = np.clip((np.arange(dim // 2, dtype=np.float32) - f32(low)) / f32(high - low), 0, 1).astype(np.float32)
-    keep = (f32(1) - ramp).astype(np.float32)
-    return (interpolation * (f32(1) - keep) + extrapolation * keep).astype(np.float32), float(attention)
-
-
-def _yarn_mscale(scale: float, mscale: float = 1) -> float:
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
-
-
-def _llama3(inv_freq: np.ndarray, params: Mapping[str, Any]) -> np.ndarray:
-    """Llama 3's frequency scaling: long wavelengths divided by `factor`, short ones kept, a smooth blend
-    between (float32, in transformers' order of operations)."""
-    f32 = np.float32
-    factor, low, high = f32(params["factor"]), f32(params["low_freq_factor"]), f32(params["high_freq_factor"])
-    old = f32(params["original_max_position_embeddings"])
-    low_wavelen, high_wavelen = old / low, old / high
-    wavelen = (f32(2 * math.pi) / inv_freq).astype(np.float32)
-    scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq).astype(np.float32)
-    smooth = ((old / wavelen - low) / (high - low)).astype(np.float32)
-    smoothed = ((f32(1) - smooth) * scaled / factor + smooth * scaled).astype(np.float32)
-    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
-    return np.where(medium, smoothed, scaled).astype(np.float32)
 
 
 class _Builder:
@@ -320,29 +192,6 @@ class _Builder:
         return self._mul(self._like("TANH", self._div(x, cap)), float(cap))
 
 
-class Weights:
-    """A checkpoint's weights by name, each taken as a float32 numpy array (`widen`: views of the checkpoint where
-    it is float32) and checked against the shape the config gives it, as `model.build` checks."""
-
-    def __init__(self, weights: Mapping[str, Any], widen: Callable[[str, Any], np.ndarray]):
-        self.weights, self._widen = weights, widen
-
-    def has(self, name: str, prefix: str = "model.") -> bool:
-        return prefix + name in self.weights
-
-    def get(self, name: str, *shape: int, prefix: str = "model.", required: bool = True) -> np.ndarray | None:
-        full = prefix + name
-        if full not in self.weights:
-            if not required:
-                return None
-            raise UnsupportedModelError(f"the model has no weight {full}, which its config's architecture has")
-        array = self._widen(full, self.weights[full])
-        if tuple(array.shape) != tuple(shape):
-            raise UnsupportedModelError(f"weight {full} has shape {list(array.shape)}, where the config gives "
-                                        f"{list(shape)}: the weights do not belong to this config")
-        return array
-
-
 def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_length: int,
               prefill_lengths: Sequence[int], *, start_token_id: int | None = None,
               stop_token_ids: Sequence[int] = (), progress: Callable[[str], None] | None = None
@@ -358,96 +207,35 @@ def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_leng
         report(f"build {key}")
         part, kept[key] = _signature(params, cfg, tables, cache_length, key, length, key == DECODE, report)
         parts.append(part)
-    names = kv_names(cfg.num_layers)
-    shapes = cache_shapes(cfg.num_layers, cfg.num_kv_heads, cache_length, cfg.head_dim)
-    layout = LlmLayout(sorted(prefill_lengths), cache_length, cfg.num_layers, {n: list(s) for n, s in shapes.items()},
-                       cfg.vocab_size, names, {n: sequence_axis(n) for n in names}, start_token_id=start_token_id,
-                       stop_token_ids=[int(t) for t in stop_token_ids], layer_outputs=kept)
     report("assemble")
-    model = assemble(parts)
-    model.metadata[LAYOUT_KEY] = metadata.encode(layout.to_json())
-    return model, layout
+    return assemble_llm(parts, cfg, cache_length, prefill_lengths, kept, start_token_id, stop_token_ids)
 
 
 class _Params:
-    """Every weight the graph reads, widened and checked once and shared by all signatures (so that the writer
-    stores each once)."""
+    """Every weight the graph reads (`weight_map.decoder_weights`), widened and checked once and shared by all
+    signatures (so that the writer stores each once); each routed-experts layer's projections stacked into one
+    table each, as `model.MoE` holds them."""
 
     def __init__(self, w: Weights, cfg: LlmConfig):
-        hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
-        nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
-        self.embed = w.get("embed_tokens.weight", cfg.vocab_size, hidden)
-        self.final_norm = w.get("norm.weight", hidden)
-        self.lm_head = self.embed if cfg.tie_word_embeddings else \
-            w.get("lm_head.weight", cfg.vocab_size, hidden, prefix="")
-        self.layers = []
-        for i in range(cfg.num_layers):
-            p = f"layers.{i}."
-            layer: dict[str, Any] = {}
-            if cfg.family == "phi3":
-                qkv = w.get(p + "self_attn.qkv_proj.weight", nq + 2 * nkv, hidden)
-                layer.update(q=qkv[:nq], k=qkv[nq:nq + nkv], v=qkv[nq + nkv:], q_bias=None, k_bias=None,
-                             v_bias=None)
-                layer["o_bias"] = w.get(p + "self_attn.o_proj.bias", hidden, required=False)
-            else:
-                for n, rows in zip("qkv", (nq, nkv, nkv)):
-                    layer[n] = w.get(p + f"self_attn.{n}_proj.weight", rows, hidden)
-                for n, rows in zip("qkvo", (nq, nkv, nkv, hidden)):
-                    layer[f"{n}_bias"] = w.get(p + f"self_attn.{n}_proj.bias", rows, required=False)
-            layer["o"] = w.get(p + "self_attn.o_proj.weight", hidden, nq)
-            if cfg.moe_layers[i]:
-                layer["moe"] = _expert_params(w, cfg, p)
-            elif cfg.family == "phi3":
-                gate_up = w.get(p + "mlp.gate_up_proj.weight", 2 * inter, hidden)
-                layer.update(gate=gate_up[:inter], up=gate_up[inter:], gate_bias=None, up_bias=None, down_bias=None)
-            else:
-                for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden))):
-                    layer[n] = w.get(p + f"mlp.{n}_proj.weight", *shape)
-                for n, rows in (("gate", inter), ("up", inter), ("down", hidden)):
-                    layer[f"{n}_bias"] = w.get(p + f"mlp.{n}_proj.bias", rows, required=False)
-            if not cfg.moe_layers[i]:
-                layer["down"] = w.get(p + "mlp.down_proj.weight", hidden, inter)
-            layer["q_norm"] = w.get(p + "self_attn.q_norm.weight", d, required=False)
-            layer["k_norm"] = w.get(p + "self_attn.k_norm.weight", d, required=False)
-            norms = {"input": "input_layernorm", "post_attention": "post_attention_layernorm"}
-            if cfg.sandwich_norms:
-                norms.update(pre_mlp="pre_feedforward_layernorm", post_mlp="post_feedforward_layernorm")
-            for key, name in norms.items():
-                layer[f"{key}_norm"] = w.get(p + f"{name}.weight", hidden)
-            self.layers.append(layer)
+        read = decoder_weights(w, cfg)
+        self.embed, self.final_norm = read.embed, read.final_norm
+        self.lm_head = self.embed if read.lm_head is None else read.lm_head
+        self.layers = read.layers
+        for layer in self.layers:
+            if "moe" in layer:
+                layer["moe"] = _stacked_experts(layer["moe"], cfg)
 
 
-def _expert_params(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
-    """A routed-experts layer's weights, as `model.MoE` holds them: the router [E, H], and each projection's
-    experts' [out, in] weights stacked, float32 (gate and up [E, I, H], down [E, H, I])."""
-    hidden, count, inter = cfg.hidden_size, cfg.num_experts, cfg.moe_intermediate_size
-    if cfg.family == "mixtral" and not w.has(p + "mlp.gate.weight"):
-        router = w.get(p + "block_sparse_moe.gate.weight", count, hidden)
-    else:
-        router = w.get(p + "mlp.gate.weight", count, hidden)
-    if w.has(p + "mlp.experts.gate_up_proj"):  # the experts fused, as transformers holds them in memory
-        gate_up = w.get(p + "mlp.experts.gate_up_proj", count, 2 * inter, hidden)
-        mats = (gate_up[:, :inter], gate_up[:, inter:], w.get(p + "mlp.experts.down_proj", count, hidden, inter))
-    elif cfg.family == "mixtral":  # Mixtral's checkpoints: w1 gate, w3 up, w2 down
-        mats = tuple([w.get(p + f"block_sparse_moe.experts.{e}.{n}.weight", *shape) for e in range(count)]
-                     for n, shape in (("w1", (inter, hidden)), ("w3", (inter, hidden)), ("w2", (hidden, inter))))
-    else:
-        mats = tuple([w.get(p + f"mlp.experts.{e}.{n}_proj.weight", *shape) for e in range(count)]
-                     for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden)), ("down", (hidden, inter))))
-    params = {"router": router}
-    for name, matrices in zip(("gate_w", "up_w", "down_w"), mats):
-        table = np.empty((count, *matrices[0].shape), np.float32)  # one C-ordered copy
+def _stacked_experts(moe: dict[str, Any], cfg: LlmConfig) -> dict[str, Any]:
+    """A routed-experts layer's weights with each projection's experts' [out, in] weights stacked, float32 (gate
+    and up [E, I, H], down [E, H, I])."""
+    params = {k: v for k, v in moe.items() if k not in ("gate", "up", "down")}
+    for name, role in zip(("gate_w", "up_w", "down_w"), ("gate", "up", "down")):
+        matrices = moe[role]
+        table = np.empty((cfg.num_experts, *matrices[0].shape), np.float32)  # one C-ordered copy
         for e, m in enumerate(matrices):
             table[e] = m
         params[name] = table
-    if cfg.shared_expert_intermediate_size:
-        shared = cfg.shared_expert_intermediate_size
-        params["shared"] = {
-            "gate": w.get(p + "mlp.shared_expert.gate_proj.weight", shared, hidden),
-            "up": w.get(p + "mlp.shared_expert.up_proj.weight", shared, hidden),
-            "down": w.get(p + "mlp.shared_expert.down_proj.weight", hidden, shared),
-            "gate_bias": None, "up_bias": None, "down_bias": None}
-        params["shared_gate"] = w.get(p + "mlp.shared_expert_gate.weight", 1, hidden)
     return params
 
 
@@ -479,41 +267,6 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
         output_names.insert(0, "logits")
 
     return finish_signature(graph, key, output_names, layer_outputs, report)
-
-
-def finish_signature(graph: ir.Graph, key: str, output_names: list[str], layer_outputs: list[ir.Tensor],
-                     report: Callable[[str], None]) -> tuple[Part, list[str | None]]:
-    """A signature's graph (inputs tokens, input_pos and the caches; outputs named `output_names`) through the
-    passes and the delegate plan, as a Part; with the names of the layer outputs the passes kept (None where
-    they merged one away). Both builders end here."""
-    report(f"optimize {key}")
-    run_pipeline(graph)
-    input_pos = graph.inputs[1]
-    attend_filled_prefix(graph, input_pos, PREFILL_MIN_SKIPPED_FLOPS if input_pos.size > 1 else 0)
-    produced = {id(t) for op in graph.ops for t in op.outputs}
-    kept = [t.name if id(t) in produced and t.name == layer_output_name(i) else None
-            for i, t in enumerate(layer_outputs)]
-    plan = delegate_aware(graph, ("cpu",))
-    input_names = ["tokens", "input_pos", *(t.name for t in graph.inputs[2:])]  # then the caches
-    return Part(key, graph, input_names, output_names, _io(input_names, output_names), plan), kept
-
-
-def _io(input_names: list[str], output_names: list[str]) -> dict[str, Any]:
-    """The signature's `litert_torch.io` entry: positional tensor inputs, outputs by name (what the traced
-    builder records with PyTorch's pytree specs, written out here)."""
-    import json
-
-    leaf = {"type": None, "context": None, "children_spec": []}
-    in_spec = [1, {"type": "builtins.tuple", "context": "null", "children_spec": [
-        {"type": "builtins.tuple", "context": "null", "children_spec": [leaf] * len(input_names)},
-        {"type": "builtins.dict", "context": "[]", "children_spec": []}]}]
-    out_spec = [1, {"type": "builtins.dict", "context": json.dumps(output_names),
-                    "children_spec": [leaf] * len(output_names)}]
-    return {"inputs": input_names, "parameters": [], "outputs": output_names,
-            "in_spec": json.dumps(in_spec), "out_spec": json.dumps(out_spec),
-            "tensor_input_positions": list(range(len(input_names))),
-            "input_dtypes": ["int32", "int32", *["float32"] * (len(input_names) - 2)],
-            "output_dtypes": ["float32"] * len(output_names), "channel_last_inputs": [], "channel_last_outputs": []}
 
 
 def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length: int, tokens: ir.Tensor,

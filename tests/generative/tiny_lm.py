@@ -115,3 +115,29 @@ def save(directory: str, arch: str, seed: int = 0, **overrides) -> str:
     hf.save_pretrained(directory)
     tok.save_pretrained(directory)
     return directory
+
+
+def hf_rope_tables(hf_config, cfg, length: int) -> dict:
+    """The reference RoPE tables: cos/sin [length, R] per layer type, from transformers' own RoPE functions as
+    the model's rotary module uses them (the exporter's `rope.rope_tables` holds one half of these rows,
+    computed with numpy)."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    positions = torch.arange(length, dtype=torch.float32)
+    tables = {}
+    for layer_type in sorted(set(cfg.layer_types)):
+        params, kwargs = hf_config.rope_parameters, {}
+        if cfg.family == "gemma3":  # one RoPE per layer type
+            params, kwargs = params.get(layer_type), {"layer_type": layer_type}
+        rope_type = params.get("rope_type", "default")
+        if rope_type == "default":  # theta^(-2i/d) over the rotated features (Phi-3 rotates a fraction of them)
+            factor = params.get("partial_rotary_factor", 1.0) if cfg.family == "phi3" else 1.0
+            dim = int(cfg.head_dim * factor)
+            inv_freq = 1.0 / (params["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+            scaling = 1.0
+        else:
+            inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](hf_config, None, **kwargs)
+        freqs = positions[:, None] * inv_freq.to(torch.float32)[None, :]
+        angles = torch.cat((freqs, freqs), dim=-1)
+        tables[layer_type] = (angles.cos() * scaling, angles.sin() * scaling)
+    return tables

@@ -125,14 +125,15 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
         report("trace")  # PyTorch and transformers are imported from here on
         from litert_torch.generative import hf
         from litert_torch.generative.convert import lower_llm
-        from litert_torch.generative.model import build, rope_tables
+        from litert_torch.generative.model import build
+        from litert_torch.generative.rope import rope_tables
 
         source = hf.load(model, tokenizer, need_tokenizer=need_tokenizer, trust_remote_code=trust_remote_code,
                          cache_length=cache_length)
         info = hf.bundle_info(source, cache_length, use_jinja_template) if source.tokenizer is not None else None
         owned, tokenizer_file = source.owned, source.tokenizer
-        lm = build(source.weights, source.config, rope_tables(source.hf_config, source.config, cache_length),
-                   cache_length)
+        lm = build(source.weights, source.config,
+                   rope_tables(source.config, source.hf_config.rope_parameters, cache_length), cache_length)
         model, layout = lower_llm(lm, lengths, start_token_id=info.start_token_id if info else None,
                                   stop_token_ids=info.stop_token_ids if info else (), progress=report)
 
