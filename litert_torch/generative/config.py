@@ -39,7 +39,21 @@ ARCHITECTURES = {
     "gemma": "gemma",
     "gemma2": "gemma2",
     "gemma3_text": "gemma3",
+    "phi": "phi",
+    "stablelm": "stablelm",
+    "olmo2": "olmo2",
+    "olmo3": "olmo3",
 }
+# Families only the direct builder (`direct.py`) builds: the traced builder (`model.py`) refuses them.
+DIRECT_ONLY = ("phi", "stablelm", "olmo2", "olmo3")
+# OLMo 2 and 3: norms on the attention's and MLP's outputs, q/k RMSNorm over the whole projections
+OLMO = ("olmo2", "olmo3")
+# Families whose rope_parameters may hold one RoPE per layer type
+ROPE_PER_LAYER_TYPE = ("gemma3", "olmo3")
+# Families whose norms are LayerNorm (with a bias), their epsilon `layer_norm_eps`.
+LAYER_NORM = ("phi", "stablelm")
+# Families whose default RoPE rotates `partial_rotary_factor` of each head's features.
+PARTIAL_ROTARY = ("phi3", "phi", "stablelm")
 GEMMA = ("gemma", "gemma2", "gemma3")  # RMSNorm scaling by (1 + weight), embeddings scaled by sqrt(hidden)
 
 # RoPE types whose tables depend only on the config (not on the sequence length seen at run time).
@@ -48,7 +62,8 @@ STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn", "proportional")
 # (Hugging Face switches LongRoPE's short factors for its long ones, and rescales dynamic NTK, past that length).
 BOUNDED_ROPE_TYPES = ("longrope", "dynamic")
 
-_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+                "gelu": "gelu"}
 
 
 @dataclass
@@ -64,7 +79,7 @@ class LlmConfig:
     num_heads: int
     num_kv_heads: int
     head_dim: int
-    rms_norm_eps: float
+    rms_norm_eps: float  # the norms' epsilon (`layer_norm_eps` where they are LayerNorm)
     activation: str  # "silu", "gelu_tanh" or "gelu"
     tie_word_embeddings: bool
     attention_scale: float
@@ -72,7 +87,13 @@ class LlmConfig:
     qkv_bias: bool = False
     o_bias: bool = False
     mlp_bias: bool = False
-    qk_norm: bool = False
+    qk_norm: bool = False  # a norm on each query and key head
+    qk_norm_whole: bool = False  # OLMo 2: the query and key norms over the whole projections instead
+    layer_norm: bool = False  # Phi, StableLM: LayerNorm with a bias rather than RMSNorm
+    parallel_residual: bool = False  # Phi, StableLM: attention and MLP both read the input norm's output
+    gated_mlp: bool = True  # False for Phi: fc2(act(fc1(x)))
+    lm_head_bias: bool = False  # Phi
+    post_norms: bool = False  # OLMo 2: norms on the attention's and the MLP's outputs, none on their inputs
     norm_plus_one: bool = False  # Gemma: RMSNorm scales by (1 + weight)
     sandwich_norms: bool = False  # Gemma: norms after attention and MLP too
     embed_scale: float | None = None
@@ -205,16 +226,24 @@ class LlmConfig:
             num_heads=heads,
             num_kv_heads=kv_heads,
             head_dim=head_dim,
-            rms_norm_eps=number("rms_norm_eps", get("rms_norm_eps"), minimum=0.0) if get("rms_norm_eps") is not None
-            else 1e-6,
+            rms_norm_eps=_norm_eps(get, family),
             activation=_ACTIVATIONS[act],
             tie_word_embeddings=bool(get("tie_word_embeddings", False)),
             attention_scale=scale,
             attn_softcap=number("attn_logit_softcapping", softcap, positive=True) if softcap is not None else None,
-            qkv_bias=bool(get("attention_bias", False)) or family in ("qwen2", "qwen2_moe"),
-            o_bias=bool(get("attention_bias", False)) and family not in ("qwen2", "qwen2_moe"),
+            qkv_bias=(bool(get("attention_bias", False)) or family in ("qwen2", "qwen2_moe", "phi")
+                      or (family == "stablelm" and bool(get("use_qkv_bias", False)))),
+            o_bias=(bool(get("attention_bias", False)) and family not in ("qwen2", "qwen2_moe")) or family == "phi",
             mlp_bias=bool(get("mlp_bias", False)),
-            qk_norm=family in ("qwen3", "qwen3_moe", "gemma3"),
+            qk_norm=(family in ("qwen3", "qwen3_moe", "gemma3", *OLMO)
+                     or (family in LAYER_NORM and bool(get("qk_layernorm", False)))),
+            qk_norm_whole=family in OLMO,
+            layer_norm=family in LAYER_NORM,
+            parallel_residual=(family == "phi"
+                               or (family == "stablelm" and bool(get("use_parallel_residual", False)))),
+            gated_mlp=family != "phi",
+            lm_head_bias=family == "phi",
+            post_norms=family in OLMO,
             norm_plus_one=family in GEMMA,
             sandwich_norms=family in ("gemma2", "gemma3"),
             embed_scale=embed_scale,
@@ -254,6 +283,13 @@ class LlmConfig:
             raise ModelSourceError(f"config.num_experts_per_tok = {cfg.num_experts_per_tok} is more than the "
                                         f"{cfg.num_experts} experts")
         return cfg
+
+
+def _norm_eps(get, family: str) -> float:
+    """The norms' epsilon: `layer_norm_eps` for LayerNorm families, else `rms_norm_eps` (1e-6 when unset)."""
+    key, value = ("layer_norm_eps", get("layer_norm_eps")) if family in LAYER_NORM \
+        else ("rms_norm_eps", get("rms_norm_eps"))
+    return number(key, value, minimum=0.0) if value is not None else 1e-6
 
 
 def integer(key: str, value: Any, minimum: int = 1) -> int:
@@ -326,7 +362,8 @@ def _check_rope(get, family: str) -> tuple[int, str] | None:
         return None
     if not isinstance(params, dict):
         raise ModelSourceError(f"config.rope_parameters = {params!r}: expected a mapping")
-    per_type = params if family == "gemma3" and all(isinstance(v, dict) for v in params.values()) else {"": params}
+    per_type = params if family in ROPE_PER_LAYER_TYPE and all(isinstance(v, dict) for v in params.values()) \
+        else {"": params}
     limit = None
     for layer_type, p in per_type.items():
         where = f"rope_parameters[{layer_type!r}]" if layer_type else "rope_parameters"

@@ -183,6 +183,38 @@ class _Builder:
             scale = np.float32(1.0) + scale
         return self._mul(self._mul(x, inv, "mul"), self.const(scale, f"{what}_weight"), what)
 
+    def _layer_norm(self, x: ir.Tensor, weight: np.ndarray, bias: np.ndarray | None, cfg: LlmConfig,
+                    what: str = "norm") -> ir.Tensor:
+        """(x - mean(x)) * rsqrt(var(x) + eps) * w + b over the last axis (`torch.nn.LayerNorm`), the rsqrt
+        scaled as in `_rms_norm`; `weight` [.., D] may hold one row per head (StableLM's per-head norms)."""
+        reduced = [*x.shape[:-1], 1]
+        mean = self.emit("MEAN", [x, self.const(np.array([x.rank - 1], np.int32), "axes")], reduced, x.dtype, "mean",
+                         keep_dims=True)
+        centered = self._binary("SUB", x, mean, "sub")
+        var = self.emit("MEAN", [self._mul(centered, centered, "pow"),
+                                 self.const(np.array([x.rank - 1], np.int32), "axes")], reduced, x.dtype, "var",
+                        keep_dims=True)
+        var = self._add(var, float(cfg.rms_norm_eps), "add")
+        inv = self._like("RSQRT", self._mul(var, 2.0 ** -8, "rsqrt"), what="rsqrt")
+        inv = self._mul(inv, 2.0 ** -4, "rsqrt")
+        out = self._mul(self._mul(centered, inv, "mul"), self.const(np.asarray(weight, np.float32), f"{what}_weight"),
+                        what)
+        if bias is None:
+            return out
+        return self._add(out, self.const(np.asarray(bias, np.float32), f"{what}_bias"), what)
+
+    def _norm(self, x: ir.Tensor, weight: np.ndarray, bias: np.ndarray | None, cfg: LlmConfig,
+              what: str = "norm") -> ir.Tensor:
+        """The architecture's norm: LayerNorm (Phi, StableLM) or RMSNorm."""
+        if cfg.layer_norm:
+            return self._layer_norm(x, weight, bias, cfg, what)
+        return self._rms_norm(x, weight, cfg, what)
+
+    def _named_norm(self, x: ir.Tensor, w: dict[str, Any], key: str, cfg: LlmConfig) -> ir.Tensor:
+        """A layer's norm `key` ("input", "post_attention", "q", ...): its weight (and bias) from the layer's
+        weights `w`."""
+        return self._norm(x, w[f"{key}_norm"], w.get(f"{key}_norm_bias"), cfg, f"{key}_norm")
+
     def _act(self, x: ir.Tensor, name: str) -> ir.Tensor:
         if name == "silu":
             return self._mul(x, self._like("LOGISTIC", x, what="silu"), "silu")
@@ -218,12 +250,16 @@ class _Params:
 
     def __init__(self, w: Weights, cfg: LlmConfig):
         read = decoder_weights(w, cfg)
-        self.embed, self.final_norm = read.embed, read.final_norm
+        self.embed, self.final_norm, self.final_norm_bias = read.embed, read.final_norm, read.final_norm_bias
         self.lm_head = self.embed if read.lm_head is None else read.lm_head
+        self.lm_head_bias = read.lm_head_bias
         self.layers = read.layers
         for layer in self.layers:
             if "moe" in layer:
                 layer["moe"] = _stacked_experts(layer["moe"], cfg)
+            for key in ("q_norm", "k_norm"):
+                if isinstance(layer[key], list):  # StableLM: one norm per head, as rows of one table [heads, D]
+                    layer[key] = np.stack(layer[key]).astype(np.float32)
 
 
 def _stacked_experts(moe: dict[str, Any], cfg: LlmConfig) -> dict[str, Any]:
@@ -318,20 +354,42 @@ def _where(b: _Builder, condition: ir.Tensor) -> ir.Tensor:
 
 def _layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, sin, mask, k_cache, v_cache,
            k_start, v_start):
-    """`model.Layer`: attention and MLP with their norms and residual additions."""
+    """`model.Layer`: attention and MLP with their norms and residual additions (Gemma's sandwich norms, Phi and
+    StableLM's parallel attention and MLP, OLMo 2's norms on the outputs)."""
     module = b.module
-    b.module = f"{module}/attention"
-    h, k_cache, v_cache = _attention(b, w, cfg, index, b._rms_norm(x, w["input_norm"], cfg, "input_norm"), cos,
-                                     sin, mask, k_cache, v_cache, k_start, v_start)
+    attention = f"{module}/attention"
+    if cfg.post_norms:  # OLMo 2: x + norm(attention(x)), then x + norm(mlp(x))
+        b.module = attention
+        h, k_cache, v_cache = _attention(b, w, cfg, index, x, cos, sin, mask, k_cache, v_cache, k_start, v_start)
+        b.module = module
+        x = b._add(x, b._named_norm(h, w, "post_attention", cfg))
+        b.module = f"{module}/mlp"
+        out = _mlp(b, w, cfg, x)
+        b.module = module
+        return b._add(x, b._named_norm(out, w, "post_mlp", cfg)), k_cache, v_cache
+    if cfg.parallel_residual:  # attention and MLP of the same normed input, added in Hugging Face's order
+        normed = b._named_norm(x, w, "input", cfg)
+        b.module = attention
+        h, k_cache, v_cache = _attention(b, w, cfg, index, normed, cos, sin, mask, k_cache, v_cache, k_start,
+                                         v_start)
+        b.module = f"{module}/mlp"
+        out = _mlp(b, w, cfg, normed)
+        b.module = module
+        if cfg.family == "phi":  # attention + mlp + residual
+            return b._add(b._add(h, out), x), k_cache, v_cache
+        return b._add(b._add(x, h), out), k_cache, v_cache  # residual + attention + mlp
+    b.module = attention
+    h, k_cache, v_cache = _attention(b, w, cfg, index, b._named_norm(x, w, "input", cfg), cos, sin, mask, k_cache,
+                                     v_cache, k_start, v_start)
     b.module = module
     if cfg.sandwich_norms:
-        x = b._add(x, b._rms_norm(h, w["post_attention_norm"], cfg, "post_attention_norm"))
+        x = b._add(x, b._named_norm(h, w, "post_attention", cfg))
         b.module = f"{module}/mlp"
-        out = _mlp(b, w, cfg, b._rms_norm(x, w["pre_mlp_norm"], cfg, "pre_mlp_norm"))
+        out = _mlp(b, w, cfg, b._named_norm(x, w, "pre_mlp", cfg))
         b.module = module
-        return b._add(x, b._rms_norm(out, w["post_mlp_norm"], cfg, "post_mlp_norm")), k_cache, v_cache
+        return b._add(x, b._named_norm(out, w, "post_mlp", cfg)), k_cache, v_cache
     x = b._add(x, _scaled(b, cfg, h))
-    normed = b._rms_norm(x, w["post_attention_norm"], cfg, "post_attention_norm")
+    normed = b._named_norm(x, w, "post_attention", cfg)
     b.module = f"{module}/mlp"
     out = _mlp(b, w, cfg, normed)
     b.module = module
@@ -346,6 +404,9 @@ def _mlp(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
     """`model.MLP`, or the layer's routed experts (`_moe`)."""
     if "moe" in w:
         return _moe(b, w["moe"], cfg, x)
+    if w["gate"] is None:  # Phi: fc2(act(fc1(x)))
+        return b._linear(b._act(b._linear(x, w["up"], w["up_bias"], "up"), cfg.activation), w["down"],
+                         w["down_bias"], "down")
     gate = b._act(b._linear(x, w["gate"], w["gate_bias"], "gate"), cfg.activation)
     return b._linear(b._mul(gate, b._linear(x, w["up"], w["up_bias"], "up")), w["down"], w["down_bias"], "down")
 
@@ -457,11 +518,16 @@ def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, co
     _, length, _ = x.shape
     heads, kv_heads, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     groups = heads // kv_heads
-    q = b._reshape(b._linear(x, w["q"], w["q_bias"], "q"), [1, length, heads, d], "view")
-    k = b._reshape(b._linear(x, w["k"], w["k_bias"], "k"), [1, length, kv_heads, d], "view")
+    if cfg.qk_norm_whole:  # OLMo 2: RMSNorm over each whole projection, before the heads are split
+        q = b._rms_norm(b._linear(x, w["q"], w["q_bias"], "q"), w["q_norm"], cfg, "q_norm")
+        k = b._rms_norm(b._linear(x, w["k"], w["k_bias"], "k"), w["k_norm"], cfg, "k_norm")
+        q, k = b._reshape(q, [1, length, heads, d], "view"), b._reshape(k, [1, length, kv_heads, d], "view")
+    else:
+        q = b._reshape(b._linear(x, w["q"], w["q_bias"], "q"), [1, length, heads, d], "view")
+        k = b._reshape(b._linear(x, w["k"], w["k_bias"], "k"), [1, length, kv_heads, d], "view")
     v = b._reshape(b._linear(x, w["v"], w["v_bias"], "v"), [1, length, kv_heads, d], "view")
-    if w["q_norm"] is not None:
-        q, k = b._rms_norm(q, w["q_norm"], cfg, "q_norm"), b._rms_norm(k, w["k_norm"], cfg, "k_norm")
+    if w["q_norm"] is not None and not cfg.qk_norm_whole:
+        q, k = b._named_norm(q, w, "q", cfg), b._named_norm(k, w, "k", cfg)
     if cfg.has_rope(index):
         q, k = _rope(b, q, cos, sin), _rope(b, k, cos, sin)
     k_cache = b.emit("DYNAMIC_UPDATE_SLICE", [k_cache, b._transpose(k, [0, 2, 1, 3]), k_start], k_cache.shape,
@@ -497,7 +563,8 @@ def _epilogue(b: _Builder, params: _Params, cfg: LlmConfig, x: ir.Tensor) -> ir.
     """`model.Epilogue`: the last token's hidden state, normed, times the output embedding."""
     if x.shape[1] > 1:
         x = b._slice(x, 1, x.shape[1] - 1, 1)
-    scores = b._linear(b._rms_norm(x, params.final_norm, cfg), params.lm_head, None, "lm_head")
+    scores = b._linear(b._norm(x, params.final_norm, params.final_norm_bias, cfg), params.lm_head,
+                       params.lm_head_bias, "lm_head")
     if cfg.logit_divisor is not None:
         scores = b._div(scores, cfg.logit_divisor)
     if cfg.final_logit_softcap:

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from litert_torch.generative.config import LlmConfig, UnsupportedModelError
+from litert_torch.generative.config import DIRECT_ONLY, LlmConfig, UnsupportedModelError
 from litert_torch.generative.layout import cache_shapes, kv_names, sequence_axis
 from litert_torch.generative.weight_map import Weights, decoder_weights
 from litert_torch.generative.routing import (  # noqa: F401 (expert_tiles re-exported)
@@ -375,6 +375,9 @@ def build(weights: Mapping[str, torch.Tensor], cfg: LlmConfig, rope: dict[str, t
     checkpoint's names) of `cfg`'s architecture, read by role through the weight map both builders share
     (`weight_map.decoder_weights`, which checks each against the shape the config gives it), with the RoPE
     tables `rope` (`rope.rope_tables`: per layer type, one half of the cos and sin rows)."""
+    if cfg.family in DIRECT_ONLY:
+        raise UnsupportedModelError(f"config.model_type {cfg.model_type!r}: this architecture is built op by op "
+                                    "only (generative/direct.py), which does not take this model; the log says why")
     read = decoder_weights(Weights(weights, _floating), cfg)
     layers = []
     for i, w in enumerate(read.layers):

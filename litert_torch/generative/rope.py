@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from litert_torch.generative.config import LlmConfig, UnsupportedModelError
+from litert_torch.generative.config import PARTIAL_ROTARY, ROPE_PER_LAYER_TYPE, LlmConfig, UnsupportedModelError
 from litert_torch.generative.weights import ModelSourceError
 
 
 def _rope_params_by_type(cfg: LlmConfig, rope_parameters: Any) -> dict[str, Any]:
-    if cfg.family == "gemma3" and isinstance(rope_parameters, dict) \
+    if cfg.family in ROPE_PER_LAYER_TYPE and isinstance(rope_parameters, dict) \
             and all(isinstance(v, dict) for v in rope_parameters.values()):
         return {t: rope_parameters.get(t) for t in sorted(set(cfg.layer_types))}
     return {t: rope_parameters for t in sorted(set(cfg.layer_types))}
@@ -57,8 +57,8 @@ def _inv_freq(cfg: LlmConfig, params: Mapping[str, Any], rope_parameters: Any) -
     rope_type = params.get("rope_type", params.get("type", "default"))
     theta = params["rope_theta"]
     rotary = params.get("partial_rotary_factor", 1.0)
-    if rope_type == "default" and cfg.family != "phi3":
-        rotary = 1.0  # the architectures' own default RoPE rotates every feature but Phi-3's
+    if rope_type == "default" and cfg.family not in PARTIAL_ROTARY:
+        rotary = 1.0  # the architectures' own default RoPE rotates every feature but Phi's and StableLM's
     dim = int(cfg.head_dim * rotary)
 
     def powers(base: float, count: int, divisor: int) -> np.ndarray:

@@ -44,14 +44,17 @@ class Weights:
 @dataclass
 class DecoderWeights:
     """Every weight of a decoder by role. Each layer is a dict: `q`, `k`, `v`, `o` and their `*_bias` (None when
-    absent), `q_norm`, `k_norm` (None when absent), `input_norm`, `post_attention_norm` (and `pre_mlp_norm`,
-    `post_mlp_norm` with sandwich norms), and either the MLP's `gate`, `up`, `down` with their biases, or `moe`
-    (`experts`)."""
+    absent), `q_norm`, `k_norm` (None when absent; StableLM's a list of each head's), the norms `input_norm`,
+    `post_attention_norm` (and `pre_mlp_norm`, `post_mlp_norm` with sandwich norms; OLMo 2 and 3 have only
+    `post_attention_norm` and `post_mlp_norm`) with their `*_norm_bias` (LayerNorm architectures; else None), and
+    either the MLP's `gate` (None for Phi's ungated MLP), `up`, `down` with their biases, or `moe` (`experts`)."""
 
     embed: Any
     final_norm: Any
     lm_head: Any  # None when tied to the embedding
     layers: list[dict[str, Any]]
+    final_norm_bias: Any = None  # LayerNorm architectures
+    lm_head_bias: Any = None  # Phi
 
 
 def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
@@ -59,7 +62,8 @@ def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
     nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
     embed = w.get("embed_tokens.weight", cfg.vocab_size, hidden)
-    final_norm = w.get("norm.weight", hidden)
+    final = "final_layernorm" if cfg.family == "phi" else "norm"
+    final_norm = w.get(f"{final}.weight", hidden)
     lm_head = None if cfg.tie_word_embeddings else w.get("lm_head.weight", cfg.vocab_size, hidden, prefix="")
     layers = []
     for i in range(cfg.num_layers):
@@ -70,32 +74,71 @@ def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
             layer.update(q=qkv[:nq], k=qkv[nq:nq + nkv], v=qkv[nq + nkv:], q_bias=None, k_bias=None, v_bias=None)
             layer["o_bias"] = w.get(p + "self_attn.o_proj.bias", hidden, required=False)
         else:
+            out = "dense" if cfg.family == "phi" else "o_proj"
             for n, rows in zip("qkv", (nq, nkv, nkv)):
                 layer[n] = w.get(p + f"self_attn.{n}_proj.weight", rows, hidden)
-            for n, rows in zip("qkvo", (nq, nkv, nkv, hidden)):
-                layer[f"{n}_bias"] = w.get(p + f"self_attn.{n}_proj.bias", rows, required=False)
-        layer["o"] = w.get(p + "self_attn.o_proj.weight", hidden, nq)
+            for n, name, rows in zip("qkvo", ("q_proj", "k_proj", "v_proj", out), (nq, nkv, nkv, hidden)):
+                layer[f"{n}_bias"] = w.get(p + f"self_attn.{name}.bias", rows, required=False)
+        layer["o"] = w.get(p + ("self_attn.dense.weight" if cfg.family == "phi" else "self_attn.o_proj.weight"),
+                           hidden, nq)
         if cfg.moe_layers[i]:
             layer["moe"] = experts(w, cfg, p)
         elif cfg.family == "phi3":
             gate_up = w.get(p + "mlp.gate_up_proj.weight", 2 * inter, hidden)
             layer.update(gate=gate_up[:inter], up=gate_up[inter:], gate_bias=None, up_bias=None, down_bias=None)
+        elif cfg.family == "phi":  # fc2(act(fc1(x))), with biases
+            layer.update(gate=None, gate_bias=None, up=w.get(p + "mlp.fc1.weight", inter, hidden),
+                         up_bias=w.get(p + "mlp.fc1.bias", inter), down_bias=w.get(p + "mlp.fc2.bias", hidden))
         else:
             for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden))):
                 layer[n] = w.get(p + f"mlp.{n}_proj.weight", *shape)
             for n, rows in (("gate", inter), ("up", inter), ("down", hidden)):
                 layer[f"{n}_bias"] = w.get(p + f"mlp.{n}_proj.bias", rows, required=False)
         if not cfg.moe_layers[i]:
-            layer["down"] = w.get(p + "mlp.down_proj.weight", hidden, inter)
-        layer["q_norm"] = w.get(p + "self_attn.q_norm.weight", d, required=False)
-        layer["k_norm"] = w.get(p + "self_attn.k_norm.weight", d, required=False)
-        norms = {"input": "input_layernorm", "post_attention": "post_attention_layernorm"}
+            layer["down"] = w.get(p + ("mlp.fc2.weight" if cfg.family == "phi" else "mlp.down_proj.weight"),
+                                  hidden, inter)
+        layer.update(_qk_norms(w, cfg, p))
+        if cfg.post_norms:
+            norms = {"post_attention": "post_attention_layernorm", "post_mlp": "post_feedforward_layernorm"}
+        else:
+            norms = {"input": "input_layernorm"}
+            if not cfg.parallel_residual:
+                norms["post_attention"] = "post_attention_layernorm"
         if cfg.sandwich_norms:
             norms.update(pre_mlp="pre_feedforward_layernorm", post_mlp="post_feedforward_layernorm")
         for key, name in norms.items():
             layer[f"{key}_norm"] = w.get(p + f"{name}.weight", hidden)
+            if cfg.layer_norm:
+                layer[f"{key}_norm_bias"] = w.get(p + f"{name}.bias", hidden)
         layers.append(layer)
-    return DecoderWeights(embed, final_norm, lm_head, layers)
+    read = DecoderWeights(embed, final_norm, lm_head, layers)
+    if cfg.layer_norm:
+        read.final_norm_bias = w.get(f"{final}.bias", hidden)
+    if cfg.lm_head_bias:
+        read.lm_head_bias = w.get("lm_head.bias", cfg.vocab_size, prefix="")
+    return read
+
+
+def _qk_norms(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
+    """The query and key norms of a layer: RMSNorm weights per head [D] (Qwen 3, Gemma 3) or over the whole
+    projections (OLMo 2, [heads * D]); LayerNorm weights and biases shared by the heads (Phi, [D]); or one
+    LayerNorm weight per head without bias (StableLM: a list of [D])."""
+    d = cfg.head_dim
+    if cfg.family == "phi":
+        if not cfg.qk_norm:
+            return {"q_norm": None, "k_norm": None}
+        return {f"{n}_norm{part}": w.get(p + f"self_attn.{n}_layernorm.{name}", d)
+                for n in "qk" for part, name in (("", "weight"), ("_bias", "bias"))}
+    if cfg.family == "stablelm":
+        if not cfg.qk_norm:
+            return {"q_norm": None, "k_norm": None}
+        return {f"{n}_norm": [w.get(p + f"self_attn.{n}_layernorm.norms.{h}.weight", d) for h in range(heads)]
+                for n, heads in (("q", cfg.num_heads), ("k", cfg.num_kv_heads))}
+    if cfg.qk_norm_whole:
+        return {"q_norm": w.get(p + "self_attn.q_norm.weight", cfg.num_heads * d),
+                "k_norm": w.get(p + "self_attn.k_norm.weight", cfg.num_kv_heads * d)}
+    return {"q_norm": w.get(p + "self_attn.q_norm.weight", d, required=False),
+            "k_norm": w.get(p + "self_attn.k_norm.weight", d, required=False)}
 
 
 def experts(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:

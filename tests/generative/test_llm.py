@@ -46,7 +46,7 @@ def engine_greedy(bundle: str, cache_dir: str, prompt: str, n: int) -> str:
         engine.close() if hasattr(engine, "close") else None
 
 
-@pytest.mark.parametrize("arch", tiny_lm.ARCHS)
+@pytest.mark.parametrize("arch", tiny_lm.ARCHS + tiny_lm.DIRECT_ARCHS)
 def test_architecture_decodes_like_hugging_face(arch, tmp_path):
     src = tiny_lm.save(str(tmp_path / "src"), arch)
     bundle = export.export(model=src, output_dir=str(tmp_path / "out"), prefill_lengths=PREFILL, cache_length=CACHE,
@@ -245,6 +245,26 @@ def test_bad_sources_and_options_leave_nothing(tmp_path, llama_dir):
     with pytest.raises(LiteRTTorchError, match="tokenizer"):
         export.export(model=tiny_lm.model("llama", 260), output_dir=str(out))  # in memory, no tokenizer
     assert not out.exists()
+
+
+@pytest.mark.parametrize("arch", ["phi", "stablelm", "olmo2", "olmo3"])
+def test_direct_only_architectures_in_memory_and_never_traced(arch, tmp_path):
+    """Phi, StableLM and OLMo 2 are built op by op, from a directory (read with transformers) or a model in
+    memory; the traced builder refuses them by name rather than building a different decoder."""
+    from litert_torch.generative.config import LlmConfig
+    from litert_torch.generative.model import build
+
+    tok = tiny_lm.tokenizer()
+    hf = tiny_lm.model(arch, len(tok))
+    out = export.export(model=hf, tokenizer=tok, output_dir=str(tmp_path / "out"), prefill_lengths=[8],
+                        cache_length=CACHE, quantization_recipe="none", bundle_litert_lm=False)
+    from litert_torch.generative.runner import LlmRunner
+
+    ids = tok(PROMPT).input_ids
+    llm = LlmRunner(open(out, "rb").read(), tok)
+    assert list(llm.generate_ids(ids, 16, stop=False)) == hf_greedy(hf, ids, 16)
+    with pytest.raises(UnsupportedModelError, match=f"model_type '{arch}'.*built op by op only"):
+        build(dict(hf.state_dict()), LlmConfig.from_hf(hf.config), {}, CACHE)
 
 
 def test_unsupported_configs_are_named():

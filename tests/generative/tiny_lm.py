@@ -39,6 +39,8 @@ def tokenizer(vocab_size: int = 160):
 
 ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe",
          "mixtral", "qwen2_moe")
+# Architectures only the direct builder builds (the traced one refuses them), with config variants
+DIRECT_ARCHS = ("phi", "phi_qk_norm", "stablelm", "stablelm_parallel", "olmo2", "olmo3")
 
 
 def config(arch: str, vocab_size: int, **overrides):
@@ -79,6 +81,17 @@ def config(arch: str, vocab_size: int, **overrides):
                                num_experts_per_tok=2, mlp_only_layers=[1])
     elif arch == "mixtral":
         cfg = T.MixtralConfig(**{**common, "intermediate_size": 32}, num_local_experts=4, num_experts_per_tok=2)
+    elif arch in ("phi", "phi_qk_norm"):  # Phi-2: LayerNorm, half the features rotated, parallel attention + MLP
+        cfg = T.PhiConfig(**common, qk_layernorm=arch == "phi_qk_norm")
+    elif arch in ("stablelm", "stablelm_parallel"):  # a quarter of the features rotated
+        cfg = T.StableLmConfig(**common, use_qkv_bias=True, qk_layernorm=arch == "stablelm",
+                               use_parallel_residual=arch == "stablelm_parallel")
+    elif arch == "olmo2":
+        cfg = T.Olmo2Config(**common)
+    elif arch == "olmo3":  # a sliding-window layer and a global one, each with its own RoPE base
+        cfg = T.Olmo3Config(**common, sliding_window=6, layer_types=["sliding_attention", "full_attention"],
+                            rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                             "full_attention": {"rope_type": "default", "rope_theta": 500000.0}})
     else:
         raise ValueError(arch)
     for key, value in overrides.items():

@@ -20,6 +20,7 @@ from litert_torch.errors import InvalidArgumentError
 from litert_torch.files import atomic_file, scratch_folder
 from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
 from litert_torch.generative import bundle, direct
+from litert_torch.generative.config import ARCHITECTURES, DIRECT_ONLY
 from litert_torch.generative import source as direct_source
 from litert_torch.generative.weights import numpy_weights
 from litert_torch.memory import FilePages, collections_for_large_graphs
@@ -211,6 +212,9 @@ def _read_direct(model: Any, tokenizer: Any, need_tokenizer: bool, cache_length:
     read = direct_source.read(path, need_tokenizer=need_tokenizer and tokenizer is None, cache_length=cache_length,
                               use_jinja_template=use_jinja_template)
     if isinstance(read, str):
+        if ARCHITECTURES.get(direct_source.config_json(path).get("model_type")) in DIRECT_ONLY:
+            # read with transformers and built directly: the traced builder does not build it
+            return _read_in_memory(path, tokenizer, need_tokenizer, cache_length, use_jinja_template)
         log.info("building the decoder by tracing it: %s", read)
         return None
     tokenizer_file, info = read.tokenizer_json, read.info
