@@ -43,9 +43,10 @@ ARCHITECTURES = {
     "stablelm": "stablelm",
     "olmo2": "olmo2",
     "olmo3": "olmo3",
+    "lfm2": "lfm2",
 }
 # Families only the direct builder (`direct.py`) builds: the traced builder (`model.py`) refuses them.
-DIRECT_ONLY = ("phi", "stablelm", "olmo2", "olmo3")
+DIRECT_ONLY = ("phi", "stablelm", "olmo2", "olmo3", "lfm2")
 # OLMo 2 and 3: norms on the attention's and MLP's outputs, q/k RMSNorm over the whole projections
 OLMO = ("olmo2", "olmo3")
 # Families whose rope_parameters may hold one RoPE per layer type
@@ -94,6 +95,8 @@ class LlmConfig:
     gated_mlp: bool = True  # False for Phi: fc2(act(fc1(x)))
     lm_head_bias: bool = False  # Phi
     post_norms: bool = False  # OLMo 2: norms on the attention's and the MLP's outputs, none on their inputs
+    conv_kernel: int = 0  # LFM2: the window of its gated short convolutions ("conv" layers)
+    conv_bias: bool = False
     norm_plus_one: bool = False  # Gemma: RMSNorm scales by (1 + weight)
     sandwich_norms: bool = False  # Gemma: norms after attention and MLP too
     embed_scale: float | None = None
@@ -116,6 +119,11 @@ class LlmConfig:
     eos_token_ids: list[int] = field(default_factory=list)
     pad_token_id: int | None = None
     max_position_embeddings: int | None = None
+
+    @property
+    def attention_types(self) -> list[str]:
+        """The layer types that attend (every type but LFM2's "conv"), sorted."""
+        return sorted(set(t for t in self.layer_types if t != "conv"))
 
     def has_rope(self, layer: int) -> bool:
         return self.rope_layers[layer] if self.rope_layers else True
@@ -159,7 +167,7 @@ class LlmConfig:
             raise UnsupportedModelError(f"config.num_attention_heads ({heads}) is not a multiple of "
                                         f"config.num_key_value_heads ({kv_heads})")
         act_key = "hidden_activation" if family in ("gemma2", "gemma3") else "hidden_act"
-        act = get(act_key) or get("hidden_act")
+        act = "silu" if family == "lfm2" else get(act_key) or get("hidden_act")  # LFM2's MLP is SwiGLU always
         if act not in _ACTIVATIONS:
             raise UnsupportedModelError(f"config.{act_key} {act!r} is not supported; supported: "
                                         f"{', '.join(_ACTIVATIONS)}")
@@ -178,10 +186,11 @@ class LlmConfig:
         layer_types = _strings("layer_types", get("layer_types")) or ["full_attention"] * layers
         if len(layer_types) != layers:
             raise UnsupportedModelError(f"config.layer_types has {len(layer_types)} entries for {layers} layers")
-        unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention"})
+        known = {"full_attention", "sliding_attention", *(("conv",) if family == "lfm2" else ())}
+        unknown = sorted(set(layer_types) - known)
         if unknown:
-            raise UnsupportedModelError(f"config.layer_types holds {unknown}: only full_attention and "
-                                        "sliding_attention layers are supported")
+            raise UnsupportedModelError(f"config.layer_types holds {unknown}: only {', '.join(sorted(known))} "
+                                        "layers are supported")
         rope_layers = [True] * layers
         if model_type == "smollm3":
             # SmolLM3 leaves RoPE out of the layers no_rope_layers marks 0, and slides its window only when
@@ -221,7 +230,7 @@ class LlmConfig:
             family=family,
             vocab_size=count("vocab_size"),
             hidden_size=hidden,
-            intermediate_size=count("intermediate_size"),
+            intermediate_size=_intermediate_size(get, family, count("intermediate_size")),
             num_layers=layers,
             num_heads=heads,
             num_kv_heads=kv_heads,
@@ -235,7 +244,7 @@ class LlmConfig:
                       or (family == "stablelm" and bool(get("use_qkv_bias", False)))),
             o_bias=(bool(get("attention_bias", False)) and family not in ("qwen2", "qwen2_moe")) or family == "phi",
             mlp_bias=bool(get("mlp_bias", False)),
-            qk_norm=(family in ("qwen3", "qwen3_moe", "gemma3", *OLMO)
+            qk_norm=(family in ("qwen3", "qwen3_moe", "gemma3", "lfm2", *OLMO)
                      or (family in LAYER_NORM and bool(get("qk_layernorm", False)))),
             qk_norm_whole=family in OLMO,
             layer_norm=family in LAYER_NORM,
@@ -244,6 +253,8 @@ class LlmConfig:
             gated_mlp=family != "phi",
             lm_head_bias=family == "phi",
             post_norms=family in OLMO,
+            conv_kernel=count("conv_L_cache") if family == "lfm2" else 0,
+            conv_bias=family == "lfm2" and bool(get("conv_bias", False)),
             norm_plus_one=family in GEMMA,
             sandwich_norms=family in ("gemma2", "gemma3"),
             embed_scale=embed_scale,
@@ -285,10 +296,28 @@ class LlmConfig:
         return cfg
 
 
+def _intermediate_size(get, family: str, size: int) -> int:
+    """The MLP's inner size: `intermediate_size`, which LFM2 adjusts as its MLP does (2/3 of it, times
+    `block_ffn_dim_multiplier`, rounded up to a multiple of `block_multiple_of`) when `block_auto_adjust_ff_dim`."""
+    if family != "lfm2" or not get("block_auto_adjust_ff_dim", True):
+        return size
+    size = int(2 * size / 3)
+    multiplier = get("block_ffn_dim_multiplier")
+    if multiplier is not None:
+        multiple = integer("block_multiple_of", get("block_multiple_of", 256))
+        size = int(number("block_ffn_dim_multiplier", multiplier, positive=True) * size)
+        size = multiple * ((size + multiple - 1) // multiple)
+    return size
+
+
 def _norm_eps(get, family: str) -> float:
     """The norms' epsilon: `layer_norm_eps` for LayerNorm families, else `rms_norm_eps` (1e-6 when unset)."""
-    key, value = ("layer_norm_eps", get("layer_norm_eps")) if family in LAYER_NORM \
-        else ("rms_norm_eps", get("rms_norm_eps"))
+    if family in LAYER_NORM:
+        key, value = "layer_norm_eps", get("layer_norm_eps")
+    elif family == "lfm2":
+        key, value = "norm_eps", get("norm_eps")
+    else:
+        key, value = "rms_norm_eps", get("rms_norm_eps")
     return number(key, value, minimum=0.0) if value is not None else 1e-6
 
 

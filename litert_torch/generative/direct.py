@@ -23,11 +23,11 @@ import numpy as np
 from litert_torch import ir
 from litert_torch.assemble import Part
 from litert_torch.generative.config import LlmConfig
-from litert_torch.generative.layout import (DECODE, LlmLayout, cache_shapes, kv_names, layer_output_name,
+from litert_torch.generative.layout import (DECODE, LlmLayout, conv_state_name, kv_names, layer_output_name,
                                             prefill_signature)
 from litert_torch.generative.rope import rope_tables  # noqa: F401 (re-exported)
 from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
-from litert_torch.generative.signature import assemble_llm, finish_signature
+from litert_torch.generative.signature import assemble_llm, finish_signature, state_names, state_shapes
 from litert_torch.generative.weight_map import Weights, decoder_weights  # noqa: F401 (Weights re-exported)
 
 # A large negative score for masked-out keys (as `model.MASKED`).
@@ -258,7 +258,7 @@ class _Params:
             if "moe" in layer:
                 layer["moe"] = _stacked_experts(layer["moe"], cfg)
             for key in ("q_norm", "k_norm"):
-                if isinstance(layer[key], list):  # StableLM: one norm per head, as rows of one table [heads, D]
+                if isinstance(layer.get(key), list):  # StableLM: one norm per head, as rows of one table [heads, D]
                     layer[key] = np.stack(layer[key]).astype(np.float32)
 
 
@@ -283,18 +283,27 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
     input_pos = ir.Tensor("input_pos", [length], np.int32)
     graph.inputs = [tokens, input_pos]
     x, k_start, v_start, per_type = _prologue(b, params, cfg, tables, cache_length, tokens, input_pos, length)
-    names = kv_names(cfg.num_layers)
-    shapes = cache_shapes(cfg.num_layers, cfg.num_kv_heads, cache_length, cfg.head_dim)
+    conv_start = None
+    if cfg.conv_kernel:  # LFM2: where its convolution layers write their inputs, [0, 0, p, 0] (as keys)
+        conv_start = k_start
+    names = state_names(cfg)
+    shapes = state_shapes(cfg, cache_length)
     cache_outputs, layer_outputs = [], []
     for i in range(cfg.num_layers):
-        k_in, v_in = (ir.Tensor(n, shapes[n], np.float32) for n in names[2 * i: 2 * i + 2])
-        graph.inputs += [k_in, v_in]
         b.module = f"layers.{i}"
-        mask, cos, sin = per_type[cfg.layer_types[i]]
-        x, k_out, v_out = _layer(b, params.layers[i], cfg, i, x, cos, sin, mask, k_in, v_in, k_start, v_start)
+        if cfg.layer_types[i] == "conv":
+            state = ir.Tensor(conv_state_name(i), shapes[conv_state_name(i)], np.float32)
+            graph.inputs.append(state)
+            x, state = _conv_layer(b, params.layers[i], cfg, x, state, input_pos, conv_start)
+            cache_outputs.append(state)
+        else:
+            k_in, v_in = (ir.Tensor(n, shapes[n], np.float32) for n in kv_names(cfg.num_layers)[2 * i: 2 * i + 2])
+            graph.inputs += [k_in, v_in]
+            mask, cos, sin = per_type[cfg.layer_types[i]]
+            x, k_out, v_out = _layer(b, params.layers[i], cfg, i, x, cos, sin, mask, k_in, v_in, k_start, v_start)
+            cache_outputs += [k_out, v_out]
         x.name = layer_output_name(i)
         layer_outputs.append(x)
-        cache_outputs += [k_out, v_out]
     graph.outputs = list(cache_outputs)
     output_names = list(names)
     if logits:
@@ -394,6 +403,40 @@ def _layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, s
     out = _mlp(b, w, cfg, normed)
     b.module = module
     return b._add(x, _scaled(b, cfg, out)), k_cache, v_cache
+
+
+def _conv_layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor, state: ir.Tensor,
+                input_pos: ir.Tensor, start: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
+    """LFM2's gated short convolution layer and its MLP: B, C, h = in_proj(norm(x)); the convolution of B * h
+    over the last `conv_kernel` positions, times C, through out_proj. Each position's B * h is written into the
+    state at its position, as a key into a key cache, and the convolution reads the window before it from there
+    (positions before 0 count as 0): a padded prefill chunk writes past the real tokens, as it does in a cache."""
+    module = b.module
+    b.module = f"{module}/conv"
+    _, length, hidden = x.shape
+    taps = cfg.conv_kernel
+    bcx = b._linear(b._named_norm(x, w, "input", cfg), w["conv_in"], w["conv_in_bias"], "in_proj")
+    gate_b, gate_c, h = (b._slice(bcx, 2, i * hidden, hidden, "chunk") for i in range(3))
+    state = b.emit("DYNAMIC_UPDATE_SLICE", [state, b._reshape(b._mul(gate_b, h), [1, 1, length, hidden]), start],
+                   state.shape, np.float32, "update_state")
+    window = b._add(b._reshape(input_pos, [length, 1], "unsqueeze"),
+                    b.const(np.arange(1 - taps, 1, dtype=np.int32)[None, :], "taps"))  # [T, K]
+    inside = b.emit("GREATER_EQUAL", [window, b.scalar(0, np.int32)], window.shape, np.bool_, "ge")
+    rows = b.emit("GATHER", [b._reshape(state, [state.shape[2], hidden]),
+                             b._reshape(b._binary("MAXIMUM", window, 0), [length * taps])],
+                  [length * taps, hidden], np.float32, "index", axis=0, batch_dims=0)
+    rows = b.emit("SELECT_V2", [b._reshape(inside, [length, taps, 1], "unsqueeze"),
+                                b._reshape(rows, [length, taps, hidden]), b.scalar(0.0)],
+                  [length, taps, hidden], np.float32, "where")
+    conv = b._sum(b._mul(rows, b.const(np.ascontiguousarray(w["conv_w"], np.float32), "conv_weight")), 1)  # [T, H]
+    if w["conv_bias"] is not None:
+        conv = b._add(conv, b.const(w["conv_bias"], "conv_bias"))
+    y = b._mul(gate_c, b._reshape(conv, [1, length, hidden]))
+    x = b._add(x, b._linear(y, w["conv_out"], w["conv_out_bias"], "out_proj"))
+    b.module = f"{module}/mlp"
+    out = _mlp(b, w, cfg, b._named_norm(x, w, "post_attention", cfg))
+    b.module = module
+    return b._add(x, out), state
 
 
 def _scaled(b: _Builder, cfg: LlmConfig, h: ir.Tensor) -> ir.Tensor:

@@ -20,8 +20,8 @@ from litert_torch.generative.weights import ModelSourceError
 def _rope_params_by_type(cfg: LlmConfig, rope_parameters: Any) -> dict[str, Any]:
     if cfg.family in ROPE_PER_LAYER_TYPE and isinstance(rope_parameters, dict) \
             and all(isinstance(v, dict) for v in rope_parameters.values()):
-        return {t: rope_parameters.get(t) for t in sorted(set(cfg.layer_types))}
-    return {t: rope_parameters for t in sorted(set(cfg.layer_types))}
+        return {t: rope_parameters.get(t) for t in cfg.attention_types}
+    return {t: rope_parameters for t in cfg.attention_types}
 
 
 def rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:

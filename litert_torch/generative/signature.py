@@ -12,8 +12,8 @@ from typing import Any, Callable, Sequence
 from litert_torch import ir, metadata
 from litert_torch.assemble import Part, assemble, finish_part
 from litert_torch.generative.config import LlmConfig
-from litert_torch.generative.layout import (LAYOUT_KEY, LlmLayout, cache_shapes, kv_names, layer_output_name,
-                                            sequence_axis)
+from litert_torch.generative.layout import (LAYOUT_KEY, LlmLayout, cache_shapes, conv_state_name, kv_names,
+                                            layer_output_name, sequence_axis)
 from litert_torch.generative.prefix import PREFILL_MIN_SKIPPED_FLOPS, attend_filled_prefix
 
 # The LLM runs on the CPU runtimes (LiteRT-LM, our runner): the delegate plan is the CPU's.
@@ -56,12 +56,30 @@ def io_entry(input_names: list[str], output_names: list[str]) -> dict[str, Any]:
             "output_dtypes": ["float32"] * len(output_names), "channel_last_inputs": [], "channel_last_outputs": []}
 
 
+def state_names(cfg: LlmConfig) -> list[str]:
+    """The state tensors of every signature, layer by layer: an attention layer's key and value caches, an LFM2
+    convolution layer's state (`kv_cache_conv_<i>`)."""
+    names = []
+    for i, (k, v) in enumerate(zip(*[iter(kv_names(cfg.num_layers))] * 2)):
+        names += [conv_state_name(i)] if cfg.layer_types[i] == "conv" else [k, v]
+    return names
+
+
+def state_shapes(cfg: LlmConfig, cache_length: int) -> dict[str, tuple[int, ...]]:
+    """Each state's shape: keys [1, KV, C, D], values transposed [1, KV, D, C], a convolution's inputs by
+    position [1, 1, C, hidden] (laid out as a key cache of one head)."""
+    caches = cache_shapes(cfg.num_layers, cfg.num_kv_heads, cache_length, cfg.head_dim)
+    conv_names = {conv_state_name(i) for i, t in enumerate(cfg.layer_types) if t == "conv"}
+    return {n: (1, 1, cache_length, cfg.hidden_size) if n in conv_names else caches[n]
+            for n in state_names(cfg)}
+
+
 def assemble_llm(parts: list[Part], cfg: LlmConfig, cache_length: int, prefill_lengths: Sequence[int],
                  layer_outputs: dict[str, list[str | None]], start_token_id: int | None,
                  stop_token_ids: Sequence[int]) -> tuple[ir.Model, LlmLayout]:
     """The model of the signatures `parts`, with its layout in the `litert_torch.llm` metadata."""
-    names = kv_names(cfg.num_layers)
-    shapes = cache_shapes(cfg.num_layers, cfg.num_kv_heads, cache_length, cfg.head_dim)
+    names = state_names(cfg)
+    shapes = state_shapes(cfg, cache_length)
     layout = LlmLayout(sorted(prefill_lengths), cache_length, cfg.num_layers, {n: list(s) for n, s in shapes.items()},
                        cfg.vocab_size, names, {n: sequence_axis(n) for n in names}, start_token_id=start_token_id,
                        stop_token_ids=[int(t) for t in stop_token_ids], layer_outputs=layer_outputs)

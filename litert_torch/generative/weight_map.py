@@ -62,12 +62,15 @@ def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
     nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
     embed = w.get("embed_tokens.weight", cfg.vocab_size, hidden)
-    final = "final_layernorm" if cfg.family == "phi" else "norm"
+    final = {"phi": "final_layernorm", "lfm2": "embedding_norm"}.get(cfg.family, "norm")
     final_norm = w.get(f"{final}.weight", hidden)
     lm_head = None if cfg.tie_word_embeddings else w.get("lm_head.weight", cfg.vocab_size, hidden, prefix="")
     layers = []
     for i in range(cfg.num_layers):
         p = f"layers.{i}."
+        if cfg.family == "lfm2":
+            layers.append(_lfm2_layer(w, cfg, p, cfg.layer_types[i] == "conv"))
+            continue
         layer: dict[str, Any] = {}
         if cfg.family == "phi3":
             qkv = w.get(p + "self_attn.qkv_proj.weight", nq + 2 * nkv, hidden)
@@ -117,6 +120,36 @@ def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     if cfg.lm_head_bias:
         read.lm_head_bias = w.get("lm_head.bias", cfg.vocab_size, prefix="")
     return read
+
+
+def _lfm2_layer(w: Weights, cfg: LlmConfig, p: str, conv: bool) -> dict[str, Any]:
+    """An LFM2 layer: a gated short convolution (`conv_in` [3 * hidden, hidden], `conv_w` [K, hidden]: each
+    channel's taps, oldest first; `conv_out`) or attention with RMSNorm on each query and key head; then its
+    SwiGLU MLP (w1 gate, w3 up, w2 down); `input_norm` (operator_norm) and `post_attention_norm` (ffn_norm)."""
+    hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
+    nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
+    layer: dict[str, Any] = {}
+    if conv:
+        bias = cfg.conv_bias
+        taps = w.get(p + "conv.conv.weight", hidden, 1, cfg.conv_kernel)
+        layer.update(conv_in=w.get(p + "conv.in_proj.weight", 3 * hidden, hidden),
+                     conv_in_bias=w.get(p + "conv.in_proj.bias", 3 * hidden) if bias else None,
+                     conv_w=taps[:, 0, :].T, conv_bias=w.get(p + "conv.conv.bias", hidden) if bias else None,
+                     conv_out=w.get(p + "conv.out_proj.weight", hidden, hidden),
+                     conv_out_bias=w.get(p + "conv.out_proj.bias", hidden) if bias else None)
+    else:
+        for n, rows in zip("qkv", (nq, nkv, nkv)):
+            layer[n] = w.get(p + f"self_attn.{n}_proj.weight", rows, hidden)
+            layer[f"{n}_bias"] = None
+        layer.update(o=w.get(p + "self_attn.out_proj.weight", hidden, nq), o_bias=None,
+                     q_norm=w.get(p + "self_attn.q_layernorm.weight", d),
+                     k_norm=w.get(p + "self_attn.k_layernorm.weight", d))
+    layer.update(gate=w.get(p + "feed_forward.w1.weight", inter, hidden),
+                 up=w.get(p + "feed_forward.w3.weight", inter, hidden),
+                 down=w.get(p + "feed_forward.w2.weight", hidden, inter), gate_bias=None, up_bias=None, down_bias=None,
+                 input_norm=w.get(p + "operator_norm.weight", hidden),
+                 post_attention_norm=w.get(p + "ffn_norm.weight", hidden))
+    return layer
 
 
 def _qk_norms(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:

@@ -40,7 +40,7 @@ def tokenizer(vocab_size: int = 160):
 ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe",
          "mixtral", "qwen2_moe")
 # Architectures only the direct builder builds (the traced one refuses them), with config variants
-DIRECT_ARCHS = ("phi", "phi_qk_norm", "stablelm", "stablelm_parallel", "olmo2", "olmo3")
+DIRECT_ARCHS = ("phi", "phi_qk_norm", "stablelm", "stablelm_parallel", "olmo2", "olmo3", "lfm2")
 
 
 def config(arch: str, vocab_size: int, **overrides):
@@ -92,6 +92,8 @@ def config(arch: str, vocab_size: int, **overrides):
         cfg = T.Olmo3Config(**common, sliding_window=6, layer_types=["sliding_attention", "full_attention"],
                             rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                                              "full_attention": {"rope_type": "default", "rope_theta": 500000.0}})
+    elif arch == "lfm2":  # convolution layers around an attention layer
+        cfg = T.Lfm2Config(**{**common, "num_hidden_layers": 3}, layer_types=["conv", "full_attention", "conv"])
     else:
         raise ValueError(arch)
     for key, value in overrides.items():
