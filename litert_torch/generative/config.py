@@ -44,9 +44,10 @@ ARCHITECTURES = {
     "olmo2": "olmo2",
     "olmo3": "olmo3",
     "lfm2": "lfm2",
+    "gpt_oss": "gpt_oss",
 }
 # Families only the direct builder (`direct.py`) builds: the traced builder (`model.py`) refuses them.
-DIRECT_ONLY = ("phi", "stablelm", "olmo2", "olmo3", "lfm2")
+DIRECT_ONLY = ("phi", "stablelm", "olmo2", "olmo3", "lfm2", "gpt_oss")
 # OLMo 2 and 3: norms on the attention's and MLP's outputs, q/k RMSNorm over the whole projections
 OLMO = ("olmo2", "olmo3")
 # Families whose rope_parameters may hold one RoPE per layer type
@@ -97,6 +98,9 @@ class LlmConfig:
     post_norms: bool = False  # OLMo 2: norms on the attention's and the MLP's outputs, none on their inputs
     conv_kernel: int = 0  # LFM2: the window of its gated short convolutions ("conv" layers)
     conv_bias: bool = False
+    attention_sinks: bool = False  # gpt-oss: a learned logit per head in every softmax of attention
+    swiglu_limit: float | None = None  # gpt-oss experts: gate clamped to <= limit, up to [-limit, limit]
+    swiglu_alpha: float = 1.0  # gpt-oss experts: glu = gate * sigmoid(alpha * gate); out = (up + 1) * glu
     norm_plus_one: bool = False  # Gemma: RMSNorm scales by (1 + weight)
     sandwich_norms: bool = False  # Gemma: norms after attention and MLP too
     embed_scale: float | None = None
@@ -272,7 +276,16 @@ class LlmConfig:
             rope_limit=rope_limit,
             rope_layers=rope_layers,
         )
-        if family == "mixtral":  # every layer's MLP: experts of intermediate_size, top-k weights renormalized
+        if family == "gpt_oss":  # experts of intermediate_size: softmax over the top-k router logits
+            cfg.num_experts = count("num_local_experts")
+            cfg.num_experts_per_tok = count("num_experts_per_tok")
+            cfg.moe_intermediate_size = cfg.intermediate_size
+            cfg.norm_topk_prob = True
+            cfg.moe_layers = [True] * layers
+            cfg.attention_sinks = True
+            cfg.swiglu_limit = number("swiglu_limit", need("swiglu_limit"), positive=True)
+            cfg.swiglu_alpha = number("swiglu_alpha", need("swiglu_alpha"))
+        elif family == "mixtral":  # every layer's MLP: experts of intermediate_size, top-k weights renormalized
             cfg.num_experts = count("num_local_experts")
             cfg.num_experts_per_tok = count("num_experts_per_tok")
             cfg.moe_intermediate_size = cfg.intermediate_size

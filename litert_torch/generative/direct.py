@@ -265,7 +265,8 @@ class _Params:
 def _stacked_experts(moe: dict[str, Any], cfg: LlmConfig) -> dict[str, Any]:
     """A routed-experts layer's weights with each projection's experts' [out, in] weights stacked, float32 (gate
     and up [E, I, H], down [E, H, I])."""
-    params = {k: v for k, v in moe.items() if k not in ("gate", "up", "down")}
+    params = {k: np.ascontiguousarray(v, np.float32) if k.endswith("_bias") else v for k, v in moe.items()
+              if k not in ("gate", "up", "down")}
     for name, role in zip(("gate_w", "up_w", "down_w"), ("gate", "up", "down")):
         matrices = moe[role]
         table = np.empty((cfg.num_experts, *matrices[0].shape), np.float32)  # one C-ordered copy
@@ -461,6 +462,8 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
     _, length, hidden = x.shape
     k, experts = cfg.num_experts_per_tok, cfg.num_experts
     flat = b._reshape(x, [length, hidden])
+    if cfg.swiglu_limit is not None:
+        return _gpt_oss_moe(b, w, cfg, flat, length)
     probs = b._like("SOFTMAX", b._linear(flat, w["router"], None, "router"), what="softmax", beta=1.0)
     weights, chosen = b._topk(probs, k)
     if cfg.norm_topk_prob:
@@ -491,6 +494,35 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
         return out
     scale = b._like("LOGISTIC", b._linear(x, w["shared_gate"], None, "shared_expert_gate"), what="sigmoid")
     return b._add(out, b._mul(scale, _mlp(b, w["shared"], cfg, x)))
+
+
+def _gpt_oss_moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, flat: ir.Tensor, length: int) -> ir.Tensor:
+    """gpt-oss's experts: each token's top-k router logits (the router with its bias), softmaxed; each (token,
+    expert) pair's gathered tables and biases, gate and up clamped, (up + 1) * gate * sigmoid(alpha * gate)
+    through the down table and its bias; the pairs weighted and summed per token. Every chunk takes this gathered
+    form (no tiles)."""
+    hidden, k = flat.shape[1], cfg.num_experts_per_tok
+    pairs, limit = length * k, float(cfg.swiglu_limit)
+    values, chosen = b._topk(b._linear(flat, w["router"], w["router_bias"], "router"), k)
+    weights = b._like("SOFTMAX", values, what="softmax", beta=1.0)
+    index = b._reshape(chosen, [pairs])
+    tables = {n: b.const(w[n], n) for n in ("gate_w", "up_w", "down_w", "gate_bias", "up_bias", "down_bias")}
+    if length == 1:
+        rows = b._reshape(flat, [1, 1, hidden])
+    else:
+        rows = b._reshape(flat, [length, 1, hidden], "unsqueeze")
+        rows = b.emit("BROADCAST_TO", [rows, b.const(np.array([length, k, hidden], np.int32), "shape")],
+                      [length, k, hidden], np.float32, "expand")
+        rows = b._reshape(rows, [pairs, 1, hidden])
+    gate = b._add(b._sum(b._mul(b._gather(tables["gate_w"], index), rows), 2), b._gather(tables["gate_bias"], index))
+    up = b._add(b._sum(b._mul(b._gather(tables["up_w"], index), rows), 2), b._gather(tables["up_bias"], index))
+    gate = b._binary("MINIMUM", gate, limit)
+    up = b._binary("MAXIMUM", b._binary("MINIMUM", up, limit), -limit)
+    glu = b._mul(gate, b._like("LOGISTIC", b._mul(gate, float(cfg.swiglu_alpha)), what="sigmoid"))
+    inner = b._reshape(b._mul(b._add(up, 1.0), glu), [pairs, 1, gate.shape[1]], "unsqueeze")
+    out = b._add(b._sum(b._mul(b._gather(tables["down_w"], index), inner), 2), b._gather(tables["down_bias"], index))
+    out = b._sum(b._mul(b._reshape(out, [length, k, hidden]), b._reshape(weights, [length, k, 1], "unsqueeze")), 1)
+    return b._reshape(out, [1, length, hidden])
 
 
 def _tiles(b: _Builder, cfg: LlmConfig, flat: ir.Tensor, weights: ir.Tensor, chosen: ir.Tensor,
@@ -584,7 +616,14 @@ def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, co
                     adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
     if cfg.attn_softcap is not None:
         scores = b._softcap(scores, cfg.attn_softcap)
-    probs = b._like("SOFTMAX", b._add(scores, mask), what="softmax", beta=1.0)
+    if cfg.attention_sinks:  # gpt-oss: each head's sink logit as one more column of the softmax, then dropped
+        logits = b._add(scores, mask)
+        rows = np.repeat(np.asarray(w["sinks"], np.float32).reshape(kv_heads, groups), length, axis=1)
+        sinks = b.const(rows.reshape(1, kv_heads, groups * length, 1), "sinks")
+        probs = b._like("SOFTMAX", b._concat([logits, sinks], 3), what="softmax", beta=1.0)
+        probs = b._slice(probs, 3, 0, cache)
+    else:
+        probs = b._like("SOFTMAX", b._add(scores, mask), what="softmax", beta=1.0)
     out = b.emit("BATCH_MATMUL", [probs, v_cache], [1, kv_heads, groups * length, d], np.float32, "matmul",
                  adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
     out = b._transpose(b._reshape(out, [1, heads, length, d]), [0, 2, 1, 3])

@@ -84,6 +84,8 @@ def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
                 layer[f"{n}_bias"] = w.get(p + f"self_attn.{name}.bias", rows, required=False)
         layer["o"] = w.get(p + ("self_attn.dense.weight" if cfg.family == "phi" else "self_attn.o_proj.weight"),
                            hidden, nq)
+        if cfg.attention_sinks:  # gpt-oss: one logit per query head beside the cache slots
+            layer["sinks"] = w.get(p + "self_attn.sinks", cfg.num_heads)
         if cfg.moe_layers[i]:
             layer["moe"] = experts(w, cfg, p)
         elif cfg.family == "phi3":
@@ -152,6 +154,20 @@ def _lfm2_layer(w: Weights, cfg: LlmConfig, p: str, conv: bool) -> dict[str, Any
     return layer
 
 
+def _gpt_oss_experts(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
+    """gpt-oss's experts, whose tables are stored [E, in, out] with gate and up interleaved (gate the even
+    columns, up the odd ones), and biases: as `experts` gives them ([out, in] per expert), with `router_bias`
+    [E] and each projection's bias per expert (`gate_bias`, `up_bias` [E, I], `down_bias` [E, H])."""
+    hidden, count, inter = cfg.hidden_size, cfg.num_experts, cfg.moe_intermediate_size
+    gate_up = w.get(p + "mlp.experts.gate_up_proj", count, hidden, 2 * inter)
+    gate_up_bias = w.get(p + "mlp.experts.gate_up_proj_bias", count, 2 * inter)
+    return {"router": w.get(p + "mlp.router.weight", count, hidden), "router_bias": w.get(p + "mlp.router.bias", count),
+            "gate": gate_up[:, :, 0::2].swapaxes(1, 2), "up": gate_up[:, :, 1::2].swapaxes(1, 2),
+            "down": w.get(p + "mlp.experts.down_proj", count, inter, hidden).swapaxes(1, 2),
+            "gate_bias": gate_up_bias[:, 0::2], "up_bias": gate_up_bias[:, 1::2],
+            "down_bias": w.get(p + "mlp.experts.down_proj_bias", count, hidden)}
+
+
 def _qk_norms(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
     """The query and key norms of a layer: RMSNorm weights per head [D] (Qwen 3, Gemma 3) or over the whole
     projections (OLMo 2, [heads * D]); LayerNorm weights and biases shared by the heads (Phi, [D]); or one
@@ -179,6 +195,8 @@ def experts(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
     Hugging Face's Linear layout ([out, in]), as E matrices (or one [E, out, in] array); with a shared expert,
     `shared` (an MLP's weights by role) and `shared_gate` [1, H]."""
     hidden, count, inter = cfg.hidden_size, cfg.num_experts, cfg.moe_intermediate_size
+    if cfg.family == "gpt_oss":
+        return _gpt_oss_experts(w, cfg, p)
     if cfg.family == "mixtral" and not w.has(p + "mlp.gate.weight"):
         router = w.get(p + "block_sparse_moe.gate.weight", count, hidden)
     else:

@@ -40,7 +40,7 @@ def tokenizer(vocab_size: int = 160):
 ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe",
          "mixtral", "qwen2_moe")
 # Architectures only the direct builder builds (the traced one refuses them), with config variants
-DIRECT_ARCHS = ("phi", "phi_qk_norm", "stablelm", "stablelm_parallel", "olmo2", "olmo3", "lfm2")
+DIRECT_ARCHS = ("phi", "phi_qk_norm", "stablelm", "stablelm_parallel", "olmo2", "olmo3", "lfm2", "gpt_oss")
 
 
 def config(arch: str, vocab_size: int, **overrides):
@@ -94,6 +94,10 @@ def config(arch: str, vocab_size: int, **overrides):
                                              "full_attention": {"rope_type": "default", "rope_theta": 500000.0}})
     elif arch == "lfm2":  # convolution layers around an attention layer
         cfg = T.Lfm2Config(**{**common, "num_hidden_layers": 3}, layer_types=["conv", "full_attention", "conv"])
+    elif arch == "gpt_oss":  # attention sinks, experts with biases, a sliding-window layer and a global one
+        cfg = T.GptOssConfig(**{**common, "intermediate_size": 32}, head_dim=16, num_local_experts=4,
+                             num_experts_per_tok=2, sliding_window=6,
+                             layer_types=["sliding_attention", "full_attention"])
     else:
         raise ValueError(arch)
     for key, value in overrides.items():
