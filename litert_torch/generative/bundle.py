@@ -73,6 +73,7 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
         state.decode_input_name = state.decode_output_name = name
         is_key = name.startswith("kv_cache_k_")
         state.type = (executor_pb.StateBuffer.TYPE_GLOBAL_KEY_CACHE if is_key
+                      else executor_pb.StateBuffer.TYPE_LINEAR_ATTENTION if name.startswith("kv_cache_conv_")
                       else executor_pb.StateBuffer.TYPE_GLOBAL_VALUE_CACHE)
         state.sequence_axis = layout.sequence_axes[name]
         state.maximum_sequence_length = layout.cache_length
@@ -103,7 +104,7 @@ class StateBuffer:
     output alike), whether it holds keys or values, its sequence axis and its maximum length."""
 
     name: str
-    kind: str  # "key" or "value"
+    kind: str  # "key", "value", or "conv" (an LFM2 convolution state, typed TYPE_LINEAR_ATTENTION)
     sequence_axis: int
     maximum_sequence_length: int
 
@@ -154,9 +155,10 @@ def read_bundle(path: str | os.PathLike, metadata: bool = True) -> Bundle:
             elif metadata and name.startswith("ExecutorMetadata"):
                 executor = _parsed(executor_pb.ExecutorMetadata(), raw, name, where).llm_executor_metadata
                 bundle.max_history_size = executor.max_history_size
-                key = executor_pb.StateBuffer.TYPE_GLOBAL_KEY_CACHE
+                kinds = {executor_pb.StateBuffer.TYPE_GLOBAL_KEY_CACHE: "key",
+                         executor_pb.StateBuffer.TYPE_LINEAR_ATTENTION: "conv"}
                 bundle.state_buffers = [
-                    StateBuffer(b.decode_input_name, "key" if b.type == key else "value", b.sequence_axis,
+                    StateBuffer(b.decode_input_name, kinds.get(b.type, "value"), b.sequence_axis,
                                 b.maximum_sequence_length) for b in executor.state_buffers]
         if not found:
             raise BundleFileError(f"{where} holds no TFLite model")

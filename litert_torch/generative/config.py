@@ -39,7 +39,23 @@ ARCHITECTURES = {
     "gemma": "gemma",
     "gemma2": "gemma2",
     "gemma3_text": "gemma3",
+    "phi": "phi",
+    "stablelm": "stablelm",
+    "olmo2": "olmo2",
+    "olmo3": "olmo3",
+    "lfm2": "lfm2",
+    "gpt_oss": "gpt_oss",
 }
+# Families only the direct builder (`direct.py`) builds: the traced builder (`model.py`) refuses them.
+DIRECT_ONLY = ("phi", "stablelm", "olmo2", "olmo3", "lfm2", "gpt_oss")
+# OLMo 2 and 3: norms on the attention's and MLP's outputs, q/k RMSNorm over the whole projections
+OLMO = ("olmo2", "olmo3")
+# Families whose rope_parameters may hold one RoPE per layer type
+ROPE_PER_LAYER_TYPE = ("gemma3", "olmo3")
+# Families whose norms are LayerNorm (with a bias), their epsilon `layer_norm_eps`.
+LAYER_NORM = ("phi", "stablelm")
+# Families whose default RoPE rotates `partial_rotary_factor` of each head's features.
+PARTIAL_ROTARY = ("phi3", "phi", "stablelm")
 GEMMA = ("gemma", "gemma2", "gemma3")  # RMSNorm scaling by (1 + weight), embeddings scaled by sqrt(hidden)
 
 # RoPE types whose tables depend only on the config (not on the sequence length seen at run time).
@@ -48,7 +64,8 @@ STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn", "proportional")
 # (Hugging Face switches LongRoPE's short factors for its long ones, and rescales dynamic NTK, past that length).
 BOUNDED_ROPE_TYPES = ("longrope", "dynamic")
 
-_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+                "gelu": "gelu"}
 
 
 @dataclass
@@ -64,7 +81,7 @@ class LlmConfig:
     num_heads: int
     num_kv_heads: int
     head_dim: int
-    rms_norm_eps: float
+    rms_norm_eps: float  # the norms' epsilon (`layer_norm_eps` where they are LayerNorm)
     activation: str  # "silu", "gelu_tanh" or "gelu"
     tie_word_embeddings: bool
     attention_scale: float
@@ -72,7 +89,18 @@ class LlmConfig:
     qkv_bias: bool = False
     o_bias: bool = False
     mlp_bias: bool = False
-    qk_norm: bool = False
+    qk_norm: bool = False  # a norm on each query and key head
+    qk_norm_whole: bool = False  # OLMo 2: the query and key norms over the whole projections instead
+    layer_norm: bool = False  # Phi, StableLM: LayerNorm with a bias rather than RMSNorm
+    parallel_residual: bool = False  # Phi, StableLM: attention and MLP both read the input norm's output
+    gated_mlp: bool = True  # False for Phi: fc2(act(fc1(x)))
+    lm_head_bias: bool = False  # Phi
+    post_norms: bool = False  # OLMo 2: norms on the attention's and the MLP's outputs, none on their inputs
+    conv_kernel: int = 0  # LFM2: the window of its gated short convolutions ("conv" layers)
+    conv_bias: bool = False
+    attention_sinks: bool = False  # gpt-oss: a learned logit per head in every softmax of attention
+    swiglu_limit: float | None = None  # gpt-oss experts: gate clamped to <= limit, up to [-limit, limit]
+    swiglu_alpha: float = 1.0  # gpt-oss experts: glu = gate * sigmoid(alpha * gate); out = (up + 1) * glu
     norm_plus_one: bool = False  # Gemma: RMSNorm scales by (1 + weight)
     sandwich_norms: bool = False  # Gemma: norms after attention and MLP too
     embed_scale: float | None = None
@@ -95,6 +123,11 @@ class LlmConfig:
     eos_token_ids: list[int] = field(default_factory=list)
     pad_token_id: int | None = None
     max_position_embeddings: int | None = None
+
+    @property
+    def attention_types(self) -> list[str]:
+        """The layer types that attend (every type but LFM2's "conv"), sorted."""
+        return sorted(set(t for t in self.layer_types if t != "conv"))
 
     def has_rope(self, layer: int) -> bool:
         return self.rope_layers[layer] if self.rope_layers else True
@@ -138,7 +171,7 @@ class LlmConfig:
             raise UnsupportedModelError(f"config.num_attention_heads ({heads}) is not a multiple of "
                                         f"config.num_key_value_heads ({kv_heads})")
         act_key = "hidden_activation" if family in ("gemma2", "gemma3") else "hidden_act"
-        act = get(act_key) or get("hidden_act")
+        act = "silu" if family == "lfm2" else get(act_key) or get("hidden_act")  # LFM2's MLP is SwiGLU always
         if act not in _ACTIVATIONS:
             raise UnsupportedModelError(f"config.{act_key} {act!r} is not supported; supported: "
                                         f"{', '.join(_ACTIVATIONS)}")
@@ -157,10 +190,11 @@ class LlmConfig:
         layer_types = _strings("layer_types", get("layer_types")) or ["full_attention"] * layers
         if len(layer_types) != layers:
             raise UnsupportedModelError(f"config.layer_types has {len(layer_types)} entries for {layers} layers")
-        unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention"})
+        known = {"full_attention", "sliding_attention", *(("conv",) if family == "lfm2" else ())}
+        unknown = sorted(set(layer_types) - known)
         if unknown:
-            raise UnsupportedModelError(f"config.layer_types holds {unknown}: only full_attention and "
-                                        "sliding_attention layers are supported")
+            raise UnsupportedModelError(f"config.layer_types holds {unknown}: only {', '.join(sorted(known))} "
+                                        "layers are supported")
         rope_layers = [True] * layers
         if model_type == "smollm3":
             # SmolLM3 leaves RoPE out of the layers no_rope_layers marks 0, and slides its window only when
@@ -200,21 +234,31 @@ class LlmConfig:
             family=family,
             vocab_size=count("vocab_size"),
             hidden_size=hidden,
-            intermediate_size=count("intermediate_size"),
+            intermediate_size=_intermediate_size(get, family, count("intermediate_size")),
             num_layers=layers,
             num_heads=heads,
             num_kv_heads=kv_heads,
             head_dim=head_dim,
-            rms_norm_eps=number("rms_norm_eps", get("rms_norm_eps"), minimum=0.0) if get("rms_norm_eps") is not None
-            else 1e-6,
+            rms_norm_eps=_norm_eps(get, family),
             activation=_ACTIVATIONS[act],
             tie_word_embeddings=bool(get("tie_word_embeddings", False)),
             attention_scale=scale,
             attn_softcap=number("attn_logit_softcapping", softcap, positive=True) if softcap is not None else None,
-            qkv_bias=bool(get("attention_bias", False)) or family in ("qwen2", "qwen2_moe"),
-            o_bias=bool(get("attention_bias", False)) and family not in ("qwen2", "qwen2_moe"),
+            qkv_bias=(bool(get("attention_bias", False)) or family in ("qwen2", "qwen2_moe", "phi")
+                      or (family == "stablelm" and bool(get("use_qkv_bias", False)))),
+            o_bias=(bool(get("attention_bias", False)) and family not in ("qwen2", "qwen2_moe")) or family == "phi",
             mlp_bias=bool(get("mlp_bias", False)),
-            qk_norm=family in ("qwen3", "qwen3_moe", "gemma3"),
+            qk_norm=(family in ("qwen3", "qwen3_moe", "gemma3", "lfm2", *OLMO)
+                     or (family in LAYER_NORM and bool(get("qk_layernorm", False)))),
+            qk_norm_whole=family in OLMO,
+            layer_norm=family in LAYER_NORM,
+            parallel_residual=(family == "phi"
+                               or (family == "stablelm" and bool(get("use_parallel_residual", False)))),
+            gated_mlp=family != "phi",
+            lm_head_bias=family == "phi",
+            post_norms=family in OLMO,
+            conv_kernel=count("conv_L_cache") if family == "lfm2" else 0,
+            conv_bias=family == "lfm2" and bool(get("conv_bias", False)),
             norm_plus_one=family in GEMMA,
             sandwich_norms=family in ("gemma2", "gemma3"),
             embed_scale=embed_scale,
@@ -232,7 +276,16 @@ class LlmConfig:
             rope_limit=rope_limit,
             rope_layers=rope_layers,
         )
-        if family == "mixtral":  # every layer's MLP: experts of intermediate_size, top-k weights renormalized
+        if family == "gpt_oss":  # experts of intermediate_size: softmax over the top-k router logits
+            cfg.num_experts = count("num_local_experts")
+            cfg.num_experts_per_tok = count("num_experts_per_tok")
+            cfg.moe_intermediate_size = cfg.intermediate_size
+            cfg.norm_topk_prob = True
+            cfg.moe_layers = [True] * layers
+            cfg.attention_sinks = True
+            cfg.swiglu_limit = number("swiglu_limit", need("swiglu_limit"), positive=True)
+            cfg.swiglu_alpha = number("swiglu_alpha", need("swiglu_alpha"))
+        elif family == "mixtral":  # every layer's MLP: experts of intermediate_size, top-k weights renormalized
             cfg.num_experts = count("num_local_experts")
             cfg.num_experts_per_tok = count("num_experts_per_tok")
             cfg.moe_intermediate_size = cfg.intermediate_size
@@ -254,6 +307,31 @@ class LlmConfig:
             raise ModelSourceError(f"config.num_experts_per_tok = {cfg.num_experts_per_tok} is more than the "
                                         f"{cfg.num_experts} experts")
         return cfg
+
+
+def _intermediate_size(get, family: str, size: int) -> int:
+    """The MLP's inner size: `intermediate_size`, which LFM2 adjusts as its MLP does (2/3 of it, times
+    `block_ffn_dim_multiplier`, rounded up to a multiple of `block_multiple_of`) when `block_auto_adjust_ff_dim`."""
+    if family != "lfm2" or not get("block_auto_adjust_ff_dim", True):
+        return size
+    size = int(2 * size / 3)
+    multiplier = get("block_ffn_dim_multiplier")
+    if multiplier is not None:
+        multiple = integer("block_multiple_of", get("block_multiple_of", 256))
+        size = int(number("block_ffn_dim_multiplier", multiplier, positive=True) * size)
+        size = multiple * ((size + multiple - 1) // multiple)
+    return size
+
+
+def _norm_eps(get, family: str) -> float:
+    """The norms' epsilon: `layer_norm_eps` for LayerNorm families, else `rms_norm_eps` (1e-6 when unset)."""
+    if family in LAYER_NORM:
+        key, value = "layer_norm_eps", get("layer_norm_eps")
+    elif family == "lfm2":
+        key, value = "norm_eps", get("norm_eps")
+    else:
+        key, value = "rms_norm_eps", get("rms_norm_eps")
+    return number(key, value, minimum=0.0) if value is not None else 1e-6
 
 
 def integer(key: str, value: Any, minimum: int = 1) -> int:
@@ -326,7 +404,8 @@ def _check_rope(get, family: str) -> tuple[int, str] | None:
         return None
     if not isinstance(params, dict):
         raise ModelSourceError(f"config.rope_parameters = {params!r}: expected a mapping")
-    per_type = params if family == "gemma3" and all(isinstance(v, dict) for v in params.values()) else {"": params}
+    per_type = params if family in ROPE_PER_LAYER_TYPE and all(isinstance(v, dict) for v in params.values()) \
+        else {"": params}
     limit = None
     for layer_type, p in per_type.items():
         where = f"rope_parameters[{layer_type!r}]" if layer_type else "rope_parameters"

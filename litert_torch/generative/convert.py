@@ -15,12 +15,12 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from litert_torch import converter, ir, metadata
+from litert_torch import ir
 from litert_torch.lower.aten.program import export_lowerable
-from litert_torch.generative.direct import finish_signature
 from litert_torch.generative.layout import (  # noqa: F401 (re-exported)
     DECODE, LAYOUT_KEY, LlmLayout, kv_names, layer_output_name, prefill_signature)
 from litert_torch.generative.model import DecoderLM
+from litert_torch.generative.signature import assemble_llm, finish_signature
 from litert_torch.lower import lower_program
 
 class _LayerStep(nn.Module):
@@ -50,16 +50,9 @@ def lower_llm(lm: DecoderLM, prefill_lengths: Sequence[int], *, start_token_id: 
     keys = [*((prefill_signature(n), n) for n in prefill_lengths), (DECODE, 1)]
     lowered = [_lower_signature(lm, key, length, key == DECODE, report) for key, length in keys]
     parts = [part for part, _ in lowered]
-    names = kv_names(lm.cfg.num_layers)
-    layout = LlmLayout(sorted(prefill_lengths), lm.cache_length, lm.cfg.num_layers,
-                       {n: list(s) for n, s in lm.cache_shapes().items()}, lm.cfg.vocab_size, names,
-                       {n: lm.sequence_axis(n) for n in names}, start_token_id=start_token_id,
-                       stop_token_ids=[int(t) for t in stop_token_ids],
-                       layer_outputs={key: kept for (key, _), (_, kept) in zip(keys, lowered)})
     report("assemble")
-    model = converter._assemble(parts)
-    model.metadata[LAYOUT_KEY] = metadata.encode(layout.to_json())
-    return model, layout
+    return assemble_llm(parts, lm.cfg, lm.cache_length, prefill_lengths,
+                        {key: kept for (key, _), (_, kept) in zip(keys, lowered)}, start_token_id, stop_token_ids)
 
 
 def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report: Callable[[str], None]):

@@ -15,22 +15,20 @@ PyTorch's .bin format are built by tracing, as are configs `can_build` refuses.
 from __future__ import annotations
 
 import itertools
-import math
 import sys
-from collections.abc import Mapping
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from litert_torch import ir, metadata
-from litert_torch.assemble import Part, assemble
-from litert_torch.assemble import finish_signature as finish
-from litert_torch.generative.config import LlmConfig, UnsupportedModelError
-from litert_torch.generative.layout import (DECODE, LAYOUT_KEY, LlmLayout, cache_shapes, kv_names,
-                                            layer_output_name, prefill_signature, sequence_axis)
-from litert_torch.generative.prefix import PREFILL_MIN_SKIPPED_FLOPS, attend_filled_prefix
+from litert_torch import ir
+from litert_torch.assemble import Part
+from litert_torch.generative.config import LlmConfig
+from litert_torch.generative.layout import (DECODE, LlmLayout, conv_state_name, kv_names, layer_output_name,
+                                            prefill_signature)
+from litert_torch.generative.rope import rope_tables  # noqa: F401 (re-exported)
 from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
-from litert_torch.generative.weights import ModelSourceError
+from litert_torch.generative.signature import assemble_llm, finish_signature, state_names, state_shapes
+from litert_torch.generative.weight_map import Weights, decoder_weights  # noqa: F401 (Weights re-exported)
 
 # A large negative score for masked-out keys (as `model.MASKED`).
 MASKED = -1e30
@@ -43,132 +41,6 @@ def can_build(cfg: LlmConfig) -> str | None:
     if cfg.rms_norm_eps < _RSQRT_SAFE_LOW:
         return f"rms_norm_eps {cfg.rms_norm_eps} below {_RSQRT_SAFE_LOW}"
     return None
-
-
-def _rope_params_by_type(cfg: LlmConfig, rope_parameters: Any) -> dict[str, Any]:
-    if cfg.family == "gemma3" and isinstance(rope_parameters, dict) \
-            and all(isinstance(v, dict) for v in rope_parameters.values()):
-        return {t: rope_parameters.get(t) for t in sorted(set(cfg.layer_types))}
-    return {t: rope_parameters for t in sorted(set(cfg.layer_types))}
-
-
-def rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per layer type, cos and sin [length, R/2] of positions 0..length-1: one half of the rows Hugging Face's
-    rotary module computes (its rows are two equal halves), in float32 as transformers' RoPE functions compute
-    them (`rope_parameters` standardised as its config classes standardise them, `source.read_config`), but
-    with powers, cosines and sines correctly rounded where PyTorch's are within an ulp or two. The
-    bounded types (LongRoPE, dynamic NTK) give the tables of positions within their original length, which
-    `config.check_cache_length` holds the cache to."""
-    tables = {}
-    positions = np.arange(length, dtype=np.float32)
-    for layer_type, params in _rope_params_by_type(cfg, rope_parameters).items():
-        if not params:
-            raise UnsupportedModelError("config.rope_parameters is not set: the exporter needs the RoPE of every "
-                                        "layer type")
-        try:  # the parameters' types were checked with the config (`config._check_rope`)
-            inv_freq, scaling = _inv_freq(cfg, params, rope_parameters)
-        except KeyError as exc:
-            raise ModelSourceError(f"config.rope_parameters has no {exc.args[0]!r}, which its RoPE type "
-                                        f"{params.get('rope_type', 'default')!r} needs") from None
-        freqs = (positions[:, None] * inv_freq[None, :]).astype(np.float64)
-        cos, sin = np.cos(freqs).astype(np.float32), np.sin(freqs).astype(np.float32)  # correctly rounded
-        if scaling != 1.0:
-            cos, sin = cos * np.float32(scaling), sin * np.float32(scaling)
-        tables[layer_type] = (cos, sin)
-    return tables
-
-
-def _inv_freq(cfg: LlmConfig, params: Mapping[str, Any], rope_parameters: Any) -> tuple[np.ndarray, float]:
-    """The inverse frequencies [R/2] of one RoPE and the factor its cos and sin are scaled by: transformers'
-    function for the type, in its order of operations (float32 arrays, Python floats for scalars)."""
-    f32 = np.float32
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    theta = params["rope_theta"]
-    rotary = params.get("partial_rotary_factor", 1.0)
-    if rope_type == "default" and cfg.family != "phi3":
-        rotary = 1.0  # the architectures' own default RoPE rotates every feature but Phi-3's
-    dim = int(cfg.head_dim * rotary)
-
-    def powers(base: float, count: int, divisor: int) -> np.ndarray:
-        """f32(base) ** (2i / divisor) for i < count, each correctly rounded to float32 (the float32 powers of
-        numpy and PyTorch are not, and differ in the last bit)."""
-        exponents = (np.arange(0, 2 * count, 2, dtype=np.float32) / f32(divisor)).astype(np.float64)
-        return (np.float64(f32(base)) ** exponents).astype(np.float32)
-
-    if rope_type in ("default", "linear", "llama3"):
-        inv_freq = (f32(1.0) / powers(theta, (dim + 1) // 2, dim)).astype(np.float32)
-        if rope_type == "linear":
-            inv_freq = (inv_freq / f32(params["factor"])).astype(np.float32)
-        elif rope_type == "llama3":
-            inv_freq = _llama3(inv_freq, params)
-        return inv_freq, 1.0
-    if rope_type == "dynamic":  # at the model's own length, where Hugging Face's tables start
-        seq = cfg.max_position_embeddings
-        factor = params["factor"]
-        base = theta * ((factor * seq / cfg.max_position_embeddings) - (factor - 1)) ** (dim / (dim - 2))
-        return (f32(1.0) / powers(base, (dim + 1) // 2, dim)).astype(np.float32), 1.0
-    if rope_type == "proportional":  # a fraction of the angles rotate; the rest stay 0 (cos 1, sin 0)
-        head_dim = cfg.head_dim
-        angles = int(rotary * head_dim // 2)
-        inv_freq = np.zeros(head_dim // 2, np.float32)
-        inv_freq[:angles] = f32(1.0) / powers(theta, angles, head_dim)
-        return (inv_freq / f32(params.get("factor", 1.0))).astype(np.float32), 1.0
-    original = params["original_max_position_embeddings"]
-    factor = params.get("factor")
-    if factor is None:
-        factor = cfg.max_position_embeddings / original
-    attention = params.get("attention_factor")
-    if rope_type == "longrope":  # the short factors: positions within the original length
-        if attention is None:
-            attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
-        short = np.asarray(params["short_factor"], np.float32)
-        if short.shape != ((dim + 1) // 2,):
-            raise ModelSourceError(f"config.rope_parameters.short_factor has {short.size} entries, where the "
-                                        f"rotated features of a head take {(dim + 1) // 2}")
-        return (f32(1.0) / (short * powers(theta, (dim + 1) // 2, dim))).astype(np.float32), float(attention)
-    if rope_type != "yarn":
-        raise UnsupportedModelError(f"config.rope_parameters.rope_type = {rope_type!r} is not supported")
-    if attention is None:
-        mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
-        attention = (_yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
-                     if mscale and mscale_all_dim else _yarn_mscale(factor))
-    fast, slow = params.get("beta_fast") or 32, params.get("beta_slow") or 1
-
-    def correction(rotations: float) -> float:  # the dimension at which a wavelength makes `rotations` turns
-        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
-
-    low, high = correction(fast), correction(slow)
-    truncate = rope_parameters.get("truncate", True) if isinstance(rope_parameters, dict) else True
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    if low == high:
-        high += 0.001
-    pos = powers(theta, (dim + 1) // 2, dim)
-    extrapolation = (f32(1.0) / pos).astype(np.float32)
-    interpolation = (f32(1.0) / (f32(factor) * pos)).astype(np.float32)
-    ramp = np.clip((np.arange(dim // 2, dtype=np.float32) - f32(low)) / f32(high - low), 0, 1).astype(np.float32)
-    keep = (f32(1) - ramp).astype(np.float32)
-    return (interpolation * (f32(1) - keep) + extrapolation * keep).astype(np.float32), float(attention)
-
-
-def _yarn_mscale(scale: float, mscale: float = 1) -> float:
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
-
-
-def _llama3(inv_freq: np.ndarray, params: Mapping[str, Any]) -> np.ndarray:
-    """Llama 3's frequency scaling: long wavelengths divided by `factor`, short ones kept, a smooth blend
-    between (float32, in transformers' order of operations)."""
-    f32 = np.float32
-    factor, low, high = f32(params["factor"]), f32(params["low_freq_factor"]), f32(params["high_freq_factor"])
-    old = f32(params["original_max_position_embeddings"])
-    low_wavelen, high_wavelen = old / low, old / high
-    wavelen = (f32(2 * math.pi) / inv_freq).astype(np.float32)
-    scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq).astype(np.float32)
-    smooth = ((old / wavelen - low) / (high - low)).astype(np.float32)
-    smoothed = ((f32(1) - smooth) * scaled / factor + smooth * scaled).astype(np.float32)
-    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
-    return np.where(medium, smoothed, scaled).astype(np.float32)
 
 
 class _Builder:
@@ -311,6 +183,38 @@ class _Builder:
             scale = np.float32(1.0) + scale
         return self._mul(self._mul(x, inv, "mul"), self.const(scale, f"{what}_weight"), what)
 
+    def _layer_norm(self, x: ir.Tensor, weight: np.ndarray, bias: np.ndarray | None, cfg: LlmConfig,
+                    what: str = "norm") -> ir.Tensor:
+        """(x - mean(x)) * rsqrt(var(x) + eps) * w + b over the last axis (`torch.nn.LayerNorm`), the rsqrt
+        scaled as in `_rms_norm`; `weight` [.., D] may hold one row per head (StableLM's per-head norms)."""
+        reduced = [*x.shape[:-1], 1]
+        mean = self.emit("MEAN", [x, self.const(np.array([x.rank - 1], np.int32), "axes")], reduced, x.dtype, "mean",
+                         keep_dims=True)
+        centered = self._binary("SUB", x, mean, "sub")
+        var = self.emit("MEAN", [self._mul(centered, centered, "pow"),
+                                 self.const(np.array([x.rank - 1], np.int32), "axes")], reduced, x.dtype, "var",
+                        keep_dims=True)
+        var = self._add(var, float(cfg.rms_norm_eps), "add")
+        inv = self._like("RSQRT", self._mul(var, 2.0 ** -8, "rsqrt"), what="rsqrt")
+        inv = self._mul(inv, 2.0 ** -4, "rsqrt")
+        out = self._mul(self._mul(centered, inv, "mul"), self.const(np.asarray(weight, np.float32), f"{what}_weight"),
+                        what)
+        if bias is None:
+            return out
+        return self._add(out, self.const(np.asarray(bias, np.float32), f"{what}_bias"), what)
+
+    def _norm(self, x: ir.Tensor, weight: np.ndarray, bias: np.ndarray | None, cfg: LlmConfig,
+              what: str = "norm") -> ir.Tensor:
+        """The architecture's norm: LayerNorm (Phi, StableLM) or RMSNorm."""
+        if cfg.layer_norm:
+            return self._layer_norm(x, weight, bias, cfg, what)
+        return self._rms_norm(x, weight, cfg, what)
+
+    def _named_norm(self, x: ir.Tensor, w: dict[str, Any], key: str, cfg: LlmConfig) -> ir.Tensor:
+        """A layer's norm `key` ("input", "post_attention", "q", ...): its weight (and bias) from the layer's
+        weights `w`."""
+        return self._norm(x, w[f"{key}_norm"], w.get(f"{key}_norm_bias"), cfg, f"{key}_norm")
+
     def _act(self, x: ir.Tensor, name: str) -> ir.Tensor:
         if name == "silu":
             return self._mul(x, self._like("LOGISTIC", x, what="silu"), "silu")
@@ -318,29 +222,6 @@ class _Builder:
 
     def _softcap(self, x: ir.Tensor, cap: float) -> ir.Tensor:
         return self._mul(self._like("TANH", self._div(x, cap)), float(cap))
-
-
-class Weights:
-    """A checkpoint's weights by name, each taken as a float32 numpy array (`widen`: views of the checkpoint where
-    it is float32) and checked against the shape the config gives it, as `model.build` checks."""
-
-    def __init__(self, weights: Mapping[str, Any], widen: Callable[[str, Any], np.ndarray]):
-        self.weights, self._widen = weights, widen
-
-    def has(self, name: str, prefix: str = "model.") -> bool:
-        return prefix + name in self.weights
-
-    def get(self, name: str, *shape: int, prefix: str = "model.", required: bool = True) -> np.ndarray | None:
-        full = prefix + name
-        if full not in self.weights:
-            if not required:
-                return None
-            raise UnsupportedModelError(f"the model has no weight {full}, which its config's architecture has")
-        array = self._widen(full, self.weights[full])
-        if tuple(array.shape) != tuple(shape):
-            raise UnsupportedModelError(f"weight {full} has shape {list(array.shape)}, where the config gives "
-                                        f"{list(shape)}: the weights do not belong to this config")
-        return array
 
 
 def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_length: int,
@@ -358,96 +239,40 @@ def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_leng
         report(f"build {key}")
         part, kept[key] = _signature(params, cfg, tables, cache_length, key, length, key == DECODE, report)
         parts.append(part)
-    names = kv_names(cfg.num_layers)
-    shapes = cache_shapes(cfg.num_layers, cfg.num_kv_heads, cache_length, cfg.head_dim)
-    layout = LlmLayout(sorted(prefill_lengths), cache_length, cfg.num_layers, {n: list(s) for n, s in shapes.items()},
-                       cfg.vocab_size, names, {n: sequence_axis(n) for n in names}, start_token_id=start_token_id,
-                       stop_token_ids=[int(t) for t in stop_token_ids], layer_outputs=kept)
     report("assemble")
-    model = assemble(parts)
-    model.metadata[LAYOUT_KEY] = metadata.encode(layout.to_json())
-    return model, layout
+    return assemble_llm(parts, cfg, cache_length, prefill_lengths, kept, start_token_id, stop_token_ids)
 
 
 class _Params:
-    """Every weight the graph reads, widened and checked once and shared by all signatures (so that the writer
-    stores each once)."""
+    """Every weight the graph reads (`weight_map.decoder_weights`), widened and checked once and shared by all
+    signatures (so that the writer stores each once); each routed-experts layer's projections stacked into one
+    table each, as `model.MoE` holds them."""
 
     def __init__(self, w: Weights, cfg: LlmConfig):
-        hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
-        nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
-        self.embed = w.get("embed_tokens.weight", cfg.vocab_size, hidden)
-        self.final_norm = w.get("norm.weight", hidden)
-        self.lm_head = self.embed if cfg.tie_word_embeddings else \
-            w.get("lm_head.weight", cfg.vocab_size, hidden, prefix="")
-        self.layers = []
-        for i in range(cfg.num_layers):
-            p = f"layers.{i}."
-            layer: dict[str, Any] = {}
-            if cfg.family == "phi3":
-                qkv = w.get(p + "self_attn.qkv_proj.weight", nq + 2 * nkv, hidden)
-                layer.update(q=qkv[:nq], k=qkv[nq:nq + nkv], v=qkv[nq + nkv:], q_bias=None, k_bias=None,
-                             v_bias=None)
-                layer["o_bias"] = w.get(p + "self_attn.o_proj.bias", hidden, required=False)
-            else:
-                for n, rows in zip("qkv", (nq, nkv, nkv)):
-                    layer[n] = w.get(p + f"self_attn.{n}_proj.weight", rows, hidden)
-                for n, rows in zip("qkvo", (nq, nkv, nkv, hidden)):
-                    layer[f"{n}_bias"] = w.get(p + f"self_attn.{n}_proj.bias", rows, required=False)
-            layer["o"] = w.get(p + "self_attn.o_proj.weight", hidden, nq)
-            if cfg.moe_layers[i]:
-                layer["moe"] = _expert_params(w, cfg, p)
-            elif cfg.family == "phi3":
-                gate_up = w.get(p + "mlp.gate_up_proj.weight", 2 * inter, hidden)
-                layer.update(gate=gate_up[:inter], up=gate_up[inter:], gate_bias=None, up_bias=None, down_bias=None)
-            else:
-                for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden))):
-                    layer[n] = w.get(p + f"mlp.{n}_proj.weight", *shape)
-                for n, rows in (("gate", inter), ("up", inter), ("down", hidden)):
-                    layer[f"{n}_bias"] = w.get(p + f"mlp.{n}_proj.bias", rows, required=False)
-            if not cfg.moe_layers[i]:
-                layer["down"] = w.get(p + "mlp.down_proj.weight", hidden, inter)
-            layer["q_norm"] = w.get(p + "self_attn.q_norm.weight", d, required=False)
-            layer["k_norm"] = w.get(p + "self_attn.k_norm.weight", d, required=False)
-            norms = {"input": "input_layernorm", "post_attention": "post_attention_layernorm"}
-            if cfg.sandwich_norms:
-                norms.update(pre_mlp="pre_feedforward_layernorm", post_mlp="post_feedforward_layernorm")
-            for key, name in norms.items():
-                layer[f"{key}_norm"] = w.get(p + f"{name}.weight", hidden)
-            self.layers.append(layer)
+        read = decoder_weights(w, cfg)
+        self.embed, self.final_norm, self.final_norm_bias = read.embed, read.final_norm, read.final_norm_bias
+        self.lm_head = self.embed if read.lm_head is None else read.lm_head
+        self.lm_head_bias = read.lm_head_bias
+        self.layers = read.layers
+        for layer in self.layers:
+            if "moe" in layer:
+                layer["moe"] = _stacked_experts(layer["moe"], cfg)
+            for key in ("q_norm", "k_norm"):
+                if isinstance(layer.get(key), list):  # StableLM: one norm per head, as rows of one table [heads, D]
+                    layer[key] = np.stack(layer[key]).astype(np.float32)
 
 
-def _expert_params(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
-    """A routed-experts layer's weights, as `model.MoE` holds them: the router [E, H], and each projection's
-    experts' [out, in] weights stacked, float32 (gate and up [E, I, H], down [E, H, I])."""
-    hidden, count, inter = cfg.hidden_size, cfg.num_experts, cfg.moe_intermediate_size
-    if cfg.family == "mixtral" and not w.has(p + "mlp.gate.weight"):
-        router = w.get(p + "block_sparse_moe.gate.weight", count, hidden)
-    else:
-        router = w.get(p + "mlp.gate.weight", count, hidden)
-    if w.has(p + "mlp.experts.gate_up_proj"):  # the experts fused, as transformers holds them in memory
-        gate_up = w.get(p + "mlp.experts.gate_up_proj", count, 2 * inter, hidden)
-        mats = (gate_up[:, :inter], gate_up[:, inter:], w.get(p + "mlp.experts.down_proj", count, hidden, inter))
-    elif cfg.family == "mixtral":  # Mixtral's checkpoints: w1 gate, w3 up, w2 down
-        mats = tuple([w.get(p + f"block_sparse_moe.experts.{e}.{n}.weight", *shape) for e in range(count)]
-                     for n, shape in (("w1", (inter, hidden)), ("w3", (inter, hidden)), ("w2", (hidden, inter))))
-    else:
-        mats = tuple([w.get(p + f"mlp.experts.{e}.{n}_proj.weight", *shape) for e in range(count)]
-                     for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden)), ("down", (hidden, inter))))
-    params = {"router": router}
-    for name, matrices in zip(("gate_w", "up_w", "down_w"), mats):
-        table = np.empty((count, *matrices[0].shape), np.float32)  # one C-ordered copy
+def _stacked_experts(moe: dict[str, Any], cfg: LlmConfig) -> dict[str, Any]:
+    """A routed-experts layer's weights with each projection's experts' [out, in] weights stacked, float32 (gate
+    and up [E, I, H], down [E, H, I])."""
+    params = {k: np.ascontiguousarray(v, np.float32) if k.endswith("_bias") else v for k, v in moe.items()
+              if k not in ("gate", "up", "down")}
+    for name, role in zip(("gate_w", "up_w", "down_w"), ("gate", "up", "down")):
+        matrices = moe[role]
+        table = np.empty((cfg.num_experts, *matrices[0].shape), np.float32)  # one C-ordered copy
         for e, m in enumerate(matrices):
             table[e] = m
         params[name] = table
-    if cfg.shared_expert_intermediate_size:
-        shared = cfg.shared_expert_intermediate_size
-        params["shared"] = {
-            "gate": w.get(p + "mlp.shared_expert.gate_proj.weight", shared, hidden),
-            "up": w.get(p + "mlp.shared_expert.up_proj.weight", shared, hidden),
-            "down": w.get(p + "mlp.shared_expert.down_proj.weight", hidden, shared),
-            "gate_bias": None, "up_bias": None, "down_bias": None}
-        params["shared_gate"] = w.get(p + "mlp.shared_expert_gate.weight", 1, hidden)
     return params
 
 
@@ -459,18 +284,27 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
     input_pos = ir.Tensor("input_pos", [length], np.int32)
     graph.inputs = [tokens, input_pos]
     x, k_start, v_start, per_type = _prologue(b, params, cfg, tables, cache_length, tokens, input_pos, length)
-    names = kv_names(cfg.num_layers)
-    shapes = cache_shapes(cfg.num_layers, cfg.num_kv_heads, cache_length, cfg.head_dim)
+    conv_start = None
+    if cfg.conv_kernel:  # LFM2: where its convolution layers write their inputs, [0, 0, p, 0] (as keys)
+        conv_start = k_start
+    names = state_names(cfg)
+    shapes = state_shapes(cfg, cache_length)
     cache_outputs, layer_outputs = [], []
     for i in range(cfg.num_layers):
-        k_in, v_in = (ir.Tensor(n, shapes[n], np.float32) for n in names[2 * i: 2 * i + 2])
-        graph.inputs += [k_in, v_in]
         b.module = f"layers.{i}"
-        mask, cos, sin = per_type[cfg.layer_types[i]]
-        x, k_out, v_out = _layer(b, params.layers[i], cfg, i, x, cos, sin, mask, k_in, v_in, k_start, v_start)
+        if cfg.layer_types[i] == "conv":
+            state = ir.Tensor(conv_state_name(i), shapes[conv_state_name(i)], np.float32)
+            graph.inputs.append(state)
+            x, state = _conv_layer(b, params.layers[i], cfg, x, state, input_pos, conv_start)
+            cache_outputs.append(state)
+        else:
+            k_in, v_in = (ir.Tensor(n, shapes[n], np.float32) for n in kv_names(cfg.num_layers)[2 * i: 2 * i + 2])
+            graph.inputs += [k_in, v_in]
+            mask, cos, sin = per_type[cfg.layer_types[i]]
+            x, k_out, v_out = _layer(b, params.layers[i], cfg, i, x, cos, sin, mask, k_in, v_in, k_start, v_start)
+            cache_outputs += [k_out, v_out]
         x.name = layer_output_name(i)
         layer_outputs.append(x)
-        cache_outputs += [k_out, v_out]
     graph.outputs = list(cache_outputs)
     output_names = list(names)
     if logits:
@@ -479,46 +313,6 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
         output_names.insert(0, "logits")
 
     return finish_signature(graph, key, output_names, layer_outputs, report)
-
-
-def finish_signature(graph: ir.Graph, key: str, output_names: list[str], layer_outputs: list[ir.Tensor],
-                     report: Callable[[str], None]) -> tuple[Part, list[str | None]]:
-    """A signature's graph (inputs tokens, input_pos and the caches; outputs named `output_names`) finished as
-    every converted signature is (`assemble.finish_signature`), with the attention over the filled prefix after
-    the passes; and the names of the layer outputs the passes kept (None where they merged one away). Both
-    builders end here."""
-    report(f"optimize {key}")
-    input_pos = graph.inputs[1]
-    kept: list[str | None] = []
-
-    def prefix_and_layer_outputs(graph: ir.Graph) -> None:
-        attend_filled_prefix(graph, input_pos, PREFILL_MIN_SKIPPED_FLOPS if input_pos.size > 1 else 0)
-        produced = {id(t) for op in graph.ops for t in op.outputs}
-        kept.extend(t.name if id(t) in produced and t.name == layer_output_name(i) else None
-                    for i, t in enumerate(layer_outputs))
-
-    input_names = ["tokens", "input_pos", *(t.name for t in graph.inputs[2:])]  # then the caches
-    part = finish(key, graph, input_names, output_names, _io(input_names, output_names), ("cpu",),
-                  after_passes=prefix_and_layer_outputs)
-    return part, kept
-
-
-def _io(input_names: list[str], output_names: list[str]) -> dict[str, Any]:
-    """The signature's `litert_torch.io` entry: positional tensor inputs, outputs by name (what the traced
-    builder records with PyTorch's pytree specs, written out here)."""
-    import json
-
-    leaf = {"type": None, "context": None, "children_spec": []}
-    in_spec = [1, {"type": "builtins.tuple", "context": "null", "children_spec": [
-        {"type": "builtins.tuple", "context": "null", "children_spec": [leaf] * len(input_names)},
-        {"type": "builtins.dict", "context": "[]", "children_spec": []}]}]
-    out_spec = [1, {"type": "builtins.dict", "context": json.dumps(output_names),
-                    "children_spec": [leaf] * len(output_names)}]
-    return {"inputs": input_names, "parameters": [], "outputs": output_names,
-            "in_spec": json.dumps(in_spec), "out_spec": json.dumps(out_spec),
-            "tensor_input_positions": list(range(len(input_names))),
-            "input_dtypes": ["int32", "int32", *["float32"] * (len(input_names) - 2)],
-            "output_dtypes": ["float32"] * len(output_names)}
 
 
 def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length: int, tokens: ir.Tensor,
@@ -570,24 +364,80 @@ def _where(b: _Builder, condition: ir.Tensor) -> ir.Tensor:
 
 def _layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, sin, mask, k_cache, v_cache,
            k_start, v_start):
-    """`model.Layer`: attention and MLP with their norms and residual additions."""
+    """`model.Layer`: attention and MLP with their norms and residual additions (Gemma's sandwich norms, Phi and
+    StableLM's parallel attention and MLP, OLMo 2's norms on the outputs)."""
     module = b.module
-    b.module = f"{module}/attention"
-    h, k_cache, v_cache = _attention(b, w, cfg, index, b._rms_norm(x, w["input_norm"], cfg, "input_norm"), cos,
-                                     sin, mask, k_cache, v_cache, k_start, v_start)
+    attention = f"{module}/attention"
+    if cfg.post_norms:  # OLMo 2: x + norm(attention(x)), then x + norm(mlp(x))
+        b.module = attention
+        h, k_cache, v_cache = _attention(b, w, cfg, index, x, cos, sin, mask, k_cache, v_cache, k_start, v_start)
+        b.module = module
+        x = b._add(x, b._named_norm(h, w, "post_attention", cfg))
+        b.module = f"{module}/mlp"
+        out = _mlp(b, w, cfg, x)
+        b.module = module
+        return b._add(x, b._named_norm(out, w, "post_mlp", cfg)), k_cache, v_cache
+    if cfg.parallel_residual:  # attention and MLP of the same normed input, added in Hugging Face's order
+        normed = b._named_norm(x, w, "input", cfg)
+        b.module = attention
+        h, k_cache, v_cache = _attention(b, w, cfg, index, normed, cos, sin, mask, k_cache, v_cache, k_start,
+                                         v_start)
+        b.module = f"{module}/mlp"
+        out = _mlp(b, w, cfg, normed)
+        b.module = module
+        if cfg.family == "phi":  # attention + mlp + residual
+            return b._add(b._add(h, out), x), k_cache, v_cache
+        return b._add(b._add(x, h), out), k_cache, v_cache  # residual + attention + mlp
+    b.module = attention
+    h, k_cache, v_cache = _attention(b, w, cfg, index, b._named_norm(x, w, "input", cfg), cos, sin, mask, k_cache,
+                                     v_cache, k_start, v_start)
     b.module = module
     if cfg.sandwich_norms:
-        x = b._add(x, b._rms_norm(h, w["post_attention_norm"], cfg, "post_attention_norm"))
+        x = b._add(x, b._named_norm(h, w, "post_attention", cfg))
         b.module = f"{module}/mlp"
-        out = _mlp(b, w, cfg, b._rms_norm(x, w["pre_mlp_norm"], cfg, "pre_mlp_norm"))
+        out = _mlp(b, w, cfg, b._named_norm(x, w, "pre_mlp", cfg))
         b.module = module
-        return b._add(x, b._rms_norm(out, w["post_mlp_norm"], cfg, "post_mlp_norm")), k_cache, v_cache
+        return b._add(x, b._named_norm(out, w, "post_mlp", cfg)), k_cache, v_cache
     x = b._add(x, _scaled(b, cfg, h))
-    normed = b._rms_norm(x, w["post_attention_norm"], cfg, "post_attention_norm")
+    normed = b._named_norm(x, w, "post_attention", cfg)
     b.module = f"{module}/mlp"
     out = _mlp(b, w, cfg, normed)
     b.module = module
     return b._add(x, _scaled(b, cfg, out)), k_cache, v_cache
+
+
+def _conv_layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor, state: ir.Tensor,
+                input_pos: ir.Tensor, start: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
+    """LFM2's gated short convolution layer and its MLP: B, C, h = in_proj(norm(x)); the convolution of B * h
+    over the last `conv_kernel` positions, times C, through out_proj. Each position's B * h is written into the
+    state at its position, as a key into a key cache, and the convolution reads the window before it from there
+    (positions before 0 count as 0): a padded prefill chunk writes past the real tokens, as it does in a cache."""
+    module = b.module
+    b.module = f"{module}/conv"
+    _, length, hidden = x.shape
+    taps = cfg.conv_kernel
+    bcx = b._linear(b._named_norm(x, w, "input", cfg), w["conv_in"], w["conv_in_bias"], "in_proj")
+    gate_b, gate_c, h = (b._slice(bcx, 2, i * hidden, hidden, "chunk") for i in range(3))
+    state = b.emit("DYNAMIC_UPDATE_SLICE", [state, b._reshape(b._mul(gate_b, h), [1, 1, length, hidden]), start],
+                   state.shape, np.float32, "update_state")
+    window = b._add(b._reshape(input_pos, [length, 1], "unsqueeze"),
+                    b.const(np.arange(1 - taps, 1, dtype=np.int32)[None, :], "taps"))  # [T, K]
+    inside = b.emit("GREATER_EQUAL", [window, b.scalar(0, np.int32)], window.shape, np.bool_, "ge")
+    rows = b.emit("GATHER", [b._reshape(state, [state.shape[2], hidden]),
+                             b._reshape(b._binary("MAXIMUM", window, 0), [length * taps])],
+                  [length * taps, hidden], np.float32, "index", axis=0, batch_dims=0)
+    rows = b.emit("SELECT_V2", [b._reshape(inside, [length, taps, 1], "unsqueeze"),
+                                b._reshape(rows, [length, taps, hidden]), b.scalar(0.0)],
+                  [length, taps, hidden], np.float32, "where")
+    conv = b._sum(b._mul(rows, b.const(np.ascontiguousarray(w["conv_w"], np.float32), "conv_weight")), 1)  # [T, H]
+    if w["conv_bias"] is not None:
+        conv = b._add(conv, b.const(w["conv_bias"], "conv_bias"))
+    y = b._mul(gate_c, b._reshape(conv, [1, length, hidden]))
+    x = b._add(x, b._linear(y, w["conv_out"], w["conv_out_bias"], "out_proj"))
+    b.module = f"{module}/mlp"
+    out = _mlp(b, w, cfg, b._named_norm(x, w, "post_attention", cfg))
+    b.module = module
+    return b._add(x, out), state
 
 
 def _scaled(b: _Builder, cfg: LlmConfig, h: ir.Tensor) -> ir.Tensor:
@@ -598,6 +448,9 @@ def _mlp(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
     """`model.MLP`, or the layer's routed experts (`_moe`)."""
     if "moe" in w:
         return _moe(b, w["moe"], cfg, x)
+    if w["gate"] is None:  # Phi: fc2(act(fc1(x)))
+        return b._linear(b._act(b._linear(x, w["up"], w["up_bias"], "up"), cfg.activation), w["down"],
+                         w["down_bias"], "down")
     gate = b._act(b._linear(x, w["gate"], w["gate_bias"], "gate"), cfg.activation)
     return b._linear(b._mul(gate, b._linear(x, w["up"], w["up_bias"], "up")), w["down"], w["down_bias"], "down")
 
@@ -609,6 +462,8 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
     _, length, hidden = x.shape
     k, experts = cfg.num_experts_per_tok, cfg.num_experts
     flat = b._reshape(x, [length, hidden])
+    if cfg.swiglu_limit is not None:
+        return _gpt_oss_moe(b, w, cfg, flat, length)
     probs = b._like("SOFTMAX", b._linear(flat, w["router"], None, "router"), what="softmax", beta=1.0)
     weights, chosen = b._topk(probs, k)
     if cfg.norm_topk_prob:
@@ -639,6 +494,35 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
         return out
     scale = b._like("LOGISTIC", b._linear(x, w["shared_gate"], None, "shared_expert_gate"), what="sigmoid")
     return b._add(out, b._mul(scale, _mlp(b, w["shared"], cfg, x)))
+
+
+def _gpt_oss_moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, flat: ir.Tensor, length: int) -> ir.Tensor:
+    """gpt-oss's experts: each token's top-k router logits (the router with its bias), softmaxed; each (token,
+    expert) pair's gathered tables and biases, gate and up clamped, (up + 1) * gate * sigmoid(alpha * gate)
+    through the down table and its bias; the pairs weighted and summed per token. Every chunk takes this gathered
+    form (no tiles)."""
+    hidden, k = flat.shape[1], cfg.num_experts_per_tok
+    pairs, limit = length * k, float(cfg.swiglu_limit)
+    values, chosen = b._topk(b._linear(flat, w["router"], w["router_bias"], "router"), k)
+    weights = b._like("SOFTMAX", values, what="softmax", beta=1.0)
+    index = b._reshape(chosen, [pairs])
+    tables = {n: b.const(w[n], n) for n in ("gate_w", "up_w", "down_w", "gate_bias", "up_bias", "down_bias")}
+    if length == 1:
+        rows = b._reshape(flat, [1, 1, hidden])
+    else:
+        rows = b._reshape(flat, [length, 1, hidden], "unsqueeze")
+        rows = b.emit("BROADCAST_TO", [rows, b.const(np.array([length, k, hidden], np.int32), "shape")],
+                      [length, k, hidden], np.float32, "expand")
+        rows = b._reshape(rows, [pairs, 1, hidden])
+    gate = b._add(b._sum(b._mul(b._gather(tables["gate_w"], index), rows), 2), b._gather(tables["gate_bias"], index))
+    up = b._add(b._sum(b._mul(b._gather(tables["up_w"], index), rows), 2), b._gather(tables["up_bias"], index))
+    gate = b._binary("MINIMUM", gate, limit)
+    up = b._binary("MAXIMUM", b._binary("MINIMUM", up, limit), -limit)
+    glu = b._mul(gate, b._like("LOGISTIC", b._mul(gate, float(cfg.swiglu_alpha)), what="sigmoid"))
+    inner = b._reshape(b._mul(b._add(up, 1.0), glu), [pairs, 1, gate.shape[1]], "unsqueeze")
+    out = b._add(b._sum(b._mul(b._gather(tables["down_w"], index), inner), 2), b._gather(tables["down_bias"], index))
+    out = b._sum(b._mul(b._reshape(out, [length, k, hidden]), b._reshape(weights, [length, k, 1], "unsqueeze")), 1)
+    return b._reshape(out, [1, length, hidden])
 
 
 def _tiles(b: _Builder, cfg: LlmConfig, flat: ir.Tensor, weights: ir.Tensor, chosen: ir.Tensor,
@@ -709,11 +593,16 @@ def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, co
     _, length, _ = x.shape
     heads, kv_heads, d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     groups = heads // kv_heads
-    q = b._reshape(b._linear(x, w["q"], w["q_bias"], "q"), [1, length, heads, d], "view")
-    k = b._reshape(b._linear(x, w["k"], w["k_bias"], "k"), [1, length, kv_heads, d], "view")
+    if cfg.qk_norm_whole:  # OLMo 2: RMSNorm over each whole projection, before the heads are split
+        q = b._rms_norm(b._linear(x, w["q"], w["q_bias"], "q"), w["q_norm"], cfg, "q_norm")
+        k = b._rms_norm(b._linear(x, w["k"], w["k_bias"], "k"), w["k_norm"], cfg, "k_norm")
+        q, k = b._reshape(q, [1, length, heads, d], "view"), b._reshape(k, [1, length, kv_heads, d], "view")
+    else:
+        q = b._reshape(b._linear(x, w["q"], w["q_bias"], "q"), [1, length, heads, d], "view")
+        k = b._reshape(b._linear(x, w["k"], w["k_bias"], "k"), [1, length, kv_heads, d], "view")
     v = b._reshape(b._linear(x, w["v"], w["v_bias"], "v"), [1, length, kv_heads, d], "view")
-    if w["q_norm"] is not None:
-        q, k = b._rms_norm(q, w["q_norm"], cfg, "q_norm"), b._rms_norm(k, w["k_norm"], cfg, "k_norm")
+    if w["q_norm"] is not None and not cfg.qk_norm_whole:
+        q, k = b._named_norm(q, w, "q", cfg), b._named_norm(k, w, "k", cfg)
     if cfg.has_rope(index):
         q, k = _rope(b, q, cos, sin), _rope(b, k, cos, sin)
     k_cache = b.emit("DYNAMIC_UPDATE_SLICE", [k_cache, b._transpose(k, [0, 2, 1, 3]), k_start], k_cache.shape,
@@ -727,7 +616,14 @@ def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, co
                     adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
     if cfg.attn_softcap is not None:
         scores = b._softcap(scores, cfg.attn_softcap)
-    probs = b._like("SOFTMAX", b._add(scores, mask), what="softmax", beta=1.0)
+    if cfg.attention_sinks:  # gpt-oss: each head's sink logit as one more column of the softmax, then dropped
+        logits = b._add(scores, mask)
+        rows = np.repeat(np.asarray(w["sinks"], np.float32).reshape(kv_heads, groups), length, axis=1)
+        sinks = b.const(rows.reshape(1, kv_heads, groups * length, 1), "sinks")
+        probs = b._like("SOFTMAX", b._concat([logits, sinks], 3), what="softmax", beta=1.0)
+        probs = b._slice(probs, 3, 0, cache)
+    else:
+        probs = b._like("SOFTMAX", b._add(scores, mask), what="softmax", beta=1.0)
     out = b.emit("BATCH_MATMUL", [probs, v_cache], [1, kv_heads, groups * length, d], np.float32, "matmul",
                  adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
     out = b._transpose(b._reshape(out, [1, heads, length, d]), [0, 2, 1, 3])
@@ -749,7 +645,8 @@ def _epilogue(b: _Builder, params: _Params, cfg: LlmConfig, x: ir.Tensor) -> ir.
     """`model.Epilogue`: the last token's hidden state, normed, times the output embedding."""
     if x.shape[1] > 1:
         x = b._slice(x, 1, x.shape[1] - 1, 1)
-    scores = b._linear(b._rms_norm(x, params.final_norm, cfg), params.lm_head, None, "lm_head")
+    scores = b._linear(b._norm(x, params.final_norm, params.final_norm_bias, cfg), params.lm_head,
+                       params.lm_head_bias, "lm_head")
     if cfg.logit_divisor is not None:
         scores = b._div(scores, cfg.logit_divisor)
     if cfg.final_logit_softcap:

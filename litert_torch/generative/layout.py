@@ -31,9 +31,16 @@ def cache_shapes(num_layers: int, kv_heads: int, cache_length: int, head_dim: in
             else (1, kv_heads, head_dim, cache_length) for n in kv_names(num_layers)}
 
 
+def conv_state_name(layer: int) -> str:
+    """The name of LFM2 convolution layer `layer`'s state: its convolution inputs by position [1, 1, C, hidden],
+    laid out as a key cache of one head. LiteRT-LM (0.18.1) carries a state buffer between calls only when its
+    tensor's name starts with `kv_cache_`, whatever ExecutorMetadata says of it (docs/LLM.md)."""
+    return f"kv_cache_conv_{layer}"
+
+
 def sequence_axis(name: str) -> int:
     """The axis of cache `name` that runs over positions."""
-    return 2 if name.startswith("kv_cache_k_") else 3
+    return 2 if name.startswith(("kv_cache_k_", "kv_cache_conv_")) else 3
 
 
 def layer_output_name(layer: int) -> str:

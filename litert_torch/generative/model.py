@@ -10,9 +10,9 @@ logits of the last token. The cache tensors keep their names from input to outpu
 same buffer to both.
 
 The weights are the Hugging Face model's own tensors (shared, not copied, when they are float32: views of the
-mapped safetensors files when read from a directory). The RoPE tables are computed once from the config, as the
-Hugging Face model's rotary module computes them, for positions 0..C-1 and gathered at `input_pos`, so the
-positional terms are the ones Hugging Face computes. Grouped-query attention groups the
+mapped safetensors files when read from a directory). The RoPE tables are the ones both builders take
+(`rope.rope_tables`: computed once from the config as the Hugging Face model's rotary module computes them,
+within float32 rounding), for positions 0..C-1 and gathered at `input_pos`. Grouped-query attention groups the
 query heads of one key/value head into the rows of one matrix product: keys and values are never repeated.
 """
 
@@ -25,8 +25,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from litert_torch.generative.config import LlmConfig, UnsupportedModelError
+from litert_torch.generative.config import DIRECT_ONLY, LlmConfig, UnsupportedModelError
 from litert_torch.generative.layout import cache_shapes, kv_names, sequence_axis
+from litert_torch.generative.weight_map import Weights, decoder_weights
 from litert_torch.generative.routing import (  # noqa: F401 (expert_tiles re-exported)
     expert_tile_rows, expert_tiles, first_tile_rows, overflow_tiles)
 from litert_torch.lower.aten.llm_ops import embedding_lookup, update_cache
@@ -270,28 +271,19 @@ class Prologue(nn.Module):
     """tokens [1, T], input_pos [T] -> the embedded tokens [1, T, H]; the index vectors at which every layer
     writes its key and value caches ([0, 0, p, 0] and [0, 0, 0, p], p = input_pos[0]); then per layer type
     (sorted) its mask [G*T, C] (the T rows repeated for each of the G query heads sharing a key/value head) and
-    its RoPE rows cos, sin [1, T, 1, R] (gathered from tables of positions; where a table's rows are two equal
-    halves, as Hugging Face's are, only one half is kept), sin with its first half negated for `_rope`. What
+    its RoPE rows cos, sin [1, T, 1, R] (gathered from tables of positions that hold one half of Hugging Face's
+    rows, which are two equal halves), sin with its first half negated for `_rope`. What
     does not depend on the layer is computed here once."""
 
-    def __init__(self, cfg: LlmConfig, embed: nn.Parameter, rope: dict[str, tuple[torch.Tensor, torch.Tensor]],
-                 cache_length: int):
+    def __init__(self, cfg: LlmConfig, embed: nn.Parameter, rope: dict[str, tuple[Any, Any]], cache_length: int):
         super().__init__()
         self.cfg, self.embed = cfg, embed
         self.layer_types = sorted(rope)
-        self.halved = {}
         for layer_type, (cos, sin) in rope.items():
-            cos, sin = cos.to(torch.float32), sin.to(torch.float32)
-            # Hugging Face's RoPE rows are each rotation's angles twice (cat(freqs, freqs)): the model keeps one
-            # half and concatenates it to itself after the gather, exactly the same rows for half the bytes
-            half = cos.shape[-1] // 2
-            halved = (cos.shape[-1] % 2 == 0 and torch.equal(cos[:, :half], cos[:, half:])
-                      and torch.equal(sin[:, :half], sin[:, half:]))
-            if halved:
-                cos, sin = cos[:, :half].contiguous(), sin[:, :half].contiguous()
-            self.halved[layer_type] = halved
-            self.register_buffer(f"cos_{layer_type}", cos, persistent=False)
-            self.register_buffer(f"sin_{layer_type}", sin, persistent=False)
+            # one half of Hugging Face's rows, which are each rotation's angles twice (cat(freqs, freqs)): the
+            # model concatenates the half to itself after the gather, exactly the same rows for half the bytes
+            self.register_buffer(f"cos_{layer_type}", torch.as_tensor(cos, dtype=torch.float32), persistent=False)
+            self.register_buffer(f"sin_{layer_type}", torch.as_tensor(sin, dtype=torch.float32), persistent=False)
         self.register_buffer("positions", torch.arange(cache_length, dtype=torch.int32), persistent=False)
 
     def masks(self, input_pos: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -317,11 +309,7 @@ class Prologue(nn.Module):
         for t in self.layer_types:
             mask = torch.cat([masks[t]] * groups) if groups > 1 else masks[t]
             cos, sin = getattr(self, f"cos_{t}")[input_pos], getattr(self, f"sin_{t}")[input_pos]
-            if self.halved[t]:
-                cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([-sin, sin], dim=-1)
-            else:
-                half = sin.shape[-1] // 2
-                sin = torch.cat([-sin[:, :half], sin[:, half:]], dim=-1)
+            cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([-sin, sin], dim=-1)
             out += [mask, cos[None, :, None, :], sin[None, :, None, :]]
         return tuple(out)
 
@@ -349,7 +337,7 @@ class DecoderLM(nn.Module):
     converting (`litert_torch.generative.convert`); this forward is their composition, for eager checks."""
 
     def __init__(self, cfg: LlmConfig, embed: torch.Tensor, layers: list[Layer], final_norm: torch.Tensor,
-                 lm_head: torch.Tensor, rope: dict[str, tuple[torch.Tensor, torch.Tensor]], cache_length: int):
+                 lm_head: torch.Tensor, rope: dict[str, tuple[Any, Any]], cache_length: int):
         super().__init__()
         self.cfg = cfg
         embed = _param(embed)
@@ -381,122 +369,36 @@ class DecoderLM(nn.Module):
         return out
 
 
-def build(weights: Mapping[str, torch.Tensor], cfg: LlmConfig, rope: dict[str, tuple[torch.Tensor, torch.Tensor]],
+def build(weights: Mapping[str, torch.Tensor], cfg: LlmConfig, rope: dict[str, tuple[Any, Any]],
           cache_length: int) -> DecoderLM:
     """Our decoder over a Hugging Face causal LM's weights (`weights`: its parameters by state-dict name, or a
-    checkpoint's names, whose mixture-of-experts layers hold each expert's projections) of `cfg`'s
-    architecture, with the RoPE tables `rope` (`rope_tables`). Every weight is checked against the shape the
-    config gives it, so a checkpoint that does not match its config is an error naming the weight, not a
-    model that broadcasts a wrong tensor."""
-    hidden, d = cfg.hidden_size, cfg.head_dim
-    nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
-
-    def w(name: str, *shape: int, prefix: str = "model.", required: bool = True) -> torch.Tensor | None:
-        tensor = weights.get(prefix + name)
-        if tensor is None:
-            if not required:
-                return None
-            raise UnsupportedModelError(f"the model has no weight {prefix + name}, which its config's architecture "
-                                        "has")
-        return _checked(prefix + name, tensor, shape)
-
-    def opt(name: str, *shape: int) -> torch.Tensor | None:
-        return w(name, *shape, required=False)
-
-    def experts(p: str) -> tuple[Any, Any, Any]:
-        """Gate, up and down projections of every expert ([out, in] each, Hugging Face's Linear layout)."""
-        count, inter = cfg.num_experts, cfg.moe_intermediate_size
-        if "model." + p + "mlp.experts.gate_up_proj" in weights:  # a transformers model in memory: fused tables
-            gate_up = w(p + "mlp.experts.gate_up_proj", count, 2 * inter, hidden)
-            return gate_up[:, :inter], gate_up[:, inter:], w(p + "mlp.experts.down_proj", count, hidden, inter)
-        if cfg.family == "mixtral":  # Mixtral's checkpoints: w1 gate, w3 up, w2 down
-            return tuple([w(p + f"block_sparse_moe.experts.{e}.{n}.weight", *shape) for e in range(count)]
-                         for n, shape in (("w1", (inter, hidden)), ("w3", (inter, hidden)), ("w2", (hidden, inter))))
-        return tuple([w(p + f"mlp.experts.{e}.{n}_proj.weight", *shape) for e in range(count)]
-                     for n, shape in (("gate", (inter, hidden)), ("up", (inter, hidden)), ("down", (hidden, inter))))
-
-    def router(p: str) -> torch.Tensor:
-        if cfg.family == "mixtral" and "model." + p + "mlp.gate.weight" not in weights:
-            return w(p + "block_sparse_moe.gate.weight", cfg.num_experts, hidden)
-        return w(p + "mlp.gate.weight", cfg.num_experts, hidden)
-
+    checkpoint's names) of `cfg`'s architecture, read by role through the weight map both builders share
+    (`weight_map.decoder_weights`, which checks each against the shape the config gives it), with the RoPE
+    tables `rope` (`rope.rope_tables`: per layer type, one half of the cos and sin rows)."""
+    if cfg.family in DIRECT_ONLY:
+        raise UnsupportedModelError(f"config.model_type {cfg.model_type!r}: this architecture is built op by op "
+                                    "only (generative/direct.py), which does not take this model; the log says why")
+    read = decoder_weights(Weights(weights, _floating), cfg)
     layers = []
-    for i in range(cfg.num_layers):
-        p = f"layers.{i}."
-        if cfg.family == "phi3":
-            qkv = w(p + "self_attn.qkv_proj.weight", nq + 2 * nkv, hidden)
-            q, k, v = qkv[:nq], qkv[nq:nq + nkv], qkv[nq + nkv:]
-            biases = (None, None, None, opt(p + "self_attn.o_proj.bias", hidden))
+    for i, w in enumerate(read.layers):
+        biases = tuple(w[f"{n}_bias"] for n in "qkvo")
+        attention = Attention(cfg, i, w["q"], w["k"], w["v"], w["o"], biases, w["q_norm"], w["k_norm"])
+        if "moe" in w:
+            moe = w["moe"]
+            mlp: nn.Module = MoE(cfg, moe["router"], moe["gate"], moe["up"], moe["down"])
+            if "shared" in moe:
+                shared = moe["shared"]
+                mlp = SharedExpert(mlp, MLP(cfg, shared["gate"], shared["up"], shared["down"]), moe["shared_gate"])
         else:
-            q, k, v = (w(p + f"self_attn.{n}_proj.weight", rows, hidden) for n, rows in zip("qkv", (nq, nkv, nkv)))
-            biases = tuple(opt(p + f"self_attn.{n}_proj.bias", rows)
-                           for n, rows in zip("qkvo", (nq, nkv, nkv, hidden)))
-        attention = Attention(cfg, i, q, k, v, w(p + "self_attn.o_proj.weight", hidden, nq), biases,
-                              opt(p + "self_attn.q_norm.weight", d), opt(p + "self_attn.k_norm.weight", d))
-        inter = cfg.intermediate_size
-        if cfg.moe_layers[i]:
-            mlp: nn.Module = MoE(cfg, router(p), *experts(p))
-            if cfg.shared_expert_intermediate_size:
-                shared = cfg.shared_expert_intermediate_size
-                mlp = SharedExpert(mlp, MLP(cfg, *(w(p + f"mlp.shared_expert.{n}_proj.weight", *shape) for n, shape in (
-                    ("gate", (shared, hidden)), ("up", (shared, hidden)), ("down", (hidden, shared))))),
-                    w(p + "mlp.shared_expert_gate.weight", 1, hidden))
-        elif cfg.family == "phi3":
-            gate_up = w(p + "mlp.gate_up_proj.weight", 2 * inter, hidden)
-            mlp = MLP(cfg, gate_up[:inter], gate_up[inter:], w(p + "mlp.down_proj.weight", hidden, inter))
-        else:
-            mlp = MLP(cfg, w(p + "mlp.gate_proj.weight", inter, hidden), w(p + "mlp.up_proj.weight", inter, hidden),
-                      w(p + "mlp.down_proj.weight", hidden, inter),
-                      tuple(opt(p + f"mlp.{n}_proj.bias", rows)
-                            for n, rows in (("gate", inter), ("up", inter), ("down", hidden))))
-        names = {"input": "input_layernorm", "post_attention": "post_attention_layernorm"}
-        if cfg.sandwich_norms:
-            names.update(pre_mlp="pre_feedforward_layernorm", post_mlp="post_feedforward_layernorm")
-        norms = {key: w(p + f"{name}.weight", hidden) for key, name in names.items()}
+            mlp = MLP(cfg, w["gate"], w["up"], w["down"], (w["gate_bias"], w["up_bias"], w["down_bias"]))
+        norms = {key: w[f"{key}_norm"] for key in ("input", "post_attention", "pre_mlp", "post_mlp")
+                 if f"{key}_norm" in w}
         layers.append(Layer(cfg, attention, mlp, norms))
-    lm_head = None if cfg.tie_word_embeddings else w("lm_head.weight", cfg.vocab_size, hidden, prefix="")
-    return DecoderLM(cfg, w("embed_tokens.weight", cfg.vocab_size, hidden), layers, w("norm.weight", hidden),
-                     lm_head, rope, cache_length)
+    return DecoderLM(cfg, read.embed, layers, read.final_norm, read.lm_head, rope, cache_length)
 
 
-def _checked(name: str, tensor: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
-    if tuple(tensor.shape) != tuple(shape):
-        raise UnsupportedModelError(f"weight {name} has shape {list(tensor.shape)}, where the config gives "
-                                    f"{list(shape)}: the weights do not belong to this config")
+def _floating(name: str, tensor: torch.Tensor) -> torch.Tensor:
     if not tensor.is_floating_point():
         raise UnsupportedModelError(f"weight {name} is {tensor.dtype}: the exporter reads floating-point weights "
                                     "(quantize with quantization_recipe instead of exporting a quantized checkpoint)")
     return tensor
-
-
-def rope_tables(hf_config: Any, cfg: LlmConfig, length: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """cos/sin [length, R] per layer type (R = the rotated features of a head), computed from the Hugging Face
-    config as the model's rotary module computes them for positions 0..length-1: the inverse frequencies of the
-    config's RoPE type (transformers' own functions for the scaled types), each angle twice, scaled by the
-    type's attention factor. Bounded types (LongRoPE, dynamic NTK) are within their limit here
-    (`check_cache_length`), where Hugging Face keeps the tables its rotary module starts with."""
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
-    positions = torch.arange(length, dtype=torch.float32)
-    tables = {}
-    for layer_type in sorted(set(cfg.layer_types)):
-        params, where, kwargs = hf_config.rope_parameters, "rope_parameters", {}
-        if cfg.family == "gemma3":  # one RoPE per layer type
-            params, where = params.get(layer_type), f"rope_parameters[{layer_type!r}]"
-            kwargs = {"layer_type": layer_type}
-        if not params:
-            raise UnsupportedModelError(f"config.{where} is not set: the exporter needs the RoPE of every layer type")
-        rope_type = params.get("rope_type", "default")
-        if rope_type == "default":
-            # The architectures' default: theta^(-2i/d) over the head's rotated features (Phi-3 rotates a
-            # partial_rotary_factor of them; the others every feature).
-            factor = params.get("partial_rotary_factor", 1.0) if cfg.family == "phi3" else 1.0
-            dim = int(cfg.head_dim * factor)
-            inv_freq = 1.0 / (params["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
-            scaling = 1.0
-        else:
-            inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](hf_config, None, **kwargs)
-        freqs = positions[:, None] * inv_freq.to(torch.float32)[None, :]
-        angles = torch.cat((freqs, freqs), dim=-1)
-        tables[layer_type] = (angles.cos() * scaling, angles.sin() * scaling)
-    return tables

@@ -17,7 +17,7 @@ from litert_torch.flatbuffer.writer import constant_bytes, serialize
 from litert_torch.generative import direct, hf, source
 from litert_torch.generative.convert import lower_llm
 from litert_torch.generative.export_hf import export
-from litert_torch.generative.model import build, rope_tables
+from litert_torch.generative.model import build
 from litert_torch.generative.runner import LlmRunner
 from litert_torch.generative.weights import numpy_weights
 from litert_torch.metadata import IO_KEY, decode
@@ -64,7 +64,7 @@ def model_dir(request, tmp_path_factory):
 
 def _traced(path):
     src = hf.load(path, need_tokenizer=True, cache_length=CACHE)
-    lm = build(src.weights, src.config, rope_tables(src.hf_config, src.config, CACHE), CACHE)
+    lm = build(src.weights, src.config, direct.rope_tables(src.config, src.hf_config.rope_parameters, CACHE), CACHE)
     return src, lower_llm(lm, PREFILL)[0]
 
 
@@ -136,8 +136,8 @@ def test_model_in_memory_is_built_directly(name):
     tok = tiny_lm.tokenizer()
     model = tiny_lm.model(arch, len(tok), **overrides)
     src = hf.load(model, tok, cache_length=CACHE)
-    traced = lower_llm(build(src.weights, src.config, rope_tables(src.hf_config, src.config, CACHE), CACHE),
-                       PREFILL)[0]
+    traced = lower_llm(build(src.weights, src.config, direct.rope_tables(src.config, src.hf_config.rope_parameters,
+                                                                       CACHE), CACHE), PREFILL)[0]
     read = export._read_in_memory(model, tok, True, CACHE, True)
     assert read is not None and not read.owned and read.tokenizer is tok
     assert read.config == src.config and read.info == hf.bundle_info(src, CACHE)
@@ -212,7 +212,7 @@ def test_weights_numpy_cannot_hold_are_traced():
 
 
 def _assert_tables_close(ours, theirs, what):
-    """RoPE tables computed with numpy (`direct.rope_tables`) against transformers' (`model.rope_tables`):
+    """RoPE tables computed with numpy (`rope.rope_tables`) against transformers' (`tiny_lm.hf_rope_tables`):
     PyTorch's float32 pow, cos and sin are within an ulp or two of the correctly rounded values numpy gives, so
     an entry may differ by a few units in the last place, and an inverse frequency's last bit by as much per
     position."""
@@ -226,13 +226,13 @@ def _assert_tables_close(ours, theirs, what):
 
 
 def test_rope_tables_are_transformers_within_float32_rounding(model_dir):
-    """The RoPE tables computed with numpy are transformers' own (which the traced builder takes) to float32
+    """The RoPE tables computed with numpy (which both builders take) are transformers' own to float32
     rounding."""
     name, path = model_dir
     src = hf.load(path, need_tokenizer=False, cache_length=CACHE)
     read = source.read(path, need_tokenizer=False, cache_length=CACHE)
     _assert_tables_close(direct.rope_tables(read.config, read.rope_parameters, CACHE),
-                         rope_tables(src.hf_config, src.config, CACHE), name)
+                         tiny_lm.hf_rope_tables(src.hf_config, src.config, CACHE), name)
 
 
 def test_config_fields_match_transformers():
@@ -454,7 +454,7 @@ def test_hub_configs_read_as_transformers_reads_them(tmp_path, arch):
         cfg_ours, fields = ours
         assert cfg_ours == theirs, what
         _assert_tables_close(direct.rope_tables(cfg_ours, fields["rope_parameters"], CACHE),
-                             rope_tables(hf_config, theirs, CACHE), f"{arch} {what}")
+                             tiny_lm.hf_rope_tables(hf_config, theirs, CACHE), f"{arch} {what}")
         read += 1
     assert left == []
     assert read > 10

@@ -46,7 +46,7 @@ def engine_greedy(bundle: str, cache_dir: str, prompt: str, n: int) -> str:
         engine.close() if hasattr(engine, "close") else None
 
 
-@pytest.mark.parametrize("arch", tiny_lm.ARCHS)
+@pytest.mark.parametrize("arch", tiny_lm.ARCHS + tiny_lm.DIRECT_ARCHS)
 def test_architecture_decodes_like_hugging_face(arch, tmp_path):
     src = tiny_lm.save(str(tmp_path / "src"), arch)
     bundle = export.export(model=src, output_dir=str(tmp_path / "out"), prefill_lengths=PREFILL, cache_length=CACHE,
@@ -247,6 +247,26 @@ def test_bad_sources_and_options_leave_nothing(tmp_path, llama_dir):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("arch", ["phi", "stablelm", "olmo2", "olmo3", "lfm2", "gpt_oss"])
+def test_direct_only_architectures_in_memory_and_never_traced(arch, tmp_path):
+    """Phi, StableLM and OLMo 2 are built op by op, from a directory (read with transformers) or a model in
+    memory; the traced builder refuses them by name rather than building a different decoder."""
+    from litert_torch.generative.config import LlmConfig
+    from litert_torch.generative.model import build
+
+    tok = tiny_lm.tokenizer()
+    hf = tiny_lm.model(arch, len(tok))
+    out = export.export(model=hf, tokenizer=tok, output_dir=str(tmp_path / "out"), prefill_lengths=[8],
+                        cache_length=CACHE, quantization_recipe="none", bundle_litert_lm=False)
+    from litert_torch.generative.runner import LlmRunner
+
+    ids = tok(PROMPT).input_ids
+    llm = LlmRunner(open(out, "rb").read(), tok)
+    assert list(llm.generate_ids(ids, 16, stop=False)) == hf_greedy(hf, ids, 16)
+    with pytest.raises(UnsupportedModelError, match=f"model_type '{arch}'.*built op by op only"):
+        build(dict(hf.state_dict()), LlmConfig.from_hf(hf.config), {}, CACHE)
+
+
 def test_unsupported_configs_are_named():
     from litert_torch.generative.config import LlmConfig
 
@@ -400,11 +420,12 @@ ROPES = {
                          + [("llama", r) for r in ROPES if r != "default"] + [("phi3", "partial")])
 def test_rope_tables_are_hugging_faces_and_keep_one_half(arch, rope):
     """The RoPE tables, computed from the config alone (no Hugging Face model is built when exporting a
-    directory), are the rows Hugging Face's rotary module gives, for every architecture and RoPE type; the
-    prologue keeps one half of each (Hugging Face's rows are each angle twice) and gives back the full rows at
-    any positions."""
+    directory), are one half of the rows Hugging Face's rotary module gives (its rows are each angle twice), to
+    float32 rounding, for every architecture and RoPE type (the reference's own functions give that module's
+    rows bit for bit); the prologue gives back the full rows at any positions."""
     from litert_torch.generative.config import LlmConfig
-    from litert_torch.generative.model import build, rope_tables
+    from litert_torch.generative.model import build
+    from litert_torch.generative.rope import rope_tables
 
     overrides = {}
     if rope == "partial":  # Phi-3 rotates a fraction of each head
@@ -413,28 +434,34 @@ def test_rope_tables_are_hugging_faces_and_keep_one_half(arch, rope):
         overrides["rope_parameters"] = ROPES[rope]
     hf = _with_rope(arch, overrides) if overrides else tiny_lm.model(arch, 64)
     cfg = LlmConfig.from_hf(hf.config)
-    tables = rope_tables(hf.config, cfg, CACHE)
+    tables = rope_tables(cfg, hf.config.rope_parameters, CACHE)
+    reference = tiny_lm.hf_rope_tables(hf.config, cfg, CACHE)
     if rope not in ("default", "partial"):
         assert hf.config.rope_parameters["rope_type"] == rope
     if rope == "partial":
-        assert all(cos.shape[-1] == cfg.head_dim // 2 for cos, _ in tables.values())
+        assert all(cos.shape[-1] == cfg.head_dim // 4 for cos, _ in tables.values())
     positions = torch.arange(CACHE)[None, :]
     probe = torch.zeros(1, 1, cfg.hidden_size)
-    for layer_type, (cos, sin) in tables.items():
+    assert sorted(tables) == sorted(reference)
+    for layer_type, (cos, sin) in reference.items():
         args = (layer_type,) if arch == "gemma3" else ()
         hf_cos, hf_sin = hf.model.rotary_emb(probe, positions, *args)
         assert torch.equal(cos, hf_cos[0]) and torch.equal(sin, hf_sin[0]), (arch, rope, layer_type)
+        half = cos.shape[-1] // 2
+        bound = 2.0 ** -23 * (2 + np.arange(CACHE))[:, None]
+        for ours, theirs in zip(tables[layer_type], (cos, sin)):
+            assert ours.shape == (CACHE, half)
+            assert (np.abs(ours - theirs[:, :half].numpy()) <= bound).all(), (arch, rope, layer_type)
 
     lm = build(dict(hf.state_dict()), cfg, tables, CACHE)
     prologue = lm.prologue
     pos = torch.tensor([0, 5, 6, CACHE - 1])
     out = prologue(torch.zeros(1, len(pos), dtype=torch.long), pos)
     for i, t in enumerate(prologue.layer_types):
-        cos, sin = tables[t]
-        assert getattr(prologue, f"cos_{t}").shape[-1] * 2 == cos.shape[-1]
-        assert torch.equal(out[3 + 3 * i + 1][0, :, 0], cos[pos])
-        half = sin.shape[-1] // 2  # sin with its first half negated, which the layers' rotate-half expects
-        assert torch.equal(out[3 + 3 * i + 2][0, :, 0], torch.cat([-sin[pos, :half], sin[pos, half:]], -1))
+        cos, sin = (torch.from_numpy(a) for a in tables[t])
+        assert torch.equal(out[3 + 3 * i + 1][0, :, 0], torch.cat([cos[pos], cos[pos]], -1))
+        # sin with its first half negated, which the layers' rotate-half expects
+        assert torch.equal(out[3 + 3 * i + 2][0, :, 0], torch.cat([-sin[pos], sin[pos]], -1))
 
 
 def _with_rope(arch: str, overrides: dict):

@@ -12,7 +12,7 @@ import pytest
 from litert_torch.errors import ModelFileError
 from litert_torch.flatbuffer.reader import read_model
 from litert_torch.flatbuffer.writer import serialize
-from litert_torch.generative import direct, prefix, source
+from litert_torch.generative import direct, prefix, signature, source
 from litert_torch.generative.runner import LlmRunner
 from litert_torch.runtime.verify import verify
 from tests.generative import tiny_lm
@@ -23,9 +23,9 @@ CACHE, PREFILL = 512, (4, 160)
 def _build(path, whole_cache=False):
     with pytest.MonkeyPatch.context() as patch:
         # the toys' prefill signatures skip too little work to get the branches by default: here they get them
-        patch.setattr(direct, "PREFILL_MIN_SKIPPED_FLOPS", 0)
+        patch.setattr(signature, "PREFILL_MIN_SKIPPED_FLOPS", 0)
         if whole_cache:
-            patch.setattr(direct, "attend_filled_prefix", lambda graph, input_pos, min_skipped_flops=0: 0)
+            patch.setattr(signature, "attend_filled_prefix", lambda graph, input_pos, min_skipped_flops=0: 0)
         read = source.read(path, need_tokenizer=False, cache_length=CACHE)
         model = direct.build_llm(direct.Weights(read.weights, source.widen), read.config, read.rope_parameters,
                                  CACHE, PREFILL)[0]
@@ -45,7 +45,7 @@ def test_prefill_signatures_get_the_branches_only_when_they_skip_enough_work(tmp
     skipped = per_token * PREFILL[-1] * (cfg.num_layers - 1)
 
     def ifs(threshold):
-        monkeypatch.setattr(direct, "PREFILL_MIN_SKIPPED_FLOPS", threshold)
+        monkeypatch.setattr(signature, "PREFILL_MIN_SKIPPED_FLOPS", threshold)
         model = direct.build_llm(direct.Weights(read.weights, source.widen), cfg, read.rope_parameters, CACHE,
                                  [PREFILL[-1]])[0]
         return {g.name: sum(op.opcode == "IF" for op in g.ops) for g in model.subgraphs}
@@ -102,7 +102,7 @@ def test_prefix_cores_compute_what_whole_cache_cores_compute(tmp_path, arch):
 def test_bundle_with_prefix_cores_runs_in_litert_lm_like_hugging_face(tmp_path, monkeypatch):
     """The real LiteRT-LM runtime runs the IFs and their subgraphs (in prefill too): the greedy continuation is
     Hugging Face's, float and int8."""
-    monkeypatch.setattr(direct, "PREFILL_MIN_SKIPPED_FLOPS", 0)
+    monkeypatch.setattr(signature, "PREFILL_MIN_SKIPPED_FLOPS", 0)
     pytest.importorskip("litert_lm")
     pytest.importorskip("litert_lm_builder")
     import torch

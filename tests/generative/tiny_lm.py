@@ -39,6 +39,8 @@ def tokenizer(vocab_size: int = 160):
 
 ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe",
          "mixtral", "qwen2_moe")
+# Architectures only the direct builder builds (the traced one refuses them), with config variants
+DIRECT_ARCHS = ("phi", "phi_qk_norm", "stablelm", "stablelm_parallel", "olmo2", "olmo3", "lfm2", "gpt_oss")
 
 
 def config(arch: str, vocab_size: int, **overrides):
@@ -79,6 +81,23 @@ def config(arch: str, vocab_size: int, **overrides):
                                num_experts_per_tok=2, mlp_only_layers=[1])
     elif arch == "mixtral":
         cfg = T.MixtralConfig(**{**common, "intermediate_size": 32}, num_local_experts=4, num_experts_per_tok=2)
+    elif arch in ("phi", "phi_qk_norm"):  # Phi-2: LayerNorm, half the features rotated, parallel attention + MLP
+        cfg = T.PhiConfig(**common, qk_layernorm=arch == "phi_qk_norm")
+    elif arch in ("stablelm", "stablelm_parallel"):  # a quarter of the features rotated
+        cfg = T.StableLmConfig(**common, use_qkv_bias=True, qk_layernorm=arch == "stablelm",
+                               use_parallel_residual=arch == "stablelm_parallel")
+    elif arch == "olmo2":
+        cfg = T.Olmo2Config(**common)
+    elif arch == "olmo3":  # a sliding-window layer and a global one, each with its own RoPE base
+        cfg = T.Olmo3Config(**common, sliding_window=6, layer_types=["sliding_attention", "full_attention"],
+                            rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                             "full_attention": {"rope_type": "default", "rope_theta": 500000.0}})
+    elif arch == "lfm2":  # convolution layers around an attention layer
+        cfg = T.Lfm2Config(**{**common, "num_hidden_layers": 3}, layer_types=["conv", "full_attention", "conv"])
+    elif arch == "gpt_oss":  # attention sinks, experts with biases, a sliding-window layer and a global one
+        cfg = T.GptOssConfig(**{**common, "intermediate_size": 32}, head_dim=16, num_local_experts=4,
+                             num_experts_per_tok=2, sliding_window=6,
+                             layer_types=["sliding_attention", "full_attention"])
     else:
         raise ValueError(arch)
     for key, value in overrides.items():
@@ -115,3 +134,29 @@ def save(directory: str, arch: str, seed: int = 0, **overrides) -> str:
     hf.save_pretrained(directory)
     tok.save_pretrained(directory)
     return directory
+
+
+def hf_rope_tables(hf_config, cfg, length: int) -> dict:
+    """The reference RoPE tables: cos/sin [length, R] per layer type, from transformers' own RoPE functions as
+    the model's rotary module uses them (the exporter's `rope.rope_tables` holds one half of these rows,
+    computed with numpy)."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    positions = torch.arange(length, dtype=torch.float32)
+    tables = {}
+    for layer_type in sorted(set(cfg.layer_types)):
+        params, kwargs = hf_config.rope_parameters, {}
+        if cfg.family == "gemma3":  # one RoPE per layer type
+            params, kwargs = params.get(layer_type), {"layer_type": layer_type}
+        rope_type = params.get("rope_type", "default")
+        if rope_type == "default":  # theta^(-2i/d) over the rotated features (Phi-3 rotates a fraction of them)
+            factor = params.get("partial_rotary_factor", 1.0) if cfg.family == "phi3" else 1.0
+            dim = int(cfg.head_dim * factor)
+            inv_freq = 1.0 / (params["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+            scaling = 1.0
+        else:
+            inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](hf_config, None, **kwargs)
+        freqs = positions[:, None] * inv_freq.to(torch.float32)[None, :]
+        angles = torch.cat((freqs, freqs), dim=-1)
+        tables[layer_type] = (angles.cos() * scaling, angles.sin() * scaling)
+    return tables

@@ -20,6 +20,7 @@ from litert_torch.errors import InvalidArgumentError
 from litert_torch.files import atomic_file, scratch_folder
 from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
 from litert_torch.generative import bundle, direct
+from litert_torch.generative.config import ARCHITECTURES, DIRECT_ONLY
 from litert_torch.generative import source as direct_source
 from litert_torch.generative.weights import numpy_weights
 from litert_torch.memory import FilePages, collections_for_large_graphs
@@ -157,14 +158,15 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
         report("trace")  # PyTorch and transformers are imported from here on
         from litert_torch.generative import hf
         from litert_torch.generative.convert import lower_llm
-        from litert_torch.generative.model import build, rope_tables
+        from litert_torch.generative.model import build
+        from litert_torch.generative.rope import rope_tables
 
         source = hf.load(model, tokenizer, need_tokenizer=need_tokenizer, trust_remote_code=trust_remote_code,
                          cache_length=cache_length)
         info = hf.bundle_info(source, cache_length, use_jinja_template) if source.tokenizer is not None else None
         owned, tokenizer_file = source.owned, source.tokenizer
-        lm = build(source.weights, source.config, rope_tables(source.hf_config, source.config, cache_length),
-                   cache_length)
+        lm = build(source.weights, source.config,
+                   rope_tables(source.config, source.hf_config.rope_parameters, cache_length), cache_length)
         model, layout = lower_llm(lm, lengths, start_token_id=info.start_token_id if info else None,
                                   stop_token_ids=info.stop_token_ids if info else (), progress=report)
 
@@ -242,6 +244,9 @@ def _read_direct(model: Any, tokenizer: Any, need_tokenizer: bool, cache_length:
     read = direct_source.read(path, need_tokenizer=need_tokenizer and tokenizer is None, cache_length=cache_length,
                               use_jinja_template=use_jinja_template)
     if isinstance(read, str):
+        if ARCHITECTURES.get(direct_source.config_json(path).get("model_type")) in DIRECT_ONLY:
+            # read with transformers and built directly: the traced builder does not build it
+            return _read_in_memory(path, tokenizer, need_tokenizer, cache_length, use_jinja_template)
         log.info("building the decoder by tracing it: %s", read)
         return None
     tokenizer_file, info = read.tokenizer_json, read.info
