@@ -56,7 +56,7 @@ def export_embedding_task(model: Any, output_dir: str | os.PathLike, *, keep_tem
     if given:
         raise InvalidArgumentError(f"option(s) {', '.join(given)} do not apply to task text_embedding (an encoder "
                                    f"has no KV cache, chat template or prefill/decode model; it is always bundled)")
-    from litert_torch.generative.export_hf.export import _check_output_dir
+    from litert_torch.generative.export_options import check_output_dir as _check_output_dir
 
     output_dir = os.fspath(output_dir)
     _check_output_dir(output_dir)
@@ -165,7 +165,7 @@ def _position_limit(config: dict) -> int | None:
 
 def _quantize_option(recipe: Any) -> Any:
     """The `quantize` option of litert_torch.convert for an exporter recipe (None: float)."""
-    from litert_torch.generative.export_hf.export import INT8_WEIGHTS, _check_recipe
+    from litert_torch.generative.export_options import INT8_WEIGHTS, check_recipe as _check_recipe
 
     checked = _check_recipe(recipe)
     return "dynamic-int8" if checked == INT8_WEIGHTS else checked

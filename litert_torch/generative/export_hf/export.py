@@ -22,6 +22,9 @@ from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_mode
 from litert_torch.generative import bundle, direct
 from litert_torch.generative.config import ARCHITECTURES, DIRECT_ONLY
 from litert_torch.generative import source as direct_source
+from litert_torch.generative.export_options import (  # noqa: F401 (re-exported)
+    DEFAULT_RECIPE, FLOAT_RECIPES, INT8_WEIGHTS, check_output_dir as _check_output_dir, check_recipe as _check_recipe,
+)
 from litert_torch.generative.weights import numpy_weights
 from litert_torch.memory import FilePages, collections_for_large_graphs
 
@@ -30,10 +33,6 @@ log = logging.getLogger("litert_torch")
 BUNDLE_NAME = "model.litertlm"
 TFLITE_NAME = "model.tflite"
 
-# Recipe names of our own; anything else is an ai-edge-quantizer recipe name (ai_edge_quantizer.recipe.<name>)
-# or a JSON recipe file. None means the default, as for the official exporter.
-DEFAULT_RECIPE = "dynamic_wi8_afp32"
-FLOAT_RECIPES = ("", "none", "null", "false", "float", "fp32")
 
 
 TEXT_GENERATION = "text_generation"
@@ -316,9 +315,6 @@ def _check_lengths(prefill_lengths: Sequence[int], cache_length: int) -> list[in
 # The default recipe, ai-edge-quantizer's dynamic_wi8_afp32, as our own IR pass: int8 weights per channel for
 # the dense layers, the embedding table and the experts' tables of mixture-of-experts layers (gathered per token,
 # then widened), written as they are quantized (the quantizer holds several copies of the model).
-INT8_WEIGHTS = "int8-weights"
-
-
 def _int8_model(model, path: str, release: Callable | None = None) -> None:
     from litert_torch.quantization.report import QUANTIZATION_KEY
     from litert_torch.quantization.weights import int8_gathered_tables, int8_weights
@@ -329,44 +325,3 @@ def _int8_model(model, path: str, release: Callable | None = None) -> None:
     int8_gathered_tables(model.subgraphs, release=release)
     model.metadata[QUANTIZATION_KEY] = int8_weights_report(float_bytes, constant_bytes(model), model.subgraphs)
     write_model(model, path, release=release)
-
-
-def _check_recipe(recipe: Any) -> Any:
-    """The quantization mode or recipe list to apply, or None for float."""
-    if recipe is None:
-        recipe = DEFAULT_RECIPE
-    if isinstance(recipe, str) and recipe.strip().lower() in FLOAT_RECIPES:
-        return None
-    if recipe in ("dynamic_wi8_afp32", "dynamic-int8"):
-        return INT8_WEIGHTS
-    if recipe == "fp16":
-        return recipe
-    if isinstance(recipe, (str, os.PathLike)) and os.fspath(recipe).endswith(".json"):
-        if not os.path.isfile(recipe):
-            raise InvalidArgumentError(f"quantization recipe file {os.fspath(recipe)} does not exist")
-        return os.fspath(recipe)
-    if isinstance(recipe, str):
-        try:
-            from ai_edge_quantizer import recipe as recipes
-        except ImportError as exc:
-            raise InvalidArgumentError(f"quantization recipe {recipe!r} needs ai-edge-quantizer: "
-                                  "pip install 'litert-torch-direct[quantize]'") from exc
-        make = getattr(recipes, recipe, None)
-        names = sorted(n for n in dir(recipes) if n.startswith(("dynamic_", "weight_only_")))
-        if not callable(make) or recipe not in names:
-            raise InvalidArgumentError(f"unknown quantization recipe {recipe!r}; use 'none', 'fp16', 'dynamic-int8', a "
-                                  f"JSON recipe file, or one of: {', '.join(names)}")
-        return make()
-    if isinstance(recipe, list):
-        return recipe
-    raise InvalidArgumentError(f"quantization_recipe must be a name or a JSON file, got {type(recipe).__name__}")
-
-
-def _check_output_dir(path: str) -> None:
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise InvalidArgumentError(f"output_dir {path} exists and is not a directory")
-    probe = path
-    while not os.path.exists(probe):
-        probe = os.path.dirname(os.path.abspath(probe))
-    if not os.access(probe, os.W_OK):
-        raise InvalidArgumentError(f"output_dir {path} is not writable")
