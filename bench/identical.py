@@ -3,6 +3,7 @@ worktree) and at the working tree, each recording a digest of every model its te
 LITERT_FINGERPRINTS), and the digests are compared test by test.
 
     python bench/identical.py --base HEAD~5                      # the default test run on both sides
+    python bench/identical.py --base A --head B                  # two revisions, neither the working tree
     python bench/identical.py --base main -- tests/ops -m 'slow or not slow'
 
 A model's digest covers the .tflite without our metadata entries (source map, delegate plan, I/O: their source
@@ -47,20 +48,26 @@ def run_suite(checkout: Path, out: Path, pytest_args: list[str]) -> tuple[dict[t
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", required=True, help="the git revision to compare the working tree with")
+    parser.add_argument("--head", help="a git revision to compare instead of the working tree")
     parser.add_argument("--results", default=str(ROOT / "bench" / "results" / "identical.md"))
     parser.add_argument("pytest_args", nargs="*", help="after --: what pytest runs on both sides")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="litert_identical_") as tmp:
-        base = Path(tmp) / "base"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base), args.base], cwd=ROOT, check=True)
+        base, head = Path(tmp) / "base", Path(tmp) / "head" if args.head else ROOT
+        for folder, revision in ((base, args.base), (head, args.head)):
+            if revision:
+                subprocess.run(["git", "worktree", "add", "--detach", "-q", str(folder), revision], cwd=ROOT,
+                               check=True)
         try:
             rev = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=ROOT, check=True,
                                  capture_output=True, text=True).stdout.strip()
             before, t_before, rc_before = run_suite(base, Path(tmp) / "before", args.pytest_args)
-            after, t_after, rc_after = run_suite(ROOT, Path(tmp) / "after", args.pytest_args)
+            after, t_after, rc_after = run_suite(head, Path(tmp) / "after", args.pytest_args)
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False)
+            for folder, revision in ((base, args.base), (head, args.head)):
+                if revision:
+                    subprocess.run(["git", "worktree", "remove", "--force", str(folder)], cwd=ROOT, check=False)
 
     tests_before = {t for t, _ in before}
     tests_after = {t for t, _ in after}
@@ -73,10 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     compared = sum(1 for t, _ in after if t in same_count)
     lines = [
         "# Byte-identical conversions", "",
-        f"`python bench/identical.py --base {args.base} {' '.join(args.pytest_args)}`".replace("  ", " "), "",
+        f"`python bench/identical.py --base {args.base}{' --head ' + args.head if args.head else ''} "
+        f"{' '.join(args.pytest_args)}`".replace("  ", " "), "",
         f"- base {rev}: {len(before)} models written by {len(tests_before)} tests ({t_before:.0f} s, pytest exit "
         f"{rc_before})",
-        f"- working tree: {len(after)} models written by {len(tests_after)} tests ({t_after:.0f} s, pytest exit "
+        f"- {args.head or 'working tree'}: {len(after)} models written by {len(tests_after)} tests ({t_after:.0f} s, pytest exit "
         f"{rc_after})",
         f"- compared: {compared} models of {len(same_count)} tests on both sides with the same model count",
         f"- models that differ: {len(differ_model)} tests; metadata that differs: {len(differ_map)} tests",
