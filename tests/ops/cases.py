@@ -136,8 +136,10 @@ CASES: list[OpCase] = [
            r2((1, 4, 3, 4, 5), (4, 3, 3, 2, 2))),
     OpCase("conv_transpose2d_k2s2", lambda: nn.ConvTranspose2d(4, 6, 2, stride=2), r(1, 4, 5, 5),
            {"TRANSPOSE_CONV": 1, "SLICE": 0, "ADD": 0}),
+    # SAME padding in TFLite; the default targets include the GPU, whose delegate computes some SAME transposed
+    # convolutions wrong, so the file holds the VALID one and a SLICE (passes/delegate_rewrites.py)
     OpCase("conv_transpose2d_same", lambda: nn.ConvTranspose2d(4, 3, 4, stride=2, padding=1), r(1, 4, 5, 6),
-           {"TRANSPOSE_CONV": 1, "SLICE": 0}),
+           {"TRANSPOSE_CONV": 1, "SLICE": 1}),
     OpCase("conv_transpose2d_crop", lambda: nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1), r(2, 3, 5, 5),
            {"TRANSPOSE_CONV": 1}),
     OpCase("conv_transpose2d_output_padding", lambda: nn.ConvTranspose2d(3, 5, 3, stride=2, output_padding=1),
