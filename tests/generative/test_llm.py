@@ -197,6 +197,16 @@ def test_runner_streams_text_samples_and_keeps_state(llama_dir, tmp_path):
     greedy = list(llm.generate_ids(ids, 12))
     assert "".join(pieces) == llm.decode_text(greedy)
 
+    # multi-byte characters the byte-level tokenizer splits over several tokens stream out whole
+    text = " café 日本"
+    text_ids = llm.encode(text)[1:]  # without the start token
+    assert len(text_ids) > 6
+    llm.generate_ids = lambda *args, **kwargs: iter(text_ids)
+    streamed = []
+    pieces = list(llm.generate(PROMPT, on_token=streamed.append))
+    assert "".join(pieces) == text and streamed == pieces and not any("\ufffd" in p for p in pieces), pieces
+    del llm.generate_ids
+
     sampled = [list(llm.generate_ids(ids, 12, generative.Sampling(temperature=1.0, top_k=20, seed=s)))
                for s in (1, 1, 2)]
     assert sampled[0] == sampled[1]  # seeded
