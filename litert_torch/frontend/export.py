@@ -10,6 +10,7 @@ import contextlib
 import functools
 import logging
 import operator
+import os
 import re
 import sys
 import threading
@@ -680,8 +681,27 @@ def _user_line_from_traceback(exc: BaseException) -> str | None:
     return found
 
 
+@functools.lru_cache(maxsize=1024)
+def module_path(path: str) -> str:
+    """`path` as the module it names: relative to the folder above its outermost package (the folders with an
+    `__init__.py`), so 'pkg/module.py' for a module of a package and 'model.py' for a module alone. It is the same
+    wherever the project is checked out, so a converted file does not depend on the folder it was made in (nor
+    tell it). Names that are not files ('<string>') stay as they are."""
+    if path.startswith("<"):
+        return path
+    folder, name = os.path.split(os.path.abspath(path))
+    parts = [name]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        if not package:
+            break
+        parts.insert(0, package)
+    return "/".join(parts)
+
+
 def source_location(stack_trace: str | None) -> str | None:
-    """The innermost frame of a node's stack trace outside torch itself, as 'file:line in function'."""
+    """The innermost frame of a node's stack trace outside torch itself, as 'pkg/module.py:line in function'
+    (the file named as its module, see `module_path`)."""
     if not stack_trace:
         return None
     frames = _FRAME_RE.findall(stack_trace)
@@ -689,7 +709,7 @@ def source_location(stack_trace: str | None) -> str | None:
         return None
     user = [f for f in frames if not _is_library_file(f[0]) and not f[0].startswith("<")]
     path, line, fn = (user or frames)[-1]
-    return f"{path}:{line} in {fn}"
+    return f"{module_path(path)}:{line} in {fn}"
 
 
 def target_name(target: Any) -> str:
