@@ -19,8 +19,20 @@ EXIT_CODES = """Exit codes: 0 success; 1 conversion or validation failed; 2 bad 
 malformed file, source, option; corrupt .tflite; existing output without --force)."""
 
 
+def _show_runtime_logs(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        from litert_torch.runtime import logs
+
+        logs.set_level("info")
+    return value
+
+
 def common_options(fn: Callable) -> Callable:
-    fn = click.option("--debug", is_flag=True, help="Show the Python traceback of an error.")(fn)
+    fn = click.option("--debug", is_flag=True, callback=_show_runtime_logs,
+                      help="Show the Python traceback of an error (and what --verbose shows).")(fn)
+    fn = click.option("--verbose", "-v", is_flag=True, expose_value=False, callback=_show_runtime_logs,
+                      help="Show the runtimes' own log lines (LiteRT, LiteRT-LM: warnings and errors otherwise) "
+                           "and third-party progress bars and warnings.")(fn)
     fn = click.option("--quiet", "-q", is_flag=True, help="Print nothing but results and errors.")(fn)
     return fn
 
@@ -512,6 +524,9 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
     edge = open_edge_model(_read_file(model), model)
     from ai_edge_litert.interpreter import Interpreter
 
+    from litert_torch.runtime import logs
+
+    logs.apply_native()
     results = []
     console = make_console()
     for n in thread_counts:
