@@ -81,15 +81,22 @@ def parse_input_spec(spec: str) -> tuple[str, torch.Tensor]:
 
 def inputs_from_specs(model: Any, specs: list[str]) -> tuple[tuple, dict]:
     """Sample inputs from --input specs: keyword arguments when every name is a parameter of forward,
-    positional (in the order given) otherwise."""
+    positional (in the order given) when forward takes *args; a name forward does not take is bad input."""
     parsed = [parse_input_spec(s) for s in specs]
     forward = getattr(model, "forward", None)
     try:
-        params = set(inspect.signature(forward).parameters) if forward is not None else set()
+        params = inspect.signature(forward).parameters if forward is not None else {}
     except (TypeError, ValueError):
-        params = set()
-    if parsed and all(name in params for name, _ in parsed):
+        params = {}
+    kinds = {p.kind for p in params.values()}
+    named = [name for name, p in params.items()
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if parsed and (all(name in named for name, _ in parsed) or inspect.Parameter.VAR_KEYWORD in kinds):
         return (), dict(parsed)
+    unknown = [name for name, _ in parsed if name not in named]
+    if params and unknown and inspect.Parameter.VAR_POSITIONAL not in kinds:
+        raise BadInput(f"--input {', '.join(unknown)}: not a parameter of {type(model).__name__}.forward",
+                       f"name one of its parameters: {', '.join(named) or '(none)'}")
     return tuple(value for _, value in parsed), {}
 
 

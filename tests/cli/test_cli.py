@@ -130,6 +130,8 @@ def test_validate_fails_against_a_different_model(small_tflite):
     (["convert", f"{FIXTURES}:Small", "-o", "x.tflite"], "gives no sample inputs"),
     (["convert", f"{FIXTURES}:Small", "-o", "x.tflite", "--input", "x=1by3:float32"], "malformed --input"),
     (["convert", f"{FIXTURES}:Small", "-o", "x.tflite", "--input", "x=1x3:complex7"], "unknown dtype"),
+    (["convert", f"{FIXTURES}:Small", "-o", "x.tflite", "--input", "image=1x3x8x8:float32"],
+     "--input image: not a parameter of Small.forward"),
     (["convert", "model.onnx", "-o", "x.tflite"], "ONNX"),
     (["inspect", "missing.tflite"], "no such file"),
     (["bench", "missing.tflite"], "no such file"),
