@@ -307,7 +307,9 @@ class EdgeModel:
         from litert_torch.explorer.page import check_folder, export, prepare
 
         check_folder(os.fspath(folder), overwrite)
-        return export(prepare(self.flatbuffer, layers=layers_of(report)), os.fspath(folder), overwrite=overwrite)
+        name = os.path.basename(self._path) if self._path else None  # the page is named after the file
+        return export(prepare(self.flatbuffer, layers=layers_of(report), name=name), os.fspath(folder),
+                      overwrite=overwrite)
 
     # ---- the runtime ------------------------------------------------------------------------------------
     @property

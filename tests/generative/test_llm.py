@@ -366,6 +366,25 @@ def test_cli_inspect_reads_a_bundle(tmp_path, llama_dir, capsys):
     assert err.startswith("error:") and len(err.strip().splitlines()) <= 3, err
 
 
+def test_cli_bench_and_view_read_a_bundles_model(tmp_path, llama_dir, capsys):
+    import importlib.util
+
+    from litert_convert.main import main
+    from litert_torch.generative.bundle import read_bundle
+
+    out = export.export(model=llama_dir, output_dir=str(tmp_path), prefill_lengths=[4], cache_length=32,
+                        quantization_recipe="none")
+    bundle = tmp_path / "tiny.litertlm"
+    os.rename(out, bundle)
+    assert main(["bench", str(bundle), "--runs", "2", "--warmup", "1", "--json"]) == 0
+    assert "TFL3" not in capsys.readouterr().err
+    if importlib.util.find_spec("model_explorer") is None:
+        pytest.skip("Model Explorer (pip install -e '.[view]')")
+    assert main(["view", str(bundle), "--export", str(tmp_path / "shared"), "--quiet"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "shared" / "tiny.html")  # named as docs/VIEW.md says
+    assert (tmp_path / "shared" / "tiny.tflite").read_bytes() == read_bundle(str(bundle)).tflite
+
+
 def test_cli_validate_llm(tmp_path, llama_dir, capsys):
     from litert_convert.main import main
 
