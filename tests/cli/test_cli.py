@@ -178,6 +178,13 @@ def test_corrupt_and_truncated_tflite(small_tflite, tmp_path):
         assert len(stderr.strip().splitlines()) == 1 and stderr.startswith("error:"), (name, stderr)
         code, output = run("validate", path, f"{FIXTURES}:with_inputs")
         assert code == 2, (name, output)
+    # a file cut short says so, with its size and the size it claims, whichever command reads it
+    short = len(data) // 3
+    for command in ("inspect", "bench", "validate"):
+        extra = [f"{FIXTURES}:with_inputs"] if command == "validate" else []
+        code, output = run(command, tmp_path / "truncated.tflite", *extra)
+        assert code == 2 and f"truncated: {short} bytes, the file says at least " in output, (command, output)
+        assert "unpack_from" not in output
 
 
 def test_npu_compile_without_the_vendor_sdk_says_what_to_install(tmp_path):
