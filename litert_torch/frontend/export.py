@@ -561,15 +561,32 @@ def export_module(
             return decompose(program, own=True, lowerable=lowerable)
     except Exception as exc:  # torch.export raises many types; keep its explanation and add the user's line
         refused = _eager_failure(module, args, kwargs or {})
-        if refused is not None:
+        if refused is not None and _about_the_inputs(refused):
             raise SampleInputError(
                 f"{type(module).__name__} does not run on the sample inputs ({_describe_samples(args, kwargs)}) "
                 f"in PyTorch itself: {type(refused).__name__}: {one_line(refused)}") from exc
+        if refused is not None:  # it fails for a reason of its own: no advice about the inputs
+            where = _user_line_from_traceback(refused)
+            raise ExportError(
+                f"{type(module).__name__} raises in PyTorch itself on the sample inputs "
+                f"({_describe_samples(args, kwargs)}){f' at {where}' if where else ''}: "
+                f"{type(refused).__name__}: {one_line(refused)}") from exc
         where = _user_line_from_traceback(exc)
         lead = f"torch.export could not trace {type(module).__name__}"
         if where:
             lead += f" (at {where})"
         raise ExportError(f"{lead}:\n{type(exc).__name__}: {exc}{_hint(exc)}") from exc
+
+
+# What PyTorch says when a call's inputs do not fit: shapes, sizes, dtypes, argument counts, index ranges
+_INPUT_WORDS = re.compile(r"shape|size|dimension|\bdims?\b|dtype|scalar type|mat[12]\b|channels|argument|"
+                          r"out of (range|bounds)|index|expected .*(input|tensor)|must match|broadcast", re.I)
+
+
+def _about_the_inputs(exc: Exception) -> bool:
+    """Whether what the model raised looks like its inputs not fitting (a shape, a dtype, the arguments), so
+    that giving other sample inputs is the advice to give."""
+    return isinstance(exc, TypeError) or bool(_INPUT_WORDS.search(str(exc)))
 
 
 def _eager_failure(module: torch.nn.Module, args: tuple, kwargs: dict) -> Exception | None:
