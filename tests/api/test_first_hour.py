@@ -107,6 +107,15 @@ def test_a_degenerate_reference_is_inconclusive_not_a_pass():
     healthy = litert_torch.validate(torch.nn.Linear(6, 3).eval(), (torch.randn(2, 6),))
     assert healthy.verdict == "PASS" and not healthy.warnings
 
+    # outputs that vary but all lie within atol of zero: a model writing zeros would pass as well
+    tiny = torch.nn.Linear(6, 3).eval()
+    with torch.no_grad():
+        tiny.weight.mul_(1e-9)
+        tiny.bias.zero_()
+    report = litert_torch.validate(tiny, (torch.randn(2, 6),))
+    assert report.passed and report.verdict == "INCONCLUSIVE", report.render()
+    assert any("within the absolute tolerance" in w and "proves little" in w for w in report.warnings), report.warnings
+
 
 def test_cli_validate_refuses_a_source_that_builds_new_weights_each_call(tmp_path):
     source = tmp_path / "unseeded.py"
