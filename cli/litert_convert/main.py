@@ -383,7 +383,8 @@ def _check_deterministic(source: str, src, load_source) -> None:
         raise BadInput(f"{source} builds different weights each time it is called ({len(differing)} of "
                        f"{len(first)} tensors differ, e.g. {differing[0]!r}), so it cannot be compared with a model "
                        "converted from an earlier call",
-                       "seed it (torch.manual_seed(0) before building) or load saved weights")
+                       "build it from saved weights or a fixed seed (the CLI seeds torch's generator with 0 before "
+                       "building a source; a generator seeded otherwise, numpy's or the clock's, differs)")
 
 
 def _validate_llm(model: str, source: str, prompt: str, new_tokens: int, as_json: bool) -> None:

@@ -206,6 +206,9 @@ def load_source(source: str) -> Source:
     location, _, name = source.rpartition(":")
     if not location or not name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name):
         raise BadInput(f"malformed SOURCE {source!r}", "use path/to/file.py:name, package.module:name or model.pt2")
+    # Built with torch's random generator seeded, so that a source drawing random weights
+    # (torchvision.models:mobilenet_v3_small) builds the same model for `convert` and for `validate`.
+    torch.manual_seed(0)
     target = _import_target(location)
     obj = target
     for part in name.split("."):
