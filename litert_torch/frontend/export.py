@@ -543,7 +543,7 @@ def export_module(
     if not isinstance(module, torch.nn.Module):
         raise ExportError(f"convert() needs a torch.nn.Module or torch.export.ExportedProgram, "
                           f"got {type(module).__name__}")
-    try:
+    def trace() -> torch.export.ExportedProgram:
         with _quiet_torch(), _live_stack_traces(), _fake_cache_while_it_hits():
             try:
                 # strict mode (TorchDynamo) reads the generated code of its graph modules: never lazy there
@@ -555,10 +555,23 @@ def export_module(
                     raise
                 program = torch.export.export(module, tuple(args), kwargs or {}, strict=True,
                                               dynamic_shapes=dynamic_shapes)
-            if lowerable is None:
-                # importing the registry's module imports every lowering module (litert_torch.lower)
-                from litert_torch.lower.registry import lowered_as_is as lowerable
-            return decompose(program, own=True, lowerable=lowerable)
+            return decompose(program, own=True, lowerable=lowerable or _registry_lowerable())
+
+    try:
+        try:
+            return trace()
+        except Exception as exc:
+            folded = _small_integer_buffers(module) if _data_dependent(exc) else []
+            if not folded:
+                raise
+            try:
+                with _buffers_as_python_values(folded):
+                    program = trace()
+            except Exception:
+                raise exc from None  # folding did not help: the first failure is the one to explain
+            log.info("folded the integer buffers %s into the trace as Python values (forward computes sizes from "
+                     "them)", ", ".join(name for name, _, _ in folded))
+            return program
     except Exception as exc:  # torch.export raises many types; keep its explanation and add the user's line
         refused = _eager_failure(module, args, kwargs or {})
         if refused is not None and _about_the_inputs(refused):
@@ -587,6 +600,54 @@ def _about_the_inputs(exc: Exception) -> bool:
     """Whether what the model raised looks like its inputs not fitting (a shape, a dtype, the arguments), so
     that giving other sample inputs is the advice to give."""
     return isinstance(exc, TypeError) or bool(_INPUT_WORDS.search(str(exc)))
+
+
+def _registry_lowerable() -> Callable[[Any], bool]:
+    # importing the registry's module imports every lowering module (litert_torch.lower)
+    from litert_torch.lower.registry import lowered_as_is
+
+    return lowered_as_is
+
+
+def _data_dependent(exc: BaseException) -> bool:
+    """A trace that needed a tensor's value as a Python number (torch.export traces without values)."""
+    return "GuardOnDataDependentSymNode" in type(exc).__name__ or "data-dependent" in str(exc)[:2000]
+
+
+# integer buffers this small hold settings (a stride, a kernel size, a count), not data
+_FOLDABLE_NUMEL = 16
+
+
+def _small_integer_buffers(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module, str]]:
+    """(qualified name, owner, attribute) of each small integer buffer of `module`."""
+    return [(f"{prefix}.{name}" if prefix else name, owner, name)
+            for prefix, owner in module.named_modules()
+            for name, value in owner._buffers.items()
+            if value is not None and not value.is_floating_point() and not value.is_complex()
+            and value.dtype != torch.bool and value.numel() <= _FOLDABLE_NUMEL]
+
+
+@contextlib.contextmanager
+def _buffers_as_python_values(buffers: list[tuple[str, torch.nn.Module, str]]) -> Iterator[None]:
+    """While the block runs, each buffer is an attribute holding its values as Python ints (a tuple for a
+    vector), so that a forward computing sizes from it (padding from `stride` and `kernel_size` buffers) traces
+    with those sizes. A buffer is a constant of the converted model anyway; its value is what it is now.
+
+        before: self.stride = tensor([2, 2]) (a buffer)   -> int(self.stride[0]) is data-dependent in a trace
+        during: self.stride = (2, 2)                      -> int(self.stride[0]) == 2
+    """
+    saved = {id(owner): (owner, dict(owner._buffers)) for _, owner, _ in buffers}
+    try:
+        for _, owner, name in buffers:
+            value = owner._buffers.pop(name).tolist()
+            object.__setattr__(owner, name, tuple(value) if isinstance(value, list) else value)
+        yield
+    finally:
+        for owner, original in saved.values():
+            for name in original:
+                owner.__dict__.pop(name, None)
+            owner._buffers.clear()
+            owner._buffers.update(original)
 
 
 def _eager_failure(module: torch.nn.Module, args: tuple, kwargs: dict) -> Exception | None:

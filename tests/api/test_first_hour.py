@@ -153,3 +153,34 @@ def test_no_untyped_exception_escapes_convert(stage, monkeypatch):
     with pytest.raises(ConversionError, match="AttributeError: 'int' object has no attribute 'device'") as info:
         litert_torch.convert(torch.nn.Linear(3, 2).eval(), (torch.randn(1, 3),))
     assert isinstance(info.value.__cause__, AttributeError)
+
+
+class SamePadding(torch.nn.Module):
+    """TensorFlow-style 'same' padding computed in forward from the module's own integer buffers."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.register_buffer("stride", torch.tensor([2, 2]))
+        self.register_buffer("kernel_size", torch.tensor([3, 3]))
+
+    def forward(self, x):
+        h, w = x.shape[-2:]
+        pad_h = max((-(h // -self.stride[0]) - 1) * self.stride[0] + self.kernel_size[0] - h, 0)
+        pad_w = max((-(w // -self.stride[1]) - 1) * self.stride[1] + self.kernel_size[1] - w, 0)
+        x = torch.nn.functional.pad(x, [int(pad_w) // 2, int(pad_w) - int(pad_w) // 2,
+                                        int(pad_h) // 2, int(pad_h) - int(pad_h) // 2])
+        return torch.nn.functional.conv2d(x, self.conv.weight, self.conv.bias,
+                                          stride=(int(self.stride[0]), int(self.stride[1])))
+
+
+def test_sizes_computed_from_integer_buffers_are_folded_before_tracing():
+    model = SamePadding().eval()
+    x = torch.randn(1, 3, 17, 17)
+    with pytest.raises(Exception, match="data-dependent"):
+        torch.export.export(model, (x,), strict=False)  # what torch.export alone does with it
+    edge = litert_torch.convert(model, (x,))
+    torch.testing.assert_close(torch.from_numpy(edge(x)), model(x), rtol=1e-4, atol=1e-5)
+    # the module is left as it was: its buffers are buffers again, with their values
+    assert dict(model.named_buffers()).keys() == {"stride", "kernel_size"}
+    assert model.stride.tolist() == [2, 2] and isinstance(model.kernel_size, torch.Tensor)
