@@ -328,5 +328,18 @@ def _compiled_model(flatbuffer: bytes, num_threads: int | None):
 
         options = Options(hardware_accelerators=HardwareAccelerator.CPU, cpu_options=CpuOptions(num_threads=num_threads))
     if options is None:
-        return CompiledModel.from_buffer(flatbuffer, HardwareAccelerator.CPU)
-    return CompiledModel.from_buffer(flatbuffer, options=options)
+        return CompiledModel.from_buffer(flatbuffer, HardwareAccelerator.CPU, environment=_cpu_environment())
+    return CompiledModel.from_buffer(flatbuffer, options=options, environment=_cpu_environment())
+
+
+def _cpu_environment():
+    """A LiteRT environment for the CPU alone. Left to itself, LiteRT tries every vendor's NPU compiler plugin
+    and dispatch library in the ai-edge-litert wheel, warning for each one it cannot load (Intel's needs OpenVINO
+    installed); the runner runs on the CPU, so both are looked for in an empty folder, read when the environment
+    is made."""
+    import tempfile
+
+    from ai_edge_litert.environment import Environment
+
+    with tempfile.TemporaryDirectory(prefix="litert_no_plugins_") as empty:
+        return Environment.create(compiler_plugin_path=empty, dispatch_library_path=empty)

@@ -64,9 +64,9 @@ def test_export_hf_and_an_llm_load_show_warnings_at_most(tmp_path, tiny_llama):
             f"llm = generative.load({str(bundle)!r})\n"
             "print(''.join(llm.generate('once upon a time', max_new_tokens=4)))\n")
     lines = _run("-c", load, cwd=tmp_path)
-    # LiteRT's warnings stay (no NPU here, a vendor plugin it cannot load): each a WARNING line or its continuation
-    assert all(line.startswith(("WARNING:", "ERROR:", "└")) for line in lines), lines
-    assert len(lines) <= 6, lines
+    # LiteRT's warnings stay (no NPU here): each a WARNING line; the runner, on the CPU, tries no vendor's plugin
+    assert all(line.startswith(("WARNING:", "ERROR:")) for line in lines), lines
+    assert len(lines) <= 2 and not any("plugin" in line for line in lines), lines
 
     lines = _cli("validate", bundle, tiny_llama, "--tokens", "4")
     assert not _noise(lines), lines
