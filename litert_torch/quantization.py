@@ -36,7 +36,7 @@ import numpy as np
 from litert_torch import ir
 from litert_torch import metadata as md
 from litert_torch.metadata import DEFAULT_SIGNATURE
-from litert_torch.runtime.logs import third_party_output
+from litert_torch.logs import third_party_output
 from litert_torch.errors import (
     CalibrationError, ModelFileError, ModelInputError, QuantizationArgumentError, QuantizationError,
 )

@@ -21,7 +21,7 @@ malformed file, source, option; corrupt .tflite; existing output without --force
 
 def _show_runtime_logs(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
     if value:
-        from litert_torch.runtime import logs
+        from litert_torch import logs
 
         logs.set_level("info")
     return value
@@ -545,7 +545,7 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
     edge = open_edge_model(_read_model(model), model)
     from ai_edge_litert.interpreter import Interpreter
 
-    from litert_torch.runtime import logs
+    from litert_torch import logs
 
     logs.apply_native()
     results = []

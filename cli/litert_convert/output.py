@@ -65,7 +65,7 @@ def handled(fn: Callable) -> Callable:
 def quiet_torch(debug: bool) -> None:
     """Without --debug, torch's own log lines (warnings with stack traces from torch.export, ...) stay out of the
     output: our error message says what went wrong. (--debug and --verbose also show the runtimes' INFO lines:
-    litert_torch.runtime.logs.)"""
+    litert_torch.logs.)"""
     if debug:
         return
     import logging

@@ -20,7 +20,7 @@ from litert_torch.generative.bundle import BundleInfo
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError, token_ids
 from litert_torch.generative.source import config_json, generation_stop_ids
 from litert_torch.generative.weights import ModelSourceError, read_weights, weight_files
-from litert_torch.runtime.logs import third_party_output
+from litert_torch.logs import third_party_output
 
 
 @dataclass

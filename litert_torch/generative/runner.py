@@ -318,7 +318,7 @@ def _compiled_model(flatbuffer: bytes, num_threads: int | None):
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
 
-    from litert_torch.runtime import logs
+    from litert_torch import logs
 
     logs.apply_native()
     options = None

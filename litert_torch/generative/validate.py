@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from litert_torch.generative.runner import LlmRunner
-from litert_torch.runtime import logs
+from litert_torch import logs
 from litert_torch.quantization_report import QUANTIZATION_KEY
 
 

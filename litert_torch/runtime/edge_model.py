@@ -33,7 +33,7 @@ from litert_torch.errors import (
 )
 from litert_torch.files import atomic_file, write_atomic
 from litert_torch.flatbuffer.reader import read_metadata
-from litert_torch.runtime import logs
+from litert_torch import logs
 from litert_torch.metadata import DEFAULT_SIGNATURE, IO_KEY, SOURCE_MAP_KEY, decode_source_map, read_json
 
 # EdgeModel.output_style: "numpy" (the official litert-torch convention, the default) or "pytorch".
