@@ -19,8 +19,20 @@ EXIT_CODES = """Exit codes: 0 success; 1 conversion or validation failed; 2 bad 
 malformed file, source, option; corrupt .tflite; existing output without --force)."""
 
 
+def _show_runtime_logs(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        from litert_torch import logs
+
+        logs.set_level("info")
+    return value
+
+
 def common_options(fn: Callable) -> Callable:
-    fn = click.option("--debug", is_flag=True, help="Show the Python traceback of an error.")(fn)
+    fn = click.option("--debug", is_flag=True, callback=_show_runtime_logs,
+                      help="Show the Python traceback of an error (and what --verbose shows).")(fn)
+    fn = click.option("--verbose", "-v", is_flag=True, expose_value=False, callback=_show_runtime_logs,
+                      help="Show the runtimes' own log lines (LiteRT, LiteRT-LM: warnings and errors otherwise) "
+                           "and third-party progress bars and warnings.")(fn)
     fn = click.option("--quiet", "-q", is_flag=True, help="Print nothing but results and errors.")(fn)
     return fn
 
@@ -293,6 +305,22 @@ def _read_file(path: str) -> bytes:
         return f.read()
 
 
+def _read_model(path: str) -> bytes:
+    """The .tflite bytes MODEL names: the file itself, or the model inside a .litertlm bundle."""
+    from litert_convert.describe import BUNDLE_MAGIC
+
+    data = _read_file(path)
+    if data[:len(BUNDLE_MAGIC)] != BUNDLE_MAGIC:
+        return data
+    from litert_torch.errors import ModelFileError
+    from litert_torch.generative.bundle import read_bundle
+
+    try:
+        return read_bundle(path).tflite
+    except ModelFileError as exc:
+        raise BadInput(f"{path}: {exc}") from None
+
+
 # ---- validate --------------------------------------------------------------------------------------------------
 @cli.command(help="Check a converted MODEL (.tflite) against its PyTorch SOURCE on the sample and random "
                   "inputs.\n\n" + EXIT_CODES)
@@ -318,7 +346,7 @@ def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens,
     quiet_torch(debug)
     if os.path.isdir(source) and os.path.isfile(os.path.join(source, "config.json")):
         return _validate_llm(model, source, prompt, new_tokens, as_json)
-    edge = open_edge_model(_read_file(model), model)
+    edge = open_edge_model(_read_model(model), model)
     report = _validate_against_source(edge, source, input_specs, quiet, per_layer=True if html_path else None,
                                       backends=("xnnpack", "reference", "gpu", "cloud") if accelerator == "gpu"
                                       else None)
@@ -362,7 +390,8 @@ def _check_deterministic(source: str, src, load_source) -> None:
         raise BadInput(f"{source} builds different weights each time it is called ({len(differing)} of "
                        f"{len(first)} tensors differ, e.g. {differing[0]!r}), so it cannot be compared with a model "
                        "converted from an earlier call",
-                       "seed it (torch.manual_seed(0) before building) or load saved weights")
+                       "build it from saved weights or a fixed seed (the CLI seeds torch's generator with 0 before "
+                       "building a source; a generator seeded otherwise, numpy's or the clock's, differs)")
 
 
 def _validate_llm(model: str, source: str, prompt: str, new_tokens: int, as_json: bool) -> None:
@@ -429,7 +458,7 @@ def view(model, port, host, source, input_specs, export_dir, force, no_browser, 
         raise BadInput("--force applies only with --export DIR")
     if export_dir:
         check_folder(export_dir, force)
-    data = _read_file(model)
+    data = _read_model(model)
     report = None
     if source:
         from litert_convert.check import open_edge_model
@@ -438,8 +467,12 @@ def view(model, port, host, source, input_specs, export_dir, force, no_browser, 
         report = _validate_against_source(open_edge_model(data, model), source, input_specs, quiet, per_layer=True)
         if not quiet:
             click.echo(report.render(), err=True)
+    # the file itself for Model Explorer's adapter to read; a bundle's model is given as bytes, named as the bundle
+    whole_file = os.path.getsize(model) == len(data)
     try:
-        prepared = prepare(data, layers=report.layers if report else None, path=os.path.abspath(model))
+        prepared = prepare(data, layers=report.layers if report else None,
+                           name=os.path.splitext(os.path.basename(model))[0] + ".tflite",
+                           path=os.path.abspath(model) if whole_file else None)
     except ModelFileError as exc:
         raise BadInput(f"{model}: {exc}") from None
     if export_dir:
@@ -516,9 +549,12 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
             raise ValueError
     except ValueError:
         raise BadInput(f"malformed --threads {threads!r}", "give positive integers, e.g. --threads 1,2") from None
-    edge = open_edge_model(_read_file(model), model)
+    edge = open_edge_model(_read_model(model), model)
     from ai_edge_litert.interpreter import Interpreter
 
+    from litert_torch import logs
+
+    logs.apply_native()
     results = []
     console = make_console()
     for n in thread_counts:

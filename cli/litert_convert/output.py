@@ -64,12 +64,9 @@ def handled(fn: Callable) -> Callable:
 
 def quiet_torch(debug: bool) -> None:
     """Without --debug, torch's own log lines (warnings with stack traces from torch.export, ...) stay out of the
-    output: our error message says what went wrong. With --debug, the LiteRT runtime's routine INFO lines are
-    shown too (litert_torch.runtime.edge_model.quiet_runtime drops them otherwise)."""
+    output: our error message says what went wrong. (--debug and --verbose also show the runtimes' INFO lines:
+    litert_torch.logs.)"""
     if debug:
-        import os
-
-        os.environ["LITERT_TORCH_RUNTIME_LOGS"] = "1"
         return
     import logging
 

@@ -81,15 +81,22 @@ def parse_input_spec(spec: str) -> tuple[str, torch.Tensor]:
 
 def inputs_from_specs(model: Any, specs: list[str]) -> tuple[tuple, dict]:
     """Sample inputs from --input specs: keyword arguments when every name is a parameter of forward,
-    positional (in the order given) otherwise."""
+    positional (in the order given) when forward takes *args; a name forward does not take is bad input."""
     parsed = [parse_input_spec(s) for s in specs]
     forward = getattr(model, "forward", None)
     try:
-        params = set(inspect.signature(forward).parameters) if forward is not None else set()
+        params = inspect.signature(forward).parameters if forward is not None else {}
     except (TypeError, ValueError):
-        params = set()
-    if parsed and all(name in params for name, _ in parsed):
+        params = {}
+    kinds = {p.kind for p in params.values()}
+    named = [name for name, p in params.items()
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if parsed and (all(name in named for name, _ in parsed) or inspect.Parameter.VAR_KEYWORD in kinds):
         return (), dict(parsed)
+    unknown = [name for name, _ in parsed if name not in named]
+    if params and unknown and inspect.Parameter.VAR_POSITIONAL not in kinds:
+        raise BadInput(f"--input {', '.join(unknown)}: not a parameter of {type(model).__name__}.forward",
+                       f"name one of its parameters: {', '.join(named) or '(none)'}")
     return tuple(value for _, value in parsed), {}
 
 
@@ -199,6 +206,9 @@ def load_source(source: str) -> Source:
     location, _, name = source.rpartition(":")
     if not location or not name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name):
         raise BadInput(f"malformed SOURCE {source!r}", "use path/to/file.py:name, package.module:name or model.pt2")
+    # Built with torch's random generator seeded, so that a source drawing random weights
+    # (torchvision.models:mobilenet_v3_small) builds the same model for `convert` and for `validate`.
+    torch.manual_seed(0)
     target = _import_target(location)
     obj = target
     for part in name.split("."):

@@ -8,6 +8,8 @@ where possible. Our metadata entries come back as raw bytes in `Model.metadata`.
 from __future__ import annotations
 
 import mmap
+import re
+import struct
 from typing import Any
 
 import numpy as np
@@ -64,9 +66,21 @@ def read_model(data: bytes) -> ir.Model:
     except ModelFileError:
         raise
     except Exception as exc:  # noqa: BLE001 - the generated parser raises whatever the corrupt offsets lead to
-        raise ModelFileError(f"corrupt TFLite model: {type(exc).__name__}: {exc}") from None
+        raise ModelFileError(_parse_failure(exc, len(data))) from None
     _attach_sources(model)
     return model
+
+
+# struct's words for a read past the end of the bytes it was given
+_PAST_THE_END = re.compile(r"requires a buffer of at least (\d+) bytes")
+
+
+def _parse_failure(exc: Exception, size: int) -> str:
+    """What a parser failure says about the file: a read past its end is a truncated file."""
+    past = _PAST_THE_END.search(str(exc)) if isinstance(exc, struct.error) else None
+    if past and int(past.group(1)) > size:
+        return f"truncated: {size} bytes, the file says at least {int(past.group(1))}"
+    return f"corrupt TFLite model: {type(exc).__name__}: {exc}"
 
 
 def _index(value: int, size: int, what: str, optional: bool = False) -> int:
@@ -226,5 +240,7 @@ def read_metadata(data: bytes) -> dict[str, bytes]:
             elif buf.Offset() > 1 and buf.Size():
                 entries[_as_str(md.Name())] = bytes(data[buf.Offset(): buf.Offset() + buf.Size()])
         return entries
+    except ModelFileError:
+        raise
     except Exception as exc:  # noqa: BLE001 - corrupt offsets surface as arbitrary errors from the generated code
-        raise ModelFileError(f"corrupt TFLite model: {type(exc).__name__}: {exc}") from None
+        raise ModelFileError(_parse_failure(exc, len(data))) from None

@@ -10,6 +10,7 @@ import contextlib
 import functools
 import logging
 import operator
+import os
 import re
 import sys
 import threading
@@ -543,7 +544,8 @@ def export_module(
     if not isinstance(module, torch.nn.Module):
         raise ExportError(f"convert() needs a torch.nn.Module or torch.export.ExportedProgram, "
                           f"got {type(module).__name__}")
-    try:
+
+    def trace() -> torch.export.ExportedProgram:
         with _quiet_torch(), _live_stack_traces(), _fake_cache_while_it_hits():
             try:
                 # strict mode (TorchDynamo) reads the generated code of its graph modules: never lazy there
@@ -556,17 +558,91 @@ def export_module(
                 program = torch.export.export(module, tuple(args), kwargs or {}, strict=True,
                                               dynamic_shapes=dynamic_shapes)
             return decompose(program, own=True, lowerable=lowerable)
+
+    try:
+        try:
+            return trace()
+        except Exception as exc:
+            folded = _small_integer_buffers(module) if _data_dependent(exc) else []
+            if not folded:
+                raise
+            try:
+                with _buffers_as_python_values(folded):
+                    program = trace()
+            except Exception:  # noqa: BLE001 - whatever the retry raises, the first failure is the one to explain
+                raise exc from None
+            log.info("folded the integer buffers %s into the trace as Python values (forward computes sizes from "
+                     "them)", ", ".join(name for name, _, _ in folded))
+            return program
     except Exception as exc:  # torch.export raises many types; keep its explanation and add the user's line
         refused = _eager_failure(module, args, kwargs or {})
-        if refused is not None:
+        if refused is not None and _about_the_inputs(refused):
             raise SampleInputError(
                 f"{type(module).__name__} does not run on the sample inputs ({_describe_samples(args, kwargs)}) "
                 f"in PyTorch itself: {type(refused).__name__}: {one_line(refused)}") from exc
+        if refused is not None:  # it fails for a reason of its own: no advice about the inputs
+            where = _user_line_from_traceback(refused)
+            raise ExportError(
+                f"{type(module).__name__} raises in PyTorch itself on the sample inputs "
+                f"({_describe_samples(args, kwargs)}){f' at {where}' if where else ''}: "
+                f"{type(refused).__name__}: {one_line(refused)}") from exc
         where = _user_line_from_traceback(exc)
         lead = f"torch.export could not trace {type(module).__name__}"
         if where:
             lead += f" (at {where})"
         raise ExportError(f"{lead}:\n{type(exc).__name__}: {exc}{_hint(exc)}") from exc
+
+
+# What PyTorch says when a call's inputs do not fit: shapes, sizes, dtypes, argument counts, index ranges
+_INPUT_WORDS = re.compile(r"shape|size|dimension|\bdims?\b|dtype|scalar type|mat[12]\b|channels|argument|"
+                          r"out of (range|bounds)|index|expected .*(input|tensor)|must match|broadcast", re.I)
+
+
+def _about_the_inputs(exc: Exception) -> bool:
+    """Whether what the model raised looks like its inputs not fitting (a shape, a dtype, the arguments), so
+    that giving other sample inputs is the advice to give."""
+    return isinstance(exc, TypeError) or bool(_INPUT_WORDS.search(str(exc)))
+
+
+def _data_dependent(exc: BaseException) -> bool:
+    """A trace that needed a tensor's value as a Python number (torch.export traces without values)."""
+    return "GuardOnDataDependentSymNode" in type(exc).__name__ or "data-dependent" in str(exc)[:2000]
+
+
+# integer buffers this small hold settings (a stride, a kernel size, a count), not data
+_FOLDABLE_NUMEL = 16
+
+
+def _small_integer_buffers(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module, str]]:
+    """(qualified name, owner, attribute) of each small integer buffer of `module`."""
+    return [(f"{prefix}.{name}" if prefix else name, owner, name)
+            for prefix, owner in module.named_modules()
+            for name, value in owner._buffers.items()
+            if value is not None and not value.is_floating_point() and not value.is_complex()
+            and value.dtype != torch.bool and value.numel() <= _FOLDABLE_NUMEL]
+
+
+@contextlib.contextmanager
+def _buffers_as_python_values(buffers: list[tuple[str, torch.nn.Module, str]]) -> Iterator[None]:
+    """While the block runs, each buffer is an attribute holding its values as Python ints (a tuple for a
+    vector), so that a forward computing sizes from it (padding from `stride` and `kernel_size` buffers) traces
+    with those sizes. A buffer is a constant of the converted model anyway; its value is what it is now.
+
+        before: self.stride = tensor([2, 2]) (a buffer)   -> int(self.stride[0]) is data-dependent in a trace
+        during: self.stride = (2, 2)                      -> int(self.stride[0]) == 2
+    """
+    saved = {id(owner): (owner, dict(owner._buffers)) for _, owner, _ in buffers}
+    try:
+        for _, owner, name in buffers:
+            value = owner._buffers.pop(name).tolist()
+            object.__setattr__(owner, name, tuple(value) if isinstance(value, list) else value)
+        yield
+    finally:
+        for owner, original in saved.values():
+            for name in original:
+                owner.__dict__.pop(name, None)
+            owner._buffers.clear()
+            owner._buffers.update(original)
 
 
 def _eager_failure(module: torch.nn.Module, args: tuple, kwargs: dict) -> Exception | None:
@@ -678,8 +754,27 @@ def _user_line_from_traceback(exc: BaseException) -> str | None:
     return found
 
 
+@functools.lru_cache(maxsize=1024)
+def module_path(path: str) -> str:
+    """`path` as the module it names: relative to the folder above its outermost package (the folders with an
+    `__init__.py`), so 'pkg/module.py' for a module of a package and 'model.py' for a module alone. It is the same
+    wherever the project is checked out, so a converted file does not depend on the folder it was made in (nor
+    tell it). Names that are not files ('<string>') stay as they are."""
+    if path.startswith("<"):
+        return path
+    folder, name = os.path.split(os.path.abspath(path))
+    parts = [name]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        if not package:
+            break
+        parts.insert(0, package)
+    return "/".join(parts)
+
+
 def source_location(stack_trace: str | None) -> str | None:
-    """The innermost frame of a node's stack trace outside torch itself, as 'file:line in function'."""
+    """The innermost frame of a node's stack trace outside torch itself, as 'pkg/module.py:line in function'
+    (the file named as its module, see `module_path`)."""
     if not stack_trace:
         return None
     frames = _FRAME_RE.findall(stack_trace)
@@ -687,7 +782,7 @@ def source_location(stack_trace: str | None) -> str | None:
         return None
     user = [f for f in frames if not _is_library_file(f[0]) and not f[0].startswith("<")]
     path, line, fn = (user or frames)[-1]
-    return f"{path}:{line} in {fn}"
+    return f"{module_path(path)}:{line} in {fn}"
 
 
 def target_name(target: Any) -> str:

@@ -20,6 +20,7 @@ from litert_torch.generative.bundle import BundleInfo
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError, token_ids
 from litert_torch.generative.source import config_json, generation_stop_ids
 from litert_torch.generative.weights import ModelSourceError, read_weights, weight_files
+from litert_torch.logs import third_party_output
 
 
 @dataclass
@@ -114,8 +115,9 @@ def reference_model(model: Any, trust_remote_code: bool = False) -> torch.nn.Mod
     path = os.fspath(model)
     _read_directory(path, None)
     try:
-        hf = _transformers().AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch.float32, local_files_only=True, trust_remote_code=trust_remote_code)
+        with third_party_output():  # transformers' "Loading weights" progress bar
+            hf = _transformers().AutoModelForCausalLM.from_pretrained(
+                path, dtype=torch.float32, local_files_only=True, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise ModelSourceError(f"could not load the model in {path}: {exc}") from exc
     return hf.eval()

@@ -9,7 +9,7 @@ and the logits cross into Python.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -187,17 +187,14 @@ class LlmRunner:
     def generate(self, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0, top_k: int | None = None,
                  top_p: float | None = None, seed: int | None = None,
                  on_token: Callable[[str], None] | None = None) -> Iterator[str]:
-        """Stream the text of each new token after `prompt` (tokenized with the model's tokenizer)."""
-        produced: list[int] = []
-        text_so_far = ""
-        for token in self.generate_ids(self.encode(prompt), max_new_tokens, Sampling(temperature, top_k, top_p, seed)):
-            produced.append(token)
-            text = self.decode_text(produced)
-            piece, text_so_far = text[len(text_so_far):], text
+        """Stream the new text after `prompt` (tokenized with the model's tokenizer), piece by piece as whole
+        characters: a character that a byte-level tokenizer splits over several tokens comes out once its last
+        token is there (see `stream_text`)."""
+        ids = self.generate_ids(self.encode(prompt), max_new_tokens, Sampling(temperature, top_k, top_p, seed))
+        for piece in stream_text(ids, self.decode_text):
             if on_token is not None:
                 on_token(piece)
             yield piece
-
 
     def encode(self, text: str) -> list[int]:
         """The token ids the model sees for `text`: the start token (when the model has one) and the text's
@@ -216,6 +213,31 @@ class LlmRunner:
         if self.tokenizer is None:
             raise LiteRTTorchError("this needs the model's tokenizer")
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def stream_text(token_ids: Iterable[int], decode: Callable[[list[int]], str]) -> Iterator[str]:
+    """The text of `token_ids` in pieces, each piece as soon as its characters are complete.
+
+    A byte-level BPE splits a character such as 'é' or '日' over several tokens; until its last byte arrives, the
+    text of the tokens so far ends in U+FFFD. So a piece is what the text of all tokens so far adds to the text
+    already given, up to the last complete character; the rest waits for the next token. Bytes that never
+    complete a character come out at the end, as the tokenizer writes them."""
+    ids: list[int] = []
+    given = ""
+    for token in token_ids:
+        ids.append(token)
+        ready = decode(ids).rstrip(REPLACEMENT_CHARACTER)
+        # a tokenizer may also rewrite earlier text once it sees more (a leading space it drops): wait for that
+        if len(ready) > len(given) and ready.startswith(given):
+            yield ready[len(given):]
+            given = ready
+    if ids:
+        text = decode(ids)
+        if len(text) > len(given):
+            yield text[len(given):]
 
 
 def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
@@ -301,6 +323,9 @@ def _compiled_model(flatbuffer: bytes, num_threads: int | None):
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.hardware_accelerator import HardwareAccelerator
 
+    from litert_torch import logs
+
+    logs.apply_native()
     options = None
     if num_threads is not None:
         from ai_edge_litert.cpu_options import CpuOptions
@@ -308,5 +333,18 @@ def _compiled_model(flatbuffer: bytes, num_threads: int | None):
 
         options = Options(hardware_accelerators=HardwareAccelerator.CPU, cpu_options=CpuOptions(num_threads=num_threads))
     if options is None:
-        return CompiledModel.from_buffer(flatbuffer, HardwareAccelerator.CPU)
-    return CompiledModel.from_buffer(flatbuffer, options=options)
+        return CompiledModel.from_buffer(flatbuffer, HardwareAccelerator.CPU, environment=_cpu_environment())
+    return CompiledModel.from_buffer(flatbuffer, options=options, environment=_cpu_environment())
+
+
+def _cpu_environment():
+    """A LiteRT environment for the CPU alone. Left to itself, LiteRT tries every vendor's NPU compiler plugin
+    and dispatch library in the ai-edge-litert wheel, warning for each one it cannot load (Intel's needs OpenVINO
+    installed); the runner runs on the CPU, so both are looked for in an empty folder, read when the environment
+    is made."""
+    import tempfile
+
+    from ai_edge_litert.environment import Environment
+
+    with tempfile.TemporaryDirectory(prefix="litert_no_plugins_") as empty:
+        return Environment.create(compiler_plugin_path=empty, dispatch_library_path=empty)

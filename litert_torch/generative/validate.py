@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from litert_torch.generative.runner import LlmRunner
+from litert_torch import logs
 from litert_torch.quantization.report import QUANTIZATION_KEY
 
 
@@ -134,6 +135,7 @@ def layer_errors(runner: LlmRunner, hf_model: torch.nn.Module, context_ids: Sequ
     if not names or not ids:
         return []
     reference = _hf_layer_outputs(hf_model, ids)
+    logs.apply_native()
     interpreter = Interpreter(model_content=runner.flatbuffer,
                               experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
                               experimental_preserve_all_tensors=True)

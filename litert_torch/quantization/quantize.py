@@ -13,6 +13,7 @@ import numpy as np
 from litert_torch import ir
 from litert_torch import metadata as md
 from litert_torch.metadata import DEFAULT_SIGNATURE
+from litert_torch.logs import third_party_output
 from litert_torch.errors import (
     CalibrationError, ModelFileError, ModelInputError, QuantizationArgumentError, QuantizationError,
 )
@@ -125,9 +126,10 @@ def _run_quantizer(data: bytes, mode: str, recipe_list: list | None, feeds: list
     if q.need_calibration and feeds is None:
         raise CalibrationError("this recipe quantizes activations, so it needs calibration_data")
     try:
-        if q.need_calibration:
-            calibration = q.calibrate({signature: feeds}, num_threads=max(1, min(4, os.cpu_count() or 1)))
-        result = q.quantize(calibration, enable_progress_report=False)
+        with third_party_output():  # its progress bars, and LiteRT's warning about the interpreter it calibrates in
+            if q.need_calibration:
+                calibration = q.calibrate({signature: feeds}, num_threads=max(1, min(4, os.cpu_count() or 1)))
+            result = q.quantize(calibration, enable_progress_report=False)
     except Exception as exc:  # the quantizer's own failures, with its message
         raise QuantizationError(f"ai-edge-quantizer failed: {type(exc).__name__}: {exc}") from exc
     return bytes(result.quantized_model), q.get_quantization_recipe()

@@ -70,6 +70,9 @@ def compile_for(flatbuffer: bytes, accelerator: str, hardware: tuple[Any, bool] 
     kind = {"cpu": HardwareAccelerator.CPU, "gpu": HardwareAccelerator.GPU, "npu": HardwareAccelerator.NPU}
     flags, require_full = (kind[accelerator], accelerator != "cpu") if hardware is None else hardware
     where = accelerator.upper() if hardware is None else str(flags)
+    from litert_torch import logs
+
+    logs.apply_native()
     device = None
     if flags is not None and flags & HardwareAccelerator.GPU:
         from litert_torch.runtime import gpu_device

@@ -16,7 +16,6 @@ the input, what it expects and what it got.
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import os
 import re
@@ -34,6 +33,7 @@ from litert_torch.errors import (
 )
 from litert_torch.files import atomic_file, write_atomic
 from litert_torch.flatbuffer.reader import read_metadata
+from litert_torch import logs
 from litert_torch.metadata import DEFAULT_SIGNATURE, IO_KEY, SOURCE_MAP_KEY, decode_source_map, read_json
 
 # EdgeModel.output_style: "numpy" (the official litert-torch convention, the default) or "pytorch".
@@ -309,7 +309,9 @@ class EdgeModel:
         from litert_torch.explorer.page import check_folder, export, prepare
 
         check_folder(os.fspath(folder), overwrite)
-        return export(prepare(self.flatbuffer, layers=layers_of(report)), os.fspath(folder), overwrite=overwrite)
+        name = os.path.basename(self._path) if self._path else None  # the page is named after the file
+        return export(prepare(self.flatbuffer, layers=layers_of(report), name=name), os.fspath(folder),
+                      overwrite=overwrite)
 
     # ---- the runtime ------------------------------------------------------------------------------------
     @property
@@ -333,12 +335,12 @@ class EdgeModel:
             resolver = {"xnnpack": OpResolverType.AUTO, "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
                         "reference": OpResolverType.BUILTIN_REF}[self._kernels]
             source = {"model_path": self._path} if self._path is not None else {"model_content": self._bytes}
+            logs.apply_native()
             try:
-                with quiet_runtime():
-                    interpreter = Interpreter(**source, num_threads=self._num_threads,
-                                              experimental_op_resolver_type=resolver,
-                                              experimental_preserve_all_tensors=self._keep_intermediates)
-                    interpreter.allocate_tensors()
+                interpreter = Interpreter(**source, num_threads=self._num_threads,
+                                          experimental_op_resolver_type=resolver,
+                                          experimental_preserve_all_tensors=self._keep_intermediates)
+                interpreter.allocate_tensors()
             except (ValueError, RuntimeError) as exc:
                 raise ModelLoadError(f"LiteRT could not load this model: {one_line(exc)}") from None
             self._interpreter = interpreter
@@ -593,39 +595,6 @@ class EdgeModel:
     def __repr__(self) -> str:
         where = f", file {self._path}" if self._path else ""
         return f"EdgeModel({len(self._bytes)} bytes{where}, signatures={list(self._io) or '?'})"
-
-
-# What the LiteRT runtime prints on every interpreter it makes; the rest of its output is passed on.
-_ROUTINE = (b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)
-
-
-@contextlib.contextmanager
-def quiet_runtime():
-    """Drop the runtime's routine INFO lines from stderr while the block runs (LITERT_TORCH_RUNTIME_LOGS=1, or the
-    CLI's --debug, keeps them); every other line it prints is written out afterwards."""
-    if os.environ.get("LITERT_TORCH_RUNTIME_LOGS") == "1":
-        yield
-        return
-    import sys
-    import tempfile
-
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):  # no real stderr (an embedded interpreter): nothing to filter
-        yield
-        return
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            capture.seek(0)
-            kept = [line for line in capture.read().splitlines(keepends=True) if line.rstrip() not in _ROUTINE]
-            if kept:
-                os.write(2, b"".join(kept))
 
 
 def checked_model(data: Any, isolate: bool | None = None):

@@ -299,7 +299,7 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
                                              rtol=gpu_rtol if on_gpu else None))
 
     report = ValidationReport("pytorch-eager-cpu-float32", len(input_sets), rtol, atol, report_backends,
-                              warnings=degenerate(references, names))
+                              warnings=degenerate(references, names, atol))
     if per_layer or (per_layer is None and not report.passed):
         report_stage("layer by layer")
         args, kwargs = input_sets[0]
@@ -343,9 +343,10 @@ def traced_departure(module, args, kwargs, reference, atol: float = ATOL, rtol: 
             "branches on tracing (torch.compiler.is_compiling, is_torchdynamo_compiling) on the model's path")
 
 
-def degenerate(references: list, names: list[str] | None = None) -> list[str]:
+def degenerate(references: list, names: list[str] | None = None, atol: float | None = None) -> list[str]:
     """Warnings for reference outputs a comparison says little about: constant (all zero included) over every
-    input set, or holding NaN or Inf."""
+    input set, holding NaN or Inf, or within the absolute tolerance `atol` of zero everywhere (then an output
+    of zeros would pass too)."""
     per_output: list[list[np.ndarray]] = []
     for reference in references:
         for i, leaf in enumerate(pytree.tree_leaves(plain(reference))):
@@ -367,6 +368,10 @@ def degenerate(references: list, names: list[str] | None = None) -> list[str]:
             what = "all zero" if values[0] == 0 else f"constant ({values[0]:g})"
             warnings.append(f"the PyTorch output {name} is {what} on every input: the comparison proves little "
                             "(an untrained or zero-initialised layer?)")
+        elif atol is not None and np.abs(values).max() <= atol:
+            warnings.append(f"the PyTorch output {name} is within the absolute tolerance ({atol:g}) of zero on every "
+                            f"input (largest magnitude {np.abs(values).max():.2g}): any output that small would "
+                            "pass, so the comparison proves little (compare it with a smaller atol, or scale it)")
     return warnings
 
 

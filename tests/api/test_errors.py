@@ -137,6 +137,20 @@ def test_sample_inputs_the_model_does_not_take_are_said_to_be_the_inputs():
         assert torch.equal(v, before[k]), k
 
 
+def test_a_forward_that_raises_for_its_own_reasons_gets_no_advice_about_the_inputs():
+    class Unready(nn.Module):
+        def forward(self, x):
+            raise RuntimeError("call load_weights() before running the model")  # LINE_UNREADY
+
+    with pytest.raises(ExportError) as info:
+        litert_torch.convert(Unready(), (torch.randn(2, 3),))
+    assert not isinstance(info.value, litert_torch.SampleInputError) and not getattr(info.value, "hint", None)
+    message = str(info.value)
+    assert message.startswith("Unready raises in PyTorch itself on the sample inputs (float32[2, 3]) at ")
+    assert f"{os.path.basename(__file__)}:{_line_of('LINE_UNREADY')}" in message
+    assert message.endswith("RuntimeError: call load_weights() before running the model")
+
+
 def test_not_a_module():
     with pytest.raises(ExportError, match="needs a torch.nn.Module"):
         litert_torch.convert(lambda x: x, (torch.randn(2),))

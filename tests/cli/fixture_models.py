@@ -1,5 +1,7 @@
 """Sources for the CLI tests."""
 
+import time
+
 import torch
 from torch import nn
 
@@ -12,6 +14,12 @@ class Small(nn.Module):
 
     def forward(self, x):
         return self.head(torch.relu(self.conv(x)).mean(dim=(2, 3)))
+
+
+def clock_seeded():
+    """Small with new weights on every call, whatever the caller seeds."""
+    torch.manual_seed(time.monotonic_ns())
+    return Small().eval(), (torch.randn(1, 3, 8, 8),)
 
 
 def with_inputs():

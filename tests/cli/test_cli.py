@@ -127,8 +127,9 @@ def test_validate_fails_against_a_different_model(small_tflite):
     code, output = run("validate", small_tflite, f"{FIXTURES}:other_weights")
     assert code == 1, output
     assert "validation: FAIL" in output
-    # Small() draws new random weights on every call: that is said, not reported as a failed conversion
-    code, output = run("validate", small_tflite, f"{FIXTURES}:Small")
+    # a source seeded from the clock builds new weights on every call: that is said, not reported as a failed
+    # conversion
+    code, output = run("validate", small_tflite, f"{FIXTURES}:clock_seeded")
     assert code == 2 and "builds different weights each time" in output, output
 
 
@@ -142,6 +143,8 @@ def test_validate_fails_against_a_different_model(small_tflite):
     (["convert", f"{FIXTURES}:Small", "-o", "x.tflite"], "gives no sample inputs"),
     (["convert", f"{FIXTURES}:Small", "-o", "x.tflite", "--input", "x=1by3:float32"], "malformed --input"),
     (["convert", f"{FIXTURES}:Small", "-o", "x.tflite", "--input", "x=1x3:complex7"], "unknown dtype"),
+    (["convert", f"{FIXTURES}:Small", "-o", "x.tflite", "--input", "image=1x3x8x8:float32"],
+     "--input image: not a parameter of Small.forward"),
     (["convert", "model.onnx", "-o", "x.tflite"], "ONNX"),
     (["inspect", "missing.tflite"], "no such file"),
     (["bench", "missing.tflite"], "no such file"),
@@ -188,6 +191,13 @@ def test_corrupt_and_truncated_tflite(small_tflite, tmp_path):
         assert len(stderr.strip().splitlines()) == 1 and stderr.startswith("error:"), (name, stderr)
         code, output = run("validate", path, f"{FIXTURES}:with_inputs")
         assert code == 2, (name, output)
+    # a file cut short says so, with its size and the size it claims, whichever command reads it
+    short = len(data) // 3
+    for command in ("inspect", "bench", "validate"):
+        extra = [f"{FIXTURES}:with_inputs"] if command == "validate" else []
+        code, output = run(command, tmp_path / "truncated.tflite", *extra)
+        assert code == 2 and f"truncated: {short} bytes, the file says at least " in output, (command, output)
+        assert "unpack_from" not in output
 
 
 def test_npu_compile_without_the_vendor_sdk_says_what_to_install(tmp_path):

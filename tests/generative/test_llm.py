@@ -197,6 +197,16 @@ def test_runner_streams_text_samples_and_keeps_state(llama_dir, tmp_path):
     greedy = list(llm.generate_ids(ids, 12))
     assert "".join(pieces) == llm.decode_text(greedy)
 
+    # multi-byte characters the byte-level tokenizer splits over several tokens stream out whole
+    text = " café 日本"
+    text_ids = llm.encode(text)[1:]  # without the start token
+    assert len(text_ids) > 6
+    llm.generate_ids = lambda *args, **kwargs: iter(text_ids)
+    streamed = []
+    pieces = list(llm.generate(PROMPT, on_token=streamed.append))
+    assert "".join(pieces) == text and streamed == pieces and not any("\ufffd" in p for p in pieces), pieces
+    del llm.generate_ids
+
     sampled = [list(llm.generate_ids(ids, 12, generative.Sampling(temperature=1.0, top_k=20, seed=s)))
                for s in (1, 1, 2)]
     assert sampled[0] == sampled[1]  # seeded
@@ -374,6 +384,25 @@ def test_cli_inspect_reads_a_bundle(tmp_path, llama_dir, capsys):
     assert main(["inspect", str(damaged)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and len(err.strip().splitlines()) <= 3, err
+
+
+def test_cli_bench_and_view_read_a_bundles_model(tmp_path, llama_dir, capsys):
+    import importlib.util
+
+    from litert_convert.main import main
+    from litert_torch.generative.bundle import read_bundle
+
+    out = export.export(model=llama_dir, output_dir=str(tmp_path), prefill_lengths=[4], cache_length=32,
+                        quantization_recipe="none")
+    bundle = tmp_path / "tiny.litertlm"
+    os.rename(out, bundle)
+    assert main(["bench", str(bundle), "--runs", "2", "--warmup", "1", "--json"]) == 0
+    assert "TFL3" not in capsys.readouterr().err
+    if importlib.util.find_spec("model_explorer") is None:
+        pytest.skip("Model Explorer (pip install -e '.[view]')")
+    assert main(["view", str(bundle), "--export", str(tmp_path / "shared"), "--quiet"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "shared" / "tiny.html")  # named as docs/VIEW.md says
+    assert (tmp_path / "shared" / "tiny.tflite").read_bytes() == read_bundle(str(bundle)).tflite
 
 
 def test_cli_validate_llm(tmp_path, llama_dir, capsys):

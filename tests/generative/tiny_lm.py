@@ -1,5 +1,6 @@
-"""Tiny Hugging Face causal LMs built from configs (random weights) with a small trained BPE tokenizer, saved as
-model directories the exporter reads."""
+"""Tiny Hugging Face causal LMs of every architecture the exporter takes, built from configs (random weights) with
+the small trained BPE tokenizer of `litert_torch.generative.examples`, saved as model directories the exporter
+reads."""
 
 from __future__ import annotations
 
@@ -7,34 +8,9 @@ import os
 
 import torch
 
-CORPUS = [
-    "the quick brown fox jumps over the lazy dog",
-    "a small model runs on the phone without a server",
-    "once upon a time there was a little robot who liked to count tokens",
-    "weights and caches live in memory while the model decodes one token at a time",
-    "hello world, this is a test of the tokenizer and the language model",
-] * 4
-
-CHAT_TEMPLATE = ("{% for message in messages %}<|{{ message['role'] }}|> {{ message['content'] }} </s>"
-                 "{% endfor %}{% if add_generation_prompt %}<|assistant|> {% endif %}")
-
-
-def tokenizer(vocab_size: int = 160):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    special = ["<pad>", "<s>", "</s>", "<unk>"]
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(CORPUS, trainer)
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                   unk_token="<unk>")
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
+from litert_torch.generative.examples import (  # noqa: F401 - the tests use them from here
+    CHAT_TEMPLATE, CORPUS, common_config, spread_weights, tokenizer,
+)
 
 
 ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe",
@@ -46,9 +22,7 @@ DIRECT_ARCHS = ("phi", "phi_qk_norm", "stablelm", "stablelm_parallel", "olmo2", 
 def config(arch: str, vocab_size: int, **overrides):
     import transformers as T
 
-    common = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                  max_position_embeddings=512)
+    common = common_config(vocab_size)
     if arch == "llama":
         cfg = T.LlamaConfig(**common, tie_word_embeddings=True)
     elif arch == "smollm3":  # its second layer has no RoPE
@@ -116,13 +90,7 @@ def model(arch: str, vocab_size: int, seed: int = 0, **overrides):
     # Gemma scales its embeddings by sqrt(hidden): narrower weights, except for Gemma 1, whose residual stream
     # (no norms after attention and MLP) is then all embedding and repeats one token
     std = {"gemma": 0.3, "gemma2": 0.1, "gemma3": 0.05}.get(arch, 0.15)
-    with torch.no_grad():
-        for name, p in hf.named_parameters():
-            if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.1)
-            else:
-                p.normal_(0.0, std)
-    return hf
+    return spread_weights(hf, std)
 
 
 def save(directory: str, arch: str, seed: int = 0, **overrides) -> str:
