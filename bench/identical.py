@@ -1,6 +1,7 @@
 """Byte-identical conversions across two revisions: the test suite runs at a base revision (in a temporary git
-worktree) and at the working tree, each recording a digest of every model its tests write (`tests/conftest.py`,
-LITERT_FINGERPRINTS), and the digests are compared test by test.
+worktree) and at the working tree (or a second revision), each recording a digest of every model its tests write
+(the pytest plugin `bench/fingerprints.py`, loaded from this checkout into both runs), and the digests are
+compared test by test.
 
     python bench/identical.py --base HEAD~5                      # the default test run on both sides
     python bench/identical.py --base A --head B                  # two revisions, neither the working tree
@@ -8,7 +9,7 @@ LITERT_FINGERPRINTS), and the digests are compared test by test.
 
 A model's digest covers the .tflite without our metadata entries (source map, delegate plan, I/O: their source
 locations name the checkout); those entries get their own digest, read back with each path reduced to its file
-name. Tests whose model counts differ between the two
+name and each line number to N. Tests whose model counts differ between the two
 sides (a test added or removed) are listed apart. Exit status 1 when any model of a test run on both sides
 differs. The result goes to bench/results/identical.md unless --results says otherwise.
 """
@@ -30,10 +31,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_suite(checkout: Path, out: Path, pytest_args: list[str]) -> tuple[dict[tuple[str, int], dict], float, int]:
     """Run pytest in `checkout` with its own package first on the path; the digests by (test, n)."""
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, LITERT_FINGERPRINTS=str(out),
-               PYTHONPATH=os.pathsep.join([str(checkout), str(checkout / "cli"), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, LITERT_MODEL_DIGESTS=str(out),
+               PYTHONPATH=os.pathsep.join([str(checkout), str(checkout / "cli"), str(ROOT / "bench"),
+                                           os.environ.get("PYTHONPATH", "")]))
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args],
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "fingerprints", *pytest_args],
                           cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     took = time.perf_counter() - start
     print(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "(no output)", f"[{checkout}]")
