@@ -67,9 +67,7 @@ def is_embedding_bundle(path: str) -> bool:
 
 def read_embedding_bundle(path: str) -> EmbeddingBundle:
     """Every section of a text-embedding bundle; ModelFileError when one is missing or damaged."""
-    from google.protobuf import text_format
-
-    from litert_torch.generative.bundle import BundleFileError, _builder
+    from litert_torch.generative.bundle import BundleFileError, _builder, _parsed
 
     lb = _builder()[0]
     from litert_lm_builder.runtime.proto import embedding_metadata_pb2
@@ -95,15 +93,7 @@ def read_embedding_bundle(path: str) -> EmbeddingBundle:
                 except (zlib.error, UnicodeDecodeError) as exc:
                     raise BundleFileError(f"the tokenizer in {where} is damaged: {exc}") from None
             elif name.startswith("EmbeddingMetadata"):
-                meta = embedding_metadata_pb2.EmbeddingMetadata()
-                try:
-                    if name.endswith(".pbtext"):
-                        text_format.Parse(raw.decode("utf-8"), meta)
-                    else:
-                        meta.ParseFromString(raw)
-                except Exception as exc:  # noqa: BLE001 - protobuf's parse errors have no common base
-                    raise BundleFileError(f"the EmbeddingMetadata of {where} is damaged: {exc}") from None
-                found["meta"] = meta
+                found["meta"] = _parsed(embedding_metadata_pb2.EmbeddingMetadata(), raw, name, where)
     missing = [k for k in ("meta", "tokenizer", "embedder", "encoder") if k not in found]
     if missing:
         names = {"meta": "EmbeddingMetadata", "tokenizer": "tokenizer", "embedder": "TF_LITE_EMBEDDER model",
