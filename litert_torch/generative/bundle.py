@@ -8,10 +8,12 @@ prefill+decode. The builder takes its sections as files; they are written in a s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import zlib
 from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 from litert_torch.errors import ConversionError, ModelFileError
 from litert_torch.files import atomic_file, scratch_folder
@@ -91,11 +93,7 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
         builder.add_executor_metadata(os.path.join(scratch, "executor_metadata.pb"))
         builder.add_hf_tokenizer(tokenizer_path)
         builder.add_tflite_model(tflite_path, lb.TfLiteModelType.PREFILL_DECODE)
-        try:
-            with atomic_file(path) as out:
-                builder.build(out)
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise BundleError(f"litert-lm-builder could not write {os.fspath(path)}: {exc}") from exc
+        build(builder, path)
 
 
 @dataclass
@@ -126,16 +124,35 @@ def unpack_bundle(path: str | os.PathLike) -> tuple[bytes, str | None]:
     return bundle.tflite, bundle.tokenizer
 
 
-def read_bundle(path: str | os.PathLike, metadata: bool = True) -> Bundle:
-    """Every section of a .litertlm bundle we write, read back (`metadata`: the LLM and executor metadata
-    too). BundleFileError when the file is damaged or holds no model."""
-    lb, executor_pb, llm_pb, _ = _builder()
+def build(builder: Any, path: str | os.PathLike) -> None:
+    """Write the sections `builder` (a litert-lm-builder LitertLmFileBuilder) holds to `path`, atomically."""
+    try:
+        with atomic_file(path) as out:
+            builder.build(out)
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise BundleError(f"litert-lm-builder could not write {os.fspath(path)}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def unpacked(path: str | os.PathLike) -> Iterator[str]:
+    """A scratch folder holding every section of the bundle at `path`, removed afterwards; BundleFileError when
+    the file is not a readable bundle."""
+    lb = _builder()[0]
     where = os.fspath(path)
     with scratch_folder("litert_bundle_") as scratch:
         try:
             lb.litertlm_builder.unpack(where, scratch)
         except Exception as exc:  # noqa: BLE001 - the reader raises what its parser meets on a damaged file
             raise BundleFileError(f"{where} is not a readable .litertlm bundle: {exc}") from None
+        yield scratch
+
+
+def read_bundle(path: str | os.PathLike, metadata: bool = True) -> Bundle:
+    """Every section of a .litertlm bundle we write, read back (`metadata`: the LLM and executor metadata
+    too). BundleFileError when the file is damaged or holds no model."""
+    lb, executor_pb, llm_pb, _ = _builder()
+    where = os.fspath(path)
+    with unpacked(path) as scratch:
         bundle = Bundle(b"", None, None)
         found = False
         for name in sorted(os.listdir(scratch)):

@@ -477,13 +477,7 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
         # inner row summed over I
         index = b._reshape(chosen, [pairs])
         inter = tables[0].shape[1]
-        if length == 1:  # one token: its row is broadcast against its k tables by the products
-            rows = b._reshape(flat, [1, 1, hidden])
-        else:
-            rows = b._reshape(flat, [length, 1, hidden], "unsqueeze")
-            rows = b.emit("BROADCAST_TO", [rows, b.const(np.array([length, k, hidden], np.int32), "shape")],
-                          [length, k, hidden], np.float32, "expand")
-            rows = b._reshape(rows, [pairs, 1, hidden])
+        rows = _pair_rows(b, flat, length, k)
         gate = b._sum(b._mul(b._gather(tables[0], index), rows), 2)
         up = b._sum(b._mul(b._gather(tables[1], index), rows), 2)
         inner = b._reshape(b._mul(b._act(gate, cfg.activation), up), [pairs, 1, inter], "unsqueeze")
@@ -494,6 +488,18 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
         return out
     scale = b._like("LOGISTIC", b._linear(x, w["shared_gate"], None, "shared_expert_gate"), what="sigmoid")
     return b._add(out, b._mul(scale, _mlp(b, w["shared"], cfg, x)))
+
+
+def _pair_rows(b: _Builder, flat: ir.Tensor, length: int, k: int) -> ir.Tensor:
+    """Each token's row once per chosen expert, [length * k, 1, H]; one token's row stays [1, 1, H], broadcast
+    against its k tables by the products."""
+    hidden = flat.shape[1]
+    if length == 1:
+        return b._reshape(flat, [1, 1, hidden])
+    rows = b._reshape(flat, [length, 1, hidden], "unsqueeze")
+    rows = b.emit("BROADCAST_TO", [rows, b.const(np.array([length, k, hidden], np.int32), "shape")],
+                  [length, k, hidden], np.float32, "expand")
+    return b._reshape(rows, [length * k, 1, hidden])
 
 
 def _gpt_oss_moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, flat: ir.Tensor, length: int) -> ir.Tensor:
@@ -507,13 +513,7 @@ def _gpt_oss_moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, flat: ir.Tensor
     weights = b._like("SOFTMAX", values, what="softmax", beta=1.0)
     index = b._reshape(chosen, [pairs])
     tables = {n: b.const(w[n], n) for n in ("gate_w", "up_w", "down_w", "gate_bias", "up_bias", "down_bias")}
-    if length == 1:
-        rows = b._reshape(flat, [1, 1, hidden])
-    else:
-        rows = b._reshape(flat, [length, 1, hidden], "unsqueeze")
-        rows = b.emit("BROADCAST_TO", [rows, b.const(np.array([length, k, hidden], np.int32), "shape")],
-                      [length, k, hidden], np.float32, "expand")
-        rows = b._reshape(rows, [pairs, 1, hidden])
+    rows = _pair_rows(b, flat, length, k)
     gate = b._add(b._sum(b._mul(b._gather(tables["gate_w"], index), rows), 2), b._gather(tables["gate_bias"], index))
     up = b._add(b._sum(b._mul(b._gather(tables["up_w"], index), rows), 2), b._gather(tables["up_bias"], index))
     gate = b._binary("MINIMUM", gate, limit)

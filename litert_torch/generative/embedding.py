@@ -244,7 +244,7 @@ def convert_embedding(hf, pipeline: Pipeline, lengths: Sequence[int], quantize: 
 def write_embedding_bundle(path: str, embedder_tflite: str, encoder_tflite: str, tokenizer_json: str,
                            tokens: EmbeddingTokens, max_length: int, width: int) -> None:
     """Assemble the .litertlm bundle at `path` atomically from its files."""
-    from litert_torch.generative.bundle import BundleError, _builder
+    from litert_torch.generative.bundle import _builder, build
 
     lb = _builder()[0]
     from litert_lm_builder.runtime.proto import embedding_metadata_pb2
@@ -267,8 +267,4 @@ def write_embedding_bundle(path: str, embedder_tflite: str, encoder_tflite: str,
         builder.add_hf_tokenizer(tokenizer_json)
         builder.add_tflite_model(embedder_tflite, lb.TfLiteModelType.EMBEDDER)
         builder.add_tflite_model(encoder_tflite, lb.TfLiteModelType.TEXT_ENCODER)
-        try:
-            with atomic_file(path) as out:
-                builder.build(out)
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise BundleError(f"litert-lm-builder could not write {os.fspath(path)}: {exc}") from exc
+        build(builder, path)

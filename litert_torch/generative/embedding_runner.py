@@ -19,7 +19,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from litert_torch.errors import InvalidArgumentError, ModelFileError, ModelInputError, ModelLoadError, one_line
-from litert_torch.files import scratch_folder
 
 EMBEDDER_SIGNATURE = "embedder"
 ENCODER_PREFIX = "encoder_"
@@ -67,17 +66,13 @@ def is_embedding_bundle(path: str) -> bool:
 
 def read_embedding_bundle(path: str) -> EmbeddingBundle:
     """Every section of a text-embedding bundle; ModelFileError when one is missing or damaged."""
-    from litert_torch.generative.bundle import BundleFileError, _builder, _parsed
+    from litert_torch.generative.bundle import BundleFileError, _builder, _parsed, unpacked
 
-    lb = _builder()[0]
+    _builder()  # litert-lm-builder installed, or a clear error
     from litert_lm_builder.runtime.proto import embedding_metadata_pb2
 
     where = os.fspath(path)
-    with scratch_folder("litert_bundle_") as scratch:
-        try:
-            lb.litertlm_builder.unpack(where, scratch)
-        except Exception as exc:  # noqa: BLE001 - the reader raises what its parser meets on a damaged file
-            raise BundleFileError(f"{where} is not a readable .litertlm bundle: {exc}") from None
+    with unpacked(path) as scratch:
         found: dict[str, Any] = {}
         for name in sorted(os.listdir(scratch)):
             with open(os.path.join(scratch, name), "rb") as f:
