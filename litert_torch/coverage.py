@@ -22,7 +22,8 @@ from collections import Counter
 from typing import Any, Callable
 
 from litert_torch.flatbuffer.schema import BUILTIN_CODES
-from litert_torch.frontend.export import KEEP_WHOLE, decomposition_table, target_name
+from litert_torch.frontend.export import KEEP_WHOLE, decomposition_table
+from litert_torch.frontend.sources import target_name
 from litert_torch.lower import registered
 from litert_torch.lower.common.registry import Lowering, schema_of
 from litert_torch.suites import STATUSES

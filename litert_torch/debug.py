@@ -38,7 +38,7 @@ import torch.fx
 from torch.utils import _pytree as pytree
 
 from litert_torch.errors import ExportError, ModelNotExportableError
-from litert_torch.frontend.export import source_location, target_name
+from litert_torch.frontend.sources import source_location, target_name
 from litert_torch.lower.aten.program import export_lowerable
 
 CULPRIT_CLASS = "CulpritGraphModule"

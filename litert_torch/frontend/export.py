@@ -10,7 +10,6 @@ import contextlib
 import functools
 import logging
 import operator
-import os
 import re
 import sys
 import threading
@@ -21,7 +20,7 @@ import torch
 from torch.fx import proxy as _fx_proxy
 
 from litert_torch.errors import ExportError, SampleInputError, one_line
-from litert_torch.ir import SourceRef
+from litert_torch.frontend.sources import user_line_from_traceback
 
 aten = torch.ops.aten
 
@@ -581,12 +580,12 @@ def export_module(
                 f"{type(module).__name__} does not run on the sample inputs ({_describe_samples(args, kwargs)}) "
                 f"in PyTorch itself: {type(refused).__name__}: {one_line(refused)}") from exc
         if refused is not None:  # it fails for a reason of its own: no advice about the inputs
-            where = _user_line_from_traceback(refused)
+            where = user_line_from_traceback(refused)
             raise ExportError(
                 f"{type(module).__name__} raises in PyTorch itself on the sample inputs "
                 f"({_describe_samples(args, kwargs)}){f' at {where}' if where else ''}: "
                 f"{type(refused).__name__}: {one_line(refused)}") from exc
-        where = _user_line_from_traceback(exc)
+        where = user_line_from_traceback(exc)
         lead = f"torch.export could not trace {type(module).__name__}"
         if where:
             lead += f" (at {where})"
@@ -727,81 +726,3 @@ except ImportError:  # another torch layout: its prints stay as they are
 # `print` in that module's globals shadows the builtin while entered (the module has none of its own)
 _PARTIAL_GRAPHS = _ReplacedWhileEntered(_EXPORT_TRACE, "print", lambda: _print_but_partial_graphs) \
     if _EXPORT_TRACE is not None else None
-
-
-_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-_TORCH_DIR = torch.__file__.rsplit("/", 1)[0] + "/"
-
-
-def _is_library_file(path: str) -> bool:
-    return path.startswith(_TORCH_DIR) or "/site-packages/torch/" in path or "/litert_torch/" in path
-
-
-def _user_line_from_traceback(exc: BaseException) -> str | None:
-    tb = exc.__traceback__
-    found = None
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if not _is_library_file(code.co_filename) and not code.co_filename.startswith("<"):
-            found = f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
-        tb = tb.tb_next
-    if found is None:
-        match = _FRAME_RE.findall(str(exc))
-        user = [m for m in match if not _is_library_file(m[0])]
-        if user:
-            path, line, fn = user[-1]
-            found = f"{path}:{line} in {fn}"
-    return found
-
-
-@functools.lru_cache(maxsize=1024)
-def module_path(path: str) -> str:
-    """`path` as the module it names: relative to the folder above its outermost package (the folders with an
-    `__init__.py`), so 'pkg/module.py' for a module of a package and 'model.py' for a module alone. It is the same
-    wherever the project is checked out, so a converted file does not depend on the folder it was made in (nor
-    tell it). Names that are not files ('<string>') stay as they are."""
-    if path.startswith("<"):
-        return path
-    folder, name = os.path.split(os.path.abspath(path))
-    parts = [name]
-    while os.path.isfile(os.path.join(folder, "__init__.py")):
-        folder, package = os.path.split(folder)
-        if not package:
-            break
-        parts.insert(0, package)
-    return "/".join(parts)
-
-
-def source_location(stack_trace: str | None) -> str | None:
-    """The innermost frame of a node's stack trace outside torch itself, as 'pkg/module.py:line in function'
-    (the file named as its module, see `module_path`)."""
-    if not stack_trace:
-        return None
-    frames = _FRAME_RE.findall(stack_trace)
-    if not frames:
-        return None
-    user = [f for f in frames if not _is_library_file(f[0]) and not f[0].startswith("<")]
-    path, line, fn = (user or frames)[-1]
-    return f"{module_path(path)}:{line} in {fn}"
-
-
-def target_name(target: Any) -> str:
-    """'aten.convolution.default' for an OpOverload; the qualified name for anything else."""
-    if isinstance(target, torch._ops.OpOverload):
-        return f"{target.namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
-    return getattr(target, "__qualname__", None) or str(target)
-
-
-def source_ref(node: torch.fx.Node) -> SourceRef:
-    module = None
-    stack = node.meta.get("nn_module_stack")
-    if stack:
-        path, cls = list(stack.values())[-1]
-        cls_name = cls.rsplit(".", 1)[-1] if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
-        module = f"{path} ({cls_name})" if path else cls_name
-    return SourceRef(
-        node=node.name,
-        target=target_name(node.target),
-        location=source_location(node.meta.get("stack_trace")),
-        module=module,
-    )

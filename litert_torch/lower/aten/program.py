@@ -20,7 +20,8 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from litert_torch import ir
 from litert_torch.errors import ConversionError, LoweringError, UnsupportedOp, UnsupportedOpsError
-from litert_torch.frontend.export import export_module, source_ref, target_name
+from litert_torch.frontend.export import export_module
+from litert_torch.frontend.sources import source_ref, target_name
 from litert_torch.lower.aten import complex_ops
 from litert_torch.lower.aten.quantized import RUN_TIME_ONLY
 from litert_torch.node import Node, Value

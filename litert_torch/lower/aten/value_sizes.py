@@ -19,7 +19,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.errors import ConversionError, LoweringError
-from litert_torch.frontend.export import source_ref
+from litert_torch.frontend.sources import source_ref
 from litert_torch.lower.common.registry import LoweringContext, lowering_for
 from litert_torch.symbolic import BOUND_FAILURES, EXHAUSTIVE_POINTS, SymSpace, evaluate
 
