@@ -12,6 +12,13 @@ from tests.onnx.helpers import assert_matches_ort, graph_model
 rng = np.random.default_rng(0)
 
 
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Each test draws its random inputs from the same start, whichever tests ran before it in its worker."""
+    global rng
+    rng = np.random.default_rng(0)
+
+
 def r(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
