@@ -243,8 +243,9 @@ class AsrRunner:
     def transcribe_ids(self, audio: Any, sampling_rate: int | None = None, *,
                        max_new_tokens: int | None = None) -> list[int]:
         """The greedy token ids for one utterance, as Hugging Face's `generate(input_features)` returns them for
-        the bundle's generation config: the generated tokens after the prompt, the end-of-text token included
-        when it is reached. `max_new_tokens` caps them (default: the generation config's limit)."""
+        the bundle's generation config: the generated tokens after the prompt, up to the end-of-text token (left
+        out, as `generate` leaves it out). `max_new_tokens` caps the tokens generated, the end-of-text token
+        counted (default: the generation config's limit)."""
         if max_new_tokens is not None and int(max_new_tokens) < 0:
             raise InvalidArgumentError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
         self.encode(self.features(audio, sampling_rate))
@@ -263,8 +264,10 @@ class AsrRunner:
             if not out and cfg.begin_suppress_tokens:
                 scores[cfg.begin_suppress_tokens] = -np.inf
             token = int(np.argmax(scores))
+            if token in stops:  # generate's output for an utterance leaves the end-of-text token out
+                return out
             out.append(token)
-            if token in stops or len(out) >= limit:
+            if len(out) >= limit:
                 return out
             logits = self._step(DECODE_SIGNATURE, [token], position)
             position += 1
