@@ -14,12 +14,13 @@ The bundle's sections:
                             `decode`: `tokens` int32 [1, T], `input_pos` int32 [T], the self-attention caches
                             `kv_cache_k_i` [1, H, C, D] / `kv_cache_v_i` [1, H, D, C] (C = max_target_positions) and
                             the cross keys and values -> `logits` [1, 1, V] and the caches
-    generic data            (name litert_torch_asr) JSON: the log-mel parameters, the prompt, the end-of-text and
-                            suppressed tokens, the length limit, the cache and encoder sizes (asr_runner.AsrConfig)
+    generic data            (name litert_torch_asr) JSON: the log-mel parameters, the prompt, the language tokens
+                            to detect from, the end-of-text and suppressed tokens, the length limit, the cache and
+                            encoder sizes (asr_runner.AsrConfig)
 
 The generation config is read once, here: the prompt is what Whisper's `generate` starts from
-(decoder_start_token_id, then the forced language and task tokens, then <|notimestamps|>); a config asking for what
-the runner does not reproduce (timestamps, language detection, beam search, sampling, other logits processors) is
+(decoder_start_token_id, then the forced or detected language and the task tokens, then <|notimestamps|>); a config
+asking for what the runner does not reproduce (timestamps, beam search, sampling, other logits processors) is
 refused by name. See docs/ASR.md.
 """
 
@@ -159,11 +160,13 @@ _REFUSED_GENERATION = {
 }
 
 
-def whisper_prompt(generation: Any, config: dict) -> list[int]:
+def whisper_prompt(generation: Any, config: dict) -> tuple[list[int], list[int]]:
     """The tokens Whisper's `generate` starts decoding from for this generation config (transformers'
     `_retrieve_init_tokens` for one utterance): decoder_start_token_id; then the forced_decoder_ids that follow
     it (when neither `language` nor `task` is set) or the language and task tokens they name; then
-    <|notimestamps|> when the config has it. Language detection is refused."""
+    <|notimestamps|> when the config has it. When no language is given and the config has `lang_to_id`,
+    `generate` detects the language from the audio: the prompt then holds -1 at index 1, and the second value
+    returned is the language tokens detection chooses from (empty otherwise)."""
     where = "generation_config.json"
     start = getattr(generation, "decoder_start_token_id", None)
     if start is None:
@@ -193,10 +196,13 @@ def whisper_prompt(generation: Any, config: dict) -> list[int]:
             prompt[1] = lang_to_id[token]
         else:
             prompt.append(lang_to_id[token])
-    elif lang_to_id and (len(prompt) <= 1 or prompt[1] is None):
-        raise UnsupportedAsrModelError(
-            f"{where}: no language is forced, so Whisper's generate would detect it from the audio; language "
-            f"detection is not reproduced: set `language` (or forced_decoder_ids) in the generation config")
+    detect: list[int] = []
+    if language is None and lang_to_id and (len(prompt) <= 1 or prompt[1] is None):
+        detect = sorted({int(t) for t in lang_to_id.values()})
+        if len(prompt) > 1:
+            prompt[1] = -1
+        else:
+            prompt.append(-1)
     task_to_id = getattr(generation, "task_to_id", None) or {}
     if task is not None:
         if task not in task_to_id:
@@ -211,7 +217,7 @@ def whisper_prompt(generation: Any, config: dict) -> list[int]:
     no_timestamps = getattr(generation, "no_timestamps_token_id", None)
     if no_timestamps is not None and prompt[-1] != no_timestamps:
         prompt.append(no_timestamps)
-    return [int(t) for t in prompt if t is not None]
+    return [int(t) for t in prompt if t is not None], detect
 
 
 def asr_config(hf: Any, generation: Any, frontend: LogMelParameters) -> AsrConfig:
@@ -226,7 +232,7 @@ def asr_config(hf: Any, generation: Any, frontend: LogMelParameters) -> AsrConfi
         raise UnsupportedAsrModelError(f"generation_config.json: temperature {temperature!r} asks for temperature "
                                        f"fallback, which the ASR runner does not reproduce")
     config = hf.config
-    prompt = whisper_prompt(generation, config.to_dict())
+    prompt, languages = whisper_prompt(generation, config.to_dict())
     positions = int(config.max_target_positions)
     if len(prompt) >= positions:
         raise UnsupportedAsrModelError(f"the prompt of {len(prompt)} tokens leaves no room in the decoder's "
@@ -235,7 +241,7 @@ def asr_config(hf: Any, generation: Any, frontend: LogMelParameters) -> AsrConfi
     eos_ids = [] if eos is None else [int(t) for t in (eos if isinstance(eos, (list, tuple)) else [eos])]
     heads = int(config.decoder_attention_heads)
     return AsrConfig(
-        model_type="whisper", frontend=frontend, prompt=prompt, eos_token_ids=eos_ids,
+        model_type="whisper", frontend=frontend, prompt=prompt, language_token_ids=languages, eos_token_ids=eos_ids,
         suppress_tokens=[int(t) for t in (getattr(generation, "suppress_tokens", None) or [])],
         begin_suppress_tokens=[int(t) for t in (getattr(generation, "begin_suppress_tokens", None) or [])],
         max_length=None if getattr(generation, "max_length", None) is None else int(generation.max_length),

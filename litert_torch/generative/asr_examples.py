@@ -21,8 +21,8 @@ from litert_torch.generative.examples import CORPUS, spread_weights
 
 # Whisper's special tokens, after the text tokens as in Whisper's vocabulary (its generate reads every id above
 # <|notimestamps|> as a timestamp): the end of text (also the stop and padding token), the start of a
-# transcript, a language, the task, and "no timestamps"
-SPECIAL_TOKENS = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
+# transcript, two languages, the task, and "no timestamps"
+SPECIAL_TOKENS = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|fr|>", "<|transcribe|>", "<|notimestamps|>"]
 SAMPLING_RATE = 16000
 
 

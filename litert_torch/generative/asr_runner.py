@@ -43,7 +43,8 @@ class AsrConfig:
 
     model_type: str  # "whisper"
     frontend: LogMelParameters
-    prompt: list[int]  # the tokens the decoder starts from
+    prompt: list[int]  # the tokens the decoder starts from; -1 at index 1: the language, detected from the audio
+    language_token_ids: list[int]  # the languages detection chooses from (empty: no detection)
     eos_token_ids: list[int]
     suppress_tokens: list[int]
     begin_suppress_tokens: list[int]
@@ -253,7 +254,10 @@ class AsrRunner:
         limit = cfg.max_new_tokens(max_new_tokens)
         if limit <= 0:
             return []
-        logits = self._step(self._prefill, cfg.prompt, 0)
+        prompt = list(cfg.prompt)
+        if cfg.language_token_ids:
+            prompt[1] = self._detect_language()
+        logits = self._step(self._prefill, prompt, 0)
         out: list[int] = []
         position = len(cfg.prompt)
         stops = set(cfg.eos_token_ids)
@@ -271,6 +275,21 @@ class AsrRunner:
                 return out
             logits = self._step(DECODE_SIGNATURE, [token], position)
             position += 1
+
+    def _detect_language(self) -> int:
+        """The language token Whisper's `detect_language` picks: the most likely of the language tokens after
+        the start-of-transcript token alone."""
+        logits = self._step(DECODE_SIGNATURE, self.config.prompt[:1], 0)
+        languages = self.config.language_token_ids
+        return int(languages[int(np.argmax(logits[languages]))])
+
+    def detect_language(self, audio: Any, sampling_rate: int | None = None) -> str:
+        """The language token (e.g. "<|en|>") the model detects in `audio`; ModelFileError for a bundle whose
+        generation config forces the language."""
+        if not self.config.language_token_ids:
+            raise ModelFileError("this bundle's generation config forces the language: it detects none")
+        self.encode(self.features(audio, sampling_rate))
+        return self.tokenizer.id_to_token(self._detect_language()) or ""
 
     def transcribe(self, audio: Any, sampling_rate: int | None = None, *, max_new_tokens: int | None = None) -> str:
         """The transcript of one utterance: `transcribe_ids` decoded without the special tokens."""

@@ -224,7 +224,6 @@ def test_task_read_from_the_config(whisper, tmp_path):
     ({"do_sample": True}, "sampling"),
     ({"repetition_penalty": 1.2}, "repetition penalty"),
     ({"no_speech_threshold": 0.6}, "no-speech"),
-    ({"forced_decoder_ids": [[1, None]], "lang_to_id": {"<|en|>": 322}}, "language detection"),
     ({"forced_decoder_ids": [[2, 323]]}, "forced_decoder_ids"),
 ])
 def test_refused_generation_configs(whisper, tmp_path, generation, match):
@@ -233,6 +232,34 @@ def test_refused_generation_configs(whisper, tmp_path, generation, match):
     with pytest.raises(UnsupportedAsrModelError, match=match):
         export.export(model=path, output_dir=str(tmp_path / "out"), quantization_recipe="none")
     assert not os.path.exists(tmp_path / "out" / "model.litertlm")
+
+
+def test_language_detection(whisper, tmp_path):
+    """A multilingual config (lang_to_id, no forced language): the language is detected from the audio as
+    Whisper's generate detects it, then the transcript follows."""
+    model_dir, _ = whisper
+    ids = asr_examples.special_ids(runner_tokenizer(model_dir))
+    languages = {"<|en|>": ids["<|en|>"], "<|fr|>": ids["<|fr|>"]}
+    path = _variant(tmp_path, model_dir, "multilingual", {
+        "forced_decoder_ids": [[1, None], [2, ids["<|transcribe|>"]]], "lang_to_id": languages,
+        "task_to_id": {"transcribe": ids["<|transcribe|>"]}, "is_multilingual": True})
+    bundle = export.export(model=path, output_dir=str(tmp_path / "out"), quantization_recipe="none")
+    runner = generative.load(bundle)
+    assert runner.config.prompt == [ids["<|startoftranscript|>"], -1, ids["<|transcribe|>"], ids["<|notimestamps|>"]]
+    import torch
+
+    hf = transformers.WhisperForConditionalGeneration.from_pretrained(path).eval()
+    extractor = transformers.WhisperFeatureExtractor.from_pretrained(path)
+    detected = set()
+    for seed in (0, 1, 2, 3):
+        audio = asr_examples.noise(2.0, seed=seed) * (1 + seed)
+        features = extractor(audio, sampling_rate=16000, return_tensors="pt").input_features
+        with torch.no_grad():
+            language = int(hf.detect_language(features)[0])
+        detected.add(language)
+        assert runner.detect_language(audio) == runner.tokenizer.id_to_token(language)
+        assert runner.transcribe_ids(audio) == _hf_tokens(path, audio)
+    print(f"languages detected over 4 clips: {sorted(detected)}")
 
 
 def test_language_and_task_from_the_generation_config(whisper, tmp_path):
@@ -247,7 +274,7 @@ def test_language_and_task_from_the_generation_config(whisper, tmp_path):
     generation.task_to_id = {"transcribe": ids["<|transcribe|>"]}
     generation.language = "en"
     expected = [ids[t] for t in ("<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>")]
-    assert whisper_prompt(generation, {}) == expected
+    assert whisper_prompt(generation, {}) == (expected, [])
 
 
 def test_refused_models_and_options(whisper, tmp_path):
