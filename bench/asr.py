@@ -110,6 +110,7 @@ def main() -> None:
 
     import litert_torch
     from litert_torch.generative import asr_examples, asr_runner
+    from litert_torch.generative.asr_modules import WhisperCrossKV
     from litert_torch.generative.export_hf import export
     from litert_torch.generative.runner import _compiled_model
 
@@ -140,8 +141,7 @@ def main() -> None:
     # the baseline: the whole window of max_target_positions tokens every step
     window = cfg.max_target_positions
     with torch.no_grad():
-        cross = {k: v.contiguous() for k, v in
-                 __import__("litert_torch.generative.asr_modules", fromlist=["x"]).WhisperCrossKV(hf)(features).items()}
+        cross = {k: v.contiguous() for k, v in WhisperCrossKV(hf)(features).items()}
     baseline_module = window_decoder(hf, window)
     sample = {"tokens": torch.zeros(1, window, dtype=torch.int32), "last": torch.zeros(1, dtype=torch.int32), **cross}
     start = time.perf_counter()
