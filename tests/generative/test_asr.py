@@ -170,7 +170,9 @@ def test_quantized_bundle(whisper, tmp_path):
     """The default recipe (int8 weights): smaller, and it transcribes; how many leading tokens agree with the
     float model is reported, not hidden."""
     model_dir, float_bundle = whisper
-    bundle = export.export(model=model_dir, output_dir=str(tmp_path / "int8"))
+    bundle = export.export(model=model_dir, output_dir=str(tmp_path / "int8"), keep_temporary_files=True)
+    assert sorted(os.listdir(tmp_path / "int8")) == ["asr_config.json", "decoder.tflite", "encoder.tflite",
+                                                      "model.litertlm", "tokenizer.json"]
     assert os.path.getsize(bundle) < 0.75 * os.path.getsize(float_bundle)
     audio = asr_examples.noise(2.0, seed=0)
     ids = generative.load(bundle).transcribe_ids(audio)
