@@ -231,10 +231,13 @@ def _render_bundle(bundle: dict[str, Any]) -> list[str]:
 
 def _render_asr_bundle(bundle: dict[str, Any]) -> list[str]:
     frontend = bundle["frontend"]
+    shown = (f"raw samples, {frontend['sampling_rate']} Hz, windows of {frontend['samples']} samples"
+             if frontend.get("kind") == "raw" else
+             f"log-mel, {frontend['feature_size']} bins, {frontend['sampling_rate']} Hz, {frontend['chunk_length']} s "
+             f"windows")
     lines = [f"{bundle['path']}: LiteRT-LM speech-to-text bundle ({bundle['model_type']})",
              f"  sections: {', '.join(bundle['sections'])}",
-             f"  frontend: log-mel, {frontend['feature_size']} bins, {frontend['sampling_rate']} Hz, "
-             f"{frontend['chunk_length']} s windows",
+             f"  frontend: {shown}",
              f"  prompt {bundle['prompt']}, stop {bundle['eos_token_ids']}, max_length {bundle['max_length']}, "
              f"self-attention cache {bundle['cache_length']} positions",
              f"  suppressed tokens {len(bundle['suppress_tokens'])}, at the first step "

@@ -591,7 +591,7 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
                                "safetensors, tokenizer) to a LiteRT-LM bundle (.litertlm) with prefill/decode "
                                "signatures and a KV cache; or, with --task text_embedding, a text encoder (BERT, "
                                "ModernBERT, EmbeddingGemma) to an embedding bundle (docs/EMBEDDINGS.md); or, with "
-                               "--task automatic_speech_recognition, Whisper to a speech-to-text bundle "
+                               "--task automatic_speech_recognition, Whisper or Moonshine to a speech-to-text bundle "
                                "(docs/ASR.md).\n\n"
                                + EXIT_CODES)
 @click.argument("model_dir")
@@ -612,11 +612,13 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
               "text_embedding: embedder.tflite, encoder.tflite and tokenizer.json; for "
               "automatic_speech_recognition: encoder.tflite, decoder.tflite, tokenizer.json and asr_config.json).")
 @click.option("--trust-remote-code", is_flag=True, help="Let transformers run the model directory's own code.")
+@click.option("--input-sec", type=float, default=None,
+              help="automatic_speech_recognition: Moonshine's encoder window in seconds [default: 30].")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @common_options
 @handled
-def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tflite, trust_remote_code, force, quiet,
-              debug):
+def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
+              force, quiet, debug):
     from litert_torch.generative.export_hf.export import (
         AUTOMATIC_SPEECH_RECOGNITION, TEXT_EMBEDDING, export_files, resolve_task,
     )
@@ -633,8 +635,11 @@ def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tfl
         raise BadInput(f"malformed --prefill {prefill!r}", "give comma-separated token counts, e.g. 32,128") from None
     task = resolve_task(task, model_dir)
     if task == AUTOMATIC_SPEECH_RECOGNITION:
-        _export_asr(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet, debug)
+        _export_asr(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
+                    quiet, debug)
         return
+    if input_sec is not None:
+        raise BadInput(f"--input-sec does not apply to --task {task}", "it is the speech encoder's window")
     if task == TEXT_EMBEDDING:
         _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
                           debug)
@@ -687,13 +692,14 @@ def _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_t
         console.print(f"wrote {output} ({os.path.getsize(output) / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
 
 
-def _export_asr(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
-                debug) -> None:
+def _export_asr(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
+                quiet, debug) -> None:
     from litert_torch.generative.asr import export_asr
 
     for given, option, why in ((lengths, "--prefill", "the prompt length comes from the generation config"),
                                (cache_length, "--cache", "the cache length is the decoder's max_target_positions"),
-                               (trust_remote_code or None, "--trust-remote-code", "Whisper is built into transformers")):
+                               (trust_remote_code or None, "--trust-remote-code",
+                                "Whisper and Moonshine are built into transformers")):
         if given is not None:
             raise BadInput(f"{option} does not apply to --task automatic_speech_recognition", why)
     if not output.endswith(".litertlm"):
@@ -707,7 +713,7 @@ def _export_asr(model_dir, output, lengths, cache_length, quantize, keep_tflite,
         if not quiet:
             console.print(f"[{time.perf_counter() - start:6.1f} s] {stage}")
 
-    export_asr(model_dir, output, quantization_recipe=quantize,
+    export_asr(model_dir, output, quantization_recipe=quantize, input_sec=input_sec,
                keep_folder=os.path.dirname(os.path.abspath(output)) if keep_tflite else None, progress=progress)
     if not quiet:
         console.print(f"wrote {output} ({os.path.getsize(output) / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")

@@ -1,4 +1,4 @@
-"""Speech to text: a Hugging Face Whisper model directory -> a .litertlm bundle that
+"""Speech to text: a Hugging Face Whisper or Moonshine model directory -> a .litertlm bundle that
 `litert_torch.generative.load(bundle).transcribe(audio)` runs (asr_runner.py).
 
     from litert_torch.generative.export_hf import export
@@ -8,18 +8,22 @@ The bundle's sections:
 
     system metadata         Authors, task: automatic_speech_recognition
     tokenizer               the Hugging Face tokenizer.json
-    TFLite audio encoder    (model_type tf_lite_audio_encoder_hw) signature `encode`: `input_features` float32
-                            [1, n_mels, frames] -> per decoder layer `cross_k_i` [1, H, S, D], `cross_v_i` [1, H, D, S]
+    TFLite audio encoder    (model_type tf_lite_audio_encoder_hw) signature `encode`: Whisper's `input_features`
+                            float32 [1, n_mels, frames] (or Moonshine's `input_values` float32 [1, N] and
+                            `attention_mask` int32 [1, N]) -> per decoder layer `cross_k_i` [1, H, S, D] and
+                            `cross_v_i` [1, H, D, S] (and Moonshine's `cross_mask` [1, 1, 1, S])
     TFLite decoder          (model_type tf_lite_prefill_decode) signatures `prefill_<N>` (N the prompt's length) and
                             `decode`: `tokens` int32 [1, T], `input_pos` int32 [T], the self-attention caches
-                            `kv_cache_k_i` [1, H, C, D] / `kv_cache_v_i` [1, H, D, C] (C = max_target_positions) and
-                            the cross keys and values -> `logits` [1, 1, V] and the caches
+                            `kv_cache_k_i` [1, H, C, D] / `kv_cache_v_i` [1, H, D, C] (C = max_target_positions,
+                            Moonshine's max_position_embeddings) and the encoder's outputs -> `logits` [1, 1, V]
+                            and the caches
     generic data            (name litert_torch_asr) JSON: the log-mel parameters, the prompt, the language tokens
                             to detect from, the end-of-text and suppressed tokens, the length limit, the cache and
                             encoder sizes (asr_runner.AsrConfig)
 
-The generation config is read once, here: the prompt is what Whisper's `generate` starts from
-(decoder_start_token_id, then the forced or detected language and the task tokens, then <|notimestamps|>); a config
+The generation config is read once, here: the prompt is what `generate` starts from (Whisper's:
+decoder_start_token_id, then the forced or detected language and the task tokens, then <|notimestamps|>;
+Moonshine's: decoder_start_token_id); a config
 asking for what the runner does not reproduce (timestamps, beam search, sampling, other logits processors) is
 refused by name. See docs/ASR.md.
 """
@@ -32,13 +36,14 @@ from typing import Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
 from litert_torch.files import atomic_file, scratch_folder
-from litert_torch.generative.asr_frontend import LogMelParameters
+from litert_torch.generative.asr_frontend import LogMelParameters, RawAudioParameters
 from litert_torch.generative.asr_runner import (
     CONFIG_SECTION, DECODE_SIGNATURE, ENCODE_SIGNATURE, PREFILL_PREFIX, AsrConfig,
 )
 from litert_torch.generative.config import UnsupportedModelError
 
 BUNDLE_NAME = "model.litertlm"
+DEFAULT_INPUT_SEC = 30  # Moonshine's encoder window when input_sec is not given
 ASR_ARCHITECTURES = {"WhisperForConditionalGeneration": "whisper", "MoonshineForConditionalGeneration": "moonshine"}
 
 
@@ -53,7 +58,8 @@ def is_asr_config(config: dict) -> bool:
     return config.get("model_type") in ("whisper", "moonshine") or any(a in ASR_ARCHITECTURES for a in architectures)
 
 
-def export_asr_task(model: Any, output_dir: str | os.PathLike, *, keep_temporary_files: bool = False,
+def export_asr_task(model: Any, output_dir: str | os.PathLike, *, input_sec: float | None = None,
+                    keep_temporary_files: bool = False,
                     trust_remote_code: bool = False, prefill_lengths: Sequence[int] | None = None,
                     cache_length: int | None = None, quantization_recipe: Any = None,
                     enable_dynamic_shape: bool | None = None, auto_model_override: str | None = None,
@@ -77,7 +83,8 @@ def export_asr_task(model: Any, output_dir: str | os.PathLike, *, keep_temporary
     output_dir = os.fspath(output_dir)
     check_output_dir(output_dir)
     return export_asr(model, os.path.join(output_dir, BUNDLE_NAME), quantization_recipe=quantization_recipe,
-                      keep_folder=output_dir if keep_temporary_files else None, progress=progress)
+                      keep_folder=output_dir if keep_temporary_files else None, input_sec=input_sec,
+                      progress=progress)
 
 
 def read_config(path: str) -> dict:
@@ -93,28 +100,64 @@ def read_config(path: str) -> dict:
     if not isinstance(config, dict):
         raise ModelFileError(f"{config_file} does not hold a JSON object")
     model_type = config.get("model_type")
-    if model_type == "moonshine":
-        raise UnsupportedAsrModelError(
-            f"{config_file}: model_type 'moonshine' is not supported by the ASR exporter yet (only Whisper is); its "
-            f"encoder takes the raw waveform through a learned convolution frontend, which this exporter does not "
-            f"convert")
-    if model_type != "whisper":
+    if model_type not in ("whisper", "moonshine"):
         raise UnsupportedAsrModelError(f"{config_file}: model_type {model_type!r} is not a speech-to-text model "
-                                       f"the ASR exporter takes (whisper)")
+                                       f"the ASR exporter takes (whisper, moonshine)")
+    if model_type == "moonshine":
+        heads = config.get("decoder_num_attention_heads")
+        kv_heads = config.get("decoder_num_key_value_heads") or heads
+        if kv_heads != heads:
+            raise UnsupportedAsrModelError(
+                f"{config_file}: decoder_num_key_value_heads {kv_heads} differs from decoder_num_attention_heads "
+                f"{heads}; Hugging Face's Moonshine attention shapes its queries by the key/value heads, so only "
+                f"equal counts are reproduced")
     return config
+
+
+def read_raw_frontend(path: str, input_sec: Any) -> RawAudioParameters:
+    """Moonshine's input: the raw samples of preprocessor_config.json's Wav2Vec2FeatureExtractor, in a window of
+    `input_sec` seconds (default DEFAULT_INPUT_SEC)."""
+    where = os.path.join(path, "preprocessor_config.json")
+    pre = _read_json(path, where)
+    kind = pre.get("feature_extractor_type")
+    if kind != "Wav2Vec2FeatureExtractor":
+        raise UnsupportedAsrModelError(f"{where}: feature_extractor_type {kind!r} is not Wav2Vec2FeatureExtractor")
+    if pre.get("do_normalize"):
+        raise UnsupportedAsrModelError(f"{where}: do_normalize true (zero-mean unit-variance audio) is not "
+                                       f"reproduced; Moonshine's extractor leaves the samples as they are")
+    if int(pre.get("feature_size", 1)) != 1:
+        raise UnsupportedAsrModelError(f"{where}: feature_size {pre['feature_size']}: raw audio has one channel")
+    seconds = DEFAULT_INPUT_SEC if input_sec is None else input_sec
+    try:
+        seconds = float(seconds)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"input_sec must be a number of seconds, got {input_sec!r}") from None
+    rate = int(pre.get("sampling_rate", 16000))
+    samples = int(round(seconds * rate))
+    if not 0 < seconds <= 600 or samples < 1 + 384:
+        raise InvalidArgumentError(f"input_sec {seconds:g} must give the encoder at least 385 samples and at most "
+                                   f"600 s")
+    return RawAudioParameters(samples=samples, sampling_rate=rate, padding_value=float(pre.get("padding_value", 0.0)))
+
+
+def _read_json(path: str, where: str) -> dict:
+    try:
+        with open(where, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError:
+        raise ModelFileError(f"{path} has no {os.path.basename(where)} (the feature extractor's parameters)") from None
+    except ValueError as exc:
+        raise ModelFileError(f"{where} is not JSON: {one_line(exc)}") from None
+    if not isinstance(data, dict):
+        raise ModelFileError(f"{where} does not hold a JSON object")
+    return data
 
 
 def read_frontend(path: str, config: dict) -> LogMelParameters:
     """The log-mel parameters of preprocessor_config.json, checked against what the runner computes and what the
     encoder takes."""
     where = os.path.join(path, "preprocessor_config.json")
-    try:
-        with open(where, encoding="utf-8") as f:
-            pre = json.load(f)
-    except OSError:
-        raise ModelFileError(f"{path} has no preprocessor_config.json (the feature extractor's parameters)") from None
-    except ValueError as exc:
-        raise ModelFileError(f"{where} is not JSON: {one_line(exc)}") from None
+    pre = _read_json(path, where)
     kind = pre.get("feature_extractor_type")
     if kind != "WhisperFeatureExtractor":
         raise UnsupportedAsrModelError(f"{where}: feature_extractor_type {kind!r} is not WhisperFeatureExtractor")
@@ -220,7 +263,7 @@ def whisper_prompt(generation: Any, config: dict) -> tuple[list[int], list[int]]
     return [int(t) for t in prompt if t is not None], detect
 
 
-def asr_config(hf: Any, generation: Any, frontend: LogMelParameters) -> AsrConfig:
+def asr_config(hf: Any, generation: Any, frontend: LogMelParameters | RawAudioParameters) -> AsrConfig:
     """What the runner needs, from the model, its generation config and its frontend; refusals name the field."""
     for name, (defaults, what) in _REFUSED_GENERATION.items():
         value = getattr(generation, name, None)
@@ -232,30 +275,41 @@ def asr_config(hf: Any, generation: Any, frontend: LogMelParameters) -> AsrConfi
         raise UnsupportedAsrModelError(f"generation_config.json: temperature {temperature!r} asks for temperature "
                                        f"fallback, which the ASR runner does not reproduce")
     config = hf.config
-    prompt, languages = whisper_prompt(generation, config.to_dict())
-    positions = int(config.max_target_positions)
+    if config.model_type == "whisper":
+        prompt, languages = whisper_prompt(generation, config.to_dict())
+        positions, layers = int(config.max_target_positions), int(config.decoder_layers)
+        heads, width = int(config.decoder_attention_heads), int(config.d_model)
+        encoder_length = int(config.max_source_positions)
+    else:
+        start = getattr(generation, "decoder_start_token_id", None)
+        if start is None:
+            raise UnsupportedAsrModelError("generation_config.json has no decoder_start_token_id")
+        prompt, languages = [int(start)], []
+        positions, layers = int(config.max_position_embeddings), int(config.decoder_num_hidden_layers)
+        heads, width = int(config.decoder_num_attention_heads), int(config.hidden_size)
+        assert isinstance(frontend, RawAudioParameters)
+        encoder_length = int(hf.model.encoder._get_feat_extract_output_lengths(frontend.samples))
     if len(prompt) >= positions:
         raise UnsupportedAsrModelError(f"the prompt of {len(prompt)} tokens leaves no room in the decoder's "
                                        f"{positions} positions")
     eos = getattr(generation, "eos_token_id", None)
     eos_ids = [] if eos is None else [int(t) for t in (eos if isinstance(eos, (list, tuple)) else [eos])]
-    heads = int(config.decoder_attention_heads)
     return AsrConfig(
-        model_type="whisper", frontend=frontend, prompt=prompt, language_token_ids=languages, eos_token_ids=eos_ids,
+        model_type=config.model_type, frontend=frontend, prompt=prompt, language_token_ids=languages, eos_token_ids=eos_ids,
         suppress_tokens=[int(t) for t in (getattr(generation, "suppress_tokens", None) or [])],
         begin_suppress_tokens=[int(t) for t in (getattr(generation, "begin_suppress_tokens", None) or [])],
         max_length=None if getattr(generation, "max_length", None) is None else int(generation.max_length),
-        max_target_positions=positions, num_layers=int(config.decoder_layers), num_heads=heads,
-        head_dim=int(config.d_model) // heads, encoder_length=int(config.max_source_positions),
-        vocab_size=int(config.vocab_size))
+        max_target_positions=positions, num_layers=layers, num_heads=heads, head_dim=width // heads,
+        encoder_length=encoder_length, vocab_size=int(config.vocab_size))
 
 
 def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None, keep_folder: str | None = None,
-               progress: Callable[[str], None] | None = None) -> str:
-    """Convert the Whisper model in the directory `model` and write the bundle `bundle_path` atomically (with
-    `keep_folder`, also `encoder.tflite`, `decoder.tflite`, `tokenizer.json` and `asr_config.json` there).
-    Config, feature extractor, generation config and tokenizer are checked before any conversion. Returns
-    `bundle_path`."""
+               input_sec: float | None = None, progress: Callable[[str], None] | None = None) -> str:
+    """Convert the Whisper or Moonshine model in the directory `model` and write the bundle `bundle_path`
+    atomically (with `keep_folder`, also `encoder.tflite`, `decoder.tflite`, `tokenizer.json` and
+    `asr_config.json` there). `input_sec`: Moonshine's encoder window in seconds (default 30; Whisper's is its
+    feature extractor's 30 s). Config, feature extractor, generation config and tokenizer are checked before any
+    conversion. Returns `bundle_path`."""
     report = progress or (lambda stage: None)
     if not isinstance(model, (str, os.PathLike)):
         raise InvalidArgumentError("task automatic_speech_recognition takes a model directory (save_pretrained, "
@@ -264,7 +318,14 @@ def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
     path = os.fspath(model)
     report("read")
     config = read_config(path)
-    frontend = read_frontend(path, config)
+    frontend: LogMelParameters | RawAudioParameters
+    if config["model_type"] == "whisper":
+        frontend = read_frontend(path, config)
+        if input_sec is not None and float(input_sec) != frontend.chunk_length:
+            raise InvalidArgumentError(f"input_sec {input_sec}: Whisper's encoder takes {frontend.chunk_length} s "
+                                       f"windows (its feature extractor's chunk_length)")
+    else:
+        frontend = read_raw_frontend(path, input_sec)
     from litert_torch.generative.embedding import _quantize_option
 
     quantize = _quantize_option(quantization_recipe)
@@ -274,8 +335,9 @@ def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
 
     try:
         tok = transformers.AutoTokenizer.from_pretrained(path)
-        hf = transformers.WhisperForConditionalGeneration.from_pretrained(path, dtype=torch.float32,
-                                                                          attn_implementation="eager")
+        model_class = transformers.WhisperForConditionalGeneration if config["model_type"] == "whisper" \
+            else transformers.MoonshineForConditionalGeneration
+        hf = model_class.from_pretrained(path, dtype=torch.float32, attn_implementation="eager")
         generation = transformers.GenerationConfig.from_pretrained(path) \
             if os.path.isfile(os.path.join(path, "generation_config.json")) else hf.generation_config
     except (OSError, ValueError, KeyError) as exc:
@@ -285,7 +347,7 @@ def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
     hf.eval()
     cfg = asr_config(hf, generation, frontend)
     report("convert")
-    encoder, decoder = convert_whisper(hf, cfg, quantize)
+    encoder, decoder = convert_asr(hf, cfg, quantize)
     report("bundle")
     folder = os.path.dirname(os.path.abspath(bundle_path))
     created = not os.path.isdir(folder)
@@ -299,22 +361,30 @@ def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
     return bundle_path
 
 
-def convert_whisper(hf: Any, cfg: AsrConfig, quantize: Any):
+def convert_asr(hf: Any, cfg: AsrConfig, quantize: Any):
     """The encoder (`encode`) and the decoder (`prefill_<N>`, `decode`) as EdgeModels."""
     import torch
 
     import litert_torch
-    from litert_torch.generative.asr_modules import WhisperCrossKV, WhisperDecoder, cache_names
+    from litert_torch.generative import asr_modules
 
-    features = torch.zeros(1, cfg.frontend.feature_size, cfg.frontend.frames)
-    cross_kv = WhisperCrossKV(hf).eval()
-    encoder = litert_torch.signature(ENCODE_SIGNATURE, cross_kv, sample_kwargs={"input_features": features}
+    frontend = cfg.frontend
+    if isinstance(frontend, RawAudioParameters):
+        inputs = {"input_values": torch.zeros(1, frontend.samples),
+                  "attention_mask": torch.ones(1, frontend.samples, dtype=torch.int32)}
+        cross_kv: torch.nn.Module = asr_modules.MoonshineCrossKV(hf).eval()
+    else:
+        inputs = {"input_features": torch.zeros(1, frontend.feature_size, frontend.frames)}
+        cross_kv = asr_modules.WhisperCrossKV(hf).eval()
+    encoder = litert_torch.signature(ENCODE_SIGNATURE, cross_kv, sample_kwargs=inputs
                                      ).convert(quantize=quantize, target="cpu")
     with torch.no_grad():
-        cross = {k: v.detach().contiguous() for k, v in cross_kv(features).items()}
+        cross = {k: v.detach().contiguous() for k, v in cross_kv(**inputs).items()}
     h, d, c = cfg.num_heads, cfg.head_dim, cfg.max_target_positions
-    caches = {name: torch.zeros((1, h, c, d) if "_k_" in name else (1, h, d, c)) for name in cache_names(cfg.num_layers)}
-    decoder = WhisperDecoder(hf, c).eval()
+    caches = {name: torch.zeros((1, h, c, d) if "_k_" in name else (1, h, d, c))
+              for name in asr_modules.cache_names(cfg.num_layers)}
+    decoder_class = asr_modules.MoonshineDecoder if cfg.model_type == "moonshine" else asr_modules.WhisperDecoder
+    decoder = decoder_class(hf, c).eval()
     n = len(cfg.prompt)
     converter = litert_torch.signature(f"{PREFILL_PREFIX}{n}", decoder, sample_kwargs={
         "tokens": torch.zeros(1, n, dtype=torch.int32), "input_pos": torch.arange(n, dtype=torch.int32),

@@ -1,10 +1,12 @@
-"""A tiny demo Whisper: a 2+2-layer `WhisperForConditionalGeneration` with random weights, a small byte-level BPE
-tokenizer with Whisper's special tokens, the log-mel feature extractor and a generation config, saved as a model
-directory that `export(..., task="automatic_speech_recognition")` reads. Its transcripts are noise; it is for
-trying the export and the runner without downloading a model (docs/ASR.md uses it).
+"""Tiny demo speech models: a 2+2-layer `WhisperForConditionalGeneration` with random weights, a small byte-level
+BPE tokenizer with Whisper's special tokens, the log-mel feature extractor and a generation config (and a tiny
+Moonshine the same way), saved as model directories that `export(..., task="automatic_speech_recognition")`
+reads. Their transcripts are noise; they are for trying the export and the runner without downloading a model
+(docs/ASR.md uses them).
 
     from litert_torch.generative import asr_examples
     model_dir = asr_examples.save_tiny_whisper("tiny_whisper")
+    moonshine_dir = asr_examples.save_tiny_moonshine("tiny_moonshine")
     audio = asr_examples.noise(2.0)          # 2 s of seeded noise at 16 kHz, float32
 
 Needs `transformers` (the `llm` extra).
@@ -101,3 +103,41 @@ def noise(seconds: float, seed: int = 0, sampling_rate: int = SAMPLING_RATE) -> 
     n = int(round(seconds * sampling_rate))
     t = np.arange(n) / sampling_rate
     return (0.1 * rng.standard_normal(n) + 0.2 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+
+
+def tiny_moonshine(seed: int = 0, max_position_embeddings: int = 64) -> tuple[Any, Any]:
+    """A randomly initialised `MoonshineForConditionalGeneration` (hidden 64, 2 encoder and 2 decoder layers, 4
+    heads, rotary on 90% of each head) in eval mode, its weights spread so that the greedy transcript varies, with
+    the byte-level BPE tokenizer of `litert_torch.generative.examples` (<s> starts the transcript, </s> ends it)
+    and a generation config of `max_position_embeddings` tokens at most; returns (model, tokenizer)."""
+    import torch
+    import transformers
+
+    from litert_torch.generative.examples import tokenizer
+
+    tok = tokenizer()
+    torch.manual_seed(seed)
+    config = transformers.MoonshineConfig(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, encoder_num_hidden_layers=2,
+        decoder_num_hidden_layers=2, encoder_num_attention_heads=4, decoder_num_attention_heads=4,
+        max_position_embeddings=max_position_embeddings, decoder_start_token_id=tok.bos_token_id,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    hf = spread_weights(transformers.MoonshineForConditionalGeneration(config).eval(), std=0.3)
+    hf.generation_config = transformers.GenerationConfig(
+        decoder_start_token_id=tok.bos_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, max_length=max_position_embeddings)
+    return hf, tok
+
+
+def save_tiny_moonshine(directory: str, seed: int = 0) -> str:
+    """Save a tiny Moonshine with its tokenizer and its raw-audio feature extractor (Wav2Vec2FeatureExtractor, as
+    Moonshine's) into `directory` and return it."""
+    from transformers import Wav2Vec2FeatureExtractor
+
+    hf, tok = tiny_moonshine(seed)
+    os.makedirs(directory, exist_ok=True)
+    hf.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLING_RATE, padding_value=0.0, do_normalize=False,
+                             return_attention_mask=True).save_pretrained(directory)
+    return directory

@@ -1,4 +1,6 @@
-"""Whisper's audio frontend in numpy: raw 16 kHz audio -> the log-mel `input_features` its encoder takes, computed
+"""The audio frontends in numpy. Moonshine's encoder takes the raw samples (`raw_window`: zero-padded to the
+encoder's fixed window, with a mask of the real samples). Whisper's: raw 16 kHz audio -> the log-mel
+`input_features` its encoder takes, computed
 as transformers' `WhisperFeatureExtractor` computes them (to ~1e-5), from the parameters of the model's
 preprocessor_config.json, which the bundle carries.
 
@@ -45,11 +47,63 @@ class LogMelParameters:
         return self.n_samples // self.hop_length
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"kind": "log_mel", **asdict(self)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "LogMelParameters":
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass(frozen=True)
+class RawAudioParameters:
+    """A raw-waveform encoder's input (Moonshine's, read from its Wav2Vec2FeatureExtractor config): `samples`
+    (the encoder's fixed window) at `sampling_rate`, padded with `padding_value`."""
+
+    samples: int
+    sampling_rate: int = 16000
+    padding_value: float = 0.0
+
+    @property
+    def seconds(self) -> float:
+        return self.samples / self.sampling_rate
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "raw", **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RawAudioParameters":
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def frontend_from_json(data: dict[str, Any]) -> "LogMelParameters | RawAudioParameters":
+    """The frontend parameters a bundle stores, by their `kind`."""
+    return RawAudioParameters.from_json(data) if data.get("kind") == "raw" else LogMelParameters.from_json(data)
+
+
+def _samples(audio: Any, limit: int, sampling_rate: int, what: str) -> np.ndarray:
+    samples = np.asarray(audio, dtype=np.float64)
+    if samples.ndim != 1:
+        raise InvalidArgumentError(f"the audio must be a 1-D array of mono samples, got shape {samples.shape}")
+    if samples.size == 0:
+        raise InvalidArgumentError("the audio has no samples")
+    if samples.size > limit:
+        raise AudioTooLongError(
+            f"{samples.size / sampling_rate:.2f} s of audio exceeds the encoder's window of "
+            f"{limit / sampling_rate:g} s ({limit} samples{what}): split it into utterances of at most "
+            f"{limit / sampling_rate:g} s")
+    return samples
+
+
+def raw_window(audio: Any, params: RawAudioParameters) -> tuple[np.ndarray, np.ndarray]:
+    """`input_values` float32 [1, samples] (the audio, then `padding_value`) and `attention_mask` int32
+    [1, samples] (1 for the audio's samples): what Hugging Face's feature extractor gives for a batch padded to
+    the window. Audio longer than the window is an AudioTooLongError."""
+    samples = _samples(audio, params.samples, params.sampling_rate, "; export with a larger input_sec")
+    values = np.full((1, params.samples), params.padding_value, np.float32)
+    values[0, :samples.size] = samples
+    mask = np.zeros((1, params.samples), np.int32)
+    mask[0, :samples.size] = 1
+    return values, mask
 
 
 def hz_to_mel(freq: Any) -> np.ndarray:
@@ -86,16 +140,7 @@ def mel_filter_bank(num_frequency_bins: int, num_mel_filters: int, sampling_rate
 def log_mel(audio: Any, params: LogMelParameters) -> np.ndarray:
     """The encoder's `input_features` float32 [1, feature_size, frames] for one utterance of at most
     `chunk_length` seconds (mono, float, at `params.sampling_rate`); longer audio is an AudioTooLongError."""
-    samples = np.asarray(audio, dtype=np.float64)
-    if samples.ndim != 1:
-        raise InvalidArgumentError(f"the audio must be a 1-D array of mono samples, got shape {samples.shape}")
-    if samples.size == 0:
-        raise InvalidArgumentError("the audio has no samples")
-    if samples.size > params.n_samples:
-        raise AudioTooLongError(
-            f"{samples.size / params.sampling_rate:.2f} s of audio exceeds the encoder's window of "
-            f"{params.chunk_length} s ({params.n_samples} samples): split it into utterances of at most "
-            f"{params.chunk_length} s")
+    samples = _samples(audio, params.n_samples, params.sampling_rate, "")
     padded = np.full(params.n_samples, params.padding_value, np.float64)
     padded[:samples.size] = samples
     n_fft, hop = params.n_fft, params.hop_length

@@ -116,3 +116,86 @@ class WhisperDecoder(nn.Module):
         probs = torch.softmax(scores, dim=-1)
         out = torch.matmul(probs, values_t.transpose(2, 3))  # [1, H, T, D]
         return out.transpose(1, 2).reshape(1, length, -1)
+
+
+class MoonshineCrossKV(nn.Module):
+    """Moonshine's encoder on `input_values` float32 [1, N] (raw 16 kHz samples, zero-padded) and
+    `attention_mask` int32 [1, N] (1 for a real sample), and the cross-attention keys and values of every decoder
+    layer (`cross_k_i` [1, H, S, D], `cross_v_i` [1, H, D, S]), with `cross_mask` float32 [1, 1, 1, S]: 0 for an
+    encoder position the decoder attends to, the lowest float for one that comes from padding (the encoder
+    downsamples the mask as Hugging Face's does)."""
+
+    def __init__(self, hf: Any):
+        super().__init__()
+        self.encoder = hf.model.encoder
+        layers = hf.model.decoder.layers
+        self.k = nn.ModuleList(layer.encoder_attn.k_proj for layer in layers)
+        self.v = nn.ModuleList(layer.encoder_attn.v_proj for layer in layers)
+        self.heads = int(hf.config.decoder_num_key_value_heads)
+
+    def forward(self, input_values: torch.Tensor, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        encoded = self.encoder(input_values, attention_mask=attention_mask)
+        states = encoded.last_hidden_state  # [1, S, d]
+        length = states.shape[1]
+        keep = encoded.attention_mask.to(torch.bool)[:, None, None, :]  # [1, 1, 1, S]
+        out = {"cross_mask": torch.where(keep, 0.0, torch.finfo(torch.float32).min)}
+        for i, (k, v) in enumerate(zip(self.k, self.v)):
+            out[f"cross_k_{i}"] = k(states).view(1, length, self.heads, -1).transpose(1, 2)
+            out[f"cross_v_{i}"] = v(states).view(1, length, self.heads, -1).permute(0, 2, 3, 1)
+        return out
+
+
+class MoonshineDecoder(WhisperDecoder):
+    """Moonshine's decoder over `T` tokens with the self-attention caches as state: Whisper's interface, with
+    rotary positions (interleaved pairs on the first `partial_rotary_factor` of each head, computed from
+    `input_pos`) instead of learned ones, bias-free LayerNorms, a gated MLP, and `cross_mask` on the
+    cross-attention scores."""
+
+    def __init__(self, hf: Any, cache_length: int):
+        nn.Module.__init__(self)
+        import litert_torch.lower  # noqa: F401 - registers the litert_torch ops
+
+        decoder = hf.model.decoder
+        self.embed = decoder.embed_tokens.weight
+        self.rotary = decoder.rotary_emb
+        self.layers = decoder.layers
+        self.norm = decoder.norm
+        self.proj = hf.proj_out
+        self.heads = int(hf.config.decoder_num_attention_heads)
+        self.cache_length = int(cache_length)
+
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, **state: torch.Tensor) -> dict[str, torch.Tensor]:
+        from transformers.models.moonshine.modeling_moonshine import apply_rotary_pos_emb
+
+        length = tokens.shape[1]
+        x = embedding_lookup(self.embed, tokens)
+        cos, sin = self.rotary(x, position_ids=input_pos[None].to(torch.int64))
+        slots = torch.arange(self.cache_length, dtype=torch.int32)
+        visible = slots[None, :] <= input_pos[:, None].to(torch.int32)
+        mask = torch.where(visible, 0.0, torch.finfo(torch.float32).min)
+        start = input_pos[:1]
+        out = {}
+        for i, layer in enumerate(self.layers):
+            residual = x
+            h = layer.input_layernorm(x)
+            attn = layer.self_attn
+            q = self._heads(attn.q_proj(h), length)
+            k = self._heads(attn.k_proj(h), length)
+            v = self._heads(attn.v_proj(h), length)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            k_cache = update_cache(state[f"kv_cache_k_{i}"], k, start, 2)
+            v_cache = update_cache(state[f"kv_cache_v_{i}"], v.transpose(2, 3), start, 3)
+            x = residual + attn.o_proj(self._attend(q * attn.scaling, k_cache, v_cache, mask, length))
+            out[f"kv_cache_k_{i}"], out[f"kv_cache_v_{i}"] = k_cache, v_cache
+
+            residual = x
+            h = layer.post_attention_layernorm(x)
+            cross = layer.encoder_attn
+            q = self._heads(cross.q_proj(h), length) * cross.scaling
+            x = residual + cross.o_proj(self._attend(q, state[f"cross_k_{i}"], state[f"cross_v_{i}"],
+                                                     state["cross_mask"], length))
+
+            residual = x
+            x = residual + layer.mlp(layer.final_layernorm(x))
+        logits = self.proj(self.norm(x[:, -1:]))
+        return {"logits": logits, **out}

@@ -1,17 +1,20 @@
-"""Running a speech-to-text bundle in LiteRT from Python: log-mel frontend, encoder once, greedy decoding.
+"""Running a speech-to-text bundle (Whisper, Moonshine) in LiteRT from Python: frontend, encoder once, greedy
+decoding.
 
     from litert_torch import generative
     asr = generative.load("out/model.litertlm")
     text = asr.transcribe(audio, sampling_rate=16000)          # a 1-D float array of mono samples
     ids = asr.transcribe_ids(audio, sampling_rate=16000)       # the generated token ids
 
-An utterance is turned into log-mel features (asr_frontend.py, from the model's preprocessor parameters), the
+An utterance is turned into the encoder's input (asr_frontend.py, from the model's preprocessor parameters:
+Whisper's log-mel features, Moonshine's raw samples padded to the encoder's window with their mask), the
 `encode` signature runs once and gives every decoder layer's cross-attention keys and values, which stay bound to
 the decoder's inputs for the whole utterance; the prompt (the start-of-transcript tokens the generation config
 forces) goes through `prefill_<N>`, then `decode` runs once per token with the self-attention caches kept in LiteRT
-buffers that are both input and output of every call. The logits are processed as Hugging Face's Whisper
-`generate` processes them for the generation config the bundle carries (the suppressed tokens at every step, the
-begin-suppressed tokens at the first), greedily, until the end-of-text token or the length limit `generate` uses.
+buffers that are both input and output of every call. The logits are processed as Hugging Face's `generate`
+processes them for the generation config the bundle carries (the suppressed tokens at every step, the
+begin-suppressed tokens at the first), greedily, until the end-of-text token or the length limit `generate` uses
+(Whisper's own rule for Whisper, max_length counting the prompt otherwise).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from litert_torch.errors import InvalidArgumentError, ModelFileError, ModelLoadError, one_line
-from litert_torch.generative.asr_frontend import AudioTooLongError, LogMelParameters, log_mel
+from litert_torch.generative.asr_frontend import (
+    AudioTooLongError, LogMelParameters, RawAudioParameters, frontend_from_json, log_mel, raw_window,
+)
 
 ENCODE_SIGNATURE = "encode"
 DECODE_SIGNATURE = "decode"
@@ -41,8 +46,8 @@ __all__ = ["AsrConfig", "AsrRunner", "AudioTooLongError", "is_asr_bundle", "load
 class AsrConfig:
     """What the runner needs besides the models, stored as JSON in the bundle."""
 
-    model_type: str  # "whisper"
-    frontend: LogMelParameters
+    model_type: str  # "whisper" or "moonshine"
+    frontend: LogMelParameters | RawAudioParameters
     prompt: list[int]  # the tokens the decoder starts from; -1 at index 1: the language, detected from the audio
     language_token_ids: list[int]  # the languages detection chooses from (empty: no detection)
     eos_token_ids: list[int]
@@ -65,16 +70,27 @@ class AsrConfig:
     def from_json(cls, text: str) -> "AsrConfig":
         try:
             data = json.loads(text)
-            data["frontend"] = LogMelParameters.from_json(data["frontend"])
+            data["frontend"] = frontend_from_json(data["frontend"])
             return cls(**data)
         except (ValueError, KeyError, TypeError) as exc:
             raise ModelFileError(f"the bundle's ASR configuration is damaged: {one_line(exc)}") from None
 
     def max_new_tokens(self, requested: int | None = None) -> int:
-        """How many tokens `generate` produces at most: `requested` (max_new_tokens) or else the generation
-        config's max_length plus the prompt (Whisper's generate extends max_length by the initial tokens, at most
-        max_target_positions // 2 - 1 of them), never past the decoder's positions."""
+        """How many tokens `generate` produces at most. Whisper: `requested` (max_new_tokens) or else the
+        generation config's max_length plus the prompt (Whisper's generate extends max_length by the initial
+        tokens, at most max_target_positions // 2 - 1 of them), never past the decoder's positions. Otherwise
+        `requested`, or max_length minus the prompt; more than the cache holds is a CacheFullError."""
         room = self.max_target_positions - len(self.prompt)
+        if self.model_type != "whisper":
+            wanted = int(requested) if requested is not None else \
+                (room if self.max_length is None else self.max_length - len(self.prompt))
+            if wanted > room:
+                from litert_torch.generative.runner import CacheFullError
+
+                raise CacheFullError(f"{wanted} new tokens after a prompt of {len(self.prompt)} do not fit the "
+                                      f"decoder's cache of {self.max_target_positions} positions "
+                                      f"(max_position_embeddings)")
+            return max(0, wanted)
         if requested is not None:
             return min(int(requested), room)
         if self.max_length is None:
@@ -177,21 +193,25 @@ class AsrRunner:
 
         self.bundle = bundle
         self.config = cfg = bundle.config
-        if cfg.model_type != "whisper":
-            raise ModelFileError(f"the bundle's model type {cfg.model_type!r} is not one this runner runs (whisper)")
+        if cfg.model_type not in ("whisper", "moonshine"):
+            raise ModelFileError(f"the bundle's model type {cfg.model_type!r} is not one this runner runs "
+                                 f"(whisper, moonshine)")
         try:
             self.tokenizer = Tokenizer.from_str(bundle.tokenizer)
         except Exception as exc:  # noqa: BLE001 - tokenizers raises its own exception type
             raise ModelFileError(f"the bundle's tokenizer.json cannot be read: {one_line(exc)}") from None
         self._cache_names = cache_names(cfg.num_layers)
-        self._cross_names = cross_names(cfg.num_layers)
+        self._cross_names = cross_names(cfg.num_layers) + (["cross_mask"] if cfg.model_type == "moonshine" else [])
+        self._encoder_inputs = ["input_values", "attention_mask"] if cfg.model_type == "moonshine" \
+            else ["input_features"]
         self._prefill = f"{PREFILL_PREFIX}{len(cfg.prompt)}"
         try:
             self._encoder = _compiled_model(bundle.encoder, num_threads)
             self._decoder = _compiled_model(bundle.decoder, num_threads)
             self._encoder_out = {n: self._encoder.create_output_buffer_by_name(ENCODE_SIGNATURE, n)
                                  for n in self._cross_names}
-            self._features = self._encoder.create_input_buffer_by_name(ENCODE_SIGNATURE, "input_features")
+            self._features = {n: self._encoder.create_input_buffer_by_name(ENCODE_SIGNATURE, n)
+                              for n in self._encoder_inputs}
             self._state = {n: self._decoder.create_input_buffer_by_name(DECODE_SIGNATURE, n)
                            for n in self._cache_names + self._cross_names}
             self._io = {key: ({n: self._decoder.create_input_buffer_by_name(key, n) for n in ("tokens", "input_pos")},
@@ -204,24 +224,31 @@ class AsrRunner:
         for i in range(cfg.num_layers):
             self._shapes.update({f"kv_cache_k_{i}": (1, cfg.num_heads, c, d), f"kv_cache_v_{i}": (1, cfg.num_heads, d, c),
                                  f"cross_k_{i}": (1, cfg.num_heads, s, d), f"cross_v_{i}": (1, cfg.num_heads, d, s)})
+        self._shapes["cross_mask"] = (1, 1, 1, s)
 
     @property
     def sampling_rate(self) -> int:
         return self.config.frontend.sampling_rate
 
-    def features(self, audio: Any, sampling_rate: int | None = None) -> np.ndarray:
-        """The log-mel `input_features` [1, n_mels, frames] of one utterance (see asr_frontend.py)."""
+    def features(self, audio: Any, sampling_rate: int | None = None) -> dict[str, np.ndarray]:
+        """The encoder's inputs for one utterance (see asr_frontend.py): Whisper's log-mel `input_features`
+        [1, n_mels, frames], or Moonshine's `input_values` [1, samples] and `attention_mask` [1, samples]."""
         rate = self.sampling_rate if sampling_rate is None else int(sampling_rate)
         if rate != self.sampling_rate:
             raise InvalidArgumentError(f"the audio is sampled at {rate} Hz; the model takes {self.sampling_rate} "
                                        f"Hz (resample it first)")
-        return log_mel(audio, self.config.frontend)
+        frontend = self.config.frontend
+        if isinstance(frontend, RawAudioParameters):
+            values, mask = raw_window(audio, frontend)
+            return {"input_values": values, "attention_mask": mask}
+        return {"input_features": log_mel(audio, frontend)}
 
-    def encode(self, features: np.ndarray) -> None:
-        """Run the encoder on `features` and bind its cross-attention keys and values to the decoder."""
+    def encode(self, features: dict[str, np.ndarray]) -> None:
+        """Run the encoder on its inputs `features` and bind the cross-attention keys and values to the decoder."""
         try:
-            self._features.write(np.ascontiguousarray(features, np.float32))
-            self._encoder.run_by_name(ENCODE_SIGNATURE, {"input_features": self._features}, self._encoder_out)
+            for name, buffer in self._features.items():
+                buffer.write(np.ascontiguousarray(features[name]))
+            self._encoder.run_by_name(ENCODE_SIGNATURE, self._features, self._encoder_out)
             for name in self._cross_names:
                 size = int(np.prod(self._shapes[name]))
                 self._state[name].write(self._encoder_out[name].read(size, np.float32).reshape(self._shapes[name]))
@@ -243,10 +270,11 @@ class AsrRunner:
 
     def transcribe_ids(self, audio: Any, sampling_rate: int | None = None, *,
                        max_new_tokens: int | None = None) -> list[int]:
-        """The greedy token ids for one utterance, as Hugging Face's `generate(input_features)` returns them for
-        the bundle's generation config: the generated tokens after the prompt, up to the end-of-text token (left
-        out, as `generate` leaves it out). `max_new_tokens` caps the tokens generated, the end-of-text token
-        counted (default: the generation config's limit)."""
+        """The greedy token ids for one utterance, as Hugging Face's `generate` gives them for the bundle's
+        generation config: the generated tokens after the prompt, up to the end-of-text token, which is left out
+        (Whisper's `generate` returns exactly these; the plain `generate` Moonshine uses returns the prompt
+        before them and the end-of-text token after). `max_new_tokens` caps the tokens generated, the
+        end-of-text token counted (default: the generation config's limit)."""
         if max_new_tokens is not None and int(max_new_tokens) < 0:
             raise InvalidArgumentError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
         self.encode(self.features(audio, sampling_rate))

@@ -216,6 +216,8 @@ def test_task_read_from_the_config(whisper, tmp_path):
     assert export.resolve_task(None, model_dir) == "automatic_speech_recognition"
     with pytest.raises(UnsupportedModelError, match="automatic_speech_recognition"):
         export.resolve_task("text_generation", model_dir)
+    with pytest.raises(UnsupportedModelError, match="automatic_speech_recognition"):
+        export.resolve_task("text_embedding", model_dir)
     with pytest.raises(InvalidArgumentError, match="automatic_speech_recognition"):
         export.resolve_task("speech", model_dir)
 
@@ -236,6 +238,7 @@ def test_refused_generation_configs(whisper, tmp_path, generation, match):
     assert not os.path.exists(tmp_path / "out" / "model.litertlm")
 
 
+@pytest.mark.slow  # a third export and four generate runs: ~50 s
 def test_language_detection(whisper, tmp_path):
     """A multilingual config (lang_to_id, no forced language): the language is detected from the audio as
     Whisper's generate detects it, then the transcript follows."""
@@ -283,11 +286,17 @@ def test_refused_models_and_options(whisper, tmp_path):
     model_dir, _ = whisper
     moonshine = tmp_path / "moonshine"
     moonshine.mkdir()
-    (moonshine / "config.json").write_text(json.dumps({"model_type": "moonshine",
-                                                       "architectures": ["MoonshineForConditionalGeneration"]}))
+    (moonshine / "config.json").write_text(json.dumps({
+        "model_type": "moonshine", "architectures": ["MoonshineForConditionalGeneration"],
+        "decoder_num_attention_heads": 8, "decoder_num_key_value_heads": 2}))
     assert export.resolve_task(None, str(moonshine)) == "automatic_speech_recognition"
-    with pytest.raises(UnsupportedAsrModelError, match="moonshine"):
+    with pytest.raises(UnsupportedAsrModelError, match="decoder_num_key_value_heads"):
         export.export(model=str(moonshine), output_dir=str(tmp_path / "out"))
+    with pytest.raises(InvalidArgumentError, match="input_sec"):
+        export.export(model=model_dir, output_dir=str(tmp_path / "out"), input_sec=10)
+    with pytest.raises(InvalidArgumentError, match="input_sec"):  # an option of this task only
+        export.export(model=str(tmp_path / "llm"), output_dir=str(tmp_path / "out"), task="text_generation",
+                      input_sec=10)
     for option in ({"prefill_lengths": [8]}, {"cache_length": 128}, {"bundle_litert_lm": False}):
         with pytest.raises(InvalidArgumentError, match=next(iter(option)).split("=")[0]):
             export.export(model=model_dir, output_dir=str(tmp_path / "out"), **option)
@@ -306,6 +315,76 @@ def test_refused_models_and_options(whisper, tmp_path):
     assert not os.path.exists(tmp_path / "out")
 
 
+# ---- Moonshine ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def moonshine(tmp_path_factory):
+    """The tiny Moonshine's directory and its float bundle with a 2 s encoder window."""
+    folder = tmp_path_factory.mktemp("moonshine")
+    model_dir = asr_examples.save_tiny_moonshine(str(folder / "model"))
+    bundle = export.export(model=model_dir, output_dir=str(folder / "out"), quantization_recipe="none", input_sec=2)
+    return model_dir, bundle
+
+
+def _moonshine_tokens(model_dir: str, audio: np.ndarray, window: int | None = None, **kwargs) -> list[int]:
+    """Hugging Face's Moonshine `generate` on the raw samples (with `window`, zero-padded to it with the
+    attention mask, as a padded batch), without the start token it returns first and the end-of-text token it
+    returns last."""
+    import torch
+
+    transformers.logging.set_verbosity_error()
+    hf = transformers.MoonshineForConditionalGeneration.from_pretrained(model_dir).eval()
+    values = torch.from_numpy(audio)[None]
+    mask = None
+    if window is not None:
+        values = torch.zeros(1, window)
+        values[0, :audio.size] = torch.from_numpy(audio)
+        mask = torch.zeros(1, window, dtype=torch.int64)
+        mask[0, :audio.size] = 1
+    with torch.no_grad():
+        out = hf.generate(values, attention_mask=mask, **kwargs)[0].tolist()
+    assert out[0] == hf.generation_config.decoder_start_token_id
+    return out[1:-1] if out[-1] == hf.generation_config.eos_token_id else out[1:]
+
+
+def test_moonshine_transcribe_matches_generate(moonshine):
+    """A clip as long as the encoder's window: the tokens of generate on the raw samples."""
+    model_dir, bundle = moonshine
+    runner = generative.load(bundle)
+    audio = asr_examples.noise(2.0, seed=0)
+    reference = _moonshine_tokens(model_dir, audio)
+    assert len(reference) >= MIN_TOKENS and len(set(reference)) > 3
+    assert runner.transcribe_ids(audio) == reference
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    assert runner.transcribe(audio) == tok.decode(reference, skip_special_tokens=True)
+    assert runner.transcribe_ids(audio, max_new_tokens=10) == _moonshine_tokens(model_dir, audio, max_new_tokens=10)
+
+
+def test_moonshine_shorter_clip_is_a_padded_batch(moonshine):
+    """A shorter clip is padded to the window with its mask: the tokens of generate on the padded samples with the
+    attention mask (the encoder downsamples the mask; the decoder's cross-attention skips the padding)."""
+    model_dir, bundle = moonshine
+    audio = asr_examples.noise(1.3, seed=1)
+    assert generative.load(bundle).transcribe_ids(audio) == _moonshine_tokens(model_dir, audio, window=32000)
+
+
+def test_moonshine_refusals(moonshine, tmp_path):
+    model_dir, bundle = moonshine
+    runner = generative.load(bundle)
+    with pytest.raises(AudioTooLongError, match="input_sec"):
+        runner.transcribe(asr_examples.noise(2.5))
+    with pytest.raises(generative.CacheFullError, match="cache of 64"):
+        runner.transcribe_ids(asr_examples.noise(1.0), max_new_tokens=100)
+    normalized = tmp_path / "normalized"
+    shutil.copytree(model_dir, normalized)
+    pre = json.load(open(normalized / "preprocessor_config.json"))
+    pre["do_normalize"] = True
+    json.dump(pre, open(normalized / "preprocessor_config.json", "w"))
+    with pytest.raises(UnsupportedAsrModelError, match="do_normalize"):
+        export.export(model=str(normalized), output_dir=str(tmp_path / "out"))
+    with pytest.raises(InvalidArgumentError, match="input_sec"):
+        export.export(model=model_dir, output_dir=str(tmp_path / "out"), input_sec=0)
+
+
 # ---- the command line and the docs -------------------------------------------------------------------------------
 def _cli(*args: str) -> subprocess.CompletedProcess:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -314,7 +393,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow  # a fresh process that imports PyTorch and converts: ~25 s
-def test_cli_export_hf_and_inspect(whisper, tmp_path):
+def test_cli_export_hf_and_inspect(whisper, moonshine, tmp_path):
     model_dir, _ = whisper
     out = str(tmp_path / "model.litertlm")
     result = _cli("export-hf", model_dir, "-o", out, "--quantize", "none")  # the task read from config.json
@@ -330,9 +409,19 @@ def test_cli_export_hf_and_inspect(whisper, tmp_path):
     assert json.loads(result.stdout)["bundle"]["kind"] == "automatic_speech_recognition"
     result = _cli("export-hf", model_dir, "-o", str(tmp_path / "x.litertlm"), "--cache", "64")
     assert result.returncode == 2 and "--cache" in result.stderr
+    result = _cli("export-hf", str(tmp_path), "-o", str(tmp_path / "x.litertlm"), "--task", "text_generation",
+                  "--input-sec", "2")
+    assert result.returncode == 2 and "--input-sec" in result.stderr
     result = _cli("export-hf", model_dir, "-o", str(tmp_path / "x.tflite"), "--task", "automatic_speech_recognition")
     assert result.returncode == 2 and ".litertlm" in result.stderr
     assert not os.path.exists(tmp_path / "x.litertlm")
+    moonshine_dir, _ = moonshine
+    out = str(tmp_path / "moonshine.litertlm")
+    result = _cli("export-hf", moonshine_dir, "-o", out, "--input-sec", "2", "--quantize", "none")
+    assert result.returncode == 0, result.stderr
+    result = _cli("inspect", out)
+    assert "speech-to-text bundle (moonshine)" in result.stdout and "windows of 32000 samples" in result.stdout
+    assert "cross_mask" in result.stdout
 
 
 @pytest.mark.slow  # a fresh process that builds, converts and runs: ~25 s
@@ -349,3 +438,4 @@ def test_docs_examples_run_from_any_folder(tmp_path):
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "tokens equal: True" in result.stdout and "text equal: True" in result.stdout
+    assert "moonshine tokens equal: True" in result.stdout

@@ -112,14 +112,15 @@ def export(
     int4 weights in blocks of 32) or a JSON recipe file. The official exporter's other options are refused by
     name when given a value (this exporter does not implement them). Everything is checked before any work,
     and nothing is written unless the whole export succeeds."""
+    task = resolve_task(task, model)
+    input_sec = official_options.pop("input_sec", None) if task == AUTOMATIC_SPEECH_RECOGNITION else None
     given = sorted(k for k, v in official_options.items() if v not in (None, False))
     if given:
         raise InvalidArgumentError(f"export option(s) {', '.join(given)} are not supported by this exporter")
-    task = resolve_task(task, model)
     if task == AUTOMATIC_SPEECH_RECOGNITION:
         from litert_torch.generative.asr import export_asr_task
 
-        return export_asr_task(model, output_dir, keep_temporary_files=keep_temporary_files,
+        return export_asr_task(model, output_dir, input_sec=input_sec, keep_temporary_files=keep_temporary_files,
                                trust_remote_code=trust_remote_code, prefill_lengths=prefill_lengths,
                                cache_length=cache_length, quantization_recipe=quantization_recipe,
                                enable_dynamic_shape=enable_dynamic_shape, auto_model_override=auto_model_override,
