@@ -287,7 +287,8 @@ def asr_config(hf: Any, generation: Any, frontend: LogMelParameters | RawAudioPa
         prompt, languages = [int(start)], []
         positions, layers = int(config.max_position_embeddings), int(config.decoder_num_hidden_layers)
         heads, width = int(config.decoder_num_attention_heads), int(config.hidden_size)
-        assert isinstance(frontend, RawAudioParameters)
+        if not isinstance(frontend, RawAudioParameters):
+            raise UnsupportedAsrModelError("Moonshine's encoder takes raw samples, not log-mel features")
         encoder_length = int(hf.model.encoder._get_feat_extract_output_lengths(frontend.samples))
     if len(prompt) >= positions:
         raise UnsupportedAsrModelError(f"the prompt of {len(prompt)} tokens leaves no room in the decoder's "
