@@ -101,7 +101,8 @@ def export(
     """Convert `model` (a Hugging Face model directory, or a transformers *ForCausalLM with `tokenizer=`) and
     write `output_dir/model.litertlm`. `task`: "text_generation", "text_embedding" for an encoder (see
     docs/EMBEDDINGS.md) or "automatic_speech_recognition" for Whisper (docs/ASR.md); None reads it from the
-    directory's config.json. For text_generation it writes
+    directory's config.json. For automatic_speech_recognition (Whisper, Moonshine) the official exporter's
+    `input_sec` sets Moonshine's encoder window (default 30 s). For text_generation it writes
     `model.tflite` and `tokenizer.json` beside the bundle when `keep_temporary_files`, or only `model.tflite`
     when `bundle_litert_lm` is False. Returns the path of the bundle (or of the .tflite).
 
