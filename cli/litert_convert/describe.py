@@ -72,6 +72,10 @@ def describe_bundle(path: str) -> dict[str, Any]:
 
     if is_embedding_bundle(path):
         return _describe_embedding_bundle(path)
+    from litert_torch.generative.asr_runner import is_asr_bundle
+
+    if is_asr_bundle(path):
+        return _describe_asr_bundle(path)
     try:
         bundle = read_bundle(path)
     except ModelFileError as exc:
@@ -99,6 +103,30 @@ def _describe_embedding_bundle(path: str) -> dict[str, Any]:
                          "tokenizer_bytes": len(bundle.tokenizer.encode()), "bos_token_id": bundle.bos_token_id,
                          "eos_token_id": bundle.eos_token_id, "max_input_length": bundle.max_input_length,
                          "embedder_bytes": len(bundle.embedder)}
+    return summary
+
+
+def _describe_asr_bundle(path: str) -> dict[str, Any]:
+    """describe() of a speech-to-text bundle's decoder, with its encoder's signatures and its other sections
+    (docs/ASR.md)."""
+    from litert_torch.generative.asr_runner import read_asr_bundle
+
+    try:
+        bundle = read_asr_bundle(path)
+    except ModelFileError as exc:
+        raise BadInput(str(exc)) from None
+    summary = describe(bundle.decoder, f"{path} (its decoder)")
+    encoder = describe(bundle.encoder, f"{path} (its audio encoder)")
+    cfg = bundle.config
+    summary["bundle"] = {
+        "path": path, "kind": "automatic_speech_recognition", "model_type": cfg.model_type,
+        "sections": ["tokenizer", "tf_lite_audio_encoder_hw (encode)", "tf_lite_prefill_decode (prefill, decode)",
+                     "asr configuration"],
+        "tokenizer_bytes": len(bundle.tokenizer.encode()), "encoder_bytes": len(bundle.encoder),
+        "encoder_signatures": encoder["signatures"], "prompt": cfg.prompt, "eos_token_ids": cfg.eos_token_ids,
+        "suppress_tokens": cfg.suppress_tokens, "begin_suppress_tokens": cfg.begin_suppress_tokens,
+        "max_length": cfg.max_length, "cache_length": cfg.max_target_positions,
+        "frontend": cfg.frontend.to_json()}
     return summary
 
 
@@ -178,6 +206,8 @@ def render(summary: dict[str, Any]) -> str:
 
 
 def _render_bundle(bundle: dict[str, Any]) -> list[str]:
+    if bundle.get("kind") == "automatic_speech_recognition":
+        return _render_asr_bundle(bundle)
     if bundle.get("kind") == "text_embedding":
         return [f"{bundle['path']}: LiteRT-LM text-embedding bundle ({bundle['model_type']})",
                 f"  tokens: start {bundle['bos_token_id']}, end {bundle['eos_token_id']}, at most "
@@ -196,4 +226,26 @@ def _render_bundle(bundle: dict[str, Any]) -> list[str]:
         lines.append(f"    {b['name']:<16} {b['kind']:<6} sequence axis {b['sequence_axis']}")
     if len(bundle["state_buffers"]) > 4:
         lines.append(f"    ... ({len(bundle['state_buffers']) - 4} more; --json for all)")
+    return lines
+
+
+def _render_asr_bundle(bundle: dict[str, Any]) -> list[str]:
+    frontend = bundle["frontend"]
+    shown = (f"raw samples, {frontend['sampling_rate']} Hz, windows of {frontend['samples']} samples"
+             if frontend.get("kind") == "raw" else
+             f"log-mel, {frontend['feature_size']} bins, {frontend['sampling_rate']} Hz, {frontend['chunk_length']} s "
+             f"windows")
+    lines = [f"{bundle['path']}: LiteRT-LM speech-to-text bundle ({bundle['model_type']})",
+             f"  sections: {', '.join(bundle['sections'])}",
+             f"  frontend: {shown}",
+             f"  prompt {bundle['prompt']}, stop {bundle['eos_token_ids']}, max_length {bundle['max_length']}, "
+             f"self-attention cache {bundle['cache_length']} positions",
+             f"  suppressed tokens {len(bundle['suppress_tokens'])}, at the first step "
+             f"{len(bundle['begin_suppress_tokens'])}",
+             f"  tokenizer: {_mb(bundle['tokenizer_bytes'])}; audio encoder: {_mb(bundle['encoder_bytes'])}"]
+    for sig in bundle["encoder_signatures"]:
+        lines.append(f"  encoder signature {sig['key']!r}")
+        for kind in ("inputs", "outputs"):
+            for t in sig[kind]:
+                lines.append(f"    {kind[:-1]:<7} {t['name']:<24} {str(t['shape']):<20} {t['dtype']}")
     return lines

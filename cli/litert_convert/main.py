@@ -590,13 +590,16 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
 @cli.command("export-hf", help="Export a Hugging Face causal LM (MODEL_DIR, saved with save_pretrained: config, "
                                "safetensors, tokenizer) to a LiteRT-LM bundle (.litertlm) with prefill/decode "
                                "signatures and a KV cache; or, with --task text_embedding, a text encoder (BERT, "
-                               "ModernBERT, EmbeddingGemma) to an embedding bundle (docs/EMBEDDINGS.md).\n\n"
+                               "ModernBERT, EmbeddingGemma) to an embedding bundle (docs/EMBEDDINGS.md); or, with "
+                               "--task automatic_speech_recognition, Whisper or Moonshine to a speech-to-text bundle "
+                               "(docs/ASR.md).\n\n"
                                + EXIT_CODES)
 @click.argument("model_dir")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The .litertlm bundle to write (a .tflite path writes the model alone).")
-@click.option("--task", type=click.Choice(["text_generation", "text_embedding"]), default=None,
-              help="What to export; default: text_embedding when config.json is an encoder's, else text_generation.")
+@click.option("--task", type=click.Choice(["text_generation", "text_embedding", "automatic_speech_recognition"]),
+              default=None, help="What to export; default: text_embedding when config.json is an encoder's, "
+              "automatic_speech_recognition when it is Whisper's or Moonshine's, else text_generation.")
 @click.option("--prefill", default=None, metavar="N[,N...]",
               help="Prefill signature lengths, comma-separated [default: 256]; for text_embedding the encoder's "
                    "input lengths [default: the model's limit, at most 512].")
@@ -606,14 +609,19 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
               help="none (float), fp16, dynamic-int8, an ai-edge-quantizer recipe name (dynamic_wi8_afp32, "
                    "dynamic_wi4b32_afp32, ...) or a recipe .json file.")
 @click.option("--keep-tflite", is_flag=True, help="Also write the .tflite model beside the bundle (for "
-              "text_embedding: embedder.tflite, encoder.tflite and tokenizer.json).")
+              "text_embedding: embedder.tflite, encoder.tflite and tokenizer.json; for "
+              "automatic_speech_recognition: encoder.tflite, decoder.tflite, tokenizer.json and asr_config.json).")
 @click.option("--trust-remote-code", is_flag=True, help="Let transformers run the model directory's own code.")
+@click.option("--input-sec", type=float, default=None,
+              help="automatic_speech_recognition: Moonshine's encoder window in seconds [default: 30].")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @common_options
 @handled
-def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tflite, trust_remote_code, force, quiet,
-              debug):
-    from litert_torch.generative.export_hf.export import TEXT_EMBEDDING, export_files, resolve_task
+def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
+              force, quiet, debug):
+    from litert_torch.generative.export_hf.export import (
+        AUTOMATIC_SPEECH_RECOGNITION, TEXT_EMBEDDING, export_files, resolve_task,
+    )
 
     if os.path.isdir(output):
         raise BadInput(f"{output} is a directory")
@@ -626,6 +634,12 @@ def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tfl
     except ValueError:
         raise BadInput(f"malformed --prefill {prefill!r}", "give comma-separated token counts, e.g. 32,128") from None
     task = resolve_task(task, model_dir)
+    if task == AUTOMATIC_SPEECH_RECOGNITION:
+        _export_asr(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
+                    quiet, debug)
+        return
+    if input_sec is not None:
+        raise BadInput(f"--input-sec does not apply to --task {task}", "it is the speech encoder's window")
     if task == TEXT_EMBEDDING:
         _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
                           debug)
@@ -674,6 +688,33 @@ def _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_t
     export_embedding(model_dir, output, lengths=lengths, quantization_recipe=quantize,
                      keep_folder=os.path.dirname(os.path.abspath(output)) if keep_tflite else None,
                      trust_remote_code=trust_remote_code, progress=progress)
+    if not quiet:
+        console.print(f"wrote {output} ({os.path.getsize(output) / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
+
+
+def _export_asr(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
+                quiet, debug) -> None:
+    from litert_torch.generative.asr import export_asr
+
+    for given, option, why in ((lengths, "--prefill", "the prompt length comes from the generation config"),
+                               (cache_length, "--cache", "the cache length is the decoder's max_target_positions"),
+                               (trust_remote_code or None, "--trust-remote-code",
+                                "Whisper and Moonshine are built into transformers")):
+        if given is not None:
+            raise BadInput(f"{option} does not apply to --task automatic_speech_recognition", why)
+    if not output.endswith(".litertlm"):
+        raise BadInput(f"{output}: a speech-to-text export writes a .litertlm bundle",
+                       "give an output path ending in .litertlm")
+    quiet_torch(debug)
+    console = make_console()
+    start = time.perf_counter()
+
+    def progress(stage: str) -> None:
+        if not quiet:
+            console.print(f"[{time.perf_counter() - start:6.1f} s] {stage}")
+
+    export_asr(model_dir, output, quantization_recipe=quantize, input_sec=input_sec,
+               keep_folder=os.path.dirname(os.path.abspath(output)) if keep_tflite else None, progress=progress)
     if not quiet:
         console.print(f"wrote {output} ({os.path.getsize(output) / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
 

@@ -9,9 +9,11 @@
         print(piece, end="", flush=True)
 
 See docs/LLM.md for the architectures, signatures, cache layout and options; docs/EMBEDDINGS.md for text
-embeddings (`export.export(model=..., output_dir=..., task="text_embedding")`, then `load(bundle).embed(texts)`).
+embeddings (`export.export(model=..., output_dir=..., task="text_embedding")`, then `load(bundle).embed(texts)`);
+docs/ASR.md for speech to text (`task="automatic_speech_recognition"`, then `load(bundle).transcribe(audio)`).
 """
 
+from litert_torch.generative.asr_runner import AsrRunner, AudioTooLongError
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError
 from litert_torch.generative.embedding_runner import EmbeddingRunner, InputTooLongError
 from litert_torch.generative.runner import CacheFullError, LlmRunner, Sampling, load
@@ -26,5 +28,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CacheFullError", "EmbeddingRunner", "InputTooLongError", "LlmConfig", "LlmRunner", "LlmValidationReport", "Sampling", "UnsupportedModelError",
+__all__ = ["AsrRunner", "AudioTooLongError", "CacheFullError", "EmbeddingRunner", "InputTooLongError", "LlmConfig", "LlmRunner", "LlmValidationReport", "Sampling", "UnsupportedModelError",
            "load", "validate_llm"]

@@ -243,7 +243,8 @@ def stream_text(token_ids: Iterable[int], decode: Callable[[list[int]], str]) ->
 def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
     """A runner for a converted LLM: a .litertlm bundle (its model and tokenizer) or the exporter's .tflite (with
     the tokenizer.json beside it, when there is one). A text-embedding bundle gives an `EmbeddingRunner`
-    (`embed(texts)`, see embedding_runner.py)."""
+    (`embed(texts)`, see embedding_runner.py), a speech-to-text bundle an `AsrRunner` (`transcribe(audio)`, see
+    asr_runner.py)."""
     import os
 
     path = os.fspath(path)
@@ -255,6 +256,10 @@ def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
 
         if embedding_runner.is_embedding_bundle(path):
             return embedding_runner.load_embedding(path, num_threads=num_threads)
+        from litert_torch.generative import asr_runner
+
+        if asr_runner.is_asr_bundle(path):
+            return asr_runner.load_asr(path, num_threads=num_threads)
         from litert_torch.generative.bundle import unpack_bundle
 
         flatbuffer, tokenizer_text = unpack_bundle(path)

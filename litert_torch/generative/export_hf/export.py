@@ -37,24 +37,47 @@ TFLITE_NAME = "model.tflite"
 
 TEXT_GENERATION = "text_generation"
 TEXT_EMBEDDING = "text_embedding"  # ours: the official exporter has no embedding task
+AUTOMATIC_SPEECH_RECOGNITION = "automatic_speech_recognition"
 
 
 def resolve_task(task: Any, model: Any) -> str:
     """`task` checked, or when None the task the model directory's config.json implies (an encoder such as
-    BERT or EmbeddingGemma: text_embedding; anything else: text_generation)."""
+    BERT or EmbeddingGemma: text_embedding; Whisper or Moonshine: automatic_speech_recognition; anything else:
+    text_generation)."""
     from litert_torch.generative.embedding_source import directory_task
 
     if task is None:
-        return directory_task(model)
+        return AUTOMATIC_SPEECH_RECOGNITION if _is_asr_directory(model) else directory_task(model)
     name = str(getattr(task, "value", task)).lower()
-    if name not in (TEXT_GENERATION, TEXT_EMBEDDING):
-        raise InvalidArgumentError(f"task {task!r} is not supported: use text_generation or text_embedding")
+    if name not in (TEXT_GENERATION, TEXT_EMBEDDING, AUTOMATIC_SPEECH_RECOGNITION):
+        raise InvalidArgumentError(f"task {task!r} is not supported: use text_generation, text_embedding or "
+                                   f"automatic_speech_recognition")
+    if name != AUTOMATIC_SPEECH_RECOGNITION and _is_asr_directory(model):
+        from litert_torch.generative.config import UnsupportedModelError
+
+        raise UnsupportedModelError(f"the config.json of {os.fspath(model)} describes a speech-to-text model, "
+                                    f"which has no {name} export: use task='automatic_speech_recognition'")
     if name == TEXT_GENERATION and directory_task(model) == TEXT_EMBEDDING:
         from litert_torch.generative.config import UnsupportedModelError
 
         raise UnsupportedModelError(f"the config.json of {os.fspath(model)} describes a text encoder, which has no "
                                     f"text_generation export: use task='text_embedding'")
     return name
+
+
+def _is_asr_directory(model: Any) -> bool:
+    import json
+
+    from litert_torch.generative.asr import is_asr_config
+
+    if not isinstance(model, (str, os.PathLike)):
+        return False
+    try:
+        with open(os.path.join(os.fspath(model), "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and is_asr_config(config)
 
 
 def export(
@@ -76,8 +99,10 @@ def export(
     **official_options: Any,
 ) -> str:
     """Convert `model` (a Hugging Face model directory, or a transformers *ForCausalLM with `tokenizer=`) and
-    write `output_dir/model.litertlm`. `task`: "text_generation", or "text_embedding" for an encoder (see
-    docs/EMBEDDINGS.md); None reads it from the directory's config.json. For text_generation it writes
+    write `output_dir/model.litertlm`. `task`: "text_generation", "text_embedding" for an encoder (see
+    docs/EMBEDDINGS.md) or "automatic_speech_recognition" for Whisper (docs/ASR.md); None reads it from the
+    directory's config.json. For automatic_speech_recognition (Whisper, Moonshine) the official exporter's
+    `input_sec` sets Moonshine's encoder window (default 30 s). For text_generation it writes
     `model.tflite` and `tokenizer.json` beside the bundle when `keep_temporary_files`, or only `model.tflite`
     when `bundle_litert_lm` is False. Returns the path of the bundle (or of the .tflite).
 
@@ -88,10 +113,20 @@ def export(
     int4 weights in blocks of 32) or a JSON recipe file. The official exporter's other options are refused by
     name when given a value (this exporter does not implement them). Everything is checked before any work,
     and nothing is written unless the whole export succeeds."""
+    task = resolve_task(task, model)
+    input_sec = official_options.pop("input_sec", None) if task == AUTOMATIC_SPEECH_RECOGNITION else None
     given = sorted(k for k, v in official_options.items() if v not in (None, False))
     if given:
         raise InvalidArgumentError(f"export option(s) {', '.join(given)} are not supported by this exporter")
-    task = resolve_task(task, model)
+    if task == AUTOMATIC_SPEECH_RECOGNITION:
+        from litert_torch.generative.asr import export_asr_task
+
+        return export_asr_task(model, output_dir, input_sec=input_sec, keep_temporary_files=keep_temporary_files,
+                               trust_remote_code=trust_remote_code, prefill_lengths=prefill_lengths,
+                               cache_length=cache_length, quantization_recipe=quantization_recipe,
+                               enable_dynamic_shape=enable_dynamic_shape, auto_model_override=auto_model_override,
+                               use_jinja_template=use_jinja_template, bundle_litert_lm=bundle_litert_lm,
+                               tokenizer=tokenizer, progress=progress)
     if task == TEXT_EMBEDDING:
         from litert_torch.generative.embedding import export_embedding_task
 
