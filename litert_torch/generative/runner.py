@@ -243,7 +243,8 @@ def stream_text(token_ids: Iterable[int], decode: Callable[[list[int]], str]) ->
 def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
     """A runner for a converted LLM: a .litertlm bundle (its model and tokenizer) or the exporter's .tflite (with
     the tokenizer.json beside it, when there is one). A text-embedding bundle gives an `EmbeddingRunner`
-    (`embed(texts)`, see embedding_runner.py)."""
+    (`embed(texts)`, see embedding_runner.py), an image+text bundle a `VlmRunner` (`generate(prompt,
+    images=[...])`, see vlm_runner.py)."""
     import os
 
     path = os.fspath(path)
@@ -255,6 +256,10 @@ def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
 
         if embedding_runner.is_embedding_bundle(path):
             return embedding_runner.load_embedding(path, num_threads=num_threads)
+        from litert_torch.generative import vlm_runner
+
+        if vlm_runner.is_vlm_bundle(path):
+            return vlm_runner.load_vlm(path, num_threads=num_threads)
         from litert_torch.generative.bundle import unpack_bundle
 
         flatbuffer, tokenizer_text = unpack_bundle(path)
@@ -285,6 +290,7 @@ def _check_layout(layout: LlmLayout, model) -> None:
         shapes = {str(n): [int(d) for d in s] for n, s in layout.cache_shapes.items()}
         lengths = [int(n) for n in layout.prefill_lengths]
         vocab, cache = int(layout.vocab_size), int(layout.cache_length)
+        hidden = int(layout.hidden_size) if layout.embeddings_input else 0
         axes = {n: int(layout.sequence_axes[n]) for n in names}
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         raise bad(f"malformed ({exc})") from None
@@ -299,7 +305,12 @@ def _check_layout(layout: LlmLayout, model) -> None:
         inputs = dict(zip(sig.input_names, graph.inputs))
         outputs = dict(zip(sig.output_names, graph.outputs))
         length = 1 if key == DECODE else int(key.split("_")[-1])
-        expected = {"tokens": ([1, length], np.int32), "input_pos": ([length], np.int32)}
+        if layout.embeddings_input:  # an image+text model's decoder (vlm.py)
+            expected = {"embeddings": ([1, length, hidden], np.float32), "input_pos": ([length], np.int32)}
+            if key != DECODE:
+                expected["attention_end"] = ([length], np.int32)
+        else:
+            expected = {"tokens": ([1, length], np.int32), "input_pos": ([length], np.int32)}
         expected.update((n, (shapes[n], np.float32)) for n in names)
         for name, (shape, dtype) in expected.items():
             t = inputs.get(name)

@@ -37,24 +37,45 @@ TFLITE_NAME = "model.tflite"
 
 TEXT_GENERATION = "text_generation"
 TEXT_EMBEDDING = "text_embedding"  # ours: the official exporter has no embedding task
+IMAGE_TEXT_TO_TEXT = "image_text_to_text"
 
 
 def resolve_task(task: Any, model: Any) -> str:
     """`task` checked, or when None the task the model directory's config.json implies (an encoder such as
-    BERT or EmbeddingGemma: text_embedding; anything else: text_generation)."""
+    BERT or EmbeddingGemma: text_embedding; an image+text model: image_text_to_text; anything else:
+    text_generation)."""
     from litert_torch.generative.embedding_source import directory_task
 
     if task is None:
-        return directory_task(model)
+        return IMAGE_TEXT_TO_TEXT if _is_vlm_directory(model) else directory_task(model)
     name = str(getattr(task, "value", task)).lower()
+    if name == IMAGE_TEXT_TO_TEXT:
+        return name
     if name not in (TEXT_GENERATION, TEXT_EMBEDDING):
-        raise InvalidArgumentError(f"task {task!r} is not supported: use text_generation or text_embedding")
+        raise InvalidArgumentError(f"task {task!r} is not supported: use text_generation, text_embedding or "
+                                   f"image_text_to_text")
     if name == TEXT_GENERATION and directory_task(model) == TEXT_EMBEDDING:
         from litert_torch.generative.config import UnsupportedModelError
 
         raise UnsupportedModelError(f"the config.json of {os.fspath(model)} describes a text encoder, which has no "
                                     f"text_generation export: use task='text_embedding'")
     return name
+
+
+def _is_vlm_directory(model: Any) -> bool:
+    """Whether `model` is a directory whose config.json describes an image+text model."""
+    import json
+
+    from litert_torch.generative.vlm import is_vlm_config
+
+    if not isinstance(model, (str, os.PathLike)):
+        return False
+    try:
+        with open(os.path.join(os.fspath(model), "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and is_vlm_config(config)
 
 
 def export(
@@ -88,10 +109,22 @@ def export(
     int4 weights in blocks of 32) or a JSON recipe file. The official exporter's other options are refused by
     name when given a value (this exporter does not implement them). Everything is checked before any work,
     and nothing is written unless the whole export succeeds."""
+    task = resolve_task(task, model)
+    vision_recipe = official_options.pop("vision_encoder_quantization_recipe", None) \
+        if task == IMAGE_TEXT_TO_TEXT else None
     given = sorted(k for k, v in official_options.items() if v not in (None, False))
     if given:
         raise InvalidArgumentError(f"export option(s) {', '.join(given)} are not supported by this exporter")
-    task = resolve_task(task, model)
+    if task == IMAGE_TEXT_TO_TEXT:
+        from litert_torch.generative.vlm import export_vlm_task
+
+        return export_vlm_task(model, output_dir, keep_temporary_files=keep_temporary_files,
+                               trust_remote_code=trust_remote_code, prefill_lengths=prefill_lengths,
+                               cache_length=cache_length, quantization_recipe=quantization_recipe,
+                               vision_encoder_quantization_recipe=vision_recipe,
+                               enable_dynamic_shape=enable_dynamic_shape, auto_model_override=auto_model_override,
+                               use_jinja_template=use_jinja_template, bundle_litert_lm=bundle_litert_lm,
+                               tokenizer=tokenizer, progress=progress)
     if task == TEXT_EMBEDDING:
         from litert_torch.generative.embedding import export_embedding_task
 
@@ -177,22 +210,8 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
             # A model read from a directory is ours alone: the pages of its weights, mapped from safetensors,
             # are handed back as soon as they are written or quantized.
             release = FilePages().release if owned else None
-            if recipe is None:
-                report("write")
-                write_model(model, model_file, release=release)  # constants streamed from the weights
-            elif recipe == INT8_WEIGHTS:
-                report("quantize")
-                _int8_model(model, model_file, release)
-            else:
-                report("quantize")
-                from litert_torch.quantization.quantize import quantize_model
-
-                from litert_torch.runtime.edge_model import EdgeModel
-
-                data = quantize_model(EdgeModel(serialize(model), verify=False), recipe).flatbuffer
-                with open(model_file, "wb") as f:
-                    f.write(data)
-                del data
+            report("write" if recipe is None else "quantize")
+            write_decoder(model, model_file, recipe, release)
             report("bundle" if bundle_path is not None else "write")
             for path in (bundle_path, tflite_path, tokenizer_path):
                 folder = os.path.dirname(os.path.abspath(path)) if path is not None else None
@@ -217,6 +236,25 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
                 if os.path.isdir(folder) and not os.listdir(folder):
                     os.rmdir(folder)
             raise
+
+
+def write_decoder(model: Any, path: str, recipe: Any, release: Callable | None = None) -> None:
+    """Write the decoder IR `model` to `path`, quantized by `recipe` (a checked recipe: None for float, the
+    default int8 weights, or an ai-edge-quantizer recipe); `release` hands back the pages of each weight once
+    written."""
+    if recipe is None:
+        write_model(model, path, release=release)  # constants streamed from the weights
+    elif recipe == INT8_WEIGHTS:
+        _int8_model(model, path, release)
+    else:
+        from litert_torch.quantization.quantize import quantize_model
+
+        from litert_torch.runtime.edge_model import EdgeModel
+
+        data = quantize_model(EdgeModel(serialize(model), verify=False), recipe).flatbuffer
+        with open(path, "wb") as f:
+            f.write(data)
+        del data
 
 
 @dataclass

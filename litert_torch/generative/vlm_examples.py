@@ -1,0 +1,95 @@
+"""A tiny demo image+text model: a Gemma 3 (`Gemma3ForConditionalGeneration`: a 2-layer SigLIP vision tower, the
+multimodal projector, a 2-layer Gemma 3 text model) with random weights, its processor (`Gemma3Processor` with a
+`Gemma3ImageProcessor` for 32x32 images, 4 tokens per image) and a small byte-level BPE tokenizer trained offline
+with Gemma 3's image tokens, saved as a model directory the exporter reads. Its text is noise; it is for trying
+the export and the runner without downloading a model (docs/VLM.md uses it).
+
+    from litert_torch.generative import vlm_examples
+    model_dir = vlm_examples.save_tiny_gemma3("tiny_gemma3")
+
+Needs `transformers`, `torch` and `torchvision` (the image processor).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from litert_torch.generative.examples import CORPUS
+
+# the ids the tokenizer gives its special tokens, in this order
+GEMMA3_SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>", "<start_of_image>", "<end_of_image>",
+                         "<image_soft_token>", "<start_of_turn>", "<end_of_turn>"]
+IMAGE_SIZE = 32
+TOKENS_PER_IMAGE = 4
+
+
+def gemma3_tokenizer(vocab_size: int = 200) -> Any:
+    """A byte-level BPE trained on `CORPUS` with Gemma 3's special tokens, as a transformers fast tokenizer
+    that names its image tokens as `Gemma3Processor` reads them (boi_token, eoi_token, image_token)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=GEMMA3_SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 1)])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>",
+        extra_special_tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                              "image_token": "<image_soft_token>"})
+
+
+def gemma3_processor(tokenizer: Any = None) -> Any:
+    """`Gemma3Processor` for `IMAGE_SIZE` images and `TOKENS_PER_IMAGE` image tokens, built from its
+    constructors."""
+    import transformers
+
+    tokenizer = tokenizer if tokenizer is not None else gemma3_tokenizer()
+    images = transformers.Gemma3ImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+    return transformers.Gemma3Processor(image_processor=images, tokenizer=tokenizer,
+                                        image_seq_length=TOKENS_PER_IMAGE)
+
+
+def tiny_gemma3(tokenizer: Any, seed: int = 0) -> Any:
+    """A randomly initialised `Gemma3ForConditionalGeneration` in eval mode: the vision tower takes `IMAGE_SIZE`
+    images in 8x8 patches (16 patches, pooled to `TOKENS_PER_IMAGE` tokens); the text model has a sliding-window
+    layer and a global one. Weights are drawn wider than the config's initializer and the norm scales moved off
+    their initial value, so that the greedy continuation depends on the image."""
+    import torch
+    import transformers as T
+
+    text = T.Gemma3TextConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0,
+                              bos_token_id=1, eos_token_id=2, max_position_embeddings=512, sliding_window=6,
+                              query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"])
+    vision = T.SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                  image_size=IMAGE_SIZE, patch_size=8)
+    config = T.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=TOKENS_PER_IMAGE,
+                            boi_token_index=tokenizer.convert_tokens_to_ids("<start_of_image>"),
+                            eoi_token_index=tokenizer.convert_tokens_to_ids("<end_of_image>"),
+                            image_token_index=tokenizer.convert_tokens_to_ids("<image_soft_token>"))
+    torch.manual_seed(seed)
+    model = T.Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+            else:
+                p.normal_(0.0, 0.08 if "vision_tower" in name or "multi_modal" in name else 0.05)
+    return model
+
+
+def save_tiny_gemma3(directory: str, seed: int = 0) -> str:
+    """Save the tiny Gemma 3 image+text model, its processor and tokenizer into `directory` (created if
+    needed) with `save_pretrained`, as a downloaded model directory is laid out, and return `directory`."""
+    processor = gemma3_processor()
+    model = tiny_gemma3(processor.tokenizer, seed)
+    model.generation_config.eos_token_id = processor.tokenizer.eos_token_id
+    os.makedirs(directory, exist_ok=True)
+    model.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    return directory
