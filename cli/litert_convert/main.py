@@ -590,13 +590,16 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
 @cli.command("export-hf", help="Export a Hugging Face causal LM (MODEL_DIR, saved with save_pretrained: config, "
                                "safetensors, tokenizer) to a LiteRT-LM bundle (.litertlm) with prefill/decode "
                                "signatures and a KV cache; or, with --task text_embedding, a text encoder (BERT, "
-                               "ModernBERT, EmbeddingGemma) to an embedding bundle (docs/EMBEDDINGS.md).\n\n"
+                               "ModernBERT, EmbeddingGemma) to an embedding bundle (docs/EMBEDDINGS.md); or, with "
+                               "--task image_text_to_text, an image+text model (Gemma 3) to a bundle with vision "
+                               "sections (docs/VLM.md).\n\n"
                                + EXIT_CODES)
 @click.argument("model_dir")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The .litertlm bundle to write (a .tflite path writes the model alone).")
-@click.option("--task", type=click.Choice(["text_generation", "text_embedding"]), default=None,
-              help="What to export; default: text_embedding when config.json is an encoder's, else text_generation.")
+@click.option("--task", type=click.Choice(["text_generation", "text_embedding", "image_text_to_text"]), default=None,
+              help="What to export; default: text_embedding when config.json is an encoder's, image_text_to_text "
+                   "when it is an image+text model's (docs/VLM.md), else text_generation.")
 @click.option("--prefill", default=None, metavar="N[,N...]",
               help="Prefill signature lengths, comma-separated [default: 256]; for text_embedding the encoder's "
                    "input lengths [default: the model's limit, at most 512].")
@@ -613,7 +616,7 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
 @handled
 def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tflite, trust_remote_code, force, quiet,
               debug):
-    from litert_torch.generative.export_hf.export import TEXT_EMBEDDING, export_files, resolve_task
+    from litert_torch.generative.export_hf.export import IMAGE_TEXT_TO_TEXT, TEXT_EMBEDDING, export_files, resolve_task
 
     if os.path.isdir(output):
         raise BadInput(f"{output} is a directory")
@@ -629,6 +632,9 @@ def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tfl
     if task == TEXT_EMBEDDING:
         _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
                           debug)
+        return
+    if task == IMAGE_TEXT_TO_TEXT:
+        _export_vlm(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet, debug)
         return
     lengths = lengths or [256]
     cache_length = 4096 if cache_length is None else cache_length
@@ -674,6 +680,29 @@ def _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_t
     export_embedding(model_dir, output, lengths=lengths, quantization_recipe=quantize,
                      keep_folder=os.path.dirname(os.path.abspath(output)) if keep_tflite else None,
                      trust_remote_code=trust_remote_code, progress=progress)
+    if not quiet:
+        console.print(f"wrote {output} ({os.path.getsize(output) / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
+
+
+def _export_vlm(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
+                debug) -> None:
+    from litert_torch.generative.vlm import export_vlm
+
+    if not output.endswith(".litertlm"):
+        raise BadInput(f"{output}: an image+text export writes a .litertlm bundle",
+                       "give an output path ending in .litertlm")
+    quiet_torch(debug)
+    console = make_console()
+    start = time.perf_counter()
+
+    def progress(stage: str) -> None:
+        if not quiet:
+            console.print(f"[{time.perf_counter() - start:6.1f} s] {stage}")
+
+    export_vlm(model_dir, output, prefill_lengths=lengths or [256],
+               cache_length=4096 if cache_length is None else cache_length, quantization_recipe=quantize,
+               keep_folder=os.path.dirname(os.path.abspath(output)) if keep_tflite else None,
+               trust_remote_code=trust_remote_code, progress=progress)
     if not quiet:
         console.print(f"wrote {output} ({os.path.getsize(output) / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
 

@@ -79,7 +79,7 @@ def tiny_gemma3(tokenizer: Any, seed: int = 0) -> Any:
             if "norm" in name:
                 p.add_(torch.randn_like(p) * 0.1)
             else:
-                p.normal_(0.0, 0.08 if "vision_tower" in name or "multi_modal" in name else 0.05)
+                p.normal_(0.0, 0.05)
     return model
 
 

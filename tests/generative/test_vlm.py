@@ -1,0 +1,178 @@
+"""Image + text -> text: export(task="image_text_to_text") of a tiny random Gemma 3 (SigLIP tower, projector,
+Gemma 3 text model) to a bundle with embedder and vision sections, run in our runner and checked token for
+token against Hugging Face's greedy `generate` with its processor's `pixel_values` and `token_type_ids`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("torchvision")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from litert_torch import generative  # noqa: E402
+from litert_torch.errors import InvalidArgumentError, LiteRTTorchError  # noqa: E402
+from litert_torch.generative import vlm_examples  # noqa: E402
+from litert_torch.generative.config import UnsupportedModelError  # noqa: E402
+from litert_torch.generative.export_hf import export  # noqa: E402
+from litert_torch.generative.vlm import UnsupportedVlmError  # noqa: E402
+from litert_torch.generative.vlm_runner import ImageInputError, VlmRunner  # noqa: E402
+
+PROMPT = "the robot <start_of_image> counts"
+NEW_TOKENS = 16
+
+
+def _image(seed: int, height: int = vlm_examples.IMAGE_SIZE, width: int = vlm_examples.IMAGE_SIZE) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The tiny Gemma 3 directory, its Hugging Face model and processor, and its float bundle (prefill 8 and 16,
+    cache 64)."""
+    folder = tmp_path_factory.mktemp("vlm")
+    model_dir = vlm_examples.save_tiny_gemma3(str(folder / "gemma3"))
+    hf = transformers.Gemma3ForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
+    processor = transformers.AutoProcessor.from_pretrained(model_dir)
+    bundle = export.export(model=model_dir, output_dir=str(folder / "out"), task="image_text_to_text",
+                           prefill_lengths=[8, 16], cache_length=64, quantization_recipe="none")
+    return model_dir, hf, processor, bundle
+
+
+@pytest.fixture(scope="module")
+def runner(tiny) -> VlmRunner:
+    vlm = generative.load(tiny[3])
+    assert isinstance(vlm, VlmRunner)
+    return vlm
+
+
+def _hf_greedy(hf, inputs, bidirectional: bool = True) -> list[int]:
+    inputs = dict(inputs)
+    if not bidirectional:
+        inputs.pop("token_type_ids")
+    with torch.no_grad():
+        out = hf.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
+    return out[0, inputs["input_ids"].shape[1]:].tolist()
+
+
+@pytest.mark.parametrize("prompt,images", [
+    (PROMPT, [_image(0)]),
+    # two images: with prefill lengths 8 and 16 the first chunk would end inside the second image's tokens
+    ("<start_of_image> and <start_of_image> the quick robot", [_image(1), _image(2)]),
+])
+def test_greedy_tokens_match_hugging_face(tiny, runner, prompt, images):
+    _, hf, processor, _ = tiny
+    inputs = processor(text=prompt, images=images, return_tensors="pt")
+    expected = _hf_greedy(hf, inputs)
+    # the test can tell: attending causally over the image gives other tokens
+    assert _hf_greedy(hf, inputs, bidirectional=False) != expected
+    ids = runner.prompt_ids(prompt, len(images))
+    assert ids == inputs["input_ids"][0].tolist()
+    assert list(runner.generate_ids(ids, NEW_TOKENS, images=images, stop=False)) == expected
+    text = "".join(runner.generate(prompt, NEW_TOKENS, images=images))
+    assert text == processor.tokenizer.decode(expected, skip_special_tokens=True)
+
+
+def test_text_only_prompt_matches_hugging_face(tiny, runner):
+    _, hf, processor, _ = tiny
+    inputs = processor.tokenizer("the little robot counts", return_tensors="pt")
+    with torch.no_grad():
+        out = hf.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
+    expected = out[0, inputs["input_ids"].shape[1]:].tolist()
+    ids = runner.prompt_ids("the little robot counts", 0)
+    assert list(runner.generate_ids(ids, NEW_TOKENS, stop=False)) == expected
+
+
+def test_preprocessing_matches_the_processor(tiny, runner):
+    _, _, processor, _ = tiny
+    image = _image(3)
+    expected = processor.image_processor(images=[image], return_tensors="np")["pixel_values"]
+    np.testing.assert_allclose(runner.preprocess(image), expected.transpose(0, 2, 3, 1), atol=1e-6)
+    # another size is resized with the processor's filter (the PIL backend resizes as the runner does)
+    pil = transformers.Gemma3ImageProcessorPil(**{k: getattr(processor.image_processor, k) for k in (
+        "size", "resample", "rescale_factor", "image_mean", "image_std")})
+    other = _image(4, 48, 40)
+    expected = pil(images=[other], return_tensors="np")["pixel_values"]
+    np.testing.assert_allclose(runner.preprocess(other), expected.transpose(0, 2, 3, 1), atol=1e-6)
+    assert runner.spec.resample == int(processor.image_processor.resample)
+
+
+def test_vision_sections_match_hugging_face(tiny, runner):
+    _, hf, processor, _ = tiny
+    image = _image(5)
+    pixels = processor.image_processor(images=[image], return_tensors="pt")["pixel_values"]
+    with torch.no_grad():
+        expected = hf.model.get_image_features(pixels).pooler_output[0].numpy()
+    got = runner.encode_image(image)
+    assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max() + 1e-5
+
+
+def test_image_errors(runner):
+    with pytest.raises(ImageInputError, match="marks 1 image"):
+        list(runner.generate(PROMPT, 4, images=[]))
+    with pytest.raises(ImageInputError, match="uint8"):
+        runner.preprocess(np.zeros((32, 32, 3), np.float32))
+    ids = runner.prompt_ids(PROMPT, 1)
+    with pytest.raises(ImageInputError, match="ends with an image"):
+        runner.prefill(ids[:ids.index(runner.spec.image_token_id) + runner.spec.tokens_per_image], [_image(0)])
+    assert issubclass(ImageInputError, LiteRTTorchError)
+
+
+def test_task_read_from_the_config_and_refusals(tiny, tmp_path):
+    model_dir = tiny[0]
+    assert export.resolve_task(None, model_dir) == "image_text_to_text"
+    with pytest.raises(UnsupportedModelError, match="image\\+text model"):
+        export.export(model=model_dir, output_dir=str(tmp_path / "text"), task="text_generation")
+    with pytest.raises(InvalidArgumentError, match="enable_dynamic_shape"):
+        export.export(model=model_dir, output_dir=str(tmp_path / "x"), task="image_text_to_text",
+                      enable_dynamic_shape=True)
+    with pytest.raises(InvalidArgumentError, match="image takes 4 tokens"):
+        export.export(model=model_dir, output_dir=str(tmp_path / "x"), prefill_lengths=[2], cache_length=64)
+    other = tmp_path / "paligemma"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"model_type": "paligemma", "text_config": {},
+                                                   "vision_config": {}}))
+    assert export.resolve_task(None, str(other)) == "image_text_to_text"
+    with pytest.raises(UnsupportedVlmError, match="'paligemma'"):
+        export.export(model=str(other), output_dir=str(tmp_path / "y"))
+    assert not os.path.exists(tmp_path / "x") and not os.path.exists(tmp_path / "y")
+
+
+def test_pan_and_scan_is_refused(tiny, tmp_path):
+    model_dir = tiny[0]
+    copy = tmp_path / "pan"
+    processor = transformers.AutoProcessor.from_pretrained(model_dir)
+    processor.image_processor.do_pan_and_scan = True
+    processor.save_pretrained(str(copy))
+    for name in ("config.json", "model.safetensors", "generation_config.json"):
+        os.link(os.path.join(model_dir, name), copy / name)
+    with pytest.raises(UnsupportedVlmError, match="pan-and-scan"):
+        export.export(model=str(copy), output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32)
+
+
+def test_cli_export_inspect_and_int8(tiny, tmp_path):
+    """`litert-convert export-hf DIR -o OUT` reads the task from the config and quantizes the decoder and the
+    embedder by default; `inspect` lists the sections; the int8 bundle runs."""
+    model_dir = tiny[0]
+    out = str(tmp_path / "cli.litertlm")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run([sys.executable, "-m", "litert_convert", "export-hf", model_dir, "-o", out,
+                          "--prefill", "8,16", "--cache", "64", "--quiet"], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    shown = subprocess.run([sys.executable, "-m", "litert_convert", "inspect", out, "--json"], capture_output=True,
+                           text=True, env=env)
+    assert shown.returncode == 0, shown.stderr
+    sections = json.loads(shown.stdout)["bundle"]["sections"]
+    for kind in ("tf_lite_embedder", "tf_lite_vision_encoder", "tf_lite_vision_adapter", "tf_lite_prefill_decode"):
+        assert kind in sections
+    assert os.path.getsize(out) < os.path.getsize(tiny[3])
+    int8 = generative.load(out)
+    assert len(list(int8.generate_ids(int8.prompt_ids(PROMPT, 1), 4, images=[_image(0)], stop=False))) == 4
