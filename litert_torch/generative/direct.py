@@ -336,7 +336,8 @@ def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length
               input_pos: ir.Tensor, length: int, attention_end: ir.Tensor | None = None):
     """`model.Prologue`: the embedded tokens, the cache write positions, and per layer type its mask and RoPE
     rows. `tokens` float32 [1, N, H] are the embeddings themselves; `attention_end` [N], when given, is the last
-    key position each token sees (else its own position), the sliding window still ending at its own."""
+    key position each token sees (its own position when it is less, or not given), the sliding window still
+    starting from its own."""
     hidden = cfg.hidden_size
     if tokens.dtype == np.float32:
         x = tokens
@@ -349,7 +350,9 @@ def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length
             x = b._mul(x, float(cfg.embed_scale))
     keys = b.const(np.arange(cache_length, dtype=np.int32)[None, :], "positions")
     pos = b._reshape(input_pos, [length, 1], "unsqueeze")
-    end = pos if attention_end is None else b._reshape(attention_end, [length, 1], "unsqueeze")
+    end = pos
+    if attention_end is not None:  # never before the token itself: a runtime that leaves it zero gets causal
+        end = b._binary("MAXIMUM", b._reshape(attention_end, [length, 1], "unsqueeze"), pos, "maximum")
     causal = b.emit("LESS_EQUAL", [keys, end], [length, cache_length], np.bool_, "le")
     masks = {"full_attention": _where(b, causal)}
     if cfg.sliding_window:

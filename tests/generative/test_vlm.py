@@ -176,3 +176,22 @@ def test_cli_export_inspect_and_int8(tiny, tmp_path):
     assert os.path.getsize(out) < os.path.getsize(tiny[3])
     int8 = generative.load(out)
     assert len(list(int8.generate_ids(int8.prompt_ids(PROMPT, 1), 4, images=[_image(0)], stop=False))) == 4
+
+
+def test_litert_lm_runs_the_bundle_on_text(tiny, tmp_path):
+    """LiteRT-LM loads the bundle with its vision backend and runs a text prompt through the embedder and the
+    decoder on embeddings: greedy, the text Hugging Face generates. (With an image in the message its output
+    differs from Hugging Face's: docs/VLM.md.)"""
+    litert_lm = pytest.importorskip("litert_lm")
+    _, hf, processor, bundle = tiny
+    prompt = "the little robot counts"
+    inputs = processor.tokenizer(prompt, return_tensors="pt")
+    with torch.no_grad():
+        out = hf.generate(**inputs, max_new_tokens=8, do_sample=False)
+    expected = processor.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+    engine = litert_lm.Engine(bundle, max_num_tokens=64, vision_backend=litert_lm.Backend.CPU(),
+                              cache_dir=str(tmp_path))
+    session = engine.create_session(apply_prompt_template=False, sampler_config=litert_lm.SamplerConfig(top_k=1),
+                                    max_output_tokens=8)
+    session.run_prefill([prompt])
+    assert session.run_decode().texts[0] == expected
