@@ -29,63 +29,25 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
-from litert_torch.generative.config import UnsupportedModelError
+from litert_torch.generative.vlm_families import (  # noqa: F401 (re-exported)
+    EMBEDDER_SIGNATURE, FAMILIES, VISION_ADAPTER_SIGNATURE, VISION_ENCODER_SIGNATURE, Family, ImageSpec,
+    UnsupportedVlmError, part,
+)
 
 IMAGE_TEXT_TO_TEXT = "image_text_to_text"
 BUNDLE_NAME = "model.litertlm"
 VLM_KEY = "litert_torch.vlm"
-EMBEDDER_SIGNATURE = "embedder"
-VISION_ENCODER_SIGNATURE = "vision_encoder"
-VISION_ADAPTER_SIGNATURE = "vision_adapter"
-# config.json model_type -> the transformers class this exporter reads
-ARCHITECTURES = {"gemma3": "Gemma3ForConditionalGeneration"}
 # model types of image+text models that this exporter does not convert (the task read from config.json)
-OTHER_VLM_TYPES = ("idefics3", "smolvlm", "paligemma", "lfm2_vl", "qwen2_5_vl", "qwen2_vl", "qwen3_vl", "llava",
+OTHER_VLM_TYPES = ("smolvlm", "paligemma", "lfm2_vl", "qwen2_5_vl", "qwen2_vl", "qwen3_vl", "llava",
                    "gemma3n", "fast_vlm", "mllama", "llava_next", "internvl", "mistral3")
-
-
-class UnsupportedVlmError(UnsupportedModelError):
-    """An image+text model (or a setting of its processor) that the image_text_to_text export does not take."""
-
-
-@dataclass
-class ImageSpec:
-    """How a prompt's images become the decoder's input: the processor's preprocessing and the text it puts in
-    place of each image (stored in the decoder's metadata as `litert_torch.vlm`)."""
-
-    family: str  # config.json model_type
-    height: int  # the encoder's input image size
-    width: int
-    resample: int  # PIL's resampling filter (PIL.Image.Resampling value) for resizing to height x width
-    rescale_factor: float | None  # pixels times this (None: not rescaled)
-    image_mean: list[float] | None  # then (x - mean) / std per channel (None: not normalised)
-    image_std: list[float] | None
-    convert_rgb: bool  # images with an alpha channel or in grey are converted to RGB first
-    placeholder: str  # what marks an image in a prompt's text
-    image_text: str  # what the processor puts in its place (the image tokens between their delimiters)
-    image_token_id: int  # the token whose rows the adapter's output replaces
-    tokens_per_image: int
-    bidirectional: bool  # the decoder attends over an image's tokens in both directions
-    start_of_image: str | None = None
-    end_of_image: str | None = None
-    signatures: dict[str, str] = field(default_factory=lambda: {
-        "embedder": EMBEDDER_SIGNATURE, "encoder": VISION_ENCODER_SIGNATURE, "adapter": VISION_ADAPTER_SIGNATURE})
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ImageSpec":
-        return cls(**data)
 
 
 def is_vlm_config(config: dict) -> bool:
     """Whether a config.json dict describes an image+text model (a vision config beside its text config)."""
-    return config.get("model_type") in (*ARCHITECTURES, *OTHER_VLM_TYPES) or (
+    return config.get("model_type") in (*FAMILIES, *OTHER_VLM_TYPES) or (
         isinstance(config.get("vision_config"), dict) and isinstance(config.get("text_config"), dict))
 
 
@@ -100,10 +62,10 @@ def read_config(path: str) -> dict:
     if not isinstance(config, dict):
         raise ModelFileError(f"{config_file} is not a JSON object")
     model_type = config.get("model_type")
-    if model_type not in ARCHITECTURES:
+    if model_type not in FAMILIES:
         what = "an image+text model" if is_vlm_config(config) else "not an image+text model"
         raise UnsupportedVlmError(f"{path}: model_type {model_type!r} is {what} that task image_text_to_text "
-                                  f"converts; it converts {', '.join(ARCHITECTURES.values())}")
+                                  f"converts; it converts {', '.join(f.architecture for f in FAMILIES.values())}")
     return config
 
 
@@ -161,18 +123,21 @@ def export_vlm(model: Any, bundle_path: str, *, prefill_lengths: Sequence[int] =
     # the vision sections stay float unless a recipe is given for them
     vision_quantize = _quantize_option(vision_encoder_quantization_recipe) \
         if vision_encoder_quantization_recipe is not None else None
+    family = FAMILIES[config["model_type"]]
     processor = _load_processor(path, trust_remote_code)
-    spec = image_spec(config, processor)
+    spec = family.image_spec(config, processor)
     if spec.tokens_per_image > lengths[-1]:
         raise InvalidArgumentError(f"an image takes {spec.tokens_per_image} tokens, more than the longest prefill "
                                    f"length {lengths[-1]}: the runtime prefills an image's tokens in one call")
-    hf = _load_model(path, config, trust_remote_code)
+    hf = _load_model(path, family, trust_remote_code)
     report("convert")
-    decoder, layout, info = _decoder(hf, processor.tokenizer, cache_length, lengths, spec, use_jinja_template, report)
-    embedder, encoder, adapter = convert_vision(hf, spec, _quantize_option(quantization_recipe), vision_quantize)
+    decoder, layout, info = _decoder(hf, family, processor.tokenizer, cache_length, lengths, spec, use_jinja_template,
+                                     report)
+    embedder, encoder, adapter = convert_vision(hf, family, spec, _quantize_option(quantization_recipe),
+                                                vision_quantize)
     report("bundle")
-    _write(bundle_path, decoder, layout, info, recipe, embedder, encoder, adapter, processor.tokenizer, spec,
-           keep_folder)
+    _write(bundle_path, decoder, layout, info, recipe, embedder, encoder, adapter, processor.tokenizer,
+           family.model_type(spec), keep_folder)
     return bundle_path
 
 
@@ -193,59 +158,13 @@ def _load_processor(path: str, trust_remote_code: bool) -> Any:
     return processor
 
 
-def image_spec(config: dict, processor: Any) -> ImageSpec:
-    """The preprocessing and prompt expansion of `processor` (a Gemma3Processor), checked against the
-    config: UnsupportedVlmError for a setting the runner does not reproduce."""
-    ip, tok = processor.image_processor, processor.tokenizer
-    if getattr(ip, "do_pan_and_scan", False):
-        raise UnsupportedVlmError("the image processor crops with pan-and-scan (do_pan_and_scan), which the "
-                                  "exporter does not reproduce: save the processor with do_pan_and_scan=False")
-    size = getattr(ip, "size", None) or {}
-    height, width = size.get("height"), size.get("width")
-    if not isinstance(height, int) or not isinstance(width, int):
-        raise UnsupportedVlmError(f"the image processor's size {dict(size)!r} is not a fixed height and width")
-    vision = config.get("vision_config") or {}
-    if vision.get("image_size") not in (None, height) or height != width:
-        raise UnsupportedVlmError(f"the image processor resizes to {height}x{width}; the vision encoder takes "
-                                  f"{vision.get('image_size')}x{vision.get('image_size')}")
-    n = int(config.get("mm_tokens_per_image", 256))
-    if getattr(processor, "image_seq_length", n) != n:
-        raise UnsupportedVlmError(f"the processor puts {processor.image_seq_length} image tokens in a prompt; the "
-                                  f"model's mm_tokens_per_image is {n}")
-    image_token_id = int(config.get("image_token_id", config.get("image_token_index")))
-    if tok.convert_tokens_to_ids(tok.image_token) != image_token_id:
-        raise UnsupportedVlmError(f"the tokenizer's image token {tok.image_token!r} is not the config's "
-                                  f"image_token_id {image_token_id}")
-    resample = getattr(ip, "resample", 2)
-    resample = int(getattr(resample, "value", resample))
-    if resample not in (0, 1, 2, 3, 4, 5):
-        raise UnsupportedVlmError(f"the image processor's resample {ip.resample!r} is not a PIL filter")
-    rescale = float(ip.rescale_factor) if getattr(ip, "do_rescale", False) else None
-    normalize = bool(getattr(ip, "do_normalize", False))
-    mean = [float(v) for v in _triple(ip.image_mean)] if normalize else None
-    std = [float(v) for v in _triple(ip.image_std)] if normalize else None
-    return ImageSpec(family=str(config["model_type"]), height=height, width=width, resample=resample,
-                     rescale_factor=rescale, image_mean=mean, image_std=std,
-                     convert_rgb=bool(getattr(ip, "do_convert_rgb", True) is not False),
-                     placeholder=str(processor.image_token), image_text=str(processor.full_image_sequence),
-                     image_token_id=image_token_id, tokens_per_image=n, bidirectional=True,
-                     start_of_image=str(tok.boi_token), end_of_image=str(tok.eoi_token))
-
-
-def _triple(value: Any) -> list:
-    values = list(value) if isinstance(value, (list, tuple)) else [value] * 3
-    if len(values) != 3:
-        raise UnsupportedVlmError(f"the image processor's mean/std {value!r} is not one value per RGB channel")
-    return values
-
-
-def _load_model(path: str, config: dict, trust_remote_code: bool) -> Any:
+def _load_model(path: str, family: Family, trust_remote_code: bool) -> Any:
     import torch
     import transformers
 
     from litert_torch.logs import third_party_output
 
-    cls = getattr(transformers, ARCHITECTURES[config["model_type"]])
+    cls = getattr(transformers, family.architecture)
     try:
         with third_party_output():
             hf = cls.from_pretrained(path, dtype=torch.float32, attn_implementation="eager",
@@ -255,12 +174,11 @@ def _load_model(path: str, config: dict, trust_remote_code: bool) -> Any:
     return hf.eval()
 
 
-def text_weights(hf: Any) -> dict[str, Any]:
-    """The language model's weights under the names of its causal LM (`model.layers...`, `lm_head.weight`), as
-    numpy arrays sharing the model's memory."""
+def text_weights(hf: Any, prefix: str) -> dict[str, Any]:
+    """The language model's weights (those under `prefix`) under the names of its causal LM (`model.layers...`,
+    `lm_head.weight`), as numpy arrays sharing the model's memory."""
     from litert_torch.generative.weights import numpy_weights
 
-    prefix = "model.language_model."
     state = {("model." + k[len(prefix):] if k.startswith(prefix) else k): v for k, v in hf.state_dict().items()
              if k.startswith(prefix) or k == "lm_head.weight"}
     arrays = numpy_weights(state)
@@ -269,7 +187,7 @@ def text_weights(hf: Any) -> dict[str, Any]:
     return arrays
 
 
-def _decoder(hf: Any, tokenizer: Any, cache_length: int, lengths: Sequence[int], spec: ImageSpec,
+def _decoder(hf: Any, family: Family, tokenizer: Any, cache_length: int, lengths: Sequence[int], spec: ImageSpec,
              use_jinja_template: bool, report: Callable[[str], None]):
     from litert_torch import metadata
     from litert_torch.generative import direct, hf as hf_source
@@ -284,7 +202,7 @@ def _decoder(hf: Any, tokenizer: Any, cache_length: int, lengths: Sequence[int],
         raise UnsupportedVlmError(f"the language model cannot be built: {reason}")
     stops = token_ids(getattr(getattr(hf, "generation_config", None), "eos_token_id", None))
     info = hf_source.tokenizer_info(tokenizer, cfg, stops, cache_length, use_jinja_template)
-    weights = direct.Weights(text_weights(hf), widen)
+    weights = direct.Weights(text_weights(hf, family.text_prefix), widen)
     model, layout = direct.build_llm(weights, cfg, text_config.rope_parameters, cache_length, lengths,
                                      start_token_id=info.start_token_id, stop_token_ids=info.stop_token_ids,
                                      progress=report, embeddings_input=True)
@@ -292,31 +210,31 @@ def _decoder(hf: Any, tokenizer: Any, cache_length: int, lengths: Sequence[int],
     return model, layout, info
 
 
-def convert_vision(hf: Any, spec: ImageSpec, quantize: Any, vision_quantize: Any):
+def convert_vision(hf: Any, family: Family, spec: ImageSpec, quantize: Any, vision_quantize: Any):
     """The embedder, the vision encoder and the adapter of `hf` as EdgeModels; the converter's typed errors
     propagate as they are."""
     import torch
 
     import litert_torch
     from litert_torch.generative.embedding_modules import Lookup
-    from litert_torch.generative.vlm_modules import Gemma3Adapter, VisionTower
+    from litert_torch.generative.vlm_modules import Adapter, VisionTower
 
     embedder = litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(hf.get_input_embeddings()).eval(),
                                       sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}
                                       ).convert(quantize=quantize, target="cpu")
-    tower = VisionTower(hf.model.vision_tower).eval()
+    tower = VisionTower(part(hf, family.vision_tower)).eval()
     pixels = torch.zeros(1, 3, spec.height, spec.width)
     encoder = litert_torch.signature(VISION_ENCODER_SIGNATURE, tower, sample_kwargs={"pixel_values": pixels}
                                      ).convert(quantize=vision_quantize, target="cpu", channel_last_io=True)
     with torch.no_grad():
         features = tower(pixels)["features"]
-    adapter = litert_torch.signature(VISION_ADAPTER_SIGNATURE, Gemma3Adapter(hf.model.multi_modal_projector).eval(),
+    adapter = litert_torch.signature(VISION_ADAPTER_SIGNATURE, Adapter(part(hf, family.adapter)).eval(),
                                      sample_kwargs={"features": features}
                                      ).convert(quantize=vision_quantize, target="cpu")
     return embedder, encoder, adapter
 
 
-def _write(bundle_path: str, decoder, layout, info, recipe, embedder, encoder, adapter, tokenizer, spec: ImageSpec,
+def _write(bundle_path: str, decoder, layout, info, recipe, embedder, encoder, adapter, tokenizer, model_type: Any,
            keep_folder: str | None) -> None:
     from litert_torch.files import atomic_file, scratch_folder
     from litert_torch.generative import bundle
@@ -342,7 +260,7 @@ def _write(bundle_path: str, decoder, layout, info, recipe, embedder, encoder, a
                         out.write(f.read())
                     written.append(os.path.join(keep_folder, name))
             bundle.write_bundle(bundle_path, files["model.tflite"], files["tokenizer.json"], layout, info,
-                                model_type=_model_type(spec, tokenizer),
+                                model_type=model_type,
                                 sections=[(files["embedder.tflite"], "EMBEDDER"),
                                           (files["vision_encoder.tflite"], "VISION_ENCODER"),
                                           (files["vision_adapter.tflite"], "VISION_ADAPTER")])
@@ -353,16 +271,3 @@ def _write(bundle_path: str, decoder, layout, info, recipe, embedder, encoder, a
             if created and os.path.isdir(folder) and not os.listdir(folder):
                 os.rmdir(folder)
             raise
-
-
-def _model_type(spec: ImageSpec, tokenizer: Any) -> Any:
-    """LlmMetadata's model type: Gemma3 with its image delimiter tokens and the encoder's image size."""
-    from litert_lm_builder.runtime.proto import llm_model_type_pb2
-
-    kind = llm_model_type_pb2.LlmModelType()
-    gemma3 = kind.gemma3
-    gemma3.start_of_image_token.token_str = spec.start_of_image or ""
-    gemma3.end_of_image_token.token_str = spec.end_of_image or ""
-    gemma3.image_tensor_height = spec.height
-    gemma3.image_tensor_width = spec.width
-    return kind

@@ -111,8 +111,8 @@ class VlmRunner(LlmRunner):
     # -- images ---------------------------------------------------------------------------------------------
     def preprocess(self, image: Any) -> np.ndarray:
         """`image` (uint8 H x W x 3 or x 4, H x W grey, or a PIL image) as the encoder's input float32[1, S, S, 3]:
-        converted to RGB, resized to the encoder's size with the processor's filter when it differs, rescaled
-        and normalised as the processor does."""
+        converted to RGB, resized to the encoder's size with the processor's filter when it differs (Idefics3:
+        first to its longest edge, keeping the aspect ratio), rescaled and normalised as the processor does."""
         from PIL import Image
 
         spec = self.spec
@@ -127,8 +127,13 @@ class VlmRunner(LlmRunner):
             if not spec.convert_rgb:
                 raise ImageInputError(f"the model's processor takes RGB images; this one is {image.mode}")
             image = image.convert("RGB")
+        resample = Image.Resampling(spec.resample)
+        if spec.longest_edge is not None:  # Idefics3: first to the longest edge, keeping the aspect ratio
+            width, height = _aspect_size(image.width, image.height, spec.longest_edge)
+            if image.size != (width, height):
+                image = image.resize((width, height), resample=resample)
         if image.size != (spec.width, spec.height):
-            image = image.resize((spec.width, spec.height), resample=Image.Resampling(spec.resample))
+            image = image.resize((spec.width, spec.height), resample=resample)
         x = np.asarray(image, np.float32)
         if spec.rescale_factor is not None:
             x = x * np.float32(spec.rescale_factor)
@@ -281,14 +286,27 @@ class VlmRunner(LlmRunner):
     def generate(self, prompt: str, max_new_tokens: int = 32, *, images: Sequence[Any] = (),  # type: ignore[override]
                  temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
                  seed: int | None = None, on_token: Callable[[str], None] | None = None) -> Iterator[str]:
-        """Stream the new text after `prompt`, whose image placeholders (Gemma 3: `<start_of_image>`) mark where
-        each of `images` goes, in order."""
+        """Stream the new text after `prompt`, whose image placeholders (Gemma 3: `<start_of_image>`, Idefics3:
+        `<image>`) mark where each of `images` goes, in order."""
         ids = self.generate_ids(self.prompt_ids(prompt, len(images)), max_new_tokens,
                                 Sampling(temperature, top_k, top_p, seed), images=images)
         for piece in stream_text(ids, self.decode_text):
             if on_token is not None:
                 on_token(piece)
             yield piece
+
+
+def _aspect_size(width: int, height: int, longest: int) -> tuple[int, int]:
+    """(width, height) with the longest side `longest` and the aspect ratio kept, the other side rounded down then
+    up to an even number (Idefics3's image processor)."""
+    ratio = width / height
+    if width >= height:
+        width, height = longest, int(longest / ratio)
+        height += height % 2
+    else:
+        width, height = int(longest * ratio), longest
+        width += width % 2
+    return max(width, 1), max(height, 1)
 
 
 def load_vlm(path: str, *, num_threads: int | None = None) -> VlmRunner:

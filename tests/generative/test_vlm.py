@@ -1,6 +1,7 @@
 """Image + text -> text: export(task="image_text_to_text") of a tiny random Gemma 3 (SigLIP tower, projector,
-Gemma 3 text model) to a bundle with embedder and vision sections, run in our runner and checked token for
-token against Hugging Face's greedy `generate` with its processor's `pixel_values` and `token_type_ids`."""
+Gemma 3 text model) and Idefics3 (vision tower, pixel-shuffle connector, Llama) to bundles with embedder and vision
+sections, run in our runner and checked token for token against Hugging Face's greedy `generate` with its
+processor's `pixel_values` (and, for Gemma 3, `token_type_ids`)."""
 
 from __future__ import annotations
 
@@ -158,24 +159,35 @@ def test_pan_and_scan_is_refused(tiny, tmp_path):
         export.export(model=str(copy), output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32)
 
 
-def test_cli_export_inspect_and_int8(tiny, tmp_path):
-    """`litert-convert export-hf DIR -o OUT` reads the task from the config and quantizes the decoder and the
-    embedder by default; `inspect` lists the sections; the int8 bundle runs."""
-    model_dir = tiny[0]
+def test_default_int8_export_and_its_sections(tiny, tmp_path):
+    """The default recipe quantizes the decoder and the embedder (int8 weights): the bundle is smaller and runs;
+    `inspect` lists its sections."""
+    from litert_convert.describe import describe_bundle, render
+
+    bundle = export.export(model=tiny[0], output_dir=str(tmp_path / "int8"), prefill_lengths=[8, 16],
+                           cache_length=64)
+    assert os.path.getsize(bundle) < os.path.getsize(tiny[3])
+    int8 = generative.load(bundle)
+    assert len(list(int8.generate_ids(int8.prompt_ids(PROMPT, 1), 4, images=[_image(0)], stop=False))) == 4
+    summary = describe_bundle(bundle)
+    for kind in ("tf_lite_embedder", "tf_lite_vision_encoder", "tf_lite_vision_adapter", "tf_lite_prefill_decode"):
+        assert kind in summary["bundle"]["sections"]
+    assert "tf_lite_vision_encoder" in render(summary)
+
+
+@pytest.mark.slow
+def test_cli_export_hf_reads_the_task_from_the_config(tiny, tmp_path):
+    """`litert-convert export-hf DIR -o OUT` (no --task) writes the image+text bundle; `inspect` lists its
+    sections."""
     out = str(tmp_path / "cli.litertlm")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    run = subprocess.run([sys.executable, "-m", "litert_convert", "export-hf", model_dir, "-o", out,
+    run = subprocess.run([sys.executable, "-m", "litert_convert", "export-hf", tiny[0], "-o", out,
                           "--prefill", "8,16", "--cache", "64", "--quiet"], capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr
     shown = subprocess.run([sys.executable, "-m", "litert_convert", "inspect", out, "--json"], capture_output=True,
                            text=True, env=env)
     assert shown.returncode == 0, shown.stderr
-    sections = json.loads(shown.stdout)["bundle"]["sections"]
-    for kind in ("tf_lite_embedder", "tf_lite_vision_encoder", "tf_lite_vision_adapter", "tf_lite_prefill_decode"):
-        assert kind in sections
-    assert os.path.getsize(out) < os.path.getsize(tiny[3])
-    int8 = generative.load(out)
-    assert len(list(int8.generate_ids(int8.prompt_ids(PROMPT, 1), 4, images=[_image(0)], stop=False))) == 4
+    assert "tf_lite_vision_adapter" in json.loads(shown.stdout)["bundle"]["sections"]
 
 
 def test_litert_lm_runs_the_bundle_on_text(tiny, tmp_path):
@@ -195,3 +207,56 @@ def test_litert_lm_runs_the_bundle_on_text(tiny, tmp_path):
                                     max_output_tokens=8)
     session.run_prefill([prompt])
     assert session.run_decode().texts[0] == expected
+
+
+@pytest.fixture(scope="module")
+def idefics3(tmp_path_factory):
+    """The tiny Idefics3 directory, its Hugging Face model and processor, and its float bundle."""
+    folder = tmp_path_factory.mktemp("idefics3")
+    model_dir = vlm_examples.save_tiny_idefics3(str(folder / "idefics3"))
+    hf = transformers.Idefics3ForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
+    processor = transformers.AutoProcessor.from_pretrained(model_dir)
+    bundle = export.export(model=model_dir, output_dir=str(folder / "out"), prefill_lengths=[8, 16],
+                           cache_length=64, quantization_recipe="none")  # the task read from config.json
+    return model_dir, hf, processor, bundle
+
+
+def test_idefics3_greedy_tokens_match_hugging_face(idefics3):
+    _, hf, processor, bundle = idefics3
+    vlm = generative.load(bundle)
+    prompt = "the robot <image> counts"
+    seen = []
+    for image in (_image(0), _image(6)):
+        inputs = processor(text=prompt, images=[image], return_tensors="pt")
+        expected = _hf_greedy(hf, inputs)
+        ids = vlm.prompt_ids(prompt, 1)
+        assert ids == inputs["input_ids"][0].tolist()
+        assert list(vlm.generate_ids(ids, NEW_TOKENS, images=[image], stop=False)) == expected
+        seen.append(expected)
+    assert seen[0] != seen[1]  # the image matters
+
+
+def test_idefics3_preprocessing_matches_the_processor(idefics3):
+    _, _, processor, bundle = idefics3
+    vlm = generative.load(bundle)
+    image = _image(3)
+    expected = processor.image_processor(images=[image], return_tensors="np")["pixel_values"][0]
+    np.testing.assert_allclose(vlm.preprocess(image), expected.transpose(0, 2, 3, 1), atol=1e-6)
+    ip = processor.image_processor
+    pil = transformers.Idefics3ImageProcessorPil(size=ip.size, max_image_size=ip.max_image_size,
+                                                 do_image_splitting=False, resample=ip.resample)
+    for other in (_image(4, 48, 40), _image(5, 30, 64)):  # the longest edge first, keeping the aspect ratio
+        expected = pil(images=[other], return_tensors="np")["pixel_values"][0]
+        np.testing.assert_allclose(vlm.preprocess(other), expected.transpose(0, 2, 3, 1), atol=1e-6)
+
+
+def test_idefics3_image_splitting_is_refused(idefics3, tmp_path):
+    model_dir = idefics3[0]
+    copy = tmp_path / "split"
+    processor = transformers.AutoProcessor.from_pretrained(model_dir)
+    processor.image_processor.do_image_splitting = True
+    processor.save_pretrained(str(copy))
+    for name in ("config.json", "model.safetensors", "generation_config.json"):
+        os.link(os.path.join(model_dir, name), copy / name)
+    with pytest.raises(UnsupportedVlmError, match="do_image_splitting"):
+        export.export(model=str(copy), output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32)
