@@ -1,5 +1,6 @@
-"""Image + text -> text models (VLMs): a Hugging Face `Gemma3ForConditionalGeneration` directory -> a .litertlm
-bundle for `litert_torch.generative.load(bundle).generate(prompt, images=[...])`.
+"""Image + text -> text models (VLMs): a Hugging Face `Gemma3ForConditionalGeneration` or
+`Idefics3ForConditionalGeneration` directory (the families: vlm_families.py) -> a .litertlm bundle for
+`litert_torch.generative.load(bundle).generate(prompt, images=[...])`.
 
     from litert_torch.generative.export_hf import export
     bundle = export.export(model="gemma3_dir", output_dir="out", task="image_text_to_text")
@@ -7,15 +8,15 @@ bundle for `litert_torch.generative.load(bundle).generate(prompt, images=[...])`
 The bundle's sections:
 
     LlmMetadata             start and stop tokens, maximum tokens, chat template; model type Gemma3 with its
-                            start- and end-of-image tokens and the encoder's image size
+                            start- and end-of-image tokens and the encoder's image size (Idefics3: generic)
     ExecutorMetadata        the KV-cache state buffers, as for a text LLM
     tokenizer               the Hugging Face tokenizer.json
     TF_LITE_EMBEDDER        `embedder`: `token` int32[1] -> `embeddings` float32[1, 1, H], the token's input
                             embedding as the model's embedding module gives it (Gemma: scaled by sqrt(H))
     TF_LITE_VISION_ENCODER  `vision_encoder`: `pixel_values` float32[1, S, S, 3] (the processor's normalised
                             pixels, channels last) -> `features` [1, P, D], the vision tower's last hidden state
-    TF_LITE_VISION_ADAPTER  `vision_adapter`: `features` -> `embeddings` [1, T, H], the multimodal projector:
-                            one row per image token of the prompt
+    TF_LITE_VISION_ADAPTER  `vision_adapter`: `features` -> `embeddings` [1, T, H], the multimodal projector
+                            (Idefics3: the connector): one row per image token of the prompt
     TF_LITE_PREFILL_DECODE  the text decoder built by `direct.build_llm(..., embeddings_input=True)`: prefill and
                             decode take `embeddings` instead of `tokens`, prefill also `attention_end` (the
                             last position each token attends to, the end of its image for an image token, as
