@@ -50,11 +50,14 @@ def _builder():
 
 
 def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str, layout: LlmLayout,
-                 info: BundleInfo, *, model_type: Any = None, sections: Sequence[tuple[str, str]] = ()) -> None:
+                 info: BundleInfo, *, model_type: Any = None, sections: Sequence[tuple[str, str]] = (),
+                 attention_mask: tuple[str, int | None] | None = None) -> None:
     """Write the bundle of the .tflite file `tflite_path` to `path` atomically (nothing is left behind when a
     section is refused). `model_type`: LlmMetadata's LlmModelType message (default: generic_model);
     `sections`: further models as (.tflite path, litert-lm-builder TfLiteModelType name such as
-    "VISION_ENCODER"), written before the prefill/decode model."""
+    "VISION_ENCODER"), written before the prefill/decode model; `attention_mask`: (AttentionMaskType name such as
+    "ATTENTION_MASK_TYPE_VISION_BIDIRECTIONAL", sliding window or None), how LiteRT-LM fills the `mask` and
+    `local_mask` inputs of a decoder that takes them."""
     lb, executor_pb, llm_pb, model_type_pb = _builder()
     meta = llm_pb.LlmMetadata()
     if info.start_token_id is not None:
@@ -82,6 +85,13 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
                       else executor_pb.StateBuffer.TYPE_GLOBAL_VALUE_CACHE)
         state.sequence_axis = layout.sequence_axes[name]
         state.maximum_sequence_length = layout.cache_length
+
+    if attention_mask is not None:
+        kind, window = attention_mask
+        llm.attention_mask_settings.attention_mask_type = executor_pb.AttentionMaskType.Value(kind)
+        llm.attention_mask_settings.local_attention_mask_type = executor_pb.AttentionMaskType.Value(kind)
+        if window:
+            llm.attention_mask_settings.sliding_window_size = int(window)
 
     with scratch_folder("litert_bundle_") as scratch:
         files = {"llm_metadata.pb": meta.SerializeToString(), "executor_metadata.pb": executor.SerializeToString()}

@@ -233,9 +233,10 @@ def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_leng
 
     With `embeddings_input`, the decoder of an image+text model: every signature takes `embeddings`
     float32[1, N, H] (the rows its input-embedding module gives, scaled as it scales them, with image features
-    in place of the image tokens' rows) instead of `tokens`, and each prefill signature also takes
-    `attention_end` int32[N], the last position each token attends to: its own (causal), or the last position
-    of its image where the model attends over an image in both directions (Gemma 3)."""
+    in place of the image tokens' rows) instead of `tokens`, and its attention mask `mask` float32[1, 1, N, C]
+    (0 where a token attends, a large negative value elsewhere; sliding-window layers apply their window to
+    it), as LiteRT-LM fills it, so that a model attending over an image's tokens in both directions (Gemma 3)
+    gets its own mask."""
     report = progress or (lambda stage: None)
     tables = rope_tables(cfg, rope_parameters, cache_length)
     params = _Params(weights, cfg)
@@ -294,12 +295,11 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
         tokens = ir.Tensor("tokens", [1, length], np.int32)
     input_pos = ir.Tensor("input_pos", [length], np.int32)
     graph.inputs = [tokens, input_pos]
-    attention_end = None
-    if embeddings_input and not logits:  # a prefill signature: where each token's attention ends
-        attention_end = ir.Tensor("attention_end", [length], np.int32)
-        graph.inputs.append(attention_end)
-    x, k_start, v_start, per_type = _prologue(b, params, cfg, tables, cache_length, tokens, input_pos, length,
-                                              attention_end)
+    mask = None
+    if embeddings_input:
+        mask = ir.Tensor("mask", [1, 1, length, cache_length], np.float32)
+        graph.inputs.append(mask)
+    x, k_start, v_start, per_type = _prologue(b, params, cfg, tables, cache_length, tokens, input_pos, length, mask)
     conv_start = None
     if cfg.conv_kernel:  # LFM2: where its convolution layers write their inputs, [0, 0, p, 0] (as keys)
         conv_start = k_start
@@ -333,11 +333,11 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
 
 
 def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length: int, tokens: ir.Tensor,
-              input_pos: ir.Tensor, length: int, attention_end: ir.Tensor | None = None):
+              input_pos: ir.Tensor, length: int, mask: ir.Tensor | None = None):
     """`model.Prologue`: the embedded tokens, the cache write positions, and per layer type its mask and RoPE
-    rows. `tokens` float32 [1, N, H] are the embeddings themselves; `attention_end` [N], when given, is the last
-    key position each token sees (its own position when it is less, or not given), the sliding window still
-    starting from its own."""
+    rows. `tokens` float32 [1, N, H] are the embeddings themselves; `mask` [1, 1, N, C], when given, is the
+    global layers' mask, and the sliding-window layers' is it within the window (else both are computed:
+    causal, and within the window)."""
     hidden = cfg.hidden_size
     if tokens.dtype == np.float32:
         x = tokens
@@ -350,16 +350,15 @@ def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length
             x = b._mul(x, float(cfg.embed_scale))
     keys = b.const(np.arange(cache_length, dtype=np.int32)[None, :], "positions")
     pos = b._reshape(input_pos, [length, 1], "unsqueeze")
-    end = pos
-    if attention_end is not None:  # never before the token itself: a runtime that leaves it zero gets causal
-        end = b._binary("MAXIMUM", b._reshape(attention_end, [length, 1], "unsqueeze"), pos, "maximum")
-    causal = b.emit("LESS_EQUAL", [keys, end], [length, cache_length], np.bool_, "le")
-    masks = {"full_attention": _where(b, causal)}
-    if cfg.sliding_window:
-        start = b.emit("SUB", [pos, b.scalar(cfg.sliding_window, np.int32)], [length, 1], np.int32, "sub")
-        inside = b.emit("GREATER", [keys, start], [length, cache_length], np.bool_, "gt")
-        window = b.emit("LOGICAL_AND", [causal, inside], [length, cache_length], np.bool_, "and")
-        masks["sliding_attention"] = _where(b, window)
+    if mask is None:
+        masks = _masks(b, cfg, keys, pos, length, cache_length)
+    else:
+        masks = {"full_attention": b._reshape(mask, [length, cache_length], "mask")}
+        if cfg.sliding_window:  # the given mask within the window: MASKED before it
+            start = b.emit("SUB", [pos, b.scalar(cfg.sliding_window, np.int32)], [length, 1], np.int32, "sub")
+            inside = b.emit("GREATER", [keys, start], [length, cache_length], np.bool_, "gt")
+            masks["sliding_attention"] = b.emit("SELECT_V2", [inside, masks["full_attention"], b.scalar(MASKED)],
+                                                [length, cache_length], np.float32, "where")
     zero = b.const(np.zeros(1, np.int32), "zeros_like")
     first = input_pos if length == 1 else b._slice(input_pos, 0, 0, 1)
     k_start = b._concat([zero, zero, first, zero], 0)
@@ -381,6 +380,20 @@ def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length
         per_type[layer_type] = (mask, b._reshape(cos, [1, length, 1, 2 * half], "unsqueeze"),
                                 b._reshape(sin, [1, length, 1, 2 * half], "unsqueeze"))
     return x, k_start, v_start, per_type
+
+
+def _masks(b: _Builder, cfg: LlmConfig, keys: ir.Tensor, pos: ir.Tensor, length: int,
+           cache_length: int) -> dict[str, ir.Tensor]:
+    """Per layer type, the additive mask [N, C] of the input positions `pos` [N, 1] over the cache slots `keys`:
+    causal, and within the sliding window."""
+    causal = b.emit("LESS_EQUAL", [keys, pos], [length, cache_length], np.bool_, "le")
+    masks = {"full_attention": _where(b, causal)}
+    if cfg.sliding_window:
+        start = b.emit("SUB", [pos, b.scalar(cfg.sliding_window, np.int32)], [length, 1], np.int32, "sub")
+        inside = b.emit("GREATER", [keys, start], [length, cache_length], np.bool_, "gt")
+        window = b.emit("LOGICAL_AND", [causal, inside], [length, cache_length], np.bool_, "and")
+        masks["sliding_attention"] = _where(b, window)
+    return masks
 
 
 def _where(b: _Builder, condition: ir.Tensor) -> ir.Tensor:

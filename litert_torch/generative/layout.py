@@ -65,7 +65,7 @@ class LlmLayout:
     # additions), None where the passes merged it away: what layer-by-layer validation compares
     layer_outputs: dict[str, list[str | None]] = field(default_factory=dict)
     # the decoder of an image+text model: its signatures take `embeddings` [1, N, hidden_size] instead of
-    # `tokens`, its prefill signatures also `attention_end` [N] (`direct.build_llm`)
+    # `tokens`, and their attention masks (`direct.build_llm`)
     embeddings_input: bool = False
     hidden_size: int | None = None
 

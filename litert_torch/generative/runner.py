@@ -306,9 +306,8 @@ def _check_layout(layout: LlmLayout, model) -> None:
         outputs = dict(zip(sig.output_names, graph.outputs))
         length = 1 if key == DECODE else int(key.split("_")[-1])
         if layout.embeddings_input:  # an image+text model's decoder (vlm.py)
-            expected = {"embeddings": ([1, length, hidden], np.float32), "input_pos": ([length], np.int32)}
-            if key != DECODE:
-                expected["attention_end"] = ([length], np.int32)
+            expected = {"embeddings": ([1, length, hidden], np.float32), "input_pos": ([length], np.int32),
+                        "mask": ([1, 1, length, cache], np.float32)}
         else:
             expected = {"tokens": ([1, length], np.int32), "input_pos": ([length], np.int32)}
         expected.update((n, (shapes[n], np.float32)) for n in names)

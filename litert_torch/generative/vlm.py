@@ -13,15 +13,18 @@ The bundle's sections:
     tokenizer               the Hugging Face tokenizer.json
     TF_LITE_EMBEDDER        `embedder`: `token` int32[1] -> `embeddings` float32[1, 1, H], the token's input
                             embedding as the model's embedding module gives it (Gemma: scaled by sqrt(H))
-    TF_LITE_VISION_ENCODER  `vision_encoder`: `pixel_values` float32[1, S, S, 3] (the processor's normalised
-                            pixels, channels last) -> `features` [1, P, D], the vision tower's last hidden state
-    TF_LITE_VISION_ADAPTER  `vision_adapter`: `features` -> `embeddings` [1, T, H], the multimodal projector
-                            (Idefics3: the connector): one row per image token of the prompt
+    TF_LITE_VISION_ENCODER  `vision_encoder`: `images` float32[1, S, S, 3] (the resized pixels / 255, channels
+                            last, as LiteRT-LM's image preprocessor gives them) -> `features` [1, P, D]: the
+                            processor's rescaling and normalisation, then the vision tower
+    TF_LITE_VISION_ADAPTER  `vision_adapter`: `features` -> `embeddings` [1, T (+1), H], the multimodal
+                            projector (Idefics3: the connector): one row per image token of the prompt (Gemma 3:
+                            then its end-of-image token's row)
     TF_LITE_PREFILL_DECODE  the text decoder built by `direct.build_llm(..., embeddings_input=True)`: prefill and
-                            decode take `embeddings` instead of `tokens`, prefill also `attention_end` (the
-                            last position each token attends to, the end of its image for an image token, as
-                            Gemma 3 attends over an image in both directions); its metadata `litert_torch.vlm`
-                            holds the image preprocessing and prompt expansion (`ImageSpec`)
+                            decode take `embeddings` instead of `tokens`, and the attention masks `mask` (and
+                            `local_mask` for sliding-window layers) that LiteRT-LM fills as ExecutorMetadata's
+                            attention-mask settings say (Gemma 3: bidirectional over an image's tokens); its
+                            metadata `litert_torch.vlm` holds the image preprocessing and prompt expansion
+                            (`ImageSpec`)
 
 The runner (vlm_runner.py) encodes an image only when a prompt has one. See docs/VLM.md.
 """
@@ -138,7 +141,7 @@ def export_vlm(model: Any, bundle_path: str, *, prefill_lengths: Sequence[int] =
                                                 vision_quantize)
     report("bundle")
     _write(bundle_path, decoder, layout, info, recipe, embedder, encoder, adapter, processor.tokenizer,
-           family.model_type(spec), keep_folder)
+           family.model_type(spec), spec, keep_folder)
     return bundle_path
 
 
@@ -204,6 +207,7 @@ def _decoder(hf: Any, family: Family, tokenizer: Any, cache_length: int, lengths
     stops = token_ids(getattr(getattr(hf, "generation_config", None), "eos_token_id", None))
     info = hf_source.tokenizer_info(tokenizer, cfg, stops, cache_length, use_jinja_template)
     weights = direct.Weights(text_weights(hf, family.text_prefix), widen)
+    spec.sliding_window = int(cfg.sliding_window) if cfg.sliding_window else None
     model, layout = direct.build_llm(weights, cfg, text_config.rope_parameters, cache_length, lengths,
                                      start_token_id=info.start_token_id, stop_token_ids=info.stop_token_ids,
                                      progress=report, embeddings_input=True)
@@ -223,20 +227,22 @@ def convert_vision(hf: Any, family: Family, spec: ImageSpec, quantize: Any, visi
     embedder = litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(hf.get_input_embeddings()).eval(),
                                       sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}
                                       ).convert(quantize=quantize, target="cpu")
-    tower = VisionTower(part(hf, family.vision_tower)).eval()
-    pixels = torch.zeros(1, 3, spec.height, spec.width)
-    encoder = litert_torch.signature(VISION_ENCODER_SIGNATURE, tower, sample_kwargs={"pixel_values": pixels}
-                                     ).convert(quantize=vision_quantize, target="cpu", channel_last_io=True)
+    tower = VisionTower(part(hf, family.vision_tower), spec.rescale_factor, spec.image_mean, spec.image_std).eval()
+    images = torch.full((1, spec.height, spec.width, 3), 0.5)
+    encoder = litert_torch.signature(VISION_ENCODER_SIGNATURE, tower, sample_kwargs={"images": images}
+                                     ).convert(quantize=vision_quantize, target="cpu")
     with torch.no_grad():
-        features = tower(pixels)["features"]
-    adapter = litert_torch.signature(VISION_ADAPTER_SIGNATURE, Adapter(part(hf, family.adapter)).eval(),
+        features = tower(images)["features"]
+    end_tokens = [spec.end_of_image_id] if spec.adapter_end_rows else []
+    adapter = Adapter(part(hf, family.adapter), hf.get_input_embeddings(), end_tokens).eval()
+    adapter = litert_torch.signature(VISION_ADAPTER_SIGNATURE, adapter,
                                      sample_kwargs={"features": features}
                                      ).convert(quantize=vision_quantize, target="cpu")
     return embedder, encoder, adapter
 
 
 def _write(bundle_path: str, decoder, layout, info, recipe, embedder, encoder, adapter, tokenizer, model_type: Any,
-           keep_folder: str | None) -> None:
+           spec: ImageSpec, keep_folder: str | None) -> None:
     from litert_torch.files import atomic_file, scratch_folder
     from litert_torch.generative import bundle
     from litert_torch.generative.export_hf.export import write_decoder
@@ -262,6 +268,8 @@ def _write(bundle_path: str, decoder, layout, info, recipe, embedder, encoder, a
                     written.append(os.path.join(keep_folder, name))
             bundle.write_bundle(bundle_path, files["model.tflite"], files["tokenizer.json"], layout, info,
                                 model_type=model_type,
+                                attention_mask=("ATTENTION_MASK_TYPE_VISION_BIDIRECTIONAL" if spec.bidirectional
+                                                else "ATTENTION_MASK_TYPE_CAUSAL", spec.sliding_window),
                                 sections=[(files["embedder.tflite"], "EMBEDDER"),
                                           (files["vision_encoder.tflite"], "VISION_ENCODER"),
                                           (files["vision_adapter.tflite"], "VISION_ADAPTER")])

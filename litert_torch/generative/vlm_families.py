@@ -46,8 +46,13 @@ class ImageSpec:
     # Idefics3: the image is first resized to this longest edge, keeping its aspect ratio (each side rounded
     # down, then up to an even number), then to height x width; None: straight to height x width
     longest_edge: int | None = None
+    sliding_window: int | None = None  # the decoder's sliding window, None without one
+    # rows the adapter gives after the image tokens' rows: Gemma 3's end-of-image token, which LiteRT-LM does not
+    # insert itself (the runner takes that row from the embedder, where it is the same)
+    adapter_end_rows: int = 0
     start_of_image: str | None = None
     end_of_image: str | None = None
+    end_of_image_id: int | None = None
     signatures: dict[str, str] = field(default_factory=lambda: {
         "embedder": EMBEDDER_SIGNATURE, "encoder": VISION_ENCODER_SIGNATURE, "adapter": VISION_ADAPTER_SIGNATURE})
 
@@ -129,7 +134,8 @@ def gemma3_spec(config: dict, processor: Any) -> ImageSpec:
     return ImageSpec(family="gemma3", height=height, width=width, **_common(ip),
                      placeholder=str(processor.image_token), image_text=str(processor.full_image_sequence),
                      image_token_id=_image_token(config, tok, str(tok.image_token)), tokens_per_image=n,
-                     bidirectional=True, start_of_image=str(tok.boi_token), end_of_image=str(tok.eoi_token))
+                     bidirectional=True, adapter_end_rows=1, start_of_image=str(tok.boi_token),
+                     end_of_image=str(tok.eoi_token), end_of_image_id=int(tok.convert_tokens_to_ids(tok.eoi_token)))
 
 
 def idefics3_spec(config: dict, processor: Any) -> ImageSpec:

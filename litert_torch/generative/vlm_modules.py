@@ -1,5 +1,5 @@
 """The PyTorch modules an image+text model's vision sections are converted from: the vision tower
-(`VisionTower`: normalised pixels -> its last hidden state) and the adapter (`Adapter`: the tower's features -> one
+(`VisionTower`: pixels -> its last hidden state) and the adapter (`Adapter`: the tower's features -> one
 input embedding per image token; Gemma 3's multimodal projector, Idefics3's pixel-shuffle connector), each the
 Hugging Face module itself, called as the Hugging Face model calls it."""
 
@@ -9,25 +9,45 @@ import torch
 
 
 class VisionTower(torch.nn.Module):
-    """`pixel_values` float32[1, 3, S, S] -> `features` float32[1, P, D]: the tower's `last_hidden_state`, as
-    `get_image_features` takes it (for Idefics3, of an image with no padding)."""
+    """`images` float32[1, S, S, 3], the pixels divided by 255 and channels last (what LiteRT-LM's image
+    preprocessor gives an encoder) -> `features` float32[1, P, D]: rescaled and normalised as the processor
+    does, then the tower's `last_hidden_state`, as `get_image_features` takes it (for Idefics3, of an image with
+    no padding)."""
 
-    def __init__(self, tower: torch.nn.Module):
+    def __init__(self, tower: torch.nn.Module, rescale_factor: float | None, mean: list[float] | None,
+                 std: list[float] | None):
         super().__init__()
         self.tower = tower
+        # the processor's pixel values are the 0..255 values times rescale_factor
+        self.scale = 255.0 * (rescale_factor if rescale_factor is not None else 1.0)
+        self.register_buffer("mean", None if mean is None else torch.tensor(mean).reshape(1, 3, 1, 1))
+        self.register_buffer("std", None if std is None else torch.tensor(std).reshape(1, 3, 1, 1))
 
-    def forward(self, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"features": self.tower(pixel_values=pixel_values).last_hidden_state}
+    def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        pixels = images.permute(0, 3, 1, 2)
+        if self.scale != 1.0:
+            pixels = pixels * self.scale
+        if self.mean is not None:
+            pixels = (pixels - self.mean) / self.std
+        return {"features": self.tower(pixel_values=pixels).last_hidden_state}
 
 
 class Adapter(torch.nn.Module):
-    """`features` float32[1, P, D] -> `embeddings` float32[1, T, H]: `Gemma3MultiModalProjector` (average
+    """`features` float32[1, P, D] -> `embeddings` float32[1, T (+ E), H]: `Gemma3MultiModalProjector` (average
     pooling of the patch grid to T tokens, RMSNorm, projection to the text model's width) or `Idefics3Connector`
-    (pixel shuffle, projection)."""
+    (pixel shuffle, projection); then the input embeddings of `end_tokens` (Gemma 3: its end-of-image token), as
+    the model's embedding module gives them."""
 
-    def __init__(self, projector: torch.nn.Module):
+    def __init__(self, projector: torch.nn.Module, embeddings: torch.nn.Module | None = None,
+                 end_tokens: list[int] = ()):
         super().__init__()
         self.projector = projector
+        self.embeddings = embeddings
+        self.register_buffer("end_tokens", torch.tensor(list(end_tokens), dtype=torch.long)[None]
+                             if end_tokens else None)
 
     def forward(self, features: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"embeddings": self.projector(features)}
+        rows = self.projector(features)
+        if self.end_tokens is not None and self.embeddings is not None:
+            rows = torch.cat([rows, self.embeddings(self.end_tokens)], dim=1)
+        return {"embeddings": rows}

@@ -7,9 +7,9 @@
 Each image is preprocessed as the model's processor does it (resized to the encoder's size with the processor's
 filter, rescaled, normalised), run through the vision encoder and the adapter, and its rows take the place of
 the image tokens the processor's text puts where the prompt marks the image. Every other token's row comes from
-the embedder; the decoder then prefills and decodes on embeddings, as for a text LLM (runner.py). An image's
-tokens are prefilled in one call: with Gemma 3 each attends to all of its image's tokens, later ones included
-(`attention_end`).
+the embedder; the decoder then prefills and decodes on embeddings, as for a text LLM (runner.py), with the
+attention masks it takes as inputs. An image's tokens are prefilled in one call: with Gemma 3 each attends to all
+of its image's tokens, later ones included.
 """
 
 from __future__ import annotations
@@ -112,7 +112,8 @@ class VlmRunner(LlmRunner):
     def preprocess(self, image: Any) -> np.ndarray:
         """`image` (uint8 H x W x 3 or x 4, H x W grey, or a PIL image) as the encoder's input float32[1, S, S, 3]:
         converted to RGB, resized to the encoder's size with the processor's filter when it differs (Idefics3:
-        first to its longest edge, keeping the aspect ratio), rescaled and normalised as the processor does."""
+        first to its longest edge, keeping the aspect ratio), divided by 255 (the encoder rescales and
+        normalises as the processor does)."""
         from PIL import Image
 
         spec = self.spec
@@ -134,21 +135,18 @@ class VlmRunner(LlmRunner):
                 image = image.resize((width, height), resample=resample)
         if image.size != (spec.width, spec.height):
             image = image.resize((spec.width, spec.height), resample=resample)
-        x = np.asarray(image, np.float32)
-        if spec.rescale_factor is not None:
-            x = x * np.float32(spec.rescale_factor)
-        if spec.image_mean is not None and spec.image_std is not None:
-            x = (x - np.asarray(spec.image_mean, np.float32)) / np.asarray(spec.image_std, np.float32)
-        return x[None].astype(np.float32)
+        return (np.asarray(image, np.float32) / np.float32(255.0))[None]
 
     def encode_image(self, image: Any) -> np.ndarray:
-        """The input embeddings of `image`'s tokens, float32[T, H]: the vision encoder, then the adapter."""
+        """The input embeddings of `image`'s tokens, float32[T, H]: the vision encoder, then the adapter (the rows
+        it gives after the image tokens' rows, Gemma 3's end-of-image token, are left out: that token's row comes
+        from the embedder, as any token's)."""
         try:
-            features = self._encoder(pixel_values=self.preprocess(image))["features"]
-            rows = self._adapter(features=features)["embeddings"]
+            features = self._encoder(images=self.preprocess(image))["features"]
+            rows = np.asarray(self._adapter(features=features)["embeddings"], np.float32)
         except (RuntimeError, ValueError) as exc:
             raise ModelLoadError(f"LiteRT could not run the vision encoder: {one_line(exc)}") from None
-        return np.asarray(rows, np.float32).reshape(self.spec.tokens_per_image, -1)
+        return rows.reshape(-1, rows.shape[-1])[:self.spec.tokens_per_image]
 
     def prompt_ids(self, prompt: str, num_images: int) -> list[int]:
         """The token ids of `prompt` with each image placeholder expanded as the processor expands it."""
@@ -170,11 +168,19 @@ class VlmRunner(LlmRunner):
 
     def _signature_io(self, key: str):
         if key not in self._io:
-            names = ("embeddings", "input_pos") if key == DECODE else ("embeddings", "input_pos", "attention_end")
-            inputs = {n: self._compiled.create_input_buffer_by_name(key, n) for n in names}
+            inputs = {n: self._compiled.create_input_buffer_by_name(key, n) for n in ("embeddings", "input_pos", "mask")}
             outputs = {"logits": self._compiled.create_output_buffer_by_name(key, "logits")} if key == DECODE else {}
             self._io[key] = (inputs, outputs)
         return self._io[key]
+
+    def mask(self, ends: np.ndarray) -> np.ndarray:
+        """The decoder's mask input [1, 1, N, C] for tokens that attend up to `ends` (their own positions, or their
+        image's last): 0 where a token attends, MASKED elsewhere (sliding-window layers apply their window to
+        it)."""
+        from litert_torch.generative.direct import MASKED
+
+        seen = np.arange(self.cache_length)[None, :] <= ends[:, None]
+        return np.where(seen, 0.0, MASKED).astype(np.float32)[None, None]
 
     def _run_embeddings(self, key: str, rows: np.ndarray, positions: np.ndarray,
                         ends: np.ndarray | None) -> np.ndarray | None:
@@ -182,8 +188,7 @@ class VlmRunner(LlmRunner):
             inputs, outputs = self._signature_io(key)
             inputs["embeddings"].write(rows.reshape(1, len(positions), -1).astype(np.float32))
             inputs["input_pos"].write(positions.astype(np.int32))
-            if ends is not None:
-                inputs["attention_end"].write(ends.astype(np.int32))
+            inputs["mask"].write(self.mask(positions if ends is None else ends))
             self._compiled.run_by_name(key, {**inputs, **self._caches}, {**outputs, **self._caches})
             return outputs["logits"].read(self.layout.vocab_size, np.float32) if outputs else None
         except (RuntimeError, ValueError) as exc:

@@ -92,17 +92,26 @@ def test_text_only_prompt_matches_hugging_face(tiny, runner):
     assert list(runner.generate_ids(ids, NEW_TOKENS, stop=False)) == expected
 
 
+def _pixel_values(vlm: VlmRunner, image: np.ndarray) -> np.ndarray:
+    """The runner's encoder input (pixels / 255, channels last) rescaled and normalised as the encoder does it,
+    channels first: what the processor's `pixel_values` hold."""
+    spec = vlm.spec
+    x = vlm.preprocess(image) * np.float32(255 * spec.rescale_factor)
+    x = (x - np.asarray(spec.image_mean, np.float32)) / np.asarray(spec.image_std, np.float32)
+    return x.transpose(0, 3, 1, 2)
+
+
 def test_preprocessing_matches_the_processor(tiny, runner):
     _, _, processor, _ = tiny
     image = _image(3)
     expected = processor.image_processor(images=[image], return_tensors="np")["pixel_values"]
-    np.testing.assert_allclose(runner.preprocess(image), expected.transpose(0, 2, 3, 1), atol=1e-6)
+    np.testing.assert_allclose(_pixel_values(runner, image), expected, atol=1e-6)
     # another size is resized with the processor's filter (the PIL backend resizes as the runner does)
     pil = transformers.Gemma3ImageProcessorPil(**{k: getattr(processor.image_processor, k) for k in (
         "size", "resample", "rescale_factor", "image_mean", "image_std")})
     other = _image(4, 48, 40)
     expected = pil(images=[other], return_tensors="np")["pixel_values"]
-    np.testing.assert_allclose(runner.preprocess(other), expected.transpose(0, 2, 3, 1), atol=1e-6)
+    np.testing.assert_allclose(_pixel_values(runner, other), expected, atol=1e-6)
     assert runner.spec.resample == int(processor.image_processor.resample)
 
 
@@ -190,23 +199,62 @@ def test_cli_export_hf_reads_the_task_from_the_config(tiny, tmp_path):
     assert "tf_lite_vision_adapter" in json.loads(shown.stdout)["bundle"]["sections"]
 
 
-def test_litert_lm_runs_the_bundle_on_text(tiny, tmp_path):
-    """LiteRT-LM loads the bundle with its vision backend and runs a text prompt through the embedder and the
-    decoder on embeddings: greedy, the text Hugging Face generates. (With an image in the message its output
-    differs from Hugging Face's: docs/VLM.md.)"""
+# renders a message's text and a `<start_of_image>` per image, nothing else: the prompt the Hugging Face
+# processor is given
+IMAGE_TEMPLATE = ("{% for m in messages %}{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}"
+                  "{% else %}<start_of_image>{% endif %}{% endfor %}{% endfor %}")
+
+
+def _png(image: np.ndarray) -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _engine(bundle: str, cache_dir: str):
     litert_lm = pytest.importorskip("litert_lm")
+    return litert_lm, litert_lm.Engine(bundle, max_num_tokens=64, vision_backend=litert_lm.Backend.CPU(),
+                                       cache_dir=cache_dir)
+
+
+def test_litert_lm_runs_the_bundle_on_text(tiny, tmp_path):
+    """LiteRT-LM runs a text prompt through the embedder and the decoder on embeddings (its own mask filled by
+    the runtime): greedy, the text Hugging Face generates."""
     _, hf, processor, bundle = tiny
+    litert_lm, engine = _engine(bundle, str(tmp_path))
     prompt = "the little robot counts"
     inputs = processor.tokenizer(prompt, return_tensors="pt")
     with torch.no_grad():
         out = hf.generate(**inputs, max_new_tokens=8, do_sample=False)
     expected = processor.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-    engine = litert_lm.Engine(bundle, max_num_tokens=64, vision_backend=litert_lm.Backend.CPU(),
-                              cache_dir=str(tmp_path))
     session = engine.create_session(apply_prompt_template=False, sampler_config=litert_lm.SamplerConfig(top_k=1),
                                     max_output_tokens=8)
     session.run_prefill([prompt])
     assert session.run_decode().texts[0] == expected
+
+
+def test_litert_lm_image_prompt_matches_hugging_face(tiny, tmp_path):
+    """An image in a LiteRT-LM message (`Engine(..., vision_backend=CPU)`): the runtime resizes it (here: at the
+    encoder's size already) and gives the encoder pixels / 255, puts the adapter's rows (the image tokens and the
+    end-of-image token) after `\n\n<start_of_image>`, and fills the mask bidirectionally over the image
+    (ExecutorMetadata): greedy, Hugging Face's text, which attending causally over the image would change."""
+    _, hf, processor, bundle = tiny
+    litert_lm, engine = _engine(bundle, str(tmp_path))
+    image = _image(0)
+    inputs = processor(text=PROMPT, images=[image], return_tensors="pt")
+    expected = processor.tokenizer.decode(_hf_greedy(hf, inputs)[:8])
+    assert processor.tokenizer.decode(_hf_greedy(hf, inputs, bidirectional=False)[:8]) != expected
+    before, after = PROMPT.split("<start_of_image>")
+    conversation = engine.create_conversation(chat_template=IMAGE_TEMPLATE, max_output_tokens=8,
+                                              sampler_config=litert_lm.SamplerConfig(top_k=1))
+    reply = conversation.send_message({"role": "user", "content": [
+        {"type": "text", "text": before}, {"type": "image", "blob": _png(image)}, {"type": "text", "text": after}]})
+    assert "".join(c["text"] for c in reply["content"] if c["type"] == "text") == expected
 
 
 @pytest.fixture(scope="module")
@@ -241,13 +289,13 @@ def test_idefics3_preprocessing_matches_the_processor(idefics3):
     vlm = generative.load(bundle)
     image = _image(3)
     expected = processor.image_processor(images=[image], return_tensors="np")["pixel_values"][0]
-    np.testing.assert_allclose(vlm.preprocess(image), expected.transpose(0, 2, 3, 1), atol=1e-6)
+    np.testing.assert_allclose(_pixel_values(vlm, image), expected, atol=1e-6)
     ip = processor.image_processor
     pil = transformers.Idefics3ImageProcessorPil(size=ip.size, max_image_size=ip.max_image_size,
                                                  do_image_splitting=False, resample=ip.resample)
     for other in (_image(4, 48, 40), _image(5, 30, 64)):  # the longest edge first, keeping the aspect ratio
         expected = pil(images=[other], return_tensors="np")["pixel_values"][0]
-        np.testing.assert_allclose(vlm.preprocess(other), expected.transpose(0, 2, 3, 1), atol=1e-6)
+        np.testing.assert_allclose(_pixel_values(vlm, other), expected, atol=1e-6)
 
 
 def test_idefics3_image_splitting_is_refused(idefics3, tmp_path):
