@@ -179,10 +179,20 @@ def gemma3_model_type(spec: ImageSpec) -> Any:
 
 
 def generic_model_type(spec: ImageSpec) -> Any:
-    """LlmMetadata's model type for a family LiteRT-LM has no type for: generic_model."""
+    """LlmMetadata's model type for a family LiteRT-LM has no type for: generic_model with images on, the
+    placeholder as the image delimiter, the encoder's image size, and the text the processor puts before and
+    after the image tokens as the image prefix and suffix (the runtime puts the adapter's rows between them)."""
+    import re
+
     from litert_lm_builder.runtime.proto import llm_model_type_pb2
 
-    return llm_model_type_pb2.LlmModelType(generic_model=llm_model_type_pb2.GenericModel())
+    first, last = spec.image_text.index(spec.placeholder), spec.image_text.rindex(spec.placeholder)
+    pattern = f"({re.escape(spec.placeholder)})"
+    generic = llm_model_type_pb2.GenericModel(
+        image_enabled=True, delimiter_regex=pattern, image_token_regex=pattern, image_tensor_height=spec.height,
+        image_tensor_width=spec.width, image_prefix=spec.image_text[:first],
+        image_suffix=spec.image_text[last + len(spec.placeholder):], add_image_end=False)
+    return llm_model_type_pb2.LlmModelType(generic_model=generic)
 
 
 # config.json model_type -> its family

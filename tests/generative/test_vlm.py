@@ -202,7 +202,18 @@ def test_cli_export_hf_reads_the_task_from_the_config(tiny, tmp_path):
 # renders a message's text and a `<start_of_image>` per image, nothing else: the prompt the Hugging Face
 # processor is given
 IMAGE_TEMPLATE = ("{% for m in messages %}{% for c in m['content'] %}{% if c['type'] == 'text' %}{{ c['text'] }}"
-                  "{% else %}<start_of_image>{% endif %}{% endfor %}{% endfor %}")
+                  "{% else %}PLACEHOLDER{% endif %}{% endfor %}{% endfor %}")
+
+
+def _litert_lm_reply(bundle: str, cache_dir: str, prompt: str, placeholder: str, image: np.ndarray, n: int) -> str:
+    """LiteRT-LM's greedy reply of `n` tokens to a message of `prompt` with `image` where its placeholder is."""
+    litert_lm, engine = _engine(bundle, cache_dir)
+    before, after = prompt.split(placeholder)
+    conversation = engine.create_conversation(chat_template=IMAGE_TEMPLATE.replace("PLACEHOLDER", placeholder),
+                                              max_output_tokens=n, sampler_config=litert_lm.SamplerConfig(top_k=1))
+    reply = conversation.send_message({"role": "user", "content": [
+        {"type": "text", "text": before}, {"type": "image", "blob": _png(image)}, {"type": "text", "text": after}]})
+    return "".join(c["text"] for c in reply["content"] if c["type"] == "text")
 
 
 def _png(image: np.ndarray) -> str:
@@ -244,17 +255,11 @@ def test_litert_lm_image_prompt_matches_hugging_face(tiny, tmp_path):
     end-of-image token) after `\n\n<start_of_image>`, and fills the mask bidirectionally over the image
     (ExecutorMetadata): greedy, Hugging Face's text, which attending causally over the image would change."""
     _, hf, processor, bundle = tiny
-    litert_lm, engine = _engine(bundle, str(tmp_path))
     image = _image(0)
     inputs = processor(text=PROMPT, images=[image], return_tensors="pt")
     expected = processor.tokenizer.decode(_hf_greedy(hf, inputs)[:8])
     assert processor.tokenizer.decode(_hf_greedy(hf, inputs, bidirectional=False)[:8]) != expected
-    before, after = PROMPT.split("<start_of_image>")
-    conversation = engine.create_conversation(chat_template=IMAGE_TEMPLATE, max_output_tokens=8,
-                                              sampler_config=litert_lm.SamplerConfig(top_k=1))
-    reply = conversation.send_message({"role": "user", "content": [
-        {"type": "text", "text": before}, {"type": "image", "blob": _png(image)}, {"type": "text", "text": after}]})
-    assert "".join(c["text"] for c in reply["content"] if c["type"] == "text") == expected
+    assert _litert_lm_reply(bundle, str(tmp_path), PROMPT, "<start_of_image>", image, 8) == expected
 
 
 @pytest.fixture(scope="module")
@@ -308,3 +313,13 @@ def test_idefics3_image_splitting_is_refused(idefics3, tmp_path):
         os.link(os.path.join(model_dir, name), copy / name)
     with pytest.raises(UnsupportedVlmError, match="do_image_splitting"):
         export.export(model=str(copy), output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32)
+
+
+def test_idefics3_in_litert_lm(idefics3, tmp_path):
+    """LiteRT-LM (generic model type with the processor's image prefix and suffix) runs an image prompt as
+    Hugging Face does: greedy, the same text."""
+    _, hf, processor, bundle = idefics3
+    prompt, image = "the robot <image> counts", _image(0)
+    inputs = processor(text=prompt, images=[image], return_tensors="pt")
+    expected = processor.tokenizer.decode(_hf_greedy(hf, inputs)[:8])
+    assert _litert_lm_reply(bundle, str(tmp_path), prompt, "<image>", image, 8) == expected
