@@ -233,7 +233,7 @@ def convert_vision(hf: Any, family: Family, spec: ImageSpec, quantize: Any, visi
                                      ).convert(quantize=vision_quantize, target="cpu")
     with torch.no_grad():
         features = tower(images)["features"]
-    end_tokens = [spec.end_of_image_id] if spec.adapter_end_rows else []
+    end_tokens = [spec.end_of_image_id] if spec.adapter_end_rows and spec.end_of_image_id is not None else []
     adapter = Adapter(part(hf, family.adapter), hf.get_input_embeddings(), end_tokens).eval()
     adapter = litert_torch.signature(VISION_ADAPTER_SIGNATURE, adapter,
                                      sample_kwargs={"features": features}

@@ -5,6 +5,8 @@ Hugging Face module itself, called as the Hugging Face model calls it."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 
@@ -14,20 +16,24 @@ class VisionTower(torch.nn.Module):
     does, then the tower's `last_hidden_state`, as `get_image_features` takes it (for Idefics3, of an image with
     no padding)."""
 
+    mean: torch.Tensor
+    std: torch.Tensor
+
     def __init__(self, tower: torch.nn.Module, rescale_factor: float | None, mean: list[float] | None,
                  std: list[float] | None):
         super().__init__()
         self.tower = tower
         # the processor's pixel values are the 0..255 values times rescale_factor
         self.scale = 255.0 * (rescale_factor if rescale_factor is not None else 1.0)
-        self.register_buffer("mean", None if mean is None else torch.tensor(mean).reshape(1, 3, 1, 1))
-        self.register_buffer("std", None if std is None else torch.tensor(std).reshape(1, 3, 1, 1))
+        self.normalize = mean is not None and std is not None
+        self.register_buffer("mean", torch.tensor(mean if mean is not None else [0.0] * 3).reshape(1, 3, 1, 1))
+        self.register_buffer("std", torch.tensor(std if std is not None else [1.0] * 3).reshape(1, 3, 1, 1))
 
     def forward(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         pixels = images.permute(0, 3, 1, 2)
         if self.scale != 1.0:
             pixels = pixels * self.scale
-        if self.mean is not None:
+        if self.normalize:
             pixels = (pixels - self.mean) / self.std
         return {"features": self.tower(pixel_values=pixels).last_hidden_state}
 
@@ -38,16 +44,17 @@ class Adapter(torch.nn.Module):
     (pixel shuffle, projection); then the input embeddings of `end_tokens` (Gemma 3: its end-of-image token), as
     the model's embedding module gives them."""
 
+    end_tokens: torch.Tensor
+
     def __init__(self, projector: torch.nn.Module, embeddings: torch.nn.Module | None = None,
-                 end_tokens: list[int] = ()):
+                 end_tokens: Sequence[int] = ()):
         super().__init__()
         self.projector = projector
-        self.embeddings = embeddings
-        self.register_buffer("end_tokens", torch.tensor(list(end_tokens), dtype=torch.long)[None]
-                             if end_tokens else None)
+        self.embeddings = embeddings if end_tokens else None
+        self.register_buffer("end_tokens", torch.tensor([list(end_tokens)], dtype=torch.long))
 
     def forward(self, features: torch.Tensor) -> dict[str, torch.Tensor]:
         rows = self.projector(features)
-        if self.end_tokens is not None and self.embeddings is not None:
+        if self.embeddings is not None:
             rows = torch.cat([rows, self.embeddings(self.end_tokens)], dim=1)
         return {"embeddings": rows}
