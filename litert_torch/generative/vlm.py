@@ -1,5 +1,6 @@
-"""Image + text -> text models (VLMs): a Hugging Face `Gemma3ForConditionalGeneration` or
-`Idefics3ForConditionalGeneration` directory (the families: vlm_families.py) -> a .litertlm bundle for
+"""Image + text -> text models (VLMs): a Hugging Face `Gemma3ForConditionalGeneration`,
+`Idefics3ForConditionalGeneration` or `LlavaForConditionalGeneration` directory (the families: vlm_families.py)
+-> a .litertlm bundle for
 `litert_torch.generative.load(bundle).generate(prompt, images=[...])`.
 
     from litert_torch.generative.export_hf import export
@@ -45,7 +46,7 @@ IMAGE_TEXT_TO_TEXT = "image_text_to_text"
 BUNDLE_NAME = "model.litertlm"
 VLM_KEY = "litert_torch.vlm"
 # model types of image+text models that this exporter does not convert (the task read from config.json)
-OTHER_VLM_TYPES = ("smolvlm", "paligemma", "lfm2_vl", "qwen2_5_vl", "qwen2_vl", "qwen3_vl", "llava",
+OTHER_VLM_TYPES = ("smolvlm", "paligemma", "lfm2_vl", "qwen2_5_vl", "qwen2_vl", "qwen3_vl",
                    "gemma3n", "fast_vlm", "mllama", "llava_next", "internvl", "mistral3")
 
 
@@ -227,7 +228,8 @@ def convert_vision(hf: Any, family: Family, spec: ImageSpec, quantize: Any, visi
     embedder = litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(hf.get_input_embeddings()).eval(),
                                       sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}
                                       ).convert(quantize=quantize, target="cpu")
-    tower = VisionTower(part(hf, family.vision_tower), spec.rescale_factor, spec.image_mean, spec.image_std).eval()
+    tower = VisionTower(part(hf, family.vision_tower), spec.rescale_factor, spec.image_mean, spec.image_std,
+                        family.tower_output(hf.config.to_dict())).eval()
     images = torch.full((1, spec.height, spec.width, 3), 0.5)
     encoder = litert_torch.signature(VISION_ENCODER_SIGNATURE, tower, sample_kwargs={"images": images}
                                      ).convert(quantize=vision_quantize, target="cpu")

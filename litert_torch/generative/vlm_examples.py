@@ -156,3 +156,58 @@ def save_tiny_idefics3(directory: str, seed: int = 0) -> str:
     model.save_pretrained(directory)
     processor.save_pretrained(directory)
     return directory
+
+
+LLAVA_SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>", "<image>"]
+
+
+def llava_processor() -> Any:
+    """`LlavaProcessor` with CLIP's image processor for `IMAGE_SIZE` images (shortest edge, then the centre crop)
+    and 8x8 patches: 16 image tokens (the class token dropped), with a byte-level BPE trained on `CORPUS`."""
+    import transformers
+
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=_bpe(LLAVA_SPECIAL_TOKENS, 200, "<s>"), bos_token="<s>", eos_token="</s>",
+        pad_token="<pad>", unk_token="<unk>", extra_special_tokens={"image_token": "<image>"})
+    images = transformers.CLIPImageProcessor(size={"shortest_edge": IMAGE_SIZE},
+                                             crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+    return transformers.LlavaProcessor(image_processor=images, tokenizer=tokenizer, patch_size=8,
+                                       vision_feature_select_strategy="default", num_additional_image_tokens=1)
+
+
+def tiny_llava(tokenizer: Any, seed: int = 0) -> Any:
+    """A randomly initialised `LlavaForConditionalGeneration` in eval mode: a 2-layer CLIP vision tower on
+    `IMAGE_SIZE` images in 8x8 patches (its first layer's hidden states taken, the class token dropped), the MLP
+    projector, a 2-layer Llama. The text model's weights are drawn wider, as for the tiny text LLMs."""
+    import torch
+    import transformers as T
+
+    text = T.LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                         max_position_embeddings=512)
+    vision = T.CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                image_size=IMAGE_SIZE, patch_size=8, projection_dim=32)
+    config = T.LlavaConfig(vision_config=vision, text_config=text, vision_feature_layer=-2,
+                           vision_feature_select_strategy="default",
+                           image_token_id=tokenizer.convert_tokens_to_ids("<image>"), image_seq_length=16)
+    torch.manual_seed(seed)
+    model = T.LlavaForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+            else:
+                p.normal_(0.0, 0.15 if "language_model" in name or "lm_head" in name else 0.05)
+    return model
+
+
+def save_tiny_llava(directory: str, seed: int = 0) -> str:
+    """Save the tiny LLaVA, its processor and tokenizer into `directory` (created if needed) with
+    `save_pretrained`, and return `directory`."""
+    processor = llava_processor()
+    model = tiny_llava(processor.tokenizer, seed)
+    model.generation_config.eos_token_id = processor.tokenizer.eos_token_id
+    os.makedirs(directory, exist_ok=True)
+    model.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    return directory

@@ -7,6 +7,8 @@ image's tokens in both directions; the LiteRT-LM model type.
              bidirectional over an image; placeholder `<start_of_image>`
     Idefics3 (`Idefics3ForConditionalGeneration`, SmolVLM's first release)   SigLIP-like tower, pixel-shuffle
              connector, Llama text model; causal; placeholder `<image>`; image splitting must be off
+    LLaVA    (`LlavaForConditionalGeneration`)   CLIP tower (a chosen layer's hidden states, the class token
+             dropped by the default strategy), MLP projector, Llama-style text model; causal; placeholder `<image>`
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class ImageSpec:
     # Idefics3: the image is first resized to this longest edge, keeping its aspect ratio (each side rounded
     # down, then up to an even number), then to height x width; None: straight to height x width
     longest_edge: int | None = None
+    # LLaVA (CLIP's processor): the image's shortest edge resized to this, keeping the aspect ratio (the long side
+    # rounded down), then its centre cropped to height x width; None: no such step
+    shortest_edge: int | None = None
     sliding_window: int | None = None  # the decoder's sliding window, None without one
     # rows the adapter gives after the image tokens' rows: Gemma 3's end-of-image token, which LiteRT-LM does not
     # insert itself (the runner takes that row from the embedder, where it is the same)
@@ -67,7 +72,9 @@ class ImageSpec:
 @dataclass(frozen=True)
 class Family:
     """One image+text family: the transformers class, the attribute paths of its parts in that model, the prefix
-    of its language model's weights, how its ImageSpec is read and its LiteRT-LM model type."""
+    of its language model's weights, how its ImageSpec is read, its LiteRT-LM model type, and which of the vision
+    tower's outputs its adapter takes (`tower_output(config)`: None for the last hidden state, else the layer
+    whose hidden states it takes and whether the class token is dropped)."""
 
     architecture: str
     vision_tower: str
@@ -75,6 +82,7 @@ class Family:
     text_prefix: str
     image_spec: Callable[[dict, Any], ImageSpec]
     model_type: Callable[[ImageSpec], Any]
+    tower_output: Callable[[dict], tuple[int, bool] | None] = lambda config: None
 
 
 def part(model: Any, path: str) -> Any:
@@ -166,6 +174,40 @@ def idefics3_spec(config: dict, processor: Any) -> ImageSpec:
                      bidirectional=False, longest_edge=longest)
 
 
+def llava_tower_output(config: dict) -> tuple[int, bool]:
+    """The layer whose hidden states LLaVA's projector takes, and whether the class token is dropped."""
+    layer, strategy = config.get("vision_feature_layer", -2), config.get("vision_feature_select_strategy", "default")
+    if not isinstance(layer, int) or strategy not in ("default", "full"):
+        raise UnsupportedVlmError(f"vision_feature_layer {layer!r} with strategy {strategy!r}: the exporter takes one "
+                                  f"layer, with the 'default' or 'full' strategy")
+    return layer, strategy == "default"
+
+
+def llava_spec(config: dict, processor: Any) -> ImageSpec:
+    """A LlavaProcessor's preprocessing (CLIP's: shortest edge, centre crop) and prompt expansion, checked against
+    the config."""
+    ip = processor.image_processor
+    vision = config.get("vision_config") or {}
+    side = int(vision.get("image_size", 224))
+    crop = getattr(ip, "crop_size", None) or {}
+    shortest = (getattr(ip, "size", None) or {}).get("shortest_edge")
+    if not getattr(ip, "do_center_crop", False) or crop.get("height") != side or crop.get("width") != side \
+            or not isinstance(shortest, int) or not getattr(ip, "do_resize", True):
+        raise UnsupportedVlmError(f"the image processor (size {ip.size!r}, crop {crop!r}) does not resize the shortest "
+                                  f"edge and crop the centre to the vision encoder's {side} pixels")
+    _, drop_first = llava_tower_output(config)
+    patch = int(vision.get("patch_size", 14))
+    n = (side // patch) ** 2 + 1 - int(drop_first)
+    expected = (side // patch) ** 2 + int(getattr(processor, "num_additional_image_tokens", 0)) - int(
+        getattr(processor, "vision_feature_select_strategy", "default") == "default")
+    if expected != n or getattr(processor, "patch_size", patch) != patch:
+        raise UnsupportedVlmError(f"the processor puts {expected} image tokens in a prompt; the model gives {n}")
+    image = str(processor.image_token)
+    return ImageSpec(family="llava", height=side, width=side, **_common(ip), placeholder=image, image_text=image * n,
+                     image_token_id=_image_token(config, processor.tokenizer, image), tokens_per_image=n,
+                     bidirectional=False, shortest_edge=shortest)
+
+
 def gemma3_model_type(spec: ImageSpec) -> Any:
     """LlmMetadata's model type: Gemma3 with its image delimiter tokens and the encoder's image size."""
     from litert_lm_builder.runtime.proto import llm_model_type_pb2
@@ -201,4 +243,6 @@ FAMILIES = {
                      "model.language_model.", gemma3_spec, gemma3_model_type),
     "idefics3": Family("Idefics3ForConditionalGeneration", "model.vision_model", "model.connector",
                        "model.text_model.", idefics3_spec, generic_model_type),
+    "llava": Family("LlavaForConditionalGeneration", "model.vision_tower", "model.multi_modal_projector",
+                    "model.language_model.", llava_spec, generic_model_type, llava_tower_output),
 }

@@ -14,15 +14,16 @@ class VisionTower(torch.nn.Module):
     """`images` float32[1, S, S, 3], the pixels divided by 255 and channels last (what LiteRT-LM's image
     preprocessor gives an encoder) -> `features` float32[1, P, D]: rescaled and normalised as the processor
     does, then the tower's `last_hidden_state`, as `get_image_features` takes it (for Idefics3, of an image with
-    no padding)."""
+    no padding; for LLaVA, a chosen layer's hidden states, without the class token by default)."""
 
     mean: torch.Tensor
     std: torch.Tensor
 
     def __init__(self, tower: torch.nn.Module, rescale_factor: float | None, mean: list[float] | None,
-                 std: list[float] | None):
+                 std: list[float] | None, output: tuple[int, bool] | None = None):
         super().__init__()
         self.tower = tower
+        self.output = output  # LLaVA: the layer whose hidden states are taken, and whether the class token goes
         # the processor's pixel values are the 0..255 values times rescale_factor
         self.scale = 255.0 * (rescale_factor if rescale_factor is not None else 1.0)
         self.normalize = mean is not None and std is not None
@@ -35,13 +36,17 @@ class VisionTower(torch.nn.Module):
             pixels = pixels * self.scale
         if self.normalize:
             pixels = (pixels - self.mean) / self.std
-        return {"features": self.tower(pixel_values=pixels).last_hidden_state}
+        if self.output is None:
+            return {"features": self.tower(pixel_values=pixels).last_hidden_state}
+        layer, drop_first = self.output
+        states = self.tower(pixel_values=pixels, output_hidden_states=True).hidden_states[layer]
+        return {"features": states[:, 1:] if drop_first else states}
 
 
 class Adapter(torch.nn.Module):
     """`features` float32[1, P, D] -> `embeddings` float32[1, T (+ E), H]: `Gemma3MultiModalProjector` (average
     pooling of the patch grid to T tokens, RMSNorm, projection to the text model's width) or `Idefics3Connector`
-    (pixel shuffle, projection); then the input embeddings of `end_tokens` (Gemma 3: its end-of-image token), as
+    (pixel shuffle, projection) or LLaVA's MLP projector; then the input embeddings of `end_tokens` (Gemma 3: its end-of-image token), as
     the model's embedding module gives them."""
 
     end_tokens: torch.Tensor

@@ -129,6 +129,17 @@ class VlmRunner(LlmRunner):
                 raise ImageInputError(f"the model's processor takes RGB images; this one is {image.mode}")
             image = image.convert("RGB")
         resample = Image.Resampling(spec.resample)
+        if spec.shortest_edge is not None:  # LLaVA: the shortest edge, keeping the aspect ratio; the centre crop
+            short, long = sorted(image.size)
+            size = (spec.shortest_edge, int(spec.shortest_edge * long / short))
+            size = size if image.width <= image.height else size[::-1]
+            if image.size != size:
+                image = image.resize(size, resample=resample)
+            left, top = (image.width - spec.width) // 2, (image.height - spec.height) // 2
+            if left < 0 or top < 0:
+                raise ImageInputError(f"an image resized to {image.width}x{image.height} is smaller than the "
+                                      f"{spec.width}x{spec.height} crop")
+            image = image.crop((left, top, left + spec.width, top + spec.height))
         if spec.longest_edge is not None:  # Idefics3: first to the longest edge, keeping the aspect ratio
             width, height = _aspect_size(image.width, image.height, spec.longest_edge)
             if image.size != (width, height):

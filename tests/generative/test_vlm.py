@@ -1,7 +1,8 @@
 """Image + text -> text: export(task="image_text_to_text") of a tiny random Gemma 3 (SigLIP tower, projector,
-Gemma 3 text model) and Idefics3 (vision tower, pixel-shuffle connector, Llama) to bundles with embedder and vision
-sections, run in our runner and checked token for token against Hugging Face's greedy `generate` with its
-processor's `pixel_values` (and, for Gemma 3, `token_type_ids`)."""
+Gemma 3 text model), Idefics3 (vision tower, pixel-shuffle connector, Llama) and LLaVA (CLIP tower, MLP
+projector, Llama) to bundles with embedder and vision sections, run in our runner and in LiteRT-LM and checked
+against Hugging Face's greedy `generate` with its processor's `pixel_values` (and, for Gemma 3,
+`token_type_ids`)."""
 
 from __future__ import annotations
 
@@ -262,22 +263,38 @@ def test_litert_lm_image_prompt_matches_hugging_face(tiny, tmp_path):
     assert _litert_lm_reply(bundle, str(tmp_path), PROMPT, "<start_of_image>", image, 8) == expected
 
 
-@pytest.fixture(scope="module")
-def idefics3(tmp_path_factory):
-    """The tiny Idefics3 directory, its Hugging Face model and processor, and its float bundle."""
-    folder = tmp_path_factory.mktemp("idefics3")
-    model_dir = vlm_examples.save_tiny_idefics3(str(folder / "idefics3"))
-    hf = transformers.Idefics3ForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
+def _pil_processor(name: str, ip):
+    """The PIL-backend image processor of `name` with `ip`'s settings: it resizes with PIL, as the runner does."""
+    if name == "idefics3":
+        return transformers.Idefics3ImageProcessorPil(size=ip.size, max_image_size=ip.max_image_size,
+                                                      do_image_splitting=False, resample=ip.resample)
+    return transformers.CLIPImageProcessorPil(size=ip.size, crop_size=ip.crop_size, resample=ip.resample,
+                                              image_mean=ip.image_mean, image_std=ip.image_std)
+
+
+# the causal families: how the tiny model is saved, its class and its image placeholder
+CAUSAL = {"idefics3": (vlm_examples.save_tiny_idefics3, "Idefics3ForConditionalGeneration", "<image>"),
+          "llava": (vlm_examples.save_tiny_llava, "LlavaForConditionalGeneration", "<image>")}
+
+
+@pytest.fixture(scope="module", params=sorted(CAUSAL))
+def causal(request, tmp_path_factory):
+    """A tiny Idefics3 or LLaVA: its name, directory, Hugging Face model and processor, and its float bundle."""
+    name = request.param
+    save, cls, _ = CAUSAL[name]
+    folder = tmp_path_factory.mktemp(name)
+    model_dir = save(str(folder / name))
+    hf = getattr(transformers, cls).from_pretrained(model_dir, dtype=torch.float32).eval()
     processor = transformers.AutoProcessor.from_pretrained(model_dir)
-    bundle = export.export(model=model_dir, output_dir=str(folder / "out"), prefill_lengths=[8, 16],
+    bundle = export.export(model=model_dir, output_dir=str(folder / "out"), prefill_lengths=[8, 32],
                            cache_length=64, quantization_recipe="none")  # the task read from config.json
-    return model_dir, hf, processor, bundle
+    return name, model_dir, hf, processor, bundle
 
 
-def test_idefics3_greedy_tokens_match_hugging_face(idefics3):
-    _, hf, processor, bundle = idefics3
+def test_causal_families_greedy_tokens_match_hugging_face(causal):
+    name, _, hf, processor, bundle = causal
     vlm = generative.load(bundle)
-    prompt = "the robot <image> counts"
+    prompt = f"the robot {CAUSAL[name][2]} counts"
     seen = []
     for image in (_image(0), _image(6)):
         inputs = processor(text=prompt, images=[image], return_tensors="pt")
@@ -289,37 +306,35 @@ def test_idefics3_greedy_tokens_match_hugging_face(idefics3):
     assert seen[0] != seen[1]  # the image matters
 
 
-def test_idefics3_preprocessing_matches_the_processor(idefics3):
-    _, _, processor, bundle = idefics3
+def test_causal_families_preprocessing_matches_the_processor(causal):
+    name, _, _, processor, bundle = causal
     vlm = generative.load(bundle)
     image = _image(3)
-    expected = processor.image_processor(images=[image], return_tensors="np")["pixel_values"][0]
+    expected = processor.image_processor(images=[image], return_tensors="np")["pixel_values"].reshape(1, 3, 32, 32)
     np.testing.assert_allclose(_pixel_values(vlm, image), expected, atol=1e-6)
-    ip = processor.image_processor
-    pil = transformers.Idefics3ImageProcessorPil(size=ip.size, max_image_size=ip.max_image_size,
-                                                 do_image_splitting=False, resample=ip.resample)
-    for other in (_image(4, 48, 40), _image(5, 30, 64)):  # the longest edge first, keeping the aspect ratio
-        expected = pil(images=[other], return_tensors="np")["pixel_values"][0]
+    pil = _pil_processor(name, processor.image_processor)
+    # Idefics3: the longest edge first, keeping the aspect ratio; LLaVA: the shortest edge, then the centre crop
+    for other in (_image(4, 48, 40), _image(5, 30, 64)):
+        expected = pil(images=[other], return_tensors="np")["pixel_values"].reshape(1, 3, 32, 32)
         np.testing.assert_allclose(_pixel_values(vlm, other), expected, atol=1e-6)
 
 
-def test_idefics3_image_splitting_is_refused(idefics3, tmp_path):
-    model_dir = idefics3[0]
-    copy = tmp_path / "split"
-    processor = transformers.AutoProcessor.from_pretrained(model_dir)
-    processor.image_processor.do_image_splitting = True
-    processor.save_pretrained(str(copy))
-    for name in ("config.json", "model.safetensors", "generation_config.json"):
-        os.link(os.path.join(model_dir, name), copy / name)
-    with pytest.raises(UnsupportedVlmError, match="do_image_splitting"):
-        export.export(model=str(copy), output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32)
-
-
-def test_idefics3_in_litert_lm(idefics3, tmp_path):
-    """LiteRT-LM (generic model type with the processor's image prefix and suffix) runs an image prompt as
-    Hugging Face does: greedy, the same text."""
-    _, hf, processor, bundle = idefics3
-    prompt, image = "the robot <image> counts", _image(0)
+def test_causal_families_in_litert_lm(causal, tmp_path):
+    """LiteRT-LM (generic model type with images on: the placeholder as delimiter, the processor's text before
+    and after the image tokens as prefix and suffix) runs an image prompt as Hugging Face does: greedy, the same
+    text."""
+    name, _, hf, processor, bundle = causal
+    placeholder = CAUSAL[name][2]
+    prompt, image = f"the robot {placeholder} counts", _image(0)
     inputs = processor(text=prompt, images=[image], return_tensors="pt")
     expected = processor.tokenizer.decode(_hf_greedy(hf, inputs)[:8])
-    assert _litert_lm_reply(bundle, str(tmp_path), prompt, "<image>", image, 8) == expected
+    assert _litert_lm_reply(bundle, str(tmp_path), prompt, placeholder, image, 8) == expected
+
+
+def test_idefics3_image_splitting_is_refused(tmp_path):
+    model_dir = vlm_examples.save_tiny_idefics3(str(tmp_path / "split"))
+    processor = transformers.AutoProcessor.from_pretrained(model_dir)
+    processor.image_processor.do_image_splitting = True
+    processor.save_pretrained(model_dir)
+    with pytest.raises(UnsupportedVlmError, match="do_image_splitting"):
+        export.export(model=model_dir, output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32)
