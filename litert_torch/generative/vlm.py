@@ -112,7 +112,7 @@ def export_vlm(model: Any, bundle_path: str, *, prefill_lengths: Sequence[int] =
     """Convert the image+text model in the directory `model` and write the bundle `bundle_path` atomically.
     The config, arguments, processor and tokenizer are checked before any conversion. Returns `bundle_path`."""
     from litert_torch.generative.embedding import _quantize_option
-    from litert_torch.generative.export_hf.export import _check_lengths
+    from litert_torch.generative.decoder_file import check_lengths
     from litert_torch.generative.export_options import DEFAULT_RECIPE, check_recipe
 
     report = progress or (lambda stage: None)
@@ -122,7 +122,7 @@ def export_vlm(model: Any, bundle_path: str, *, prefill_lengths: Sequence[int] =
     path = os.fspath(model)
     report("read")
     config = read_config(path)
-    lengths = _check_lengths(prefill_lengths, cache_length)
+    lengths = check_lengths(prefill_lengths, cache_length)
     quantization_recipe = DEFAULT_RECIPE if quantization_recipe is None else quantization_recipe
     recipe = check_recipe(quantization_recipe)
     # the vision sections stay float unless a recipe is given for them
@@ -247,7 +247,7 @@ def _write(bundle_path: str, decoder, layout, info, recipe, embedder, encoder, a
            spec: ImageSpec, keep_folder: str | None) -> None:
     from litert_torch.files import atomic_file, scratch_folder
     from litert_torch.generative import bundle
-    from litert_torch.generative.export_hf.export import write_decoder
+    from litert_torch.generative.decoder_file import write_decoder
 
     folder = os.path.dirname(os.path.abspath(bundle_path))
     created = not os.path.isdir(folder)

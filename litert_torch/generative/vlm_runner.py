@@ -73,13 +73,6 @@ def read_vlm_bundle(path: str) -> VlmBundle:
     return VlmBundle(**found)
 
 
-def is_vlm_bundle(path: str) -> bool:
-    """Whether the .litertlm file at `path` has a vision encoder section (read from its header only)."""
-    from litert_torch.generative.bundle import section_types
-
-    return "tf_lite_vision_encoder" in section_types(path)
-
-
 class VlmRunner(LlmRunner):
     """A converted image+text model: `generate(prompt, images=[...])`, `generate_ids(ids, images=...)`."""
 
