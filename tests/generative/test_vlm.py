@@ -185,6 +185,20 @@ def test_default_int8_export_and_its_sections(tiny, tmp_path):
     assert "tf_lite_vision_encoder" in render(summary)
 
 
+def test_vision_encoder_quantization_recipe(tiny, tmp_path):
+    """`vision_encoder_quantization_recipe` quantizes the vision sections (int8 weights), apart from the
+    decoder's recipe (float here): the encoder section is smaller, the decoder's the same size, and it runs."""
+    from litert_torch.generative.vlm_runner import read_vlm_bundle
+
+    bundle = export.export(model=tiny[0], output_dir=str(tmp_path / "q"), prefill_lengths=[8, 16], cache_length=64,
+                           quantization_recipe="none", vision_encoder_quantization_recipe="dynamic_wi8_afp32")
+    quantized, float_ = read_vlm_bundle(bundle), read_vlm_bundle(tiny[3])
+    assert len(quantized.vision_encoder) < len(float_.vision_encoder)
+    assert len(quantized.decoder) == len(float_.decoder)
+    vlm = generative.load(bundle)
+    assert vlm.encode_image(_image(0)).shape == (vlm.spec.tokens_per_image, 64)
+
+
 @pytest.mark.slow
 def test_cli_export_hf_reads_the_task_from_the_config(tiny, tmp_path):
     """`litert-convert export-hf DIR -o OUT` (no --task) writes the image+text bundle; `inspect` lists its
