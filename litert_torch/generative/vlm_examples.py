@@ -191,7 +191,7 @@ def tiny_llava(tokenizer: Any, seed: int = 0) -> Any:
                                 image_size=IMAGE_SIZE, patch_size=8, projection_dim=32)
     config = T.LlavaConfig(vision_config=vision, text_config=text, vision_feature_layer=-2,
                            vision_feature_select_strategy="default",
-                           image_token_id=tokenizer.convert_tokens_to_ids("<image>"), image_seq_length=16)
+                           image_token_index=tokenizer.convert_tokens_to_ids("<image>"), image_seq_length=16)
     torch.manual_seed(seed)
     model = T.LlavaForConditionalGeneration(config).eval()
     with torch.no_grad():
