@@ -86,6 +86,7 @@ def describe_bundle(path: str) -> dict[str, Any]:
         **asdict(bundle.info or BundleInfo()),  # start and stop tokens, chat template, maximum tokens
         "max_history_size": bundle.max_history_size,
         "state_buffers": [asdict(b) for b in bundle.state_buffers],
+        "sections": bundle.sections,
     }
     return summary
 
@@ -222,6 +223,8 @@ def _render_bundle(bundle: dict[str, Any]) -> list[str]:
              f"{bundle['max_num_tokens']}",
              f"  tokenizer: {_mb(bundle['tokenizer_bytes'])}; chat template {shown}",
              f"  KV cache: {len(bundle['state_buffers'])} state buffers of {bundle['max_history_size']} positions"]
+    if bundle.get("sections"):
+        lines.insert(1, f"  sections: {', '.join(bundle['sections'])}")
     for b in bundle["state_buffers"][:4]:
         lines.append(f"    {b['name']:<16} {b['kind']:<6} sequence axis {b['sequence_axis']}")
     if len(bundle["state_buffers"]) > 4:

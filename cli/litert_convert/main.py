@@ -592,14 +592,17 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
                                "signatures and a KV cache; or, with --task text_embedding, a text encoder (BERT, "
                                "ModernBERT, EmbeddingGemma) to an embedding bundle (docs/EMBEDDINGS.md); or, with "
                                "--task automatic_speech_recognition, Whisper or Moonshine to a speech-to-text bundle "
-                               "(docs/ASR.md).\n\n"
+                               "(docs/ASR.md); or, with --task image_text_to_text, an image+text model (Gemma 3, "
+                               "Idefics3, LLaVA) to a bundle with vision sections (docs/VLM.md).\n\n"
                                + EXIT_CODES)
 @click.argument("model_dir")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The .litertlm bundle to write (a .tflite path writes the model alone).")
-@click.option("--task", type=click.Choice(["text_generation", "text_embedding", "automatic_speech_recognition"]),
+@click.option("--task", type=click.Choice(["text_generation", "text_embedding", "automatic_speech_recognition",
+                                           "image_text_to_text"]),
               default=None, help="What to export; default: text_embedding when config.json is an encoder's, "
-              "automatic_speech_recognition when it is Whisper's or Moonshine's, else text_generation.")
+              "automatic_speech_recognition when it is Whisper's or Moonshine's, image_text_to_text when it is an "
+              "image+text model's (docs/VLM.md), else text_generation.")
 @click.option("--prefill", default=None, metavar="N[,N...]",
               help="Prefill signature lengths, comma-separated [default: 256]; for text_embedding the encoder's "
                    "input lengths [default: the model's limit, at most 512].")
@@ -620,7 +623,7 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
 def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
               force, quiet, debug):
     from litert_torch.generative.export_hf.export import (
-        AUTOMATIC_SPEECH_RECOGNITION, TEXT_EMBEDDING, export_files, resolve_task,
+        AUTOMATIC_SPEECH_RECOGNITION, IMAGE_TEXT_TO_TEXT, TEXT_EMBEDDING, export_files, resolve_task,
     )
 
     if os.path.isdir(output):
@@ -643,6 +646,9 @@ def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tfl
     if task == TEXT_EMBEDDING:
         _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
                           debug)
+        return
+    if task == IMAGE_TEXT_TO_TEXT:
+        _export_vlm(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet, debug)
         return
     lengths = lengths or [256]
     cache_length = 4096 if cache_length is None else cache_length
@@ -668,15 +674,11 @@ def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tfl
         console.print(f"wrote {output} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
 
 
-def _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
-                      debug) -> None:
-    from litert_torch.generative.embedding import export_embedding
-
-    if cache_length is not None:
-        raise BadInput("--cache does not apply to --task text_embedding", "an encoder has no KV cache")
+def _export_bundle_task(what: str, output: str, quiet: bool, debug: bool, write) -> None:
+    """A non-text-generation export (`what`: the task's words in errors): checks that `output` is a bundle path,
+    then runs `write(progress)`, printing each stage as it starts and then the size and the time."""
     if not output.endswith(".litertlm"):
-        raise BadInput(f"{output}: a text-embedding export writes a .litertlm bundle",
-                       "give an output path ending in .litertlm")
+        raise BadInput(f"{output}: {what} export writes a .litertlm bundle", "give an output path ending in .litertlm")
     quiet_torch(debug)
     console = make_console()
     start = time.perf_counter()
@@ -685,11 +687,24 @@ def _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_t
         if not quiet:
             console.print(f"[{time.perf_counter() - start:6.1f} s] {stage}")
 
-    export_embedding(model_dir, output, lengths=lengths, quantization_recipe=quantize,
-                     keep_folder=os.path.dirname(os.path.abspath(output)) if keep_tflite else None,
-                     trust_remote_code=trust_remote_code, progress=progress)
+    write(progress)
     if not quiet:
         console.print(f"wrote {output} ({os.path.getsize(output) / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
+
+
+def _keep_folder(output: str, keep_tflite: bool) -> str | None:
+    return os.path.dirname(os.path.abspath(output)) if keep_tflite else None
+
+
+def _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
+                      debug) -> None:
+    from litert_torch.generative.embedding import export_embedding
+
+    if cache_length is not None:
+        raise BadInput("--cache does not apply to --task text_embedding", "an encoder has no KV cache")
+    _export_bundle_task("a text-embedding", output, quiet, debug, lambda progress: export_embedding(
+        model_dir, output, lengths=lengths, quantization_recipe=quantize, keep_folder=_keep_folder(output, keep_tflite),
+        trust_remote_code=trust_remote_code, progress=progress))
 
 
 def _export_asr(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
@@ -702,21 +717,19 @@ def _export_asr(model_dir, output, lengths, cache_length, quantize, keep_tflite,
                                 "Whisper and Moonshine are built into transformers")):
         if given is not None:
             raise BadInput(f"{option} does not apply to --task automatic_speech_recognition", why)
-    if not output.endswith(".litertlm"):
-        raise BadInput(f"{output}: a speech-to-text export writes a .litertlm bundle",
-                       "give an output path ending in .litertlm")
-    quiet_torch(debug)
-    console = make_console()
-    start = time.perf_counter()
+    _export_bundle_task("a speech-to-text", output, quiet, debug, lambda progress: export_asr(
+        model_dir, output, quantization_recipe=quantize, input_sec=input_sec,
+        keep_folder=_keep_folder(output, keep_tflite), progress=progress))
 
-    def progress(stage: str) -> None:
-        if not quiet:
-            console.print(f"[{time.perf_counter() - start:6.1f} s] {stage}")
 
-    export_asr(model_dir, output, quantization_recipe=quantize, input_sec=input_sec,
-               keep_folder=os.path.dirname(os.path.abspath(output)) if keep_tflite else None, progress=progress)
-    if not quiet:
-        console.print(f"wrote {output} ({os.path.getsize(output) / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
+def _export_vlm(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
+                debug) -> None:
+    from litert_torch.generative.vlm import export_vlm
+
+    _export_bundle_task("an image+text", output, quiet, debug, lambda progress: export_vlm(
+        model_dir, output, prefill_lengths=lengths or [256], cache_length=4096 if cache_length is None else cache_length,
+        quantization_recipe=quantize, keep_folder=_keep_folder(output, keep_tflite),
+        trust_remote_code=trust_remote_code, progress=progress))
 
 
 def _interrupted(signum, frame) -> None:

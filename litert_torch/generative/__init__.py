@@ -10,13 +10,15 @@
 
 See docs/LLM.md for the architectures, signatures, cache layout and options; docs/EMBEDDINGS.md for text
 embeddings (`export.export(model=..., output_dir=..., task="text_embedding")`, then `load(bundle).embed(texts)`);
-docs/ASR.md for speech to text (`task="automatic_speech_recognition"`, then `load(bundle).transcribe(audio)`).
+docs/ASR.md for speech to text (`task="automatic_speech_recognition"`, then `load(bundle).transcribe(audio)`);
+docs/VLM.md for image+text models (`task="image_text_to_text"`, then `load(bundle).generate(prompt, images=[...])`).
 """
 
 from litert_torch.generative.asr_runner import AsrRunner, AudioTooLongError
 from litert_torch.generative.config import LlmConfig, UnsupportedModelError
 from litert_torch.generative.embedding_runner import EmbeddingRunner, InputTooLongError
-from litert_torch.generative.runner import CacheFullError, LlmRunner, Sampling, load
+from litert_torch.generative.loading import load
+from litert_torch.generative.runner import CacheFullError, LlmRunner, Sampling
 
 
 def __getattr__(name: str):

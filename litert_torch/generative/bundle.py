@@ -13,7 +13,7 @@ import os
 import shutil
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from litert_torch.errors import ConversionError, ModelFileError
 from litert_torch.files import atomic_file, scratch_folder
@@ -50,9 +50,14 @@ def _builder():
 
 
 def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str, layout: LlmLayout,
-                 info: BundleInfo) -> None:
+                 info: BundleInfo, *, model_type: Any = None, sections: Sequence[tuple[str, str]] = (),
+                 attention_mask: tuple[str, int | None] | None = None) -> None:
     """Write the bundle of the .tflite file `tflite_path` to `path` atomically (nothing is left behind when a
-    section is refused)."""
+    section is refused). `model_type`: LlmMetadata's LlmModelType message (default: generic_model);
+    `sections`: further models as (.tflite path, litert-lm-builder TfLiteModelType name such as
+    "VISION_ENCODER"), written before the prefill/decode model; `attention_mask`: (AttentionMaskType name such as
+    "ATTENTION_MASK_TYPE_VISION_BIDIRECTIONAL", sliding window or None), how LiteRT-LM fills the `mask` and
+    `local_mask` inputs of a decoder that takes them."""
     lb, executor_pb, llm_pb, model_type_pb = _builder()
     meta = llm_pb.LlmMetadata()
     if info.start_token_id is not None:
@@ -62,7 +67,8 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
     for text in info.stop_token_strs:
         meta.stop_tokens.add().token_str = text
     meta.max_num_tokens = int(info.max_num_tokens or layout.cache_length)
-    meta.llm_model_type.CopyFrom(model_type_pb.LlmModelType(generic_model=model_type_pb.GenericModel()))
+    meta.llm_model_type.CopyFrom(model_type if model_type is not None
+                                 else model_type_pb.LlmModelType(generic_model=model_type_pb.GenericModel()))
     if info.chat_template:
         meta.jinja_prompt_template = info.chat_template
 
@@ -80,6 +86,13 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
         state.sequence_axis = layout.sequence_axes[name]
         state.maximum_sequence_length = layout.cache_length
 
+    if attention_mask is not None:
+        kind, window = attention_mask
+        llm.attention_mask_settings.attention_mask_type = executor_pb.AttentionMaskType.Value(kind)
+        llm.attention_mask_settings.local_attention_mask_type = executor_pb.AttentionMaskType.Value(kind)
+        if window:
+            llm.attention_mask_settings.sliding_window_size = int(window)
+
     with scratch_folder("litert_bundle_") as scratch:
         files = {"llm_metadata.pb": meta.SerializeToString(), "executor_metadata.pb": executor.SerializeToString()}
         for name, data in files.items():
@@ -92,6 +105,8 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
         builder.add_llm_metadata(os.path.join(scratch, "llm_metadata.pb"))
         builder.add_executor_metadata(os.path.join(scratch, "executor_metadata.pb"))
         builder.add_hf_tokenizer(tokenizer_path)
+        for section, kind in sections:
+            builder.add_tflite_model(section, getattr(lb.TfLiteModelType, kind))
         builder.add_tflite_model(tflite_path, lb.TfLiteModelType.PREFILL_DECODE)
         build(builder, path)
 
@@ -116,6 +131,37 @@ class Bundle:
     info: BundleInfo | None  # from LlmMetadata (None when the bundle has none)
     state_buffers: list[StateBuffer] = field(default_factory=list)  # from ExecutorMetadata
     max_history_size: int | None = None
+    sections: list[str] = field(default_factory=list)  # each section's kind (`section_types`)
+
+
+def section_types(path: str | os.PathLike) -> list[str]:
+    """The kind of each section of the .litertlm file at `path`, in order, read from its header only: a model's
+    `model_type` item (tf_lite_prefill_decode, tf_lite_vision_encoder, ...) or the section's data type
+    (LlmMetadataProto, HF_Tokenizer_Zlib, ...); empty when the file is not a bundle this reader knows."""
+    import struct
+
+    _builder()
+    from litert_lm_builder import litertlm_core as core
+    from litert_lm_builder import litertlm_header_schema_py_generated as schema
+    from litert_lm_builder.litertlm_peek import get_model_type
+
+    names = {v: k for k, v in vars(schema.AnySectionDataType).items() if not k.startswith("_")}
+    try:
+        with open(path, "rb") as f:
+            if f.read(8) != core.HEADER_MAGIC_BYTES:
+                return []
+            f.seek(core.HEADER_END_LOCATION_BYTE_OFFSET)
+            end = struct.unpack("<Q", f.read(8))[0]
+            f.seek(core.HEADER_BEGIN_BYTE_OFFSET)
+            header = schema.LiteRTLMMetaData.GetRootAs(f.read(end - core.HEADER_BEGIN_BYTE_OFFSET), 0)
+        sections = header.SectionMetadata()
+        kinds = []
+        for i in range(sections.ObjectsLength() if sections else 0):
+            section = sections.Objects(i)
+            kinds.append(get_model_type(section) or names.get(section.DataType(), str(section.DataType())))
+        return kinds
+    except (OSError, struct.error, ValueError, IndexError):  # not a bundle this reader knows: its reader says why
+        return []
 
 
 def unpack_bundle(path: str | os.PathLike) -> tuple[bytes, str | None]:
@@ -158,8 +204,8 @@ def read_bundle(path: str | os.PathLike, metadata: bool = True) -> Bundle:
         for name in sorted(os.listdir(scratch)):
             with open(os.path.join(scratch, name), "rb") as f:
                 raw = f.read()
-            if name.endswith(".tflite") and not found:
-                bundle.tflite, found = raw, True
+            if name.endswith(".tflite") and (not found or name.endswith("tf_lite_prefill_decode.tflite")):
+                bundle.tflite, found = raw, True  # the text decoder where there are several models
             elif "HF_Tokenizer" in name and bundle.tokenizer is None:
                 # The section: the uncompressed size (8 bytes, little-endian), then the zlib stream.
                 try:
@@ -179,6 +225,7 @@ def read_bundle(path: str | os.PathLike, metadata: bool = True) -> Bundle:
                                 b.maximum_sequence_length) for b in executor.state_buffers]
         if not found:
             raise BundleFileError(f"{where} holds no TFLite model")
+        bundle.sections = section_types(where)
         return bundle
 
 

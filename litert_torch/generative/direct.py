@@ -226,10 +226,17 @@ class _Builder:
 
 def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_length: int,
               prefill_lengths: Sequence[int], *, start_token_id: int | None = None,
-              stop_token_ids: Sequence[int] = (), progress: Callable[[str], None] | None = None
-              ) -> tuple[ir.Model, LlmLayout]:
+              stop_token_ids: Sequence[int] = (), progress: Callable[[str], None] | None = None,
+              embeddings_input: bool = False) -> tuple[ir.Model, LlmLayout]:
     """The IR model of the decoder `cfg` over `weights` (a `prefill_<N>` signature per length and a
-    `decode` signature, with its metadata) and its layout: what `convert.lower_llm` gives for the same model."""
+    `decode` signature, with its metadata) and its layout: what `convert.lower_llm` gives for the same model.
+
+    With `embeddings_input`, the decoder of an image+text model: every signature takes `embeddings`
+    float32[1, N, H] (the rows its input-embedding module gives, scaled as it scales them, with image features
+    in place of the image tokens' rows) instead of `tokens`, and its attention mask `mask` float32[1, 1, N, C]
+    (0 where a token attends, a large negative value elsewhere; sliding-window layers apply their window to
+    it), as LiteRT-LM fills it, so that a model attending over an image's tokens in both directions (Gemma 3)
+    gets its own mask."""
     report = progress or (lambda stage: None)
     tables = rope_tables(cfg, rope_parameters, cache_length)
     params = _Params(weights, cfg)
@@ -237,10 +244,12 @@ def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_leng
     parts, kept = [], {}
     for key, length in keys:
         report(f"build {key}")
-        part, kept[key] = _signature(params, cfg, tables, cache_length, key, length, key == DECODE, report)
+        part, kept[key] = _signature(params, cfg, tables, cache_length, key, length, key == DECODE, report,
+                                     embeddings_input)
         parts.append(part)
     report("assemble")
-    return assemble_llm(parts, cfg, cache_length, prefill_lengths, kept, start_token_id, stop_token_ids)
+    return assemble_llm(parts, cfg, cache_length, prefill_lengths, kept, start_token_id, stop_token_ids,
+                        embeddings_input=embeddings_input)
 
 
 class _Params:
@@ -277,13 +286,20 @@ def _stacked_experts(moe: dict[str, Any], cfg: LlmConfig) -> dict[str, Any]:
 
 
 def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: str, length: int, logits: bool,
-               report: Callable[[str], None]) -> tuple[Part, list[str | None]]:
+               report: Callable[[str], None], embeddings_input: bool = False) -> tuple[Part, list[str | None]]:
     graph = ir.Graph(key)
     b = _Builder(graph)
-    tokens = ir.Tensor("tokens", [1, length], np.int32)
+    if embeddings_input:
+        tokens = ir.Tensor("embeddings", [1, length, cfg.hidden_size], np.float32)
+    else:
+        tokens = ir.Tensor("tokens", [1, length], np.int32)
     input_pos = ir.Tensor("input_pos", [length], np.int32)
     graph.inputs = [tokens, input_pos]
-    x, k_start, v_start, per_type = _prologue(b, params, cfg, tables, cache_length, tokens, input_pos, length)
+    mask = None
+    if embeddings_input:
+        mask = ir.Tensor("mask", [1, 1, length, cache_length], np.float32)
+        graph.inputs.append(mask)
+    x, k_start, v_start, per_type = _prologue(b, params, cfg, tables, cache_length, tokens, input_pos, length, mask)
     conv_start = None
     if cfg.conv_kernel:  # LFM2: where its convolution layers write their inputs, [0, 0, p, 0] (as keys)
         conv_start = k_start
@@ -312,29 +328,37 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
         graph.outputs.insert(0, _epilogue(b, params, cfg, x))
         output_names.insert(0, "logits")
 
-    return finish_signature(graph, key, output_names, layer_outputs, report)
+    input_names = [t.name for t in graph.inputs] if embeddings_input else None
+    return finish_signature(graph, key, output_names, layer_outputs, report, input_names=input_names)
 
 
 def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length: int, tokens: ir.Tensor,
-              input_pos: ir.Tensor, length: int):
+              input_pos: ir.Tensor, length: int, mask: ir.Tensor | None = None):
     """`model.Prologue`: the embedded tokens, the cache write positions, and per layer type its mask and RoPE
-    rows."""
+    rows. `tokens` float32 [1, N, H] are the embeddings themselves; `mask` [1, 1, N, C], when given, is the
+    global layers' mask, and the sliding-window layers' is it within the window (else both are computed:
+    causal, and within the window)."""
     hidden = cfg.hidden_size
-    flat = b._reshape(tokens, [length], "embedding_lookup")
-    rows = b.emit("EMBEDDING_LOOKUP", [flat, b.const(params.embed, "embed")], [length, hidden], np.float32,
-                  "embedding_lookup")
-    x = b._reshape(rows, [1, length, hidden], "embedding_lookup")
-    if cfg.embed_scale is not None:
-        x = b._mul(x, float(cfg.embed_scale))
+    if tokens.dtype == np.float32:
+        x = tokens
+    else:
+        flat = b._reshape(tokens, [length], "embedding_lookup")
+        rows = b.emit("EMBEDDING_LOOKUP", [flat, b.const(params.embed, "embed")], [length, hidden], np.float32,
+                      "embedding_lookup")
+        x = b._reshape(rows, [1, length, hidden], "embedding_lookup")
+        if cfg.embed_scale is not None:
+            x = b._mul(x, float(cfg.embed_scale))
     keys = b.const(np.arange(cache_length, dtype=np.int32)[None, :], "positions")
     pos = b._reshape(input_pos, [length, 1], "unsqueeze")
-    causal = b.emit("LESS_EQUAL", [keys, pos], [length, cache_length], np.bool_, "le")
-    masks = {"full_attention": _where(b, causal)}
-    if cfg.sliding_window:
-        start = b.emit("SUB", [pos, b.scalar(cfg.sliding_window, np.int32)], [length, 1], np.int32, "sub")
-        inside = b.emit("GREATER", [keys, start], [length, cache_length], np.bool_, "gt")
-        window = b.emit("LOGICAL_AND", [causal, inside], [length, cache_length], np.bool_, "and")
-        masks["sliding_attention"] = _where(b, window)
+    if mask is None:
+        masks = _masks(b, cfg, keys, pos, length, cache_length)
+    else:
+        masks = {"full_attention": b._reshape(mask, [length, cache_length], "mask")}
+        if cfg.sliding_window:  # the given mask within the window: MASKED before it
+            start = b.emit("SUB", [pos, b.scalar(cfg.sliding_window, np.int32)], [length, 1], np.int32, "sub")
+            inside = b.emit("GREATER", [keys, start], [length, cache_length], np.bool_, "gt")
+            masks["sliding_attention"] = b.emit("SELECT_V2", [inside, masks["full_attention"], b.scalar(MASKED)],
+                                                [length, cache_length], np.float32, "where")
     zero = b.const(np.zeros(1, np.int32), "zeros_like")
     first = input_pos if length == 1 else b._slice(input_pos, 0, 0, 1)
     k_start = b._concat([zero, zero, first, zero], 0)
@@ -356,6 +380,20 @@ def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length
         per_type[layer_type] = (mask, b._reshape(cos, [1, length, 1, 2 * half], "unsqueeze"),
                                 b._reshape(sin, [1, length, 1, 2 * half], "unsqueeze"))
     return x, k_start, v_start, per_type
+
+
+def _masks(b: _Builder, cfg: LlmConfig, keys: ir.Tensor, pos: ir.Tensor, length: int,
+           cache_length: int) -> dict[str, ir.Tensor]:
+    """Per layer type, the additive mask [N, C] of the input positions `pos` [N, 1] over the cache slots `keys`:
+    causal, and within the sliding window."""
+    causal = b.emit("LESS_EQUAL", [keys, pos], [length, cache_length], np.bool_, "le")
+    masks = {"full_attention": _where(b, causal)}
+    if cfg.sliding_window:
+        start = b.emit("SUB", [pos, b.scalar(cfg.sliding_window, np.int32)], [length, 1], np.int32, "sub")
+        inside = b.emit("GREATER", [keys, start], [length, cache_length], np.bool_, "gt")
+        window = b.emit("LOGICAL_AND", [causal, inside], [length, cache_length], np.bool_, "and")
+        masks["sliding_attention"] = _where(b, window)
+    return masks
 
 
 def _where(b: _Builder, condition: ir.Tensor) -> ir.Tensor:

@@ -64,6 +64,10 @@ class LlmLayout:
     # per signature, the name of each decoder layer's output tensor (the hidden state after its residual
     # additions), None where the passes merged it away: what layer-by-layer validation compares
     layer_outputs: dict[str, list[str | None]] = field(default_factory=dict)
+    # the decoder of an image+text model: its signatures take `embeddings` [1, N, hidden_size] instead of
+    # `tokens`, and their attention masks (`direct.build_llm`)
+    embeddings_input: bool = False
+    hidden_size: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

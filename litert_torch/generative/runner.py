@@ -244,7 +244,7 @@ def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
     """A runner for a converted LLM: a .litertlm bundle (its model and tokenizer) or the exporter's .tflite (with
     the tokenizer.json beside it, when there is one). A text-embedding bundle gives an `EmbeddingRunner`
     (`embed(texts)`, see embedding_runner.py), a speech-to-text bundle an `AsrRunner` (`transcribe(audio)`, see
-    asr_runner.py)."""
+    asr_runner.py); an image+text bundle is refused (`litert_torch.generative.load` gives its `VlmRunner`)."""
     import os
 
     path = os.fspath(path)
@@ -260,6 +260,10 @@ def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
 
         if asr_runner.is_asr_bundle(path):
             return asr_runner.load_asr(path, num_threads=num_threads)
+        from litert_torch.generative.bundle import section_types
+
+        if "tf_lite_vision_encoder" in section_types(path):
+            raise ModelFileError(f"{path} is an image+text bundle: load it with litert_torch.generative.load")
         from litert_torch.generative.bundle import unpack_bundle
 
         flatbuffer, tokenizer_text = unpack_bundle(path)
@@ -290,6 +294,7 @@ def _check_layout(layout: LlmLayout, model) -> None:
         shapes = {str(n): [int(d) for d in s] for n, s in layout.cache_shapes.items()}
         lengths = [int(n) for n in layout.prefill_lengths]
         vocab, cache = int(layout.vocab_size), int(layout.cache_length)
+        hidden = int(layout.hidden_size) if layout.embeddings_input else 0
         axes = {n: int(layout.sequence_axes[n]) for n in names}
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         raise bad(f"malformed ({exc})") from None
@@ -304,7 +309,11 @@ def _check_layout(layout: LlmLayout, model) -> None:
         inputs = dict(zip(sig.input_names, graph.inputs))
         outputs = dict(zip(sig.output_names, graph.outputs))
         length = 1 if key == DECODE else int(key.split("_")[-1])
-        expected = {"tokens": ([1, length], np.int32), "input_pos": ([length], np.int32)}
+        if layout.embeddings_input:  # an image+text model's decoder (vlm.py)
+            expected = {"embeddings": ([1, length, hidden], np.float32), "input_pos": ([length], np.int32),
+                        "mask": ([1, 1, length, cache], np.float32)}
+        else:
+            expected = {"tokens": ([1, length], np.int32), "input_pos": ([length], np.int32)}
         expected.update((n, (shapes[n], np.float32)) for n in names)
         for name, (shape, dtype) in expected.items():
             t = inputs.get(name)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from litert_torch import ir, metadata
 from litert_torch.assemble import Part, assemble
 from litert_torch.assemble import finish_signature as finish
@@ -22,19 +24,24 @@ TARGETS = ("cpu",)
 
 
 def finish_signature(graph: ir.Graph, key: str, output_names: list[str], layer_outputs: list[ir.Tensor],
-                     report: Callable[[str], None]) -> tuple[Part, list[str | None]]:
-    """A signature's graph (inputs tokens, input_pos and the caches; outputs named `output_names`) through
-    `assemble.finish_signature`, as a Part; with the names of the layer outputs the passes kept (None where they merged one
-    away)."""
+                     report: Callable[[str], None], input_names: list[str] | None = None
+                     ) -> tuple[Part, list[str | None]]:
+    """A signature's graph (inputs tokens, input_pos and the caches, or `input_names` when given; outputs named
+    `output_names`) through `assemble.finish_signature`, as a Part; with the names of the layer outputs the passes
+    kept (None where they merged one away)."""
     report(f"optimize {key}")
-    input_names = ["tokens", "input_pos", *(t.name for t in graph.inputs[2:])]  # then the caches
+    input_dtypes = None
+    if input_names is None:
+        input_names = ["tokens", "input_pos", *(t.name for t in graph.inputs[2:])]  # then the caches
+    else:
+        input_dtypes = [np.dtype(t.dtype).name for t in graph.inputs]
     input_pos = graph.inputs[1]
 
     def filled_prefix(g: ir.Graph) -> None:
         attend_filled_prefix(g, input_pos, PREFILL_MIN_SKIPPED_FLOPS if input_pos.size > 1 else 0)
 
     part = finish(graph=graph, key=key, input_names=input_names, output_names=output_names,
-                  io=io_entry(input_names, output_names), targets=TARGETS,
+                  io=io_entry(input_names, output_names, input_dtypes), targets=TARGETS,
                   after_passes=filled_prefix)
     produced = {id(t) for op in graph.ops for t in op.outputs}
     kept = [t.name if id(t) in produced and t.name == layer_output_name(i) else None
@@ -42,9 +49,11 @@ def finish_signature(graph: ir.Graph, key: str, output_names: list[str], layer_o
     return part, kept
 
 
-def io_entry(input_names: list[str], output_names: list[str]) -> dict[str, Any]:
+def io_entry(input_names: list[str], output_names: list[str], input_dtypes: list[str] | None = None
+             ) -> dict[str, Any]:
     """A signature's `litert_torch.io` entry: positional tensor inputs (int32 tokens and positions, float32
-    caches), outputs by name, with the pytree specs PyTorch would record for such a call written out."""
+    caches, unless `input_dtypes` says otherwise), outputs by name, with the pytree specs PyTorch would record for
+    such a call written out."""
     leaf = {"type": None, "context": None, "children_spec": []}
     in_spec = [1, {"type": "builtins.tuple", "context": "null", "children_spec": [
         {"type": "builtins.tuple", "context": "null", "children_spec": [leaf] * len(input_names)},
@@ -54,7 +63,7 @@ def io_entry(input_names: list[str], output_names: list[str]) -> dict[str, Any]:
     return {"inputs": input_names, "parameters": [], "outputs": output_names,
             "in_spec": json.dumps(in_spec), "out_spec": json.dumps(out_spec),
             "tensor_input_positions": list(range(len(input_names))),
-            "input_dtypes": ["int32", "int32", *["float32"] * (len(input_names) - 2)],
+            "input_dtypes": input_dtypes or ["int32", "int32", *["float32"] * (len(input_names) - 2)],
             "output_dtypes": ["float32"] * len(output_names), "channel_last_inputs": [], "channel_last_outputs": []}
 
 
@@ -78,13 +87,16 @@ def state_shapes(cfg: LlmConfig, cache_length: int) -> dict[str, tuple[int, ...]
 
 def assemble_llm(parts: list[Part], cfg: LlmConfig, cache_length: int, prefill_lengths: Sequence[int],
                  layer_outputs: dict[str, list[str | None]], start_token_id: int | None,
-                 stop_token_ids: Sequence[int]) -> tuple[ir.Model, LlmLayout]:
-    """The model of the signatures `parts`, with its layout in the `litert_torch.llm` metadata."""
+                 stop_token_ids: Sequence[int], embeddings_input: bool = False) -> tuple[ir.Model, LlmLayout]:
+    """The model of the signatures `parts`, with its layout in the `litert_torch.llm` metadata (`embeddings_input`:
+    the signatures take embeddings, see `direct.build_llm`)."""
     names = state_names(cfg)
     shapes = state_shapes(cfg, cache_length)
     layout = LlmLayout(sorted(prefill_lengths), cache_length, cfg.num_layers, {n: list(s) for n, s in shapes.items()},
                        cfg.vocab_size, names, {n: sequence_axis(n) for n in names}, start_token_id=start_token_id,
-                       stop_token_ids=[int(t) for t in stop_token_ids], layer_outputs=layer_outputs)
+                       stop_token_ids=[int(t) for t in stop_token_ids], layer_outputs=layer_outputs,
+                       embeddings_input=embeddings_input,
+                       hidden_size=int(cfg.hidden_size) if embeddings_input else None)
     model = assemble(parts)
     model.metadata[LAYOUT_KEY] = metadata.encode(layout.to_json())
     return model, layout

@@ -18,12 +18,14 @@ import logging
 
 from litert_torch.errors import InvalidArgumentError
 from litert_torch.files import atomic_file, scratch_folder
-from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
 from litert_torch.generative import bundle, direct
 from litert_torch.generative.config import ARCHITECTURES, DIRECT_ONLY
 from litert_torch.generative import source as direct_source
 from litert_torch.generative.export_options import (  # noqa: F401 (re-exported)
     DEFAULT_RECIPE, FLOAT_RECIPES, INT8_WEIGHTS, check_output_dir as _check_output_dir, check_recipe as _check_recipe,
+)
+from litert_torch.generative.decoder_file import (  # noqa: F401 (re-exported)
+    check_lengths as _check_lengths, int8_model as _int8_model, write_decoder,
 )
 from litert_torch.generative.weights import numpy_weights
 from litert_torch.memory import FilePages, collections_for_large_graphs
@@ -38,25 +40,30 @@ TFLITE_NAME = "model.tflite"
 TEXT_GENERATION = "text_generation"
 TEXT_EMBEDDING = "text_embedding"  # ours: the official exporter has no embedding task
 AUTOMATIC_SPEECH_RECOGNITION = "automatic_speech_recognition"
+IMAGE_TEXT_TO_TEXT = "image_text_to_text"
 
 
 def resolve_task(task: Any, model: Any) -> str:
     """`task` checked, or when None the task the model directory's config.json implies (an encoder such as
-    BERT or EmbeddingGemma: text_embedding; Whisper or Moonshine: automatic_speech_recognition; anything else:
-    text_generation)."""
+    BERT or EmbeddingGemma: text_embedding; Whisper or Moonshine: automatic_speech_recognition; an image+text
+    model: image_text_to_text; anything else: text_generation)."""
     from litert_torch.generative.embedding_source import directory_task
 
     if task is None:
-        return AUTOMATIC_SPEECH_RECOGNITION if _is_asr_directory(model) else directory_task(model)
+        if _is_asr_directory(model):
+            return AUTOMATIC_SPEECH_RECOGNITION
+        return IMAGE_TEXT_TO_TEXT if _is_vlm_directory(model) else directory_task(model)
     name = str(getattr(task, "value", task)).lower()
-    if name not in (TEXT_GENERATION, TEXT_EMBEDDING, AUTOMATIC_SPEECH_RECOGNITION):
-        raise InvalidArgumentError(f"task {task!r} is not supported: use text_generation, text_embedding or "
-                                   f"automatic_speech_recognition")
+    if name not in (TEXT_GENERATION, TEXT_EMBEDDING, AUTOMATIC_SPEECH_RECOGNITION, IMAGE_TEXT_TO_TEXT):
+        raise InvalidArgumentError(f"task {task!r} is not supported: use text_generation, text_embedding, "
+                                   f"automatic_speech_recognition or image_text_to_text")
     if name != AUTOMATIC_SPEECH_RECOGNITION and _is_asr_directory(model):
         from litert_torch.generative.config import UnsupportedModelError
 
         raise UnsupportedModelError(f"the config.json of {os.fspath(model)} describes a speech-to-text model, "
                                     f"which has no {name} export: use task='automatic_speech_recognition'")
+    if name == IMAGE_TEXT_TO_TEXT:
+        return name
     if name == TEXT_GENERATION and directory_task(model) == TEXT_EMBEDDING:
         from litert_torch.generative.config import UnsupportedModelError
 
@@ -66,18 +73,33 @@ def resolve_task(task: Any, model: Any) -> str:
 
 
 def _is_asr_directory(model: Any) -> bool:
-    import json
-
+    """Whether `model` is a directory whose config.json describes a speech-to-text model."""
     from litert_torch.generative.asr import is_asr_config
 
+    config = _directory_config(model)
+    return config is not None and is_asr_config(config)
+
+
+def _is_vlm_directory(model: Any) -> bool:
+    """Whether `model` is a directory whose config.json describes an image+text model."""
+    from litert_torch.generative.vlm import is_vlm_config
+
+    config = _directory_config(model)
+    return config is not None and is_vlm_config(config)
+
+
+def _directory_config(model: Any) -> dict | None:
+    """The config.json of the directory `model`, or None (not a directory, no readable config)."""
+    import json
+
     if not isinstance(model, (str, os.PathLike)):
-        return False
+        return None
     try:
         with open(os.path.join(os.fspath(model), "config.json"), encoding="utf-8") as f:
             config = json.load(f)
     except (OSError, ValueError):
-        return False
-    return isinstance(config, dict) and is_asr_config(config)
+        return None
+    return config if isinstance(config, dict) else None
 
 
 def export(
@@ -100,8 +122,9 @@ def export(
 ) -> str:
     """Convert `model` (a Hugging Face model directory, or a transformers *ForCausalLM with `tokenizer=`) and
     write `output_dir/model.litertlm`. `task`: "text_generation", "text_embedding" for an encoder (see
-    docs/EMBEDDINGS.md) or "automatic_speech_recognition" for Whisper (docs/ASR.md); None reads it from the
-    directory's config.json. For automatic_speech_recognition (Whisper, Moonshine) the official exporter's
+    docs/EMBEDDINGS.md), "automatic_speech_recognition" for Whisper or Moonshine (docs/ASR.md) or
+    "image_text_to_text" for an image+text model (docs/VLM.md, where `vision_encoder_quantization_recipe` sets
+    the vision sections' recipe); None reads it from the directory's config.json. For automatic_speech_recognition (Whisper, Moonshine) the official exporter's
     `input_sec` sets Moonshine's encoder window (default 30 s). For text_generation it writes
     `model.tflite` and `tokenizer.json` beside the bundle when `keep_temporary_files`, or only `model.tflite`
     when `bundle_litert_lm` is False. Returns the path of the bundle (or of the .tflite).
@@ -115,6 +138,8 @@ def export(
     and nothing is written unless the whole export succeeds."""
     task = resolve_task(task, model)
     input_sec = official_options.pop("input_sec", None) if task == AUTOMATIC_SPEECH_RECOGNITION else None
+    vision_recipe = official_options.pop("vision_encoder_quantization_recipe", None) \
+        if task == IMAGE_TEXT_TO_TEXT else None
     given = sorted(k for k, v in official_options.items() if v not in (None, False))
     if given:
         raise InvalidArgumentError(f"export option(s) {', '.join(given)} are not supported by this exporter")
@@ -124,6 +149,16 @@ def export(
         return export_asr_task(model, output_dir, input_sec=input_sec, keep_temporary_files=keep_temporary_files,
                                trust_remote_code=trust_remote_code, prefill_lengths=prefill_lengths,
                                cache_length=cache_length, quantization_recipe=quantization_recipe,
+                               enable_dynamic_shape=enable_dynamic_shape, auto_model_override=auto_model_override,
+                               use_jinja_template=use_jinja_template, bundle_litert_lm=bundle_litert_lm,
+                               tokenizer=tokenizer, progress=progress)
+    if task == IMAGE_TEXT_TO_TEXT:
+        from litert_torch.generative.vlm import export_vlm_task
+
+        return export_vlm_task(model, output_dir, keep_temporary_files=keep_temporary_files,
+                               trust_remote_code=trust_remote_code, prefill_lengths=prefill_lengths,
+                               cache_length=cache_length, quantization_recipe=quantization_recipe,
+                               vision_encoder_quantization_recipe=vision_recipe,
                                enable_dynamic_shape=enable_dynamic_shape, auto_model_override=auto_model_override,
                                use_jinja_template=use_jinja_template, bundle_litert_lm=bundle_litert_lm,
                                tokenizer=tokenizer, progress=progress)
@@ -212,22 +247,8 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
             # A model read from a directory is ours alone: the pages of its weights, mapped from safetensors,
             # are handed back as soon as they are written or quantized.
             release = FilePages().release if owned else None
-            if recipe is None:
-                report("write")
-                write_model(model, model_file, release=release)  # constants streamed from the weights
-            elif recipe == INT8_WEIGHTS:
-                report("quantize")
-                _int8_model(model, model_file, release)
-            else:
-                report("quantize")
-                from litert_torch.quantization.quantize import quantize_model
-
-                from litert_torch.runtime.edge_model import EdgeModel
-
-                data = quantize_model(EdgeModel(serialize(model), verify=False), recipe).flatbuffer
-                with open(model_file, "wb") as f:
-                    f.write(data)
-                del data
+            report("write" if recipe is None else "quantize")
+            write_decoder(model, model_file, recipe, release)
             report("bundle" if bundle_path is not None else "write")
             for path in (bundle_path, tflite_path, tokenizer_path):
                 folder = os.path.dirname(os.path.abspath(path)) if path is not None else None
@@ -329,34 +350,3 @@ def _tokenizer_json(tokenizer: Any, directory: str) -> str:
 def _copy_atomic(source: str, target: str) -> None:
     with open(source, "rb") as src, atomic_file(target) as out:
         shutil.copyfileobj(src, out, 1 << 20)
-
-
-def _check_lengths(prefill_lengths: Sequence[int], cache_length: int) -> list[int]:
-    if isinstance(prefill_lengths, int):
-        prefill_lengths = [prefill_lengths]
-    if not isinstance(cache_length, int) or isinstance(cache_length, bool) or cache_length < 2:
-        raise InvalidArgumentError(f"cache_length must be an integer of at least 2, got {cache_length!r}")
-    try:
-        lengths = sorted({int(n) for n in prefill_lengths})
-    except (TypeError, ValueError):
-        lengths = []
-    if not lengths or lengths[0] < 1:
-        raise InvalidArgumentError(f"prefill_lengths must be positive token counts, got {prefill_lengths!r}")
-    if lengths[-1] > cache_length:
-        raise InvalidArgumentError(f"prefill length {lengths[-1]} exceeds cache_length {cache_length}")
-    return lengths
-
-
-# The default recipe, ai-edge-quantizer's dynamic_wi8_afp32, as our own IR pass: int8 weights per channel for
-# the dense layers, the embedding table and the experts' tables of mixture-of-experts layers (gathered per token,
-# then widened), written as they are quantized (the quantizer holds several copies of the model).
-def _int8_model(model, path: str, release: Callable | None = None) -> None:
-    from litert_torch.quantization.report import QUANTIZATION_KEY
-    from litert_torch.quantization.weights import int8_gathered_tables, int8_weights
-    from litert_torch.quantization.quantize import int8_weights_report
-
-    float_bytes = constant_bytes(model)
-    int8_weights(model.subgraphs, release=release)
-    int8_gathered_tables(model.subgraphs, release=release)
-    model.metadata[QUANTIZATION_KEY] = int8_weights_report(float_bytes, constant_bytes(model), model.subgraphs)
-    write_model(model, path, release=release)

@@ -1,0 +1,284 @@
+"""Image + text -> text models (VLMs): a Hugging Face `Gemma3ForConditionalGeneration`,
+`Idefics3ForConditionalGeneration` or `LlavaForConditionalGeneration` directory (the families: vlm_families.py)
+-> a .litertlm bundle for
+`litert_torch.generative.load(bundle).generate(prompt, images=[...])`.
+
+    from litert_torch.generative.export_hf import export
+    bundle = export.export(model="gemma3_dir", output_dir="out", task="image_text_to_text")
+
+The bundle's sections:
+
+    LlmMetadata             start and stop tokens, maximum tokens, chat template; model type Gemma3 with its
+                            start- and end-of-image tokens and the encoder's image size (Idefics3: generic)
+    ExecutorMetadata        the KV-cache state buffers, as for a text LLM
+    tokenizer               the Hugging Face tokenizer.json
+    TF_LITE_EMBEDDER        `embedder`: `token` int32[1] -> `embeddings` float32[1, 1, H], the token's input
+                            embedding as the model's embedding module gives it (Gemma: scaled by sqrt(H))
+    TF_LITE_VISION_ENCODER  `vision_encoder`: `images` float32[1, S, S, 3] (the resized pixels / 255, channels
+                            last, as LiteRT-LM's image preprocessor gives them) -> `features` [1, P, D]: the
+                            processor's rescaling and normalisation, then the vision tower
+    TF_LITE_VISION_ADAPTER  `vision_adapter`: `features` -> `embeddings` [1, T (+1), H], the multimodal
+                            projector (Idefics3: the connector): one row per image token of the prompt (Gemma 3:
+                            then its end-of-image token's row)
+    TF_LITE_PREFILL_DECODE  the text decoder built by `direct.build_llm(..., embeddings_input=True)`: prefill and
+                            decode take `embeddings` instead of `tokens`, and the attention masks `mask` (and
+                            `local_mask` for sliding-window layers) that LiteRT-LM fills as ExecutorMetadata's
+                            attention-mask settings say (Gemma 3: bidirectional over an image's tokens); its
+                            metadata `litert_torch.vlm` holds the image preprocessing and prompt expansion
+                            (`ImageSpec`)
+
+The runner (vlm_runner.py) encodes an image only when a prompt has one. See docs/VLM.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Sequence
+
+from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
+from litert_torch.generative.vlm_families import (  # noqa: F401 (re-exported)
+    EMBEDDER_SIGNATURE, FAMILIES, VISION_ADAPTER_SIGNATURE, VISION_ENCODER_SIGNATURE, Family, ImageSpec,
+    UnsupportedVlmError, part,
+)
+
+IMAGE_TEXT_TO_TEXT = "image_text_to_text"
+BUNDLE_NAME = "model.litertlm"
+VLM_KEY = "litert_torch.vlm"
+# model types of image+text models that this exporter does not convert (the task read from config.json)
+OTHER_VLM_TYPES = ("smolvlm", "paligemma", "lfm2_vl", "qwen2_5_vl", "qwen2_vl", "qwen3_vl",
+                   "gemma3n", "fast_vlm", "mllama", "llava_next", "internvl", "mistral3")
+
+
+def is_vlm_config(config: dict) -> bool:
+    """Whether a config.json dict describes an image+text model (a vision config beside its text config)."""
+    return config.get("model_type") in (*FAMILIES, *OTHER_VLM_TYPES) or (
+        isinstance(config.get("vision_config"), dict) and isinstance(config.get("text_config"), dict))
+
+
+def read_config(path: str) -> dict:
+    """config.json of the model directory `path`, checked to be an image+text model this exporter converts."""
+    config_file = os.path.join(path, "config.json")
+    try:
+        with open(config_file, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ModelFileError(f"cannot read {config_file}: {one_line(exc)}") from None
+    if not isinstance(config, dict):
+        raise ModelFileError(f"{config_file} is not a JSON object")
+    model_type = config.get("model_type")
+    if model_type not in FAMILIES:
+        what = "an image+text model" if is_vlm_config(config) else "not an image+text model"
+        raise UnsupportedVlmError(f"{path}: model_type {model_type!r} is {what} that task image_text_to_text "
+                                  f"converts; it converts {', '.join(f.architecture for f in FAMILIES.values())}")
+    return config
+
+
+def export_vlm_task(model: Any, output_dir: str | os.PathLike, *, keep_temporary_files: bool = False,
+                    trust_remote_code: bool = False, prefill_lengths: Sequence[int] | None = None,
+                    cache_length: int | None = None, quantization_recipe: Any = None,
+                    vision_encoder_quantization_recipe: Any = None, enable_dynamic_shape: bool | None = None,
+                    auto_model_override: str | None = None, use_jinja_template: bool | None = None,
+                    bundle_litert_lm: bool | None = None, tokenizer: Any = None,
+                    progress: Callable[[str], None] | None = None) -> str:
+    """`export(..., task="image_text_to_text")`: OUT/model.litertlm (with `keep_temporary_files`, also each
+    section's .tflite and tokenizer.json in OUT). The official exporter's defaults: prefill (256,), cache 4096,
+    int8 weights (`quantization_recipe`) for the decoder and the embedder; the vision encoder and adapter are
+    float unless `vision_encoder_quantization_recipe` names a recipe."""
+    refused = {"enable_dynamic_shape": bool(enable_dynamic_shape), "auto_model_override": auto_model_override is not None,
+               "bundle_litert_lm=False": bundle_litert_lm is False, "tokenizer": tokenizer is not None}
+    given = [name for name, bad in refused.items() if bad]
+    if given:
+        raise InvalidArgumentError(f"option(s) {', '.join(given)} are not supported by task image_text_to_text (it "
+                                   f"reads the model directory's own processor and always writes a bundle)")
+    from litert_torch.generative.export_options import check_output_dir
+
+    output_dir = os.fspath(output_dir)
+    check_output_dir(output_dir)
+    return export_vlm(model, os.path.join(output_dir, BUNDLE_NAME),
+                      prefill_lengths=(256,) if prefill_lengths is None else prefill_lengths,
+                      cache_length=4096 if cache_length is None else cache_length,
+                      quantization_recipe=quantization_recipe,
+                      vision_encoder_quantization_recipe=vision_encoder_quantization_recipe,
+                      keep_folder=output_dir if keep_temporary_files else None, trust_remote_code=trust_remote_code,
+                      use_jinja_template=True if use_jinja_template is None else use_jinja_template,
+                      progress=progress)
+
+
+def export_vlm(model: Any, bundle_path: str, *, prefill_lengths: Sequence[int] = (256,), cache_length: int = 4096,
+               quantization_recipe: Any = None, vision_encoder_quantization_recipe: Any = None,
+               keep_folder: str | None = None, trust_remote_code: bool = False, use_jinja_template: bool = True,
+               progress: Callable[[str], None] | None = None) -> str:
+    """Convert the image+text model in the directory `model` and write the bundle `bundle_path` atomically.
+    The config, arguments, processor and tokenizer are checked before any conversion. Returns `bundle_path`."""
+    from litert_torch.generative.embedding import _quantize_option
+    from litert_torch.generative.decoder_file import check_lengths
+    from litert_torch.generative.export_options import DEFAULT_RECIPE, check_recipe
+
+    report = progress or (lambda stage: None)
+    if not isinstance(model, (str, os.PathLike)):
+        raise InvalidArgumentError("task image_text_to_text takes a model directory (save_pretrained, with its "
+                                   "processor and tokenizer), not a model in memory")
+    path = os.fspath(model)
+    report("read")
+    config = read_config(path)
+    lengths = check_lengths(prefill_lengths, cache_length)
+    quantization_recipe = DEFAULT_RECIPE if quantization_recipe is None else quantization_recipe
+    recipe = check_recipe(quantization_recipe)
+    # the vision sections stay float unless a recipe is given for them
+    vision_quantize = _quantize_option(vision_encoder_quantization_recipe) \
+        if vision_encoder_quantization_recipe is not None else None
+    family = FAMILIES[config["model_type"]]
+    processor = _load_processor(path, trust_remote_code)
+    spec = family.image_spec(config, processor)
+    if spec.tokens_per_image > lengths[-1]:
+        raise InvalidArgumentError(f"an image takes {spec.tokens_per_image} tokens, more than the longest prefill "
+                                   f"length {lengths[-1]}: the runtime prefills an image's tokens in one call")
+    hf = _load_model(path, family, trust_remote_code)
+    report("convert")
+    decoder, layout, info = _decoder(hf, family, processor.tokenizer, cache_length, lengths, spec, use_jinja_template,
+                                     report)
+    embedder, encoder, adapter = convert_vision(hf, family, spec, _quantize_option(quantization_recipe),
+                                                vision_quantize)
+    report("bundle")
+    _write(bundle_path, decoder, layout, info, recipe, embedder, encoder, adapter, processor.tokenizer,
+           family.model_type(spec), spec, keep_folder)
+    return bundle_path
+
+
+def _load_processor(path: str, trust_remote_code: bool) -> Any:
+    import transformers
+
+    try:
+        processor = transformers.AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelFileError(f"transformers could not load the processor in {path} (preprocessor_config.json, "
+                             f"processor_config.json, tokenizer): {one_line(exc)}") from None
+    tokenizer = getattr(processor, "tokenizer", None)
+    if tokenizer is None or not getattr(tokenizer, "is_fast", False):
+        raise ModelFileError(f"the processor in {path} has no fast (tokenizer.json) tokenizer: LiteRT-LM reads "
+                             f"tokenizer.json")
+    if getattr(processor, "image_processor", None) is None:
+        raise ModelFileError(f"the processor in {path} has no image processor")
+    return processor
+
+
+def _load_model(path: str, family: Family, trust_remote_code: bool) -> Any:
+    import torch
+    import transformers
+
+    from litert_torch.logs import third_party_output
+
+    cls = getattr(transformers, family.architecture)
+    try:
+        with third_party_output():
+            hf = cls.from_pretrained(path, dtype=torch.float32, attn_implementation="eager",
+                                     trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise ModelFileError(f"transformers could not load the model in {path}: {one_line(exc)}") from None
+    return hf.eval()
+
+
+def text_weights(hf: Any, prefix: str) -> dict[str, Any]:
+    """The language model's weights (those under `prefix`) under the names of its causal LM (`model.layers...`,
+    `lm_head.weight`), as numpy arrays sharing the model's memory."""
+    from litert_torch.generative.weights import numpy_weights
+
+    state = {("model." + k[len(prefix):] if k.startswith(prefix) else k): v for k, v in hf.state_dict().items()
+             if k.startswith(prefix) or k == "lm_head.weight"}
+    arrays = numpy_weights(state)
+    if isinstance(arrays, str):
+        raise UnsupportedVlmError(f"the language model's weights cannot be read: {arrays}")
+    return arrays
+
+
+def _decoder(hf: Any, family: Family, tokenizer: Any, cache_length: int, lengths: Sequence[int], spec: ImageSpec,
+             use_jinja_template: bool, report: Callable[[str], None]):
+    from litert_torch import metadata
+    from litert_torch.generative import direct, hf as hf_source
+    from litert_torch.generative.config import LlmConfig, check_cache_length, token_ids
+    from litert_torch.generative.source import widen
+
+    text_config = hf.config.text_config
+    cfg = LlmConfig.from_hf(text_config)
+    check_cache_length(cfg, cache_length)
+    reason = direct.can_build(cfg)
+    if reason is not None:
+        raise UnsupportedVlmError(f"the language model cannot be built: {reason}")
+    stops = token_ids(getattr(getattr(hf, "generation_config", None), "eos_token_id", None))
+    info = hf_source.tokenizer_info(tokenizer, cfg, stops, cache_length, use_jinja_template)
+    weights = direct.Weights(text_weights(hf, family.text_prefix), widen)
+    spec.sliding_window = int(cfg.sliding_window) if cfg.sliding_window else None
+    model, layout = direct.build_llm(weights, cfg, text_config.rope_parameters, cache_length, lengths,
+                                     start_token_id=info.start_token_id, stop_token_ids=info.stop_token_ids,
+                                     progress=report, embeddings_input=True)
+    model.metadata[VLM_KEY] = metadata.encode(spec.to_json())
+    return model, layout, info
+
+
+def convert_vision(hf: Any, family: Family, spec: ImageSpec, quantize: Any, vision_quantize: Any):
+    """The embedder, the vision encoder and the adapter of `hf` as EdgeModels; the converter's typed errors
+    propagate as they are."""
+    import torch
+
+    import litert_torch
+    from litert_torch.generative.embedding_modules import Lookup
+    from litert_torch.generative.vlm_modules import Adapter, VisionTower
+
+    embedder = litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(hf.get_input_embeddings()).eval(),
+                                      sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}
+                                      ).convert(quantize=quantize, target="cpu")
+    tower = VisionTower(part(hf, family.vision_tower), spec.rescale_factor, spec.image_mean, spec.image_std,
+                        family.tower_output(hf.config.to_dict())).eval()
+    images = torch.full((1, spec.height, spec.width, 3), 0.5)
+    encoder = litert_torch.signature(VISION_ENCODER_SIGNATURE, tower, sample_kwargs={"images": images}
+                                     ).convert(quantize=vision_quantize, target="cpu")
+    with torch.no_grad():
+        features = tower(images)["features"]
+    end_tokens = [spec.end_of_image_id] if spec.adapter_end_rows and spec.end_of_image_id is not None else []
+    adapter = Adapter(part(hf, family.adapter), hf.get_input_embeddings(), end_tokens).eval()
+    adapter = litert_torch.signature(VISION_ADAPTER_SIGNATURE, adapter,
+                                     sample_kwargs={"features": features}
+                                     ).convert(quantize=vision_quantize, target="cpu")
+    return embedder, encoder, adapter
+
+
+def _write(bundle_path: str, decoder, layout, info, recipe, embedder, encoder, adapter, tokenizer, model_type: Any,
+           spec: ImageSpec, keep_folder: str | None) -> None:
+    from litert_torch.files import atomic_file, scratch_folder
+    from litert_torch.generative import bundle
+    from litert_torch.generative.decoder_file import write_decoder
+
+    folder = os.path.dirname(os.path.abspath(bundle_path))
+    created = not os.path.isdir(folder)
+    written: list[str] = []
+    with scratch_folder("litert_vlm_") as scratch:
+        files = {n: os.path.join(scratch, n) for n in ("model.tflite", "embedder.tflite", "vision_encoder.tflite",
+                                                       "vision_adapter.tflite", "tokenizer.json")}
+        write_decoder(decoder, files["model.tflite"], recipe)
+        embedder.export(files["embedder.tflite"])
+        encoder.export(files["vision_encoder.tflite"])
+        adapter.export(files["vision_adapter.tflite"])
+        tokenizer.backend_tokenizer.save(files["tokenizer.json"])
+        try:
+            os.makedirs(folder, exist_ok=True)
+            if keep_folder is not None:
+                os.makedirs(keep_folder, exist_ok=True)
+                for name, source in files.items():
+                    with open(source, "rb") as f, atomic_file(os.path.join(keep_folder, name)) as out:
+                        out.write(f.read())
+                    written.append(os.path.join(keep_folder, name))
+            bundle.write_bundle(bundle_path, files["model.tflite"], files["tokenizer.json"], layout, info,
+                                model_type=model_type,
+                                attention_mask=("ATTENTION_MASK_TYPE_VISION_BIDIRECTIONAL" if spec.bidirectional
+                                                else "ATTENTION_MASK_TYPE_CAUSAL", spec.sliding_window),
+                                sections=[(files["embedder.tflite"], "EMBEDDER"),
+                                          (files["vision_encoder.tflite"], "VISION_ENCODER"),
+                                          (files["vision_adapter.tflite"], "VISION_ADAPTER")])
+        except BaseException:
+            for path in written:  # all the files or none
+                if os.path.exists(path):
+                    os.unlink(path)
+            if created and os.path.isdir(folder) and not os.listdir(folder):
+                os.rmdir(folder)
+            raise

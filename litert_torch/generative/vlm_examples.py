@@ -1,0 +1,215 @@
+"""Tiny demo image+text models. A Gemma 3 (`Gemma3ForConditionalGeneration`: a 2-layer SigLIP vision tower, the
+multimodal projector, a 2-layer Gemma 3 text model) with random weights, its processor (`Gemma3Processor` with a
+`Gemma3ImageProcessor` for 32x32 images, 4 tokens per image) and a small byte-level BPE tokenizer trained offline
+with Gemma 3's image tokens, saved as a model directory the exporter reads; an Idefics3 (a 2-layer vision tower,
+the pixel-shuffle connector, a 2-layer Llama) with its processor (image splitting off); a LLaVA (a 2-layer CLIP
+tower, the MLP projector, a 2-layer Llama) with CLIP's image processor. Their text is noise; they are for trying
+the export and the runner without downloading a model (docs/VLM.md uses them).
+
+    from litert_torch.generative import vlm_examples
+    model_dir = vlm_examples.save_tiny_gemma3("tiny_gemma3")
+    model_dir = vlm_examples.save_tiny_idefics3("tiny_idefics3")
+    model_dir = vlm_examples.save_tiny_llava("tiny_llava")
+
+Needs `transformers`, `torch` and `torchvision` (the image processor).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from litert_torch.generative.examples import CORPUS
+
+# the ids the tokenizer gives its special tokens, in this order
+GEMMA3_SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>", "<start_of_image>", "<end_of_image>",
+                         "<image_soft_token>", "<start_of_turn>", "<end_of_turn>"]
+IMAGE_SIZE = 32
+TOKENS_PER_IMAGE = 4
+
+
+def gemma3_tokenizer(vocab_size: int = 200) -> Any:
+    """A byte-level BPE trained on `CORPUS` with Gemma 3's special tokens, as a transformers fast tokenizer
+    that names its image tokens as `Gemma3Processor` reads them (boi_token, eoi_token, image_token)."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(
+        tokenizer_object=_bpe(GEMMA3_SPECIAL_TOKENS, vocab_size, "<bos>"), bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>",
+        extra_special_tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                              "image_token": "<image_soft_token>"})
+
+
+def gemma3_processor(tokenizer: Any = None) -> Any:
+    """`Gemma3Processor` for `IMAGE_SIZE` images and `TOKENS_PER_IMAGE` image tokens, built from its
+    constructors."""
+    import transformers
+
+    tokenizer = tokenizer if tokenizer is not None else gemma3_tokenizer()
+    images = transformers.Gemma3ImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+    return transformers.Gemma3Processor(image_processor=images, tokenizer=tokenizer,
+                                        image_seq_length=TOKENS_PER_IMAGE)
+
+
+def tiny_gemma3(tokenizer: Any, seed: int = 0) -> Any:
+    """A randomly initialised `Gemma3ForConditionalGeneration` in eval mode: the vision tower takes `IMAGE_SIZE`
+    images in 8x8 patches (16 patches, pooled to `TOKENS_PER_IMAGE` tokens); the text model has a sliding-window
+    layer and a global one. Weights are drawn wider than the config's initializer and the norm scales moved off
+    their initial value, so that the greedy continuation depends on the image."""
+    import torch
+    import transformers as T
+
+    text = T.Gemma3TextConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0,
+                              bos_token_id=1, eos_token_id=2, max_position_embeddings=512, sliding_window=6,
+                              query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"])
+    vision = T.SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                  image_size=IMAGE_SIZE, patch_size=8)
+    config = T.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=TOKENS_PER_IMAGE,
+                            boi_token_index=tokenizer.convert_tokens_to_ids("<start_of_image>"),
+                            eoi_token_index=tokenizer.convert_tokens_to_ids("<end_of_image>"),
+                            image_token_index=tokenizer.convert_tokens_to_ids("<image_soft_token>"))
+    torch.manual_seed(seed)
+    model = T.Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+            else:
+                p.normal_(0.0, 0.05)
+    return model
+
+
+def save_tiny_gemma3(directory: str, seed: int = 0) -> str:
+    """Save the tiny Gemma 3 image+text model, its processor and tokenizer into `directory` (created if
+    needed) with `save_pretrained`, as a downloaded model directory is laid out, and return `directory`."""
+    processor = gemma3_processor()
+    model = tiny_gemma3(processor.tokenizer, seed)
+    model.generation_config.eos_token_id = processor.tokenizer.eos_token_id
+    os.makedirs(directory, exist_ok=True)
+    model.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    return directory
+
+
+IDEFICS3_SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>", "<fake_token_around_image>", "<image>", "<global-img>",
+                           "<end_of_utterance>"]
+
+
+def _bpe(specials: list[str], vocab_size: int, bos: str) -> Any:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer)
+    tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, 1)])
+    return tok
+
+
+def idefics3_processor() -> Any:
+    """`Idefics3Processor` for `IMAGE_SIZE` images without splitting (`TOKENS_PER_IMAGE` image tokens), with a
+    byte-level BPE trained on `CORPUS` holding Idefics3's image tokens."""
+    import transformers
+
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=_bpe(IDEFICS3_SPECIAL_TOKENS, 200, "<s>"), bos_token="<s>", eos_token="</s>",
+        pad_token="<pad>", unk_token="<unk>",
+        extra_special_tokens={"fake_image_token": "<fake_token_around_image>", "image_token": "<image>",
+                              "global_image_token": "<global-img>", "end_of_utterance_token": "<end_of_utterance>"})
+    images = transformers.Idefics3ImageProcessor(size={"longest_edge": IMAGE_SIZE},
+                                                 max_image_size={"longest_edge": IMAGE_SIZE}, do_image_splitting=False)
+    return transformers.Idefics3Processor(image_processor=images, tokenizer=tokenizer, image_seq_len=TOKENS_PER_IMAGE)
+
+
+def tiny_idefics3(tokenizer: Any, seed: int = 0) -> Any:
+    """A randomly initialised `Idefics3ForConditionalGeneration` in eval mode: the vision tower takes `IMAGE_SIZE`
+    images in 8x8 patches (16 patches, shuffled by 2 into `TOKENS_PER_IMAGE` tokens); the text model is a 2-layer
+    Llama. The text model's weights are drawn wider, as for the tiny text LLMs, so that its logits are spread."""
+    import torch
+    import transformers as T
+
+    text = T.LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                         max_position_embeddings=512)
+    vision = T.Idefics3VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                    image_size=IMAGE_SIZE, patch_size=8)
+    config = T.Idefics3Config(vision_config=vision.to_dict(), text_config=text.to_dict(), scale_factor=2,
+                              image_token_id=tokenizer.convert_tokens_to_ids("<image>"))
+    torch.manual_seed(seed)
+    model = T.Idefics3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+            else:
+                p.normal_(0.0, 0.15 if "text_model" in name or "lm_head" in name else 0.05)
+    return model
+
+
+def save_tiny_idefics3(directory: str, seed: int = 0) -> str:
+    """Save the tiny Idefics3, its processor and tokenizer into `directory` (created if needed) with
+    `save_pretrained`, and return `directory`."""
+    processor = idefics3_processor()
+    model = tiny_idefics3(processor.tokenizer, seed)
+    model.generation_config.eos_token_id = processor.tokenizer.eos_token_id
+    os.makedirs(directory, exist_ok=True)
+    model.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    return directory
+
+
+LLAVA_SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>", "<image>"]
+
+
+def llava_processor() -> Any:
+    """`LlavaProcessor` with CLIP's image processor for `IMAGE_SIZE` images (shortest edge, then the centre crop)
+    and 8x8 patches: 16 image tokens (the class token dropped), with a byte-level BPE trained on `CORPUS`."""
+    import transformers
+
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=_bpe(LLAVA_SPECIAL_TOKENS, 200, "<s>"), bos_token="<s>", eos_token="</s>",
+        pad_token="<pad>", unk_token="<unk>", extra_special_tokens={"image_token": "<image>"})
+    images = transformers.CLIPImageProcessor(size={"shortest_edge": IMAGE_SIZE},
+                                             crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+    return transformers.LlavaProcessor(image_processor=images, tokenizer=tokenizer, patch_size=8,
+                                       vision_feature_select_strategy="default", num_additional_image_tokens=1)
+
+
+def tiny_llava(tokenizer: Any, seed: int = 0) -> Any:
+    """A randomly initialised `LlavaForConditionalGeneration` in eval mode: a 2-layer CLIP vision tower on
+    `IMAGE_SIZE` images in 8x8 patches (its first layer's hidden states taken, the class token dropped), the MLP
+    projector, a 2-layer Llama. The text model's weights are drawn wider, as for the tiny text LLMs."""
+    import torch
+    import transformers as T
+
+    text = T.LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                         max_position_embeddings=512)
+    vision = T.CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                image_size=IMAGE_SIZE, patch_size=8, projection_dim=32)
+    config = T.LlavaConfig(vision_config=vision, text_config=text, vision_feature_layer=-2,
+                           vision_feature_select_strategy="default",
+                           image_token_index=tokenizer.convert_tokens_to_ids("<image>"), image_seq_length=16)
+    torch.manual_seed(seed)
+    model = T.LlavaForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+            else:
+                p.normal_(0.0, 0.15 if "language_model" in name or "lm_head" in name else 0.05)
+    return model
+
+
+def save_tiny_llava(directory: str, seed: int = 0) -> str:
+    """Save the tiny LLaVA, its processor and tokenizer into `directory` (created if needed) with
+    `save_pretrained`, and return `directory`."""
+    processor = llava_processor()
+    model = tiny_llava(processor.tokenizer, seed)
+    model.generation_config.eos_token_id = processor.tokenizer.eos_token_id
+    os.makedirs(directory, exist_ok=True)
+    model.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    return directory
