@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from litert_torch.errors import (
 )
 from litert_torch.quantization.report import QUANTIZATION_KEY, FloatOp, QuantizationReport  # noqa: F401 (re-exported)
 from litert_torch.quantization.weights import FP16_MIN_ELEMENTS, WEIGHT_OPS, fp16_weights  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:
+    from litert_torch.runtime.edge_model import EdgeModel
 
 MODES = ("fp16", "dynamic-int8", "int8")
 MIN_CALIBRATION_SAMPLES = 8
@@ -197,7 +200,7 @@ def _float_ops(graph: ir.Graph, mode: str, kept: set[str]) -> tuple[int, int, li
 
 # ---- the entry point ----------------------------------------------------------------------------------------
 def quantize_model(edge, mode: str | list | os.PathLike = "int8", *, calibration_data: Iterable[Any] | None = None,
-             quantized_io: bool = False, keep_float: Iterable[str] = (), signature: str | None = None):
+             quantized_io: bool = False, keep_float: Iterable[str] = (), signature: str | None = None) -> EdgeModel:
     """A quantized copy of the float EdgeModel `edge` (see the module docstring for the modes).
 
     `mode`: "fp16", "dynamic-int8", "int8", or an ai-edge-quantizer recipe (list of dicts or JSON path).

@@ -40,6 +40,11 @@ if TYPE_CHECKING:
     from ai_edge_litert.compiled_model import CompiledModel
     from ai_edge_litert.interpreter import Interpreter
 
+    from litert_torch import ir
+    from litert_torch.delegates.plan import DelegatePlan
+    from litert_torch.explorer.server import ModelView
+    from litert_torch.quantization.report import QuantizationReport
+
 # EdgeModel.output_style: "numpy" (the official litert-torch convention, the default) or "pytorch".
 OUTPUT_STYLES = ("numpy", "pytorch")
 
@@ -253,7 +258,7 @@ class EdgeModel:
         return graphs[0] if graphs else []
 
     @property
-    def delegate_plan(self):
+    def delegate_plan(self) -> DelegatePlan:
         """The DelegatePlan stored in the model, or one computed from the file when it has none."""
         from litert_torch.delegates.plan import PLAN_KEY, DelegatePlan, plan_for
         from litert_torch.flatbuffer.reader import read_model
@@ -280,7 +285,7 @@ class EdgeModel:
         return lambda *args, **kwargs: self.run(key, args, kwargs)
 
     @property
-    def quantization(self):
+    def quantization(self) -> QuantizationReport | None:
         """The QuantizationReport of a model made by litert_torch.quantize / convert(quantize=...), else None."""
         from litert_torch.quantization.report import QUANTIZATION_KEY, QuantizationReport
 
@@ -289,7 +294,7 @@ class EdgeModel:
 
     # ---- the graph view (Google's Model Explorer, the `view` extra) ---------------------------------------
     def view(self, *, report: Any = None, host: str = "127.0.0.1", port: int | None = None,
-             open_browser: bool = True):
+             open_browser: bool = True) -> ModelView:
         """Show the model in Model Explorer with our overlays on every op (placement per delegate target and
         why an op falls back, PyTorch source line and node; with `report`, a ValidationReport made with
         per_layer=True, the per-layer error), served on `host`:`port` in a background thread (port None: the
@@ -601,7 +606,7 @@ class EdgeModel:
         return f"EdgeModel({len(self._bytes)} bytes{where}, signatures={list(self._io) or '?'})"
 
 
-def checked_model(data: Any, isolate: bool | None = None):
+def checked_model(data: Any, isolate: bool | None = None) -> ir.Model:
     """verify() the file (returning its IR model); try it in a child process when asked, or when it has ops the
     checks do not cover. What EdgeModel and the LLM runner do before LiteRT sees a file."""
     from litert_torch.runtime.verify import verify

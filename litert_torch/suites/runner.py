@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from typing import Callable, Iterable
 
 MARK = "@@case "
@@ -25,7 +26,7 @@ SUITES = {"opinfo": "litert_torch.suites.opinfo", "onnx-node": "litert_torch.sui
           "fuzz": "litert_torch.suites.fuzz"}
 
 
-def suite_module(name: str):
+def suite_module(name: str) -> types.ModuleType:
     return importlib.import_module(SUITES.get(name, name))
 
 

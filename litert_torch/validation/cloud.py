@@ -14,7 +14,8 @@ import os
 import pkgutil
 import re
 import sys
-from typing import Any
+import types
+from typing import Any, Callable
 
 import torch
 
@@ -59,7 +60,7 @@ def _missing_aten_names(package_dir: str) -> set[tuple[str, str | None]]:
     return missing
 
 
-def import_torchax():
+def import_torchax() -> types.ModuleType:
     """torchax (and torchax.export), imported with placeholders for the ATen names it expects and this torch
     lacks; the placeholders are removed again once the import is done."""
     global _torchax
@@ -107,7 +108,7 @@ _SUBJAXPR_PARAMS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr"
                     "checkpoint": "jaxpr"}
 
 
-def tpu_matmul_precision(fn):
+def tpu_matmul_precision(fn: Callable) -> Callable:
     """`fn` with every float32 dot_general / conv_general_dilated done as a TPU does by default: bfloat16
     operands, float32 accumulation. XLA on CPU ignores JAX's precision settings, so the jaxpr is rewritten."""
     import jax

@@ -560,7 +560,8 @@ def layer_errors(module, edge_model, args, kwargs, atol: float = ATOL,
     return layers, None if layers else "no intermediate tensor could be matched to a PyTorch node"
 
 
-def locate(module, edge_model, args, kwargs, atol: float = ATOL, rtol: float = RTOL):
+def locate(module, edge_model, args, kwargs, atol: float = ATOL,
+           rtol: float = RTOL) -> tuple[Divergence | None, str | None, list[LayerError]]:
     """(Divergence or None, note, layers): the first node in op order whose value the reference kernels
     depart from, with the per-layer errors it was found in."""
     layers, note = layer_errors(module, edge_model, args, kwargs, atol, rtol)
