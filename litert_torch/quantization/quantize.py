@@ -43,13 +43,14 @@ def int8_weights_report(float_bytes: int, quantized_bytes: int, graphs: list[ir.
 
 
 # ---- calibration data ---------------------------------------------------------------------------------------
-def calibration_feeds(edge, samples: Iterable[Any], signature: str | None = None) -> list[dict[str, np.ndarray]]:
+def calibration_feeds(edge, samples: Iterable[Any] | None, signature: str | None = None) -> list[dict[str, np.ndarray]]:
     """Check `samples` (each a tuple of positional inputs, a dict of keyword inputs, or one tensor) against the
     float model's signature and return them as named arrays. Raises CalibrationError naming the sample."""
     if samples is None:
         raise CalibrationError("int8 quantization needs calibration_data: an iterable of input tuples, as you "
                                f"would pass them to the model (at least {MIN_CALIBRATION_SAMPLES})")
     feeds = []
+    args: tuple[Any, ...]
     for index, sample in enumerate(samples):
         if isinstance(sample, dict):
             args, kwargs = (), sample
@@ -180,7 +181,7 @@ def _float_ops(graph: ir.Graph, mode: str, kept: set[str]) -> tuple[int, int, li
         counted += 1
         tensors = [t for t in (*op.inputs, *op.outputs) if t is not None]
         low = [t for t in tensors if t.dtype in (np.int8, np.uint8, np.int16) or t.quantization is not None
-               or (t in producers and producers[t].opcode == "DEQUANTIZE" and producers[t].inputs[0].is_constant)]
+               or (t in producers and producers[t].opcode == "DEQUANTIZE" and producers[t].input(0).is_constant)]
         if low:
             quantized += 1
         out = op.outputs[0] if op.outputs else None
@@ -244,7 +245,8 @@ def quantize_model(edge, mode: str | list | os.PathLike = "int8", *, calibration
         for g in float_model.subgraphs:
             fp16_weights(g, {id(op) for op in kept_ops})
         quantized_model = float_model
-        report_recipe = {"fp16": f"float32 constants of {FP16_MIN_ELEMENTS}+ elements as float16 + DEQUANTIZE"}
+        report_recipe: dict[str, str] | list = {
+            "fp16": f"float32 constants of {FP16_MIN_ELEMENTS}+ elements as float16 + DEQUANTIZE"}
     else:
         feeds = None
         if calibrated:
