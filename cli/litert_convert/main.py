@@ -238,7 +238,7 @@ def _dynamic_shapes(dynamic: dict[str, dict[int, tuple[str, int]]]):
         return None
     from torch.export import Dim
 
-    dims = {}
+    dims: dict[str, Any] = {}  # Dim name -> torch.export Dim
     for axes in dynamic.values():
         for name, high in axes.values():
             dims.setdefault(name, Dim(name, min=1, max=high))

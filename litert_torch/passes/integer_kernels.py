@@ -95,7 +95,8 @@ DATA_INPUTS: dict[str, tuple[int, ...]] = {
 _LOGICAL = ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "REDUCE_ALL")
 # ops whose result is bool whatever their operands' dtype
 _BOOL_RESULT = frozenset({"EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"})
-_CLAMPS: dict[str, tuple[int, int | None]] = {"RELU": (0, None), "RELU6": (0, 6), "RELU_N1_TO_1": (-1, 1), "RELU_0_TO_1": (0, 1), "SIGN": (-1, 1)}
+_CLAMPS: dict[str, tuple[int, int | None]] = {
+    "RELU": (0, None), "RELU6": (0, 6), "RELU_N1_TO_1": (-1, 1), "RELU_0_TO_1": (0, 1), "SIGN": (-1, 1)}
 
 
 def run(graph: ir.Graph) -> bool:

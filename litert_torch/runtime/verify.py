@@ -131,7 +131,8 @@ def _check_if(op: ir.Op, model: ir.Model) -> None:
         if key not in op.options:
             raise OpProblem(f"no {key}")
         branch = model.subgraphs[int(op.options[key])]
-        for what, ours, theirs in (("inputs", op.tensor_inputs()[1:], branch.inputs), ("outputs", op.outputs, branch.outputs)):
+        pairs = (("inputs", op.tensor_inputs()[1:], branch.inputs), ("outputs", op.outputs, branch.outputs))
+        for what, ours, theirs in pairs:
             if len(ours) != len(theirs):
                 raise OpProblem(f"{len(ours)} {what}, where its {key.split('_')[0]} subgraph has {len(theirs)}")
             for a, b in zip(ours, theirs):

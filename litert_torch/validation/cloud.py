@@ -45,7 +45,7 @@ _torchax = None
 
 def _missing_aten_names(package_dir: str) -> set[tuple[str, str | None]]:
     """(op, overload) names that torchax's sources mention and this torch does not have."""
-    missing = set()
+    missing: set[tuple[str, str | None]] = set()
     for root, _, files in os.walk(package_dir):
         for name in files:
             if not name.endswith(".py"):
@@ -200,13 +200,13 @@ def run_on_torch_tpu(module: torch.nn.Module, input_sets: list[tuple[tuple, dict
 
     import torch.utils._pytree as pytree
 
-    device = torch.device(device)
-    moved = copy.deepcopy(module).to(device)
-    to_device = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    target = torch.device(device)
+    moved = copy.deepcopy(module).to(target)
+    to_device = lambda v: v.to(target) if isinstance(v, torch.Tensor) else v  # noqa: E731
     to_cpu = lambda v: v.detach().cpu() if isinstance(v, torch.Tensor) else v  # noqa: E731
     outputs = []
     with torch.no_grad():
         for args, kwargs in input_sets:
             result = moved(*pytree.tree_map(to_device, tuple(args)), **pytree.tree_map(to_device, dict(kwargs)))
             outputs.append(pytree.tree_map(to_cpu, result))
-    return f"torch-{device.type}", outputs
+    return f"torch-{target.type}", outputs
