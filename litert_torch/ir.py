@@ -132,7 +132,8 @@ class Tensor:
 
 @dataclass(eq=False)
 class Op:
-    """One TFLite builtin op. `inputs` may hold None for an omitted optional input."""
+    """One TFLite builtin op. `inputs` may hold None for an omitted optional input; code that needs an input
+    present reads it with `input(i)` (or `tensor_inputs()`), which names the op when it is omitted."""
 
     opcode: str
     inputs: list[Tensor | None]
