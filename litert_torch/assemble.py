@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from litert_torch import ir, metadata
-from litert_torch.delegates.plan import PLAN_KEY, plan_for, plans_json, with_before
+from litert_torch.delegates.plan import PLAN_KEY, DelegatePlan, plan_for, plans_json, with_before
 from litert_torch.passes import channel_last_io as channel_last_io_pass
 from litert_torch.passes import cleanup, delegate_rewrites, run_pipeline
 
@@ -58,7 +58,7 @@ def assemble(parts: list[Part], bucket_info: dict | None = None) -> ir.Model:
     return model
 
 
-def delegate_aware(graph: ir.Graph, targets: tuple[str, ...]):
+def delegate_aware(graph: ir.Graph, targets: tuple[str, ...]) -> DelegatePlan:
     """Run the delegate-aware rewrites serving `targets` and return the delegate plan, with the residency
     before the rewrites for each target they changed."""
     before = plan_for(graph, targets)

@@ -97,21 +97,23 @@ def dim_uses(module: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes:
 
 def resized(args: tuple, kwargs: dict, uses: list[DimUse], dim: str, size: int) -> tuple[tuple, dict]:
     """Sample inputs with every axis that `dim` names set to `size` (values: zeros; only shapes matter)."""
-    args, kwargs = list(args), dict(kwargs)
+    positional, named = list(args), dict(kwargs)
     for use in uses:
         if use.dim != dim:
             continue
-        container, key = (args, use.where) if isinstance(use.where, int) else (kwargs, use.where)
-        value = container[key]
+        value = positional[use.where] if isinstance(use.where, int) else named[use.where]
         if not isinstance(value, torch.Tensor):
             raise InvalidArgumentError(f"dynamic_shapes makes argument {use.where!r} dynamic, but it is not a tensor")
         shape = list(value.shape)
         shape[use.axis] = size
-        container[key] = value.new_zeros(shape)
-    return tuple(args), kwargs
+        if isinstance(use.where, int):
+            positional[use.where] = value.new_zeros(shape)
+        else:
+            named[use.where] = value.new_zeros(shape)
+    return tuple(positional), named
 
 
-def bucket_sizes(buckets: dict, dims: dict) -> tuple[str, list[int]]:
+def bucket_sizes(buckets: dict | None, dims: dict) -> tuple[str, list[int]]:
     """The one bucketed Dim's name and its sizes, checked against the Dim's bounds."""
     if not isinstance(buckets, dict) or len(buckets) != 1:
         raise InvalidArgumentError("buckets maps one dynamic dimension (its Dim or name) to its sizes, e.g. "

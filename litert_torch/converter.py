@@ -408,7 +408,7 @@ def _trace_dynamic(module, sample_args: tuple, sample_kwargs, dynamic_shapes, re
     report("export")
     sample_kwargs = sample_kwargs or {}
     uses, dims = buckets.dim_uses(module, sample_args, sample_kwargs, dynamic_shapes)
-    sample = {}
+    sample: dict[str, int] = {}
     for use in uses:
         value = sample_args[use.where] if isinstance(use.where, int) else sample_kwargs[use.where]
         size = int(value.shape[use.axis])
@@ -515,8 +515,11 @@ def _bucket_parts(module, sample_args, sample_kwargs, dynamic_shapes, opts: _Opt
         # One static signature per size, the other dynamic dimensions at their sample sizes; all lowered from
         # the one traced program.
         key = f"{name}_{size}"
-        part = _lower_part(key, traced.program, opts, lambda stage, key=key: opts.report(f"{stage} {key}"),
-                           dim_names=traced.dim_names, fixed={**traced.sample_sizes, name: size})
+        def report(stage: str, key: str = key) -> None:
+            opts.report(f"{stage} {key}")
+
+        part = _lower_part(key, traced.program, opts, report, dim_names=traced.dim_names,
+                           fixed={**traced.sample_sizes, name: size})
         part.io["bucket"] = {"dim": name, "size": size}
         parts.append(part)
     return parts, {"dim": name, "sizes": sizes, "signatures": [p.key for p in parts]}

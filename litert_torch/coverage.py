@@ -99,10 +99,10 @@ def render() -> str:
         if target in table:
             continue
         name = target_name(target)
-        ops = sorted(_emitted_builtins(lowering.fn)) or ["(none)"]
+        emitted = sorted(_emitted_builtins(lowering.fn)) or ["(none)"]
         summary, limits = _doc_parts(lowering.fn, lowering.schema)
         module = lowering.module.rsplit(".", 1)[-1]
-        rows.append((module, name, _schema(target, lowering), ", ".join(ops), summary, limits))
+        rows.append((module, name, _schema(target, lowering), ", ".join(emitted), summary, limits))
     rows.sort()
     lines = [
         "# Coverage",
@@ -135,7 +135,7 @@ def render() -> str:
         + ", ".join(f"`{target_name(t)}`" for t in KEEP_WHOLE) + ".",
         "",
     ]
-    current = None
+    current: str | None = None
     for module, name, schema, ops, summary, limits in rows:
         if module != current:
             lines += ["", f"## {module}", "", "| ATen op | Schema | TFLite ops | How | Limits |",

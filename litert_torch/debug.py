@@ -45,6 +45,14 @@ CULPRIT_CLASS = "CulpritGraphModule"
 _LITERAL_ELEMENTS = 64  # inputs up to this size are written into the reproduction as they are
 
 
+def _printed(text: str, print_output: bool) -> str | None:
+    """`text` printed (None returned), or returned."""
+    if print_output:
+        print(text)
+        return None
+    return text
+
+
 @dataclass
 class SearchResult:
     """A standalone part of the model's graph: every tensor it reads from the rest of the model (parameters
@@ -79,39 +87,40 @@ class Culprit(SearchResult):
 
     def print_readable(self, print_output: bool = True) -> str | None:
         """The part as Python: its graph module's class, `_constants` (the parameters, buffers and other
-        constants it reads, by attribute name) and `_args`, values like the ones it failed on."""
+        constants it reads, by attribute name) and `_args`, values like the ones it failed on. Printed, or
+        returned with print_output=False."""
+        return _printed(self._readable(), print_output)
+
+    def _readable(self) -> str:
         module = self.graph_module.print_readable(print_output=False).rstrip()
         constants = "".join(f"    {name!r}: {_input_code(v)},\n" for name, v in self.graph_module.named_buffers())
         args = "\n".join(f"    {_input_code(v)}," for v in self.inputs)
-        code = f"{module}\n\n_constants = {{\n{constants}}}\n_args = (\n{args}\n)"
-        if print_output:
-            print(code)
-            return None
-        return code
+        return f"{module}\n\n_constants = {{\n{constants}}}\n_args = (\n{args}\n)"
 
     def print_code(self, print_output: bool = True) -> str | None:
         """A script reproducing the failure: the part, its inputs and the conversion (and the call, for a
-        runtime error), with the error it gave as a comment at the top."""
+        runtime error), with the error it gave as a comment at the top. Printed, or returned with
+        print_output=False."""
+        return _printed(self._code(), print_output)
+
+    def _code(self) -> str:
         header = "".join(f"# {line}\n" for line in self.error.splitlines()[:20]) if self.error else ""
         code = (f"{header}import torch\nfrom torch import device\nimport litert_torch\n\n"
-                f"{self.print_readable(print_output=False)}\n\n"
+                f"{self._readable()}\n\n"
                 f"_module = {CULPRIT_CLASS}()\n"
                 "for _name, _value in _constants.items():\n"
                 "    _module.register_buffer(_name, _value)\n"
                 "_edge_model = litert_torch.convert(_module.eval(), _args)\n")
         if self._runtime_errors:
             code += "_edge_model(*_args)\n"
-        if print_output:
-            print(code)
-            return None
         return code
 
     @property
     def code(self) -> str:
-        return self.print_code(print_output=False)
+        return self._code()
 
     def __str__(self) -> str:
-        return self.print_readable(print_output=False)
+        return self._readable()
 
     __repr__ = __str__
 

@@ -78,6 +78,11 @@ class LoweringError(ConversionError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+class MalformedGraphError(ConversionError):
+    """An op of the graph IR lacks what its kind needs: an omitted input that the op reads, or a constant operand
+    without data. Lowerings and passes never build such an op, so this names a bug in the one that did."""
+
+
 class QuantizationError(ConversionError):
     """Quantization could not be done as asked: an unknown mode or recipe, or the quantizer missing or failing."""
 

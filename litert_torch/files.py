@@ -7,6 +7,7 @@ Ctrl-C) can remove them before it exits (`remove_pending`).
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import shutil
 import tempfile
@@ -90,7 +91,7 @@ def atomic_folder(path: str | os.PathLike, *, overwrite: bool = False) -> Iterat
         PENDING.discard(tmp)
 
 
-def write_atomic(path: str | os.PathLike, data: bytes) -> None:
+def write_atomic(path: str | os.PathLike, data: bytes | mmap.mmap) -> None:
     """Write `data` to `path` atomically."""
     with atomic_file(path) as f:
         f.write(data)

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from litert_torch.errors import MalformedGraphError
 from litert_torch.symbolic import Sym, all_static, dims_of, signature
 
 
@@ -107,6 +108,14 @@ class Tensor:
         return len(self.shape)
 
     @property
+    def values(self) -> np.ndarray:
+        """The data of a constant tensor; MalformedGraphError for an activation (callers check `is_constant` or
+        know the operand is constant)."""
+        if self.data is None:
+            raise MalformedGraphError(f"tensor {self.name!r} is read as a constant but holds no data")
+        return self.data
+
+    @property
     def size(self) -> "int | Sym":
         """The element count (a Sym when the shape is dynamic)."""
         if all_static(self.shape):
@@ -123,7 +132,8 @@ class Tensor:
 
 @dataclass(eq=False)
 class Op:
-    """One TFLite builtin op. `inputs` may hold None for an omitted optional input."""
+    """One TFLite builtin op. `inputs` may hold None for an omitted optional input; code that needs an input
+    present reads it with `input(i)` (or `tensor_inputs()`), which names the op when it is omitted."""
 
     opcode: str
     inputs: list[Tensor | None]
@@ -133,6 +143,18 @@ class Op:
     # The fx node whose value the first output equals, when that is not `source.node`: a conv with a folded
     # batch norm or a fused activation computes the value of the batch-norm or activation node.
     value_node: str | None = None
+
+    def input(self, index: int) -> Tensor:
+        """Input `index`, which the caller needs present: MalformedGraphError when it is omitted (None)."""
+        t = self.inputs[index]
+        if t is None:
+            raise MalformedGraphError(f"{self.opcode} op has no input {index}, which is read as a tensor: {self!r}")
+        return t
+
+    def tensor_inputs(self, count: int | None = None) -> list[Tensor]:
+        """The first `count` inputs (all by default), each of which the caller reads: MalformedGraphError when one
+        of them is omitted."""
+        return [self.input(i) for i in range(len(self.inputs) if count is None else min(count, len(self.inputs)))]
 
     def __repr__(self) -> str:
         ins = ", ".join(t.name if t is not None else "-" for t in self.inputs)
@@ -155,9 +177,9 @@ class Graph:
         for t in self.inputs:
             seen.setdefault(id(t), t)
         for op in self.ops:
-            for t in (*op.inputs, *op.outputs):
-                if t is not None:
-                    seen.setdefault(id(t), t)
+            for used in (*op.inputs, *op.outputs):
+                if used is not None:
+                    seen.setdefault(id(used), used)
         for t in self.outputs:
             seen.setdefault(id(t), t)
         return list(seen.values())

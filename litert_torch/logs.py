@@ -102,7 +102,9 @@ def _set_litert(litert_severity: int, tflite_severity: int) -> bool:
 
     path = os.path.join(os.path.dirname(ai_edge_litert.interpreter.__file__), _LITERT_LIBRARY)
     base = _load_address(path)
-    symbols = _symbols(path) if base is not None else {}
+    if base is None:
+        return False
+    symbols = _symbols(path)
     if set(symbols) != {_SET_SEVERITY, _DEFAULT_LOGGER, _TFLITE_SEVERITY}:
         return False
     tflite = ctypes.c_int.from_address(base + symbols[_TFLITE_SEVERITY])

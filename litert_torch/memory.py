@@ -38,18 +38,20 @@ def _mappings(smaps: str) -> list[tuple[int, int]]:
     """The (start, end) of every file mapping in `smaps` (the text of /proc/<pid>/smaps) that is shared, or
     private with no page copied on write: the ones whose pages the file holds exactly."""
     found: list[tuple[int, int]] = []
-    current = None  # [start, end, shared, anonymous_kb] of the mapping being read
+    current: tuple[int, int, bool] | None = None  # (start, end, shared) of the file mapping being read
+    anonymous_kb: int | None = None  # its pages copied on write
     for line in smaps.splitlines():
         head = _HEADER.match(line)
         if head:
-            if current is not None and (current[2] or current[3] == 0):
+            if current is not None and (current[2] or anonymous_kb == 0):
                 found.append((current[0], current[1]))
             start, end, perms, inode, path = head.groups()
             is_file = inode != "0" and path.startswith("/")
-            current = [int(start, 16), int(end, 16), perms[3] == "s", None] if is_file else None
+            current = (int(start, 16), int(end, 16), perms[3] == "s") if is_file else None
+            anonymous_kb = None
         elif current is not None and line.startswith("Anonymous:"):
-            current[3] = int(line.split()[1])
-    if current is not None and (current[2] or current[3] == 0):
+            anonymous_kb = int(line.split()[1])
+    if current is not None and (current[2] or anonymous_kb == 0):
         found.append((current[0], current[1]))
     return sorted(found)
 

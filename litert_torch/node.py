@@ -78,6 +78,13 @@ class Node:
             raise TypeError(f"node {self.name} ({self.op}) does not have a single tensor result")
         return self.outputs[0]
 
+    def output(self, index: int) -> Value:
+        """Result `index`, which the caller reads as a tensor."""
+        value = self.outputs[index]
+        if value is None:
+            raise TypeError(f"node {self.name} ({self.op}) result {index} is not a tensor")
+        return value
+
     @property
     def op_type(self) -> str:
         """An ONNX node's op type ("Conv"); the overload's name for an ATen node."""

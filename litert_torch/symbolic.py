@@ -18,7 +18,7 @@ the whole range (for checking a lowering's result against torch.export's shapes)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import sympy
@@ -120,8 +120,9 @@ class SymSpace:
         return {s: g.reshape(-1) for s, g in zip(symbols, grids)}
 
 
-def evaluate(expr: sympy.Expr, values: dict[sympy.Symbol, np.ndarray]) -> np.ndarray:
-    """`expr` evaluated with integer arithmetic (floor division, Python modulo) at the given symbol values."""
+def evaluate(expr: sympy.Expr, values: Mapping[sympy.Symbol, np.ndarray | np.integer]) -> np.ndarray | np.integer:
+    """`expr` evaluated with integer arithmetic (floor division, Python modulo) at the given symbol values (arrays
+    of one shape, or single integers: the result is of the same kind)."""
     if expr.is_Integer:
         return np.int64(int(expr))
     if expr.is_Symbol:

@@ -29,12 +29,12 @@ class ChannelLastIOWrapper(torch.nn.Module):
         self._outputs = sorted(set(_indices(outputs, "outputs")))
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        args = list(args)
+        inputs = list(args)
         for i in self._args:
-            if i >= len(args):
-                raise InvalidArgumentError(f"to_channel_last_io: args names input {i}, but the call has {len(args)}")
-            args[i] = _channel_first(args[i], f"input {i}")
-        out = self.module(*args, **kwargs)
+            if i >= len(inputs):
+                raise InvalidArgumentError(f"to_channel_last_io: args names input {i}, but the call has {len(inputs)}")
+            inputs[i] = _channel_first(inputs[i], f"input {i}")
+        out = self.module(*inputs, **kwargs)
         if not self._outputs:
             return out
         if isinstance(out, torch.Tensor):

@@ -60,4 +60,4 @@ def _by_name(arrays: dict[str, np.ndarray], names: list[str], parameters: list[s
     if missing:
         raise BadInput(f"{path} has no array for input(s) {', '.join(missing)} (it holds {', '.join(arrays)})",
                        "name the arrays after the model's inputs (forward's parameter names, or args_0, ...)")
-    return [arrays[f] for f in found]
+    return [arrays[f] for f in found if f is not None]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 
 from litert_convert.errors import BadInput  # noqa: F401  (re-raised by open_edge_model)
 
+if TYPE_CHECKING:
+    from litert_torch import EdgeModel
 
-def open_edge_model(data: bytes, path: str):
+
+def open_edge_model(data: bytes, path: str) -> EdgeModel:
     """An EdgeModel for `data`, checked before LiteRT sees it (litert_torch.runtime.verify); a file we did not
     write (no litert_torch metadata) is also tried once in a child process, so that a runtime crash on it is an
     error message rather than the end of the command."""

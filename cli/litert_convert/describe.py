@@ -26,21 +26,21 @@ def describe(data: bytes, path: str) -> dict[str, Any]:
                                "subgraphs": [], "signatures": [], "metadata": {}}
     for graph in model.subgraphs:
         tensors = graph.tensors()
-        constant_bytes = sum(t.data.nbytes for t in tensors if t.is_constant)
+        constant_bytes = sum(t.data.nbytes for t in tensors if t.data is not None)
         activation_bytes = sum(t.size * t.dtype.itemsize for t in tensors if not t.is_constant)
         summary["subgraphs"].append({
             "name": graph.name, "ops": len(graph.ops), "tensors": len(tensors),
             "constant_bytes": int(constant_bytes), "activation_bytes": int(activation_bytes),
             "op_histogram": dict(Counter(op.opcode for op in graph.ops).most_common()),
             "largest_constants": [
-                {"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype), "bytes": int(t.data.nbytes)}
-                for t in sorted((t for t in tensors if t.is_constant), key=lambda t: -t.data.nbytes)[:5]],
+                {"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype), "bytes": int(t.values.nbytes)}
+                for t in sorted((t for t in tensors if t.is_constant), key=lambda t: -t.values.nbytes)[:5]],
         })
     io = _io_metadata(model)
     for sig in model.signatures:
-        graph = model.subgraphs[sig.subgraph] if 0 <= sig.subgraph < len(model.subgraphs) else None
-        if graph is None:
+        if not 0 <= sig.subgraph < len(model.subgraphs):
             continue
+        graph = model.subgraphs[sig.subgraph]
         axes = (io.get(sig.key) or {}).get("dynamic_axes") or {}
         summary["signatures"].append({
             "key": sig.key, "subgraph": sig.subgraph,

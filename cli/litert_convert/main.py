@@ -74,7 +74,7 @@ def cli() -> None:
 @common_options
 @handled
 def convert(source, output, input_specs, dynamic_specs, channel_last_io, target, npu_target, quantize, calibration, quantized_io,
-            keep_float, validate_, as_json, force, quiet, debug):
+            keep_float, validate_, as_json, force, quiet, debug) -> None:
     from litert_convert.sources import OnnxSource, load_source, sample_inputs
 
     quiet_torch(debug)
@@ -238,7 +238,7 @@ def _dynamic_shapes(dynamic: dict[str, dict[int, tuple[str, int]]]):
         return None
     from torch.export import Dim
 
-    dims = {}
+    dims: dict[str, Any] = {}  # Dim name -> torch.export Dim
     for axes in dynamic.values():
         for name, high in axes.values():
             dims.setdefault(name, Dim(name, min=1, max=high))
@@ -288,7 +288,7 @@ def _write_text(path: str, text: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @common_options
 @handled
-def inspect(model, as_json, quiet, debug):
+def inspect(model, as_json, quiet, debug) -> None:
     from litert_convert.describe import BUNDLE_MAGIC, describe, describe_bundle, render
 
     data = _read_file(model)
@@ -340,7 +340,7 @@ def _read_model(path: str) -> bytes:
                    "report its error, with its own tolerance, beside the CPU's.")
 @common_options
 @handled
-def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens, accelerator, quiet, debug):
+def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens, accelerator, quiet, debug) -> None:
     from litert_convert.check import open_edge_model
 
     quiet_torch(debug)
@@ -445,7 +445,7 @@ def _validate_llm(model: str, source: str, prompt: str, new_tokens: int, as_json
 @click.option("--no-browser", is_flag=True, help="Do not open the view in a web browser.")
 @common_options
 @handled
-def view(model, port, host, source, input_specs, export_dir, force, no_browser, quiet, debug):
+def view(model, port, host, source, input_specs, export_dir, force, no_browser, quiet, debug) -> None:
     import signal
 
     from litert_torch.errors import ModelFileError
@@ -506,7 +506,7 @@ def view(model, port, host, source, input_specs, export_dir, force, no_browser, 
 @click.option("--address", default=None, help="A Ray cluster to join (ray://host:10001 or host:6379).")
 @common_options
 @handled
-def batch(manifest, out_dir, address, quiet, debug):
+def batch(manifest, out_dir, address, quiet, debug) -> None:
     from litert_torch import batch as fleet
 
     quiet_torch(debug)
@@ -538,7 +538,7 @@ def batch(manifest, out_dir, address, quiet, debug):
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @common_options
 @handled
-def bench(model, threads, runs, warmup, as_json, quiet, debug):
+def bench(model, threads, runs, warmup, as_json, quiet, debug) -> None:
     import numpy as np
 
     from litert_convert.check import open_edge_model, random_feeds
@@ -621,7 +621,7 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug):
 @common_options
 @handled
 def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
-              force, quiet, debug):
+              force, quiet, debug) -> None:
     from litert_torch.generative.export_hf.export import (
         AUTOMATIC_SPEECH_RECOGNITION, IMAGE_TEXT_TO_TEXT, TEXT_EMBEDDING, export_files, resolve_task,
     )

@@ -7,14 +7,18 @@ import functools
 import sys
 import time
 import traceback
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import click
 
 from litert_convert.errors import BadInput, Failure
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.status import Status
 
-def make_console():
+
+def make_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, highlight=False, soft_wrap=True)  # long lines (paths) unbroken in logs
@@ -99,7 +103,7 @@ def report(exc: BaseException, debug: bool, label: str, max_lines: int = MAX_LIN
 
 
 class NoStatus:
-    def update(self, *args, **kwargs):
+    def update(self, *args, **kwargs) -> None:
         pass
 
     def __enter__(self):
@@ -151,7 +155,7 @@ class LogStatus:
         return False
 
 
-def open_status(console, quiet: bool, message: str):
+def open_status(console: Console, quiet: bool, message: str) -> NoStatus | LogStatus | Status:
     if quiet:
         return NoStatus()
     if not console.is_terminal:

@@ -12,8 +12,14 @@ import importlib
 import importlib.util
 import os
 import tempfile
+from typing import TYPE_CHECKING, Any
 
 from litert_torch.errors import LiteRTTorchError
+
+if TYPE_CHECKING:
+    from ai_edge_litert.aot.core import aot_types
+
+    from litert_torch.runtime.edge_model import EdgeModel
 
 # vendor -> (target module in ai_edge_litert.aot, SDK import name, SDK distribution)
 VENDORS = {
@@ -30,7 +36,7 @@ class AotCompileError(LiteRTTorchError):
     """The NPU compile could not run (unknown target, missing vendor SDK) or the vendor compiler failed."""
 
 
-def parse_target(spec: str):
+def parse_target(spec: str) -> tuple[str, aot_types.Target]:
     """'qualcomm:SM8650' -> the ai_edge_litert.aot Target object."""
     vendor, _, soc = spec.partition(":")
     vendor = vendor.strip().lower().replace("-", "_")
@@ -71,7 +77,7 @@ def aot_compile(edge_model, target: str) -> bytes:
                               (f": {failed}" if failed else ""))
 
 
-def compilation_config(target, config: dict):
+def compilation_config(target: Any, config: dict) -> aot_types.CompilationConfig:
     """An ai_edge_litert.aot CompilationConfig for `target` (an aot Target, a "VENDOR:SOC" string, a
     CompilationConfig, or None for every target ai_edge_litert has registered) with `config`'s options."""
     types = _aot_types()
@@ -91,7 +97,7 @@ def compilation_config(target, config: dict):
     return types.CompilationConfig(target=target, **config)
 
 
-def compile_configs(edge_model, configs: list):
+def compile_configs(edge_model: EdgeModel, configs: list) -> aot_types.CompilationResult:
     """ai_edge_litert's CompilationResult of the model compiled for each CompilationConfig (what the official
     litert-torch's `experimental_add_compilation_backend(...).convert(...)` returns)."""
     from ai_edge_litert.aot import aot_compile as aot

@@ -30,14 +30,14 @@ def _no_shrink(op: ir.Op) -> str | None:
     masks = [k for k in ("shrink_axis_mask", "ellipsis_mask", "new_axis_mask") if op.options.get(k)]
     if masks:
         return f"STRIDED_SLICE with {masks[0]}"
-    strides = op.inputs[3]
-    if not strides.is_constant or np.any(np.asarray(strides.data) != 1):
+    strides = op.input(3)
+    if strides.data is None or np.any(np.asarray(strides.data) != 1):
         return "STRIDED_SLICE with a stride other than 1"
     return None
 
 
 def _static_weights(op: ir.Op) -> str | None:
-    return None if op.inputs[1].is_constant else "weights computed at run time"
+    return None if op.input(1).is_constant else "weights computed at run time"
 
 
 def _static_bias(op: ir.Op) -> str | None:

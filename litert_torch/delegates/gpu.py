@@ -48,7 +48,7 @@ def _softmax_last_axis(op: ir.Op) -> str | None:
 
 
 def _gather_1d_indices(op: ir.Op) -> str | None:
-    rank = op.inputs[1].rank
+    rank = op.input(1).rank
     return None if rank <= 1 else f"GATHER with rank-{rank} indices (the GPU takes 1-D indices)"
 
 
@@ -59,7 +59,7 @@ def _distinct_inputs(op: ir.Op) -> str | None:
 
 
 def _float_data(op: ir.Op) -> str | None:
-    dtype = op.inputs[0].dtype
+    dtype = op.input(0).dtype
     return None if dtype in FLOAT_TYPES else f"TOPK_V2 of {dtype} data (the GPU sorts float data)"
 
 

@@ -97,11 +97,11 @@ def _compile(flatbuffer: bytes) -> tuple[bool, str]:
     return full, "".join(log)
 
 
-def parse_log(log: str) -> tuple[dict[str, list[str]], tuple[int, int] | None]:
+def parse_log(log: str) -> tuple[dict[str, list[str]], tuple[int, int | None] | None]:
     """The GPU delegate's refusals (op kind -> reasons) and (ops on the GPU, ops on the CPU) from its log; the
     counts are None when it logged none (it logs them only when it refuses something)."""
     refusals: dict[str, list[str]] = {}
-    counts = None
+    counts: tuple[int, int | None] | None = None
     lines = log.splitlines()
     for i, line in enumerate(lines):
         if not line.endswith(_HEADER):

@@ -34,22 +34,21 @@ def macs(op: ir.Op) -> int:
 def _macs(op: ir.Op) -> Any:
     out = op.outputs[0] if op.outputs else None
     out_size = out.size if out is not None else 0
-    ins = op.inputs
     if op.opcode == "CONV_2D":
-        _, kh, kw, cin = ins[1].shape
+        _, kh, kw, cin = op.input(1).shape
         return out_size * kh * kw * cin
     if op.opcode == "DEPTHWISE_CONV_2D":
-        return out_size * ins[1].shape[1] * ins[1].shape[2]
+        return out_size * op.input(1).shape[1] * op.input(1).shape[2]
     if op.opcode == "FULLY_CONNECTED":
-        return out_size * ins[1].shape[-1]
+        return out_size * op.input(1).shape[-1]
     if op.opcode == "BATCH_MATMUL":
-        a = ins[0]
+        a = op.input(0)
         return out_size * (a.shape[-2] if op.options.get("adj_x") else a.shape[-1])
     if op.opcode == "TRANSPOSE_CONV":
-        cout, kh, kw, _ = ins[1].shape
-        return ins[2].size * kh * kw * cout
+        cout, kh, kw, _ = op.input(1).shape
+        return op.input(2).size * kh * kw * cout
     if op.opcode == "UNIDIRECTIONAL_SEQUENCE_LSTM":
-        hidden, n_in = ins[1].shape
+        hidden, n_in = op.input(1).shape
         return out_size // hidden * 4 * hidden * (n_in + hidden) if hidden else 0
     return out_size
 
@@ -182,7 +181,7 @@ def _with_static_weights(graph: ir.Graph) -> list[ir.Op]:
     """The ops as the delegates see them: a DEQUANTIZE of a constant (float16 or int8 weights) is folded at
     load time, so its output counts as a constant for the op reading it."""
     static = {op.outputs[0]: op.inputs[0] for op in graph.ops
-              if op.opcode == "DEQUANTIZE" and op.inputs[0] is not None and op.inputs[0].is_constant}
+              if op.opcode == "DEQUANTIZE" and op.inputs[0] is not None and op.input(0).is_constant}
     if not static:
         return graph.ops
     seen = []

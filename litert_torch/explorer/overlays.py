@@ -63,7 +63,7 @@ def graph_ids(data: bytes) -> list[str]:
 def node_keys(graph: ir.Graph) -> list[str]:
     """The node-data key of each op of `graph`: its node id, or its output tensor's name where a tensor of
     another op is named like that id (the web app would give the value to that tensor's node)."""
-    producer = {}
+    producer: dict[str, int] = {}
     for i, op in enumerate(graph.ops):
         for t in op.outputs:
             producer.setdefault(t.name, i)

@@ -40,7 +40,8 @@ class ModelView:
     def __init__(self, server: ThreadingHTTPServer, view: ViewData):
         self._server = server
         self.view = view
-        self.host, self.port = server.server_address[:2]
+        host, self.port = server.server_address[:2]
+        self.host = host.decode() if isinstance(host, bytes) else host
         shown = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{shown}:{self.port}/?{view.query()}"
         self._thread = threading.Thread(target=server.serve_forever, name="litert-torch-view", daemon=True)
@@ -170,6 +171,8 @@ def serve(view: ViewData, *, host: str = DEFAULT_HOST, port: int | None = None,
             what = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror or exc})"
             raise InvalidArgumentError(f"port {candidate} on {host} {what}; choose another port (0: any free "
                                        "one)") from None
+    if server is None:  # every candidate port was in use
+        raise InvalidArgumentError(f"no free port on {host}")
     model_view = ModelView(server, view)
     if open_browser:
         open_in_browser(model_view.url)

@@ -23,7 +23,7 @@ from litert_torch.metadata import SOURCE_MAP_KEY, decode, decode_source_map
 _ENUM_NAMES = {field: tables.enum_names(cls) for field, cls in tables.ENUM_FIELDS.items()}
 
 
-def _check_header(data: bytes) -> None:
+def _check_header(data: bytes | mmap.mmap) -> None:
     if len(data) < 8:
         raise ModelFileError(f"not a TFLite model: {len(data)} bytes is too short for a flatbuffer")
     if data[4:8] != b"TFL3":
@@ -54,7 +54,7 @@ def _as_str(value: Any) -> str:
         raise ModelFileError(f"corrupt TFLite model: the name {value[:40]!r} is not UTF-8") from None
 
 
-def read_model(data: bytes) -> ir.Model:
+def read_model(data: bytes | mmap.mmap) -> ir.Model:
     """Parse `data` into an IR model. Raises ModelFileError on anything that is not a readable, consistent
     model: every index (buffer, tensor, opcode, subgraph) in range and every constant buffer the size its
     tensor needs, so that a file that passes can be handed to the LiteRT runtime."""
@@ -89,7 +89,7 @@ def _index(value: int, size: int, what: str, optional: bool = False) -> int:
     raise ModelFileError(f"corrupt TFLite model: {what} {value} out of range (0..{size - 1})")
 
 
-def _build(m: Any, data: bytes) -> ir.Model:
+def _build(m: Any, data: bytes | mmap.mmap) -> ir.Model:
     buffers = m.buffers or []
     if not m.subgraphs:
         raise ModelFileError("corrupt TFLite model: it has no subgraph")
@@ -109,7 +109,7 @@ def _build(m: Any, data: bytes) -> ir.Model:
         if index == 0:
             pass
         elif buf.data is not None and len(buf.data):
-            found = memoryview(np.ascontiguousarray(buf.data, dtype=np.uint8))
+            found = np.ascontiguousarray(buf.data, dtype=np.uint8).data
         elif buf.offset > 1 and buf.size:
             if buf.offset + buf.size > len(data):
                 raise ModelFileError(f"corrupt TFLite model: buffer {index} lies past the end of the file")
@@ -174,7 +174,7 @@ def _build(m: Any, data: bytes) -> ir.Model:
                           for i in (sg.outputs if sg.outputs is not None else [])], ops)
         subgraphs.append(graph)
 
-    signatures = []
+    signatures: list[ir.Signature] = []
     for sd in m.signatureDefs or []:
         index = _index(sd.subgraphIndex, len(subgraphs), "signature subgraph")
         graph, sg = subgraphs[index], m.subgraphs[index]
@@ -224,7 +224,7 @@ def _attach_sources(model: ir.Model) -> None:
                     op.value_node = entry["value_node"]
 
 
-def read_metadata(data: bytes) -> dict[str, bytes]:
+def read_metadata(data: bytes | mmap.mmap) -> dict[str, bytes]:
     """Only the `Model.metadata` entries (name -> bytes), without unpacking tensors or buffers."""
     _check_header(data)
     try:

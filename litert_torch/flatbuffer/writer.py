@@ -174,7 +174,7 @@ def build_model(model: ir.Model, buffers: "_Buffers | None" = None) -> schema.Mo
             tt.quantization = _quantization(t.quantization, index)
             tt.isVariable = t.is_variable
             if t.is_constant:
-                tt.buffer = buffers.add(t.data)
+                tt.buffer = buffers.add(t.values)
             sg.tensors.append(tt)
         sg.inputs = [index[t] for t in graph.inputs]
         sg.outputs = [index[t] for t in graph.outputs]
@@ -308,7 +308,7 @@ def write_model(model: ir.Model, path: str, *, release: Callable[[np.ndarray], N
             f.write(b"\0" * (obj.buffers[index].offset - f.tell()))
             for start in range(0, flat.nbytes, WRITE_CHUNK):  # read, written and handed back a piece at a time
                 piece = flat[start:start + WRITE_CHUNK]
-                f.write(memoryview(piece))
+                f.write(piece.data)
                 buffers.release(piece)
         size = f.tell()
     return size

@@ -14,6 +14,7 @@ import re
 import sys
 import threading
 import traceback
+import types
 from typing import Any, Callable, Iterator
 
 import torch
@@ -113,7 +114,7 @@ def _cia_registry_walked_once() -> Iterator[None]:
     conversions). Where torch has no such function, nothing changes."""
     utils = getattr(getattr(torch, "_export", None), "utils", None)
     walk = getattr(utils, "_materialize_cpp_cia_ops", None)
-    if walk is None:
+    if utils is None or walk is None:
         yield
         return
     done = False
@@ -149,14 +150,16 @@ class _LiveStack:
     @staticmethod
     def extract(*, script: bool = False, cpp: bool = False, skip: int = 0) -> Any:
         if script or cpp:
+            if _CAPTURED_TRACEBACK is None:  # never: this stands in for torch's CapturedTraceback only
+                raise RuntimeError("torch.fx has no CapturedTraceback to extract a script or C++ stack with")
             return _CAPTURED_TRACEBACK.extract(script=script, cpp=cpp, skip=skip)
-        key = []
-        frame = sys._getframe(1 + skip)
+        codes_and_lines: list[Any] = []
+        frame: types.FrameType | None = sys._getframe(1 + skip)
         while frame is not None:
-            key.append(frame.f_code)
-            key.append(frame.f_lineno)
+            codes_and_lines.append(frame.f_code)
+            codes_and_lines.append(frame.f_lineno)
             frame = frame.f_back
-        key = tuple(key)
+        key = tuple(codes_and_lines)
         known = _STACKS.get(key)
         if known is None:
             frames = [traceback.FrameSummary(key[i].co_filename, key[i + 1], key[i].co_name, lookup_line=False)
@@ -242,6 +245,8 @@ _FAKE_CACHE_WINDOW_ATTR = "_litert_torch_cache_window"
 def _judged_fake_cache_lookup(mode: Any, *args: Any, **kwargs: Any) -> Any:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    if _FAKE_CACHE is None:  # never: only _FAKE_CACHE puts this function in torch's place
+        raise RuntimeError("the judged fake-tensor cache lookup runs without torch's own")
     out = _FAKE_CACHE.original(mode, *args, **kwargs)
     hits = FakeTensorMode.cache_hits
     seen = hits + FakeTensorMode.cache_misses
@@ -381,6 +386,8 @@ def _unseen_mutation(node: torch.fx.Node, order: dict, aliases: set) -> bool:
     """An in-place op on its first argument that no other node can observe: that argument is a fresh tensor
     (made by an op that returns no alias: not an input, parameter or view), and every other reader of it comes
     before this node and is not a view (which would see the change later)."""
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return False
     schema = node.target._schema
     written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
     if written != [0] or not node.args or not isinstance(node.args[0], torch.fx.Node):
@@ -412,8 +419,7 @@ def _rewrite_to_core(program: torch.export.ExportedProgram, lowerable: Callable[
         elif target is aten.conv_transpose2d.input and _rank(node.args[0]) == 4:
             node.args, node.kwargs = _convolution_args(node, 2, True), {}
             node.target = aten.convolution.default
-        elif target is aten.transpose.int and _rank(node.args[0]) is not None and not node.kwargs:
-            rank = _rank(node.args[0])
+        elif target is aten.transpose.int and (rank := _rank(node.args[0])) is not None and not node.kwargs:
             perm = list(range(rank))
             a, b = (int(d) % max(rank, 1) for d in node.args[1:3])
             perm[a], perm[b] = perm[b], perm[a]
@@ -481,8 +487,11 @@ def _static_strides(node: torch.fx.Node) -> bool:
 def _parts_contiguous(node: torch.fx.Node) -> bool:
     """Whether each part an unbind node of static sizes makes is contiguous (its tensor's strides, less the
     unbound axis, those of a contiguous tensor of the part's shape)."""
-    value = node.args[0].meta["val"]
-    dim = (node.args[1] if len(node.args) > 1 else 0) % max(value.dim(), 1)
+    source, axis = node.args[0], node.args[1] if len(node.args) > 1 else 0
+    if not isinstance(source, torch.fx.Node) or not isinstance(axis, int):
+        return False
+    value = source.meta["val"]
+    dim = axis % max(value.dim(), 1)
     shape = [d for i, d in enumerate(value.shape) if i != dim]
     strides = [s for i, s in enumerate(value.stride()) if i != dim]
     expected = 1
@@ -633,7 +642,10 @@ def _buffers_as_python_values(buffers: list[tuple[str, torch.nn.Module, str]]) -
     saved = {id(owner): (owner, dict(owner._buffers)) for _, owner, _ in buffers}
     try:
         for _, owner, name in buffers:
-            value = owner._buffers.pop(name).tolist()
+            buffer = owner._buffers.pop(name)
+            if buffer is None:
+                raise TypeError(f"buffer {name!r} holds no tensor")
+            value = buffer.tolist()
             object.__setattr__(owner, name, tuple(value) if isinstance(value, list) else value)
         yield
     finally:
@@ -719,8 +731,11 @@ def _print_but_partial_graphs(*args: Any, file: Any = None, **kwargs: Any) -> No
     print(*args, file=file, **kwargs)
 
 
+_EXPORT_TRACE: types.ModuleType | None
 try:
-    import torch.export._trace as _EXPORT_TRACE
+    import torch.export._trace as _export_trace
+
+    _EXPORT_TRACE = _export_trace
 except ImportError:  # another torch layout: its prints stay as they are
     _EXPORT_TRACE = None
 # `print` in that module's globals shadows the builtin while entered (the module has none of its own)

@@ -5,13 +5,17 @@ dimensions kept dynamic. Nothing here lowers anything; `litert_torch.lower.onnx.
 from __future__ import annotations
 
 import os
-from typing import Any
+import types
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy
 
 from litert_torch.errors import OnnxError
 from litert_torch.symbolic import Sym, SymSpace
+
+if TYPE_CHECKING:
+    import onnx
 
 MIN_OPSET = 13
 
@@ -23,7 +27,7 @@ ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16
                9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32}
 
 
-def onnx_package():
+def onnx_package() -> types.ModuleType:
     try:
         import onnx
     except ImportError as exc:
@@ -31,7 +35,7 @@ def onnx_package():
     return onnx
 
 
-def load(model: Any):
+def load(model: Any) -> onnx.ModelProto:
     """The ModelProto of a path or a ModelProto, checked; clear errors for unreadable files."""
     onnx = onnx_package()
     if isinstance(model, (str, os.PathLike)):
@@ -180,7 +184,7 @@ def _dim_spec(spec: Any, default_name: str, where: str) -> tuple[str, int, int]:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name), low, high
 
 
-def copy_model(onnx, proto):
+def copy_model(onnx: types.ModuleType, proto: onnx.ModelProto) -> onnx.ModelProto:
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     return copy

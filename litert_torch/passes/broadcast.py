@@ -34,7 +34,7 @@ def run(graph: ir.Graph) -> bool:
     for op in list(graph.ops):
         if op.opcode != "BROADCAST_TO":
             continue
-        src, out = op.inputs[0], op.outputs[0]
+        src, out = op.input(0), op.outputs[0]
         readers = consumers.get(out, [])
         if not readers or out in graph.outputs:
             continue

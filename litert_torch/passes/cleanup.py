@@ -27,24 +27,24 @@ _POOLS = ("AVERAGE_POOL_2D", "MAX_POOL_2D")
 def _noop_source(op: ir.Op) -> ir.Tensor | None:
     """The input a no-op passes through unchanged, or None when `op` computes something."""
     if op.opcode in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS"):
-        return op.inputs[0] if op.inputs[0].shape == op.outputs[0].shape else None
+        return op.inputs[0] if op.input(0).shape == op.outputs[0].shape else None
     if op.opcode == "TRANSPOSE":
         perm = perm_of(op)
         return op.inputs[0] if perm is not None and perm == list(range(len(perm))) else None
     if op.opcode == "CAST":
-        return op.inputs[0] if op.inputs[0].dtype == op.outputs[0].dtype else None
+        return op.inputs[0] if op.input(0).dtype == op.outputs[0].dtype else None
     if op.options.get("fused_activation_function", "NONE") != "NONE" or any(
             t is not None and t.quantization is not None for t in (*op.inputs, *op.outputs)):
         return None  # a fused activation clamps; a quantized op may requantize
     if op.opcode in _POOLS:
         o = op.options
         unit = (o.get("filter_height"), o.get("filter_width"), o.get("stride_h"), o.get("stride_w")) == (1, 1, 1, 1)
-        return op.inputs[0] if unit and op.inputs[0].shape == op.outputs[0].shape else None
+        return op.inputs[0] if unit and op.input(0).shape == op.outputs[0].shape else None
     if op.opcode in _IDENTITY_OPERAND and len(op.inputs) == 2:
         value, positions = _IDENTITY_OPERAND[op.opcode]
         for pos in positions:
-            const, other = op.inputs[pos], op.inputs[1 - pos]
-            if (const.is_constant and not other.is_constant and other.shape == op.outputs[0].shape
+            const, other = op.input(pos), op.input(1 - pos)
+            if (const.data is not None and not other.is_constant and other.shape == op.outputs[0].shape
                     and other.dtype == op.outputs[0].dtype and const.data.size and (const.data == value).all()):
                 return other
     return None
@@ -81,7 +81,7 @@ _SMALL = 4096  # constants up to this many elements are compared by value (permu
 def _operand_key(t: ir.Tensor | None):
     if t is None:
         return None
-    if t.is_constant and t.data.size <= _SMALL and t.quantization is None:
+    if t.data is not None and t.data.size <= _SMALL and t.quantization is None:
         return ("const", t.dtype.str, t.shape, t.data.tobytes())
     return id(t)
 
@@ -121,7 +121,7 @@ def collapse_reshapes(graph: ir.Graph) -> bool:
     for op in graph.ops:
         if op.opcode != "RESHAPE":
             continue
-        inner = producers.get(op.inputs[0])
+        inner = producers.get(op.input(0))
         if inner is not None and inner.opcode == "RESHAPE":
             op.inputs = [inner.inputs[0], *op.inputs[1:]]
             changed = True
@@ -136,10 +136,10 @@ def absorb_flatten_into_dense(graph: ir.Graph) -> bool:
     for op in graph.ops:
         if op.opcode != "FULLY_CONNECTED" or op.options.get("keep_num_dims") or op.inputs[0] is None:
             continue
-        flatten = producers.get(op.inputs[0])
+        flatten = producers.get(op.input(0))
         if flatten is None or flatten.opcode != "RESHAPE":
             continue
-        x, flat = flatten.inputs[0], flatten.outputs[0]
+        x, flat = flatten.input(0), flatten.outputs[0]
         if flat.rank == 2 and x.rank > 2 and x.is_static and flat.is_static and x.shape[-1] == flat.shape[1]:
             op.inputs = [x, *op.inputs[1:]]
             changed = True
@@ -158,14 +158,14 @@ def drop_kept_dims(graph: ir.Graph) -> bool:
     for op in list(graph.ops):
         if op.opcode != "RESHAPE":
             continue
-        reducer = producers.get(op.inputs[0])
+        reducer = producers.get(op.input(0))
         if reducer is None or reducer.opcode not in REDUCERS or not reducer.options.get("keep_dims"):
             continue
         kept = reducer.outputs[0]
-        if len(consumers.get(kept, [])) != 1 or kept in graph.outputs or not reducer.inputs[1].is_constant:
+        if len(consumers.get(kept, [])) != 1 or kept in graph.outputs or not reducer.input(1).is_constant:
             continue
         rank = kept.rank
-        axes = {int(a) + rank if a < 0 else int(a) for a in reducer.inputs[1].data.reshape(-1)}
+        axes = {int(a) + rank if a < 0 else int(a) for a in reducer.input(1).values.reshape(-1)}
         if tuple(d for i, d in enumerate(kept.shape) if i not in axes) != op.outputs[0].shape:
             continue
         reducer.options["keep_dims"] = False

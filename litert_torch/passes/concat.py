@@ -32,12 +32,12 @@ def flatten_nested(graph: ir.Graph) -> bool:
     for op in graph.ops:
         if not _plain(op):
             continue
-        inputs: list[ir.Tensor] = []
-        for t in op.inputs:
+        inputs: list[ir.Tensor | None] = []
+        for t in op.tensor_inputs():
             inner = producers.get(t)
             if (inner is not None and _plain(inner) and _axis(inner) == _axis(op) and t not in outputs
                     and len(consumers.get(t, [])) == 1 and inner.outputs[0].quantization == op.outputs[0].quantization):
-                inputs.extend(inner.inputs)
+                inputs.extend(inner.tensor_inputs())
                 changed = True
             else:
                 inputs.append(t)

@@ -84,7 +84,7 @@ def rank_reduce_transposes(graph: ir.Graph, max_rank: int = 4) -> int:
     count = 0
     for i, op in enumerate(list(graph.ops)):
         perm = perm_of(op)
-        x, out = op.inputs[0], op.outputs[0]
+        x, out = op.input(0), op.outputs[0]
         if perm is None or x.rank <= max_rank:
             continue
         shape, small = reduced_transpose(tuple(x.shape), perm)
@@ -107,7 +107,7 @@ def broadcast_to_mul(graph: ir.Graph) -> int:
     for i, op in enumerate(graph.ops):
         if op.opcode != "BROADCAST_TO":
             continue
-        x, out = op.inputs[0], op.outputs[0]
+        x, out = op.input(0), op.outputs[0]
         if not (x.dtype.kind == "f" or x.dtype == np.int32):
             continue
         target = tuple(out.shape)
@@ -138,9 +138,9 @@ def gather_to_slice(graph: ir.Graph) -> int:
     NPUs take. `x[:, 2]`, `x[..., ::2]` spelled as index lists, `index_select` with a range."""
     count = 0
     for i, op in enumerate(list(graph.ops)):
-        if op.opcode != "GATHER" or op.options.get("batch_dims", 0) != 0 or not op.inputs[1].is_constant:
+        if op.opcode != "GATHER" or op.options.get("batch_dims", 0) != 0 or not op.input(1).is_constant:
             continue
-        x, indices, out = op.inputs[0], op.inputs[1], op.outputs[0]
+        x, indices, out = op.input(0), op.input(1), op.outputs[0]
         if x.is_constant:
             continue
         axis = op.options.get("axis", 0) % x.rank
@@ -197,9 +197,9 @@ def select_to_bound(graph: ir.Graph, max_elements: int = 1 << 20) -> int:
     count = 0
     consumers = graph.consumers()
     for op in list(graph.ops):
-        if op.opcode != "SELECT_V2" or not op.inputs[0].is_constant or op.inputs[0].dtype != np.bool_:
+        if op.opcode != "SELECT_V2" or not op.input(0).is_constant or op.input(0).dtype != np.bool_:
             continue
-        mask, a, b = op.inputs
+        mask, a, b = op.tensor_inputs()
         out = op.outputs[0]
         keep = np.asarray(mask.data)
         x, fill = (a, _fill(b)) if not a.is_constant else (b, _fill(a))
@@ -233,7 +233,7 @@ def nearest_upsample_to_depth_to_space(graph: ir.Graph) -> int:
     for op in list(graph.ops):
         if op.opcode != "RESIZE_NEAREST_NEIGHBOR" or op.options.get("align_corners"):
             continue
-        x, out = op.inputs[0], op.outputs[0]
+        x, out = op.input(0), op.outputs[0]
         if x.rank != 4 or out.rank != 4:
             continue
         (n, h, w, c), (_, oh, ow, _) = x.shape, out.shape
@@ -285,7 +285,7 @@ def _concat_tree(ins: list[ir.Tensor], axis: int, out: ir.Tensor, options: dict,
     once); above that, MAX_CONCAT balanced runs, each a tree of its own."""
     n = len(ins)
     if n <= MAX_CONCAT:
-        return [ir.Op("CONCATENATION", ins, [out], dict(options), source)]
+        return [ir.Op("CONCATENATION", [*ins], [out], dict(options), source)]
     runs = -(-(n - MAX_CONCAT) // (MAX_CONCAT - 1))  # joined runs that leave the top op MAX_CONCAT inputs
     if runs <= MAX_CONCAT:
         joined_inputs = n - (MAX_CONCAT - runs)
@@ -293,7 +293,9 @@ def _concat_tree(ins: list[ir.Tensor], axis: int, out: ir.Tensor, options: dict,
     else:
         per = -(-n // MAX_CONCAT)
         sizes = [min(per, n - g) for g in range(0, n, per)]
-    ops, joined, g = [], [], 0
+    ops: list[ir.Op] = []
+    joined: list[ir.Tensor] = []
+    g = 0
     for size in sizes:
         run = ins[g:g + size]
         g += size
@@ -315,17 +317,17 @@ def narrow_splits_and_concats(graph: ir.Graph) -> int:
     count = 0
     for op in list(graph.ops):
         new = None
-        if op.opcode == "SPLIT" and len(op.outputs) > MAX_SPLIT and op.inputs[0].is_constant:
-            x = op.inputs[1]
-            new = _split_tree(x, int(op.inputs[0].data) % x.rank, op.outputs, op.source)
-        elif op.opcode == "SPLIT_V" and op.inputs[2].is_constant:
-            x = op.inputs[0]
-            axis = int(op.inputs[2].data) % x.rank
+        if op.opcode == "SPLIT" and len(op.outputs) > MAX_SPLIT and op.input(0).is_constant:
+            x = op.input(1)
+            new = _split_tree(x, int(op.input(0).values) % x.rank, op.outputs, op.source)
+        elif op.opcode == "SPLIT_V" and op.input(2).is_constant:
+            x = op.input(0)
+            axis = int(op.input(2).values) % x.rank
             starts = np.cumsum([0] + [t.shape[axis] for t in op.outputs])
             new = [_slice(x, axis, int(start), out, op.source) for start, out in zip(starts, op.outputs)]
         elif op.opcode == "CONCATENATION" and len(op.inputs) > MAX_CONCAT:
             out = op.outputs[0]
-            new = _concat_tree(op.inputs, op.options.get("axis", 0) % out.rank, out, op.options, op.source)
+            new = _concat_tree(op.tensor_inputs(), op.options.get("axis", 0) % out.rank, out, op.options, op.source)
         if new is None:
             continue
         at = graph.ops.index(op)
@@ -339,7 +341,8 @@ class _Emitter:
     """Builds the ops replacing one op, all tagged with its source."""
 
     def __init__(self, op: ir.Op):
-        self.source, self.base, self.ops, self._n = op.source, op.outputs[0].name, [], 0
+        self.source, self.base, self._n = op.source, op.outputs[0].name, 0
+        self.ops: list[ir.Op] = []
 
     def tensor(self, shape, dtype) -> ir.Tensor:
         self._n += 1
@@ -362,19 +365,21 @@ class _Emitter:
 
 
 def _time_reversal(op: ir.Op | None, time_axis: int) -> bool:
-    if op is None or op.opcode != "REVERSE_V2" or not op.inputs[1].is_constant:
+    if op is None or op.opcode != "REVERSE_V2" or not op.input(1).is_constant:
         return False
-    axes = [int(a) % op.inputs[0].rank for a in op.inputs[1].data.reshape(-1)]
+    axes = [int(a) % op.input(0).rank for a in op.input(1).values.reshape(-1)]
     return axes == [time_axis]
 
 
 def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[ir.Op], list[ir.Op]] | None:
     """The ops replacing `op`, and the time reversals of its output that they make unnecessary."""
     ins = op.inputs
-    x = ins[0]
-    w_in, w_rec, biases = ins[1:5], ins[5:9], ins[12:16]
-    if any(t is None or not t.is_constant for t in (*w_in, *w_rec, *biases)):
+    x = op.input(0)
+    wanted = (*ins[1:5], *ins[5:9], *ins[12:16])
+    constants = [t for t in wanted if t is not None and t.is_constant]
+    if len(constants) != len(wanted):
         return None
+    w_in, w_rec, biases = constants[0:4], constants[4:8], constants[8:12]
     if any(t is not None for t in (*ins[9:12], *ins[16:18], *ins[20:])) or x.dtype.kind != "f":
         return None  # peepholes, projections or layer norm: not the form our lowering writes
     if op.options.get("fused_activation_function", "TANH") != "TANH" or op.options.get("cell_clip") or \
@@ -393,7 +398,7 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
     # steps in the other order instead.
     reverse_in = _time_reversal(producers.get(x), time_axis)
     if reverse_in:
-        x = producers[x].inputs[0]
+        x = producers[x].input(0)
     readers = consumers.get(y, [])
     reversals = [r for r in readers if _time_reversal(r, time_axis)]
     need_y = y in graph.outputs or len(reversals) < len(readers)
@@ -401,9 +406,9 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
     # Gates stacked as (input, forget, output, cell): one SPLIT into four, LOGISTIC on the first three, TANH on
     # the last (XNNPACK splits only into equal parts).
     order = [0, 1, 3, 2]
-    w_x = _const(f"{e.base}/w_x", np.concatenate([w_in[k].data for k in order], axis=0))
-    w_h = _const(f"{e.base}/w_h", np.concatenate([w_rec[k].data for k in order], axis=0))
-    bias = _const(f"{e.base}/bias", np.concatenate([biases[k].data for k in order], axis=0))
+    w_x = _const(f"{e.base}/w_x", np.concatenate([w_in[k].values for k in order], axis=0))
+    w_h = _const(f"{e.base}/w_h", np.concatenate([w_rec[k].values for k in order], axis=0))
+    bias = _const(f"{e.base}/bias", np.concatenate([biases[k].values for k in order], axis=0))
     # The input projection of every step in one FULLY_CONNECTED, then one slice per step.
     flat = e.reshape(x, [steps * batch if time_major else batch * steps, features])
     proj = e.op("FULLY_CONNECTED", [flat, w_x, bias], [flat.shape[0], 4 * hidden], dtype,
@@ -415,7 +420,7 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
     per_step = e.outs("SPLIT", [axis, proj], [step_shape] * steps, dtype, num_splits=steps) if steps > 1 else [proj]
     # Every per-step tensor keeps the step's rank-3 shape ([1, B, n] or [B, 1, n]): no RESHAPE per step.
     gate_axis = _const(f"{e.base}/gate_axis", np.array(2, np.int32))
-    order = range(steps - 1, -1, -1) if reverse_in else range(steps)
+    step_order = range(steps - 1, -1, -1) if reverse_in else range(steps)
     unit = [1, batch] if time_major else [batch, 1]
     shape = [*unit, hidden]
     # The cell starts at zero: a constant, so that every step reads its forget gate (a SPLIT output nobody
@@ -424,7 +429,7 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
     h = None
     c = _const(f"{e.base}/c0", np.zeros(shape, dtype))
     hs: dict[int, ir.Tensor] = {}
-    for t in order:
+    for t in step_order:
         z = per_step[t]
         if h is not None:
             rec = e.op("FULLY_CONNECTED", [h, w_h, None], [*unit, 4 * hidden], dtype,
@@ -446,7 +451,7 @@ def _unroll_one(graph: ir.Graph, op: ir.Op, producers, consumers) -> tuple[list[
         if steps == 1:
             e.ops.append(reshape_op(ordered[0], out, op.source))
             return
-        e.ops.append(ir.Op("CONCATENATION", ordered, [out], {"axis": time_axis, "fused_activation_function": "NONE"},
+        e.ops.append(ir.Op("CONCATENATION", [*ordered], [out], {"axis": time_axis, "fused_activation_function": "NONE"},
                            op.source))
 
     if need_y:
@@ -486,10 +491,10 @@ def valid_transpose_conv(graph: ir.Graph) -> int:
     on input lengths 1 or 2 mod 4: relative error ~1.4) and every VALID one measured right."""
     count = 0
     for op in list(graph.ops):
-        if op.opcode != "TRANSPOSE_CONV" or op.options.get("padding") != "SAME" or not op.inputs[0].is_constant:
+        if op.opcode != "TRANSPOSE_CONV" or op.options.get("padding") != "SAME" or not op.input(0).is_constant:
             continue
-        out, x, w = op.outputs[0], op.inputs[2], op.inputs[1]
-        n, out_h, out_w, c = (int(d) for d in op.inputs[0].data)
+        out, x, w = op.outputs[0], op.input(2), op.input(1)
+        n, out_h, out_w, c = (int(d) for d in op.input(0).values)
         strides = (op.options.get("stride_h", 1), op.options.get("stride_w", 1))
         full = [(int(size) - 1) * stride + int(k) for size, stride, k in zip(x.shape[1:3], strides, w.shape[1:3])]
         crop = [(f - o) // 2 for f, o in zip(full, (out_h, out_w))]
@@ -519,21 +524,22 @@ def split_wide_fully_connected(graph: ir.Graph) -> int:
     count = 0
     for op in list(graph.ops):
         w = op.inputs[1] if op.opcode == "FULLY_CONNECTED" else None
-        if (w is None or not w.is_constant or w.quantization is not None or w.rank != 2
+        if (w is None or w.data is None or w.quantization is not None or w.rank != 2
                 or w.shape[0] <= GPU_MAX_OUTPUTS):
             continue
         bias = op.inputs[2] if len(op.inputs) > 2 else None
-        if bias is not None and not bias.is_constant:
+        if bias is not None and bias.data is None:
             continue
         out = op.outputs[0]
         parts = math.ceil(w.shape[0] / GPU_MAX_OUTPUTS)
         bounds = np.linspace(0, w.shape[0], parts + 1).astype(int)
-        pieces, new_ops = [], []
+        pieces: list[ir.Tensor | None] = []
+        new_ops = []
         for k, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
             piece = ir.Tensor(f"{out.name}/part{k}", (*out.shape[:-1], int(hi - lo)), out.dtype)
             inputs = [op.inputs[0], _const(f"{w.name}/rows{lo}", np.ascontiguousarray(w.data[lo:hi]))]
             if len(op.inputs) > 2:
-                inputs.append(None if bias is None else _const(f"{bias.name}/rows{lo}", bias.data[lo:hi]))
+                inputs.append(None if bias is None else _const(f"{bias.name}/rows{lo}", bias.values[lo:hi]))
             new_ops.append(ir.Op("FULLY_CONNECTED", inputs, [piece], dict(op.options), op.source))
             pieces.append(piece)
         new_ops.append(ir.Op("CONCATENATION", pieces, [out], {"axis": out.rank - 1,

@@ -36,7 +36,7 @@ def _channel_vector(const: ir.Tensor, out: ir.Tensor) -> np.ndarray | None:
     if any(d != 1 for d in shape[:-1]):
         return None
     channels = out.shape[-1]
-    vec = const.data.reshape(-1).astype(np.float64)
+    vec = const.values.reshape(-1).astype(np.float64)
     if vec.size == 1:
         return np.full(channels, vec[0])
     return vec if vec.size == channels else None
@@ -48,7 +48,7 @@ def _channel_vector_through(const: ir.Tensor, out: ir.Tensor, layer_out: ir.Tens
     if not (out.is_static and layer_out.is_static) or const.rank > out.rank:
         return None
     try:
-        full = np.broadcast_to(const.data, out.shape)
+        full = np.broadcast_to(const.values, out.shape)
     except ValueError:
         return None
     rows = full.reshape(-1, layer_out.shape[-1])  # row-major: RESHAPE keeps the element order
@@ -57,7 +57,7 @@ def _channel_vector_through(const: ir.Tensor, out: ir.Tensor, layer_out: ir.Tens
 
 
 def _memory(t: ir.Tensor) -> tuple[int, int]:
-    return t.data.ctypes.data, t.data.nbytes
+    return t.values.ctypes.data, t.values.nbytes
 
 
 def _holders(graph: ir.Graph) -> dict[tuple[int, int], int]:
@@ -65,7 +65,7 @@ def _holders(graph: ir.Graph) -> dict[tuple[int, int], int]:
     from one weight (a tied embedding read by a lookup and by the output layer) share it."""
     counts: dict[tuple[int, int], int] = {}
     for t in graph.tensors():
-        if t.is_constant and t.data.nbytes:
+        if t.data is not None and t.data.nbytes:
             key = _memory(t)
             counts[key] = counts.get(key, 0) + 1
     return counts
@@ -85,29 +85,29 @@ def _fold_into_next_dense(graph: ir.Graph) -> bool:
     for op in reversed(graph.ops):
         if op.opcode not in ("MUL", "ADD", "SUB") or op.options.get("fused_activation_function", "NONE") != "NONE":
             continue
-        x, const = op.inputs
-        if op.opcode != "SUB" and x is not None and x.is_constant:
+        x, const = op.tensor_inputs()
+        if op.opcode != "SUB" and x.is_constant:
             x, const = const, x
-        if x is None or const is None or x.is_constant or not const.is_constant or x.dtype.kind != "f":
+        if x.is_constant or not const.is_constant or x.dtype.kind != "f":
             continue
         out = op.outputs[0]
         readers = consumers.get(out, [])
         if len(readers) != 1 or out.shape != x.shape or out in graph.outputs:
             continue
         dense = readers[0]
-        if dense.opcode != "FULLY_CONNECTED" or dense.inputs[0] is not out or not dense.inputs[1].is_constant:
+        if dense.opcode != "FULLY_CONNECTED" or dense.inputs[0] is not out or not dense.input(1).is_constant:
             continue
-        if _shared(dense.inputs[1], consumers, holders):
+        weights = dense.input(1)
+        if _shared(weights, consumers, holders):
             continue  # shared weights (a tied embedding, say): folding would store a second copy
         bias = dense.inputs[2] if len(dense.inputs) > 2 else None
         if bias is not None and not bias.is_constant:
             continue
         vec = _channel_vector(const, out)
-        weights = dense.inputs[1]
         if vec is None or weights.shape[1] != out.shape[-1]:
             continue
-        w = weights.data.astype(np.float64)
-        b = bias.data.astype(np.float64) if bias is not None else np.zeros(w.shape[0])
+        w = weights.values.astype(np.float64)
+        b = bias.values.astype(np.float64) if bias is not None else np.zeros(w.shape[0])
         if op.opcode == "MUL":
             w = w * vec[None, :]
         else:
@@ -134,10 +134,10 @@ def _fold_into_layers(graph: ir.Graph) -> bool:
     for op in graph.ops:
         if op.opcode not in ("MUL", "ADD", "SUB"):
             continue
-        layer_out, const = op.inputs
-        if const is None or not const.is_constant:
+        layer_out, const = op.tensor_inputs()
+        if not const.is_constant:
             layer_out, const = const, layer_out
-        if layer_out is None or const is None or not const.is_constant or layer_out.is_constant:
+        if not const.is_constant or layer_out.is_constant:
             continue
         if op.opcode == "SUB" and op.inputs[1] is not const:
             continue
@@ -147,13 +147,13 @@ def _fold_into_layers(graph: ir.Graph) -> bool:
         reshape = None
         if layer is not None and layer.opcode == "RESHAPE" and layer_out not in graph.outputs \
                 and len(consumers.get(layer_out, [])) == 1:
-            reshape, layer_out = layer, layer.inputs[0]
+            reshape, layer_out = layer, layer.input(0)
             layer = producers.get(layer_out)
         if layer is None or layer.opcode not in LAYERS or layer_out in graph.outputs:
             continue
         if len(consumers.get(layer_out, [])) != 1 or layer.options.get("fused_activation_function") != "NONE":
             continue
-        weights, bias = layer.inputs[1], layer.inputs[2] if len(layer.inputs) > 2 else None
+        weights, bias = layer.input(1), layer.inputs[2] if len(layer.inputs) > 2 else None
         if not weights.is_constant or (bias is not None and not bias.is_constant):
             continue
         if _shared(weights, consumers, holders):
@@ -167,8 +167,8 @@ def _fold_into_layers(graph: ir.Graph) -> bool:
         if vec is None:
             continue
         axis = LAYERS[layer.opcode]
-        w = weights.data.astype(np.float64)
-        b = bias.data.astype(np.float64) if bias is not None else np.zeros(layer_out.shape[-1])
+        w = weights.values.astype(np.float64)
+        b = bias.values.astype(np.float64) if bias is not None else np.zeros(layer_out.shape[-1])
         if op.opcode == "MUL":
             shape = [1] * w.ndim
             shape[axis] = -1

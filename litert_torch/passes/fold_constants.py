@@ -52,7 +52,7 @@ def run(graph: ir.Graph) -> bool:
                 or not all(t is not None and t.is_constant for t in op.inputs) or out in graph.outputs):
             kept.append(op)
             continue
-        value = np.asarray(fold(op, [t.data for t in op.inputs])).astype(out.dtype).reshape(out.shape)
+        value = np.asarray(fold(op, [t.values for t in op.tensor_inputs()])).astype(out.dtype).reshape(out.shape)
         replacements[out] = ir.Tensor(out.name, out.shape, out.dtype, value)
         changed = True
     graph.ops = kept
@@ -67,25 +67,25 @@ def _move_dequantize(graph: ir.Graph) -> bool:
     for op in graph.ops:
         if op.opcode not in ("TRANSPOSE", "RESHAPE") or op.options.get("fused_activation_function", "NONE") != "NONE":
             continue
-        source = op.inputs[0]
+        source = op.input(0)
         dequantize = producers.get(source)
-        if (dequantize is None or dequantize.opcode != "DEQUANTIZE" or not dequantize.inputs[0].is_constant
+        if (dequantize is None or dequantize.opcode != "DEQUANTIZE" or not dequantize.input(0).is_constant
                 or len(consumers.get(source, [])) != 1 or source in graph.outputs
                 or not all(t is None or t.is_constant for t in op.inputs[1:])):
             continue
-        q = dequantize.inputs[0]
+        q = dequantize.input(0)
         params = q.quantization
         out = op.outputs[0]
         if op.opcode == "TRANSPOSE":
-            perm = [int(p) for p in op.inputs[1].data]
-            data = np.transpose(q.data, perm)
+            perm = [int(p) for p in op.input(1).values]
+            data = np.transpose(q.values, perm)
             if params is not None and len(params.scale) > 1:
                 params = ir.Quantization(params.scale, params.zero_point, perm.index(params.axis))
         else:
             if (params is not None and len(params.scale) > 1
                     and tuple(out.shape[:params.axis + 1]) != tuple(q.shape[:params.axis + 1])):
                 continue  # the per-channel axis keeps its place only when the reshape leaves the dims up to it
-            data = q.data.reshape(out.shape)
+            data = q.values.reshape(out.shape)
         moved = ir.Tensor(f"{q.name}/{op.opcode.lower()}", data.shape, q.dtype, data, quantization=params)
         op.opcode, op.inputs, op.options = "DEQUANTIZE", [moved], {}
         dequantize.outputs = [ir.Tensor(f"{source.name}/unused", source.shape, source.dtype)]

@@ -25,17 +25,17 @@ def _window(op: ir.Op) -> tuple[list[int], list[int], list[int]]:
     """Kernel extent, stride and dilation over (H, W)."""
     o = op.options
     if op.opcode in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-        kernel = list(op.inputs[1].shape[1:3])
+        kernel = list(op.input(1).shape[1:3])
         return kernel, [o["stride_h"], o["stride_w"]], [o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)]
     return [o["filter_height"], o["filter_width"]], [o["stride_h"], o["stride_w"]], [1, 1]
 
 
 def _pad_value_ok(pad: ir.Op, reader: ir.Op) -> bool:
     if reader.opcode == "MAX_POOL_2D":
-        return pad.opcode == "PADV2" and pad.inputs[2].is_constant and np.all(np.isneginf(pad.inputs[2].data))
+        return pad.opcode == "PADV2" and pad.input(2).is_constant and bool(np.all(np.isneginf(pad.input(2).values)))
     if pad.opcode == "PAD":
         return True
-    return pad.inputs[2].is_constant and not np.any(pad.inputs[2].data)
+    return pad.input(2).is_constant and not np.any(pad.input(2).values)
 
 
 def run(graph: ir.Graph) -> bool:
@@ -45,15 +45,15 @@ def run(graph: ir.Graph) -> bool:
     for op in graph.ops:
         if op.opcode not in ("CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D") or op.options.get("padding") != "VALID":
             continue
-        pad = producers.get(op.inputs[0])
-        if pad is None or pad.opcode not in ("PAD", "PADV2") or not pad.inputs[1].is_constant:
+        pad = producers.get(op.input(0))
+        if pad is None or pad.opcode not in ("PAD", "PADV2") or not pad.input(1).is_constant:
             continue
         if len(consumers.get(pad.outputs[0], [])) != 1 or pad.outputs[0] in graph.outputs:
             continue
         if not _pad_value_ok(pad, op):
             continue
-        x = pad.inputs[0]
-        pads = pad.inputs[1].data.reshape(-1, 2).tolist()
+        x = pad.input(0)
+        pads = pad.input(1).values.reshape(-1, 2).tolist()
         if x.rank != 4 or pads[0] != [0, 0] or pads[3] != [0, 0]:
             continue
         kernel, stride, dilation = _window(op)
@@ -86,12 +86,12 @@ def zero_pad_nonnegative(graph: ir.Graph) -> bool:
     consumers = graph.consumers()
     changed = False
     for i, op in enumerate(graph.ops):
-        if op.opcode != "PADV2" or not op.inputs[2].is_constant or not np.all(np.isneginf(op.inputs[2].data)):
+        if op.opcode != "PADV2" or not op.input(2).is_constant or not np.all(np.isneginf(op.input(2).values)):
             continue
         readers = consumers.get(op.outputs[0], [])
         if not readers or any(r.opcode != "MAX_POOL_2D" for r in readers) or op.outputs[0] in graph.outputs:
             continue
-        if _nonnegative(producers.get(op.inputs[0])):
+        if _nonnegative(producers.get(op.input(0))):
             graph.ops[i] = ir.Op("PAD", op.inputs[:2], op.outputs, {}, op.source, op.value_node)
             changed = True
     return changed

@@ -25,7 +25,7 @@ def run(graph: ir.Graph) -> bool:
     for op in list(graph.ops):
         if op.opcode not in ACTIVATIONS:
             continue
-        x = op.inputs[0]
+        x = op.input(0)
         prev = producers.get(x)
         if prev is None or prev.opcode not in CAN_FUSE or len(consumers.get(x, [])) != 1 or x in graph.outputs:
             continue

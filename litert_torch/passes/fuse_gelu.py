@@ -23,7 +23,7 @@ CUBIC = 0.044715
 
 
 def _scalar(t: ir.Tensor | None) -> float | None:
-    if t is None or not t.is_constant or t.data.size != 1 or t.dtype.kind != "f":
+    if t is None or t.data is None or t.data.size != 1 or t.dtype.kind != "f":
         return None
     return float(t.data.reshape(-1)[0])
 
@@ -49,7 +49,7 @@ class _Graph:
         op = self.op(t, opcode)
         if op is None or len(op.inputs) != 2:
             return None
-        a, b = op.inputs
+        a, b = op.tensor_inputs()
         if _close(_scalar(b), constant) and not a.is_constant:
             return a
         if _close(_scalar(a), constant) and not b.is_constant:
@@ -64,7 +64,7 @@ class _Graph:
         op = self.op(t, "MUL")
         if op is None:
             return False
-        a, b = op.inputs
+        a, b = op.tensor_inputs()
         for square, other in ((a, b), (b, a)):
             if other is not x:
                 continue
@@ -81,7 +81,7 @@ class _Graph:
         op = self.op(t, "ADD")
         if op is None:
             return None
-        a, b = op.inputs
+        a, b = op.tensor_inputs()
         for x, term in ((a, b), (b, a)):
             cube = self.scaled(term, "MUL", CUBIC)
             if cube is not None and self.is_cube_of(cube, x):
@@ -90,14 +90,14 @@ class _Graph:
 
     def gelu_argument(self, y: ir.Op) -> ir.Tensor | None:
         """x when `y` (a MUL) computes 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))."""
-        a, b = y.inputs
+        a, b = y.tensor_inputs()
         for half, one_plus in ((a, b), (b, a)):
             x = self.scaled(half, "MUL", 0.5)
             tanh_out = self.scaled(one_plus, "ADD", 1.0)
             tanh = self.op(tanh_out, "TANH")
             if x is None or tanh is None:
                 continue
-            inner = self.scaled(tanh.inputs[0], "MUL", SQRT_2_OVER_PI)
+            inner = self.scaled(tanh.input(0), "MUL", SQRT_2_OVER_PI)
             if inner is not None and self.inner_argument(inner) is x:
                 return x
         return None

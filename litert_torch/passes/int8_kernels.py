@@ -46,8 +46,9 @@ def run(graph: ir.Graph) -> bool:
             continue
         if op.opcode in ("ADD", "MEAN") or op.opcode in SAME_SCALE:
             arity = 2 if op.opcode == "ADD" else 1
-            operands = [_dequantized(t, producers) for t in op.inputs[:arity]]
-            if any(q is None or q.is_constant or q.dtype != np.int8 for q in operands):
+            found = [_dequantized(t, producers) for t in op.inputs[:arity]]
+            operands = [q for q in found if q is not None and not q.is_constant and q.dtype == np.int8]
+            if len(operands) != len(found):
                 continue
             if op.opcode in SAME_SCALE and operands[0].quantization != quantize.outputs[0].quantization:
                 continue
@@ -79,16 +80,16 @@ def _sink_dequantize(graph: ir.Graph) -> bool:
     for op in list(graph.ops):  # (the loop inserts ops)
         if op.opcode not in MOVES:
             continue
-        dequantize = producers.get(op.inputs[0])
+        dequantize = producers.get(op.input(0))
         if dequantize is None or dequantize.opcode != "DEQUANTIZE":
             continue
-        q = dequantize.inputs[0]
+        q = dequantize.input(0)
         if q.is_constant or q.quantization is None or len(q.quantization.scale) != 1 or q.dtype != np.int8:
             continue
         rest = list(op.inputs[1:])
         if op.opcode == "PADV2":
             value = rest[1]
-            if value is None or not value.is_constant or value.data.size != 1:
+            if value is None or value.data is None or value.data.size != 1:
                 continue
             v = float(value.data.reshape(()))
             zero = int(q.quantization.zero_point[0])
@@ -120,10 +121,10 @@ def _requantize(graph: ir.Graph) -> bool:
     for op in graph.ops:
         if op.opcode != "QUANTIZE":
             continue
-        dequantize = producers.get(op.inputs[0])
-        if dequantize is None or dequantize.opcode != "DEQUANTIZE" or dequantize.inputs[0].is_constant:
+        dequantize = producers.get(op.input(0))
+        if dequantize is None or dequantize.opcode != "DEQUANTIZE" or dequantize.input(0).is_constant:
             continue
-        a = dequantize.inputs[0]
+        a = dequantize.input(0)
         if a.dtype != op.outputs[0].dtype or a.quantization is None or len(a.quantization.scale) != 1:
             continue
         if a.quantization == op.outputs[0].quantization and op.outputs[0] not in graph.outputs:
@@ -133,7 +134,7 @@ def _requantize(graph: ir.Graph) -> bool:
         changed = True
     if replaced:
         for op in graph.ops:
-            op.inputs = [replaced.get(t, t) for t in op.inputs]
+            op.inputs = [replaced.get(t, t) if t is not None else None for t in op.inputs]
     if changed:
         remove_dead_ops(graph)
     return changed
@@ -155,26 +156,29 @@ def _dequantized(t: ir.Tensor | None, producers: dict) -> ir.Tensor | None:
     op = producers.get(t) if t is not None else None
     if op is None or op.opcode != "DEQUANTIZE":
         return None
-    q = op.inputs[0]
+    q = op.input(0)
     return q if q.quantization is not None and q.dtype == np.int8 else None
 
 
 def _weighted_inputs(op: ir.Op, producers: dict) -> list | None:
     x = _dequantized(op.inputs[0], producers)
     w = _dequantized(op.inputs[1], producers)
-    if x is None or w is None or x.is_constant or not w.is_constant or len(x.quantization.scale) != 1:
+    if x is None or w is None or x.is_constant or not w.is_constant:
         return None
-    w_scales = np.asarray(w.quantization.scale, np.float64)
-    if any(z != 0 for z in w.quantization.zero_point):
+    x_params, w_params = x.quantization, w.quantization  # both set: _dequantized returns only quantized tensors
+    if x_params is None or w_params is None or len(x_params.scale) != 1:
+        return None
+    w_scales = np.asarray(w_params.scale, np.float64)
+    if any(z != 0 for z in w_params.zero_point):
         return None  # LiteRT's int8 kernels take symmetric weights
-    if w_scales.size > 1 and w.quantization.axis != WEIGHTED[op.opcode]:
+    if w_scales.size > 1 and w_params.axis != WEIGHTED[op.opcode]:
         return None
     bias = op.inputs[2] if len(op.inputs) > 2 else None
     rest = list(op.inputs[3:])
     if bias is not None:
-        if not bias.is_constant or bias.dtype != np.float32:
+        if bias.data is None or bias.dtype != np.float32:
             return None
-        scales = float(x.quantization.scale[0]) * w_scales
+        scales = float(x_params.scale[0]) * w_scales
         q = np.round(bias.data.astype(np.float64) / scales)
         if np.abs(q).max(initial=0) > INT32_MAX:
             return None

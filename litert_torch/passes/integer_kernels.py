@@ -95,7 +95,8 @@ DATA_INPUTS: dict[str, tuple[int, ...]] = {
 _LOGICAL = ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "REDUCE_ALL")
 # ops whose result is bool whatever their operands' dtype
 _BOOL_RESULT = frozenset({"EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"})
-_CLAMPS = {"RELU": (0, None), "RELU6": (0, 6), "RELU_N1_TO_1": (-1, 1), "RELU_0_TO_1": (0, 1), "SIGN": (-1, 1)}
+_CLAMPS: dict[str, tuple[int, int | None]] = {
+    "RELU": (0, None), "RELU6": (0, 6), "RELU_N1_TO_1": (-1, 1), "RELU_0_TO_1": (0, 1), "SIGN": (-1, 1)}
 
 
 def run(graph: ir.Graph) -> bool:
@@ -120,12 +121,12 @@ def _needs_work(op: ir.Op) -> bool:
         return False
     if op.opcode == "POW" and _negative_exponent(op):
         return True
-    return any(op.inputs[k].dtype not in allowed for k in _data(op))
+    return any(op.input(k).dtype not in allowed for k in _data(op))
 
 
 def _negative_exponent(op: ir.Op) -> bool:
     """An integer POW whose exponent may be negative."""
-    base, exp = op.inputs
+    base, exp = op.tensor_inputs()
     if not (_plain(base) and _plain(exp)) or base.dtype == BOOL:
         return False
     return not exp.is_constant or bool((np.asarray(exp.data) < 0).any())
@@ -135,7 +136,8 @@ class _Builder:
     """Ops put before (`ops`) and after (`after`) the op being rewritten, with its source."""
 
     def __init__(self, op: ir.Op, ops: list[ir.Op]):
-        self.source, self.ops, self.after, self.n = op.source, ops, [], 0
+        self.source, self.ops, self.n = op.source, ops, 0
+        self.after: list[ir.Op] = []
 
     def tensor(self, like: ir.Tensor, dtype, role: str) -> ir.Tensor:
         self.n += 1
@@ -178,15 +180,14 @@ def _rewrite(graph: ir.Graph) -> bool:
 
 def _special(op: ir.Op, build: _Builder) -> bool:
     """The rewrites that make an op something else; True when `op` was rewritten in place."""
-    x = op.inputs[0]
+    x = op.input(0)
     dtype = x.dtype
     if op.opcode in ("FLOOR", "CEIL", "ROUND") or (op.opcode in _CLAMPS and dtype == BOOL):
         op.opcode, op.inputs, op.options = "CAST", [x], {}  # the same dtype in and out: removed by cleanup
         return True
     if op.opcode in _CLAMPS:  # MAXIMUM and MINIMUM take every plain integer dtype
-        low, high = _CLAMPS[op.opcode]
-        if np.iinfo(dtype).min >= low:  # an unsigned x is already at least `low`
-            low = None
+        bound, high = _CLAMPS[op.opcode]
+        low = None if np.iinfo(dtype).min >= bound else bound  # an unsigned x is already at least `bound`
         if low is None and high is None:
             op.opcode, op.inputs = "CAST", [x]
         elif high is None:
@@ -202,7 +203,7 @@ def _special(op: ir.Op, build: _Builder) -> bool:
         return True
     if op.opcode in _LOGICAL:
         for k in _data(op):
-            t = op.inputs[k]
+            t = op.input(k)
             if t.dtype != BOOL:
                 op.inputs[k] = build.emit("NOT_EQUAL", [build.cast(t, I32), build.scalar(0, I32)], t, BOOL, "nonzero")
         return True
@@ -217,7 +218,7 @@ def _widen(op: ir.Op, build: _Builder) -> None:
     dtype cast back; refused when no such kernel exists."""
     allowed = PLAIN_DTYPES[op.opcode]
     positions = _data(op)
-    dtypes = {op.inputs[k].dtype for k in positions}
+    dtypes = {op.input(k).dtype for k in positions}
     work = next((d for d in (I32, U8) if d in allowed and (d == I32 or dtypes == {BOOL})), None)
     if work is None or not dtypes <= _NARROW | {BOOL, work}:
         src = op.source
@@ -227,7 +228,7 @@ def _widen(op: ir.Op, build: _Builder) -> None:
                             "; compute it in float32 in the model (x.float()) or in another integer type",
                             target=src.target if src else None, location=src.location if src else None)
     for k in positions:
-        op.inputs[k] = build.cast(op.inputs[k], work)
+        op.inputs[k] = build.cast(op.input(k), work)
     if op.opcode in _BOOL_RESULT:
         return
     for i, t in enumerate(op.outputs):
@@ -240,7 +241,7 @@ def _widen(op: ir.Op, build: _Builder) -> None:
 def _integer_pow(op: ir.Op, build: _Builder) -> None:
     """b ** e for integers: |e| as the exponent (no negative exponent reaches the kernel), then 0 where e < 0 and
     |b| > 1 (1 and -1 are their own inverses; PyTorch gives 0 for the rest)."""
-    base, exp = op.inputs
+    base, exp = op.tensor_inputs()
     out = op.outputs[0]
     if not _negative_exponent(op):
         _widen(op, build)

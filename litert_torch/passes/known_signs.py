@@ -30,7 +30,7 @@ _MOVES = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SL
 
 
 def _const_all(t: ir.Tensor | None, value: int | float) -> bool:
-    return t is not None and t.is_constant and t.quantization is None and t.data.size > 0 \
+    return t is not None and t.data is not None and t.quantization is None and t.data.size > 0 \
         and bool(np.all(t.data == value)) and (value != 0 or not np.any(np.signbit(t.data)))
 
 
@@ -49,7 +49,7 @@ class _Facts:
         dtype = np.dtype(t.dtype)
         result = False
         if t.quantization is None and (dtype == np.float32 if want_float else dtype in (np.int32, np.int64)):
-            if t.is_constant:
+            if t.data is not None:
                 result = bool(t.data.size == 0 or not np.any(np.signbit(t.data)))
             else:
                 op = self.producers.get(t)
@@ -60,11 +60,11 @@ class _Facts:
                     else:
                         result = (op.opcode, position) in _INDEX_OUTPUTS
                     if not result and op.opcode in _MOVES and position == 0:
-                        result = self.nonnegative(op.inputs[0], want_float)
+                        result = self.nonnegative(op.input(0), want_float)
                     if not result and op.opcode == "CONCATENATION":
-                        result = all(self.nonnegative(x, want_float) for x in op.inputs)
+                        result = all(self.nonnegative(x, want_float) for x in op.tensor_inputs())
                     if not result and op.opcode == "SELECT_V2" and len(op.inputs) == 3:
-                        result = all(self.nonnegative(x, want_float) for x in op.inputs[1:])
+                        result = all(self.nonnegative(x, want_float) for x in op.tensor_inputs()[1:])
         self._memo[key] = result
         return result
 
@@ -79,7 +79,7 @@ def _unchanged_input(facts: _Facts, op: ir.Op, readers: dict) -> ir.Tensor | Non
     """What the SELECT_V2 `op` returns unchanged, when its fix cannot apply; else None."""
     if len(op.inputs) != 3:
         return None
-    cond, when_true, when_false = op.inputs
+    cond, when_true, when_false = op.tensor_inputs()
     test = facts.producers.get(cond)
     if test is None or len(test.inputs) != 2 or test.inputs[0] is not when_false:
         return None
@@ -94,8 +94,8 @@ def _unchanged_input(facts: _Facts, op: ir.Op, readers: dict) -> ir.Tensor | Non
         cast = _produced(facts, x, "BITCAST")
         if (xor is not None and xor.inputs[0] is x
                 and _const_all(xor.inputs[1], 0x7FFFFFFF) and cast is not None
-                and facts.nonnegative(cast.inputs[0], want_float=True)
-                and _nan_replaced_by_every_reader(facts, op.outputs[0], cast.inputs[0], readers)):
+                and facts.nonnegative(cast.input(0), want_float=True)
+                and _nan_replaced_by_every_reader(facts, op.outputs[0], cast.input(0), readers)):
             return x
     if test.opcode == "EQUAL" and _const_all(test.inputs[1], 0.0) and _const_all(when_true, 0.0) \
             and facts.nonnegative(x, want_float=True):
@@ -111,10 +111,10 @@ def _nan_replaced_by_every_reader(facts: _Facts, keys: ir.Tensor, f: ir.Tensor, 
         return False
     for use in uses:
         if use.opcode != "SELECT_V2" or len(use.inputs) != 3 or use.inputs[2] is not keys \
-                or use.inputs[0] is keys or use.inputs[1] is keys or not use.inputs[1].is_constant:
+                or use.inputs[0] is keys or use.inputs[1] is keys or not use.input(1).is_constant:
             return False
         nan = _produced(facts, use.inputs[0], "NOT_EQUAL")
-        if nan is None or nan.inputs[0] is not nan.inputs[1] or not _same_values(facts, nan.inputs[0], f):
+        if nan is None or nan.inputs[0] is not nan.inputs[1] or not _same_values(facts, nan.input(0), f):
             return False
     return True
 

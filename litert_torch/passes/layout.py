@@ -30,9 +30,9 @@ MAX_SWEEPS = 50
 
 
 def perm_of(op: ir.Op) -> list[int] | None:
-    if op.opcode != "TRANSPOSE" or not op.inputs[1].is_constant:
+    if op.opcode != "TRANSPOSE" or not op.input(1).is_constant:
         return None
-    return [int(p) for p in op.inputs[1].data]
+    return [int(p) for p in op.input(1).values]
 
 
 def inverse(perm: list[int]) -> list[int]:
@@ -111,11 +111,11 @@ class LayoutPass:
     def _fold_transpose(self, op: ir.Op) -> list[ir.Op] | None:
         """T_q(T_p(x)) -> T_(p.q)(x); the inner transpose dies when nothing else reads it."""
         perm = perm_of(op)
-        x = op.inputs[0]
+        x = op.input(0)
         inner = self._input_perm(x)
         if perm is None or inner is None:
             return None
-        return [transpose_op(self.producers[x].inputs[0], [inner[p] for p in perm], op.outputs[0], op.source)]
+        return [transpose_op(self.producers[x].input(0), [inner[p] for p in perm], op.outputs[0], op.source)]
 
     def _sink(self, op: ir.Op, positions: list[int], axis_key: str | None = None) -> list[ir.Op] | None:
         """op(T_p(x1), T_p(x2), const) -> T_p(op(x1, x2, const')).
@@ -125,16 +125,16 @@ class LayoutPass:
         """
         out = op.outputs[0]
         perms = {i: self._input_perm(op.inputs[i]) for i in positions
-                 if op.inputs[i] is not None and not op.inputs[i].is_constant}
+                 if op.inputs[i] is not None and not op.input(i).is_constant}
         found = {tuple(p) for p in perms.values() if p is not None}
         if len(found) != 1:
             return None
         perm = list(found.pop())
         inv = inverse(perm)
         for i, p in perms.items():
-            t = op.inputs[i]
-            padded = (1,) * (out.rank - t.rank) + t.shape
-            if (p is not None and t.rank != out.rank) or (p is None and not is_reshape_like(padded, inv)):
+            operand = op.input(i)
+            padded = (1,) * (out.rank - operand.rank) + operand.shape
+            if (p is not None and operand.rank != out.rank) or (p is None and not is_reshape_like(padded, inv)):
                 return None
         extra: list[ir.Op] = []
         new_inputs = list(op.inputs)
@@ -146,7 +146,7 @@ class LayoutPass:
                 if t.rank > out.rank:
                     return None
                 if t.size != 1:
-                    data = np.transpose(t.data.reshape((1,) * (out.rank - t.rank) + t.shape), inv)
+                    data = np.transpose(t.values.reshape((1,) * (out.rank - t.rank) + t.shape), inv)
                     new_inputs[i] = ir.Tensor(ir.derived_name(t.name, "nhwc"), data.shape, t.dtype, data)
             elif perms[i] is None:
                 padded = (1,) * (out.rank - t.rank) + t.shape
@@ -155,7 +155,7 @@ class LayoutPass:
                 extra.append(reshape_op(t, moved_t, op.source))
                 new_inputs[i] = moved_t
             else:
-                new_inputs[i] = self.producers[t].inputs[0]
+                new_inputs[i] = self.producers[t].input(0)
         inner_out = ir.Tensor(ir.derived_name(out.name, "pre"), [out.shape[i] for i in inv], out.dtype,
                               quantization=out.quantization)
         options = dict(op.options)
@@ -166,13 +166,13 @@ class LayoutPass:
         return [*extra, moved, transpose_op(inner_out, perm, out, op.source)]
 
     def _sink_reduction(self, op: ir.Op) -> list[ir.Op] | None:
-        x, axes_t = op.inputs[0], op.inputs[1]
+        x, axes_t = op.input(0), op.input(1)
         perm = self._input_perm(x)
         if perm is None or not axes_t.is_constant:
             return None
-        source = self.producers[x].inputs[0]
+        source = self.producers[x].input(0)
         rank = x.rank
-        axes = sorted({int(a) + rank if a < 0 else int(a) for a in axes_t.data.reshape(-1)})
+        axes = sorted({int(a) + rank if a < 0 else int(a) for a in axes_t.values.reshape(-1)})
         new_axes = sorted(perm[a] for a in axes)
         out = op.outputs[0]
         if op.options.get("keep_dims"):
@@ -193,7 +193,7 @@ class LayoutPass:
         moves below it. Unit dims are free; each group of (non-unit) axes the reshape merges or splits must be
         contiguous among x's non-unit axes. T_r reorders axes inside such groups only (the one real data
         movement of a channel shuffle) and is left out when it is the identity."""
-        x, out = op.inputs[0], op.outputs[0]
+        x, out = op.input(0), op.outputs[0]
         perm = self._input_perm(x)
         if perm is None:
             return None
@@ -202,7 +202,7 @@ class LayoutPass:
         groups = reshape_groups(tuple(x.shape[i] for i in y_axes), tuple(out.shape[j] for j in out_axes))
         if groups is None:
             return None
-        source = self.producers[x].inputs[0]
+        source = self.producers[x].input(0)
         x_axes = [a for a in range(source.rank) if source.shape[a] != 1]  # non-unit axes of x, in order
         rank_of = {a: r for r, a in enumerate(x_axes)}
         reordered = list(x_axes)
@@ -236,10 +236,10 @@ class LayoutPass:
     def _sink_slice(self, op: ir.Op) -> list[ir.Op] | None:
         """SLICE / STRIDED_SLICE(T_p(x)) -> T_q(slice of x with the bounds permuted); axes a strided slice
         shrinks away drop out of the permutation (which often leaves the identity)."""
-        x, out = op.inputs[0], op.outputs[0]
+        x, out = op.input(0), op.outputs[0]
         perm = self._input_perm(x)
-        bounds = op.inputs[1:]
-        if perm is None or not all(b is not None and b.is_constant for b in bounds):
+        bounds = op.tensor_inputs()[1:]
+        if perm is None or not all(b.is_constant for b in bounds):
             return None
         options = dict(op.options)
         shrink = 0
@@ -251,7 +251,7 @@ class LayoutPass:
         inv = inverse(perm)
         new_bounds = []
         for b in bounds:
-            values = b.data.reshape(-1)
+            values = b.values.reshape(-1)
             data = np.array([values[inv[a]] for a in range(x.rank)], np.int32)
             new_bounds.append(ir.Tensor(ir.derived_name(b.name, "moved"), data.shape, np.int32, data))
         kept_y = [i for i in range(x.rank) if not shrink >> i & 1]
@@ -259,54 +259,54 @@ class LayoutPass:
         q = [kept_x.index(perm[i]) for i in kept_y]
         inner_out = ir.Tensor(ir.derived_name(out.name, "pre"), [out.shape[q.index(j)] for j in range(len(q))],
                               out.dtype, quantization=out.quantization)
-        moved = ir.Op(op.opcode, [self.producers[x].inputs[0], *new_bounds], [inner_out], options, op.source)
+        moved = ir.Op(op.opcode, [self.producers[x].input(0), *new_bounds], [inner_out], options, op.source)
         return [moved, transpose_op(inner_out, q, out, op.source)]
 
     def _sink_pad(self, op: ir.Op) -> list[ir.Op] | None:
         """PAD(T_p(x), paddings) -> T_p(PAD(x, paddings with rows permuted)). A transpose of a graph input stays
         above the pad: nothing above it could cancel it, and it would move more data below."""
-        x, paddings, out = op.inputs[0], op.inputs[1], op.outputs[0]
+        x, paddings, out = op.input(0), op.input(1), op.outputs[0]
         perm = self._input_perm(x)
-        if perm is None or not paddings.is_constant or self.producers[x].inputs[0] in self.graph.inputs:
+        if perm is None or not paddings.is_constant or self.producers[x].input(0) in self.graph.inputs:
             return None
         inv = inverse(perm)
-        rows = paddings.data.reshape(-1, 2)
+        rows = paddings.values.reshape(-1, 2)
         moved = np.ascontiguousarray(rows[inv]).astype(np.int32)
         new_paddings = ir.Tensor(ir.derived_name(paddings.name, "moved"), moved.shape, np.int32, moved)
         inner_out = ir.Tensor(ir.derived_name(out.name, "pre"), [out.shape[i] for i in inv], out.dtype,
                               quantization=out.quantization)
-        pad = ir.Op(op.opcode, [self.producers[x].inputs[0], new_paddings, *op.inputs[2:]], [inner_out],
+        pad = ir.Op(op.opcode, [self.producers[x].input(0), new_paddings, *op.inputs[2:]], [inner_out],
                     dict(op.options), op.source)
         return [pad, transpose_op(inner_out, perm, out, op.source)]
 
     def _sink_broadcast(self, op: ir.Op) -> list[ir.Op] | None:
         """BROADCAST_TO / TILE(T_p(x), shape) -> T_p(BROADCAST_TO / TILE(x, shape permuted))."""
-        x, shape_t, out = op.inputs[0], op.inputs[1], op.outputs[0]
+        x, shape_t, out = op.input(0), op.input(1), op.outputs[0]
         perm = self._input_perm(x)
         if perm is None or not shape_t.is_constant or x.rank != out.rank:
             return None
         inv = inverse(perm)
-        values = shape_t.data.reshape(-1)
+        values = shape_t.values.reshape(-1)
         moved = np.array([values[i] for i in inv], shape_t.dtype)
         new_shape = ir.Tensor(ir.derived_name(shape_t.name, "moved"), moved.shape, moved.dtype, moved)
         inner_out = ir.Tensor(ir.derived_name(out.name, "pre"), [out.shape[i] for i in inv], out.dtype,
                               quantization=out.quantization)
-        moved_op = ir.Op(op.opcode, [self.producers[x].inputs[0], new_shape], [inner_out], dict(op.options), op.source)
+        moved_op = ir.Op(op.opcode, [self.producers[x].input(0), new_shape], [inner_out], dict(op.options), op.source)
         return [moved_op, transpose_op(inner_out, perm, out, op.source)]
 
     def _sink_split(self, op: ir.Op) -> list[ir.Op] | None:
         """SPLIT(T_p(x), axis) -> T_p(SPLIT(x, p[axis])) for each output."""
         data_index, axis_index = (1, 0) if op.opcode == "SPLIT" else (0, 2)
-        x, axis_t = op.inputs[data_index], op.inputs[axis_index]
+        x, axis_t = op.input(data_index), op.input(axis_index)
         perm = self._input_perm(x)
         if perm is None or not axis_t.is_constant:
             return None
-        axis = int(axis_t.data.reshape(-1)[0])
+        axis = int(axis_t.values.reshape(-1)[0])
         axis = axis + x.rank if axis < 0 else axis
         inv = inverse(perm)
         new_axis = np.array(perm[axis], np.int32)
         inputs = list(op.inputs)
-        inputs[data_index] = self.producers[x].inputs[0]
+        inputs[data_index] = self.producers[x].input(0)
         inputs[axis_index] = ir.Tensor(ir.derived_name(axis_t.name, "moved"), (), np.int32, new_axis)
         inner_outs = [ir.Tensor(ir.derived_name(o.name, "pre"), [o.shape[i] for i in inv], o.dtype,
                                 quantization=o.quantization) for o in op.outputs]
@@ -362,8 +362,8 @@ def transposes_to_reshapes(graph: ir.Graph) -> bool:
     changed = False
     for i, op in enumerate(graph.ops):
         perm = perm_of(op)
-        if perm is not None and is_reshape_like(op.inputs[0].shape, perm):
-            graph.ops[i] = reshape_op(op.inputs[0], op.outputs[0], op.source)
+        if perm is not None and is_reshape_like(op.input(0).shape, perm):
+            graph.ops[i] = reshape_op(op.input(0), op.outputs[0], op.source)
             changed = True
     return changed
 

@@ -31,7 +31,7 @@ def run(graph: ir.Graph) -> bool:
         if op.opcode != "BATCH_MATMUL":
             continue
         for index, flag in enumerate(FLAGS):
-            source = producers.get(op.inputs[index])
+            source = producers.get(op.input(index))
             if source is None or not _swaps_last_two(source):
                 continue
             op.inputs = [source.inputs[0] if i == index else t for i, t in enumerate(op.inputs)]

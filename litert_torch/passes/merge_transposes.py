@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from litert_torch import ir
+from litert_torch.errors import MalformedGraphError
 from litert_torch.passes.cleanup import remove_dead_ops
 from litert_torch.passes.layout import (
     ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, REDUCTIONS, inverse, is_reshape_like, perm_of, reshape_op,
@@ -32,7 +33,15 @@ from litert_torch.passes.layout import (
 def _keeps_rank(op: ir.Op) -> bool:
     if op.opcode in ELEMENTWISE_UNARY or op.opcode in ELEMENTWISE_BINARY:
         return True
-    return op.opcode in REDUCTIONS and bool(op.options.get("keep_dims")) and op.inputs[1].is_constant
+    return op.opcode in REDUCTIONS and bool(op.options.get("keep_dims")) and op.input(1).is_constant
+
+
+def _top_perm(top: ir.Op) -> list[int]:
+    """The permutation of `top`, a TRANSPOSE this pass picked for having a constant one."""
+    perm = perm_of(top)
+    if perm is None:
+        raise MalformedGraphError(f"{top!r} was taken for a TRANSPOSE with a constant permutation")
+    return perm
 
 
 class _Merge:
@@ -50,11 +59,11 @@ class _Merge:
     def cone(self, top: ir.Op) -> tuple[list[ir.Op], dict[int, str]] | None:
         """The ops computing `top`'s input, which would compute in the transposed layout instead, and how each
         leaf tensor (by id) gets there ("existing", "constant", "reshape"); None when the transpose cannot move."""
-        perm = tuple(perm_of(top))
+        perm = tuple(_top_perm(top))
         rank = len(perm)
         ops: dict[int, ir.Op] = {}
         leaves: dict[int, str] = {}
-        stack = [top.inputs[0]]
+        stack = [top.input(0)]
         while stack:
             t = stack.pop()
             if id(t) in leaves or (t in self.producers and id(self.producers[t]) in ops):
@@ -91,7 +100,7 @@ class _Merge:
 
     def move(self, top: ir.Op, cone: list[ir.Op], leaves: dict[int, str]) -> list[ir.Op]:
         """The cone's ops recomputed in the transposed layout, writing `top`'s output."""
-        perm = perm_of(top)
+        perm = _top_perm(top)
         inv = inverse(perm)
         rank = len(perm)
         new: dict[int, ir.Tensor] = {}
@@ -108,7 +117,7 @@ class _Merge:
                 if t.size == 1:
                     out = t
                 else:
-                    data = np.transpose(t.data.reshape(padded), perm)
+                    data = np.transpose(t.values.reshape(padded), perm)
                     out = ir.Tensor(ir.derived_name(t.name, "merged"), data.shape, t.dtype, data)
             else:
                 out = ir.Tensor(ir.derived_name(t.name, "merged"), [padded[p] for p in perm], t.dtype)
@@ -123,9 +132,9 @@ class _Merge:
             count = 2 if op.opcode in ELEMENTWISE_BINARY else 1
             inputs[:count] = [moved(x) if x is not None else None for x in inputs[:count]]
             if op.opcode in REDUCTIONS:
-                axes = {int(a) % rank for a in op.inputs[1].data.reshape(-1)}
+                axes = {int(a) % rank for a in op.input(1).values.reshape(-1)}
                 data = np.array(sorted(inv[a] for a in axes), np.int32)
-                inputs[1] = ir.Tensor(f"{op.inputs[1].name}/merged", data.shape, np.int32, data)
+                inputs[1] = ir.Tensor(f"{op.input(1).name}/merged", data.shape, np.int32, data)
             if out is top.inputs[0]:
                 result = top.outputs[0]
             else:
@@ -170,7 +179,7 @@ def run(graph: ir.Graph) -> bool:
         kept: set[int] = set()  # transposes a merge of this round reads as a leaf
         replacements: dict[int, list[ir.Op]] = {}
         for top in graph.ops:
-            if perm_of(top) is None or not top.inputs[0].is_static or id(top) in claimed or id(top) in kept:
+            if perm_of(top) is None or not top.input(0).is_static or id(top) in claimed or id(top) in kept:
                 continue
             found = merge.cone(top)
             if found is None:
@@ -197,7 +206,7 @@ def run(graph: ir.Graph) -> bool:
 
 def _existing_leaves(merge: _Merge, top: ir.Op, cone: list[ir.Op], leaves: dict[int, str]) -> list[ir.Tensor]:
     """The outputs of the transposes that the merge of `top` would read."""
-    perm = tuple(perm_of(top))
+    perm = tuple(_top_perm(top))
     found = []
     for op in cone:
         for t in op.inputs:
@@ -209,13 +218,13 @@ def _existing_leaves(merge: _Merge, top: ir.Op, cone: list[ir.Op], leaves: dict[
 # ---- transposes of the pieces of one tensor --------------------------------------------------------------
 def _unit_slice(op: ir.Op) -> int | None:
     """The axis a constant SLICE takes one position of, keeping every other axis whole; else None."""
-    if op.opcode != "SLICE" or not (op.inputs[1].is_constant and op.inputs[2].is_constant):
+    if op.opcode != "SLICE" or not (op.input(1).is_constant and op.input(2).is_constant):
         return None
-    x = op.inputs[0]
+    x = op.input(0)
     if not x.is_static:
         return None
-    begin = [int(v) for v in op.inputs[1].data.reshape(-1)]
-    size = [int(v) for v in op.inputs[2].data.reshape(-1)]
+    begin = [int(v) for v in op.input(1).values.reshape(-1)]
+    size = [int(v) for v in op.input(2).values.reshape(-1)]
     size = [x.shape[a] - begin[a] if n == -1 else n for a, n in enumerate(size)]
     cut = [a for a in range(x.rank) if (begin[a], size[a]) != (0, x.shape[a])]
     if len(cut) != 1 or size[cut[0]] != 1:
@@ -236,7 +245,7 @@ def _scalar_chain(start: ir.Tensor, consumers, outputs) -> tuple[list[ir.Op], ir
         if perm_of(op) is not None and op.inputs[0] is t:
             return chain, op
         scalar_binary = (op.opcode in ELEMENTWISE_BINARY and op.inputs[0] is t and op.inputs[1] is not None
-                         and op.inputs[1].is_constant and op.inputs[1].size == 1)
+                         and op.input(1).is_constant and op.input(1).size == 1)
         if not (op.opcode in ELEMENTWISE_UNARY or scalar_binary) or len(op.outputs) != 1:
             return None
         chain.append(op)
@@ -269,7 +278,7 @@ def share_split_transposes(graph: ir.Graph) -> bool:
         axis = _unit_slice(op)
         if axis is None:
             continue
-        x, piece = op.inputs[0], op.outputs[0]
+        x, piece = op.input(0), op.outputs[0]
         readers = consumers.get(piece, [])
         if piece in outputs or len(readers) != 1 or readers[0].opcode != "RESHAPE" or x.quantization is not None \
                 or piece.quantization is not None:
@@ -284,8 +293,8 @@ def share_split_transposes(graph: ir.Graph) -> bool:
         chain, top = found
         if top.outputs[0].quantization is not None:
             continue
-        index = int(op.inputs[1].data.reshape(-1)[axis])
-        p = perm_of(top)
+        index = int(op.input(1).values.reshape(-1)[axis])
+        p = _top_perm(top)
         member = (index, op, squeeze, chain, top, None)
         candidates.append((id(x), _lift(axis, p), member))
         # a transposed operand of one BATCH_MATMUL may instead come with its last two axes in the other order,

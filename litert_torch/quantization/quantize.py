@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from litert_torch.errors import (
 )
 from litert_torch.quantization.report import QUANTIZATION_KEY, FloatOp, QuantizationReport  # noqa: F401 (re-exported)
 from litert_torch.quantization.weights import FP16_MIN_ELEMENTS, WEIGHT_OPS, fp16_weights  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:
+    from litert_torch.runtime.edge_model import EdgeModel
 
 MODES = ("fp16", "dynamic-int8", "int8")
 MIN_CALIBRATION_SAMPLES = 8
@@ -40,13 +43,14 @@ def int8_weights_report(float_bytes: int, quantized_bytes: int, graphs: list[ir.
 
 
 # ---- calibration data ---------------------------------------------------------------------------------------
-def calibration_feeds(edge, samples: Iterable[Any], signature: str | None = None) -> list[dict[str, np.ndarray]]:
+def calibration_feeds(edge, samples: Iterable[Any] | None, signature: str | None = None) -> list[dict[str, np.ndarray]]:
     """Check `samples` (each a tuple of positional inputs, a dict of keyword inputs, or one tensor) against the
     float model's signature and return them as named arrays. Raises CalibrationError naming the sample."""
     if samples is None:
         raise CalibrationError("int8 quantization needs calibration_data: an iterable of input tuples, as you "
                                f"would pass them to the model (at least {MIN_CALIBRATION_SAMPLES})")
     feeds = []
+    args: tuple[Any, ...]
     for index, sample in enumerate(samples):
         if isinstance(sample, dict):
             args, kwargs = (), sample
@@ -177,7 +181,7 @@ def _float_ops(graph: ir.Graph, mode: str, kept: set[str]) -> tuple[int, int, li
         counted += 1
         tensors = [t for t in (*op.inputs, *op.outputs) if t is not None]
         low = [t for t in tensors if t.dtype in (np.int8, np.uint8, np.int16) or t.quantization is not None
-               or (t in producers and producers[t].opcode == "DEQUANTIZE" and producers[t].inputs[0].is_constant)]
+               or (t in producers and producers[t].opcode == "DEQUANTIZE" and producers[t].input(0).is_constant)]
         if low:
             quantized += 1
         out = op.outputs[0] if op.outputs else None
@@ -197,7 +201,7 @@ def _float_ops(graph: ir.Graph, mode: str, kept: set[str]) -> tuple[int, int, li
 
 # ---- the entry point ----------------------------------------------------------------------------------------
 def quantize_model(edge, mode: str | list | os.PathLike = "int8", *, calibration_data: Iterable[Any] | None = None,
-             quantized_io: bool = False, keep_float: Iterable[str] = (), signature: str | None = None):
+             quantized_io: bool = False, keep_float: Iterable[str] = (), signature: str | None = None) -> EdgeModel:
     """A quantized copy of the float EdgeModel `edge` (see the module docstring for the modes).
 
     `mode`: "fp16", "dynamic-int8", "int8", or an ai-edge-quantizer recipe (list of dicts or JSON path).
@@ -241,7 +245,8 @@ def quantize_model(edge, mode: str | list | os.PathLike = "int8", *, calibration
         for g in float_model.subgraphs:
             fp16_weights(g, {id(op) for op in kept_ops})
         quantized_model = float_model
-        report_recipe = {"fp16": f"float32 constants of {FP16_MIN_ELEMENTS}+ elements as float16 + DEQUANTIZE"}
+        report_recipe: dict[str, str] | list = {
+            "fp16": f"float32 constants of {FP16_MIN_ELEMENTS}+ elements as float16 + DEQUANTIZE"}
     else:
         feeds = None
         if calibrated:

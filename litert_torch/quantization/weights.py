@@ -62,7 +62,7 @@ def int8_weights(graphs: Iterable[ir.Graph], *, release: Callable[[np.ndarray], 
             w = op.inputs[index]
             if w is None or not w.is_constant or w.dtype != np.float32 or w.rank != 2:
                 continue
-            key = (w.data.ctypes.data, w.data.nbytes, w.shape)
+            key = (w.values.ctypes.data, w.values.nbytes, w.shape)
             if key not in done:
                 q, scale = _int8_rows(np.asarray(w.data, np.float32), release=release)
                 done[key] = ir.Tensor(f"{w.name}/int8", w.shape, np.int8, q, quantization=ir.Quantization(
@@ -93,7 +93,7 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
     graphs = list(graphs)
 
     def key_of(w: ir.Tensor) -> tuple[int, int, tuple[int, ...]]:
-        return (w.data.ctypes.data, w.data.nbytes, tuple(w.shape))
+        return (w.values.ctypes.data, w.values.nbytes, tuple(w.shape))
 
     def gathered(op: ir.Op) -> ir.Tensor | None:
         w = op.inputs[0] if op.opcode == "GATHER" and op.inputs else None
@@ -107,7 +107,7 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
         """The channel axis of the table a BATCH_MATMUL reads whole as its right operand, if it does."""
         w = op.inputs[1] if op.opcode == "BATCH_MATMUL" and len(op.inputs) > 1 else None
         if (w is None or not w.is_constant or w.rank != 3 or key_of(w) not in tables or op.options.get("adj_x")
-                or op.inputs[0].dtype != np.float32 or op.outputs[0].rank != 3):
+                or op.input(0).dtype != np.float32 or op.outputs[0].rank != 3):
             return None
         return 1 if op.options.get("adj_y") else 2
 
@@ -124,7 +124,7 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
                     if plan is not None:
                         axes[key_of(w)].add(plan.axis)
             elif (axis := whole_product_axis(op)) is not None:
-                axes[key_of(op.inputs[1])].add(axis)
+                axes[key_of(op.input(1))].add(axis)
     axis_of = {key: (next(iter(found)) if found else 2) for key, found in axes.items() if len(found) <= 1}
 
     done: dict[tuple, _Int8Table] = {}
@@ -152,7 +152,7 @@ def int8_gathered_tables(graphs: Iterable[ir.Graph], *, release: Callable[[np.nd
             if table is not None:
                 ops += table.gather(op, uses, graph.outputs, later, dropped)
                 continue
-            if whole_product_axis(op) is not None and (table := quantized(op.inputs[1])) is not None:
+            if whole_product_axis(op) is not None and (table := quantized(op.input(1))) is not None:
                 ops += _scaled(op, op.outputs[0], table.scales(), [op.inputs[0], table.product])
                 continue
             ops.append(op)
@@ -182,7 +182,8 @@ class _Plan:
         """Rows [P, 1, B] (or one row [1, 1, B]) times the gathered [A, B] tables, summed along the rows into
         [P, A]: products of a row by each table's rows."""
         p, _, b = table.shape
-        return self.form == "rows" and self.axis == 1 and list(self.other.shape) in ([1, 1, b], [p, 1, b])
+        return self.form == "rows" and self.axis == 1 and self.other is not None \
+            and list(self.other.shape) in ([1, 1, b], [p, 1, b])
 
 
 _FORMS = {"b": lambda e, c: [e, 1, c], "c1": lambda e, c: [e, c, 1], "rows": lambda e, c: [e, c]}  # scale shapes
@@ -213,9 +214,9 @@ def _reader_plan(table: ir.Tensor, op: ir.Op, readers: dict[ir.Tensor, list[ir.O
         return None
     total = sums[0]
     axes = total.inputs[1] if total.opcode == "SUM" and len(total.inputs) > 1 else None
-    if axes is None or not axes.is_constant or np.size(axes.data) != 1:
+    if axes is None or not axes.is_constant or np.size(axes.values) != 1:
         return None
-    over = int(np.ravel(axes.data)[0]) % 3
+    over = int(np.ravel(axes.values)[0]) % 3
     if over == 1 and other[0].shape[2] == 1:
         axis, channels = 2, b
     elif over == 2 and other[0].shape[1] == 1:
@@ -255,11 +256,12 @@ class _Int8Table:
     def gather(self, op: ir.Op, readers: dict, outputs: list, later: dict, dropped: set) -> list[ir.Op]:
         """The ops replacing GATHER `op` of this table; readers to rewrite when met go into `later` (their
         replacements) and `dropped`."""
-        out, indices = op.outputs[0], op.inputs[1]
+        out, indices = op.outputs[0], op.input(1)
         channels = self.w.shape[self.axis]
         uses = readers.get(out, []) if out.rank == 3 else []
-        plans = [_reader_plan(out, reader, readers, outputs) for reader in uses]
-        usable = bool(uses) and all(plan is not None and plan.axis == self.axis for plan in plans) \
+        found = [_reader_plan(out, reader, readers, outputs) for reader in uses]
+        plans = [plan for plan in found if plan is not None]
+        usable = bool(uses) and len(plans) == len(found) and all(plan.axis == self.axis for plan in plans) \
             and not any(id(plan.op) in later for plan in plans)
         hybrid = usable and all(plan.row_products(out) for plan in plans)
         ops: list[ir.Op] = []
@@ -282,15 +284,18 @@ class _Int8Table:
             rows = None
             for plan in plans:
                 dropped.add(id(plan.mul))
-                if list(plan.other.shape) == [1, 1, b]:  # one row: one product with all [P * A, B] rows
+                other = plan.other
+                if other is None:  # never: row_products holds for every plan here
+                    raise TypeError("a row-product plan without the operand it multiplies")
+                if list(other.shape) == [1, 1, b]:  # one row: one product with all [P * A, B] rows
                     if rows is None:
                         rows = ir.Tensor(f"{out.name}/rows", [p * a, b], np.int8,
                                          quantization=self.product.quantization)
                         ops.append(ir.Op("RESHAPE", [picked, _shape_const(rows)], [rows], {"new_shape": [p * a, b]},
                                          op.source))
-                    make = functools.partial(_row_product, plan.other, rows, plan.result, scale("rows"))
+                    make = functools.partial(_row_product, other, rows, plan.result, scale("rows"))
                 else:  # a row per table: a product each
-                    make = functools.partial(_row_products, plan.other, picked, plan.result, scale("rows"))
+                    make = functools.partial(_row_products, other, picked, plan.result, scale("rows"))
                 later[id(plan.op)] = make
             return ops
         if usable:  # the widened table itself is not scaled, its readers' results are
@@ -341,7 +346,7 @@ def _row_products(rows: ir.Tensor, tables: ir.Tensor, result: ir.Tensor, scale: 
                 _fully_connected(row, matrix, part, total.source)]
         parts.append(part)
     unscaled = ir.Tensor(f"{result.name}/unscaled", result.shape, np.float32)
-    ops.append(ir.Op("CONCATENATION", parts, [unscaled], {"axis": 0, "fused_activation_function": "NONE"},
+    ops.append(ir.Op("CONCATENATION", [*parts], [unscaled], {"axis": 0, "fused_activation_function": "NONE"},
                      total.source))
     ops.append(ir.Op("MUL", [unscaled, scale], [result], {"fused_activation_function": "NONE"}, total.source))
     return ops

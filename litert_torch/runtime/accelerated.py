@@ -9,6 +9,7 @@ none at all, GpuDeviceMissing says what to install.
 
 from __future__ import annotations
 
+import mmap
 from typing import Any
 
 import numpy as np
@@ -59,7 +60,7 @@ def check_accelerator(accelerator: str) -> None:
         raise InvalidArgumentError(f"accelerator must be one of {ACCELERATORS}, got {accelerator!r}")
 
 
-def compile_for(flatbuffer: bytes, accelerator: str, hardware: tuple[Any, bool] | None = None) -> Any:
+def compile_for(flatbuffer: bytes | mmap.mmap, accelerator: str, hardware: tuple[Any, bool] | None = None) -> Any:
     """A CompiledModel of `flatbuffer` on `accelerator` only (no silent CPU fallback), or, with `hardware`
     ((LiteRT HardwareAccelerator flags or None, require_fully_accelerated), as EdgeModel.use_compiled_runtime
     takes them), on those flags."""

@@ -22,7 +22,7 @@ import re
 import shutil
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
@@ -35,6 +35,15 @@ from litert_torch.files import atomic_file, write_atomic
 from litert_torch.flatbuffer.reader import read_metadata
 from litert_torch import logs
 from litert_torch.metadata import DEFAULT_SIGNATURE, IO_KEY, SOURCE_MAP_KEY, decode_source_map, read_json
+
+if TYPE_CHECKING:
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.interpreter import Interpreter
+
+    from litert_torch import ir
+    from litert_torch.delegates.plan import DelegatePlan
+    from litert_torch.explorer.server import ModelView
+    from litert_torch.quantization.report import QuantizationReport
 
 # EdgeModel.output_style: "numpy" (the official litert-torch convention, the default) or "pytorch".
 OUTPUT_STYLES = ("numpy", "pytorch")
@@ -61,7 +70,7 @@ class EdgeModel:
 
     KERNELS = ("xnnpack", "builtin", "reference")
 
-    def __init__(self, flatbuffer: bytes, *, num_threads: int | None = None, kernels: str = "xnnpack",
+    def __init__(self, flatbuffer: bytes | mmap.mmap, *, num_threads: int | None = None, kernels: str = "xnnpack",
                  keep_intermediates: bool = False, accelerator: str | None = None, output_style: str | None = None,
                  verify: bool = True, isolate: bool | None = None):
         """`kernels`: "xnnpack" (the default CPU path: XNNPACK where it applies, builtin kernels elsewhere),
@@ -85,7 +94,7 @@ class EdgeModel:
         self._keep_intermediates = keep_intermediates
         self._quant_params: dict | None = None
         self._accelerator = accelerator
-        self._compiled = None
+        self._compiled: CompiledModel | None = None
         self._path: str | None = None
         # A memory map for file-backed models (past 2 GB, constants after the flatbuffer), else the bytes.
         self._bytes = flatbuffer if isinstance(flatbuffer, mmap.mmap) else bytes(flatbuffer)
@@ -102,7 +111,7 @@ class EdgeModel:
             output_style = "pytorch" if onnx else "numpy"
         self.output_style = output_style
         self._num_threads = num_threads
-        self._interpreter = None
+        self._interpreter: Interpreter | None = None
         self._runners: dict[str, Any] = {}
 
     @classmethod
@@ -249,7 +258,7 @@ class EdgeModel:
         return graphs[0] if graphs else []
 
     @property
-    def delegate_plan(self):
+    def delegate_plan(self) -> DelegatePlan:
         """The DelegatePlan stored in the model, or one computed from the file when it has none."""
         from litert_torch.delegates.plan import PLAN_KEY, DelegatePlan, plan_for
         from litert_torch.flatbuffer.reader import read_model
@@ -276,7 +285,7 @@ class EdgeModel:
         return lambda *args, **kwargs: self.run(key, args, kwargs)
 
     @property
-    def quantization(self):
+    def quantization(self) -> QuantizationReport | None:
         """The QuantizationReport of a model made by litert_torch.quantize / convert(quantize=...), else None."""
         from litert_torch.quantization.report import QUANTIZATION_KEY, QuantizationReport
 
@@ -285,7 +294,7 @@ class EdgeModel:
 
     # ---- the graph view (Google's Model Explorer, the `view` extra) ---------------------------------------
     def view(self, *, report: Any = None, host: str = "127.0.0.1", port: int | None = None,
-             open_browser: bool = True):
+             open_browser: bool = True) -> ModelView:
         """Show the model in Model Explorer with our overlays on every op (placement per delegate target and
         why an op falls back, PyTorch source line and node; with `report`, a ValidationReport made with
         per_layer=True, the per-layer error), served on `host`:`port` in a background thread (port None: the
@@ -326,7 +335,7 @@ class EdgeModel:
         self._interpreter = None
         self._runners = {}
 
-    def _get_interpreter(self):
+    def _get_interpreter(self) -> Interpreter:
         if self._interpreter is None:
             from ai_edge_litert.interpreter import Interpreter
 
@@ -364,7 +373,7 @@ class EdgeModel:
             keys = list(self._get_interpreter().get_signature_list())
             if key not in keys:
                 raise UnknownSignatureError(f"no signature {key!r}; the model has {keys}")
-            self._runners[key] = self._interpreter.get_signature_runner(key)
+            self._runners[key] = self._get_interpreter().get_signature_runner(key)
         return self._runners[key]
 
     @property
@@ -484,7 +493,7 @@ class EdgeModel:
             if 0 in list(d["shape"]):
                 out[name] = np.zeros([int(s) for s in d["shape"]], d["dtype"])
             else:
-                out[name] = self._interpreter.get_tensor(d["index"], subgraph)
+                out[name] = self._get_interpreter().get_tensor(d["index"], subgraph)
         return out
 
     def _structured(self, signature: str, outputs: dict[str, np.ndarray], want_torch: bool) -> Any:
@@ -597,7 +606,7 @@ class EdgeModel:
         return f"EdgeModel({len(self._bytes)} bytes{where}, signatures={list(self._io) or '?'})"
 
 
-def checked_model(data: Any, isolate: bool | None = None):
+def checked_model(data: Any, isolate: bool | None = None) -> ir.Model:
     """verify() the file (returning its IR model); try it in a child process when asked, or when it has ops the
     checks do not cover. What EdgeModel and the LLM runner do before LiteRT sees a file."""
     from litert_torch.runtime.verify import verify

@@ -90,14 +90,14 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 # ---- checks per op ---------------------------------------------------------------------------------------------
 def unary(op: ir.Op) -> None:
-    x, y = op.inputs[0], op.outputs[0]
+    x, y = op.input(0), op.outputs[0]
     if op.opcode not in ("CAST", "QUANTIZE", "DEQUANTIZE"):
         _same_dtype(x, y)
     _expect(op, dims(x))
 
 
 def bitcast(op: ir.Op) -> None:
-    x, y = op.inputs[0], op.outputs[0]
+    x, y = op.input(0), op.outputs[0]
     if x.dtype.itemsize != y.dtype.itemsize:
         raise OpProblem(f"a bitcast from {x.dtype} to {y.dtype}, of another element size")
     _expect(op, dims(x))
@@ -105,7 +105,7 @@ def bitcast(op: ir.Op) -> None:
 
 # binary kernels that read plain (unquantized) tensors of these dtypes as quantized ones and abort the process
 # on their missing scales (LiteRT's CPU kernels, measured op by op)
-ABORTS_ON_PLAIN = {
+ABORTS_ON_PLAIN: dict[str, set[np.dtype]] = {
     **{op: {np.dtype(np.int8), np.dtype(np.uint8)}
        for op in ("ADD", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL")},
     "SUB": {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)},
@@ -114,7 +114,7 @@ ABORTS_ON_PLAIN = {
 
 
 def binary(op: ir.Op) -> None:
-    a, b = op.inputs[:2]
+    a, b = op.tensor_inputs(2)
     if any(t.dtype in ABORTS_ON_PLAIN.get(op.opcode, ()) and t.quantization is None for t in (a, b)):
         raise KernelGap(f"plain {a.dtype} operands without quantization parameters, which the kernel reads as "
                         "quantized (it aborts the process)")
@@ -129,13 +129,14 @@ def binary(op: ir.Op) -> None:
 
 
 def select(op: ir.Op) -> None:
-    c, a, b = op.inputs
+    c, a, b = op.tensor_inputs()
     _same_dtype(a, b, op.outputs[0])
     _expect(op, _broadcast(_broadcast(dims(c), dims(a)), dims(b)))
 
 
 def conv2d(op: ir.Op) -> None:
-    x, w, b = (op.inputs + [None])[:3]
+    x, w = op.tensor_inputs(2)
+    b = op.inputs[2] if len(op.inputs) > 2 else None
     if x.rank != 4 or w.rank != 4:
         raise OpProblem(f"input rank {x.rank} and filter rank {w.rank} (both must be 4)")
     depthwise = op.opcode == "DEPTHWISE_CONV_2D"
@@ -166,7 +167,7 @@ def conv2d(op: ir.Op) -> None:
 
 
 def transpose_conv(op: ir.Op) -> None:
-    shape, w, x = op.inputs[:3]
+    shape, w, x = op.tensor_inputs(3)
     b = op.inputs[3] if len(op.inputs) > 3 else None
     want = _const(shape, "output shape")
     if x.rank != 4 or w.rank != 4 or (want is not None and want.shape != (4,)):
@@ -182,7 +183,8 @@ def transpose_conv(op: ir.Op) -> None:
 
 
 def fully_connected(op: ir.Op) -> None:
-    x, w, b = (op.inputs + [None])[:3]
+    x, w = op.tensor_inputs(2)
+    b = op.inputs[2] if len(op.inputs) > 2 else None
     if w.rank != 2 or w.shape[1] == 0:
         raise OpProblem(f"weights of shape {list(w.shape)} (must be [out, in])")
     size = int(np.prod(dims(x), dtype=np.int64))
@@ -236,7 +238,7 @@ def _scales(w: ir.Tensor, out_axis: int, in_axis: int) -> None:
 
 
 def batch_matmul(op: ir.Op) -> None:
-    a, b = op.inputs[:2]
+    a, b = op.tensor_inputs(2)
     if a.rank < 2 or b.rank < 2:
         raise OpProblem("operands of rank below 2")
     adj_x, adj_y = bool(op.options.get("adj_x")), bool(op.options.get("adj_y"))
@@ -251,7 +253,7 @@ def batch_matmul(op: ir.Op) -> None:
 def reshape(op: ir.Op) -> None:
     """The element count kept; a shape input is a vector of the output's rank, and a constant one gives the
     output's shape (one -1 standing for the dimension the others leave)."""
-    x, y = op.inputs[0], op.outputs[0]
+    x, y = op.input(0), op.outputs[0]
     _same_dtype(x, y)
     if not any_dynamic(x, y) and int(np.prod(dims(x), dtype=np.int64)) != int(np.prod(dims(y), dtype=np.int64)):
         raise OpProblem(f"{list(x.shape)} has not the element count of {list(y.shape)}")
@@ -275,7 +277,7 @@ def reshape(op: ir.Op) -> None:
 
 
 def transpose(op: ir.Op) -> None:
-    x = op.inputs[0]
+    x = op.input(0)
     perm = _const(op.inputs[1], "permutation")
     if perm is None:
         raise OpProblem("the permutation must be a constant")
@@ -286,20 +288,21 @@ def transpose(op: ir.Op) -> None:
 
 
 def concatenation(op: ir.Op) -> None:
-    first = op.inputs[0]
+    first = op.input(0)
     axis = _axis(int(op.options.get("axis", 0)), first.rank)
     _same_dtype(*op.inputs, op.outputs[0])
     total = 0
-    for t in op.inputs:
+    inputs = op.tensor_inputs()
+    for t in inputs:
         if t.rank != first.rank or any(t.shape[d] != first.shape[d] for d in range(first.rank) if d != axis):
             if not any_dynamic(t, first):
-                raise OpProblem(f"inputs of shapes {[list(t.shape) for t in op.inputs]} do not concatenate on {axis}")
+                raise OpProblem(f"inputs of shapes {[list(t.shape) for t in inputs]} do not concatenate on {axis}")
         total += t.shape[axis] if t.rank else 0
     _expect(op, tuple(total if d == axis else first.shape[d] for d in range(first.rank)))
 
 
 def split(op: ir.Op) -> None:
-    axis_t, x = op.inputs
+    axis_t, x = op.tensor_inputs()
     axis = _const(axis_t, "axis")
     n = int(op.options.get("num_splits", 0))
     if axis is None or n != len(op.outputs) or n < 1:
@@ -313,7 +316,7 @@ def split(op: ir.Op) -> None:
 
 
 def slice_(op: ir.Op) -> None:
-    x, begin_t, size_t = op.inputs
+    x, begin_t, size_t = op.tensor_inputs()
     begin, size = _const(begin_t, "begin"), _const(size_t, "size")
     if begin is None or size is None:
         return
@@ -328,7 +331,7 @@ def slice_(op: ir.Op) -> None:
 
 
 def strided_slice(op: ir.Op) -> None:
-    x = op.inputs[0]
+    x = op.input(0)
     for t, what in zip(op.inputs[1:4], ("begin", "end", "strides")):
         v = _const(t, what)
         if v is not None and v.shape != (x.rank,):
@@ -338,7 +341,7 @@ def strided_slice(op: ir.Op) -> None:
     _same_dtype(x, op.outputs[0])
     if not any_dynamic(x, op.outputs[0]):
         ref = np.empty(dims(x), np.int8)
-        b, e, s = (np.asarray(t.data).reshape(-1) for t in op.inputs[1:4])
+        b, e, s = (np.asarray(t.data).reshape(-1) for t in op.tensor_inputs(4)[1:])
         index = []
         for d in range(x.rank):
             lo = None if op.options.get("begin_mask", 0) >> d & 1 else int(b[d])
@@ -353,7 +356,7 @@ def strided_slice(op: ir.Op) -> None:
 
 
 def gather(op: ir.Op) -> None:
-    x, idx = op.inputs
+    x, idx = op.tensor_inputs()
     if idx.dtype not in INDEX:
         raise OpProblem(f"indices of dtype {idx.dtype}")
     if x.rank == 0:
@@ -369,7 +372,7 @@ def gather(op: ir.Op) -> None:
 
 
 def gather_nd(op: ir.Op) -> None:
-    x, idx = op.inputs
+    x, idx = op.tensor_inputs()
     if idx.dtype not in INDEX or idx.rank < 1:
         raise OpProblem(f"indices of dtype {idx.dtype} and rank {idx.rank}")
     k = int(idx.shape[-1])
@@ -384,7 +387,7 @@ def gather_nd(op: ir.Op) -> None:
 
 
 def scatter_nd(op: ir.Op) -> None:
-    idx, updates, shape_t = op.inputs
+    idx, updates, shape_t = op.tensor_inputs()
     if idx.dtype not in INDEX or idx.rank < 1:
         raise OpProblem(f"indices of dtype {idx.dtype} and rank {idx.rank}")
     want = _const(shape_t, "output shape")
@@ -401,7 +404,7 @@ def scatter_nd(op: ir.Op) -> None:
 
 
 def where(op: ir.Op) -> None:
-    (x,), (out,) = op.inputs, op.outputs
+    (x,), (out,) = op.tensor_inputs(), op.outputs
     if out.dtype not in (np.dtype(np.int64), np.dtype(np.int32)) or out.rank != 2:
         raise OpProblem(f"coordinates of dtype {out.dtype} and rank {out.rank}")
     width = int((out.shape_signature or out.shape)[1])
@@ -410,7 +413,7 @@ def where(op: ir.Op) -> None:
 
 
 def fill(op: ir.Op) -> None:
-    dims_t, value = op.inputs
+    dims_t, value = op.tensor_inputs()
     if value.size != 1:
         raise OpProblem(f"a fill value of {value.size} elements")
     _same_dtype(value, op.outputs[0])
@@ -423,7 +426,7 @@ def fill(op: ir.Op) -> None:
 
 def axis_op(op: ir.Op) -> None:
     """CUMSUM and REVERSE_V2: the input's shape and type, along axes in range."""
-    x, axes_t = op.inputs
+    x, axes_t = op.tensor_inputs()
     axes = _const(axes_t, "axis")
     if axes is not None:
         for a in axes.reshape(-1):
@@ -433,7 +436,7 @@ def axis_op(op: ir.Op) -> None:
 
 
 def split_v(op: ir.Op) -> None:
-    x, sizes_t, axis_t = op.inputs
+    x, sizes_t, axis_t = op.tensor_inputs()
     sizes, axis = _const(sizes_t, "size_splits"), _const(axis_t, "axis")
     n = len(op.outputs)
     if axis is None or sizes is None:
@@ -454,22 +457,22 @@ def split_v(op: ir.Op) -> None:
 
 
 def topk(op: ir.Op) -> None:
-    x, k_t = op.inputs
+    x, k_t = op.tensor_inputs()
     values, indices = op.outputs
     k = _const(k_t, "k")
     if x.rank < 1 or indices.dtype not in INDEX:
         raise OpProblem(f"an input of rank {x.rank}, indices of dtype {indices.dtype}")
     _same_dtype(x, values)
     if k is not None:
-        k = int(k.reshape(-1)[0])
-        if not 0 <= k <= x.shape[-1]:
-            raise OpProblem(f"k={k} of an axis of {x.shape[-1]}")
+        count = int(k.reshape(-1)[0])
+        if not 0 <= count <= x.shape[-1]:
+            raise OpProblem(f"k={count} of an axis of {x.shape[-1]}")
         for out in (0, 1):
-            _expect(op, (*dims(x)[:-1], k), out=out)
+            _expect(op, (*dims(x)[:-1], count), out=out)
 
 
 def embedding_lookup(op: ir.Op) -> None:
-    ids, table = op.inputs
+    ids, table = op.tensor_inputs()
     if ids.dtype != np.int32 or ids.rank != 1 or table.rank < 2:
         raise OpProblem(f"ids of dtype {ids.dtype} and rank {ids.rank} into a table of rank {table.rank}")
     if ids.data is not None and ids.data.size and (ids.data.min() < 0 or ids.data.max() >= table.shape[0]):
@@ -481,7 +484,7 @@ def embedding_lookup(op: ir.Op) -> None:
 
 
 def dynamic_update_slice(op: ir.Op) -> None:
-    x, update, start_t = op.inputs
+    x, update, start_t = op.tensor_inputs()
     if update.rank != x.rank or any(u > d for u, d in zip(dims(update), dims(x))):
         raise OpProblem(f"an update {list(update.shape)} larger than its operand {list(x.shape)}")
     if start_t.dtype not in INDEX or start_t.rank != 1 or start_t.shape[0] != x.rank:
@@ -491,7 +494,7 @@ def dynamic_update_slice(op: ir.Op) -> None:
 
 
 def range_op(op: ir.Op) -> None:
-    start, limit, delta = op.inputs
+    start, limit, delta = op.tensor_inputs()
     if any(t.size != 1 for t in (start, limit, delta)):
         raise OpProblem("start, limit and delta must hold one value each")
     _same_dtype(start, limit, delta, op.outputs[0])
@@ -500,7 +503,7 @@ def range_op(op: ir.Op) -> None:
 
 
 def broadcast_args(op: ir.Op) -> None:
-    a, b = op.inputs
+    a, b = op.tensor_inputs()
     if a.rank != 1 or b.rank != 1 or a.dtype not in INDEX:
         raise OpProblem("shapes that are not 1-D integer tensors")
     _same_dtype(a, b, op.outputs[0])
@@ -508,7 +511,7 @@ def broadcast_args(op: ir.Op) -> None:
 
 
 def reduce(op: ir.Op) -> None:
-    x, axes_t = op.inputs
+    x, axes_t = op.tensor_inputs()
     axes = _const(axes_t, "axes")
     if axes is None:
         return
@@ -522,7 +525,7 @@ def reduce(op: ir.Op) -> None:
 
 
 def arg(op: ir.Op) -> None:
-    x, axis_t = op.inputs
+    x, axis_t = op.tensor_inputs()
     axis = _const(axis_t, "axis")
     if op.outputs[0].dtype not in INDEX:
         raise OpProblem(f"output dtype {op.outputs[0].dtype}")
@@ -533,13 +536,13 @@ def arg(op: ir.Op) -> None:
 
 
 def softmax(op: ir.Op) -> None:
-    if op.inputs[0].rank < 1:
+    if op.input(0).rank < 1:
         raise OpProblem("a rank-0 input")
     unary(op)
 
 
 def pool(op: ir.Op) -> None:
-    x = op.inputs[0]
+    x = op.input(0)
     if x.rank != 4:
         raise OpProblem(f"input rank {x.rank} (must be 4)")
     fh, fw = int(op.options.get("filter_height", 1)), int(op.options.get("filter_width", 1))
@@ -556,7 +559,7 @@ def pool(op: ir.Op) -> None:
 
 
 def pad(op: ir.Op) -> None:
-    x, pads_t = op.inputs[:2]
+    x, pads_t = op.tensor_inputs(2)
     pads = _const(pads_t, "paddings")
     if pads is None:
         return
@@ -573,11 +576,11 @@ def pad(op: ir.Op) -> None:
 
 
 def pack(op: ir.Op) -> None:
-    first = op.inputs[0]
+    first = op.input(0)
     if int(op.options.get("values_count", len(op.inputs))) != len(op.inputs):
         raise OpProblem("values_count differs from the number of inputs")
     axis = _axis(int(op.options.get("axis", 0)), first.rank + 1)
-    if any(dims(t) != dims(first) for t in op.inputs):
+    if any(dims(t) != dims(first) for t in op.tensor_inputs()):
         raise OpProblem("inputs of different shapes")
     _same_dtype(*op.inputs, op.outputs[0])
     shape = list(dims(first))
@@ -586,7 +589,7 @@ def pack(op: ir.Op) -> None:
 
 
 def unpack(op: ir.Op) -> None:
-    x = op.inputs[0]
+    x = op.input(0)
     if x.rank == 0:
         raise OpProblem("a scalar input")
     axis = _axis(int(op.options.get("axis", 0)), x.rank)
@@ -599,11 +602,11 @@ def unpack(op: ir.Op) -> None:
 def broadcast_to(op: ir.Op) -> None:
     shape = _const(op.inputs[1], "shape")
     if shape is not None:
-        _expect(op, _broadcast(dims(op.inputs[0]), tuple(int(v) for v in shape.reshape(-1))))
+        _expect(op, _broadcast(dims(op.input(0)), tuple(int(v) for v in shape.reshape(-1))))
 
 
 def tile(op: ir.Op) -> None:
-    x = op.inputs[0]
+    x = op.input(0)
     reps = _const(op.inputs[1], "multiples")
     if reps is None:
         return
@@ -615,7 +618,7 @@ def tile(op: ir.Op) -> None:
 def shape_of(op: ir.Op) -> None:
     if op.outputs[0].dtype not in INDEX:
         raise OpProblem(f"output dtype {op.outputs[0].dtype}")
-    _expect(op, (op.inputs[0].rank,))
+    _expect(op, (op.input(0).rank,))
 
 
 def expand_squeeze(op: ir.Op) -> None:
@@ -623,7 +626,7 @@ def expand_squeeze(op: ir.Op) -> None:
 
 
 def resize(op: ir.Op) -> None:
-    x = op.inputs[0]
+    x = op.input(0)
     size = _const(op.inputs[1], "size")
     if x.rank != 4 or (size is not None and (size.shape != (2,) or (size < 1).any())):
         raise OpProblem(f"an input of rank {x.rank} or size {None if size is None else size.tolist()}")
@@ -632,7 +635,7 @@ def resize(op: ir.Op) -> None:
 
 
 def lstm(op: ir.Op) -> None:
-    x = op.inputs[0]
+    x = op.input(0)
     if x.rank != 3:
         raise OpProblem(f"an input of rank {x.rank}")
     w = op.inputs[4]  # input-to-forget weights [units, features]
@@ -653,13 +656,13 @@ def lstm(op: ir.Op) -> None:
             raise OpProblem("state tensors that do not fit the units")
     major = bool(op.options.get("time_major"))
     batch = x.shape[1] if major else x.shape[0]
-    if op.inputs[18].rank != 2 or op.inputs[18].shape[0] != batch or op.inputs[19].shape[0] != batch:
+    if op.input(18).rank != 2 or op.input(18).shape[0] != batch or op.input(19).shape[0] != batch:
         raise OpProblem("state tensors that do not fit the batch")
     _expect(op, (*dims(x)[:2], units))
 
 
 def depth_space(op: ir.Op) -> None:
-    x = op.inputs[0]
+    x = op.input(0)
     r = int(op.options.get("block_size", 0))
     if x.rank != 4 or r < 1:
         raise OpProblem(f"an input of rank {x.rank} or block size {r}")

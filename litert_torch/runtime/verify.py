@@ -72,10 +72,10 @@ def _check_graph(graph: ir.Graph, g_index: int, subgraphs: int) -> None:
         if t.is_constant or t.is_variable:
             defined.add(id(t))
     for i, op in enumerate(graph.ops):
-        for t in op.inputs:
-            if t is not None and id(t) not in defined:
+        for read in op.inputs:
+            if read is not None and id(read) not in defined:
                 raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}) reads "
-                                     f"{t.name!r} before any op writes it")
+                                     f"{read.name!r} before any op writes it")
         for t in op.outputs:
             if id(t) in written or t.is_constant or t.is_variable or any(t is x for x in graph.inputs):
                 raise ModelFileError(f"corrupt TFLite model: subgraph {g_index} op {i} ({op.opcode}) writes "
@@ -131,7 +131,8 @@ def _check_if(op: ir.Op, model: ir.Model) -> None:
         if key not in op.options:
             raise OpProblem(f"no {key}")
         branch = model.subgraphs[int(op.options[key])]
-        for what, ours, theirs in (("inputs", op.inputs[1:], branch.inputs), ("outputs", op.outputs, branch.outputs)):
+        pairs = (("inputs", op.tensor_inputs()[1:], branch.inputs), ("outputs", op.outputs, branch.outputs))
+        for what, ours, theirs in pairs:
             if len(ours) != len(theirs):
                 raise OpProblem(f"{len(ours)} {what}, where its {key.split('_')[0]} subgraph has {len(theirs)}")
             for a, b in zip(ours, theirs):

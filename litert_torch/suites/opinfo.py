@@ -41,7 +41,7 @@ def _sample(case: str):
     return _ops()[name], None
 
 
-def build(case: str):
+def build(case: str) -> tuple[Any, tuple, Any] | dict[str, str]:
     """The case as (module, inputs, expected outputs), or a result dict when it is skipped. Needs torch only, so
     that another converter's worker can run the same cases (bench/official_opinfo.py)."""
     import torch

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from typing import Callable, Iterable
 
 MARK = "@@case "
@@ -25,7 +26,7 @@ SUITES = {"opinfo": "litert_torch.suites.opinfo", "onnx-node": "litert_torch.sui
           "fuzz": "litert_torch.suites.fuzz"}
 
 
-def suite_module(name: str):
+def suite_module(name: str) -> types.ModuleType:
     return importlib.import_module(SUITES.get(name, name))
 
 
@@ -74,6 +75,9 @@ class _Worker:
         self.log = tempfile.TemporaryFile()  # the worker's stderr: what it said when it failed to start
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, env=env)
+        if self.proc.stdin is None or self.proc.stdout is None:  # both asked for as pipes above
+            raise OSError("the worker process was started without its pipes")
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.buffer = ""
         self.eof = False
         self.ready = self._read(600.0) is not None
@@ -86,7 +90,7 @@ class _Worker:
     def _read(self, timeout: float) -> dict | None:
         """The next answer line, or None on EOF (`self.eof` set) or timeout."""
         deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
+        fd = self.stdout.fileno()
         while True:
             while "\n" in self.buffer:
                 line, self.buffer = self.buffer.split("\n", 1)
@@ -106,8 +110,8 @@ class _Worker:
 
     def run(self, case: str, timeout: float) -> dict:
         try:
-            self.proc.stdin.write(case + "\n")
-            self.proc.stdin.flush()
+            self.stdin.write(case + "\n")
+            self.stdin.flush()
         except (BrokenPipeError, OSError):
             return self._died()
         answer = self._read(timeout)
@@ -166,7 +170,7 @@ def run_cases(suite: str, cases: Iterable[str], jobs: int = 2, timeout: float = 
                 if progress is not None:
                     progress(len(results), len(cases), case, result)
         if worker is not None:
-            worker.proc.stdin.close()
+            worker.stdin.close()
             worker.kill()
 
     threads = [threading.Thread(target=work, daemon=True) for _ in range(max(1, jobs))]

@@ -18,7 +18,7 @@ __all__ = ["V1_V2_PARAMETERS", "V1V2TestCase", "parameterized_class"]
 class V1V2TestCase(absltest.TestCase):
     use_v2 = False
 
-    def setUp(self):
+    def setUp(self) -> None:
         super().setUp()
         if self.use_v2 and not converter_v2.is_supported():
             self.skipTest("this litert_torch has no use_v2 converter path")

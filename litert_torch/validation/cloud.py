@@ -14,7 +14,8 @@ import os
 import pkgutil
 import re
 import sys
-from typing import Any
+import types
+from typing import Any, Callable
 
 import torch
 
@@ -44,7 +45,7 @@ _torchax = None
 
 def _missing_aten_names(package_dir: str) -> set[tuple[str, str | None]]:
     """(op, overload) names that torchax's sources mention and this torch does not have."""
-    missing = set()
+    missing: set[tuple[str, str | None]] = set()
     for root, _, files in os.walk(package_dir):
         for name in files:
             if not name.endswith(".py"):
@@ -59,7 +60,7 @@ def _missing_aten_names(package_dir: str) -> set[tuple[str, str | None]]:
     return missing
 
 
-def import_torchax():
+def import_torchax() -> types.ModuleType:
     """torchax (and torchax.export), imported with placeholders for the ATen names it expects and this torch
     lacks; the placeholders are removed again once the import is done."""
     global _torchax
@@ -107,7 +108,7 @@ _SUBJAXPR_PARAMS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr"
                     "checkpoint": "jaxpr"}
 
 
-def tpu_matmul_precision(fn):
+def tpu_matmul_precision(fn: Callable) -> Callable:
     """`fn` with every float32 dot_general / conv_general_dilated done as a TPU does by default: bfloat16
     operands, float32 accumulation. XLA on CPU ignores JAX's precision settings, so the jaxpr is rewritten."""
     import jax
@@ -199,13 +200,13 @@ def run_on_torch_tpu(module: torch.nn.Module, input_sets: list[tuple[tuple, dict
 
     import torch.utils._pytree as pytree
 
-    device = torch.device(device)
-    moved = copy.deepcopy(module).to(device)
-    to_device = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    target = torch.device(device)
+    moved = copy.deepcopy(module).to(target)
+    to_device = lambda v: v.to(target) if isinstance(v, torch.Tensor) else v  # noqa: E731
     to_cpu = lambda v: v.detach().cpu() if isinstance(v, torch.Tensor) else v  # noqa: E731
     outputs = []
     with torch.no_grad():
         for args, kwargs in input_sets:
             result = moved(*pytree.tree_map(to_device, tuple(args)), **pytree.tree_map(to_device, dict(kwargs)))
             outputs.append(pytree.tree_map(to_cpu, result))
-    return f"torch-{device.type}", outputs
+    return f"torch-{target.type}", outputs

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 from litert_torch.errors import InvalidArgumentError, LiteRTTorchError
 
@@ -57,7 +57,7 @@ class DatasetReport:
 class _Compare:
     """A Ray Data actor: the PyTorch module and one EdgeModel (one interpreter) per variant, loaded once."""
 
-    def __init__(self, module_ref: Any, models: dict[str, bytes], column: str, paths: list[str] = ()):
+    def __init__(self, module_ref: Any, models: dict[str, bytes], column: str, paths: Sequence[str] = ()):
         import ray
 
         from litert_torch.runtime.edge_model import EdgeModel

@@ -308,7 +308,8 @@ def validate(module: torch.nn.Module, sample_args: Any = (), edge_model: Any = N
         traced = None if report.passed else traced_departure(module, args, kwargs, references[0], atol, rtol)
         if traced is not None:
             report.divergence, report.divergence_note = None, traced
-        elif report.divergence is None and report.layers and not report.passed:
+        elif report.divergence is None and report.divergence_note is not None and report.layers \
+                and not report.passed:  # no divergence: the note says the reference kernels reproduce every node
             failed = [b.backend for b in report.backends if b.passed is False]
             kernels = "the GPU delegate's kernels" if failed == ["litert-gpu"] else "the optimised (XNNPACK) kernels"
             report.divergence_note += f": the gap comes from {kernels}, not from the graph"
@@ -508,7 +509,7 @@ class LayerError:
     location: str | None
     relative_error: float  # max |edge - ref| / max |ref|
     passed: bool
-    source_node: str | None = None  # the node the op was lowered from
+    source_node: str  # the node the op was lowered from
     module: str | None = None
 
 
@@ -554,13 +555,16 @@ def layer_errors(module, edge_model, args, kwargs, atol: float = ATOL,
         scale = float(np.abs(ref_np).max()) if ref_np.size else 0.0
         err = float(np.abs(got - ref_np).max()) if ref_np.size else 0.0
         source = ops[i].source
+        if source is None:  # never: only ops with a source were matched to nodes above
+            continue
         layers.append(LayerError(node, source.target, ops[i].opcode, i, source.location,
                                  err / scale if scale else err, err <= rtol * scale + atol, source.node,
                                  source.module))
     return layers, None if layers else "no intermediate tensor could be matched to a PyTorch node"
 
 
-def locate(module, edge_model, args, kwargs, atol: float = ATOL, rtol: float = RTOL):
+def locate(module, edge_model, args, kwargs, atol: float = ATOL,
+           rtol: float = RTOL) -> tuple[Divergence | None, str | None, list[LayerError]]:
     """(Divergence or None, note, layers): the first node in op order whose value the reference kernels
     depart from, with the per-layer errors it was found in."""
     layers, note = layer_errors(module, edge_model, args, kwargs, atol, rtol)
@@ -595,10 +599,12 @@ def call_like_pytorch(edge_model, args: tuple, kwargs: dict) -> Any:
     return pytree.tree_unflatten(out_leaves, out_spec)
 
 
-class OnnxRuntimeReference:
-    """An ONNX model on ONNX Runtime (CPU), called like a module: tensors in, tensor or tuple out."""
+class OnnxRuntimeReference(torch.nn.Module):
+    """An ONNX model on ONNX Runtime (CPU) as a module (the reference `validate` runs): tensors in, tensor or
+    tuple out."""
 
     def __init__(self, model: Any):
+        super().__init__()
         try:
             import onnxruntime as ort
         except ImportError as exc:
@@ -613,10 +619,7 @@ class OnnxRuntimeReference:
                                             providers=["CPUExecutionProvider"])
         self.inputs = self.session.get_inputs()
 
-    def eval(self) -> "OnnxRuntimeReference":
-        return self
-
-    def __call__(self, *args: Any) -> Any:
+    def forward(self, *args: Any) -> Any:
         feeds = {i.name: _as_numpy(a) for i, a in zip(self.inputs, args)}
         outs = [torch.from_numpy(np.asarray(o)) for o in self.session.run(None, feeds)]
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -206,7 +206,7 @@ def _pair(ctx: LoweringContext, value: Any, dtype: Any = np.float32) -> ComplexP
 
 def _out(node: Node, index: int = 0):
     """The shape of a result and the numpy dtype of its parts (its own, when real)."""
-    value = node.outputs[index]
+    value = node.output(index)
     return tuple(value.shape), numpy_dtype(_real_dtype(value.dtype))
 
 

@@ -148,6 +148,8 @@ def conv3d_by_depth_taps(ctx: LoweringContext, x, weight, bias, stride, padding,
         y = conv2d_channels_last(ctx, ctx.reshape(piece, [n * od, h, w, c_in]), _depth_tap(ctx, weight, i),
                                  bias if i == 0 else None, stride[1:], padding[1:], dilation[1:], groups, oh, ow)
         total = y if total is None else ctx.emit("ADD", [total, y], like=y, fused_activation_function="NONE")
+    if total is None:
+        raise ctx.fail("3-D convolution with a kernel of depth 0")
     return ctx.transpose(ctx.reshape(total, [n, od, oh, ow, c_out]), (0, 4, 1, 2, 3))
 
 

@@ -96,13 +96,13 @@ def _equal_length(ctx: LoweringContext, offsets: ir.Tensor, n) -> int | None:
         return length if ok else None
     producer = exact._producer(ctx, offsets)
     if producer is not None and producer.opcode == "CAST":
-        producer = exact._producer(ctx, producer.inputs[0])
+        producer = exact._producer(ctx, producer.input(0))
     if producer is None or producer.opcode != "RANGE":
         return None
-    start, _, step = producer.inputs
-    if not (start.is_constant and step.is_constant) or int(start.data) != 0 or int(step.data) < 1:
+    start, _, step = producer.tensor_inputs()
+    if not (start.is_constant and step.is_constant) or int(start.values) != 0 or int(step.values) < 1:
         return None
-    length = int(step.data)
+    length = int(step.values)
     return length if same_size(n, count * length) else None
 
 
@@ -112,7 +112,7 @@ def _membership(ctx: LoweringContext, offsets: ir.Tensor, ids: ir.Tensor, n: int
     bag without include_last_offset), and its index is not padding_idx."""
     positions = np.arange(n, dtype=np.int32)
     if offsets.is_constant:
-        starts = offsets.data.astype(np.int64)
+        starts = offsets.values.astype(np.int64)
         ends = starts[1:bags + 1] if include_last_offset else np.append(starts[1:], n)
         member = (starts[:bags, None] <= positions[None, :]) & (positions[None, :] < ends[:, None])
         result = ctx.const(member, name="bags")

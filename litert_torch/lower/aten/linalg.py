@@ -177,7 +177,7 @@ def _no_info(ctx, node, *results: int) -> None:
 
 
 @lowers(aten.linalg_inv_ex.default)
-def lower_linalg_inv_ex(ctx, node, a, check_errors=False) -> tuple[ir.Tensor, ir.Tensor]:
+def lower_linalg_inv_ex(ctx, node, a, check_errors=False) -> tuple[ir.Tensor, ir.Tensor | None]:
     """linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)
 
     The inverse: Gauss-Jordan elimination of [A | I] with partial pivoting (see the module docstring); the
@@ -190,7 +190,7 @@ def lower_linalg_inv_ex(ctx, node, a, check_errors=False) -> tuple[ir.Tensor, ir
 
 
 @lowers(aten._linalg_solve_ex.default)
-def lower_linalg_solve_ex(ctx, node, a, b, left=True, check_errors=False) -> tuple[ir.Tensor, None, None, ir.Tensor]:
+def lower_linalg_solve_ex(ctx, node, a, b, left=True, check_errors=False) -> tuple[ir.Tensor, None, None, ir.Tensor | None]:
     """_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)
 
     X with A X = B (or X A = B, left=False), B a batch of vectors or of matrices: Gauss-Jordan elimination
@@ -299,7 +299,7 @@ def _cholesky_lower(ctx, a: ir.Tensor, n: int) -> tuple[ir.Tensor, list[ir.Tenso
 
 
 @lowers(aten.linalg_cholesky_ex.default)
-def lower_linalg_cholesky_ex(ctx, node, a, upper=False, check_errors=False) -> tuple[ir.Tensor, ir.Tensor]:
+def lower_linalg_cholesky_ex(ctx, node, a, upper=False, check_errors=False) -> tuple[ir.Tensor, ir.Tensor | None]:
     """linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)
 
     The Cholesky factor (L, or U = L^T with upper=True, read from A's upper triangle): right-looking
@@ -414,7 +414,7 @@ def _lu(ctx, a: ir.Tensor, pivot: bool, what: str) -> tuple[ir.Tensor, list[ir.T
 
 
 @lowers(aten.linalg_lu_factor_ex.default)
-def lower_linalg_lu_factor_ex(ctx, node, a, pivot=True, check_errors=False) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+def lower_linalg_lu_factor_ex(ctx, node, a, pivot=True, check_errors=False) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor | None]:
     """linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)
 
     (LU, pivots, info) as LAPACK's getrf gives them: L's multipliers below the diagonal, U on and above,
@@ -451,7 +451,7 @@ def _pivot_indices(ctx, pivots: ir.Tensor, n: int) -> list[ir.Tensor]:
 
 
 @lowers(aten.lu_unpack.default)
-def lower_lu_unpack(ctx, node, lu, pivots, unpack_data=True, unpack_pivots=True) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+def lower_lu_unpack(ctx, node, lu, pivots, unpack_data=True, unpack_pivots=True) -> tuple[ir.Tensor | None, ir.Tensor | None, ir.Tensor | None]:
     """lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)
 
     (P, L, U) from a packed LU and its pivots (given when the model runs: the swaps are made in order)."""

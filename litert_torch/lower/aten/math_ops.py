@@ -615,7 +615,7 @@ def lower_cdist(ctx, node, x1, x2, p, compute_mode=None) -> ir.Tensor:
 
 # ---- NaN-aware extremes, hypot, ldexp, dist ------------------------------------------------------------------
 def _may_be_nan(x: ir.Tensor) -> bool:
-    return x.dtype.kind == "f" and not (x.is_constant and not np.isnan(x.data).any())
+    return x.dtype.kind == "f" and not (x.is_constant and not np.isnan(x.values).any())
 
 
 def extreme(ctx: LoweringContext, opcode: str, a: ir.Tensor, b: ir.Tensor, shape, *, propagate: bool) -> ir.Tensor:

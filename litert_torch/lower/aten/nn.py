@@ -251,12 +251,13 @@ def _batch_statistics(ctx, node, x, weight, bias, eps):
     return out, ctx.reshape(mean, [c]), ctx.reshape(rstd, [c]), var, count
 
 
-def _updated_running_stats(ctx, node, mean, var, count, running_mean, running_var, momentum):
+def _updated_running_stats(ctx, node, mean, var, count, running_mean, running_var,
+                           momentum) -> list[ir.Tensor | None]:
     """(1 - momentum) * running + momentum * batch, the variance unbiased (count / (count - 1))."""
     if count is None:
         raise ctx.fail("batch norm's updated running statistics over dynamic sizes have no lowering")
     c = int(mean.shape[0])
-    outs = []
+    outs: list[ir.Tensor | None] = []
     for running, batch, factor in ((running_mean, mean, 1.0), (running_var, ctx.reshape(var, [c]),
                                                               count / (count - 1) if count > 1 else np.inf)):
         if running is None:
@@ -270,7 +271,7 @@ def _updated_running_stats(ctx, node, mean, var, count, running_mean, running_va
 
 
 @lowers(aten._native_batch_norm_legit_functional.default)
-def lower_batch_norm_functional(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps) -> tuple[ir.Tensor, ir.Tensor | None, ir.Tensor | None, ir.Tensor, ir.Tensor]:
+def lower_batch_norm_functional(ctx, node, x, weight, bias, running_mean, running_var, training, momentum, eps) -> tuple[ir.Tensor, ir.Tensor | None, ir.Tensor | None, ir.Tensor | None, ir.Tensor | None]:
     """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)
 
     Batch norm with its running statistics returned updated: train mode normalises by the batch's own
@@ -302,7 +303,7 @@ def lower_batch_norm_no_stats(ctx, node, x, weight, bias, training, momentum, ep
 
 
 @lowers(aten._batch_norm_with_update_functional.default)
-def lower_batch_norm_with_update(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor, ir.Tensor, ir.Tensor, ir.Tensor]:
+def lower_batch_norm_with_update(ctx, node, x, weight, bias, running_mean, running_var, momentum, eps) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor, ir.Tensor | None, ir.Tensor | None, ir.Tensor | None]:
     """_batch_norm_with_update_functional(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)
 
     Train-mode batch norm with (out, mean, rstd, reserve, new running mean, new running variance)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+from typing import Literal
+
 import numpy as np
 import torch
 
@@ -161,9 +163,13 @@ def adaptive_argmax(ctx: LoweringContext, x: ir.Tensor, sizes: list[int], outs: 
                                 np.bool_)
             best = ctx.emit("SELECT_V2", [take, piece, best], shape, values.dtype)
             best_index = ctx.emit("SELECT_V2", [take, where, best_index], shape, np.int32)
+        if best is None or best_index is None:
+            raise ctx.fail("adaptive max pooling over an empty window")
         if best_index.shape != tuple(shape):
             best_index = ctx.emit("BROADCAST_TO", [best_index, ctx.dims_tensor(shape)], shape, np.int32)
         values, index = best, best_index
+    if index is None:
+        raise ctx.fail("adaptive max pooling over no axis")
     return values, index
 
 
@@ -385,7 +391,7 @@ def _tap_positions(size_out: int, stride: int, dilation: int, kernel: int, begin
 
 def pool_by_taps(ctx: LoweringContext, x, out_spatial, kernel, strides, dilations, pads, kind: str, *,
                  count_include_pad: bool = False, divisor_override=None, indices: str | None = None,
-                 order: str = "C") -> ir.Tensor | tuple[ir.Tensor, ir.Tensor]:
+                 order: Literal["C", "F"] = "C") -> ir.Tensor | tuple[ir.Tensor, ir.Tensor]:
     """Max, average or sum (`kind`) pooling of an [N, C, *spatial] input with any number of spatial axes, strides, dilations
     and (begin, end) pads per axis, as the elementwise MAXIMUM (or sum) of one strided slice per kernel tap of
     the padded input. The windows start at o * stride - begin; taps outside the input never win a max, and an
@@ -415,8 +421,10 @@ def pool_by_taps(ctx: LoweringContext, x, out_spatial, kernel, strides, dilation
         xp = ctx.emit("PADV2", [x, paddings, ctx.const(np.array(fill, x.dtype), name="fill")], padded, x.dtype)
     out_shape = tuple(x.shape[:2]) + tuple(out_spatial)
     taps = list(itertools.product(*[range(k) for k in kernel]))
-    best = best_index = seen = None
-    total = None
+    best: ir.Tensor | None = None
+    best_index: ir.Tensor | None = None
+    total: ir.Tensor | None = None
+    seen = np.zeros(out_spatial, bool)  # the output positions whose window has had a tap inside the input
     for tap in taps:
         begin = [0, 0] + [int(positions[i][0, t]) + before[i] for i, t in enumerate(tap)]
         end = [0, 0] + [begin[2 + i] + (out_spatial[i] - 1) * strides[i] + 1 for i in range(rank - 2)]
@@ -459,9 +467,11 @@ def pool_by_taps(ctx: LoweringContext, x, out_spatial, kernel, strides, dilation
         best = ctx.emit("SELECT_V2", [take, piece, best], out_shape, x.dtype)
         best_index = ctx.emit("SELECT_V2", [take, where, best_index], out_shape, np.int32)
         seen = seen | inside
-    if kind == "sum":
-        return total
     if kind != "max":
+        if total is None:
+            raise ctx.fail("pooling over an empty window")
+        if kind == "sum":
+            return total
         if divisor_override:
             count = np.full(out_spatial, float(divisor_override))
         else:
@@ -472,8 +482,12 @@ def pool_by_taps(ctx: LoweringContext, x, out_spatial, kernel, strides, dilation
                 count = count * per.reshape([-1 if j == i else 1 for j in range(len(spatial))])
         divisor = ctx.const(count.reshape((1, 1, *out_spatial)).astype(x.dtype), name="divisor")
         return ctx.emit("DIV", [total, divisor], like=total, fused_activation_function="NONE")
+    if best is None:
+        raise ctx.fail("pooling over an empty window")
     if indices is None:
         return best
+    if best_index is None:
+        raise ctx.fail("max pooling indices over an empty window")
     if indices == "flat":
         n, c = x.shape[:2]
         if not all(isinstance(d, int) for d in (n, c)):

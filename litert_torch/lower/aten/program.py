@@ -130,7 +130,8 @@ def _fill_permuted_empties(program: torch.export.ExportedProgram) -> None:
         if not (isinstance(index, torch.fx.Node) and index.target is operator.getitem and index.args[1] == 1
                 and isinstance(index.args[0], torch.fx.Node) and index.args[0].target in _SORTS):
             continue
-        sorted_value = index.args[0].args[0].meta.get("val")
+        sort = index.args[0].args[0]
+        sorted_value = sort.meta.get("val") if isinstance(sort, torch.fx.Node) else None
         if not isinstance(sorted_value, torch.Tensor) or tuple(sorted_value.shape) != tuple(value.shape):
             continue
         node.target, node.args = torch.ops.aten.zeros.default, (list(value.shape),)
@@ -158,15 +159,16 @@ def _written_span(node: torch.fx.Node, of: torch.fx.Node, shape: tuple) -> tuple
         dim, start, end, step = (list(node.args[2:]) + [0, None, None, 1][len(node.args) - 2:])[:4]
         dim, start, end, step = (node.kwargs.get("dim", dim), node.kwargs.get("start", start),
                                  node.kwargs.get("end", end), node.kwargs.get("step", step))
-        if not all(isinstance(v, (int, type(None))) for v in (start, end)) or not isinstance(step, int) \
-                or step < 1:
+        if not (isinstance(start, (int, type(None))) and isinstance(end, (int, type(None))) and isinstance(step, int)
+                and isinstance(dim, int)) or step < 1:
             return None
         axis = dim % rank
         size = shape[axis]
         start = 0 if start is None else (start + size if start < 0 else start)
         end = size if end is None else (end + size if end < 0 else end)
         return axis, range(max(0, min(start, size)), max(0, min(end, size)), step)
-    if node.target is torch.ops.aten.select_scatter.default and isinstance(node.args[3], int):
+    if node.target is torch.ops.aten.select_scatter.default and isinstance(node.args[3], int) \
+            and isinstance(node.args[2], int):
         axis = node.args[2] % rank
         index = node.args[3] % shape[axis]
         return axis, range(index, index + 1)
@@ -193,7 +195,8 @@ def _fill_written_empties(program: torch.export.ExportedProgram) -> None:
 def _written_before_read(node: torch.fx.Node, shape: tuple) -> bool:
     """Whether a chain of writes starting at `node` (one writer each, other users reading only shapes)
     overwrites every element of it before anything reads a value."""
-    current, axis, written = node, None, None
+    current, axis = node, None
+    written: np.ndarray | None = None
     while True:
         writers = [u for u in current.users if not _reads_only_shape(u, current)]
         if len(writers) != 1:
@@ -205,7 +208,7 @@ def _written_before_read(node: torch.fx.Node, shape: tuple) -> bool:
             return True
         if axis is not None and span[0] != axis:
             return False
-        if axis is None:
+        if axis is None or written is None:
             axis, written = span[0], np.zeros(shape[span[0]], np.bool_)
         written[span[1].start:span[1].stop:span[1].step] = True
         if written.all():
@@ -351,7 +354,7 @@ def symbol_names(program: torch.export.ExportedProgram, dims: dict[tuple[int, in
     """Size symbol -> the user's Dim name, from `dims` ((user input position, axis) -> Dim name)."""
     user_inputs = [s for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
     placeholder_by_name = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
-    names = {}
+    names: dict[str, str] = {}
     for (pos, axis), name in dims.items():
         if pos >= len(user_inputs):
             continue
@@ -367,7 +370,8 @@ def symbol_names(program: torch.export.ExportedProgram, dims: dict[tuple[int, in
 def _values(program: torch.export.ExportedProgram, space: SymSpace) -> tuple[dict[str, Any], dict[str, Any]]:
     """The shape and dtype of each tensor node's result (a `Value`, or a tuple of them, None for non-tensors,
     for an op with several results), with dynamic sizes as Syms; and the value of each size node."""
-    values, sizes = {}, {}
+    values: dict[str, Value | tuple[Value | None, ...]] = {}
+    sizes: dict[str, Any] = {}
     for node in program.graph.nodes:
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
@@ -408,7 +412,8 @@ def _contract(node: torch.fx.Node, values: dict[str, Any], sizes: dict[str, Any]
     result = values.get(node.name)
     if isinstance(result, tuple):
         outputs, single = result, False
-        used = frozenset(user.args[1] for user in node.users if user.target is operator.getitem and user.users)
+        used = frozenset(user.args[1] for user in node.users
+                         if user.target is operator.getitem and user.users and isinstance(user.args[1], int))
     else:
         outputs, single = ((result,) if result is not None else ()), True
         used = frozenset({0}) if node.users else frozenset()
@@ -461,8 +466,10 @@ def input_names(in_spec: Any, positions: list[int]) -> list[str]:
     names = []
     for pos in positions:
         side, *rest = paths[pos]
-        if side.idx == 0:  # positional: ("args", i, ...)
+        if isinstance(side, pytree.SequenceKey) and side.idx == 0:  # positional: ("args", i, ...)
             index, *rest = rest
+            if not isinstance(index, pytree.SequenceKey):
+                raise TypeError(f"positional input path {paths[pos]} has no position")
             name = "_".join(["args", str(index.idx), *filter(None, [_path_name(rest)])])
         else:
             name = _path_name(rest)
@@ -594,6 +601,8 @@ def lower_program(program: torch.export.ExportedProgram,
             if complex_ops.involves_complex(contract, args, kwargs):
                 result = complex_ops.lower(ctx, node.target, lowering.fn if lowering else None, contract, args,
                                            kwargs)
+            elif lowering is None:
+                raise LoweringError("no lowering for this op", target=ref.target, location=ref.location)
             else:
                 result = _lower_node(ctx, lowering.fn, contract, args, kwargs)
         except DynamicSizeError as exc:
@@ -739,9 +748,13 @@ def _permuted_constant(ctx: LoweringContext, node: torch.fx.Node, env: dict) -> 
     if node.target is not torch.ops.aten.permute.default or not isinstance(node.args[0], torch.fx.Node):
         return None
     source = env.get(node.args[0].name)
-    if not isinstance(source, ir.Tensor) or not source.is_constant:
+    perm = node.args[1]
+    if not isinstance(source, ir.Tensor) or not source.is_constant or not isinstance(perm, (list, tuple)):
         return None
-    return ctx.transpose(source, [normalize_dim(d, source.rank) for d in node.args[1]])
+    axes = [d for d in perm if isinstance(d, int)]
+    if len(axes) != len(perm):
+        return None
+    return ctx.transpose(source, [normalize_dim(d, source.rank) for d in axes])
 
 
 def _wrap_constant(name: str, value: Any) -> Any:
@@ -755,7 +768,7 @@ def _wrap_constant(name: str, value: Any) -> Any:
 def _check_result(node: Node, result: Any) -> None:
     """A lowering's outputs must have the shapes and dtypes the frontend computed; a mismatch is a bug in the
     lowering."""
-    ref = node.source
+    target = node.source.target if node.source is not None else str(node.op)
     if node.single:
         pairs = [(node.outputs[0], result)] if node.outputs else []
     elif isinstance(result, (tuple, list)):
@@ -768,13 +781,13 @@ def _check_result(node: Node, result: Any) -> None:
         want = val.shape
         if len(want) != len(got.shape) or not all(same_size(a, b) for a, b in zip(want, got.shape)):
             raise ConversionError(
-                f"internal error: lowering of {ref.target} (node {node.name}) produced shape {list(got.shape)}, "
+                f"internal error: lowering of {target} (node {node.name}) produced shape {list(got.shape)}, "
                 f"PyTorch computes {list(want)}"
             )
         if got.shape != want and not got.is_constant:
             got.shape = want  # torch.export's form of each dynamic size, so that later comparisons see it
         if np.dtype(numpy_dtype(val.dtype)) != got.dtype:
             raise ConversionError(
-                f"internal error: lowering of {ref.target} (node {node.name}) produced {got.dtype}, "
+                f"internal error: lowering of {target} (node {node.name}) produced {got.dtype}, "
                 f"PyTorch computes {val.dtype}"
             )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -192,7 +194,7 @@ def unrolled_gru(ctx: LoweringContext, x: ir.Tensor, wd, rd, bd, hidden: int,
     seq, batch, features = (x.shape[0], x.shape[1], x.shape[2]) if time_major else (x.shape[1], x.shape[0], x.shape[2])
     dtype = x.dtype
     wd, rd, bd = (v if isinstance(v, Weights) else Weights(v) for v in (wd, rd, bd))
-    fc = dict(fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=True,
+    fc: dict[str, Any] = dict(fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=True,
               asymmetric_quantize_inputs=False)
     unit = [1, batch] if time_major else [batch, 1]
     shape = [*unit, hidden]
@@ -228,7 +230,7 @@ def unrolled_gru(ctx: LoweringContext, x: ir.Tensor, wd, rd, bd, hidden: int,
             if linear_before_reset:
                 # One FULLY_CONNECTED per gate: a 3H-wide product is split across threads, each H-wide one is
                 # not, and the SPLIT of its output goes away.
-                if h.is_constant and not h.data.any() and bd.constant:  # the zero start: the product is its bias
+                if h.is_constant and not h.values.any() and bd.constant:  # the zero start: the product is its bias
                     bias = bd.array()[d][3 * hidden:].astype(dtype)
                     hz, hr, hh = (ctx.const(np.broadcast_to(bias[g * hidden:(g + 1) * hidden], shape).copy(),
                                             name="r_b") for g in range(3))
@@ -278,7 +280,7 @@ def unrolled_lstm(ctx: LoweringContext, x: ir.Tensor, wd, rd, bd, hidden: int, r
     out_size = int(projection.array().shape[1]) if projection is not None else hidden
     unit = [1, batch] if time_major else [batch, 1]
     shape, h_shape, gates_shape = [*unit, hidden], [*unit, out_size], [*unit, 4 * hidden]
-    fc = dict(fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=True,
+    fc: dict[str, Any] = dict(fused_activation_function="NONE", weights_format="DEFAULT", keep_num_dims=True,
               asymmetric_quantize_inputs=False)
 
     def op(opcode, *args, out=None):
@@ -286,7 +288,7 @@ def unrolled_lstm(ctx: LoweringContext, x: ir.Tensor, wd, rd, bd, hidden: int, r
         return ctx.emit(opcode, list(args), shape if out is None else out, dtype, **opts)
 
     def zero(t: ir.Tensor) -> bool:
-        return t.is_constant and not t.data.any()
+        return t.is_constant and not t.values.any()
 
     time_axis = 0 if time_major else 1
     flat = ctx.reshape(x, [seq * batch, features])
@@ -400,7 +402,7 @@ def lower_gru(ctx, node, x, hx, params, has_biases, num_layers, dropout, train, 
         states = unrolled_gru(ctx, layer_in, np.stack(wd), np.stack(rd), np.stack(bd), hidden,
                               [d == 1 for d in range(directions)], time_major=time_major, linear_before_reset=True,
                               initial=initial or None)
-        for d, direction in enumerate(states):  # the backward direction ends at the first time step
-            finals.append(direction[0] if d == 1 else direction[-1])
+        for d, steps in enumerate(states):  # the backward direction ends at the first time step
+            finals.append(steps[0] if d == 1 else steps[-1])
         layer_in = sequence_of(ctx, states, time_major)
     return layer_in, _stacked_states(ctx, finals, batch) if 1 in node.used else None

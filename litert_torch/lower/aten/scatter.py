@@ -22,6 +22,8 @@ Limits: static sizes; a product, maximum or minimum compares (positions x update
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -117,7 +119,7 @@ def _broadcast(ctx: LoweringContext, t: ir.Tensor, shape: list[int]) -> ir.Tenso
     if list(t.shape) == list(shape):
         return t
     if t.is_constant:
-        return ctx.const(np.broadcast_to(t.data, shape).copy(), t.dtype, "broadcast")
+        return ctx.const(np.broadcast_to(t.values, shape).copy(), t.dtype, "broadcast")
     if t.rank < len(shape):
         t = ctx.reshape(t, [1] * (len(shape) - t.rank) + list(t.shape))
     return ctx.emit("BROADCAST_TO", [t, ctx.const(np.array(shape, np.int32), name="shape")], shape, t.dtype)
@@ -238,8 +240,8 @@ def grouped(ctx: LoweringContext, values: ir.Tensor, ids: ir.Tensor, axis: int, 
 
 def combine(ctx: LoweringContext, a: ir.Tensor, b: ir.Tensor, reduce: str) -> ir.Tensor:
     """a * b, max(a, b) or min(a, b), NaN where either is NaN."""
-    out = ctx.emit(_COMBINE[reduce], [a, b], a.shape, a.dtype,
-                   **({"fused_activation_function": "NONE"} if reduce == "prod" else {}))
+    options: dict[str, Any] = {"fused_activation_function": "NONE"} if reduce == "prod" else {}
+    out = ctx.emit(_COMBINE[reduce], [a, b], a.shape, a.dtype, **options)
     if np.dtype(a.dtype).kind == "f" and reduce != "prod":
         nan = ctx.emit("LOGICAL_OR", [exact.is_nan(ctx, a), exact.is_nan(ctx, b)], a.shape, np.bool_)
         out = ctx.emit("SELECT_V2", [nan, ctx.const(np.array(np.nan, a.dtype), name="nan"), out], a.shape, a.dtype)
@@ -315,6 +317,8 @@ def nd_grouped(ctx: LoweringContext, x: ir.Tensor, coords: ir.Tensor, columns: l
                                                    like=column, fused_activation_function="NONE")
         linear = part if linear is None else ctx.emit("ADD", [linear, part], like=part,
                                                       fused_activation_function="NONE")
+    if linear is None:
+        raise ctx.fail("scatter with an index of no columns")
     values = ctx.reshape(ctx.cast(updates, work), [m, width])
     reduced = grouped(ctx, values, ctx.reshape(linear, [m, 1]), 0, positions, reduce)
     reduced = ctx.reshape(reduced, [int(d) for d in x.shape])
@@ -470,8 +474,8 @@ def _row_mask(ctx: LoweringContext, mask: ir.Tensor, rank: int) -> ir.Tensor:
         mask = ctx.reshape(mask, [1] * (rank - mask.rank) + list(mask.shape))
     for op in reversed(ctx.graph.ops):
         if mask in op.outputs:
-            if op.opcode == "BROADCAST_TO" and op.inputs[0].rank == rank:
-                return op.inputs[0]
+            if op.opcode == "BROADCAST_TO" and op.input(0).rank == rank:
+                return op.input(0)
             break
     return mask
 
@@ -524,8 +528,8 @@ def lower_masked_scatter(ctx, node, x, mask, source) -> ir.Tensor:
     made by expanding a per-row mask over the last axes (a vision-language model's image-token mask,
     `mask.unsqueeze(-1).expand_as(embeds)`) selects whole rows, gathered as rows; else each element is one row.
     More selected elements than `source` has fails the invocation, as PyTorch raises."""
-    shape, dtype = out_meta(node)
-    shape = list(shape)
+    out_shape, dtype = out_meta(node)
+    shape = list(out_shape)
     rank = len(shape)
     base = _row_mask(ctx, mask, rank)
     k = rank

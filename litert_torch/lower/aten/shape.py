@@ -380,8 +380,8 @@ def lower_repeat(ctx, node, x, repeats) -> ir.Tensor:
 def index_tensor(ctx: LoweringContext, index: ir.Tensor, size: int) -> ir.Tensor:
     """Indices as int32 with negative values wrapped: TFLite gathers reject negative indices."""
     index = ctx.cast(index, np.int32)
-    if index.is_constant and (is_static(size) or not (index.data < 0).any()):
-        return ctx.const(np.where(index.data < 0, index.data + size, index.data).astype(np.int32), name="index")
+    if index.data is not None and (is_static(size) or not (index.data < 0).any()):
+        return ctx.const(np.where(index.values < 0, index.values + size, index.values).astype(np.int32), name="index")
     size_t = ctx.const(np.array(size, np.int32), name="size") if is_static(size) else \
         ctx.reshape(ctx.size_tensor(size), [])
     wrapped = ctx.emit("ADD", [index, size_t], like=index)
@@ -581,8 +581,8 @@ def lower_replication_pad(ctx, node, x, padding) -> ir.Tensor:
             x = ctx.emit("GATHER", [x, ctx.const(index, name="source")], shape, x.dtype, axis=axis, batch_dims=0)
         return x
     if all(p <= 1 for pair in pairs for p in pair) and x.is_static:
-        shape, _ = out_meta(node)
-        return ctx.emit("MIRROR_PAD", [x, ctx.const(np.array(pairs, np.int32), name="paddings")], shape, x.dtype,
+        out_shape, _ = out_meta(node)
+        return ctx.emit("MIRROR_PAD", [x, ctx.const(np.array(pairs, np.int32), name="paddings")], out_shape, x.dtype,
                         mode="SYMMETRIC")
     for axis, (before, after) in enumerate(pairs):
         if not before and not after:

@@ -74,13 +74,18 @@ def _poly(ctx, x: ir.Tensor, coefficients: list[float]) -> ir.Tensor:
 
 def _power(ctx, x: ir.Tensor, k: int) -> ir.Tensor:
     """x**k for a small positive integer k, by squaring."""
-    out, base = None, x
+    if k < 1:
+        raise ValueError(f"_power takes a positive exponent, not {k}")
+    out: ir.Tensor | None = None
+    base = x
     while k:
         if k & 1:
             out = base if out is None else float_op(ctx, "MUL", out, base)
         k >>= 1
         if k:
             base = float_op(ctx, "MUL", base, base)
+    if out is None:  # never: a positive k has a set bit
+        raise ValueError("x**k with no factor")
     return out
 
 

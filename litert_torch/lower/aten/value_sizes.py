@@ -134,7 +134,8 @@ def _count_bounds(program: torch.export.ExportedProgram) -> dict[Any, Any]:
     import sympy
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-    bounds, read = {}, set()
+    bounds: dict[sympy.Symbol, sympy.Expr] = {}
+    read: set[sympy.Symbol] = set()
     for node in program.graph.nodes:
         val = node.meta.get("val")
         if node.target in VALUE_READS and isinstance(val, torch.SymInt):
@@ -224,8 +225,11 @@ def _holds_for_every_count(expr: Any, counts: dict[Any, Any], ranges: dict[Any, 
 def _drop_effect(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
     """Remove a `with_effects` call whose only result is its effect token: what read the token it passed on reads
     the token it was given."""
+    token = node.args[0]
+    if not isinstance(token, torch.fx.Node):
+        raise TypeError(f"{node.name} passes on no effect token")
     for user in list(node.users):
-        user.replace_all_uses_with(node.args[0])
+        user.replace_all_uses_with(token)
         graph.erase_node(user)
     graph.erase_node(node)
 

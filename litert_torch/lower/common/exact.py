@@ -150,13 +150,15 @@ def lower_bound(ctx: LoweringContext, t: ir.Tensor, depth: int = 6) -> float | N
     if op.opcode in _NON_NEGATIVE or (op.opcode == "MUL" and len(op.inputs) == 2 and op.inputs[0] is op.inputs[1]):
         return 0.0
     bounds = [lower_bound(ctx, i, depth - 1) if i is not None else None for i in op.inputs[:2]]
-    if op.opcode == "ADD" and op.options.get("fused_activation_function", "NONE") == "NONE" and None not in bounds:
-        return bounds[0] + bounds[1]
-    if op.opcode == "MUL" and None not in bounds and min(bounds) >= 0:
-        return bounds[0] * bounds[1]
-    if op.opcode in ("MEAN", "REDUCE_MAX", "REDUCE_MIN") and bounds[0] is not None:
-        return bounds[0]
-    if op.opcode == "SUM" and bounds[0] is not None and bounds[0] >= 0:
+    first, second = (bounds + [None, None])[:2]
+    if op.opcode == "ADD" and op.options.get("fused_activation_function", "NONE") == "NONE" and \
+            first is not None and second is not None:
+        return first + second
+    if op.opcode == "MUL" and first is not None and second is not None and min(first, second) >= 0:
+        return first * second
+    if op.opcode in ("MEAN", "REDUCE_MAX", "REDUCE_MIN") and first is not None:
+        return first
+    if op.opcode == "SUM" and first is not None and first >= 0:
         return 0.0
     return None
 

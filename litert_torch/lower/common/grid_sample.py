@@ -181,7 +181,7 @@ def grid_sample(ctx: LoweringContext, x: ir.Tensor, grid: ir.Tensor, mode: str, 
                          for i, w in _taps(o, t, mode)])
     batch = ctx.const(np.broadcast_to(np.arange(n, dtype=np.int32).reshape([n] + [1] * len(out)),
                                       [n, *out]).copy().reshape([n, *out, 1]), name="batch")
-    total = None
+    total: ir.Tensor | None = None
     for combo in itertools.product(*per_axis):
         weight, mask = None, None
         for _, inside, w in combo:
@@ -200,5 +200,7 @@ def grid_sample(ctx: LoweringContext, x: ir.Tensor, grid: ir.Tensor, mode: str, 
             values = ctx.emit("MUL", [values, ctx.reshape(weight, [n, *out, 1])], [n, *out, c], np.float32,
                               fused_activation_function="NONE")
         total = values if total is None else o.add(total, values)
+    if total is None:  # never: every axis has a tap, so there is at least one corner
+        raise TypeError("grid sampling with no taps")
     y = ctx.transpose(total, (0, k + 1, *range(1, k + 1)))
     return ctx.cast(y, dtype)

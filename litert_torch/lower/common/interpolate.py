@@ -48,7 +48,7 @@ class Traced:
         a, b = self, self.lift(other)
         if swap:
             a, b = b, a
-        opts = {"fused_activation_function": "NONE"} if opcode in ("ADD", "SUB", "MUL", "DIV") else {}
+        opts: dict[str, Any] = {"fused_activation_function": "NONE"} if opcode in ("ADD", "SUB", "MUL", "DIV") else {}
         shape = broadcast_shapes(a.shape, b.shape)
         return Traced(self.ctx, self.ctx.emit(opcode, [a.t, b.t], shape, dtype or a.t.dtype, **opts))
 
@@ -248,17 +248,18 @@ def tap_offsets(ctx: LoweringContext, kernel: Kernel, scale, in_size, what: str)
     model is given."""
     support = 1.0 if kernel.mode == "linear" else 2.0
     if not kernel.antialias:
-        stretch = 1.0
-        start = 1 - int(support)
-        return np.arange(start, start + 2 * int(support), dtype=np.float64)[None, :], stretch
+        first = 1 - int(support)
+        return np.arange(first, first + 2 * int(support), dtype=np.float64)[None, :], 1.0
     stretch = maximum(minimum(scale, 1.0), 0.5 / in_size)
     start = floor(-support / stretch) + 1
-    if not isinstance(start, Traced):
-        start = int(start)
-        return np.arange(start, 2 - start, dtype=np.float64)[None, :], float(stretch)
+    if not isinstance(start, Traced) and not isinstance(stretch, Traced):  # a traced scale traces both
+        first = int(start)
+        return np.arange(first, 2 - first, dtype=np.float64)[None, :], float(stretch)
     count = as_count(2.0 - 2.0 * start)
     taps = ctx.space.fresh(f"{what}.taps", 2, None)
     k = arange(ctx, count, taps)  # [taps, 1]
+    if not isinstance(k, Traced):
+        raise TypeError("a traced start gives a traced count of taps")
     row = Traced(ctx, ctx.reshape(k.t, (1, taps)))
     return row + start, stretch
 

@@ -153,7 +153,7 @@ class LoweringContext:
         self.reported: set[str] = set()  # warnings already logged for this graph (`warn_once`)
         self._folded: dict[int, tuple[ir.Tensor, ir.Tensor]] = {}  # id(t) -> (t, the constant t transposes)
 
-    def begin(self, node: Node, source: ir.SourceRef) -> None:
+    def begin(self, node: Node, source: ir.SourceRef | None) -> None:
         self.node, self.source, self._count = node, source, 0
 
     def warn_once(self, key: str, message: str, *args: Any) -> None:
@@ -230,6 +230,8 @@ class LoweringContext:
         if like is not None:
             shape = like.shape if shape is None else shape
             dtype = like.dtype if dtype is None else dtype
+        if shape is None:
+            raise TypeError(f"emit({opcode!r}) needs the output's shape or a tensor `like` it")
         if opcode in EMPTY_UNSAFE and any(self.counted(t) for t in inputs):
             return self._emit_padded(opcode, inputs, [(shape, dtype)], options)[0]
         out = self.tensor(shape, dtype)
@@ -338,7 +340,7 @@ class LoweringContext:
             parts = [self._size_expr(a) for a in expr.args]
             out = parts[0]
             for part in parts[1:]:
-                opts = {"fused_activation_function": "NONE"} if binary[name] in ("ADD", "MUL") else {}
+                opts: dict[str, Any] = {"fused_activation_function": "NONE"} if binary[name] in ("ADD", "MUL") else {}
                 out = self.emit(binary[name], [out, part], (1,), np.int32, **opts)
         self._sizes[expr] = out
         return out
@@ -348,7 +350,8 @@ class LoweringContext:
         shape = dims_of(shape)
         if all_static(shape):
             return self.const(np.array(shape, np.int32), name="shape")
-        pieces, run = [], []
+        pieces: list[ir.Tensor] = []
+        run: list[int] = []
         for d in shape:
             if isinstance(d, Sym):
                 if run:
@@ -395,7 +398,7 @@ class LoweringContext:
         if list(x.shape) == shape:
             return x
         if x.is_constant:
-            return self.const(x.data.reshape(shape), x.dtype, "reshaped")
+            return self.const(x.values.reshape(shape), x.dtype, "reshaped")
         if self._value_sized(x, shape):
             kept = self._reshape_on_cpu(x, shape)
             if kept is not None:
@@ -414,7 +417,7 @@ class LoweringContext:
             # to a scalar: the option alone (a shape tensor of no elements has no data a file can hold)
             return self.emit("RESHAPE", [x], shape, x.dtype, new_shape=[])
         operand = self.reshape_operand(shape)
-        options = {"new_shape": [int(v) for v in operand.data]} if operand.is_constant else {}
+        options: dict[str, Any] = {"new_shape": [int(v) for v in operand.values]} if operand.is_constant else {}
         return self.emit("RESHAPE", [x, operand], shape, x.dtype, **options)
 
     def _value_sized(self, x: ir.Tensor, shape: Sequence[Any]) -> bool:
@@ -447,7 +450,7 @@ class LoweringContext:
         if perm == list(range(x.rank)):
             return x
         if x.is_constant:
-            out = self.const(np.transpose(x.data, perm), x.dtype, "transposed")
+            out = self.const(np.transpose(x.values, perm), x.dtype, "transposed")
             if perm == [*range(x.rank - 2), x.rank - 1, x.rank - 2]:
                 self._folded[id(out)] = (out, x)
             return out
@@ -465,7 +468,7 @@ class LoweringContext:
         if x.dtype == dtype:
             return x
         if x.is_constant:
-            return self.const(x.data.astype(dtype), dtype)
+            return self.const(x.values.astype(dtype), dtype)
         return self.emit("CAST", [x], x.shape, dtype)
 
     def scalar_like(self, value: Any, x: ir.Tensor) -> ir.Tensor:

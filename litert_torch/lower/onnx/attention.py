@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from litert_torch import ir
-from litert_torch.lower.onnx.registry import onnx_op, tensor
+from litert_torch.lower.onnx.registry import onnx_op, operand, tensor
 from litert_torch.symbolic import all_static, broadcast_shapes
 
 
@@ -59,6 +59,8 @@ def attention(ctx, node, inputs, attrs) -> list[ir.Tensor | None]:
         q, k, v = _heads(ctx, q, q_heads), _heads(ctx, k, kv_heads), _heads(ctx, v, kv_heads)
     batch, q_heads, q_len, head = (int(d) for d in q.shape)
     if past_k is not None:
+        if past_v is None:
+            raise ctx.fail("Attention with a past key and no past value")
         k = ctx.emit("CONCATENATION", [past_k, k], (batch, k.shape[1], past_k.shape[2] + k.shape[2], k.shape[3]),
                      k.dtype, axis=2)
         v = ctx.emit("CONCATENATION", [past_v, v], (batch, v.shape[1], past_v.shape[2] + v.shape[2], v.shape[3]),
@@ -72,7 +74,7 @@ def attention(ctx, node, inputs, attrs) -> list[ir.Tensor | None]:
         bias, all_masked = _attention_bias(ctx, mask, causal, q_len, kv_len, past_len, left, right)
     else:
         bias, all_masked = _attention_bias(ctx, mask, 0, q_len, kv_len, 0)
-        bias, all_masked = _external_cache_bias(ctx, bias, tensor(ctx, nonpad), batch, q_len, kv_len, causal, left,
+        bias, all_masked = _external_cache_bias(ctx, bias, operand(ctx, nonpad), batch, q_len, kv_len, causal, left,
                                                 right)
     if kv_heads != q_heads:
         if q_heads % kv_heads:

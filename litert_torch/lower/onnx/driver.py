@@ -153,7 +153,8 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
             stand_ins = [np.zeros([int(d) for d in v.shape], v.dtype) if isinstance(v, ir.Tensor) else v
                          for v in inputs]
             for out, result in zip(node.output, _evaluate(onnx, node, stand_ins)):
-                if list(result.shape) != list(types[out][0]):
+                declared = types[out][0]
+                if declared is None or list(result.shape) != list(declared):
                     raise OnnxError(f"node {name}: output {out} is declared {types[out][0]} but computes to "
                                     f"{list(result.shape)}")
                 consts[out] = result
@@ -213,6 +214,9 @@ def lower_onnx(proto, input_shapes: dict[str, tuple] | None = None,
                                 "comparisons and data movement read as uint32)", target=f"onnx::{node.op_type}",
                                 location=f"node {name}")
         lower = entry.lower if runtime_shaped else op.lower
+        if lower is None:  # never: ops without a lowering are evaluated when their inputs are constant
+            raise LoweringError(f"node {name}: {node.op_type} is only evaluated at conversion time",
+                                target=f"onnx::{node.op_type}", location=f"node {name}")
         if flip:
             inputs = [_flip_sign(ctx, v) if isinstance(v, ir.Tensor) else v for v in inputs]
         try:
@@ -280,7 +284,7 @@ def _flip_sign(ctx, t: ir.Tensor) -> ir.Tensor:
     """The int32 bits of a uint32 value with the top bit flipped: their int32 order is the uint32 order."""
     top = np.array(-2**31, np.int32)
     if t.is_constant:
-        return ctx.const(np.bitwise_xor(t.data, top), np.int32)
+        return ctx.const(np.bitwise_xor(t.values, top), np.int32)
     return ctx.emit("BITWISE_XOR", [t, ctx.const(top, np.int32, name="top_bit")], like=t)
 
 
@@ -323,7 +327,7 @@ def _symbolic_types(node, inputs: list, attrs: dict, types: dict, space: SymSpac
         raise _dynamic_error(node.op_type, name, space, exc) from None
     first = next((v for v in inputs if isinstance(v, (ir.Tensor, np.ndarray))), None)
     fallback = first.dtype if first is not None and first.dtype != object else np.int64
-    out = []
+    out: list[tuple[tuple, Any] | None] = []
     for k, o in enumerate(node.output):
         if not o:
             out.append(None)
@@ -356,7 +360,7 @@ def _runtime_shaped_types(node, entry, inputs: list, attrs: dict, types: dict, s
         raise LoweringError(f"node {name}: {exc}", target=f"onnx::{node.op_type}", location=f"node {name}") from None
     memo[key] = shapes
     first = inputs[0]
-    out = []
+    out: list[tuple[tuple, Any] | None] = []
     for k, o in enumerate(node.output):
         if not o:
             out.append(None)

@@ -26,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from litert_torch import ir
-from litert_torch.lower.onnx.registry import OPSETS_GROUP, set_fact, tensor
+from litert_torch.lower.onnx.registry import OPSETS_GROUP, operand, set_fact, tensor
 from litert_torch.lower.common.registry import LoweringContext
 from litert_torch.symbolic import DynamicSizeError, Sym
 
@@ -91,7 +91,8 @@ def _span(sizes: list) -> tuple[int, int | None]:
         else:
             lows.append(int(d))
             highs.append(int(d))
-    return min(lows), (None if any(h is None for h in highs) else max(highs))
+    known = [h for h in highs if h is not None]
+    return min(lows), (max(known) if len(known) == len(highs) else None)
 
 
 def _numel(shape: tuple) -> int | None:
@@ -123,7 +124,7 @@ def _const_i32(ctx: LoweringContext, values, name: str = "const") -> ir.Tensor:
 
 
 def _binary(ctx: LoweringContext, opcode: str, a: ir.Tensor, b: ir.Tensor, shape=None, dtype=None) -> ir.Tensor:
-    opts = {"fused_activation_function": "NONE"} if opcode in ("ADD", "SUB", "MUL") else {}
+    opts: dict[str, Any] = {"fused_activation_function": "NONE"} if opcode in ("ADD", "SUB", "MUL") else {}
     shape = a.shape if shape is None else shape
     return ctx.emit(opcode, [a, b], shape, a.dtype if dtype is None else dtype, **opts)
 
@@ -186,9 +187,10 @@ def reduce_over(ctx: LoweringContext, node, x: ir.Tensor, axes: ir.Tensor, attrs
     else:
         axes_t = _flat(ctx, axes, m)
     if x.dtype == np.bool_:  # the largest of bools is any, the smallest all
-        opcode = {"REDUCE_MAX": "REDUCE_ANY", "REDUCE_MIN": "REDUCE_ALL"}.get(opcode)
-        if opcode is None:
+        bool_opcode = {"REDUCE_MAX": "REDUCE_ANY", "REDUCE_MIN": "REDUCE_ALL"}.get(opcode)
+        if bool_opcode is None:
             raise ctx.fail(f"{node.op_type} of bool values has no lowering")
+        opcode = bool_opcode
     out = ctx.emit(opcode, [x, axes_t], shape, x.dtype, keep_dims=keep)
     if opcode in ("REDUCE_MAX", "REDUCE_MIN") and x.dtype.kind == "f" and _numel(tuple(x.shape)) == 0:
         # no elements: every result is a reduction of none, -inf for max and +inf for min as ONNX defines
@@ -374,6 +376,8 @@ def _per_axis(ctx, values: ir.Tensor | None, m: int, axes: list[int] | None, axe
                          axis=0, fused_activation_function="NONE")
         index = [axes.index(a) if a in axes else m for a in range(rank)]
         return ctx.emit("GATHER", [table, _const_i32(ctx, index, "index")], (rank,), np.int32, axis=0, batch_dims=0)
+    if axes_t is None:
+        raise TypeError("_per_axis needs the axes, as constants or as a run-time tensor")
     column = ctx.reshape(axes_t, [m, 1])
     placed = ctx.emit("SCATTER_ND", [column, values, _const_i32(ctx, [rank], "shape")], (rank,), np.int32)
     named = _membership(ctx, axes_t, m, rank)
@@ -389,7 +393,7 @@ def slice_op(ctx, node, inputs, attrs) -> ir.Tensor:
     r = x.rank
     if r > 5:
         raise ctx.fail("Slice of a rank above 5 with bounds computed at run time has no lowering")
-    starts, ends = tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
+    starts, ends = operand(ctx, inputs[1]), operand(ctx, inputs[2])
     m = starts.shape[0] if starts.rank else 1
     axes_in = inputs[3] if len(inputs) > 3 else None
     steps_in = tensor(ctx, inputs[4]) if len(inputs) > 4 else None
@@ -439,7 +443,7 @@ def pad(ctx, node, inputs, attrs) -> ir.Tensor:
         raise ctx.fail(f"Pad mode {mode!r} with pads computed at run time has no lowering (constant and reflect do)")
     if r > 5:
         raise ctx.fail("Pad of a rank above 5 with pads computed at run time has no lowering")
-    pads = tensor(ctx, inputs[1])
+    pads = operand(ctx, inputs[1])
     axes_in = inputs[3] if len(inputs) > 3 else None
     m = (pads.shape[0] if pads.rank else 1) // 2
     pairs = ctx.transpose(ctx.reshape(_flat(ctx, pads, 2 * m), [2, m]), [1, 0])  # [m, 2]: (begin, end) per axis

@@ -18,7 +18,7 @@ from litert_torch.lower.aten import linalg, scatter
 from litert_torch.lower.aten.elementwise import integer_and_or
 from litert_torch.lower.onnx.dynamic import _reduce_shapes, reduce_over, runtime_shaped
 from litert_torch.lower.onnx.registry import (
-    aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor,
+    aten_fn, const_list, onnx_op, operand, out_shape, scalar, sub, tensor,
 )
 from litert_torch.lower.aten.reduce import cumprod_along, topk_last_axis
 from litert_torch.lower.aten.reduce import reduce as reduce_over_dims
@@ -147,7 +147,7 @@ def bitwise_xor(ctx, node, inputs, attrs) -> ir.Tensor:
     """BitwiseXor (opsets 18-28).
 
     BITWISE_XOR (broadcasting)."""
-    a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
+    a, b = operand(ctx, inputs[0]), operand(ctx, inputs[1])
     return ctx.emit("BITWISE_XOR", [a, b], out_shape(node), a.dtype)
 
 
@@ -156,7 +156,7 @@ def bitwise_not(ctx, node, inputs, attrs) -> ir.Tensor:
     """BitwiseNot (opsets 18-28).
 
     BITWISE_XOR with all ones (-1, or the type's maximum for an unsigned type)."""
-    x = tensor(ctx, inputs[0])
+    x = operand(ctx, inputs[0])
     dtype = np.dtype(x.dtype)
     ones = np.array(np.iinfo(dtype).max if dtype.kind == "u" else -1, dtype)
     return ctx.emit("BITWISE_XOR", [x, ctx.const(ones, name="ones")], x.shape, x.dtype)
@@ -167,7 +167,7 @@ def bitwise_and_or(ctx, node, inputs, attrs) -> ir.Tensor:
     """BitwiseAnd, BitwiseOr (opsets 18-28).
 
     TFLite has no AND or OR of integers: as aten.bitwise_and / bitwise_or (`elementwise.integer_and_or`)."""
-    a, b = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
+    a, b = operand(ctx, inputs[0]), operand(ctx, inputs[1])
     return integer_and_or(ctx, a, b, out_shape(node), a.dtype, "or" if node.op_type == "BitwiseOr" else "and")
 
 
@@ -176,7 +176,7 @@ def det(ctx, node, inputs, attrs) -> ir.Tensor:
     """Det (opsets 13-28).
 
     The determinant of each matrix (lower/aten/linalg.py: elimination with partial pivoting)."""
-    return linalg.determinant(ctx, tensor(ctx, inputs[0]), "Det")
+    return linalg.determinant(ctx, operand(ctx, inputs[0]), "Det")
 
 
 @onnx_op("LRN")
@@ -186,7 +186,7 @@ def lrn(ctx, node, inputs, attrs) -> ir.Tensor:
     x / (bias + alpha / size * s)^beta, s the sum of squares over the `size` channels around each one
     (floor((size - 1) / 2) before, the rest after, within the tensor): the squares padded with zeros along the
     channel axis and summed over `size` shifted slices."""
-    x = tensor(ctx, inputs[0])
+    x = operand(ctx, inputs[0])
     size = int(attrs["size"])
     alpha, beta, bias = float(attrs.get("alpha", 1e-4)), float(attrs.get("beta", 0.75)), float(attrs.get("bias", 1.0))
     if x.rank < 3 or not all_static(x.shape):
@@ -251,7 +251,7 @@ def mean(ctx, node, inputs, attrs) -> ir.Tensor:
 
     The broadcast sum of the inputs divided by their count, in the order ONNX's reference adds them."""
     shape = out_shape(node)
-    xs = [tensor(ctx, t) for t in inputs]
+    xs = [operand(ctx, t) for t in inputs]
     total = xs[0]
     for t in xs[1:]:
         total = ctx.emit("ADD", [total, t], shape, total.dtype, fused_activation_function="NONE")
@@ -436,6 +436,8 @@ def cumprod(ctx, node, inputs, attrs) -> ir.Tensor:
             continue
         chosen = ctx.emit("EQUAL", [normalized, ctx.const(np.array(a, np.int32), name="axis")], (), np.bool_)
         result = ctx.emit("SELECT_V2", [chosen, y, result], like=y)
+    if result is None:
+        raise ctx.fail(f"{node.op_type} of a scalar")
     return result
 
 
@@ -553,7 +555,7 @@ def scatter_elements(ctx, node, inputs, attrs) -> ir.Tensor:
     """ScatterElements (opsets 13-28).
 
     as aten.scatter / scatter_add / scatter_reduce (with x's own values) along `axis` (lower/aten/scatter.py)."""
-    x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
+    x, index, updates = inputs[0], operand(ctx, inputs[1]), operand(ctx, inputs[2])
     axis = int(attrs.get("axis", 0)) % max(x.rank, 1)
     mode = _reduction_mode(ctx, node, attrs)
     if any(d == 0 for d in index.shape):
@@ -569,7 +571,7 @@ def scatter_nd(ctx, node, inputs, attrs) -> ir.Tensor:
 
     SCATTER_ND of the updates at the index tuples (each naming a slice of the leading axes), added to x,
     written over it, or multiplied / maximised / minimised with it (lower/aten/scatter.py)."""
-    x, index, updates = inputs[0], tensor(ctx, inputs[1]), tensor(ctx, inputs[2])
+    x, index, updates = inputs[0], operand(ctx, inputs[1]), operand(ctx, inputs[2])
     mode = _reduction_mode(ctx, node, attrs)
     k = int(index.shape[-1])
     if not all_static([*x.shape, *index.shape]) or k > x.rank:
@@ -642,7 +644,7 @@ def negative_log_likelihood_loss(ctx, node, inputs, attrs) -> ir.Tensor:
     The negative log-likelihood of each target class (with its weight, ignore_index), reduced by none,
     sum or mean."""
     weight = inputs[2] if len(inputs) > 2 else None
-    return _nll(ctx, node, inputs[0], tensor(ctx, inputs[1]), weight, attrs)
+    return _nll(ctx, node, inputs[0], operand(ctx, inputs[1]), weight, attrs)
 
 
 @onnx_op("SoftmaxCrossEntropyLoss")
@@ -657,7 +659,7 @@ def softmax_cross_entropy_loss(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.
         raise ctx.fail(f"SoftmaxCrossEntropyLoss of scores {list(scores.shape)} (they need a class axis)")
     flat = _flat_positions(ctx, scores) if scores.rank > 3 else scores
     log_prob = aten_fn(aten._log_softmax.default)(ctx, sub(node, tuple(flat.shape), scores.dtype), flat, 1, False)
-    target = tensor(ctx, inputs[1])
+    target = operand(ctx, inputs[1])
     if scores.rank > 3:
         target = ctx.reshape(target, [int(d) for d in flat.shape[:1] + flat.shape[2:]])
     loss = _nll(ctx, node, log_prob, target, weight, attrs)
@@ -700,7 +702,7 @@ def nonzero(ctx, node, inputs, attrs) -> ir.Tensor:
 
     The coordinates of the nonzero elements, one column each in row-major order ([rank, count]), their count
     decided when the model runs: WHERE, transposed."""
-    x = tensor(ctx, inputs[0])
+    x = operand(ctx, inputs[0])
     rank, count = node.outputs[0].shape
     _counts(ctx, count)
     coords = nonzero_coords(ctx, truth(ctx, x), count)
@@ -724,7 +726,7 @@ def compress(ctx, node, inputs, attrs) -> ir.Tensor:
     The slices of the input (flattened without `axis`) where the 1-D condition is true, their count decided
     when the model runs: WHERE of the condition, then GATHER. A condition shorter than the axis selects among
     the first slices only, as ONNX defines it."""
-    x, cond = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
+    x, cond = operand(ctx, inputs[0]), operand(ctx, inputs[1])
     shape = node.outputs[0].shape
     if "axis" not in attrs:
         total = 1

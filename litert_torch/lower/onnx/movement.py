@@ -9,7 +9,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower.aten import scatter
-from litert_torch.lower.onnx.registry import aten_fn, const_list, onnx_op, out_shape, scalar, tensor
+from litert_torch.lower.onnx.registry import aten_fn, const_list, onnx_op, operand, out_shape, scalar, tensor
 from litert_torch.lower.common.registry import numpy_dtype
 from litert_torch.symbolic import Sym, all_static, smax, smin
 
@@ -71,6 +71,7 @@ def slice_op(ctx, node, inputs, attrs) -> ir.Tensor:
         else list(range(len(starts)))
     steps = const_list(inputs[4], "Slice steps", ctx) if len(inputs) > 4 and inputs[4] is not None \
         else [1] * len(starts)
+    begin: list[int | Sym]
     if all_static(x.shape) and not any(isinstance(v, Sym) for v in starts + ends):
         begin, end, stride = [0] * x.rank, list(x.shape), [1] * x.rank
         for s, e, a, st in zip(starts, ends, axes, steps):
@@ -135,7 +136,7 @@ def gather_nd(ctx, node, inputs, attrs) -> ir.Tensor:
     each tuple for batch_dims > 0; an index past its axis fails the invocation.
 
     Limits: static sizes."""
-    x, idx = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
+    x, idx = operand(ctx, inputs[0]), operand(ctx, inputs[1])
     b = int(attrs.get("batch_dims", 0))
     if not all_static([*x.shape, *idx.shape]):
         raise ctx.fail("GatherND over dynamic sizes has no lowering")
@@ -164,7 +165,7 @@ def one_hot(ctx, node, inputs, attrs) -> ir.Tensor:
     SELECT_V2 of the on and off values; an index out of range gives a row of off values.
 
     Limits: a constant depth."""
-    idx, values = tensor(ctx, inputs[0]), tensor(ctx, inputs[2])
+    idx, values = operand(ctx, inputs[0]), operand(ctx, inputs[2])
     depth = int(scalar(inputs[1], ctx, "OneHot depth"))
     shape = list(out_shape(node))
     axis = int(attrs.get("axis", -1)) % len(shape)
@@ -192,7 +193,8 @@ def eye_like(ctx, node, inputs, attrs) -> ir.Tensor:
     shape = [int(d) for d in out_shape(node)]
     if len(shape) != 2 or not all_static(shape):
         raise ctx.fail(f"EyeLike of a shape {shape} (2-D, static)")
-    return ctx.const(np.eye(*shape, k=int(attrs.get("k", 0)), dtype=numpy_dtype(node.value.dtype)), name="eye")
+    eye = np.eye(shape[0], shape[1], k=int(attrs.get("k", 0)), dtype=numpy_dtype(node.value.dtype))
+    return ctx.const(eye, name="eye")
 
 
 def _gather_elements_on_constants(node, inputs: list, attrs: dict) -> list[np.ndarray]:

@@ -8,6 +8,8 @@ Each op is registered once, with what the driver needs to know of it (`registry.
 from __future__ import annotations
 
 
+from typing import Literal
+
 import numpy as np
 import torch
 
@@ -17,8 +19,9 @@ from litert_torch.lower.common import exact
 from litert_torch.lower.onnx import (  # noqa: F401 (register their ops)
     attention, math_ops, movement, qdq, resize, rnn, window,
 )
-from litert_torch.lower.onnx.registry import OnnxFn, aten_fn, const_list, onnx_op, out_shape, scalar, sub, tensor
-from litert_torch.lower.common.registry import lowering_for
+from litert_torch.lower.onnx.registry import (
+    OnnxFn, aten_fn, const_list, onnx_op, operand, out_shape, scalar, sub, tensor,
+)
 from litert_torch.symbolic import all_static
 
 aten = torch.ops.aten
@@ -162,8 +165,9 @@ def _binary(target) -> OnnxFn:
 # How each binary op reads unsigned values: uint16 results that cannot leave its range, uint32 bit patterns read
 # as they are, or ordered with the top bit flipped (registry.OnnxOp).
 _UINT16_IN_RANGE_BINARY = {"Max", "Min"}
-_UINT32 = {"Add": "bits", "Sub": "bits", "Mul": "bits", "Equal": "bits", "Less": "ordered", "Greater": "ordered",
-           "LessOrEqual": "ordered", "GreaterOrEqual": "ordered", "Max": "ordered", "Min": "ordered"}
+_UINT32: dict[str, Literal["bits", "ordered"]] = {
+    "Add": "bits", "Sub": "bits", "Mul": "bits", "Equal": "bits", "Less": "ordered", "Greater": "ordered",
+    "LessOrEqual": "ordered", "GreaterOrEqual": "ordered", "Max": "ordered", "Min": "ordered"}
 for _name, _target in _BINARY.items():
     onnx_op(_name, doc=f"{_name} (opsets 13-28).\n\nas {_target}, broadcasting",
             uint16_in_range=_name in _UINT16_IN_RANGE_BINARY, uint32=_UINT32.get(_name))(_binary(_target))
@@ -214,7 +218,7 @@ def mod(ctx, node, inputs, attrs) -> ir.Tensor:
 
     fmod=0 (integers): as aten.remainder, the sign of the divisor; fmod=1: C's fmod, the sign of the
     dividend, exact for floats and integers (`elementwise.fmod`)."""
-    a, b = (tensor(ctx, v) for v in inputs)
+    a, b = (operand(ctx, v) for v in inputs)
     if not attrs.get("fmod", 0):
         return aten_fn(aten.remainder.Tensor)(ctx, node, a, b)
     return elementwise.fmod(ctx, a, b, out_shape(node))
@@ -335,7 +339,7 @@ def einsum(ctx, node, inputs, attrs) -> ir.Tensor:
         raise ctx.fail(f"einsum {equation!r}: only one or two operands without an ellipsis are supported")
     if not arrow:
         out = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
-    operands = [tensor(ctx, v) for v in inputs[:len(terms)]]
+    operands = [operand(ctx, v) for v in inputs[:len(terms)]]
     if any(len(set(t)) != len(t) for t in terms) or any(c not in lhs for c in out) or len(set(out)) != len(out):
         raise ctx.fail(f"einsum {equation!r}: repeated or unknown indices have no lowering")
     for k, term in enumerate(terms):
@@ -378,9 +382,9 @@ def batch_norm(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor | None, 
     params = [scale, bias, mean, var]
     if attrs.get("training_mode", 0) or any(isinstance(v, ir.Tensor) and not v.is_constant for v in params):
         return _batch_norm_computed(ctx, node, x, [tensor(ctx, v) for v in params], attrs)
-    fn = lowering_for(aten._native_batch_norm_legit_no_training.default)
-    y = fn.fn(ctx, sub(node, out_shape(node), x.dtype), x, tensor(ctx, scale), tensor(ctx, bias), tensor(ctx, mean),
-              tensor(ctx, var), 0.1, attrs.get("epsilon", 1e-5))
+    fn = aten_fn(aten._native_batch_norm_legit_no_training.default)
+    y = fn(ctx, sub(node, out_shape(node), x.dtype), x, tensor(ctx, scale), tensor(ctx, bias), tensor(ctx, mean),
+           tensor(ctx, var), 0.1, attrs.get("epsilon", 1e-5))
     return y[0] if isinstance(y, (tuple, list)) else y
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from litert_torch import ir
-from litert_torch.lower.onnx.registry import onnx_op, tensor
+from litert_torch.lower.onnx.registry import onnx_op, operand, tensor
 from litert_torch.lower.common.registry import numpy_dtype
 from litert_torch.symbolic import all_static
 
@@ -52,7 +52,7 @@ def dequantize_linear(ctx, node, inputs, attrs) -> ir.Tensor:
     """DequantizeLinear (opsets 13-28).
 
     (x - zero_point) * scale in float32, the scale and zero point per tensor, per axis or per block."""
-    x, scale = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
+    x, scale = operand(ctx, inputs[0]), operand(ctx, inputs[1])
     zero = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
     axis, block = int(attrs.get("axis", 1)), _block(attrs)
     out_dtype = numpy_dtype(node.value.dtype)
@@ -82,7 +82,7 @@ def quantize_linear(ctx, node, inputs, attrs) -> ir.Tensor:
 
     round(x / scale) + zero_point (half to even), saturated to the output type's range: uint8 unless a zero
     point or `output_dtype` says otherwise; per tensor, per axis or per block."""
-    x, scale = tensor(ctx, inputs[0]), tensor(ctx, inputs[1])
+    x, scale = operand(ctx, inputs[0]), operand(ctx, inputs[1])
     zero = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
     dtype = np.dtype(zero.dtype) if zero is not None else np.dtype(numpy_dtype(node.value.dtype))
     if dtype == np.int32:  # uint16 values are carried in int32 (lower.onnx.driver.WIDE_UNSIGNED)
@@ -111,7 +111,7 @@ def dynamic_quantize_linear(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Ten
 
     (y uint8, scale, zero point) from x's own range widened to include 0: scale = (max - min) / 255 (1 / 255
     when the range is empty), zero point = round(clamp(-min / scale, 0, 255)), y as QuantizeLinear."""
-    x = tensor(ctx, inputs[0])
+    x = operand(ctx, inputs[0])
     xf = ctx.cast(x, np.float32)
     axes = ctx.const(np.arange(x.rank, dtype=np.int32), name="axes")
     zero = ctx.scalar_like(0.0, xf)

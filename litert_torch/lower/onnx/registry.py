@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal
 
 import numpy as np
 
@@ -76,8 +76,8 @@ def set_fact(name: str, fact: str, value: Any, by: str) -> None:
     setattr(entry, fact, value)
 
 
-def onnx_op(*names: str, doc: str | None = None, parameters: Sequence[int] = (),
-            runtime_parameters: Sequence[int] = (), same_shape: bool = False, uint16_in_range: bool = False,
+def onnx_op(*names: str, doc: str | None = None, parameters: Iterable[int] = (),
+            runtime_parameters: Iterable[int] = (), same_shape: bool = False, uint16_in_range: bool = False,
             uint32: Literal["bits", "ordered"] | None = None, constant_fold: Callable | None = None
             ) -> Callable[[OnnxFn], OnnxFn]:
     """Register `fn` as the lowering of each ONNX op in `names`, with the facts about them (OnnxOp's fields)."""
@@ -149,9 +149,20 @@ def tensor(ctx: LoweringContext, value: Any) -> ir.Tensor | None:
     return ctx.const(np.asarray(value))
 
 
+def operand(ctx: LoweringContext, value: Any) -> ir.Tensor:
+    """An input the op reads, as `tensor` gives it; an omitted one (an empty input name) fails the node."""
+    t = tensor(ctx, value)
+    if t is None:
+        raise ctx.fail("an input the op reads is omitted (an empty input name)")
+    return t
+
+
 def aten_fn(target) -> LoweringFn:
     """The ATen lowering of `target`, which most ONNX lowerings call."""
-    return lowering_for(target).fn
+    found = lowering_for(target)
+    if found is None:
+        raise KeyError(f"no ATen lowering registered for {target}")
+    return found.fn
 
 
 def sub(node: Node, shape, dtype=np.float32) -> Node:
@@ -160,7 +171,7 @@ def sub(node: Node, shape, dtype=np.float32) -> Node:
 
 
 def out_shape(node: Node) -> tuple[int, ...]:
-    return tuple(node.outputs[0].shape)
+    return tuple(node.output(0).shape)
 
 
 def const_list(value, what: str, ctx) -> list:

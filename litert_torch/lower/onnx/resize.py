@@ -19,8 +19,7 @@ from litert_torch.errors import LoweringError
 from litert_torch.lower.common import grid_sample
 from litert_torch.lower.common import interpolate as ip
 from litert_torch.lower.onnx.dynamic import _length, _shape, runtime_shaped
-from litert_torch.lower.onnx.registry import const_list, onnx_op, tensor
-from litert_torch.lower.common.registry import lowering_for
+from litert_torch.lower.onnx.registry import aten_fn, const_list, onnx_op, operand
 from litert_torch.lower.aten.resize import check_scales
 from litert_torch.symbolic import DynamicSizeError, Sym
 
@@ -215,7 +214,7 @@ def _tflite_kernel(ctx, node, x, kernel: ip.Kernel, attrs, scales, sizes):
         check_scales(ctx, x.shape[2:], shape[2:], given)
     except LoweringError:  # scale factors that are not TFLite's in/out ratio: the general form
         return None
-    return lowering_for(call[0]).fn(ctx, node, *call[1:])
+    return aten_fn(call[0])(ctx, node, *call[1:])
 
 
 def resize(ctx, node, inputs, attrs) -> ir.Tensor:
@@ -302,7 +301,7 @@ def affine_grid(ctx, node, inputs, attrs) -> ir.Tensor:
     output coordinates (x, y[, z], 1), times each batch's theta^T (BATCH_MATMUL), in [N, (D,) H, W, 2 or 3].
 
     Limits: a size computed at run time; align_corners=1 over an axis of size 1."""
-    theta = tensor(ctx, inputs[0])
+    theta = operand(ctx, inputs[0])
     size = [int(v) for v in const_list(inputs[1], "AffineGrid size", ctx)]
     align = bool(attrs.get("align_corners", 0))
     spatial = size[2:]

@@ -301,8 +301,8 @@ def _arg_reduce(inputs, attrs, n):
 
 
 def _reduced(x: Shape, axes: list[int], keep: int) -> Shape:
-    axes = {a % len(x) for a in axes}
-    return tuple((1 if i in axes else d) for i, d in enumerate(x) if keep or i not in axes)
+    reduced = {a % len(x) for a in axes}
+    return tuple((1 if i in reduced else d) for i, d in enumerate(x) if keep or i not in reduced)
 
 
 @rule("Expand")

@@ -10,7 +10,7 @@ import torch
 
 from litert_torch import ir
 from litert_torch.lower.aten import pool
-from litert_torch.lower.onnx.registry import aten_fn, onnx_op, out_shape, sub, tensor
+from litert_torch.lower.onnx.registry import aten_fn, onnx_op, operand, out_shape, sub, tensor
 from litert_torch.symbolic import all_static
 
 aten = torch.ops.aten
@@ -217,7 +217,7 @@ def max_pool(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor
 
 
 @onnx_op("AveragePool")
-def avg_pool(ctx, node, inputs, attrs) -> ir.Tensor:
+def avg_pool(ctx, node, inputs, attrs) -> ir.Tensor | tuple[ir.Tensor, ir.Tensor]:
     """AveragePool (opsets 13-28).
 
     as aten.avg_pool2d (1-D and 2-D; pads, ceil_mode, count_include_pad); other ranks, dilations and
@@ -279,7 +279,7 @@ def causal_conv_with_state(ctx, node, inputs, attrs) -> tuple[ir.Tensor, ir.Tens
     The past state (zeros when absent) and the input joined along the length, a depthwise 1-D convolution
     over them without padding (aten.convolution), an optional SiLU; present_state is the joined sequence's last
     k - 1 positions."""
-    x, w = inputs[0], tensor(ctx, inputs[1])
+    x, w = inputs[0], operand(ctx, inputs[1])
     b = tensor(ctx, inputs[2]) if len(inputs) > 2 else None
     past = tensor(ctx, inputs[3]) if len(inputs) > 3 else None
     activation = attrs.get("activation", "none")
