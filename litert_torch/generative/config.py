@@ -44,6 +44,7 @@ ARCHITECTURES = {
     "olmo2": "olmo2",
     "olmo3": "olmo3",
     "lfm2": "lfm2",
+    "lfm2_moe": "lfm2",
     "gpt_oss": "gpt_oss",
 }
 # Families only the direct builder (`direct.py`) builds: the traced builder (`model.py`) refuses them.
@@ -114,6 +115,11 @@ class LlmConfig:
     moe_intermediate_size: int = 0
     shared_expert_intermediate_size: int = 0  # Qwen2-MoE: a shared expert MLP added to the routed experts' output
     norm_topk_prob: bool = False
+    # LFM2-MoE's router: sigmoid scores, the top k chosen by score + a per-expert bias (`expert_bias`), the chosen
+    # scores renormalised (sum + 1e-6) when `norm_topk_prob`, then times `routed_scaling_factor`
+    router_sigmoid: bool = False
+    expert_bias: bool = False
+    routed_scaling_factor: float = 1.0
     moe_layers: list[bool] = field(default_factory=list)
     rope_layers: list[bool] = field(default_factory=list)  # False where a layer has no RoPE (SmolLM3's NoPE layers)
     # The longest cache whose RoPE tables Hugging Face computes as for any shorter one (LongRoPE, dynamic NTK):
@@ -285,6 +291,16 @@ class LlmConfig:
             cfg.attention_sinks = True
             cfg.swiglu_limit = number("swiglu_limit", need("swiglu_limit"), positive=True)
             cfg.swiglu_alpha = number("swiglu_alpha", need("swiglu_alpha"))
+        elif model_type == "lfm2_moe":  # the MLPs past the first num_dense_layers: sigmoid-routed experts
+            cfg.num_experts = count("num_experts")
+            cfg.num_experts_per_tok = count("num_experts_per_tok")
+            cfg.moe_intermediate_size = count("moe_intermediate_size")
+            cfg.norm_topk_prob = bool(get("norm_topk_prob", True))
+            cfg.router_sigmoid = True
+            cfg.expert_bias = bool(get("use_expert_bias", True))
+            cfg.routed_scaling_factor = number("routed_scaling_factor", get("routed_scaling_factor", 1.0))
+            dense = count("num_dense_layers", 2, minimum=0)  # (2 is the config class's default)
+            cfg.moe_layers = [i >= dense for i in range(layers)]
         elif family == "mixtral":  # every layer's MLP: experts of intermediate_size, top-k weights renormalized
             cfg.num_experts = count("num_local_experts")
             cfg.num_experts_per_tok = count("num_experts_per_tok")
@@ -310,10 +326,10 @@ class LlmConfig:
 
 
 def _intermediate_size(get, family: str, size: int) -> int:
-    """The MLP's inner size: `intermediate_size`, which LFM2 adjusts as its MLP does (2/3 of it, times
+    """The MLP's inner size: `intermediate_size`, which LFM2 (not LFM2-MoE) adjusts as its MLP does (2/3 of it, times
     `block_ffn_dim_multiplier`, rounded up to a multiple of `block_multiple_of`) when `block_auto_adjust_ff_dim`."""
-    if family != "lfm2" or not get("block_auto_adjust_ff_dim", True):
-        return size
+    if family != "lfm2" or get("model_type") == "lfm2_moe" or not get("block_auto_adjust_ff_dim", True):
+        return size  # (LFM2-MoE's dense MLPs take intermediate_size as it is)
     size = int(2 * size / 3)
     multiplier = get("block_ffn_dim_multiplier")
     if multiplier is not None:

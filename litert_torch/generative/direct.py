@@ -15,6 +15,7 @@ PyTorch's .bin format are built by tracing, as are configs `can_build` refuses.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from typing import Any, Callable, Sequence
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from litert_torch import ir
 from litert_torch.assemble import Part
+from litert_torch.generative import direct_linear
 from litert_torch.generative.config import LlmConfig
 from litert_torch.generative.layout import (DECODE, LlmLayout, conv_state_name, kv_names, layer_output_name,
                                             prefill_signature)
@@ -72,7 +74,7 @@ class _Builder:
         caller = sys._getframe(1)
         while caller.f_back is not None and caller.f_locals.get("self") is self:
             caller = caller.f_back  # a helper of this class: the line that called it
-        location = f"litert_torch/generative/direct.py:{caller.f_lineno}"
+        location = f"litert_torch/generative/{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
         module = self.module.replace("/", ".") or None
         self.graph.ops.append(ir.Op(opcode, list(inputs), outs, options,
                                     ir.SourceRef(outs[0].name, f"direct.{what}", location, module)))
@@ -456,7 +458,8 @@ def _mlp(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
 
 
 def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Tensor:
-    """`model.MoE`: each token's top-k experts by router softmax (renormalised when the config says so), a token
+    """`model.MoE`: each token's top-k experts by router softmax (renormalised when the config says so; LFM2-MoE's
+    sigmoid router, `direct_linear.sigmoid_route`), a token
     alone gathering its experts' tables, a chunk sorted into tiles (`_tiles`); then Qwen2-MoE's shared expert
     (`model.SharedExpert`) where the layer has one."""
     _, length, hidden = x.shape
@@ -464,10 +467,13 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
     flat = b._reshape(x, [length, hidden])
     if cfg.swiglu_limit is not None:
         return _gpt_oss_moe(b, w, cfg, flat, length)
-    probs = b._like("SOFTMAX", b._linear(flat, w["router"], None, "router"), what="softmax", beta=1.0)
-    weights, chosen = b._topk(probs, k)
-    if cfg.norm_topk_prob:
-        weights = b._binary("DIV", weights, b._sum(weights, 1, keep_dims=True), "div")
+    if cfg.router_sigmoid:  # LFM2-MoE
+        weights, chosen = direct_linear.sigmoid_route(b, w, cfg, flat)
+    else:
+        probs = b._like("SOFTMAX", b._linear(flat, w["router"], None, "router"), what="softmax", beta=1.0)
+        weights, chosen = b._topk(probs, k)
+        if cfg.norm_topk_prob:
+            weights = b._binary("DIV", weights, b._sum(weights, 1, keep_dims=True), "div")
     tables = [b.const(w[n], n) for n in ("gate_w", "up_w", "down_w")]
     pairs = length * k
     if expert_tile_rows(pairs, experts) > 1:

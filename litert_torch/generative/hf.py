@@ -92,7 +92,8 @@ def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trus
         config, hf_config = LlmConfig.from_hf(model.config), model.config
         if cache_length is not None:
             check_cache_length(config, cache_length)
-        if not hasattr(model, "model") or not hasattr(model.model, "rotary_emb"):
+        rotary = ("rotary_emb", "pos_emb")  # (LFM2-MoE names it pos_emb)
+        if not hasattr(model, "model") or not any(hasattr(model.model, n) for n in rotary):
             raise UnsupportedModelError(f"{type(model).__name__} is not a causal LM of a supported architecture "
                                         "(expected *ForCausalLM with model.rotary_emb)")
         if tokenizer is None and need_tokenizer:

@@ -69,7 +69,7 @@ def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     for i in range(cfg.num_layers):
         p = f"layers.{i}."
         if cfg.family == "lfm2":
-            layers.append(_lfm2_layer(w, cfg, p, cfg.layer_types[i] == "conv"))
+            layers.append(_lfm2_layer(w, cfg, p, cfg.layer_types[i] == "conv", cfg.moe_layers[i]))
             continue
         layer: dict[str, Any] = {}
         if cfg.family == "phi3":
@@ -124,10 +124,11 @@ def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     return read
 
 
-def _lfm2_layer(w: Weights, cfg: LlmConfig, p: str, conv: bool) -> dict[str, Any]:
+def _lfm2_layer(w: Weights, cfg: LlmConfig, p: str, conv: bool, moe: bool) -> dict[str, Any]:
     """An LFM2 layer: a gated short convolution (`conv_in` [3 * hidden, hidden], `conv_w` [K, hidden]: each
     channel's taps, oldest first; `conv_out`) or attention with RMSNorm on each query and key head; then its
-    SwiGLU MLP (w1 gate, w3 up, w2 down); `input_norm` (operator_norm) and `post_attention_norm` (ffn_norm)."""
+    SwiGLU MLP (w1 gate, w3 up, w2 down) or, in LFM2-MoE, its routed experts (`moe`); `input_norm`
+    (operator_norm) and `post_attention_norm` (ffn_norm)."""
     hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
     nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
     layer: dict[str, Any] = {}
@@ -146,12 +147,36 @@ def _lfm2_layer(w: Weights, cfg: LlmConfig, p: str, conv: bool) -> dict[str, Any
         layer.update(o=w.get(p + "self_attn.out_proj.weight", hidden, nq), o_bias=None,
                      q_norm=w.get(p + "self_attn.q_layernorm.weight", d),
                      k_norm=w.get(p + "self_attn.k_layernorm.weight", d))
-    layer.update(gate=w.get(p + "feed_forward.w1.weight", inter, hidden),
-                 up=w.get(p + "feed_forward.w3.weight", inter, hidden),
-                 down=w.get(p + "feed_forward.w2.weight", hidden, inter), gate_bias=None, up_bias=None, down_bias=None,
-                 input_norm=w.get(p + "operator_norm.weight", hidden),
+    if moe:
+        layer["moe"] = _lfm2_experts(w, cfg, p)
+    else:
+        layer.update(gate=w.get(p + "feed_forward.w1.weight", inter, hidden),
+                     up=w.get(p + "feed_forward.w3.weight", inter, hidden),
+                     down=w.get(p + "feed_forward.w2.weight", hidden, inter), gate_bias=None, up_bias=None,
+                     down_bias=None)
+    layer.update(input_norm=w.get(p + "operator_norm.weight", hidden),
                  post_attention_norm=w.get(p + "ffn_norm.weight", hidden))
     return layer
+
+
+def _lfm2_experts(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
+    """LFM2-MoE's routed experts, as `experts` gives them: the `router` (`feed_forward.gate`), each expert's
+    w1 (gate), w3 (up) and w2 (down) from a checkpoint or the fused tables of a model in memory, and the
+    `expert_bias` [E] added to the sigmoid scores to choose the experts (when `use_expert_bias`)."""
+    hidden, count, inter = cfg.hidden_size, cfg.num_experts, cfg.moe_intermediate_size
+    f = p + "feed_forward."
+    params: dict[str, Any] = {"router": w.get(f + "gate.weight", count, hidden)}
+    if w.has(f + "experts.gate_up_proj"):
+        gate_up = w.get(f + "experts.gate_up_proj", count, 2 * inter, hidden)
+        params.update(gate=gate_up[:, :inter], up=gate_up[:, inter:],
+                      down=w.get(f + "experts.down_proj", count, hidden, inter))
+    else:
+        for role, n, shape in (("gate", "w1", (inter, hidden)), ("up", "w3", (inter, hidden)),
+                               ("down", "w2", (hidden, inter))):
+            params[role] = [w.get(f + f"experts.{e}.{n}.weight", *shape) for e in range(count)]
+    if cfg.expert_bias:
+        params["expert_bias"] = w.get(f + "expert_bias", count)
+    return params
 
 
 def _gpt_oss_experts(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:

@@ -257,7 +257,7 @@ def test_bad_sources_and_options_leave_nothing(tmp_path, llama_dir):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("arch", ["phi", "stablelm", "olmo2", "olmo3", "lfm2", "gpt_oss"])
+@pytest.mark.parametrize("arch", ["phi", "stablelm", "olmo2", "olmo3", "lfm2", "gpt_oss", "lfm2_moe"])
 def test_direct_only_architectures_in_memory_and_never_traced(arch, tmp_path):
     """Phi, StableLM and OLMo 2 are built op by op, from a directory (read with transformers) or a model in
     memory; the traced builder refuses them by name rather than building a different decoder."""
