@@ -74,11 +74,13 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
         state.prefill_input_name = state.prefill_output_name = name
         state.decode_input_name = state.decode_output_name = name
         is_key = name.startswith("kv_cache_k_")
+        linear = name.startswith(("kv_cache_conv_", "kv_cache_rec_"))
         state.type = (executor_pb.StateBuffer.TYPE_GLOBAL_KEY_CACHE if is_key
-                      else executor_pb.StateBuffer.TYPE_LINEAR_ATTENTION if name.startswith("kv_cache_conv_")
+                      else executor_pb.StateBuffer.TYPE_LINEAR_ATTENTION if linear
                       else executor_pb.StateBuffer.TYPE_GLOBAL_VALUE_CACHE)
-        state.sequence_axis = layout.sequence_axes[name]
-        state.maximum_sequence_length = layout.cache_length
+        if layout.sequence_axes[name] >= 0:  # (a recurrent state has no sequence axis)
+            state.sequence_axis = layout.sequence_axes[name]
+            state.maximum_sequence_length = layout.cache_length
 
     with scratch_folder("litert_bundle_") as scratch:
         files = {"llm_metadata.pb": meta.SerializeToString(), "executor_metadata.pb": executor.SerializeToString()}

@@ -26,7 +26,7 @@ from litert_torch.assemble import Part
 from litert_torch.generative import direct_linear
 from litert_torch.generative.config import LlmConfig
 from litert_torch.generative.layout import (DECODE, LlmLayout, conv_state_name, kv_names, layer_output_name,
-                                            prefill_signature)
+                                            prefill_signature, recurrent_state_name)
 from litert_torch.generative.rope import rope_tables  # noqa: F401 (re-exported)
 from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
 from litert_torch.generative.signature import assemble_llm, finish_signature, state_names, state_shapes
@@ -299,6 +299,12 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
             graph.inputs.append(state)
             x, state = _conv_layer(b, params.layers[i], cfg, x, state, input_pos, conv_start)
             cache_outputs.append(state)
+        elif cfg.layer_types[i] == "linear_attention":  # Qwen3-Next, Qwen 3.5: gated DeltaNet
+            states = [ir.Tensor(n, shapes[n], np.float32) for n in (conv_state_name(i), recurrent_state_name(i))]
+            graph.inputs += states
+            x, states = direct_linear.linear_attention_layer(b, params.layers[i], cfg, x, *states, input_pos,
+                                                             k_start, _mlp)
+            cache_outputs += states
         else:
             k_in, v_in = (ir.Tensor(n, shapes[n], np.float32) for n in kv_names(cfg.num_layers)[2 * i: 2 * i + 2])
             graph.inputs += [k_in, v_in]
@@ -634,6 +640,8 @@ def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, co
                  adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
     out = b._transpose(b._reshape(out, [1, heads, length, d]), [0, 2, 1, 3])
     out = b._reshape(out, [1, length, heads * d])
+    if cfg.attn_output_gate:  # Qwen3-Next, Qwen 3.5: times sigmoid of the query projection's gate half
+        out = b._mul(out, b._like("LOGISTIC", b._linear(x, w["q_gate"], None, "q_gate"), what="sigmoid"))
     return b._linear(out, w["o"], w["o_bias"], "o"), k_cache, v_cache
 
 

@@ -6,7 +6,7 @@ constants Hugging Face's PyTorch code computes them; `direct.py` dispatches to t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -35,3 +35,145 @@ def sigmoid_route(b: _Builder, w: dict[str, Any], cfg: LlmConfig, flat: ir.Tenso
     if cfg.routed_scaling_factor != 1.0:
         weights = b._mul(weights, float(cfg.routed_scaling_factor))
     return weights, chosen
+
+
+def linear_attention_layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor, conv_state: ir.Tensor,
+                           rec_state: ir.Tensor, input_pos: ir.Tensor, start: ir.Tensor,
+                           mlp: Callable[[_Builder, dict[str, Any], LlmConfig, ir.Tensor], ir.Tensor]
+                           ) -> tuple[ir.Tensor, list[ir.Tensor]]:
+    """A Qwen3-Next / Qwen 3.5 "linear_attention" decoder layer: x + gated DeltaNet(norm(x)), then that plus
+    `mlp` (`direct._mlp`: routed experts with a shared expert, or a dense MLP) of its norm. Returns the output
+    and the two states it updated (convolution, recurrent)."""
+    module = b.module
+    b.module = f"{module}/linear_attn"
+    h, conv_state, rec_state = gated_delta_net(b, w, cfg, b._named_norm(x, w, "input", cfg), conv_state,
+                                               rec_state, input_pos, start)
+    b.module = module
+    x = b._add(x, h)
+    b.module = f"{module}/mlp"
+    out = mlp(b, w, cfg, b._named_norm(x, w, "post_attention", cfg))
+    b.module = module
+    return b._add(x, out), [conv_state, rec_state]
+
+
+def gated_delta_net(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor, conv_state: ir.Tensor,
+                    rec_state: ir.Tensor, input_pos: ir.Tensor, start: ir.Tensor
+                    ) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+    """`Qwen3NextGatedDeltaNet` / `Qwen3_5GatedDeltaNet` over the normed input x [1, N, hidden].
+
+    The q, k, v projections go through a causal depthwise convolution of `linear_conv_kernel` taps and SiLU.
+    Its state is the projections by position, [1, 1, C, channels], written at the input positions as keys are
+    (`direct._conv_layer` does the same for LFM2), and each token's window is gathered from there (positions
+    before 0 read as 0). q and k are L2-normalised per head (eps 1e-6) and repeated to the value heads, q scaled by
+    key_dim^-0.5; beta = sigmoid(b), decay = exp(g) with g = -exp(A_log) * softplus(a + dt_bias). The recurrent
+    state S [value heads, key dim, value dim] then takes each token in turn, as Hugging Face's
+    `torch_recurrent_gated_delta_rule` does: S *= decay; S += k (x) (v - k S) * beta; the token's output is q S.
+    In a prefill chunk a token whose position is not the first position plus its index is padding (LiteRT-LM
+    gives the positions past the real tokens as 0): it leaves S as it was. The outputs go through the gated
+    RMSNorm (norm(o) * weight * silu(z), per value head) and out_proj."""
+    _, n, _ = x.shape
+    nk, nv, dk, dv = cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_dim, cfg.linear_value_dim
+    kd, vd, taps = nk * dk, nv * dv, cfg.linear_conv_kernel
+    channels = 2 * kd + vd
+    qkv = b._linear(x, w["lin_qkv"], None, "in_proj_qkv")
+    z = b._linear(x, w["lin_z"], None, "in_proj_z")
+    beta = b._like("LOGISTIC", b._reshape(b._linear(x, w["lin_b"], None, "in_proj_b"), [n, nv]), what="sigmoid")
+    a = b._reshape(b._linear(x, w["lin_a"], None, "in_proj_a"), [n, nv])
+
+    # the causal convolution, reading each token's window from the state by position
+    conv_state = b.emit("DYNAMIC_UPDATE_SLICE", [conv_state, b._reshape(qkv, [1, 1, n, channels]), start],
+                        conv_state.shape, np.float32, "update_state")
+    window = b._add(b._reshape(input_pos, [n, 1], "unsqueeze"),
+                    b.const(np.arange(1 - taps, 1, dtype=np.int32)[None, :], "taps"))  # [N, K]
+    inside = b.emit("GREATER_EQUAL", [window, b.scalar(0, np.int32)], window.shape, np.bool_, "ge")
+    rows = b.emit("GATHER", [b._reshape(conv_state, [conv_state.shape[2], channels]),
+                             b._reshape(b._binary("MAXIMUM", window, 0), [n * taps])],
+                  [n * taps, channels], np.float32, "index", axis=0, batch_dims=0)
+    rows = b.emit("SELECT_V2", [b._reshape(inside, [n, taps, 1], "unsqueeze"), b._reshape(rows, [n, taps, channels]),
+                                b.scalar(0.0)], [n, taps, channels], np.float32, "where")
+    conv = b._act(b._sum(b._mul(rows, b.const(np.ascontiguousarray(w["conv_w"], np.float32), "conv_weight")), 1),
+                  "silu")  # [N, channels]
+
+    def heads(start_channel: int, count: int, dim: int) -> ir.Tensor:
+        return b._reshape(b._slice(conv, 1, start_channel, count * dim, "split"), [n, count, dim])
+
+    q, k, v = _l2norm(b, heads(0, nk, dk)), _l2norm(b, heads(kd, nk, dk)), heads(2 * kd, nv, dv)
+    if nv > nk:  # each query/key head serves nv / nk consecutive value heads
+        q, k = (_repeat_heads(b, t, nv // nk) for t in (q, k))
+    q = b._mul(q, float(dk ** -0.5))
+    g = b._mul(_softplus(b, b._add(a, b.const(np.asarray(w["dt_bias"], np.float32), "dt_bias"))),
+               b.const(-np.exp(np.asarray(w["A_log"], np.float32)), "neg_A"))
+    decay = b._like("EXP", g, what="exp")
+
+    def per_head(t: ir.Tensor) -> ir.Tensor:  # [N, heads, d] -> [heads, N, d]; [N, heads] -> [heads, N, 1]
+        if t.rank == 2:
+            t = b._reshape(t, [n, nv, 1], "unsqueeze")
+        return b._transpose(t, [1, 0, 2])
+
+    q, k, v, decay, beta = (per_head(t) for t in (q, k, v, decay, beta))
+    valid = _real_tokens(b, input_pos) if n > 1 else None
+    state = b._reshape(rec_state, [nv, dk, dv])
+    outs = []
+    for t in range(n):
+        qt, kt, vt, dt, bt = (b._slice(s, 1, t, 1, "step") for s in (q, k, v, decay, beta))
+        decayed = b._mul(state, dt, "decay")
+        memory = b.emit("BATCH_MATMUL", [kt, decayed], [nv, 1, dv], np.float32, "kv_mem", adj_x=False, adj_y=False,
+                        asymmetric_quantize_inputs=False)
+        delta = b._mul(b._binary("SUB", vt, memory, "delta"), bt, "delta")
+        updated = b._add(decayed, b._mul(b._reshape(kt, [nv, dk, 1], "unsqueeze"), delta, "outer"), "update")
+        outs.append(b.emit("BATCH_MATMUL", [qt, updated], [nv, 1, dv], np.float32, "read", adj_x=False,
+                           adj_y=False, asymmetric_quantize_inputs=False))
+        if valid is None or t == 0:
+            state = updated
+        else:
+            state = b.emit("SELECT_V2", [b._reshape(b._slice(valid, 0, t, 1), [1, 1, 1]), updated, state],
+                           state.shape, np.float32, "keep_padding_out")
+    core = outs[0] if n == 1 else b._concat(outs, 1)
+    core = b._transpose(core, [1, 0, 2])  # [N, value heads, value dim]
+    normed = _gated_rms_norm(b, core, w["lin_norm"], b._reshape(z, [n, nv, dv]), cfg.rms_norm_eps)
+    out = b._linear(b._reshape(normed, [1, n, vd]), w["lin_out"], None, "out_proj")
+    return out, conv_state, b._reshape(state, [1, nv, dk, dv])
+
+
+def _rsqrt(b: _Builder, x: ir.Tensor) -> ir.Tensor:
+    """1 / sqrt(x) of an x at least 2^-100, scaled so that RSQRT never sees a value past its range (as
+    `direct._Builder._rms_norm`)."""
+    return b._mul(b._like("RSQRT", b._mul(x, 2.0 ** -8, "rsqrt"), what="rsqrt"), 2.0 ** -4, "rsqrt")
+
+
+def _l2norm(b: _Builder, x: ir.Tensor) -> ir.Tensor:
+    """x * rsqrt(sum(x^2) + 1e-6) over the last axis (Hugging Face's `l2norm`)."""
+    return b._mul(x, _rsqrt(b, b._add(b._sum(b._mul(x, x, "pow"), x.rank - 1, keep_dims=True), 1e-6)), "l2norm")
+
+
+def _repeat_heads(b: _Builder, x: ir.Tensor, times: int) -> ir.Tensor:
+    """[N, H, D] -> [N, H * times, D], each head repeated `times` times in place (`repeat_interleave`)."""
+    n, heads, d = x.shape
+    wide = b.emit("BROADCAST_TO", [b._reshape(x, [n, heads, 1, d], "unsqueeze"),
+                                   b.const(np.array([n, heads, times, d], np.int32), "shape")],
+                  [n, heads, times, d], np.float32, "repeat_interleave")
+    return b._reshape(wide, [n, heads * times, d], "repeat_interleave")
+
+
+def _softplus(b: _Builder, x: ir.Tensor) -> ir.Tensor:
+    """log(1 + exp(x)) as max(x, 0) + log(1 + exp(-|x|)), which never overflows (PyTorch's softplus returns x past
+    20, where this rounds to x in float32)."""
+    tail = b._like("EXP", b._mul(b._like("ABS", x, what="abs"), -1.0, "neg"), what="exp")
+    return b._add(b._binary("MAXIMUM", x, 0.0), b._like("LOG", b._add(tail, 1.0), what="log"), "softplus")
+
+
+def _gated_rms_norm(b: _Builder, x: ir.Tensor, weight: Any, gate: ir.Tensor, eps: float) -> ir.Tensor:
+    """`Qwen3NextRMSNormGated`: weight * (x * rsqrt(mean(x^2) + eps)) * silu(gate) over the last axis (the weight
+    as it is, not 1 + weight)."""
+    mean = b.emit("MEAN", [b._mul(x, x, "pow"), b.const(np.array([x.rank - 1], np.int32), "axes")],
+                  [*x.shape[:-1], 1], np.float32, "mean", keep_dims=True)
+    normed = b._mul(x, _rsqrt(b, b._add(mean, float(eps))), "mul")
+    normed = b._mul(b.const(np.asarray(weight, np.float32), "norm_weight"), normed, "norm")
+    return b._mul(normed, b._act(gate, "silu"), "gate")
+
+
+def _real_tokens(b: _Builder, input_pos: ir.Tensor) -> ir.Tensor:
+    """Which tokens of a prefill chunk are real: those whose position is the chunk's first plus their index."""
+    n = input_pos.shape[0]
+    expected = b._add(b._slice(input_pos, 0, 0, 1), b.const(np.arange(n, dtype=np.int32), "arange"))
+    return b.emit("EQUAL", [input_pos, expected], [n], np.bool_, "eq")

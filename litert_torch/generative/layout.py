@@ -38,8 +38,16 @@ def conv_state_name(layer: int) -> str:
     return f"kv_cache_conv_{layer}"
 
 
+def recurrent_state_name(layer: int) -> str:
+    """The name of gated DeltaNet layer `layer`'s recurrent state [1, value heads, key dim, value dim] (Qwen3-Next,
+    Qwen 3.5); its convolution state is `conv_state_name(layer)`, by position as LFM2's."""
+    return f"kv_cache_rec_{layer}"
+
+
 def sequence_axis(name: str) -> int:
-    """The axis of cache `name` that runs over positions."""
+    """The axis of cache `name` that runs over positions (-1 for a recurrent state, which has none)."""
+    if name.startswith("kv_cache_rec_"):
+        return -1
     return 2 if name.startswith(("kv_cache_k_", "kv_cache_conv_")) else 3
 
 

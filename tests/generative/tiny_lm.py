@@ -17,7 +17,7 @@ ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemm
          "mixtral", "qwen2_moe")
 # Architectures only the direct builder builds (the traced one refuses them), with config variants
 DIRECT_ARCHS = ("phi", "phi_qk_norm", "stablelm", "stablelm_parallel", "olmo2", "olmo3", "lfm2", "gpt_oss",
-                "lfm2_moe")
+                "lfm2_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe")
 
 
 def config(arch: str, vocab_size: int, **overrides):
@@ -73,6 +73,21 @@ def config(arch: str, vocab_size: int, **overrides):
         cfg = T.Lfm2MoeConfig(**{**common, "num_hidden_layers": 3}, layer_types=["conv", "full_attention", "conv"],
                               moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2, num_dense_layers=1,
                               routed_scaling_factor=1.5)
+    elif arch in ("qwen3_next", "qwen3_5", "qwen3_5_moe"):
+        # gated DeltaNet layers around a gated attention layer (a quarter of each head rotated); two value heads
+        # per query/key head
+        linear = dict(head_dim=16, layer_types=["linear_attention", "full_attention", "linear_attention"],
+                      linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=8,
+                      linear_num_key_heads=2, linear_num_value_heads=4)
+        experts = dict(moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=4,
+                       num_experts_per_tok=2)
+        size = {**common, "num_hidden_layers": 3}
+        if arch == "qwen3_next":  # routed experts with a shared expert, but a dense MLP in the attention layer
+            cfg = T.Qwen3NextConfig(**size, **linear, **experts, mlp_only_layers=[1])
+        elif arch == "qwen3_5":
+            cfg = T.Qwen3_5TextConfig(**size, **linear)
+        else:
+            cfg = T.Qwen3_5MoeTextConfig(**size, **linear, **experts)
     elif arch == "gpt_oss":  # attention sinks, experts with biases, a sliding-window layer and a global one
         cfg = T.GptOssConfig(**{**common, "intermediate_size": 32}, head_dim=16, num_local_experts=4,
                              num_experts_per_tok=2, sliding_window=6,
