@@ -104,7 +104,9 @@ class StateBuffer:
     output alike), whether it holds keys or values, its sequence axis and its maximum length."""
 
     name: str
-    kind: str  # "key", "value", or "conv" (an LFM2 convolution state, typed TYPE_LINEAR_ATTENTION)
+    # "key", "value", or "conv": a state typed TYPE_LINEAR_ATTENTION (an LFM2 or gated DeltaNet convolution state,
+    # or a gated DeltaNet recurrent state, which has no sequence axis: -1 here)
+    kind: str
     sequence_axis: int
     maximum_sequence_length: int
 
@@ -177,8 +179,9 @@ def read_bundle(path: str | os.PathLike, metadata: bool = True) -> Bundle:
                 kinds = {executor_pb.StateBuffer.TYPE_GLOBAL_KEY_CACHE: "key",
                          executor_pb.StateBuffer.TYPE_LINEAR_ATTENTION: "conv"}
                 bundle.state_buffers = [
-                    StateBuffer(b.decode_input_name, kinds.get(b.type, "value"), b.sequence_axis,
-                                b.maximum_sequence_length) for b in executor.state_buffers]
+                    StateBuffer(b.decode_input_name, kinds.get(b.type, "value"),
+                                b.sequence_axis if b.HasField("sequence_axis") else -1, b.maximum_sequence_length)
+                    for b in executor.state_buffers]
         if not found:
             raise BundleFileError(f"{where} holds no TFLite model")
         return bundle

@@ -1,0 +1,53 @@
+"""Qwen3-Next and Qwen 3.5 text decoders (gated DeltaNet layers with a recurrent state) and LFM2-MoE: what the
+config reader refuses, and the states a bundle declares. Their decoding, token for token against Hugging Face in
+LiteRT-LM and our runner, is `test_llm.test_architecture_decodes_like_hugging_face` (tiny_lm.DIRECT_ARCHS)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("litert_lm_builder")
+
+from litert_torch.generative import UnsupportedModelError  # noqa: E402
+from litert_torch.generative.config import LlmConfig  # noqa: E402
+from tests.generative import tiny_lm  # noqa: E402
+
+
+@pytest.mark.parametrize("arch, change, pattern", [
+    ("qwen3_5", {"model_type": "qwen3_5"}, "'qwen3_5' \\(the image\\+text model\\).*'qwen3_5_text'"),
+    ("qwen3_5_moe", {"model_type": "qwen3_5_moe"}, "'qwen3_5_moe_text'"),
+    ("qwen3_next", {"linear_num_value_heads": 3}, "linear_num_value_heads \\(3\\) is not a multiple"),
+    ("qwen3_5", {"hidden_act": "gelu"}, "hidden_act 'gelu'.*silu only"),
+    ("qwen3_next", {"layer_types": ["linear_attention", "conv", "linear_attention"]}, "\\['conv'\\]"),
+])
+def test_refused_configs_name_the_field(arch, change, pattern):
+    cfg = tiny_lm.config(arch, 100).to_dict()
+    with pytest.raises(UnsupportedModelError, match=pattern):
+        LlmConfig.from_hf({**cfg, **change})
+
+
+def test_config_reads_the_linear_attention_and_routing_fields():
+    cfg = LlmConfig.from_hf(tiny_lm.config("qwen3_next", 100).to_dict())
+    assert (cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_dim, cfg.linear_value_dim,
+            cfg.linear_conv_kernel) == (2, 4, 16, 8, 4)
+    assert cfg.attn_output_gate and cfg.norm_plus_one and cfg.attention_types == ["full_attention"]
+    assert cfg.moe_layers == [True, False, True] and cfg.shared_expert_intermediate_size == 48
+    moe = LlmConfig.from_hf(tiny_lm.config("lfm2_moe", 100).to_dict())
+    assert moe.router_sigmoid and moe.expert_bias and moe.routed_scaling_factor == 1.5
+    assert moe.moe_layers == [False, True, True] and moe.intermediate_size == 128  # (not LFM2's adjusted size)
+
+
+def test_bundle_declares_each_linear_layers_states(tmp_path):
+    """A DeltaNet layer's convolution state is positional (sequence axis 2, the cache length); its recurrent state
+    has no sequence axis; both are linear-attention state buffers, beside the attention layer's KV cache."""
+    from litert_torch.generative.bundle import read_bundle
+    from litert_torch.generative.export_hf import export
+
+    src = tiny_lm.save(str(tmp_path / "src"), "qwen3_5")
+    path = export.export(model=src, output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32,
+                         quantization_recipe="none")
+    states = {b.name: (b.kind, b.sequence_axis) for b in read_bundle(path).state_buffers}
+    assert states == {"kv_cache_conv_0": ("conv", 2), "kv_cache_rec_0": ("conv", -1),
+                      "kv_cache_k_1": ("key", 2), "kv_cache_v_1": ("value", 3),
+                      "kv_cache_conv_2": ("conv", 2), "kv_cache_rec_2": ("conv", -1)}
