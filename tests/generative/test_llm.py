@@ -75,7 +75,7 @@ def test_architecture_decodes_like_hugging_face(arch, tmp_path):
     stop = reference.index(tok.eos_token_id) if tok.eos_token_id in reference else len(reference)
     # (its Python text ends at a NUL character, which a random model may generate: compared up to there)
     stop = next((i for i, t in enumerate(reference[:stop]) if "\x00" in tok.decode([t])), stop)
-    assert stop >= 16, "too few tokens before the stop token or a NUL to compare"
+    assert stop >= 16, "the test model reaches its stop token or a NUL before 16 tokens"
     # (its detokenizer writes a special token it generates, such as <pad>, as its text)
     assert text == tok.decode(reference[:stop], skip_special_tokens=False)
 

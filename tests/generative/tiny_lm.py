@@ -82,8 +82,9 @@ def config(arch: str, vocab_size: int, **overrides):
         experts = dict(moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=4,
                        num_experts_per_tok=2)
         size = {**common, "num_hidden_layers": 3}
-        if arch == "qwen3_next":  # routed experts with a shared expert, but a dense MLP in the attention layer
-            cfg = T.Qwen3NextConfig(**size, **linear, **experts, mlp_only_layers=[1])
+        if arch == "qwen3_next":  # routed experts (top 3) with a shared expert, a dense MLP in the attention layer
+            # (with the top 2, its greedy continuation reaches the stop token at the 8th token)
+            cfg = T.Qwen3NextConfig(**size, **linear, **{**experts, "num_experts_per_tok": 3}, mlp_only_layers=[1])
         elif arch == "qwen3_5":
             cfg = T.Qwen3_5TextConfig(**size, **linear)
         else:
