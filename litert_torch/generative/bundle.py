@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from litert_torch.errors import ConversionError, ModelFileError
 from litert_torch.files import atomic_file, scratch_folder
-from litert_torch.generative.layout import LlmLayout
+from litert_torch.generative.layout import UNPOSITIONED, LlmLayout
 
 
 class BundleError(ConversionError):
@@ -68,13 +68,16 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
 
     executor = executor_pb.ExecutorMetadata()
     llm = executor.llm_executor_metadata
-    llm.max_history_size = layout.cache_length
+    # a recurrent state cannot be rolled back to an earlier position (the official exporter declares no history
+    # for such models either)
+    recurrent = any(name.startswith(UNPOSITIONED) for name in layout.cache_names)
+    llm.max_history_size = 0 if recurrent else layout.cache_length
     for name in layout.cache_names:
         state = llm.state_buffers.add()
         state.prefill_input_name = state.prefill_output_name = name
         state.decode_input_name = state.decode_output_name = name
         is_key = name.startswith("kv_cache_k_")
-        linear = name.startswith(("kv_cache_conv_", "kv_cache_rec_"))
+        linear = name.startswith(("kv_cache_conv_", *UNPOSITIONED))
         state.type = (executor_pb.StateBuffer.TYPE_GLOBAL_KEY_CACHE if is_key
                       else executor_pb.StateBuffer.TYPE_LINEAR_ATTENTION if linear
                       else executor_pb.StateBuffer.TYPE_GLOBAL_VALUE_CACHE)

@@ -361,6 +361,10 @@ def _linear_attention(cfg: LlmConfig, count, get) -> None:
     """Qwen3-Next's and Qwen 3.5's gated DeltaNet sizes and their gated attention, read into `cfg`."""
     cfg.attn_output_gate = True
     cfg.linear_conv_kernel = count("linear_conv_kernel_dim")
+    if cfg.linear_conv_kernel < 2:
+        raise UnsupportedModelError(f"config.linear_conv_kernel_dim = {cfg.linear_conv_kernel}: the exporter keeps "
+                                    "the convolution's last kernel - 1 inputs as a state, and needs a kernel of 2 "
+                                    "or more")
     cfg.linear_key_heads = count("linear_num_key_heads")
     cfg.linear_value_heads = count("linear_num_value_heads")
     cfg.linear_key_dim = count("linear_key_head_dim")

@@ -26,7 +26,7 @@ from litert_torch.assemble import Part
 from litert_torch.generative import direct_linear
 from litert_torch.generative.config import LlmConfig
 from litert_torch.generative.layout import (DECODE, LlmLayout, conv_state_name, kv_names, layer_output_name,
-                                            prefill_signature, recurrent_state_name)
+                                            prefill_signature, recurrent_state_name, window_state_name)
 from litert_torch.generative.rope import rope_tables  # noqa: F401 (re-exported)
 from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
 from litert_torch.generative.signature import assemble_llm, finish_signature, state_names, state_shapes
@@ -300,10 +300,9 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
             x, state = _conv_layer(b, params.layers[i], cfg, x, state, input_pos, conv_start)
             cache_outputs.append(state)
         elif cfg.layer_types[i] == "linear_attention":  # Qwen3-Next, Qwen 3.5: gated DeltaNet
-            states = [ir.Tensor(n, shapes[n], np.float32) for n in (conv_state_name(i), recurrent_state_name(i))]
+            states = [ir.Tensor(n, shapes[n], np.float32) for n in (window_state_name(i), recurrent_state_name(i))]
             graph.inputs += states
-            x, states = direct_linear.linear_attention_layer(b, params.layers[i], cfg, x, *states, input_pos,
-                                                             k_start, _mlp)
+            x, states = direct_linear.linear_attention_layer(b, params.layers[i], cfg, x, *states, input_pos, _mlp)
             cache_outputs += states
         else:
             k_in, v_in = (ir.Tensor(n, shapes[n], np.float32) for n in kv_names(cfg.num_layers)[2 * i: 2 * i + 2])

@@ -37,39 +37,38 @@ def sigmoid_route(b: _Builder, w: dict[str, Any], cfg: LlmConfig, flat: ir.Tenso
     return weights, chosen
 
 
-def linear_attention_layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor, conv_state: ir.Tensor,
-                           rec_state: ir.Tensor, input_pos: ir.Tensor, start: ir.Tensor,
+def linear_attention_layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor, window: ir.Tensor,
+                           rec_state: ir.Tensor, input_pos: ir.Tensor,
                            mlp: Callable[[_Builder, dict[str, Any], LlmConfig, ir.Tensor], ir.Tensor]
                            ) -> tuple[ir.Tensor, list[ir.Tensor]]:
     """A Qwen3-Next / Qwen 3.5 "linear_attention" decoder layer: x + gated DeltaNet(norm(x)), then that plus
     `mlp` (`direct._mlp`: routed experts with a shared expert, or a dense MLP) of its norm. Returns the output
-    and the two states it updated (convolution, recurrent)."""
+    and the two states it updated (convolution window, recurrent state)."""
     module = b.module
     b.module = f"{module}/linear_attn"
-    h, conv_state, rec_state = gated_delta_net(b, w, cfg, b._named_norm(x, w, "input", cfg), conv_state,
-                                               rec_state, input_pos, start)
+    h, window, rec_state = gated_delta_net(b, w, cfg, b._named_norm(x, w, "input", cfg), window, rec_state,
+                                           input_pos)
     b.module = module
     x = b._add(x, h)
     b.module = f"{module}/mlp"
     out = mlp(b, w, cfg, b._named_norm(x, w, "post_attention", cfg))
     b.module = module
-    return b._add(x, out), [conv_state, rec_state]
+    return b._add(x, out), [window, rec_state]
 
 
-def gated_delta_net(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor, conv_state: ir.Tensor,
-                    rec_state: ir.Tensor, input_pos: ir.Tensor, start: ir.Tensor
-                    ) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
+def gated_delta_net(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor, window: ir.Tensor,
+                    rec_state: ir.Tensor, input_pos: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor, ir.Tensor]:
     """`Qwen3NextGatedDeltaNet` / `Qwen3_5GatedDeltaNet` over the normed input x [1, N, hidden].
 
-    The q, k, v projections go through a causal depthwise convolution of `linear_conv_kernel` taps and SiLU.
-    Its state is the projections by position, [1, 1, C, channels], written at the input positions as keys are
-    (`direct._conv_layer` does the same for LFM2), and each token's window is gathered from there (positions
-    before 0 read as 0). q and k are L2-normalised per head (eps 1e-6) and repeated to the value heads, q scaled by
+    In a prefill chunk a token whose position is not the first position plus its index is padding (LiteRT-LM
+    gives the positions past the real tokens as 0): it changes neither state. The q, k, v projections go through
+    a causal depthwise convolution of K = `linear_conv_kernel` taps and SiLU, over the state `window` (the
+    projections of the K - 1 tokens before, zeros before the first) followed by the chunk's; the new window is
+    the last K - 1 rows up to the last real token. q and k are L2-normalised per head (eps 1e-6) and repeated to the value heads, q scaled by
     key_dim^-0.5; beta = sigmoid(b), decay = exp(g) with g = -exp(A_log) * softplus(a + dt_bias). The recurrent
     state S [value heads, key dim, value dim] then takes each token in turn, as Hugging Face's
     `torch_recurrent_gated_delta_rule` does: S *= decay; S += k (x) (v - k S) * beta; the token's output is q S.
-    In a prefill chunk a token whose position is not the first position plus its index is padding (LiteRT-LM
-    gives the positions past the real tokens as 0): it leaves S as it was. The outputs go through the gated
+    A padding token leaves S as it was. The outputs go through the gated
     RMSNorm (norm(o) * weight * silu(z), per value head) and out_proj."""
     _, n, _ = x.shape
     nk, nv, dk, dv = cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_dim, cfg.linear_value_dim
@@ -80,19 +79,22 @@ def gated_delta_net(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor
     beta = b._like("LOGISTIC", b._reshape(b._linear(x, w["lin_b"], None, "in_proj_b"), [n, nv]), what="sigmoid")
     a = b._reshape(b._linear(x, w["lin_a"], None, "in_proj_a"), [n, nv])
 
-    # the causal convolution, reading each token's window from the state by position
-    conv_state = b.emit("DYNAMIC_UPDATE_SLICE", [conv_state, b._reshape(qkv, [1, 1, n, channels]), start],
-                        conv_state.shape, np.float32, "update_state")
-    window = b._add(b._reshape(input_pos, [n, 1], "unsqueeze"),
-                    b.const(np.arange(1 - taps, 1, dtype=np.int32)[None, :], "taps"))  # [N, K]
-    inside = b.emit("GREATER_EQUAL", [window, b.scalar(0, np.int32)], window.shape, np.bool_, "ge")
-    rows = b.emit("GATHER", [b._reshape(conv_state, [conv_state.shape[2], channels]),
-                             b._reshape(b._binary("MAXIMUM", window, 0), [n * taps])],
-                  [n * taps, channels], np.float32, "index", axis=0, batch_dims=0)
-    rows = b.emit("SELECT_V2", [b._reshape(inside, [n, taps, 1], "unsqueeze"), b._reshape(rows, [n, taps, channels]),
-                                b.scalar(0.0)], [n, taps, channels], np.float32, "where")
-    conv = b._act(b._sum(b._mul(rows, b.const(np.ascontiguousarray(w["conv_w"], np.float32), "conv_weight")), 1),
-                  "silu")  # [N, channels]
+    valid = _real_tokens(b, input_pos) if n > 1 else None
+    # the causal convolution over the window and the chunk: tap j of token t reads row t + j
+    rows = b._concat([b._reshape(window, [taps - 1, channels]), b._reshape(qkv, [n, channels])], 0)
+    conv_w = np.ascontiguousarray(w["conv_w"], np.float32)
+    conv = None
+    for j in range(taps):
+        term = b._mul(b._slice(rows, 0, j, n, "tap"), b.const(conv_w[j], "conv_weight"), "tap")
+        conv = term if conv is None else b._add(conv, term, "conv")
+    conv = b._act(conv, "silu")  # [N, channels]
+    if valid is None:
+        window = b._slice(rows, 0, 1, taps - 1, "window")
+    else:  # the K - 1 rows that end at the last real token
+        count = b._sum(b.emit("CAST", [valid], [n], np.int32, "count"), 0, keep_dims=True)
+        last = b._add(count, b.const(np.arange(taps - 1, dtype=np.int32), "arange"), "window")
+        window = b.emit("GATHER", [rows, last], [taps - 1, channels], np.float32, "window", axis=0, batch_dims=0)
+    window = b._reshape(window, [1, taps - 1, channels])
 
     def heads(start_channel: int, count: int, dim: int) -> ir.Tensor:
         return b._reshape(b._slice(conv, 1, start_channel, count * dim, "split"), [n, count, dim])
@@ -111,7 +113,6 @@ def gated_delta_net(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor
         return b._transpose(t, [1, 0, 2])
 
     q, k, v, decay, beta = (per_head(t) for t in (q, k, v, decay, beta))
-    valid = _real_tokens(b, input_pos) if n > 1 else None
     state = b._reshape(rec_state, [nv, dk, dv])
     outs = []
     for t in range(n):
@@ -132,7 +133,7 @@ def gated_delta_net(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor
     core = b._transpose(core, [1, 0, 2])  # [N, value heads, value dim]
     normed = _gated_rms_norm(b, core, w["lin_norm"], b._reshape(z, [n, nv, dv]), cfg.rms_norm_eps)
     out = b._linear(b._reshape(normed, [1, n, vd]), w["lin_out"], None, "out_proj")
-    return out, conv_state, b._reshape(state, [1, nv, dk, dv])
+    return out, window, b._reshape(state, [1, nv, dk, dv])
 
 
 def _rsqrt(b: _Builder, x: ir.Tensor) -> ir.Tensor:

@@ -16,7 +16,7 @@ import numpy as np
 from litert_torch.errors import (
     InvalidArgumentError, LiteRTTorchError, ModelFileError, ModelInputError, ModelLoadError, one_line,
 )
-from litert_torch.generative.layout import DECODE, LAYOUT_KEY, LlmLayout, prefill_signature
+from litert_torch.generative.layout import DECODE, LAYOUT_KEY, UNPOSITIONED, LlmLayout, prefill_signature
 from litert_torch.metadata import decode
 
 
@@ -315,7 +315,7 @@ def _check_layout(layout: LlmLayout, model) -> None:
             t = outputs.get("logits")
             if t is None or not t.shape or t.shape[-1] != vocab or np.dtype(t.dtype) != np.float32:
                 raise bad(f"signature {key!r} has no float32 logits over {vocab} tokens")
-    positional = {n: s for n, s in shapes.items() if not (n.startswith("kv_cache_rec_") and axes[n] == -1)}
+    positional = {n: s for n, s in shapes.items() if not (n.startswith(UNPOSITIONED) and axes[n] == -1)}
     if any(not 0 <= axes[n] < len(s) or s[axes[n]] != cache for n, s in positional.items()):
         raise bad(f"a cache is not {cache} positions long")
     layout.cache_names, layout.cache_shapes, layout.sequence_axes = names, shapes, axes

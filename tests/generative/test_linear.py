@@ -19,6 +19,7 @@ from tests.generative import tiny_lm  # noqa: E402
     ("qwen3_5_moe", {"model_type": "qwen3_5_moe"}, "'qwen3_5_moe_text'"),
     ("qwen3_next", {"linear_num_value_heads": 3}, "linear_num_value_heads \\(3\\) is not a multiple"),
     ("qwen3_5", {"hidden_act": "gelu"}, "hidden_act 'gelu'.*silu only"),
+    ("qwen3_5", {"linear_conv_kernel_dim": 1}, "linear_conv_kernel_dim = 1.*kernel of 2 or more"),
     ("qwen3_next", {"layer_types": ["linear_attention", "conv", "linear_attention"]}, "\\['conv'\\]"),
 ])
 def test_refused_configs_name_the_field(arch, change, pattern):
@@ -39,15 +40,17 @@ def test_config_reads_the_linear_attention_and_routing_fields():
 
 
 def test_bundle_declares_each_linear_layers_states(tmp_path):
-    """A DeltaNet layer's convolution state is positional (sequence axis 2, the cache length); its recurrent state
-    has no sequence axis; both are linear-attention state buffers, beside the attention layer's KV cache."""
+    """A DeltaNet layer's convolution window and recurrent state are linear-attention state buffers without a
+    sequence axis, beside the attention layer's KV cache."""
     from litert_torch.generative.bundle import read_bundle
     from litert_torch.generative.export_hf import export
 
     src = tiny_lm.save(str(tmp_path / "src"), "qwen3_5")
     path = export.export(model=src, output_dir=str(tmp_path / "out"), prefill_lengths=[8], cache_length=32,
                          quantization_recipe="none")
-    states = {b.name: (b.kind, b.sequence_axis) for b in read_bundle(path).state_buffers}
-    assert states == {"kv_cache_conv_0": ("conv", 2), "kv_cache_rec_0": ("conv", -1),
+    bundle = read_bundle(path)
+    states = {b.name: (b.kind, b.sequence_axis) for b in bundle.state_buffers}
+    assert bundle.max_history_size == 0  # (a recurrent state cannot be rolled back)
+    assert states == {"kv_cache_win_0": ("conv", -1), "kv_cache_rec_0": ("conv", -1),
                       "kv_cache_k_1": ("key", 2), "kv_cache_v_1": ("value", 3),
-                      "kv_cache_conv_2": ("conv", 2), "kv_cache_rec_2": ("conv", -1)}
+                      "kv_cache_win_2": ("conv", -1), "kv_cache_rec_2": ("conv", -1)}
