@@ -105,35 +105,89 @@ def gated_delta_net(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor
     q = b._mul(q, float(dk ** -0.5))
     g = b._mul(_softplus(b, b._add(a, b.const(np.asarray(w["dt_bias"], np.float32), "dt_bias"))),
                b.const(-np.exp(np.asarray(w["A_log"], np.float32)), "neg_A"))
-    decay = b._like("EXP", g, what="exp")
 
     def per_head(t: ir.Tensor) -> ir.Tensor:  # [N, heads, d] -> [heads, N, d]; [N, heads] -> [heads, N, 1]
         if t.rank == 2:
             t = b._reshape(t, [n, nv, 1], "unsqueeze")
         return b._transpose(t, [1, 0, 2])
 
-    q, k, v, decay, beta = (per_head(t) for t in (q, k, v, decay, beta))
+    q, k, v, g, beta = (per_head(t) for t in (q, k, v, g, beta))
     state = b._reshape(rec_state, [nv, dk, dv])
-    outs = []
-    for t in range(n):
-        qt, kt, vt, dt, bt = (b._slice(s, 1, t, 1, "step") for s in (q, k, v, decay, beta))
-        decayed = b._mul(state, dt, "decay")
-        memory = b.emit("BATCH_MATMUL", [kt, decayed], [nv, 1, dv], np.float32, "kv_mem", adj_x=False, adj_y=False,
-                        asymmetric_quantize_inputs=False)
-        delta = b._mul(b._binary("SUB", vt, memory, "delta"), bt, "delta")
-        updated = b._add(decayed, b._mul(b._reshape(kt, [nv, dk, 1], "unsqueeze"), delta, "outer"), "update")
-        outs.append(b.emit("BATCH_MATMUL", [qt, updated], [nv, 1, dv], np.float32, "read", adj_x=False,
-                           adj_y=False, asymmetric_quantize_inputs=False))
-        if valid is None or t == 0:
-            state = updated
-        else:
-            state = b.emit("SELECT_V2", [b._reshape(b._slice(valid, 0, t, 1), [1, 1, 1]), updated, state],
-                           state.shape, np.float32, "keep_padding_out")
-    core = outs[0] if n == 1 else b._concat(outs, 1)
+    if valid is None:
+        core, state = _recurrent_rule(b, q, k, v, g, beta, state)
+    else:
+        core, state = _chunk_rule(b, q, k, v, g, beta, state, valid)
     core = b._transpose(core, [1, 0, 2])  # [N, value heads, value dim]
     normed = _gated_rms_norm(b, core, w["lin_norm"], b._reshape(z, [n, nv, dv]), cfg.rms_norm_eps)
     out = b._linear(b._reshape(normed, [1, n, vd]), w["lin_out"], None, "out_proj")
     return out, window, b._reshape(state, [1, nv, dk, dv])
+
+
+def _bmm(b: _Builder, x: ir.Tensor, y: ir.Tensor, what: str, adj_y: bool = False) -> ir.Tensor:
+    """x @ y (or x @ y^T) over a batch of heads."""
+    shape = [*x.shape[:-1], y.shape[-2] if adj_y else y.shape[-1]]
+    return b.emit("BATCH_MATMUL", [x, y], shape, np.float32, what, adj_x=False, adj_y=adj_y,
+                  asymmetric_quantize_inputs=False)
+
+
+def _recurrent_rule(b: _Builder, q: ir.Tensor, k: ir.Tensor, v: ir.Tensor, g: ir.Tensor, beta: ir.Tensor,
+                    state: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
+    """The gated delta rule token by token, as `torch_recurrent_gated_delta_rule` (a decode step): per head,
+    S = S * exp(g); S += k (x) (v - k S) * beta; the output q S. q, k [heads, N, key dim], v [heads, N, value dim],
+    g and beta [heads, N, 1], S [heads, key dim, value dim]; returns the outputs [heads, N, value dim] and S."""
+    heads, n, dk = k.shape
+    decay = b._like("EXP", g, what="exp")
+    outs = []
+    for t in range(n):
+        qt, kt, vt, dt, bt = (b._slice(s, 1, t, 1, "step") for s in (q, k, v, decay, beta))
+        decayed = b._mul(state, dt, "decay")
+        delta = b._mul(b._binary("SUB", vt, _bmm(b, kt, decayed, "kv_mem"), "delta"), bt, "delta")
+        state = b._add(decayed, b._mul(b._reshape(kt, [heads, dk, 1], "unsqueeze"), delta, "outer"), "update")
+        outs.append(_bmm(b, qt, state, "read"))
+    return (outs[0] if n == 1 else b._concat(outs, 1)), state
+
+
+def _chunk_rule(b: _Builder, q: ir.Tensor, k: ir.Tensor, v: ir.Tensor, g: ir.Tensor, beta: ir.Tensor,
+                state: ir.Tensor, valid: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
+    """The gated delta rule over a prefill chunk at once, in the form of `torch_chunk_gated_delta_rule` with the
+    whole chunk as one chunk (shapes as `_recurrent_rule`). With G the running sum of g and decay[i, j] =
+    exp(G_i - G_j) for j <= i: the unit lower-triangular system L = I + strictly_lower((k beta) k^T * decay) is
+    inverted as the product of (I + P), (I + P^2), (I + P^4), ... with P = I - L (exact, since P is nilpotent: a
+    few matrix products where a triangular solve takes a step per token); u = L^-1 (v beta),
+    w = L^-1 (k beta exp(G)); v' = u - w S; the outputs (q exp(G)) S + (q k^T * decay) v'; the new
+    S = S exp(G_last) + (k exp(G_last - G))^T v'. A padding token (`valid` false) gets beta = 0 and g = 0, which
+    leaves S as it was."""
+    heads, n, dk = k.shape
+    real = b._reshape(b.emit("CAST", [valid], [n], np.float32, "valid"), [1, n, 1])
+    beta, g = b._mul(beta, real, "mask_padding"), b._mul(g, real, "mask_padding")
+    total = b.emit("CUMSUM", [g, b.const(np.array(1, np.int32), "axis")], g.shape, np.float32, "cumsum",
+                   exclusive=False, reverse=False)  # G [heads, N, 1]
+    rows, cols = np.indices((n, n))
+    lower = b.const((rows >= cols)[None], "tril")
+    strict = b.const((rows > cols)[None], "strict_tril")
+    zero = b.scalar(0.0)
+    diff = b._binary("SUB", total, b._reshape(total, [heads, 1, n]), "pairwise")  # G_i - G_j
+    diff = b.emit("SELECT_V2", [lower, diff, zero], diff.shape, np.float32, "where")
+    decay = b.emit("SELECT_V2", [lower, b._like("EXP", diff, what="exp"), zero], diff.shape, np.float32, "where")
+    k_beta = b._mul(k, beta, "k_beta")
+    system = b._mul(_bmm(b, k_beta, k, "ut_system", adj_y=True), decay, "ut_system")
+    power = b._mul(b.emit("SELECT_V2", [strict, system, zero], system.shape, np.float32, "where"), -1.0, "neg")
+    eye = b.const(np.eye(n, dtype=np.float32)[None], "eye")
+    inverse = b._add(power, eye, "inverse")
+    for _ in range(max(0, int(np.ceil(np.log2(n))) - 1)):
+        power = _bmm(b, power, power, "power")
+        inverse = b._add(inverse, _bmm(b, inverse, power, "inverse"), "inverse")
+    grown = b._like("EXP", total, what="exp")  # exp(G)
+    u = _bmm(b, inverse, b._mul(v, beta, "v_beta"), "new_values")
+    w = _bmm(b, inverse, b._mul(k_beta, grown, "decayed_k_beta"), "k_cumdecay")
+    v_new = b._binary("SUB", u, _bmm(b, w, state, "v_prime"), "v_new")
+    inter = _bmm(b, b._mul(q, grown, "q_decayed"), state, "inter_chunk")
+    intra = _bmm(b, b._mul(_bmm(b, q, k, "intra_chunk", adj_y=True), decay, "intra_chunk"), v_new, "intra_chunk")
+    last = b._slice(total, 1, n - 1, 1, "last")  # G at the last token (padding adds 0)
+    k_scaled = b._mul(k, b._like("EXP", b._binary("SUB", last, total, "sub"), what="exp"), "k_decayed")
+    update = _bmm(b, b._transpose(k_scaled, [0, 2, 1]), v_new, "state_update")
+    state = b._add(b._mul(state, b._like("EXP", last, what="exp"), "decay"), update, "update")
+    return b._add(inter, intra, "core"), state
 
 
 def _rsqrt(b: _Builder, x: ir.Tensor) -> ir.Tensor:
