@@ -16,6 +16,10 @@ from litert_torch.generative.config import LlmConfig
 if TYPE_CHECKING:
     from litert_torch.generative.direct import _Builder
 
+# The longest run of tokens the prefill's chunk form of the gated delta rule takes at once (Hugging Face's
+# `torch_chunk_gated_delta_rule` chunk size): a longer prefill chunk is taken in runs of this many, in turn.
+CHUNK = 64
+
 
 def sigmoid_route(b: _Builder, w: dict[str, Any], cfg: LlmConfig, flat: ir.Tensor) -> tuple[ir.Tensor, ir.Tensor]:
     """LFM2-MoE's router (`Lfm2MoeTopKRouter`) over the tokens `flat` [T, H]: each token's k experts of highest
@@ -115,8 +119,15 @@ def gated_delta_net(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor
     state = b._reshape(rec_state, [nv, dk, dv])
     if valid is None:
         core, state = _recurrent_rule(b, q, k, v, g, beta, state)
-    else:
-        core, state = _chunk_rule(b, q, k, v, g, beta, state, valid)
+    else:  # in chunks of at most CHUNK tokens, as Hugging Face's prefill
+        parts = []
+        for first in range(0, n, CHUNK):
+            size = min(CHUNK, n - first)
+            pieces = [t if size == n else b._slice(t, 1, first, size, "chunk") for t in (q, k, v, g, beta)]
+            mask = valid if size == n else b._slice(valid, 0, first, size, "chunk")
+            part, state = _chunk_rule(b, *pieces, state, mask)
+            parts.append(part)
+        core = parts[0] if len(parts) == 1 else b._concat(parts, 1)
     core = b._transpose(core, [1, 0, 2])  # [N, value heads, value dim]
     normed = _gated_rms_norm(b, core, w["lin_norm"], b._reshape(z, [n, nv, dv]), cfg.rms_norm_eps)
     out = b._linear(b._reshape(normed, [1, n, vd]), w["lin_out"], None, "out_proj")
