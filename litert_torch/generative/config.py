@@ -49,6 +49,8 @@ ARCHITECTURES = {
     "qwen3_next": "qwen3_next",
     "qwen3_5_text": "qwen3_5",
     "qwen3_5_moe_text": "qwen3_5",
+    "qwen3_5": "qwen3_5",  # (the image+text model: its language model)
+    "qwen3_5_moe": "qwen3_5",
 }
 # Families only the direct builder (`direct.py`) builds: the traced builder (`model.py`) refuses them.
 DIRECT_ONLY = ("phi", "stablelm", "olmo2", "olmo3", "lfm2", "gpt_oss", "qwen3_next", "qwen3_5")
@@ -137,6 +139,9 @@ class LlmConfig:
     linear_value_heads: int = 0
     linear_key_dim: int = 0
     linear_value_dim: int = 0
+    # where the decoder's weights are named (a Qwen 3.5 image+text checkpoint's language model:
+    # "model.language_model."); the output layer is `lm_head` in any case
+    weight_prefix: str = "model."
     rope_layers: list[bool] = field(default_factory=list)  # False where a layer has no RoPE (SmolLM3's NoPE layers)
     # The longest cache whose RoPE tables Hugging Face computes as for any shorter one (LongRoPE, dynamic NTK):
     # (limit, the config field that sets it), or None when the tables never change.
@@ -160,6 +165,22 @@ class LlmConfig:
         return self.num_heads // self.num_kv_heads
 
     @classmethod
+    def _language_model(cls, get, model_type: str) -> "LlmConfig":
+        """The language model of a Qwen 3.5 image+text checkpoint: its `text_config`, its weights under
+        `model.language_model.` (the output layer `lm_head`), tied as the top-level `tie_word_embeddings` says."""
+        text = get("text_config")
+        if text is None:
+            raise UnsupportedModelError(f"config.text_config is missing ({model_type})")
+        if not isinstance(text, dict):
+            text = text.to_dict() if hasattr(text, "to_dict") else dict(vars(text))
+        text = {**text, "model_type": f"{model_type}_text"}
+        if get("tie_word_embeddings") is not None:
+            text["tie_word_embeddings"] = get("tie_word_embeddings")
+        cfg = cls.from_hf(text)
+        cfg.weight_prefix = "model.language_model."
+        return cfg
+
+    @classmethod
     def from_hf(cls, config: Any) -> "LlmConfig":
         """Read a transformers config (a PretrainedConfig or its dict); raise UnsupportedModelError naming the
         field for anything the exporter would not reproduce exactly."""
@@ -169,11 +190,8 @@ class LlmConfig:
             raise UnsupportedModelError(
                 "config.model_type is 'gemma3' (the image+text model); export its language model "
                 "(Gemma3ForCausalLM with a Gemma3TextConfig, model_type 'gemma3_text')")
-        if model_type in ("qwen3_5", "qwen3_5_moe"):  # the multimodal wrappers
-            raise UnsupportedModelError(
-                f"config.model_type is {model_type!r} (the image+text model); export its language model "
-                f"({'Qwen3_5ForCausalLM' if model_type == 'qwen3_5' else 'Qwen3_5MoeForCausalLM'} with its text "
-                f"config, model_type '{model_type}_text')")
+        if model_type in ("qwen3_5", "qwen3_5_moe"):  # the image+text model: its language model, text_config
+            return cls._language_model(get, model_type)
         family = ARCHITECTURES.get(model_type)
         if family is None:
             raise UnsupportedModelError(

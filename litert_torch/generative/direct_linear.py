@@ -68,12 +68,12 @@ def gated_delta_net(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor
     gives the positions past the real tokens as 0): it changes neither state. The q, k, v projections go through
     a causal depthwise convolution of K = `linear_conv_kernel` taps and SiLU, over the state `window` (the
     projections of the K - 1 tokens before, zeros before the first) followed by the chunk's; the new window is
-    the last K - 1 rows up to the last real token. q and k are L2-normalised per head (eps 1e-6) and repeated to the value heads, q scaled by
-    key_dim^-0.5; beta = sigmoid(b), decay = exp(g) with g = -exp(A_log) * softplus(a + dt_bias). The recurrent
-    state S [value heads, key dim, value dim] then takes each token in turn, as Hugging Face's
-    `torch_recurrent_gated_delta_rule` does: S *= decay; S += k (x) (v - k S) * beta; the token's output is q S.
-    A padding token leaves S as it was. The outputs go through the gated
-    RMSNorm (norm(o) * weight * silu(z), per value head) and out_proj."""
+    the last K - 1 rows up to the last real token. q and k are L2-normalised per head (eps 1e-6) and repeated to
+    the value heads, q scaled by key_dim^-0.5; beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias). The
+    recurrent state S [value heads, key dim, value dim] takes the tokens by the gated delta rule: a decode step
+    as `torch_recurrent_gated_delta_rule` (`_recurrent_rule`), a prefill chunk in runs of at most `CHUNK` tokens
+    as `torch_chunk_gated_delta_rule` (`_chunk_rule`). The outputs go through the gated RMSNorm
+    (norm(o) * weight * silu(z), per value head) and out_proj."""
     _, n, _ = x.shape
     nk, nv, dk, dv = cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_dim, cfg.linear_value_dim
     kd, vd, taps = nk * dk, nv * dv, cfg.linear_conv_kernel

@@ -56,7 +56,10 @@ def _read_config(path: str) -> tuple[LlmConfig, Any]:
         config = _transformers().AutoConfig.from_pretrained(path, local_files_only=True)
     except Exception as exc:  # transformers' and huggingface_hub's own errors for a malformed config
         raise ModelSourceError(f"could not read the config in {path}: {exc}") from exc
-    return LlmConfig.from_hf(config), config
+    checked = LlmConfig.from_hf(config)
+    if raw.get("model_type") in ("qwen3_5", "qwen3_5_moe"):  # an image+text model: its language model's config
+        config = config.text_config
+    return checked, config
 
 
 def _read_directory(path: str, cache_length: int | None) -> tuple[LlmConfig, Any, list[str]]:

@@ -59,8 +59,24 @@ class DecoderWeights:
     lm_head_bias: Any = None  # Phi
 
 
+class _Prefixed(Weights):
+    """`w` with the decoder's weights under another prefix than "model." (`LlmConfig.weight_prefix`)."""
+
+    def __init__(self, w: Weights, prefix: str):
+        super().__init__(w.weights, w._widen)
+        self.prefix = prefix
+
+    def has(self, name: str, prefix: str = "model.") -> bool:
+        return super().has(name, self.prefix if prefix == "model." else prefix)
+
+    def get(self, name: str, *shape: int, prefix: str = "model.", required: bool = True) -> Any:
+        return super().get(name, *shape, prefix=self.prefix if prefix == "model." else prefix, required=required)
+
+
 def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     """The weights of `cfg`'s decoder, read from `w` by their Hugging Face names."""
+    if cfg.weight_prefix != "model.":
+        w = _Prefixed(w, cfg.weight_prefix)
     hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
     nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
     embed = w.get("embed_tokens.weight", cfg.vocab_size, hidden)
