@@ -99,8 +99,8 @@ def test_long_padded_chunks_decode_like_hugging_face(arch, tmp_path):
     assert stop >= 16 and text == tok.decode(reference[:stop], skip_special_tokens=False)
 
 
-@pytest.mark.parametrize("tied", [False, True])
-def test_image_text_checkpoint_exports_its_language_model(tied, tmp_path):
+@pytest.mark.parametrize("arch, tied", [("qwen3_5", False), ("qwen3_5", True), ("qwen3_5_moe", False)])
+def test_image_text_checkpoint_exports_its_language_model(arch, tied, tmp_path):
     """A Qwen 3.5 image+text checkpoint (model_type qwen3_5: text_config, weights under model.language_model.,
     a vision tower, the output layer tied to the embeddings or not by the top-level tie_word_embeddings): its
     language model is exported, and decodes text as the image+text model does, in LiteRT-LM and our runner.
@@ -117,18 +117,20 @@ def test_image_text_checkpoint_exports_its_language_model(tied, tmp_path):
     from tests.generative.test_llm import CACHE, PREFILL, PROMPT, engine_greedy, hf_greedy
 
     tok = tiny_lm.tokenizer()
-    text = tiny_lm.config("qwen3_5", len(tok)).to_dict()
-    config = transformers.Qwen3_5Config(text_config=text, tie_word_embeddings=tied,
-                                        vision_config=dict(depth=1, hidden_size=32, intermediate_size=64,
-                                                           num_heads=2, out_hidden_size=64))
+    text = tiny_lm.config(arch, len(tok)).to_dict()
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64)
+    classes = {"qwen3_5": (transformers.Qwen3_5Config, transformers.Qwen3_5ForConditionalGeneration),
+               "qwen3_5_moe": (transformers.Qwen3_5MoeConfig, transformers.Qwen3_5MoeForConditionalGeneration)}
+    config_class, model_class = classes[arch]
+    config = config_class(text_config=text, tie_word_embeddings=tied, vision_config=vision)
     torch.manual_seed(0)
-    wrapper = spread_weights(transformers.Qwen3_5ForConditionalGeneration(config).eval())
+    wrapper = spread_weights(model_class(config).eval())
     src = str(tmp_path / "src")
     wrapper.save_pretrained(src)
     tok.save_pretrained(src)
     path = export.export(model=src, output_dir=str(tmp_path / "out"), prefill_lengths=PREFILL, cache_length=CACHE,
                          quantization_recipe="none")
-    hf = transformers.Qwen3_5ForConditionalGeneration.from_pretrained(src, dtype=torch.float32).eval()
+    hf = model_class.from_pretrained(src, dtype=torch.float32).eval()
     ids = tok(PROMPT).input_ids
     reference = hf_greedy(hf, ids, 16)
     assert list(generative.load(path).generate_ids(ids, 16, stop=False)) == reference
