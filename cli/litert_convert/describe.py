@@ -222,11 +222,13 @@ def _render_bundle(bundle: dict[str, Any]) -> list[str]:
              f"  tokens: start {bundle['start_token_id']}, stop {', '.join(stops) or 'none'}, at most "
              f"{bundle['max_num_tokens']}",
              f"  tokenizer: {_mb(bundle['tokenizer_bytes'])}; chat template {shown}",
-             f"  KV cache: {len(bundle['state_buffers'])} state buffers of {bundle['max_history_size']} positions"]
+             f"  KV cache: {len(bundle['state_buffers'])} state buffers of {bundle['max_history_size']} positions"
+             + (" (no rollback history)" if not bundle["max_history_size"] else "")]
     if bundle.get("sections"):
         lines.insert(1, f"  sections: {', '.join(bundle['sections'])}")
     for b in bundle["state_buffers"][:4]:
-        lines.append(f"    {b['name']:<16} {b['kind']:<6} sequence axis {b['sequence_axis']}")
+        axis = "no sequence axis" if b["sequence_axis"] < 0 else f"sequence axis {b['sequence_axis']}"
+        lines.append(f"    {b['name']:<16} {b['kind']:<6} {axis}")
     if len(bundle["state_buffers"]) > 4:
         lines.append(f"    ... ({len(bundle['state_buffers']) - 4} more; --json for all)")
     return lines

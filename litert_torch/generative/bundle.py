@@ -17,7 +17,7 @@ from typing import Any, Iterator, Sequence
 
 from litert_torch.errors import ConversionError, ModelFileError
 from litert_torch.files import atomic_file, scratch_folder
-from litert_torch.generative.layout import LlmLayout
+from litert_torch.generative.layout import UNPOSITIONED, LlmLayout
 
 
 class BundleError(ConversionError):
@@ -74,17 +74,22 @@ def write_bundle(path: str | os.PathLike, tflite_path: str, tokenizer_json: str,
 
     executor = executor_pb.ExecutorMetadata()
     llm = executor.llm_executor_metadata
-    llm.max_history_size = layout.cache_length
+    # a recurrent state cannot be rolled back to an earlier position (the official exporter declares no history
+    # for such models either)
+    recurrent = any(name.startswith(UNPOSITIONED) for name in layout.cache_names)
+    llm.max_history_size = 0 if recurrent else layout.cache_length
     for name in layout.cache_names:
         state = llm.state_buffers.add()
         state.prefill_input_name = state.prefill_output_name = name
         state.decode_input_name = state.decode_output_name = name
         is_key = name.startswith("kv_cache_k_")
+        linear = name.startswith(("kv_cache_conv_", *UNPOSITIONED))
         state.type = (executor_pb.StateBuffer.TYPE_GLOBAL_KEY_CACHE if is_key
-                      else executor_pb.StateBuffer.TYPE_LINEAR_ATTENTION if name.startswith("kv_cache_conv_")
+                      else executor_pb.StateBuffer.TYPE_LINEAR_ATTENTION if linear
                       else executor_pb.StateBuffer.TYPE_GLOBAL_VALUE_CACHE)
-        state.sequence_axis = layout.sequence_axes[name]
-        state.maximum_sequence_length = layout.cache_length
+        if layout.sequence_axes[name] >= 0:  # (a recurrent state has no sequence axis)
+            state.sequence_axis = layout.sequence_axes[name]
+            state.maximum_sequence_length = layout.cache_length
 
     if attention_mask is not None:
         kind, window = attention_mask
@@ -117,7 +122,9 @@ class StateBuffer:
     output alike), whether it holds keys or values, its sequence axis and its maximum length."""
 
     name: str
-    kind: str  # "key", "value", or "conv" (an LFM2 convolution state, typed TYPE_LINEAR_ATTENTION)
+    # "key", "value", or "conv": a state typed TYPE_LINEAR_ATTENTION (an LFM2 or gated DeltaNet convolution state,
+    # or a gated DeltaNet recurrent state, which has no sequence axis: -1 here)
+    kind: str
     sequence_axis: int
     maximum_sequence_length: int
 
@@ -221,8 +228,9 @@ def read_bundle(path: str | os.PathLike, metadata: bool = True) -> Bundle:
                 kinds = {executor_pb.StateBuffer.TYPE_GLOBAL_KEY_CACHE: "key",
                          executor_pb.StateBuffer.TYPE_LINEAR_ATTENTION: "conv"}
                 bundle.state_buffers = [
-                    StateBuffer(b.decode_input_name, kinds.get(b.type, "value"), b.sequence_axis,
-                                b.maximum_sequence_length) for b in executor.state_buffers]
+                    StateBuffer(b.decode_input_name, kinds.get(b.type, "value"),
+                                b.sequence_axis if b.HasField("sequence_axis") else -1, b.maximum_sequence_length)
+                    for b in executor.state_buffers]
         if not found:
             raise BundleFileError(f"{where} holds no TFLite model")
         bundle.sections = section_types(where)

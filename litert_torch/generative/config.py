@@ -44,10 +44,19 @@ ARCHITECTURES = {
     "olmo2": "olmo2",
     "olmo3": "olmo3",
     "lfm2": "lfm2",
+    "lfm2_moe": "lfm2",
     "gpt_oss": "gpt_oss",
+    "qwen3_next": "qwen3_next",
+    "qwen3_5_text": "qwen3_5",
+    "qwen3_5_moe_text": "qwen3_5",
+    "qwen3_5": "qwen3_5",  # (the image+text model: its language model)
+    "qwen3_5_moe": "qwen3_5",
 }
 # Families only the direct builder (`direct.py`) builds: the traced builder (`model.py`) refuses them.
-DIRECT_ONLY = ("phi", "stablelm", "olmo2", "olmo3", "lfm2", "gpt_oss")
+DIRECT_ONLY = ("phi", "stablelm", "olmo2", "olmo3", "lfm2", "gpt_oss", "qwen3_next", "qwen3_5")
+# Families with gated DeltaNet layers ("linear_attention": a recurrent state updated by the gated delta rule)
+# between gated full-attention layers
+LINEAR_ATTENTION = ("qwen3_next", "qwen3_5")
 # OLMo 2 and 3: norms on the attention's and MLP's outputs, q/k RMSNorm over the whole projections
 OLMO = ("olmo2", "olmo3")
 # Families whose rope_parameters may hold one RoPE per layer type
@@ -55,7 +64,7 @@ ROPE_PER_LAYER_TYPE = ("gemma3", "olmo3")
 # Families whose norms are LayerNorm (with a bias), their epsilon `layer_norm_eps`.
 LAYER_NORM = ("phi", "stablelm")
 # Families whose default RoPE rotates `partial_rotary_factor` of each head's features.
-PARTIAL_ROTARY = ("phi3", "phi", "stablelm")
+PARTIAL_ROTARY = ("phi3", "phi", "stablelm", *LINEAR_ATTENTION)
 GEMMA = ("gemma", "gemma2", "gemma3")  # RMSNorm scaling by (1 + weight), embeddings scaled by sqrt(hidden)
 
 # RoPE types whose tables depend only on the config (not on the sequence length seen at run time).
@@ -114,7 +123,25 @@ class LlmConfig:
     moe_intermediate_size: int = 0
     shared_expert_intermediate_size: int = 0  # Qwen2-MoE: a shared expert MLP added to the routed experts' output
     norm_topk_prob: bool = False
+    # LFM2-MoE's router: sigmoid scores, the top k chosen by score + a per-expert bias (`expert_bias`), the chosen
+    # scores renormalised (sum + 1e-6) when `norm_topk_prob`, then times `routed_scaling_factor`
+    router_sigmoid: bool = False
+    expert_bias: bool = False
+    routed_scaling_factor: float = 1.0
     moe_layers: list[bool] = field(default_factory=list)
+    # Qwen3-Next, Qwen 3.5: the query projection also gives a gate per feature, attention's output * sigmoid(gate)
+    attn_output_gate: bool = False
+    # Qwen3-Next, Qwen 3.5 "linear_attention" layers (gated DeltaNet): `linear_conv_kernel` taps of causal
+    # convolution over the q, k, v projections; `linear_key_heads` query/key heads of `linear_key_dim` features,
+    # `linear_value_heads` value heads (a multiple of the key heads) of `linear_value_dim`
+    linear_conv_kernel: int = 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    # where the decoder's weights are named (a Qwen 3.5 image+text checkpoint's language model:
+    # "model.language_model."); the output layer is `lm_head` in any case
+    weight_prefix: str = "model."
     rope_layers: list[bool] = field(default_factory=list)  # False where a layer has no RoPE (SmolLM3's NoPE layers)
     # The longest cache whose RoPE tables Hugging Face computes as for any shorter one (LongRoPE, dynamic NTK):
     # (limit, the config field that sets it), or None when the tables never change.
@@ -126,8 +153,9 @@ class LlmConfig:
 
     @property
     def attention_types(self) -> list[str]:
-        """The layer types that attend (every type but LFM2's "conv"), sorted."""
-        return sorted(set(t for t in self.layer_types if t != "conv"))
+        """The layer types that attend over a KV cache (every type but LFM2's "conv" and the gated DeltaNet
+        "linear_attention"), sorted."""
+        return sorted(set(t for t in self.layer_types if t not in ("conv", "linear_attention")))
 
     def has_rope(self, layer: int) -> bool:
         return self.rope_layers[layer] if self.rope_layers else True
@@ -135,6 +163,22 @@ class LlmConfig:
     @property
     def kv_groups(self) -> int:
         return self.num_heads // self.num_kv_heads
+
+    @classmethod
+    def _language_model(cls, get, model_type: str) -> "LlmConfig":
+        """The language model of a Qwen 3.5 image+text checkpoint: its `text_config`, its weights under
+        `model.language_model.` (the output layer `lm_head`), tied as the top-level `tie_word_embeddings` says."""
+        text = get("text_config")
+        if text is None:
+            raise UnsupportedModelError(f"config.text_config is missing ({model_type})")
+        if not isinstance(text, dict):
+            text = text.to_dict() if hasattr(text, "to_dict") else dict(vars(text))
+        text = {**text, "model_type": f"{model_type}_text"}
+        if get("tie_word_embeddings") is not None:
+            text["tie_word_embeddings"] = get("tie_word_embeddings")
+        cfg = cls.from_hf(text)
+        cfg.weight_prefix = "model.language_model."
+        return cfg
 
     @classmethod
     def from_hf(cls, config: Any) -> "LlmConfig":
@@ -146,6 +190,8 @@ class LlmConfig:
             raise UnsupportedModelError(
                 "config.model_type is 'gemma3' (the image+text model); export its language model "
                 "(Gemma3ForCausalLM with a Gemma3TextConfig, model_type 'gemma3_text')")
+        if model_type in ("qwen3_5", "qwen3_5_moe"):  # the image+text model: its language model, text_config
+            return cls._language_model(get, model_type)
         family = ARCHITECTURES.get(model_type)
         if family is None:
             raise UnsupportedModelError(
@@ -190,7 +236,8 @@ class LlmConfig:
         layer_types = _strings("layer_types", get("layer_types")) or ["full_attention"] * layers
         if len(layer_types) != layers:
             raise UnsupportedModelError(f"config.layer_types has {len(layer_types)} entries for {layers} layers")
-        known = {"full_attention", "sliding_attention", *(("conv",) if family == "lfm2" else ())}
+        known = {"full_attention", "sliding_attention", *(("conv",) if family == "lfm2" else ()),
+                 *(("linear_attention",) if family in LINEAR_ATTENTION else ())}
         unknown = sorted(set(layer_types) - known)
         if unknown:
             raise UnsupportedModelError(f"config.layer_types holds {unknown}: only {', '.join(sorted(known))} "
@@ -248,7 +295,7 @@ class LlmConfig:
                       or (family == "stablelm" and bool(get("use_qkv_bias", False)))),
             o_bias=(bool(get("attention_bias", False)) and family not in ("qwen2", "qwen2_moe")) or family == "phi",
             mlp_bias=bool(get("mlp_bias", False)),
-            qk_norm=(family in ("qwen3", "qwen3_moe", "gemma3", "lfm2", *OLMO)
+            qk_norm=(family in ("qwen3", "qwen3_moe", "gemma3", "lfm2", *OLMO, *LINEAR_ATTENTION)
                      or (family in LAYER_NORM and bool(get("qk_layernorm", False)))),
             qk_norm_whole=family in OLMO,
             layer_norm=family in LAYER_NORM,
@@ -259,7 +306,7 @@ class LlmConfig:
             post_norms=family in OLMO,
             conv_kernel=count("conv_L_cache") if family == "lfm2" else 0,
             conv_bias=family == "lfm2" and bool(get("conv_bias", False)),
-            norm_plus_one=family in GEMMA,
+            norm_plus_one=family in GEMMA or family in LINEAR_ATTENTION,
             sandwich_norms=family in ("gemma2", "gemma3"),
             embed_scale=embed_scale,
             residual_scale=residual_scale,
@@ -285,14 +332,31 @@ class LlmConfig:
             cfg.attention_sinks = True
             cfg.swiglu_limit = number("swiglu_limit", need("swiglu_limit"), positive=True)
             cfg.swiglu_alpha = number("swiglu_alpha", need("swiglu_alpha"))
+        elif model_type == "lfm2_moe":  # the MLPs past the first num_dense_layers: sigmoid-routed experts
+            cfg.num_experts = count("num_experts")
+            cfg.num_experts_per_tok = count("num_experts_per_tok")
+            cfg.moe_intermediate_size = count("moe_intermediate_size")
+            cfg.norm_topk_prob = bool(get("norm_topk_prob", True))
+            cfg.router_sigmoid = True
+            cfg.expert_bias = bool(get("use_expert_bias", True))
+            cfg.routed_scaling_factor = number("routed_scaling_factor", get("routed_scaling_factor", 1.0))
+            dense = count("num_dense_layers", 2, minimum=0)  # (2 is the config class's default)
+            cfg.moe_layers = [i >= dense for i in range(layers)]
         elif family == "mixtral":  # every layer's MLP: experts of intermediate_size, top-k weights renormalized
             cfg.num_experts = count("num_local_experts")
             cfg.num_experts_per_tok = count("num_experts_per_tok")
             cfg.moe_intermediate_size = cfg.intermediate_size
             cfg.norm_topk_prob = True
             cfg.moe_layers = [cfg.num_experts > 0] * layers
-        elif family in ("qwen3_moe", "qwen2_moe"):
-            if family == "qwen2_moe":  # a shared expert beside the routed ones, gated by sigmoid(x . g)
+        elif model_type == "qwen3_5_moe_text":  # every MLP: routed experts (renormalised) and a shared expert
+            cfg.shared_expert_intermediate_size = count("shared_expert_intermediate_size", minimum=0)
+            cfg.num_experts = count("num_experts")
+            cfg.num_experts_per_tok = count("num_experts_per_tok")
+            cfg.moe_intermediate_size = count("moe_intermediate_size")
+            cfg.norm_topk_prob = True
+            cfg.moe_layers = [True] * layers
+        elif family in ("qwen3_moe", "qwen2_moe", "qwen3_next"):
+            if family in ("qwen2_moe", "qwen3_next"):  # a shared expert beside the routed ones, gated by sigmoid(x . g)
                 cfg.shared_expert_intermediate_size = count("shared_expert_intermediate_size", minimum=0)
             cfg.num_experts = count("num_experts")
             cfg.num_experts_per_tok = count("num_experts_per_tok")
@@ -303,17 +367,39 @@ class LlmConfig:
             cfg.moe_layers = [i not in dense and cfg.num_experts > 0 and (i + 1) % step == 0 for i in range(layers)]
         else:
             cfg.moe_layers = [False] * layers
+        if family in LINEAR_ATTENTION:
+            _linear_attention(cfg, count, get)
         if any(cfg.moe_layers) and cfg.num_experts_per_tok > cfg.num_experts:
             raise ModelSourceError(f"config.num_experts_per_tok = {cfg.num_experts_per_tok} is more than the "
                                         f"{cfg.num_experts} experts")
         return cfg
 
 
+def _linear_attention(cfg: LlmConfig, count, get) -> None:
+    """Qwen3-Next's and Qwen 3.5's gated DeltaNet sizes and their gated attention, read into `cfg`."""
+    cfg.attn_output_gate = True
+    cfg.linear_conv_kernel = count("linear_conv_kernel_dim")
+    if cfg.linear_conv_kernel < 2:
+        raise UnsupportedModelError(f"config.linear_conv_kernel_dim = {cfg.linear_conv_kernel}: the exporter keeps "
+                                    "the convolution's last kernel - 1 inputs as a state, and needs a kernel of 2 "
+                                    "or more")
+    cfg.linear_key_heads = count("linear_num_key_heads")
+    cfg.linear_value_heads = count("linear_num_value_heads")
+    cfg.linear_key_dim = count("linear_key_head_dim")
+    cfg.linear_value_dim = count("linear_value_head_dim")
+    if cfg.linear_value_heads % cfg.linear_key_heads:
+        raise UnsupportedModelError(f"config.linear_num_value_heads ({cfg.linear_value_heads}) is not a multiple of "
+                                    f"config.linear_num_key_heads ({cfg.linear_key_heads})")
+    if cfg.activation != "silu":  # the convolution's activation, and the gated norm's (always SiLU)
+        raise UnsupportedModelError(f"config.hidden_act {get('hidden_act')!r}: the gated DeltaNet layers of "
+                                    f"{cfg.model_type} are built with silu only")
+
+
 def _intermediate_size(get, family: str, size: int) -> int:
-    """The MLP's inner size: `intermediate_size`, which LFM2 adjusts as its MLP does (2/3 of it, times
+    """The MLP's inner size: `intermediate_size`, which LFM2 (not LFM2-MoE) adjusts as its MLP does (2/3 of it, times
     `block_ffn_dim_multiplier`, rounded up to a multiple of `block_multiple_of`) when `block_auto_adjust_ff_dim`."""
-    if family != "lfm2" or not get("block_auto_adjust_ff_dim", True):
-        return size
+    if family != "lfm2" or get("model_type") == "lfm2_moe" or not get("block_auto_adjust_ff_dim", True):
+        return size  # (LFM2-MoE's dense MLPs take intermediate_size as it is)
     size = int(2 * size / 3)
     multiplier = get("block_ffn_dim_multiplier")
     if multiplier is not None:

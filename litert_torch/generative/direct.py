@@ -15,6 +15,7 @@ PyTorch's .bin format are built by tracing, as are configs `can_build` refuses.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from typing import Any, Callable, Sequence
 
@@ -22,9 +23,10 @@ import numpy as np
 
 from litert_torch import ir
 from litert_torch.assemble import Part
+from litert_torch.generative import direct_linear
 from litert_torch.generative.config import LlmConfig
 from litert_torch.generative.layout import (DECODE, LlmLayout, conv_state_name, kv_names, layer_output_name,
-                                            prefill_signature)
+                                            prefill_signature, recurrent_state_name, window_state_name)
 from litert_torch.generative.rope import rope_tables  # noqa: F401 (re-exported)
 from litert_torch.generative.routing import expert_tile_rows, first_tile_rows, overflow_tiles
 from litert_torch.generative.signature import assemble_llm, finish_signature, state_names, state_shapes
@@ -72,7 +74,7 @@ class _Builder:
         caller = sys._getframe(1)
         while caller.f_back is not None and caller.f_locals.get("self") is self:
             caller = caller.f_back  # a helper of this class: the line that called it
-        location = f"litert_torch/generative/direct.py:{caller.f_lineno}"
+        location = f"litert_torch/generative/{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
         module = self.module.replace("/", ".") or None
         self.graph.ops.append(ir.Op(opcode, list(inputs), outs, options,
                                     ir.SourceRef(outs[0].name, f"direct.{what}", location, module)))
@@ -313,6 +315,11 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
             graph.inputs.append(state)
             x, state = _conv_layer(b, params.layers[i], cfg, x, state, input_pos, conv_start)
             cache_outputs.append(state)
+        elif cfg.layer_types[i] == "linear_attention":  # Qwen3-Next, Qwen 3.5: gated DeltaNet
+            states = [ir.Tensor(n, shapes[n], np.float32) for n in (window_state_name(i), recurrent_state_name(i))]
+            graph.inputs += states
+            x, states = direct_linear.linear_attention_layer(b, params.layers[i], cfg, x, *states, input_pos, _mlp)
+            cache_outputs += states
         else:
             k_in, v_in = (ir.Tensor(n, shapes[n], np.float32) for n in kv_names(cfg.num_layers)[2 * i: 2 * i + 2])
             graph.inputs += [k_in, v_in]
@@ -494,7 +501,8 @@ def _mlp(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
 
 
 def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Tensor:
-    """`model.MoE`: each token's top-k experts by router softmax (renormalised when the config says so), a token
+    """`model.MoE`: each token's top-k experts by router softmax (renormalised when the config says so; LFM2-MoE's
+    sigmoid router, `direct_linear.sigmoid_route`), a token
     alone gathering its experts' tables, a chunk sorted into tiles (`_tiles`); then Qwen2-MoE's shared expert
     (`model.SharedExpert`) where the layer has one."""
     _, length, hidden = x.shape
@@ -502,10 +510,13 @@ def _moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Ten
     flat = b._reshape(x, [length, hidden])
     if cfg.swiglu_limit is not None:
         return _gpt_oss_moe(b, w, cfg, flat, length)
-    probs = b._like("SOFTMAX", b._linear(flat, w["router"], None, "router"), what="softmax", beta=1.0)
-    weights, chosen = b._topk(probs, k)
-    if cfg.norm_topk_prob:
-        weights = b._binary("DIV", weights, b._sum(weights, 1, keep_dims=True), "div")
+    if cfg.router_sigmoid:  # LFM2-MoE
+        weights, chosen = direct_linear.sigmoid_route(b, w, cfg, flat)
+    else:
+        probs = b._like("SOFTMAX", b._linear(flat, w["router"], None, "router"), what="softmax", beta=1.0)
+        weights, chosen = b._topk(probs, k)
+        if cfg.norm_topk_prob:
+            weights = b._binary("DIV", weights, b._sum(weights, 1, keep_dims=True), "div")
     tables = [b.const(w[n], n) for n in ("gate_w", "up_w", "down_w")]
     pairs = length * k
     if expert_tile_rows(pairs, experts) > 1:
@@ -666,6 +677,8 @@ def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, co
                  adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
     out = b._transpose(b._reshape(out, [1, heads, length, d]), [0, 2, 1, 3])
     out = b._reshape(out, [1, length, heads * d])
+    if cfg.attn_output_gate:  # Qwen3-Next, Qwen 3.5: times sigmoid of the query projection's gate half
+        out = b._mul(out, b._like("LOGISTIC", b._linear(x, w["q_gate"], None, "q_gate"), what="sigmoid"))
     return b._linear(out, w["o"], w["o_bias"], "o"), k_cache, v_cache
 
 

@@ -56,7 +56,10 @@ def _read_config(path: str) -> tuple[LlmConfig, Any]:
         config = _transformers().AutoConfig.from_pretrained(path, local_files_only=True)
     except Exception as exc:  # transformers' and huggingface_hub's own errors for a malformed config
         raise ModelSourceError(f"could not read the config in {path}: {exc}") from exc
-    return LlmConfig.from_hf(config), config
+    checked = LlmConfig.from_hf(config)
+    if raw.get("model_type") in ("qwen3_5", "qwen3_5_moe"):  # an image+text model: its language model's config
+        config = config.text_config
+    return checked, config
 
 
 def _read_directory(path: str, cache_length: int | None) -> tuple[LlmConfig, Any, list[str]]:
@@ -92,7 +95,8 @@ def load(model: Any, tokenizer: Any = None, *, need_tokenizer: bool = True, trus
         config, hf_config = LlmConfig.from_hf(model.config), model.config
         if cache_length is not None:
             check_cache_length(config, cache_length)
-        if not hasattr(model, "model") or not hasattr(model.model, "rotary_emb"):
+        rotary = ("rotary_emb", "pos_emb")  # (LFM2-MoE names it pos_emb)
+        if not hasattr(model, "model") or not any(hasattr(model.model, n) for n in rotary):
             raise UnsupportedModelError(f"{type(model).__name__} is not a causal LM of a supported architecture "
                                         "(expected *ForCausalLM with model.rotary_emb)")
         if tokenizer is None and need_tokenizer:

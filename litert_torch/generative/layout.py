@@ -38,8 +38,26 @@ def conv_state_name(layer: int) -> str:
     return f"kv_cache_conv_{layer}"
 
 
+def recurrent_state_name(layer: int) -> str:
+    """The name of gated DeltaNet layer `layer`'s recurrent state [1, value heads, key dim, value dim] (Qwen3-Next,
+    Qwen 3.5)."""
+    return f"kv_cache_rec_{layer}"
+
+
+def window_state_name(layer: int) -> str:
+    """The name of gated DeltaNet layer `layer`'s convolution window: the q, k, v projections of its last
+    `linear_conv_kernel - 1` tokens [1, K - 1, channels], oldest first."""
+    return f"kv_cache_win_{layer}"
+
+
+# States that hold no positions (a gated DeltaNet's recurrent state and convolution window): no sequence axis
+UNPOSITIONED = ("kv_cache_rec_", "kv_cache_win_")
+
+
 def sequence_axis(name: str) -> int:
-    """The axis of cache `name` that runs over positions."""
+    """The axis of cache `name` that runs over positions (-1 for a state that holds none, `UNPOSITIONED`)."""
+    if name.startswith(UNPOSITIONED):
+        return -1
     return 2 if name.startswith(("kv_cache_k_", "kv_cache_conv_")) else 3
 
 

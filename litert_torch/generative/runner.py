@@ -16,7 +16,7 @@ import numpy as np
 from litert_torch.errors import (
     InvalidArgumentError, LiteRTTorchError, ModelFileError, ModelInputError, ModelLoadError, one_line,
 )
-from litert_torch.generative.layout import DECODE, LAYOUT_KEY, LlmLayout, prefill_signature
+from litert_torch.generative.layout import DECODE, LAYOUT_KEY, UNPOSITIONED, LlmLayout, prefill_signature
 from litert_torch.metadata import decode
 
 
@@ -128,8 +128,9 @@ class LlmRunner:
     def prefill(self, token_ids: Sequence[int]) -> np.ndarray:
         """Process `token_ids` after what is already in the cache; return the logits after the last of them.
         As LiteRT-LM does, all tokens but the last go through the prefill signatures (in chunks of the largest
-        length that fits; the last chunk takes the smallest length that holds it, padded past the real tokens,
-        where later tokens overwrite the padding) and the last one through decode, which gives its logits."""
+        length that fits; the last chunk takes the smallest length that holds it, padded past the real tokens with
+        token 0 at position 0, where later tokens overwrite the padding in the caches, and which a recurrent state
+        leaves out) and the last one through decode, which gives its logits."""
         ids = [int(t) for t in token_ids]
         if not ids:
             raise ModelInputError("prefill needs at least one token")
@@ -145,9 +146,10 @@ class LlmRunner:
             fitting = [n for n in sizes if n >= left]
             n = fitting[0] if fitting else sizes[-1]
             take = min(n, left)
-            chunk = np.zeros(n, np.int64)
+            chunk, positions = np.zeros(n, np.int64), np.zeros(n, np.int64)  # padded with 0s, as LiteRT-LM pads
             chunk[:take] = body[start:start + take]
-            self._run(prefill_signature(n), chunk, np.arange(self.position, self.position + n))
+            positions[:take] = np.arange(self.position, self.position + take)
+            self._run(prefill_signature(n), chunk, positions)
             self.position += take
             start += take
         return self.decode(ids[-1])
@@ -327,7 +329,8 @@ def _check_layout(layout: LlmLayout, model) -> None:
             t = outputs.get("logits")
             if t is None or not t.shape or t.shape[-1] != vocab or np.dtype(t.dtype) != np.float32:
                 raise bad(f"signature {key!r} has no float32 logits over {vocab} tokens")
-    if any(not 0 <= axes[n] < len(s) or s[axes[n]] != cache for n, s in shapes.items()):
+    positional = {n: s for n, s in shapes.items() if not (n.startswith(UNPOSITIONED) and axes[n] == -1)}
+    if any(not 0 <= axes[n] < len(s) or s[axes[n]] != cache for n, s in positional.items()):
         raise bad(f"a cache is not {cache} positions long")
     layout.cache_names, layout.cache_shapes, layout.sequence_axes = names, shapes, axes
     layout.prefill_lengths, layout.vocab_size, layout.cache_length = lengths, vocab, cache

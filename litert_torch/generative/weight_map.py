@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from litert_torch.generative.config import LlmConfig, UnsupportedModelError
+import numpy as np
+
+from litert_torch.generative.config import LINEAR_ATTENTION, LlmConfig, UnsupportedModelError
 
 
 class Weights:
@@ -57,8 +59,24 @@ class DecoderWeights:
     lm_head_bias: Any = None  # Phi
 
 
+class _Prefixed(Weights):
+    """`w` with the decoder's weights under another prefix than "model." (`LlmConfig.weight_prefix`)."""
+
+    def __init__(self, w: Weights, prefix: str):
+        super().__init__(w.weights, w._widen)
+        self.prefix = prefix
+
+    def has(self, name: str, prefix: str = "model.") -> bool:
+        return super().has(name, self.prefix if prefix == "model." else prefix)
+
+    def get(self, name: str, *shape: int, prefix: str = "model.", required: bool = True) -> Any:
+        return super().get(name, *shape, prefix=self.prefix if prefix == "model." else prefix, required=required)
+
+
 def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     """The weights of `cfg`'s decoder, read from `w` by their Hugging Face names."""
+    if cfg.weight_prefix != "model.":
+        w = _Prefixed(w, cfg.weight_prefix)
     hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
     nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
     embed = w.get("embed_tokens.weight", cfg.vocab_size, hidden)
@@ -69,7 +87,10 @@ def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     for i in range(cfg.num_layers):
         p = f"layers.{i}."
         if cfg.family == "lfm2":
-            layers.append(_lfm2_layer(w, cfg, p, cfg.layer_types[i] == "conv"))
+            layers.append(_lfm2_layer(w, cfg, p, cfg.layer_types[i] == "conv", cfg.moe_layers[i]))
+            continue
+        if cfg.family in LINEAR_ATTENTION:
+            layers.append(_linear_family_layer(w, cfg, p, i))
             continue
         layer: dict[str, Any] = {}
         if cfg.family == "phi3":
@@ -124,10 +145,11 @@ def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     return read
 
 
-def _lfm2_layer(w: Weights, cfg: LlmConfig, p: str, conv: bool) -> dict[str, Any]:
+def _lfm2_layer(w: Weights, cfg: LlmConfig, p: str, conv: bool, moe: bool) -> dict[str, Any]:
     """An LFM2 layer: a gated short convolution (`conv_in` [3 * hidden, hidden], `conv_w` [K, hidden]: each
     channel's taps, oldest first; `conv_out`) or attention with RMSNorm on each query and key head; then its
-    SwiGLU MLP (w1 gate, w3 up, w2 down); `input_norm` (operator_norm) and `post_attention_norm` (ffn_norm)."""
+    SwiGLU MLP (w1 gate, w3 up, w2 down) or, in LFM2-MoE, its routed experts (`moe`); `input_norm`
+    (operator_norm) and `post_attention_norm` (ffn_norm)."""
     hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
     nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
     layer: dict[str, Any] = {}
@@ -146,12 +168,102 @@ def _lfm2_layer(w: Weights, cfg: LlmConfig, p: str, conv: bool) -> dict[str, Any
         layer.update(o=w.get(p + "self_attn.out_proj.weight", hidden, nq), o_bias=None,
                      q_norm=w.get(p + "self_attn.q_layernorm.weight", d),
                      k_norm=w.get(p + "self_attn.k_layernorm.weight", d))
-    layer.update(gate=w.get(p + "feed_forward.w1.weight", inter, hidden),
-                 up=w.get(p + "feed_forward.w3.weight", inter, hidden),
-                 down=w.get(p + "feed_forward.w2.weight", hidden, inter), gate_bias=None, up_bias=None, down_bias=None,
-                 input_norm=w.get(p + "operator_norm.weight", hidden),
+    if moe:
+        layer["moe"] = _lfm2_experts(w, cfg, p)
+    else:
+        layer.update(gate=w.get(p + "feed_forward.w1.weight", inter, hidden),
+                     up=w.get(p + "feed_forward.w3.weight", inter, hidden),
+                     down=w.get(p + "feed_forward.w2.weight", hidden, inter), gate_bias=None, up_bias=None,
+                     down_bias=None)
+    layer.update(input_norm=w.get(p + "operator_norm.weight", hidden),
                  post_attention_norm=w.get(p + "ffn_norm.weight", hidden))
     return layer
+
+
+def _lfm2_experts(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
+    """LFM2-MoE's routed experts, as `experts` gives them: the `router` (`feed_forward.gate`), each expert's
+    w1 (gate), w3 (up) and w2 (down) from a checkpoint or the fused tables of a model in memory, and the
+    `expert_bias` [E] added to the sigmoid scores to choose the experts (when `use_expert_bias`)."""
+    hidden, count, inter = cfg.hidden_size, cfg.num_experts, cfg.moe_intermediate_size
+    f = p + "feed_forward."
+    params: dict[str, Any] = {"router": w.get(f + "gate.weight", count, hidden)}
+    if w.has(f + "experts.gate_up_proj"):
+        gate_up = w.get(f + "experts.gate_up_proj", count, 2 * inter, hidden)
+        params.update(gate=gate_up[:, :inter], up=gate_up[:, inter:],
+                      down=w.get(f + "experts.down_proj", count, hidden, inter))
+    else:
+        for role, n, shape in (("gate", "w1", (inter, hidden)), ("up", "w3", (inter, hidden)),
+                               ("down", "w2", (hidden, inter))):
+            params[role] = [w.get(f + f"experts.{e}.{n}.weight", *shape) for e in range(count)]
+    if cfg.expert_bias:
+        params["expert_bias"] = w.get(f + "expert_bias", count)
+    return params
+
+
+def _linear_family_layer(w: Weights, cfg: LlmConfig, p: str, index: int) -> dict[str, Any]:
+    """A Qwen3-Next or Qwen 3.5 layer: gated DeltaNet (`_gated_delta_net`) or attention whose query projection
+    also gives the output gate (`q` and `q_gate`, each [heads * D, hidden], from q_proj's rows [heads, 2 * D]),
+    with (1 + w) RMSNorm on each query and key head; then routed experts with a shared expert (`moe`) or a
+    dense SwiGLU MLP; `input_norm` and `post_attention_norm`."""
+    hidden, d, heads = cfg.hidden_size, cfg.head_dim, cfg.num_heads
+    layer: dict[str, Any] = {}
+    if cfg.layer_types[index] == "linear_attention":
+        layer.update(_gated_delta_net(w, cfg, p + "linear_attn."))
+    else:
+        nkv = cfg.num_kv_heads * d
+        q_gate = np.asarray(w.get(p + "self_attn.q_proj.weight", 2 * heads * d, hidden)).reshape(heads, 2 * d, hidden)
+        layer.update(q=np.ascontiguousarray(q_gate[:, :d].reshape(heads * d, hidden)),
+                     q_gate=np.ascontiguousarray(q_gate[:, d:].reshape(heads * d, hidden)),
+                     k=w.get(p + "self_attn.k_proj.weight", nkv, hidden),
+                     v=w.get(p + "self_attn.v_proj.weight", nkv, hidden),
+                     o=w.get(p + "self_attn.o_proj.weight", hidden, heads * d),
+                     q_norm=w.get(p + "self_attn.q_norm.weight", d), k_norm=w.get(p + "self_attn.k_norm.weight", d))
+        for n, rows in zip("qkvo", (heads * d, nkv, nkv, hidden)):
+            layer[f"{n}_bias"] = None
+        if cfg.qkv_bias:
+            raise UnsupportedModelError(f"config.attention_bias is set: the exporter builds {cfg.model_type}'s "
+                                        "gated attention without biases")
+    if cfg.moe_layers[index]:
+        layer["moe"] = experts(w, cfg, p)
+    else:
+        inter = cfg.intermediate_size
+        layer.update(gate=w.get(p + "mlp.gate_proj.weight", inter, hidden),
+                     up=w.get(p + "mlp.up_proj.weight", inter, hidden),
+                     down=w.get(p + "mlp.down_proj.weight", hidden, inter), gate_bias=None, up_bias=None,
+                     down_bias=None)
+    layer.update(input_norm=w.get(p + "input_layernorm.weight", hidden),
+                 post_attention_norm=w.get(p + "post_attention_layernorm.weight", hidden))
+    return layer
+
+
+def _gated_delta_net(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
+    """A gated DeltaNet layer's weights: `lin_qkv` [2 * Kd + Vd, hidden] (the queries of every key head, then the
+    keys, then the values: the order of the convolution's channels), `lin_z` [Vd, hidden] (the output gate),
+    `lin_b` and `lin_a` [value heads, hidden] (beta and the decay's input), `conv_w` [K, 2 * Kd + Vd] (each
+    channel's taps, oldest first), `dt_bias`, `A_log` [value heads], `lin_norm` [value dim] (the gated RMSNorm's
+    weight) and `lin_out` [hidden, Vd]. Kd = key heads * key dim, Vd = value heads * value dim. Qwen3-Next's fused
+    in_proj_qkvz and in_proj_ba hold these per key head (q, k, then the values and gates of the key head's group
+    of value heads); Qwen 3.5 keeps them apart."""
+    hidden, nk, nv = cfg.hidden_size, cfg.linear_key_heads, cfg.linear_value_heads
+    dk, dv, group = cfg.linear_key_dim, cfg.linear_value_dim, nv // nk
+    kd, vd = nk * dk, nv * dv
+    conv_dim = 2 * kd + vd
+    if cfg.family == "qwen3_next":
+        qkvz = np.asarray(w.get(p + "in_proj_qkvz.weight", 2 * kd + 2 * vd, hidden)).reshape(nk, -1, hidden)
+        cuts = np.cumsum([dk, dk, group * dv])
+        q, k, v, z = np.split(qkvz, cuts, axis=1)
+        ba = np.asarray(w.get(p + "in_proj_ba.weight", 2 * nv, hidden)).reshape(nk, 2 * group, hidden)
+        qkv = np.concatenate([part.reshape(-1, hidden) for part in (q, k, v)])
+        z, b, a = (np.ascontiguousarray(t.reshape(-1, hidden)) for t in (z, ba[:, :group], ba[:, group:]))
+    else:
+        qkv = w.get(p + "in_proj_qkv.weight", conv_dim, hidden)
+        z = w.get(p + "in_proj_z.weight", vd, hidden)
+        b, a = (w.get(p + f"in_proj_{n}.weight", nv, hidden) for n in "ba")
+    taps = w.get(p + "conv1d.weight", conv_dim, 1, cfg.linear_conv_kernel)
+    return {"lin_qkv": qkv, "lin_z": z, "lin_b": b, "lin_a": a,
+            "conv_w": np.ascontiguousarray(np.asarray(taps)[:, 0, :].T), "dt_bias": w.get(p + "dt_bias", nv),
+            "A_log": w.get(p + "A_log", nv), "lin_norm": w.get(p + "norm.weight", dv),
+            "lin_out": w.get(p + "out_proj.weight", hidden, vd)}
 
 
 def _gpt_oss_experts(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:

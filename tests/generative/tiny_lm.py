@@ -16,7 +16,8 @@ from litert_torch.generative.examples import (  # noqa: F401 - the tests use the
 ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "qwen3_moe",
          "mixtral", "qwen2_moe")
 # Architectures only the direct builder builds (the traced one refuses them), with config variants
-DIRECT_ARCHS = ("phi", "phi_qk_norm", "stablelm", "stablelm_parallel", "olmo2", "olmo3", "lfm2", "gpt_oss")
+DIRECT_ARCHS = ("phi", "phi_qk_norm", "stablelm", "stablelm_parallel", "olmo2", "olmo3", "lfm2", "gpt_oss",
+                "lfm2_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe")
 
 
 def config(arch: str, vocab_size: int, **overrides):
@@ -68,6 +69,26 @@ def config(arch: str, vocab_size: int, **overrides):
                                              "full_attention": {"rope_type": "default", "rope_theta": 500000.0}})
     elif arch == "lfm2":  # convolution layers around an attention layer
         cfg = T.Lfm2Config(**{**common, "num_hidden_layers": 3}, layer_types=["conv", "full_attention", "conv"])
+    elif arch == "lfm2_moe":  # LFM2's layers; a dense MLP in the first, sigmoid-routed experts in the others
+        cfg = T.Lfm2MoeConfig(**{**common, "num_hidden_layers": 3}, layer_types=["conv", "full_attention", "conv"],
+                              moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2, num_dense_layers=1,
+                              routed_scaling_factor=1.5)
+    elif arch in ("qwen3_next", "qwen3_5", "qwen3_5_moe"):
+        # gated DeltaNet layers around a gated attention layer (a quarter of each head rotated); two value heads
+        # per query/key head
+        linear = dict(head_dim=16, layer_types=["linear_attention", "full_attention", "linear_attention"],
+                      linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=8,
+                      linear_num_key_heads=2, linear_num_value_heads=4)
+        experts = dict(moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=4,
+                       num_experts_per_tok=2)
+        size = {**common, "num_hidden_layers": 3}
+        if arch == "qwen3_next":  # routed experts (top 3) with a shared expert, a dense MLP in the attention layer
+            # (with the top 2, its greedy continuation reaches the stop token at the 8th token)
+            cfg = T.Qwen3NextConfig(**size, **linear, **{**experts, "num_experts_per_tok": 3}, mlp_only_layers=[1])
+        elif arch == "qwen3_5":
+            cfg = T.Qwen3_5TextConfig(**size, **linear)
+        else:
+            cfg = T.Qwen3_5MoeTextConfig(**size, **linear, **experts)
     elif arch == "gpt_oss":  # attention sinks, experts with biases, a sliding-window layer and a global one
         cfg = T.GptOssConfig(**{**common, "intermediate_size": 32}, head_dim=16, num_local_experts=4,
                              num_experts_per_tok=2, sliding_window=6,
@@ -90,7 +111,12 @@ def model(arch: str, vocab_size: int, seed: int = 0, **overrides):
     # Gemma scales its embeddings by sqrt(hidden): narrower weights, except for Gemma 1, whose residual stream
     # (no norms after attention and MLP) is then all embedding and repeats one token
     std = {"gemma": 0.3, "gemma2": 0.1, "gemma3": 0.05}.get(arch, 0.15)
-    return spread_weights(hf, std)
+    hf = spread_weights(hf, std)
+    with torch.no_grad():
+        for name, buffer in hf.named_buffers():
+            if name.endswith("expert_bias"):  # LFM2-MoE's routing bias (zero at init): large enough to move choices
+                buffer.normal_(0.0, 0.3)
+    return hf
 
 
 def save(directory: str, arch: str, seed: int = 0, **overrides) -> str:
