@@ -19,8 +19,11 @@ def load(path: str, *, num_threads: int | None = None) -> Any:
 
     where = os.fspath(path)
     if where.endswith(".litertlm") and os.path.isfile(where):
+        from litert_torch.generative import asr_runner
         from litert_torch.generative.bundle import section_types
 
+        if asr_runner.is_asr_bundle(where):
+            return asr_runner.load_asr(where, num_threads=num_threads)
         if "tf_lite_vision_encoder" in section_types(where):
             from litert_torch.generative.vlm_runner import load_vlm
 

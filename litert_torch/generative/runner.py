@@ -245,8 +245,8 @@ def stream_text(token_ids: Iterable[int], decode: Callable[[list[int]], str]) ->
 def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
     """A runner for a converted LLM: a .litertlm bundle (its model and tokenizer) or the exporter's .tflite (with
     the tokenizer.json beside it, when there is one). A text-embedding bundle gives an `EmbeddingRunner`
-    (`embed(texts)`, see embedding_runner.py), a speech-to-text bundle an `AsrRunner` (`transcribe(audio)`, see
-    asr_runner.py); an image+text bundle is refused (`litert_torch.generative.load` gives its `VlmRunner`)."""
+    (`embed(texts)`, see embedding_runner.py); a speech-to-text or image+text bundle is refused
+    (`litert_torch.generative.load` gives its `AsrRunner` or `VlmRunner`)."""
     import os
 
     path = os.fspath(path)
@@ -258,14 +258,13 @@ def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
 
         if embedding_runner.is_embedding_bundle(path):
             return embedding_runner.load_embedding(path, num_threads=num_threads)
-        from litert_torch.generative import asr_runner
-
-        if asr_runner.is_asr_bundle(path):
-            return asr_runner.load_asr(path, num_threads=num_threads)
         from litert_torch.generative.bundle import section_types
 
-        if "tf_lite_vision_encoder" in section_types(path):
-            raise ModelFileError(f"{path} is an image+text bundle: load it with litert_torch.generative.load")
+        sections = section_types(path)
+        for section, kind in (("tf_lite_vision_encoder", "an image+text"),
+                              ("tf_lite_audio_encoder_hw", "a speech-to-text")):
+            if section in sections:
+                raise ModelFileError(f"{path} is {kind} bundle: load it with litert_torch.generative.load")
         from litert_torch.generative.bundle import unpack_bundle
 
         flatbuffer, tokenizer_text = unpack_bundle(path)
