@@ -15,6 +15,7 @@ PyTorch's .bin format are built by tracing, as are configs `can_build` refuses.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from typing import Any, Callable, Sequence
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from litert_torch import ir
 from litert_torch.assemble import Part
-from litert_torch.generative.config import LlmConfig
+from litert_torch.generative.config import PLE_GEMMA, LlmConfig
 from litert_torch.generative.layout import (DECODE, LlmLayout, conv_state_name, kv_names, layer_output_name,
                                             prefill_signature)
 from litert_torch.generative.rope import rope_tables  # noqa: F401 (re-exported)
@@ -72,7 +73,7 @@ class _Builder:
         caller = sys._getframe(1)
         while caller.f_back is not None and caller.f_locals.get("self") is self:
             caller = caller.f_back  # a helper of this class: the line that called it
-        location = f"litert_torch/generative/direct.py:{caller.f_lineno}"
+        location = f"litert_torch/generative/{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
         module = self.module.replace("/", ".") or None
         self.graph.ops.append(ir.Op(opcode, list(inputs), outs, options,
                                     ir.SourceRef(outs[0].name, f"direct.{what}", location, module)))
@@ -230,6 +231,12 @@ def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_leng
               ) -> tuple[ir.Model, LlmLayout]:
     """The IR model of the decoder `cfg` over `weights` (a `prefill_<N>` signature per length and a
     `decode` signature, with its metadata) and its layout: what `convert.lower_llm` gives for the same model."""
+    if cfg.family in PLE_GEMMA:  # Gemma 4 and 3n: their layers are built in direct_gemma.py
+        from litert_torch.generative import direct_gemma
+
+        return direct_gemma.build_llm(weights, cfg, rope_parameters, cache_length, prefill_lengths,
+                                      start_token_id=start_token_id, stop_token_ids=stop_token_ids,
+                                      progress=progress)
     report = progress or (lambda stage: None)
     tables = rope_tables(cfg, rope_parameters, cache_length)
     params = _Params(weights, cfg)

@@ -60,10 +60,14 @@ def io_entry(input_names: list[str], output_names: list[str]) -> dict[str, Any]:
 
 def state_names(cfg: LlmConfig) -> list[str]:
     """The state tensors of every signature, layer by layer: an attention layer's key and value caches, an LFM2
-    convolution layer's state (`kv_cache_conv_<i>`)."""
+    convolution layer's state (`kv_cache_conv_<i>`); none for a layer that attends over another's caches
+    (Gemma 4 and 3n's last layers)."""
     names = []
     for i, (k, v) in enumerate(zip(*[iter(kv_names(cfg.num_layers))] * 2)):
-        names += [conv_state_name(i)] if cfg.layer_types[i] == "conv" else [k, v]
+        if cfg.layer_types[i] == "conv":
+            names.append(conv_state_name(i))
+        elif cfg.kv_owner(i) == i:
+            names += [k, v]
     return names
 
 
@@ -71,6 +75,10 @@ def state_shapes(cfg: LlmConfig, cache_length: int) -> dict[str, tuple[int, ...]
     """Each state's shape: keys [1, KV, C, D], values transposed [1, KV, D, C], a convolution's inputs by
     position [1, 1, C, hidden] (laid out as a key cache of one head)."""
     caches = cache_shapes(cfg.num_layers, cfg.num_kv_heads, cache_length, cfg.head_dim)
+    names = kv_names(cfg.num_layers)
+    for i in range(cfg.num_layers):  # a layer's own head size and key/value heads (Gemma 4's differ by type)
+        kv, d = cfg.layer_kv_head_count(i), cfg.layer_head_dim(i)
+        caches[names[2 * i]], caches[names[2 * i + 1]] = (1, kv, cache_length, d), (1, kv, d, cache_length)
     conv_names = {conv_state_name(i) for i, t in enumerate(cfg.layer_types) if t == "conv"}
     return {n: (1, 1, cache_length, cfg.hidden_size) if n in conv_names else caches[n]
             for n in state_names(cfg)}
