@@ -366,6 +366,11 @@ def gemma_text_fields(cfg: LlmConfig, get, config: Any) -> None:
     cfg.per_layer_input_size = integer("hidden_size_per_layer_input", get("hidden_size_per_layer_input") or 0, 0)
     if cfg.per_layer_input_size:
         cfg.per_layer_vocab_size = integer("vocab_size_per_layer_input", get("vocab_size_per_layer_input"))
+        if family == "gemma4" and cfg.per_layer_vocab_size < cfg.vocab_size:
+            raise UnsupportedModelError(
+                f"config.vocab_size_per_layer_input = {cfg.per_layer_vocab_size} is below config.vocab_size = "
+                f"{cfg.vocab_size}: Gemma 4 looks every token up in the per-layer table, and Hugging Face's model "
+                "fails on the tokens past it")
     shared = integer("num_kv_shared_layers", get("num_kv_shared_layers") or 0, 0)
     first_shared = layers - shared
     if shared and first_shared <= 0:

@@ -24,7 +24,6 @@ Every op records the line of this module that wrote it and its decoder part, as 
 from __future__ import annotations
 
 import dataclasses
-from statistics import NormalDist
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -65,10 +64,11 @@ def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_leng
     return assemble_llm(parts, cfg, cache_length, prefill_lengths, kept, start_token_id, stop_token_ids)
 
 
-class _Params:
-    """The weights by role (`weight_map.decoder_weights`), read once and shared by every signature."""
+class _Params(direct._Params):
+    """The weights by role (`weight_map.decoder_weights`), read once and shared by every signature; with the
+    per-layer embeddings' and AltUp's (`extra`)."""
 
-    def __init__(self, w: Weights, cfg: LlmConfig):
+    def __init__(self, w: Weights, cfg: LlmConfig):  # (no experts to stack: the base's reading is not needed)
         read = decoder_weights(w, cfg)
         self.embed, self.final_norm, self.final_norm_bias = read.embed, read.final_norm, None
         self.lm_head = self.embed if read.lm_head is None else read.lm_head
@@ -220,11 +220,19 @@ def _mlp(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x: ir.Tenso
     return b._linear(b._mul(gate, b._linear(x, w["up"], None, "up")), w["down"], None, "down")
 
 
+def sparsity_quantile(sparsity: float) -> float:
+    """The standard normal quantile of `sparsity` as Gemma 3n's MLP computes it: PyTorch's float32
+    `Normal(0, 1).icdf`, which is a few units in the last place away from the correctly rounded quantile for most
+    values (0.9: one unit; 0.999: 16). A Gemma 3n model is read with transformers, so PyTorch is loaded."""
+    import torch
+
+    return float(torch.distributions.normal.Normal(0, 1).icdf(torch.tensor(sparsity, dtype=torch.float32)))
+
+
 def _gaussian_topk(b: _Builder, x: ir.Tensor, sparsity: float) -> ir.Tensor:
     """relu(x - (mean(x) + std(x) * q)) over the last axis, std the population one and q the standard normal
-    quantile of `sparsity` (`Gemma3nTextMLP._gaussian_topk`; q correctly rounded to float32, which is PyTorch's
-    float32 `Normal(0, 1).icdf` for the checkpoints' 0.95)."""
-    quantile = float(np.float32(NormalDist().inv_cdf(sparsity)))
+    quantile of `sparsity` (`Gemma3nTextMLP._gaussian_topk`)."""
+    quantile = sparsity_quantile(sparsity)
     axes = b.const(np.array([x.rank - 1], np.int32), "axes")
     reduced = [*x.shape[:-1], 1]
     mean = b.emit("MEAN", [x, axes], reduced, x.dtype, "mean", keep_dims=True)
