@@ -175,7 +175,7 @@ class LlmConfig:
     def from_hf(cls, config: Any) -> "LlmConfig":
         """Read a transformers config (a PretrainedConfig or its dict); raise UnsupportedModelError naming the
         field for anything the exporter would not reproduce exactly."""
-        if not isinstance(config, dict) and getattr(config, "per_layer_config", None) is not None:
+        if not isinstance(config, dict) and getattr(config, "model_type", None) == "gemma4_text":
             # Gemma 4's config object refuses to give a field that its layers may override (head_dim,
             # num_key_value_heads); its dict gives the global value and the overrides of each layer
             config = config.to_dict()
@@ -320,8 +320,6 @@ class LlmConfig:
             rope_limit=rope_limit,
             rope_layers=rope_layers,
         )
-        if family in PLE_GEMMA:
-            gemma_text_fields(cfg, get, config)
         if family == "gpt_oss":  # experts of intermediate_size: softmax over the top-k router logits
             cfg.num_experts = count("num_local_experts")
             cfg.num_experts_per_tok = count("num_experts_per_tok")
@@ -349,6 +347,8 @@ class LlmConfig:
             cfg.moe_layers = [i not in dense and cfg.num_experts > 0 and (i + 1) % step == 0 for i in range(layers)]
         else:
             cfg.moe_layers = [False] * layers
+        if family in PLE_GEMMA:
+            gemma_text_fields(cfg, get, config)
         if any(cfg.moe_layers) and cfg.num_experts_per_tok > cfg.num_experts:
             raise ModelSourceError(f"config.num_experts_per_tok = {cfg.num_experts_per_tok} is more than the "
                                         f"{cfg.num_experts} experts")
@@ -359,8 +359,9 @@ def gemma_text_fields(cfg: LlmConfig, get, config: Any) -> None:
     """Read Gemma 4's and Gemma 3n's own fields into `cfg`: per-layer embeddings, the layers sharing caches
     (`num_kv_shared_layers`: each of the last layers attends over the caches of the last earlier layer of its
     type), Gemma 4's head sizes and key/value heads per layer (`per_layer_config`, `attention_k_eq_v`) and its
-    double-wide MLPs on the sharing layers, Gemma 3n's AltUp, LAuReL and activation sparsity. Refuses Gemma 4's
-    mixture-of-experts block, naming it."""
+    double-wide MLPs on the sharing layers and its mixture-of-experts block beside every MLP
+    (`enable_moe_block`: `num_experts`, `top_k_experts`, `moe_intermediate_size`), Gemma 3n's AltUp, LAuReL and
+    activation sparsity."""
     layers, family = cfg.num_layers, cfg.family
     cfg.v_norm = True
     cfg.per_layer_input_size = integer("hidden_size_per_layer_input", get("hidden_size_per_layer_input") or 0, 0)
@@ -385,9 +386,15 @@ def gemma_text_fields(cfg: LlmConfig, get, config: Any) -> None:
         owners[i] = earlier[-1]
     cfg.kv_owners = owners
     if family == "gemma4":
-        if get("enable_moe_block"):
-            raise UnsupportedModelError("config.enable_moe_block is set: Gemma 4's mixture-of-experts block (a "
-                                        "router and experts beside each layer's MLP) is not built")
+        if get("enable_moe_block"):  # every layer: routed experts beside its MLP, top-k weights renormalized
+            cfg.num_experts = integer("num_experts", get("num_experts"))
+            cfg.num_experts_per_tok = integer("top_k_experts", get("top_k_experts"))
+            cfg.moe_intermediate_size = integer("moe_intermediate_size", get("moe_intermediate_size"))
+            if cfg.num_experts_per_tok > cfg.num_experts:
+                raise ModelSourceError(f"config.top_k_experts = {cfg.num_experts_per_tok} is more than the "
+                                       f"{cfg.num_experts} experts")
+            cfg.norm_topk_prob = True
+            cfg.moe_layers = [True] * layers
         dims, kv_heads = [], []
         for i in range(layers):
             head_dim, kv = _gemma4_layer_attention(cfg, get, config, i)

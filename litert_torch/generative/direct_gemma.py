@@ -12,7 +12,7 @@ What the two add over Gemma 3, as transformers 5.25 computes it (`Gemma4TextMode
   no state of its own.
 - Gemma 4: full-attention layers with their own head size (`global_head_dim`) and key/value heads, proportional
   RoPE, values taken from the key projection (`attention_k_eq_v`), double-wide MLPs on the sharing layers, a
-  `layer_scalar` per layer.
+  `layer_scalar` per layer, and routed experts beside every MLP (`enable_moe_block`).
 - Gemma 3n: AltUp (the hidden state carried as N streams: each layer predicts all N from a router over the active
   stream, runs on the active one, and corrects all N from its output), LAuReL (a low-rank residual beside
   attention), and activation sparsity (the first layers' MLP gate keeps what lies above mean + std * the
@@ -34,6 +34,7 @@ from litert_torch.generative import direct
 from litert_torch.generative.config import LlmConfig
 from litert_torch.generative.layout import DECODE, LlmLayout, kv_names, layer_output_name, prefill_signature
 from litert_torch.generative.rope import rope_tables
+from litert_torch.generative.routing import expert_tile_rows, first_tile_rows
 from litert_torch.generative.signature import assemble_llm, finish_signature, state_names, state_shapes
 from litert_torch.generative.weight_map import Weights, decoder_weights
 
@@ -68,17 +69,23 @@ class _Params(direct._Params):
     """The weights by role (`weight_map.decoder_weights`), read once and shared by every signature; with the
     per-layer embeddings' and AltUp's (`extra`)."""
 
-    def __init__(self, w: Weights, cfg: LlmConfig):  # (no experts to stack: the base's reading is not needed)
+    def __init__(self, w: Weights, cfg: LlmConfig):  # the base's reading, with `extra` kept
         read = decoder_weights(w, cfg)
         self.embed, self.final_norm, self.final_norm_bias = read.embed, read.final_norm, None
         self.lm_head = self.embed if read.lm_head is None else read.lm_head
         self.lm_head_bias = None
         self.layers = read.layers
+        for layer in self.layers:
+            if "moe" in layer:
+                layer["moe"] = direct._stacked_experts(layer["moe"], cfg)
         self.extra = read.extra or {}
 
 
 def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: str, length: int, logits: bool,
                report: Callable[[str], None]) -> tuple[Part, list[str | None]]:
+    """One signature: `direct._prologue` (embedding, masks, RoPE rows), the per-layer embeddings and AltUp's
+    streams, the layers (each sharing layer reading its owner's updated caches), the epilogue when it gives
+    logits."""
     graph = ir.Graph(key)
     b = _Builder(graph)
     tokens = ir.Tensor("tokens", [1, length], np.int32)
@@ -259,6 +266,11 @@ def _gemma4_layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x:
     x = b._add(x, _rms(b, h, w["post_attention_norm"], cfg, "post_attention_norm"))
     b.module = f"{module}/mlp"
     h = _mlp(b, w, cfg, index, _rms(b, x, w["pre_mlp_norm"], cfg, "pre_mlp_norm"))
+    if "moe" in w:  # the experts beside the MLP, routed from the MLP's input before its norm
+        b.module = f"{module}/moe"
+        routed = _rms(b, _experts(b, w["moe"], cfg, x, _rms(b, x, w["pre_moe_norm"], cfg, "pre_moe_norm")),
+                      w["post_moe_norm"], cfg, "post_moe_norm")
+        h = b._add(_rms(b, h, w["post_mlp_1_norm"], cfg, "post_mlp_1_norm"), routed)
     b.module = module
     x = b._add(x, _rms(b, h, w["post_mlp_norm"], cfg, "post_mlp_norm"))
     if ple is not None:
@@ -269,6 +281,39 @@ def _gemma4_layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x:
     if scalar[0] != 1.0:  # times 1 changes nothing
         x = b._mul(x, b.const(scalar, "layer_scalar"))
     return x
+
+
+def _experts(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor, normed: ir.Tensor) -> ir.Tensor:
+    """Gemma 4's routed experts (`Gemma4TextRouter`, `Gemma4TextExperts`): the router reads x [1, T, H] through
+    an unscaled RMSNorm times its scale times H^-0.5; each token's top-k softmax probabilities, renormalized and
+    times their experts' `per_expert_scale`, weigh act(gate) * up through down of its experts applied to
+    `normed`. The experts' products are `direct.py`'s: a token alone gathers its experts' tables, a chunk is
+    sorted into tiles (`direct._tiles`)."""
+    _, length, hidden = x.shape
+    k, count = cfg.num_experts_per_tok, cfg.num_experts
+    flat = b._reshape(x, [length, hidden])
+    routed = b._mul(_rms(b, flat, None, cfg, "router_norm"), b.const(np.asarray(w["router_scale"], np.float32),
+                                                                      "router_scale"))
+    routed = b._mul(routed, float(np.float32(hidden ** -0.5)))
+    probs = b._like("SOFTMAX", b._linear(routed, w["router"], None, "router"), what="softmax", beta=1.0)
+    weights, chosen = b._topk(probs, k)
+    weights = b._binary("DIV", weights, b._sum(weights, 1, keep_dims=True), "div")
+    weights = b._mul(weights, b._gather(b.const(np.asarray(w["expert_scale"], np.float32), "per_expert_scale"),
+                                        chosen))
+    flat = b._reshape(normed, [length, hidden])
+    tables = [b.const(w[n], n) for n in ("gate_w", "up_w", "down_w")]
+    pairs = length * k
+    if expert_tile_rows(pairs, count) > 1:
+        out = direct._tiles(b, cfg, flat, weights, chosen, tables, first_tile_rows(pairs, count))
+    else:  # each pair's gathered tables times its token's row, summed
+        index = b._reshape(chosen, [pairs])
+        rows = direct._pair_rows(b, flat, length, k)
+        gate = b._sum(b._mul(b._gather(tables[0], index), rows), 2)
+        up = b._sum(b._mul(b._gather(tables[1], index), rows), 2)
+        inner = b._reshape(b._mul(b._act(gate, cfg.activation), up), [pairs, 1, tables[0].shape[1]], "unsqueeze")
+        out = b._reshape(b._sum(b._mul(b._gather(tables[2], index), inner), 2), [length, k, hidden])
+        out = b._sum(b._mul(out, b._reshape(weights, [length, k, 1], "unsqueeze")), 1)
+    return b._reshape(out, [1, length, hidden])
 
 
 def _router(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor) -> ir.Tensor:

@@ -133,7 +133,8 @@ def _ple_gemma_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     """Gemma 4's and Gemma 3n's decoder: each layer's attention (`q`, `o`, `q_norm`; `k`, `v`, `k_norm` only on
     layers with their own caches, `v` None where Gemma 4 takes values from the key projection), its four
     sandwich norms, MLP, per-layer-embedding gate `ple_gate` [P, H], `ple_proj` [H, P] and `ple_norm`, Gemma 4's
-    `layer_scalar` [1]; Gemma 3n's AltUp (`altup_*`) and LAuReL (`laurel_*`) weights."""
+    `layer_scalar` [1] and experts (`moe`: router, its scale and per-expert scales, each expert's [out, in]
+    gate, up and down, with three more norms); Gemma 3n's AltUp (`altup_*`) and LAuReL (`laurel_*`) weights."""
     hidden, layers, per_layer = cfg.hidden_size, cfg.num_layers, cfg.per_layer_input_size
     embed = w.get("embed_tokens.weight", cfg.vocab_size, hidden)
     extra: dict[str, Any] = {}
@@ -171,6 +172,18 @@ def _ple_gemma_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
                          ple_norm=w.get(p + "post_per_layer_input_norm.weight", hidden))
         if cfg.family == "gemma4":
             layer["layer_scalar"] = w.get(p + "layer_scalar", 1)
+        if cfg.moe_layers[i]:  # Gemma 4's experts beside the MLP, their router and three more norms
+            experts, inner = cfg.num_experts, cfg.moe_intermediate_size
+            gate_up = w.get(p + "experts.gate_up_proj", experts, 2 * inner, hidden)
+            layer["moe"] = {"router": w.get(p + "router.proj.weight", experts, hidden),
+                            "router_scale": w.get(p + "router.scale", hidden),
+                            "expert_scale": w.get(p + "router.per_expert_scale", experts),
+                            "gate": gate_up[:, :inner], "up": gate_up[:, inner:],
+                            "down": w.get(p + "experts.down_proj", experts, hidden, inner)}
+            for key, name in (("post_mlp_1", "post_feedforward_layernorm_1"),
+                              ("pre_moe", "pre_feedforward_layernorm_2"),
+                              ("post_moe", "post_feedforward_layernorm_2")):
+                layer[f"{key}_norm"] = w.get(p + f"{name}.weight", hidden)
         if streams:
             layer.update(altup_scale=w.get(p + "altup.correct_output_scale", hidden),
                          altup_correct=w.get(p + "altup.correction_coefs.weight", streams, streams),

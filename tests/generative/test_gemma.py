@@ -42,6 +42,12 @@ def test_gemma4_config_per_layer_sizes_and_shared_caches():
     assert LlmConfig.from_hf(raw) == cfg
 
 
+def test_gemma4_config_experts():
+    cfg = LlmConfig.from_hf(tiny_lm.config("gemma4_moe", VOCAB))
+    assert cfg.moe_layers == [True] * 4 and (cfg.num_experts, cfg.num_experts_per_tok) == (4, 2)
+    assert cfg.moe_intermediate_size == 32 and cfg.norm_topk_prob and cfg.kv_owners == [0, 1, 2, 3]
+
+
 def test_gemma3n_config_altup_laurel_sparsity():
     cfg = LlmConfig.from_hf(tiny_lm.config("gemma3n", VOCAB))
     assert cfg.altup_inputs == 4 and cfg.altup_active == 0 and cfg.altup_correct_scale and cfg.laurel_rank == 8
@@ -51,7 +57,9 @@ def test_gemma3n_config_altup_laurel_sparsity():
 
 
 @pytest.mark.parametrize("arch, fields, message", [
-    ("gemma4", {"enable_moe_block": True}, "enable_moe_block"),
+    ("gemma4", {"enable_moe_block": True, "num_experts": None}, "num_experts"),
+    ("gemma4", {"enable_moe_block": True, "num_experts": 2, "top_k_experts": 3, "moe_intermediate_size": 8},
+     "top_k_experts"),
     ("gemma4", {"vocab_size_per_layer_input": 100}, "vocab_size_per_layer_input"),
     ("gemma4", {"use_bidirectional_attention": "all"}, "use_bidirectional_attention"),
     ("gemma3n", {"num_kv_shared_layers": 4}, "num_kv_shared_layers"),
@@ -79,6 +87,7 @@ def _greedy(hf, ids: list[int], n: int) -> list[int]:
 
 @pytest.mark.parametrize("arch, overrides", [
     ("gemma4", {}),
+    ("gemma4_moe", {}),
     # no per-layer embeddings, no shared caches, values from their own projection, one head size
     ("gemma4", {"hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "attention_k_eq_v": False,
                 "global_head_dim": 16, "use_double_wide_mlp": False}),
@@ -89,8 +98,8 @@ def _greedy(hf, ids: list[int], n: int) -> list[int]:
 ])
 def test_gemma_in_memory_decodes_like_hugging_face_layer_by_layer(arch, overrides, tmp_path):
     """A model in memory (its config and state dict read directly): 16 greedy tokens as Hugging Face's through a
-    prompt longer than the window and the largest prefill chunk; each Gemma 4 layer's output within float
-    rounding of Hugging Face's."""
+    prompt longer than the window and the largest prefill chunk; each layer's output within float rounding of
+    Hugging Face's."""
     tok = tiny_lm.tokenizer()
     torch.manual_seed(0)
     if overrides:
@@ -115,11 +124,11 @@ def test_gemma_in_memory_decodes_like_hugging_face_layer_by_layer(arch, override
     reference = _greedy(hf, ids, NEW_TOKENS)
     assert len(set(reference)) > 3, "the test model's continuation is degenerate"
     assert list(llm.generate_ids(ids, NEW_TOKENS, stop=False)) == reference
-    report = generative.validate_llm(llm, hf, ids, NEW_TOKENS, layers=arch == "gemma4")
+    report = generative.validate_llm(llm, hf, ids, NEW_TOKENS, layers=True)  # every layer compared
     assert report.identical and report.max_relative_error < 1e-4, report.summary()
-    if arch == "gemma4":
-        assert len(report.layer_errors) == 4 and all(e is not None and e < 1e-4 for e in report.layer_errors), \
-            report.summary()
+    # (Gemma 3n's layer outputs are its AltUp streams, every stream compared)
+    assert len(report.layer_errors) == 4 and all(e is not None and e < 1e-4 for e in report.layer_errors), \
+        report.summary()
 
 
 def test_gemma3n_sparsity_quantile_is_pytorchs():
