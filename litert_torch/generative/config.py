@@ -181,10 +181,13 @@ class LlmConfig:
             config = config.to_dict()
         get = config.get if isinstance(config, dict) else (lambda k, d=None: getattr(config, k, d))
         model_type = get("model_type")
-        if model_type == "gemma3":  # the multimodal wrapper: its text config is the language model
+        wrappers = {"gemma3": ("image+text", "Gemma3"), "gemma3n": ("image+audio+text", "Gemma3n"),
+                    "gemma4": ("image+audio+text", "Gemma4")}
+        if model_type in wrappers:  # the multimodal wrapper: its text config is the language model
+            what, name = wrappers[model_type]
             raise UnsupportedModelError(
-                "config.model_type is 'gemma3' (the image+text model); export its language model "
-                "(Gemma3ForCausalLM with a Gemma3TextConfig, model_type 'gemma3_text')")
+                f"config.model_type is {model_type!r} (the {what} model); export its language model "
+                f"({name}ForCausalLM with a {name}TextConfig, model_type '{model_type}_text')")
         family = ARCHITECTURES.get(model_type)
         if family is None:
             raise UnsupportedModelError(

@@ -73,6 +73,12 @@ def test_gemma_refusals_name_the_field(arch, fields, message):
         LlmConfig.from_hf(raw)
 
 
+@pytest.mark.parametrize("wrapper", ["gemma4", "gemma3n"])
+def test_multimodal_wrapper_is_refused_naming_its_language_model(wrapper):
+    with pytest.raises(UnsupportedModelError, match=f"model_type '{wrapper}_text'"):
+        LlmConfig.from_hf({"model_type": wrapper, "text_config": {}})
+
+
 def test_gemma4_use_bidirectional_vision_is_a_causal_text_decoder():
     raw = tiny_lm.config("gemma4", VOCAB).to_dict()
     raw["use_bidirectional_attention"] = "vision"  # only image tokens attend both ways
