@@ -49,11 +49,7 @@ def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_leng
               ) -> tuple[ir.Model, LlmLayout]:
     """`direct.build_llm` for a Gemma 4 or Gemma 3n decoder."""
     report = progress or (lambda stage: None)
-    tables = {}
-    for layer_type in cfg.attention_types:  # each type's RoPE over its own head size
-        head_dim = cfg.layer_head_dim(cfg.layer_types.index(layer_type))
-        typed = dataclasses.replace(cfg, head_dim=head_dim, layer_types=[layer_type])
-        tables.update(rope_tables(typed, rope_parameters, cache_length))
+    tables = typed_rope_tables(cfg, rope_parameters, cache_length)
     params = _Params(weights, cfg)
     keys = [*((prefill_signature(n), n) for n in prefill_lengths), (DECODE, 1)]
     parts, kept = [], {}
@@ -63,6 +59,17 @@ def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_leng
         parts.append(part)
     report("assemble")
     return assemble_llm(parts, cfg, cache_length, prefill_lengths, kept, start_token_id, stop_token_ids)
+
+
+def typed_rope_tables(cfg: LlmConfig, rope_parameters: Any, length: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """`rope.rope_tables` with each layer type's RoPE over that type's own head size (Gemma 4's global layers
+    have theirs)."""
+    tables = {}
+    for layer_type in cfg.attention_types:
+        head_dim = cfg.layer_head_dim(cfg.layer_types.index(layer_type))
+        typed = dataclasses.replace(cfg, head_dim=head_dim, layer_types=[layer_type])
+        tables.update(rope_tables(typed, rope_parameters, length))
+    return tables
 
 
 class _Params(direct._Params):

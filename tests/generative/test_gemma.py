@@ -137,6 +137,31 @@ def test_gemma_in_memory_decodes_like_hugging_face_layer_by_layer(arch, override
         report.summary()
 
 
+@pytest.mark.parametrize("arch", ["gemma4", "gemma3n"])
+def test_rope_tables_per_layer_type_are_hugging_faces(arch):
+    """Each layer type's RoPE over its own head size (Gemma 4: default RoPE on the sliding layers' 16 features,
+    proportional RoPE rotating a quarter of the global layers' 32), one half of the rows Hugging Face's rotary
+    module gives, within float32 rounding."""
+    from litert_torch.generative.direct_gemma import typed_rope_tables
+
+    length = 96
+    hf = tiny_lm.model(arch, VOCAB)
+    cfg = LlmConfig.from_hf(hf.config)
+    tables = typed_rope_tables(cfg, hf.config.rope_parameters, length)
+    assert sorted(tables) == ["full_attention", "sliding_attention"]
+    positions = torch.arange(length)[None, :]
+    bound = 2.0 ** -23 * (2 + np.arange(length))[:, None]
+    for layer_type, (cos, sin) in tables.items():
+        head_dim = cfg.layer_head_dim(cfg.layer_types.index(layer_type))
+        hf_cos, hf_sin = hf.model.rotary_emb(torch.zeros(1, 1, cfg.hidden_size), positions, layer_type)
+        assert cos.shape == (length, head_dim // 2) and hf_cos.shape[-1] == head_dim
+        for ours, theirs in ((cos, hf_cos[0]), (sin, hf_sin[0])):
+            assert torch.equal(theirs[:, :head_dim // 2], theirs[:, head_dim // 2:])
+            assert (np.abs(ours - theirs[:, :head_dim // 2].numpy()) <= bound).all(), layer_type
+    if arch == "gemma4":  # proportional: three quarters of the global layers' angles stay 0
+        assert (tables["full_attention"][1][:, 4:] == 0).all() and (tables["full_attention"][1][1:, :4] != 0).all()
+
+
 def test_gemma3n_sparsity_quantile_is_pytorchs():
     """The cut-off's quantile is PyTorch's float32 one, which differs from the correctly rounded quantile by a few
     units in the last place for most sparsities."""
