@@ -173,3 +173,24 @@ def test_gemma3n_sparsity_quantile_is_pytorchs():
     for p in (0.6, 0.9, 0.95, 0.999):
         assert sparsity_quantile(p) == float(normal.icdf(torch.tensor(p, dtype=torch.float32)))
     assert sparsity_quantile(0.999) != float(np.float32(NormalDist().inv_cdf(0.999)))
+
+
+@pytest.mark.parametrize("arch", ["gemma4", "gemma3n"])
+def test_gemma_attends_over_the_filled_prefix_with_shared_caches(arch, tmp_path):
+    """A cache of 300 slots: each attention core, a sharing layer's over its owner's caches included, is an IF
+    on the filled prefix (128, 256, the whole cache); a 156-token prompt crosses the first prefix length and the
+    tokens are still Hugging Face's."""
+    from litert_torch.flatbuffer.reader import read_model
+
+    src = tiny_lm.save(str(tmp_path / "src"), arch)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(src)
+    ids = tok(" ".join([PROMPT] * 3)).input_ids
+    assert len(ids) > 128
+    out = export.export(model=src, output_dir=str(tmp_path / "out"), prefill_lengths=[32], cache_length=300,
+                        quantization_recipe="none", bundle_litert_lm=False)
+    model = read_model(open(out, "rb").read())
+    decode = next(g for g in model.subgraphs if g.name == "decode")
+    assert sum(op.opcode == "IF" for op in decode.ops) == 4  # every layer's core, the sharing layers' included
+    llm = generative.load(out)
+    assert list(llm.generate_ids(ids, NEW_TOKENS, stop=False)) == _greedy(hf, ids, NEW_TOKENS)
