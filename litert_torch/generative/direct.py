@@ -23,7 +23,7 @@ import numpy as np
 
 from litert_torch import ir
 from litert_torch.assemble import Part
-from litert_torch.generative.config import PLE_GEMMA, LlmConfig
+from litert_torch.generative.config import PLE_GEMMA, LlmConfig, UnsupportedModelError
 from litert_torch.generative.layout import (DECODE, LlmLayout, conv_state_name, kv_names, layer_output_name,
                                             prefill_signature)
 from litert_torch.generative.rope import rope_tables  # noqa: F401 (re-exported)
@@ -231,12 +231,9 @@ def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_leng
               ) -> tuple[ir.Model, LlmLayout]:
     """The IR model of the decoder `cfg` over `weights` (a `prefill_<N>` signature per length and a
     `decode` signature, with its metadata) and its layout: what `convert.lower_llm` gives for the same model."""
-    if cfg.family in PLE_GEMMA:  # Gemma 4 and 3n: their layers are built in direct_gemma.py
-        from litert_torch.generative import direct_gemma
-
-        return direct_gemma.build_llm(weights, cfg, rope_parameters, cache_length, prefill_lengths,
-                                      start_token_id=start_token_id, stop_token_ids=stop_token_ids,
-                                      progress=progress)
+    if cfg.family in PLE_GEMMA:
+        raise UnsupportedModelError(f"{cfg.model_type} decoders are built by direct_gemma.build_llm (per-layer "
+                                    "embeddings, shared caches), not by direct.build_llm")
     report = progress or (lambda stage: None)
     tables = rope_tables(cfg, rope_parameters, cache_length)
     params = _Params(weights, cfg)

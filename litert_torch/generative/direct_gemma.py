@@ -18,7 +18,8 @@ What the two add over Gemma 3, as transformers 5.25 computes it (`Gemma4TextMode
   attention), and activation sparsity (the first layers' MLP gate keeps what lies above mean + std * the
   standard normal quantile of the layer's sparsity).
 
-Every op records the line of this module that wrote it and its decoder part, as in `direct.py`.
+Every op records the line of this module that wrote it and its decoder part, as in `direct.py`. This module
+imports `direct.py` and not the other way round: the exporter picks the builder by family.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_leng
               prefill_lengths: Sequence[int], *, start_token_id: int | None = None,
               stop_token_ids: Sequence[int] = (), progress: Callable[[str], None] | None = None
               ) -> tuple[ir.Model, LlmLayout]:
-    """`direct.build_llm` for a Gemma 4 or Gemma 3n decoder."""
+    """`direct.build_llm` for a Gemma 4 or Gemma 3n decoder (the exporter calls this one for those families;
+    `direct.build_llm` refuses them)."""
     report = progress or (lambda stage: None)
     tables = typed_rope_tables(cfg, rope_parameters, cache_length)
     params = _Params(weights, cfg)
