@@ -51,21 +51,29 @@ ARCHITECTURES = {
     "qwen3_5_moe_text": "qwen3_5",
     "qwen3_5": "qwen3_5",  # (the image+text model: its language model)
     "qwen3_5_moe": "qwen3_5",
+    "gemma4_text": "gemma4",
+    "gemma3n_text": "gemma3n",
 }
 # Families only the direct builder (`direct.py`) builds: the traced builder (`model.py`) refuses them.
-DIRECT_ONLY = ("phi", "stablelm", "olmo2", "olmo3", "lfm2", "gpt_oss", "qwen3_next", "qwen3_5")
+DIRECT_ONLY = ("phi", "stablelm", "olmo2", "olmo3", "lfm2", "gpt_oss", "qwen3_next", "qwen3_5", "gemma4",
+               "gemma3n")
 # Families with gated DeltaNet layers ("linear_attention": a recurrent state updated by the gated delta rule)
 # between gated full-attention layers
 LINEAR_ATTENTION = ("qwen3_next", "qwen3_5")
 # OLMo 2 and 3: norms on the attention's and MLP's outputs, q/k RMSNorm over the whole projections
 OLMO = ("olmo2", "olmo3")
 # Families whose rope_parameters may hold one RoPE per layer type
-ROPE_PER_LAYER_TYPE = ("gemma3", "olmo3")
+ROPE_PER_LAYER_TYPE = ("gemma3", "olmo3", "gemma4", "gemma3n")
 # Families whose norms are LayerNorm (with a bias), their epsilon `layer_norm_eps`.
 LAYER_NORM = ("phi", "stablelm")
 # Families whose default RoPE rotates `partial_rotary_factor` of each head's features.
 PARTIAL_ROTARY = ("phi3", "phi", "stablelm", *LINEAR_ATTENTION)
 GEMMA = ("gemma", "gemma2", "gemma3")  # RMSNorm scaling by (1 + weight), embeddings scaled by sqrt(hidden)
+# Gemma 4 and Gemma 3n text decoders: RMSNorm scaling by the weight itself, RMSNorm on values too, per-layer
+# embeddings, key/value caches shared by the last layers (built by `direct_gemma.py`)
+PLE_GEMMA = ("gemma4", "gemma3n")
+# Families whose activation is config.hidden_activation
+_HIDDEN_ACTIVATION = ("gemma2", "gemma3", "gemma4", "gemma3n")
 
 # RoPE types whose tables depend only on the config (not on the sequence length seen at run time).
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn", "proportional")
@@ -146,6 +154,20 @@ class LlmConfig:
     # The longest cache whose RoPE tables Hugging Face computes as for any shorter one (LongRoPE, dynamic NTK):
     # (limit, the config field that sets it), or None when the tables never change.
     rope_limit: tuple[int, str] | None = None
+    # Gemma 4 and Gemma 3n (`PLE_GEMMA`; `gemma_text_fields` reads them)
+    v_norm: bool = False  # an RMSNorm without a scale on each value head
+    layer_head_dims: list[int] = field(default_factory=list)  # per layer, where layers differ (Gemma 4)
+    layer_kv_heads: list[int] = field(default_factory=list)  # per layer, where layers differ (Gemma 4)
+    layer_intermediate_sizes: list[int] = field(default_factory=list)  # per layer, where layers differ
+    kv_owners: list[int] = field(default_factory=list)  # per layer, the layer whose caches it attends over
+    k_eq_v_layers: list[bool] = field(default_factory=list)  # Gemma 4: values taken from the key projection
+    per_layer_input_size: int = 0  # the per-layer embeddings' width per layer (0: none)
+    per_layer_vocab_size: int = 0
+    altup_inputs: int = 0  # Gemma 3n: AltUp's streams (0: no AltUp)
+    altup_active: int = 0
+    altup_correct_scale: bool = False
+    laurel_rank: int = 0  # Gemma 3n: LAuReL's rank (0: none)
+    activation_sparsity: list[float] = field(default_factory=list)  # Gemma 3n: per layer, 0 where dense
     bos_token_id: int | None = None
     eos_token_ids: list[int] = field(default_factory=list)
     pad_token_id: int | None = None
@@ -163,6 +185,20 @@ class LlmConfig:
     @property
     def kv_groups(self) -> int:
         return self.num_heads // self.num_kv_heads
+
+    def layer_head_dim(self, layer: int) -> int:
+        return self.layer_head_dims[layer] if self.layer_head_dims else self.head_dim
+
+    def layer_kv_head_count(self, layer: int) -> int:
+        return self.layer_kv_heads[layer] if self.layer_kv_heads else self.num_kv_heads
+
+    def layer_intermediate_size(self, layer: int) -> int:
+        return self.layer_intermediate_sizes[layer] if self.layer_intermediate_sizes else self.intermediate_size
+
+    def kv_owner(self, layer: int) -> int:
+        """The layer whose key and value caches `layer` attends over: itself, or for Gemma 4 and 3n's last
+        layers the last earlier layer of its type that writes a cache."""
+        return self.kv_owners[layer] if self.kv_owners else layer
 
     @classmethod
     def _language_model(cls, get, model_type: str) -> "LlmConfig":
@@ -184,12 +220,19 @@ class LlmConfig:
     def from_hf(cls, config: Any) -> "LlmConfig":
         """Read a transformers config (a PretrainedConfig or its dict); raise UnsupportedModelError naming the
         field for anything the exporter would not reproduce exactly."""
+        if not isinstance(config, dict) and getattr(config, "model_type", None) == "gemma4_text":
+            # Gemma 4's config object refuses to give a field that its layers may override (head_dim,
+            # num_key_value_heads); its dict gives the global value and the overrides of each layer
+            config = config.to_dict()
         get = config.get if isinstance(config, dict) else (lambda k, d=None: getattr(config, k, d))
         model_type = get("model_type")
-        if model_type == "gemma3":  # the multimodal wrapper: its text config is the language model
+        wrappers = {"gemma3": ("image+text", "Gemma3"), "gemma3n": ("image+audio+text", "Gemma3n"),
+                    "gemma4": ("image+audio+text", "Gemma4")}
+        if model_type in wrappers:  # the multimodal wrapper: its text config is the language model
+            what, name = wrappers[model_type]
             raise UnsupportedModelError(
-                "config.model_type is 'gemma3' (the image+text model); export its language model "
-                "(Gemma3ForCausalLM with a Gemma3TextConfig, model_type 'gemma3_text')")
+                f"config.model_type is {model_type!r} (the {what} model); export its language model "
+                f"({name}ForCausalLM with a {name}TextConfig, model_type '{model_type}_text')")
         if model_type in ("qwen3_5", "qwen3_5_moe"):  # the image+text model: its language model, text_config
             return cls._language_model(get, model_type)
         family = ARCHITECTURES.get(model_type)
@@ -216,7 +259,7 @@ class LlmConfig:
         if heads % kv_heads:
             raise UnsupportedModelError(f"config.num_attention_heads ({heads}) is not a multiple of "
                                         f"config.num_key_value_heads ({kv_heads})")
-        act_key = "hidden_activation" if family in ("gemma2", "gemma3") else "hidden_act"
+        act_key = "hidden_activation" if family in _HIDDEN_ACTIVATION else "hidden_act"
         act = "silu" if family == "lfm2" else get(act_key) or get("hidden_act")  # LFM2's MLP is SwiGLU always
         if act not in _ACTIVATIONS:
             raise UnsupportedModelError(f"config.{act_key} {act!r} is not supported; supported: "
@@ -227,7 +270,9 @@ class LlmConfig:
         if softcap is not None and family not in ("gemma2", "gemma3"):
             raise UnsupportedModelError(f"config.attn_logit_softcapping = {softcap!r}: the {model_type} "
                                         "architecture has no attention logit soft-capping")
-        if get("use_bidirectional_attention"):
+        if get("use_bidirectional_attention") and not (family == "gemma4"
+                                                       and get("use_bidirectional_attention") == "vision"):
+            # (Gemma 4's "vision" makes only image tokens attend both ways: its text decoder is causal)
             raise UnsupportedModelError("config.use_bidirectional_attention is set: the exporter builds causal "
                                         "decoders only")
         if get("pretraining_tp", 1) not in (1, None):
@@ -265,9 +310,11 @@ class LlmConfig:
                                         "config.sliding_window is not set")
 
         scale = head_dim ** -0.5
-        if family in ("gemma2", "gemma3"):
+        if family in PLE_GEMMA:  # their attention does not scale the scores
+            scale = 1.0
+        elif family in ("gemma2", "gemma3"):
             scale = number("query_pre_attn_scalar", need("query_pre_attn_scalar"), positive=True) ** -0.5
-        embed_scale = hidden ** 0.5 if family in GEMMA else None
+        embed_scale = hidden ** 0.5 if family in GEMMA + PLE_GEMMA else None
         residual_scale = logit_divisor = None
         if model_type == "granite":  # Llama with a multiplier at each of these places
             scale = number("attention_multiplier", need("attention_multiplier"))
@@ -281,7 +328,8 @@ class LlmConfig:
             family=family,
             vocab_size=count("vocab_size"),
             hidden_size=hidden,
-            intermediate_size=_intermediate_size(get, family, count("intermediate_size")),
+            intermediate_size=(_intermediate_size(get, family, count("intermediate_size"))
+                               if family != "gemma3n" else 0),  # Gemma 3n's: a list, read below
             num_layers=layers,
             num_heads=heads,
             num_kv_heads=kv_heads,
@@ -295,7 +343,8 @@ class LlmConfig:
                       or (family == "stablelm" and bool(get("use_qkv_bias", False)))),
             o_bias=(bool(get("attention_bias", False)) and family not in ("qwen2", "qwen2_moe")) or family == "phi",
             mlp_bias=bool(get("mlp_bias", False)),
-            qk_norm=(family in ("qwen3", "qwen3_moe", "gemma3", "lfm2", *OLMO, *LINEAR_ATTENTION)
+            qk_norm=(family in ("qwen3", "qwen3_moe", "gemma3", "lfm2", *OLMO, *LINEAR_ATTENTION,
+                             *PLE_GEMMA)
                      or (family in LAYER_NORM and bool(get("qk_layernorm", False)))),
             qk_norm_whole=family in OLMO,
             layer_norm=family in LAYER_NORM,
@@ -307,7 +356,7 @@ class LlmConfig:
             conv_kernel=count("conv_L_cache") if family == "lfm2" else 0,
             conv_bias=family == "lfm2" and bool(get("conv_bias", False)),
             norm_plus_one=family in GEMMA or family in LINEAR_ATTENTION,
-            sandwich_norms=family in ("gemma2", "gemma3"),
+            sandwich_norms=family in ("gemma2", "gemma3", *PLE_GEMMA),
             embed_scale=embed_scale,
             residual_scale=residual_scale,
             logit_divisor=logit_divisor,
@@ -369,6 +418,8 @@ class LlmConfig:
             cfg.moe_layers = [False] * layers
         if family in LINEAR_ATTENTION:
             _linear_attention(cfg, count, get)
+        if family in PLE_GEMMA:
+            gemma_text_fields(cfg, get, config)
         if any(cfg.moe_layers) and cfg.num_experts_per_tok > cfg.num_experts:
             raise ModelSourceError(f"config.num_experts_per_tok = {cfg.num_experts_per_tok} is more than the "
                                         f"{cfg.num_experts} experts")
@@ -393,6 +444,105 @@ def _linear_attention(cfg: LlmConfig, count, get) -> None:
     if cfg.activation != "silu":  # the convolution's activation, and the gated norm's (always SiLU)
         raise UnsupportedModelError(f"config.hidden_act {get('hidden_act')!r}: the gated DeltaNet layers of "
                                     f"{cfg.model_type} are built with silu only")
+
+
+def gemma_text_fields(cfg: LlmConfig, get, config: Any) -> None:
+    """Read Gemma 4's and Gemma 3n's own fields into `cfg`: per-layer embeddings, the layers sharing caches
+    (`num_kv_shared_layers`: each of the last layers attends over the caches of the last earlier layer of its
+    type), Gemma 4's head sizes and key/value heads per layer (`per_layer_config`, `attention_k_eq_v`) and its
+    double-wide MLPs on the sharing layers and its mixture-of-experts block beside every MLP
+    (`enable_moe_block`: `num_experts`, `top_k_experts`, `moe_intermediate_size`), Gemma 3n's AltUp, LAuReL and
+    activation sparsity."""
+    layers, family = cfg.num_layers, cfg.family
+    cfg.v_norm = True
+    cfg.per_layer_input_size = integer("hidden_size_per_layer_input", get("hidden_size_per_layer_input") or 0, 0)
+    if cfg.per_layer_input_size:
+        cfg.per_layer_vocab_size = integer("vocab_size_per_layer_input", get("vocab_size_per_layer_input"))
+        if family == "gemma4" and cfg.per_layer_vocab_size < cfg.vocab_size:
+            raise UnsupportedModelError(
+                f"config.vocab_size_per_layer_input = {cfg.per_layer_vocab_size} is below config.vocab_size = "
+                f"{cfg.vocab_size}: Gemma 4 looks every token up in the per-layer table, and Hugging Face's model "
+                "fails on the tokens past it")
+    shared = integer("num_kv_shared_layers", get("num_kv_shared_layers") or 0, 0)
+    first_shared = layers - shared
+    if shared and first_shared <= 0:
+        raise UnsupportedModelError(f"config.num_kv_shared_layers = {shared}: every layer would read a cache that "
+                                    "no layer writes")
+    owners = list(range(layers))
+    for i in range(first_shared, layers):
+        earlier = [j for j in range(first_shared) if cfg.layer_types[j] == cfg.layer_types[i]]
+        if not earlier:
+            raise ModelSourceError(f"config.num_kv_shared_layers = {shared}: layer {i} "
+                                   f"({cfg.layer_types[i]}) has no earlier layer of its type to share caches with")
+        owners[i] = earlier[-1]
+    cfg.kv_owners = owners
+    if family == "gemma4":
+        if get("enable_moe_block"):  # every layer: routed experts beside its MLP, top-k weights renormalized
+            cfg.num_experts = integer("num_experts", get("num_experts"))
+            cfg.num_experts_per_tok = integer("top_k_experts", get("top_k_experts"))
+            cfg.moe_intermediate_size = integer("moe_intermediate_size", get("moe_intermediate_size"))
+            if cfg.num_experts_per_tok > cfg.num_experts:
+                raise ModelSourceError(f"config.top_k_experts = {cfg.num_experts_per_tok} is more than the "
+                                       f"{cfg.num_experts} experts")
+            cfg.norm_topk_prob = True
+            cfg.moe_layers = [True] * layers
+        dims, kv_heads = [], []
+        for i in range(layers):
+            head_dim, kv = _gemma4_layer_attention(cfg, get, config, i)
+            dims.append(head_dim)
+            kv_heads.append(kv)
+            if cfg.num_heads % kv:
+                raise UnsupportedModelError(f"config.num_attention_heads ({cfg.num_heads}) is not a multiple of "
+                                            f"layer {i}'s {kv} key/value heads")
+        cfg.layer_head_dims, cfg.layer_kv_heads = dims, kv_heads
+        cfg.k_eq_v_layers = [bool(get("attention_k_eq_v")) and t != "sliding_attention" for t in cfg.layer_types]
+        wide = bool(get("use_double_wide_mlp"))
+        cfg.layer_intermediate_sizes = [cfg.intermediate_size * (2 if wide and owners[i] != i else 1)
+                                        for i in range(layers)]
+        return
+    sizes = get("intermediate_size")
+    sizes = [sizes] * layers if not isinstance(sizes, (list, tuple)) else list(sizes)
+    if len(sizes) != layers:
+        raise ModelSourceError(f"config.intermediate_size has {len(sizes)} entries for {layers} layers")
+    cfg.layer_intermediate_sizes = [integer("intermediate_size[]", n) for n in sizes]
+    cfg.intermediate_size = max(cfg.layer_intermediate_sizes)
+    cfg.altup_inputs = integer("altup_num_inputs", get("altup_num_inputs"))
+    cfg.altup_active = integer("altup_active_idx", get("altup_active_idx"), 0)
+    if cfg.altup_active >= cfg.altup_inputs:
+        raise ModelSourceError(f"config.altup_active_idx = {cfg.altup_active}: AltUp has {cfg.altup_inputs} "
+                               "streams")
+    cfg.altup_correct_scale = bool(get("altup_correct_scale"))
+    cfg.laurel_rank = integer("laurel_rank", get("laurel_rank"))
+    sparsity = get("activation_sparsity_pattern")
+    sparsity = [sparsity] * layers if not isinstance(sparsity, (list, tuple)) else list(sparsity)
+    if len(sparsity) != layers:
+        raise ModelSourceError(f"config.activation_sparsity_pattern has {len(sparsity)} entries for {layers} "
+                               "layers")
+    cfg.activation_sparsity = [number("activation_sparsity_pattern[]", s, minimum=0.0) for s in sparsity]
+    if any(s >= 1.0 for s in cfg.activation_sparsity):
+        raise ModelSourceError(f"config.activation_sparsity_pattern = {sparsity!r}: each entry must be below 1")
+
+
+def _gemma4_layer_attention(cfg: LlmConfig, get, config: Any, layer: int) -> tuple[int, int]:
+    """Gemma 4 layer `layer`'s head size and key/value heads: the config's, overridden by its `per_layer_config`
+    (which Gemma4TextConfig fills for the full-attention layers with `global_head_dim`, and with
+    `num_global_key_value_heads` when `attention_k_eq_v`)."""
+    per_layer = getattr(config, "per_layer_config", None) if not isinstance(config, dict) \
+        else config.get("per_layer_config")
+    if per_layer is not None and not isinstance(per_layer, dict):  # transformers' view of the overrides
+        view = per_layer[layer]
+        return (integer("per_layer_config.head_dim", view.head_dim),
+                integer("per_layer_config.num_key_value_heads", view.num_key_value_heads))
+    overrides: dict = {}
+    if isinstance(per_layer, dict):
+        overrides = per_layer.get(str(layer)) or per_layer.get(layer) or {}
+    elif cfg.layer_types[layer] == "full_attention":  # as Gemma4TextConfig fills per_layer_config
+        overrides = {"head_dim": get("global_head_dim") or 512}
+        if get("attention_k_eq_v") and get("num_global_key_value_heads") is not None:
+            overrides["num_key_value_heads"] = get("num_global_key_value_heads")
+    return (integer("per_layer_config.head_dim", overrides.get("head_dim", cfg.head_dim)),
+            integer("per_layer_config.num_key_value_heads", overrides.get("num_key_value_heads",
+                                                                            cfg.num_kv_heads)))
 
 
 def _intermediate_size(get, family: str, size: int) -> int:

@@ -24,7 +24,7 @@ import numpy as np
 from litert_torch import ir
 from litert_torch.assemble import Part
 from litert_torch.generative import direct_linear
-from litert_torch.generative.config import LlmConfig
+from litert_torch.generative.config import PLE_GEMMA, LlmConfig, UnsupportedModelError
 from litert_torch.generative.layout import (DECODE, LlmLayout, conv_state_name, kv_names, layer_output_name,
                                             prefill_signature, recurrent_state_name, window_state_name)
 from litert_torch.generative.rope import rope_tables  # noqa: F401 (re-exported)
@@ -239,6 +239,9 @@ def build_llm(weights: Weights, cfg: LlmConfig, rope_parameters: Any, cache_leng
     (0 where a token attends, a large negative value elsewhere; sliding-window layers apply their window to
     it), as LiteRT-LM fills it, so that a model attending over an image's tokens in both directions (Gemma 3)
     gets its own mask."""
+    if cfg.family in PLE_GEMMA:
+        raise UnsupportedModelError(f"{cfg.model_type} decoders are built by direct_gemma.build_llm (per-layer "
+                                    "embeddings, shared caches), not by direct.build_llm")
     report = progress or (lambda stage: None)
     tables = rope_tables(cfg, rope_parameters, cache_length)
     params = _Params(weights, cfg)

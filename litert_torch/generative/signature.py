@@ -15,7 +15,7 @@ from litert_torch import ir, metadata
 from litert_torch.assemble import Part, assemble
 from litert_torch.assemble import finish_signature as finish
 from litert_torch.generative.config import LlmConfig
-from litert_torch.generative.layout import (LAYOUT_KEY, LlmLayout, cache_shapes, conv_state_name, kv_names,
+from litert_torch.generative.layout import (LAYOUT_KEY, LlmLayout, conv_state_name, kv_names,
                                             layer_output_name, recurrent_state_name, sequence_axis, window_state_name)
 from litert_torch.generative.prefix import PREFILL_MIN_SKIPPED_FLOPS, attend_filled_prefix
 
@@ -70,14 +70,15 @@ def io_entry(input_names: list[str], output_names: list[str], input_dtypes: list
 def state_names(cfg: LlmConfig) -> list[str]:
     """The state tensors of every signature, layer by layer: an attention layer's key and value caches, an LFM2
     convolution layer's state (`kv_cache_conv_<i>`), a gated DeltaNet layer's convolution window and recurrent
-    state (`kv_cache_win_<i>`, `kv_cache_rec_<i>`)."""
+    state (`kv_cache_win_<i>`, `kv_cache_rec_<i>`); none for a layer that attends over another's caches (Gemma 4
+    and 3n's last layers)."""
     names = []
     for i, (k, v) in enumerate(zip(*[iter(kv_names(cfg.num_layers))] * 2)):
         if cfg.layer_types[i] == "conv":
             names.append(conv_state_name(i))
         elif cfg.layer_types[i] == "linear_attention":
             names += [window_state_name(i), recurrent_state_name(i)]
-        else:
+        elif cfg.kv_owner(i) == i:
             names += [k, v]
     return names
 
@@ -86,17 +87,18 @@ def state_shapes(cfg: LlmConfig, cache_length: int) -> dict[str, tuple[int, ...]
     """Each state's shape: keys [1, KV, C, D], values transposed [1, KV, D, C], an LFM2 convolution's inputs by
     position [1, 1, C, hidden] (laid out as a key cache of one head), a gated DeltaNet's convolution window
     [1, K - 1, its q, k and v channels] and recurrent state [1, value heads, key dim, value dim]."""
-    caches = cache_shapes(cfg.num_layers, cfg.num_kv_heads, cache_length, cfg.head_dim)
-    conv_channels = 2 * cfg.linear_key_heads * cfg.linear_key_dim + cfg.linear_value_heads * cfg.linear_value_dim
     shapes: dict[str, tuple[int, ...]] = {}
+    conv_channels = 2 * cfg.linear_key_heads * cfg.linear_key_dim + cfg.linear_value_heads * cfg.linear_value_dim
+    names = kv_names(cfg.num_layers)
     for i, t in enumerate(cfg.layer_types):
         if t == "conv":
             shapes[conv_state_name(i)] = (1, 1, cache_length, cfg.hidden_size)
         elif t == "linear_attention":
             shapes[window_state_name(i)] = (1, cfg.linear_conv_kernel - 1, conv_channels)
             shapes[recurrent_state_name(i)] = (1, cfg.linear_value_heads, cfg.linear_key_dim, cfg.linear_value_dim)
-        else:
-            shapes.update((n, caches[n]) for n in kv_names(cfg.num_layers)[2 * i: 2 * i + 2])
+        else:  # a layer's own head size and key/value heads (Gemma 4's differ by type)
+            kv, d = cfg.layer_kv_head_count(i), cfg.layer_head_dim(i)
+            shapes[names[2 * i]], shapes[names[2 * i + 1]] = (1, kv, cache_length, d), (1, kv, d, cache_length)
     return {n: shapes[n] for n in state_names(cfg)}
 
 

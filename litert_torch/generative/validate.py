@@ -173,7 +173,9 @@ def _hf_layer_outputs(hf_model: torch.nn.Module, ids: list[int]) -> list[np.ndar
     finally:
         for hook in hooks:
             hook.remove()
-    return [captured[k][0, -1].float().numpy().astype(np.float64) for k in sorted(captured)]
+    # a layer's output [1, T, H], or Gemma 3n's AltUp streams [N, 1, T, H]: each stream's last token
+    return [(captured[k][:, 0, -1] if captured[k].dim() == 4 else captured[k][0, -1]).float().numpy()
+            .astype(np.float64) for k in sorted(captured)]
 
 
 def _decoder_layers(hf_model: torch.nn.Module) -> list[torch.nn.Module]:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from litert_torch.generative.config import LINEAR_ATTENTION, LlmConfig, UnsupportedModelError
+from litert_torch.generative.config import LINEAR_ATTENTION, PLE_GEMMA, LlmConfig, UnsupportedModelError
 
 
 class Weights:
@@ -57,6 +57,9 @@ class DecoderWeights:
     layers: list[dict[str, Any]]
     final_norm_bias: Any = None  # LayerNorm architectures
     lm_head_bias: Any = None  # Phi
+    # Gemma 4 and 3n: the per-layer embeddings' `ple_embed` [V', L * P], `ple_projection` [L * P, H] and
+    # `ple_norm` [P]; Gemma 3n's AltUp stream projections `altup_in`, `altup_out` (lists of [H, H])
+    extra: dict[str, Any] | None = None
 
 
 class _Prefixed(Weights):
@@ -77,6 +80,8 @@ def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     """The weights of `cfg`'s decoder, read from `w` by their Hugging Face names."""
     if cfg.weight_prefix != "model.":
         w = _Prefixed(w, cfg.weight_prefix)
+    if cfg.family in PLE_GEMMA:
+        return _ple_gemma_weights(w, cfg)
     hidden, d, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
     nq, nkv = cfg.num_heads * d, cfg.num_kv_heads * d
     embed = w.get("embed_tokens.weight", cfg.vocab_size, hidden)
@@ -143,6 +148,76 @@ def decoder_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
     if cfg.lm_head_bias:
         read.lm_head_bias = w.get("lm_head.bias", cfg.vocab_size, prefix="")
     return read
+
+
+def _ple_gemma_weights(w: Weights, cfg: LlmConfig) -> DecoderWeights:
+    """Gemma 4's and Gemma 3n's decoder: each layer's attention (`q`, `o`, `q_norm`; `k`, `v`, `k_norm` only on
+    layers with their own caches, `v` None where Gemma 4 takes values from the key projection), its four
+    sandwich norms, MLP, per-layer-embedding gate `ple_gate` [P, H], `ple_proj` [H, P] and `ple_norm`, Gemma 4's
+    `layer_scalar` [1] and experts (`moe`: router, its scale and per-expert scales, each expert's [out, in]
+    gate, up and down, with three more norms); Gemma 3n's AltUp (`altup_*`) and LAuReL (`laurel_*`) weights."""
+    hidden, layers, per_layer = cfg.hidden_size, cfg.num_layers, cfg.per_layer_input_size
+    embed = w.get("embed_tokens.weight", cfg.vocab_size, hidden)
+    extra: dict[str, Any] = {}
+    if per_layer:
+        extra.update(ple_embed=w.get("embed_tokens_per_layer.weight", cfg.per_layer_vocab_size, layers * per_layer),
+                     ple_projection=w.get("per_layer_model_projection.weight", layers * per_layer, hidden),
+                     ple_norm=w.get("per_layer_projection_norm.weight", per_layer))
+    streams = cfg.altup_inputs
+    if streams:
+        for key, name in (("altup_in", "altup_projections"), ("altup_out", "altup_unembed_projections")):
+            extra[key] = [w.get(f"{name}.{i}.weight", hidden, hidden) for i in range(streams - 1)]
+    out = []
+    for i in range(layers):
+        p = f"layers.{i}."
+        d, kv, inter = cfg.layer_head_dim(i), cfg.layer_kv_head_count(i), cfg.layer_intermediate_size(i)
+        layer: dict[str, Any] = {
+            "q": w.get(p + "self_attn.q_proj.weight", cfg.num_heads * d, hidden),
+            "o": w.get(p + "self_attn.o_proj.weight", hidden, cfg.num_heads * d),
+            "q_norm": w.get(p + "self_attn.q_norm.weight", d),
+            "gate": w.get(p + "mlp.gate_proj.weight", inter, hidden),
+            "up": w.get(p + "mlp.up_proj.weight", inter, hidden),
+            "down": w.get(p + "mlp.down_proj.weight", hidden, inter),
+            "gate_bias": None, "up_bias": None, "down_bias": None}
+        if cfg.kv_owner(i) == i:
+            layer["k"] = w.get(p + "self_attn.k_proj.weight", kv * d, hidden)
+            layer["k_norm"] = w.get(p + "self_attn.k_norm.weight", d)
+            k_eq_v = bool(cfg.k_eq_v_layers) and cfg.k_eq_v_layers[i]
+            layer["v"] = None if k_eq_v else w.get(p + "self_attn.v_proj.weight", kv * d, hidden)
+        for key, name in (("input", "input_layernorm"), ("post_attention", "post_attention_layernorm"),
+                          ("pre_mlp", "pre_feedforward_layernorm"), ("post_mlp", "post_feedforward_layernorm")):
+            layer[f"{key}_norm"] = w.get(p + f"{name}.weight", hidden)
+        if per_layer:
+            layer.update(ple_gate=w.get(p + "per_layer_input_gate.weight", per_layer, hidden),
+                         ple_proj=w.get(p + "per_layer_projection.weight", hidden, per_layer),
+                         ple_norm=w.get(p + "post_per_layer_input_norm.weight", hidden))
+        if cfg.family == "gemma4":
+            layer["layer_scalar"] = w.get(p + "layer_scalar", 1)
+        if cfg.moe_layers[i]:  # Gemma 4's experts beside the MLP, their router and three more norms
+            experts, inner = cfg.num_experts, cfg.moe_intermediate_size
+            gate_up = w.get(p + "experts.gate_up_proj", experts, 2 * inner, hidden)
+            layer["moe"] = {"router": w.get(p + "router.proj.weight", experts, hidden),
+                            "router_scale": w.get(p + "router.scale", hidden),
+                            "expert_scale": w.get(p + "router.per_expert_scale", experts),
+                            "gate": gate_up[:, :inner], "up": gate_up[:, inner:],
+                            "down": w.get(p + "experts.down_proj", experts, hidden, inner)}
+            for key, name in (("post_mlp_1", "post_feedforward_layernorm_1"),
+                              ("pre_moe", "pre_feedforward_layernorm_2"),
+                              ("post_moe", "post_feedforward_layernorm_2")):
+                layer[f"{key}_norm"] = w.get(p + f"{name}.weight", hidden)
+        if streams:
+            layer.update(altup_scale=w.get(p + "altup.correct_output_scale", hidden),
+                         altup_correct=w.get(p + "altup.correction_coefs.weight", streams, streams),
+                         altup_predict=w.get(p + "altup.prediction_coefs.weight", streams * streams, streams),
+                         altup_router=w.get(p + "altup.modality_router.weight", streams, hidden),
+                         altup_router_norm=w.get(p + "altup.router_norm.weight", hidden))
+        if cfg.laurel_rank:
+            layer.update(laurel_left=w.get(p + "laurel.linear_left.weight", cfg.laurel_rank, hidden),
+                         laurel_right=w.get(p + "laurel.linear_right.weight", hidden, cfg.laurel_rank),
+                         laurel_norm=w.get(p + "laurel.post_laurel_norm.weight", hidden))
+        out.append(layer)
+    lm_head = None if cfg.tie_word_embeddings else w.get("lm_head.weight", cfg.vocab_size, hidden, prefix="")
+    return DecoderWeights(embed, w.get("norm.weight", hidden), lm_head, out, extra=extra)
 
 
 def _lfm2_layer(w: Weights, cfg: LlmConfig, p: str, conv: bool, moe: bool) -> dict[str, Any]:

@@ -17,7 +17,11 @@ ARCHS = ("llama", "smollm3", "granite", "qwen2", "qwen3", "phi3", "gemma", "gemm
          "mixtral", "qwen2_moe")
 # Architectures only the direct builder builds (the traced one refuses them), with config variants
 DIRECT_ARCHS = ("phi", "phi_qk_norm", "stablelm", "stablelm_parallel", "olmo2", "olmo3", "lfm2", "gpt_oss",
-                "lfm2_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe")
+                "lfm2_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "gemma4", "gemma4_moe", "gemma3n")
+# Gemma 4 / 3n: two sliding-window layers and two global ones, the last two sharing the caches of the first two
+_GEMMA_PLE = dict(num_hidden_layers=4, head_dim=16, sliding_window=6, hidden_size_per_layer_input=8,
+                  num_kv_shared_layers=2,
+                  layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"])
 
 
 def config(arch: str, vocab_size: int, **overrides):
@@ -93,6 +97,21 @@ def config(arch: str, vocab_size: int, **overrides):
         cfg = T.GptOssConfig(**{**common, "intermediate_size": 32}, head_dim=16, num_local_experts=4,
                              num_experts_per_tok=2, sliding_window=6,
                              layer_types=["sliding_attention", "full_attention"])
+    elif arch == "gemma4":  # global layers with their own head size and one key/value head (values = keys),
+        # proportional RoPE, double-wide MLPs on the sharing layers
+        cfg = T.Gemma4TextConfig(**{**common, **_GEMMA_PLE}, vocab_size_per_layer_input=vocab_size,
+                                 global_head_dim=32, attention_k_eq_v=True, num_global_key_value_heads=1,
+                                 use_double_wide_mlp=True, final_logit_softcapping=3.0)
+    elif arch == "gemma4_moe":  # routed experts beside every MLP (Gemma 4 26B-A4B's layers)
+        cfg = T.Gemma4TextConfig(**{**common, **_GEMMA_PLE, "hidden_size_per_layer_input": 0,
+                                    "num_kv_shared_layers": 0}, global_head_dim=32, enable_moe_block=True,
+                                 num_experts=4, top_k_experts=2, moe_intermediate_size=32,
+                                 final_logit_softcapping=3.0)
+    elif arch == "gemma3n":  # per-layer MLP sizes, the first two layers sparse, a per-layer-embedding table
+        # shorter than the vocabulary (its tokens past it read row 0)
+        cfg = T.Gemma3nTextConfig(**{**common, **_GEMMA_PLE, "intermediate_size": [128, 96, 128, 64]},
+                                  vocab_size_per_layer_input=vocab_size - 32, laurel_rank=8,
+                                  activation_sparsity_pattern=[0.95, 0.95, 0.0, 0.0], final_logit_softcapping=3.0)
     else:
         raise ValueError(arch)
     for key, value in overrides.items():
@@ -110,12 +129,16 @@ def model(arch: str, vocab_size: int, seed: int = 0, **overrides):
     hf = T.AutoModelForCausalLM.from_config(config(arch, vocab_size, **overrides)).eval()
     # Gemma scales its embeddings by sqrt(hidden): narrower weights, except for Gemma 1, whose residual stream
     # (no norms after attention and MLP) is then all embedding and repeats one token
-    std = {"gemma": 0.3, "gemma2": 0.1, "gemma3": 0.05}.get(arch, 0.15)
+    std = {"gemma": 0.3, "gemma2": 0.1, "gemma3": 0.05, "gemma4": 0.05, "gemma4_moe": 0.05, "gemma3n": 0.05}.get(arch, 0.15)
     hf = spread_weights(hf, std)
     with torch.no_grad():
         for name, buffer in hf.named_buffers():
             if name.endswith("expert_bias"):  # LFM2-MoE's routing bias (zero at init): large enough to move choices
                 buffer.normal_(0.0, 0.3)
+    if arch in ("gemma4", "gemma4_moe"):  # each layer's output scale (a buffer, 1 as initialised) away from 1
+        with torch.no_grad():
+            for i, layer in enumerate(hf.model.layers):
+                layer.layer_scalar.fill_(0.75 + 0.125 * i)
     return hf
 
 

@@ -18,8 +18,8 @@ import logging
 
 from litert_torch.errors import InvalidArgumentError
 from litert_torch.files import atomic_file, scratch_folder
-from litert_torch.generative import bundle, direct
-from litert_torch.generative.config import ARCHITECTURES, DIRECT_ONLY
+from litert_torch.generative import bundle, direct, direct_gemma
+from litert_torch.generative.config import ARCHITECTURES, DIRECT_ONLY, PLE_GEMMA
 from litert_torch.generative import source as direct_source
 from litert_torch.generative.export_options import (  # noqa: F401 (re-exported)
     DEFAULT_RECIPE, FLOAT_RECIPES, INT8_WEIGHTS, check_output_dir as _check_output_dir, check_recipe as _check_recipe,
@@ -220,9 +220,10 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
         # with its own tokenizer is read without PyTorch or transformers
         owned, tokenizer_file, info = read.owned, read.tokenizer, read.info
         weights = direct.Weights(read.weights, direct_source.widen)
-        model, layout = direct.build_llm(weights, read.config, read.rope_parameters, cache_length, lengths,
-                                         start_token_id=info.start_token_id if info else None,
-                                         stop_token_ids=info.stop_token_ids if info else (), progress=report)
+        build = direct_gemma.build_llm if read.config.family in PLE_GEMMA else direct.build_llm
+        model, layout = build(weights, read.config, read.rope_parameters, cache_length, lengths,
+                              start_token_id=info.start_token_id if info else None,
+                              stop_token_ids=info.stop_token_ids if info else (), progress=report)
     else:
         report("trace")  # PyTorch and transformers are imported from here on
         from litert_torch.generative import hf
