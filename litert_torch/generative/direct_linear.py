@@ -1,20 +1,19 @@
 """Layer bodies of the direct builder (`direct.py`) for the hybrid decoders: LFM2-MoE's sigmoid router, and the
 gated DeltaNet (linear attention with a recurrent state) and gated attention layers of Qwen3-Next and Qwen 3.5.
-Each function appends the ops of one piece of a layer to a `direct._Builder`, in the order and with the
+Each function appends the ops of one piece of a layer to a `graph_builder.Builder`, in the order and with the
 constants Hugging Face's PyTorch code computes them; `direct.py` dispatches to them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from litert_torch import ir
 from litert_torch.generative.config import LlmConfig
+from litert_torch.generative.graph_builder import Builder as _Builder
 
-if TYPE_CHECKING:
-    from litert_torch.generative.direct import _Builder
 
 # The longest run of tokens the prefill's chunk form of the gated delta rule takes at once (Hugging Face's
 # `torch_chunk_gated_delta_rule` chunk size): a longer prefill chunk is taken in runs of this many, in turn.

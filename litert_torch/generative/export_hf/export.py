@@ -46,7 +46,8 @@ IMAGE_TEXT_TO_TEXT = "image_text_to_text"
 def resolve_task(task: Any, model: Any) -> str:
     """`task` checked, or when None the task the model directory's config.json implies (an encoder such as
     BERT or EmbeddingGemma: text_embedding; Whisper or Moonshine: automatic_speech_recognition; an image+text
-    model: image_text_to_text; anything else: text_generation)."""
+    model: image_text_to_text, except one whose language model alone the text exporter takes (Qwen 3.5);
+    anything else: text_generation)."""
     from litert_torch.generative.embedding_source import directory_task
 
     if task is None:
@@ -81,11 +82,15 @@ def _is_asr_directory(model: Any) -> bool:
 
 
 def _is_vlm_directory(model: Any) -> bool:
-    """Whether `model` is a directory whose config.json describes an image+text model."""
-    from litert_torch.generative.vlm import is_vlm_config
+    """Whether `model` is a directory whose config.json describes an image+text model to export as one: a family
+    the image+text task converts, or any other image+text model but those whose language model the text exporter
+    takes (Qwen 3.5's checkpoints), which export their language model by default."""
+    from litert_torch.generative.vlm import FAMILIES, is_vlm_config
 
     config = _directory_config(model)
-    return config is not None and is_vlm_config(config)
+    if config is None or not is_vlm_config(config):
+        return False
+    return config.get("model_type") in FAMILIES or config.get("model_type") not in ARCHITECTURES
 
 
 def _directory_config(model: Any) -> dict | None:
