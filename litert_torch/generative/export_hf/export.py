@@ -19,7 +19,7 @@ import logging
 from litert_torch.errors import InvalidArgumentError
 from litert_torch.files import atomic_file, scratch_folder
 from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
-from litert_torch.generative import bundle, direct
+from litert_torch.generative import bundle, direct, gpu
 from litert_torch.generative.config import ARCHITECTURES, DIRECT_ONLY
 from litert_torch.generative import source as direct_source
 from litert_torch.generative.export_options import (  # noqa: F401 (re-exported)
@@ -179,6 +179,7 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
             release = FilePages().release if owned else None
             if recipe is None:
                 report("write")
+                gpu.float_lookups_as_gathers(model)  # LiteRT-LM's GPU backend aborts on a float table lookup
                 write_model(model, model_file, release=release)  # constants streamed from the weights
             elif recipe == INT8_WEIGHTS:
                 report("quantize")
