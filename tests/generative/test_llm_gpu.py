@@ -108,51 +108,84 @@ def test_the_bundles_model_decodes_like_hugging_face_on_the_gpu_accelerator(floa
     assert generated == reference
 
 
-# Runs in a child process: LiteRT-LM on one backend, printing one JSON line of what it measured.
+# Runs in a child process: LiteRT-LM on one backend, printing one JSON line of what it measured. Arguments: one
+# JSON object (bundle, backend, activation, prompts, task "score" or "generate", new_tokens, cache).
 ENGINE = r"""
 import json, sys, tempfile
 from litert_torch.runtime import gpu_device
 gpu_device.prepare()
 import litert_lm
-bundle, backend, activation, prompt = sys.argv[1:5]
-lengths = [int(n) for n in sys.argv[5].split(",")]
-kind = litert_lm.Backend.GPU() if backend == "gpu" else litert_lm.Backend.CPU()
-options = {} if activation == "default" else {"activation_data_type": litert_lm.ActivationDataType[activation]}
-engine = litert_lm.Engine(bundle, backend=kind, cache_dir=tempfile.mkdtemp(), max_num_tokens=int(sys.argv[6]),
+a = json.loads(sys.argv[1])
+kind = litert_lm.Backend.GPU() if a["backend"] == "gpu" else litert_lm.Backend.CPU()
+options = {} if a["activation"] is None else {"activation_data_type": litert_lm.ActivationDataType[a["activation"]]}
+engine = litert_lm.Engine(a["bundle"], backend=kind, cache_dir=tempfile.mkdtemp(), max_num_tokens=a["cache"],
                           **options)
-scores = []
-for n in lengths:
+results = []
+for prompt in a["prompts"]:
     session = engine.create_session(apply_prompt_template=False, sampler_config=litert_lm.SamplerConfig(top_k=1),
-                                    max_output_tokens=4)
-    session.run_prefill([prompt[:n]])
-    scores.append(session.run_text_scoring([" b"]).scores[0])
-print("RESULT " + json.dumps({"scores": scores}))
+                                    max_output_tokens=a["new_tokens"])
+    session.run_prefill([prompt])
+    if a["task"] == "score":
+        results.append(session.run_text_scoring([" b"]).scores[0])
+    else:
+        results.append(session.run_decode().texts[0])
+print("RESULT " + json.dumps(results))
 """
 
 
-def engine_scores(bundle: str, backend: str, activation: str, lengths: list[int]) -> list[float]:
-    """LiteRT-LM's log-likelihood of " b" after each prefix of PROMPT, on `backend`, in a child process."""
+def litert_lm_run(bundle: str, backend: str, task: str, prompts: list[str], activation: str | None = None,
+                  new_tokens: int = 4) -> list:
+    """LiteRT-LM on `backend` in a child process: per prompt, its log-likelihood of " b" after the prompt
+    (`task` "score") or its greedy continuation of `new_tokens` tokens ("generate")."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
     if gpu_device_or_skip().software:
         # this process chose SwiftShader: the child chooses it again, loading Chromium's Vulkan loader with it
         env.pop("VK_ICD_FILENAMES")
-    proc = subprocess.run([sys.executable, "-c", ENGINE, bundle, backend, activation, PROMPT,
-                           ",".join(map(str, lengths)), str(CACHE)], capture_output=True, text=True, env=env,
+    args = dict(bundle=bundle, backend=backend, activation=activation, prompts=prompts, task=task,
+                new_tokens=new_tokens, cache=CACHE)
+    proc = subprocess.run([sys.executable, "-c", ENGINE, json.dumps(args)], capture_output=True, text=True, env=env,
                           timeout=300)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"LiteRT-LM on {backend} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
-    return json.loads(lines[0][len("RESULT "):])["scores"]
+    return json.loads(lines[0][len("RESULT "):])
 
 
+@pytest.mark.slow  # two engines, one compiled for the GPU on a CPU: 22 s
 def test_litert_lm_on_the_gpu_scores_text_like_on_the_cpu_at_fp32(float_bundle):
     """The bundle loads on LiteRT-LM's GPU backend and, with fp32 activations, scores a continuation after
-    prompts of up to two prefill chunks as its CPU backend does (measured: equal to 1e-4). Its default on the
-    GPU, fp16 activations, differs by up to ~6e-3 on this model. Prompts of three chunks and more, and greedy
-    generation, are not repeatable there (measured: the same session gives different scores and tokens from one
-    run to the next, on a model that the GPU accelerator itself runs exactly, see the test above): docs/LLM.md."""
+    prompts prefilled in one or two chunks as its CPU backend does (measured: equal to 1e-4; its fp16 default
+    differs by up to ~6e-3 on this model). A prompt of three chunks or more is not scored alike there, not even
+    from one run to the next, though the GPU accelerator itself runs the model exactly across as many chunks
+    (the test above): docs/LLM.md, "On the GPU"."""
     gpu_device_or_skip()
-    lengths = [1, 5, 17, 30]
-    cpu = engine_scores(float_bundle[1], "cpu", "default", lengths)
-    gpu = engine_scores(float_bundle[1], "gpu", "FLOAT32", lengths)
+    prompts = [PROMPT[:n] for n in (1, 5, 17, 30)]  # 2 to 31 tokens to prefill: one or two chunks of 16
+    cpu = litert_lm_run(float_bundle[1], "cpu", "score", prompts)
+    gpu = litert_lm_run(float_bundle[1], "gpu", "score", prompts, "FLOAT32")
     assert len(set(np.round(cpu, 3))) > 3, cpu  # the prompts give the model different contexts
     np.testing.assert_allclose(gpu, cpu, atol=1e-3, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def one_chunk_bundle(float_bundle, tmp_path_factory):
+    """The same model with one prefill length, 64, which takes the whole prompt in one chunk."""
+    src = float_bundle[0]
+    return export.export(model=src, output_dir=str(tmp_path_factory.mktemp("one_chunk")), prefill_lengths=[64],
+                         cache_length=CACHE, quantization_recipe="none")
+
+
+def test_litert_lm_on_the_gpu_generates_hugging_faces_tokens_from_a_one_chunk_prompt(float_bundle,
+                                                                                    one_chunk_bundle):
+    """A bundle whose prefill length takes the whole prompt in one chunk generates Hugging Face's greedy tokens on
+    LiteRT-LM's GPU backend at fp32, 16 of 16 (measured: at its fp16 default too, on this model). With prefill
+    lengths 4 and 16 (four chunks), or 16 and 64 (LiteRT-LM still cuts the prompt into chunks of 16), it
+    generates other tokens: docs/LLM.md, "On the GPU"."""
+    gpu_device_or_skip()
+    import transformers
+
+    src = float_bundle[0]
+    ids, reference = hf_greedy(src, NEW_TOKENS)
+    assert len(ids) - 1 <= 64
+    tok = transformers.AutoTokenizer.from_pretrained(src)
+    stop = reference.index(tok.eos_token_id) if tok.eos_token_id in reference else len(reference)
+    expected = tok.decode(reference[:stop], skip_special_tokens=False)
+    assert litert_lm_run(one_chunk_bundle, "gpu", "generate", [PROMPT], "FLOAT32", NEW_TOKENS) == [expected]
