@@ -52,6 +52,21 @@ def hf_greedy(src: str, n: int) -> tuple[list[int], list[int]]:
     return ids, out[0, len(ids):].tolist()
 
 
+def test_only_float_table_lookups_become_gathers():
+    from litert_torch import ir
+    from litert_torch.generative import gpu
+
+    ids = ir.Tensor("ids", [3], np.dtype(np.int32))
+    float_table = ir.Tensor("f", [10, 4], np.dtype(np.float32), np.arange(40, dtype=np.float32).reshape(10, 4))
+    int8_table = ir.Tensor("q", [10, 4], np.dtype(np.int8), np.ones([10, 4], np.int8))
+    ops = [ir.Op("EMBEDDING_LOOKUP", [ids, table], [ir.Tensor(f"rows_{table.name}", [3, 4], table.dtype)])
+           for table in (float_table, int8_table)]
+    model = ir.Model(subgraphs=[ir.Graph(inputs=[ids], outputs=[op.outputs[0] for op in ops], ops=ops)], signatures=[])
+    assert gpu.float_lookups_as_gathers(model) == 1
+    assert [(op.opcode, [t.name for t in op.inputs], op.options) for op in ops] == [
+        ("GATHER", ["f", "ids"], {"axis": 0, "batch_dims": 0}), ("EMBEDDING_LOOKUP", ["ids", "q"], {})]
+
+
 def test_a_float_bundle_reads_its_token_table_with_a_gather(float_bundle):
     model = read_model(unpack_bundle(float_bundle[1])[0])
     for graph in model.subgraphs:
