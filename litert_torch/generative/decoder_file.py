@@ -8,6 +8,7 @@ from typing import Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError
 from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
+from litert_torch.generative import gpu
 from litert_torch.generative.export_options import INT8_WEIGHTS
 
 
@@ -16,6 +17,7 @@ def write_decoder(model: Any, path: str, recipe: Any, release: Callable | None =
     default int8 weights, or an ai-edge-quantizer recipe); `release` hands back the pages of each weight once
     written."""
     if recipe is None:
+        gpu.float_lookups_as_gathers(model)  # LiteRT-LM's GPU backend aborts on a float table lookup
         write_model(model, path, release=release)  # constants streamed from the weights
     elif recipe == INT8_WEIGHTS:
         int8_model(model, path, release)

@@ -1,16 +1,37 @@
 // Runs the converted model in the page with LiteRT.js: pick an image (file, camera or example), see the
-// top-5 classes and the latency. serve.py tells the page which model to load (/config.json).
+// top-5 classes and the latency, on WebAssembly or WebGPU. serve.py tells the page which model to load
+// (/config.json).
 import {loadLiteRt, loadAndCompile, Tensor} from '@litertjs/core';
 
 const $ = (id) => document.getElementById(id);
 const status = (text) => { $('status').textContent = text; };
 
-let model, labels, inputShape;
+let model, labels, inputShape, accelerator;
+
+// The accelerator LiteRT.js runs the model on: 'wasm' (the CPU, XNNPACK) unless the page was opened with
+// ?accelerator=webgpu (the menu does that) in a browser that offers WebGPU.
+function chosenAccelerator() {
+  const asked = new URLSearchParams(location.search).get('accelerator');
+  return asked === 'webgpu' && navigator.gpu ? 'webgpu' : 'wasm';
+}
+
+function offerAccelerators() {
+  const menu = $('accelerator');
+  menu.value = accelerator;
+  menu.querySelector('option[value="webgpu"]').disabled = !navigator.gpu;
+  menu.addEventListener('change', () => {
+    const url = new URL(location.href);
+    url.searchParams.set('accelerator', menu.value);
+    location.assign(url);
+  });
+}
 
 async function setup() {
+  accelerator = chosenAccelerator();
+  offerAccelerators();
   const config = await (await fetch('/config.json')).json();
   await loadLiteRt('/vendor/@litertjs/core/wasm/');
-  model = await loadAndCompile(config.model, {accelerator: 'wasm'});
+  model = await loadAndCompile(config.model, {accelerator});
   labels = await (await fetch(config.labels)).json();
   inputShape = Array.from(model.getInputDetails()[0].shape);
   const [, height, width, channels] = inputShape;
@@ -19,6 +40,7 @@ async function setup() {
                     '(convert with --channel-last-io)');
   }
   $('model-name').textContent = `${config.name} (input ${width}×${height} RGB, ${labels.length} classes)`;
+  $('runtime').textContent = accelerator === 'webgpu' ? 'WebGPU' : 'WebAssembly (XNNPACK)';
   for (const url of config.examples) {
     const button = document.createElement('button');
     button.type = 'button';
@@ -57,14 +79,18 @@ async function run(data) {
   const input = new Tensor(data, inputShape);
   const start = performance.now();
   const outputs = await model.run(input);
-  const scores = Array.from(outputs[0].toTypedArray());
+  // On WebGPU the scores come back in a GPU buffer: moved to the CPU side (a copy) to be read.
+  const ranOn = outputs[0].accelerator;
+  const readable = ranOn === 'wasm' ? outputs[0] : await outputs[0].moveTo('wasm');
+  const scores = Array.from(readable.toTypedArray());
   const latencyMs = performance.now() - start;
   input.delete();
+  if (readable !== outputs[0]) readable.delete();
   for (const t of outputs) t.delete();
-  return {scores, latencyMs};
+  return {scores, latencyMs, ranOn};
 }
 
-function show({scores, latencyMs}) {
+function show({scores, latencyMs, ranOn}) {
   const top5 = scores.map((score, index) => ({label: labels[index] ?? `class ${index}`, score}))
       .sort((a, b) => b.score - a.score).slice(0, 5);
   $('top5').replaceChildren(...top5.map(({label, score}) => {
@@ -84,7 +110,7 @@ function show({scores, latencyMs}) {
     return item;
   }));
   $('latency').textContent = `latency: ${latencyMs.toFixed(2)} ms`;
-  window.lastResult = {scores, top5, latencyMs};
+  window.lastResult = {scores, top5, latencyMs, accelerator: ranOn};
   document.body.dataset.state = 'done';
 }
 

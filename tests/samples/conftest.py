@@ -55,10 +55,12 @@ def x_display():
 
 
 @contextlib.contextmanager
-def headless_chromium(window_size: str = "480,900", console_log: bool = False):
+def headless_chromium(window_size: str = "480,900", console_log: bool = False, webgpu: bool = False):
     """A headless Chromium driven through chromedriver (selenium), quit when the block ends; skipped (or failed
     under LITERT_SAMPLE_TESTS=require) when Chromium, its driver or selenium is missing. With `console_log`,
-    `driver.get_log("browser")` returns the page's console and network errors."""
+    `driver.get_log("browser")` returns the page's console and network errors. With `webgpu`, pages get WebGPU
+    (`navigator.gpu`) on SwiftShader, the software Vulkan device Debian's chromium ships, whatever GPU the
+    machine has."""
     need(shutil.which("chromium") is not None and shutil.which("chromedriver") is not None,
          "chromium and chromedriver (apt-get install chromium chromium-driver)")
     try:
@@ -72,6 +74,11 @@ def headless_chromium(window_size: str = "480,900", console_log: bool = False):
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-quic", f"--window-size={window_size}"):
         options.add_argument(flag)
+    if webgpu:
+        # Headless Chromium on Linux offers WebGPU only when asked; the adapter is named so that a machine with a
+        # GPU runs the same software device as one without.
+        for flag in ("--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"):
+            options.add_argument(flag)
     if console_log:
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)

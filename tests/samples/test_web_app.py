@@ -89,3 +89,47 @@ def test_a_file_that_is_not_an_image_is_reported(page, tmp_path):
     bad.write_text("not an image")
     driver.find_element(By.ID, "file").send_keys(str(bad))
     WebDriverWait(driver, 30).until(lambda d: "not an image" in d.find_element(By.ID, "status").text)
+
+
+@pytest.fixture(scope="module")
+def webgpu_page(page):
+    """The same server, in a Chromium that offers WebGPU (SwiftShader's, see conftest.headless_chromium)."""
+    from tests.samples.conftest import headless_chromium
+
+    with headless_chromium(webgpu=True) as driver:
+        yield driver, page[1]
+
+
+def test_webgpu_gives_the_wasm_paths_scores_within_the_gpus_precision(webgpu_page):
+    """The menu's WebGPU choice runs the model on LiteRT.js's WebGPU accelerator (the scores come back from a GPU
+    buffer, so nothing fell back to WASM), and for every bundled image its scores are the WASM path's within
+    1e-5 (measured on SwiftShader, which has no shader-f16, so the GPU computes in float32: at most 1.2e-7)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    driver, url = webgpu_page
+    driver.get(url)  # WebGPU is offered to secure contexts (localhost is one), not to the blank start page
+    adapter = driver.execute_async_script(
+        "const done = arguments[0]; navigator.gpu.requestAdapter().then(a => done(a && a.info.architecture))")
+    assert adapter == "swiftshader"
+    scores = {}
+    for accelerator in ("wasm", "webgpu"):
+        driver.get(url)
+        assert wait_state(driver, ("ready", "error")) == "ready", driver.find_element(By.ID, "status").text
+        if accelerator == "webgpu":  # chosen the way a user does: the menu reloads the page with it
+            Select(driver.find_element(By.ID, "accelerator")).select_by_value("webgpu")
+            WebDriverWait(driver, 30).until(lambda d: "accelerator=webgpu" in d.current_url)
+            assert wait_state(driver, ("ready", "error")) == "ready", driver.find_element(By.ID, "status").text
+        assert driver.find_element(By.ID, "accelerator").get_attribute("value") == accelerator
+        assert driver.find_element(By.ID, "runtime").text == {"wasm": "WebAssembly (XNNPACK)", "webgpu": "WebGPU"}[
+            accelerator]
+        for path in example_images():
+            driver.execute_script("document.body.dataset.state = 'waiting'")
+            driver.find_element(By.ID, "file").send_keys(path)
+            assert wait_state(driver, ("done", "error")) == "done", driver.find_element(By.ID, "status").text
+            result = driver.execute_script("return window.lastResult")
+            assert result["accelerator"] == accelerator
+            scores.setdefault(accelerator, []).append(result["scores"])
+    for path, wasm, webgpu in zip(example_images(), scores["wasm"], scores["webgpu"]):
+        np.testing.assert_allclose(webgpu, wasm, atol=1e-5, rtol=0, err_msg=path)
+        assert np.argmax(webgpu) == np.argmax(wasm)
