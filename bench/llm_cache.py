@@ -69,13 +69,14 @@ def export(src: str, out: str, recipe: str, prompt: int, cache: int, variant: st
         signature.attend_filled_prefix = rewrite
 
 
-def litert_lm_decode_ms(bundle: str, prompt: int, decode: int, cache: int) -> float:
+def litert_lm_speed(bundle: str, prompt: int, decode: int, cache: int) -> tuple[float, float]:
+    """LiteRT-LM's decode ms/token and prefill tokens/s."""
     import litert_lm
 
     with tempfile.TemporaryDirectory() as cache_dir:
         info = litert_lm.Benchmark(bundle, litert_lm.Backend.CPU(thread_count=1), prefill_tokens=prompt,
                                    decode_tokens=decode, max_num_tokens=cache, cache_dir=cache_dir).run()
-    return 1000.0 / info.last_decode_tokens_per_second
+    return 1000.0 / info.last_decode_tokens_per_second, info.last_prefill_tokens_per_second
 
 
 def runner_decode_ms(bundle: str, prompt: int, decode: int) -> tuple[float, np.ndarray]:
@@ -165,11 +166,12 @@ def main() -> int:
             logits = {}
             for repeat in range(args.repeats + 1):  # the first round untimed
                 for key, bundle in bundles.items():
-                    lm = litert_lm_decode_ms(bundle, args.prompt, args.decode_tokens, key[1])
+                    lm, prefill = litert_lm_speed(bundle, args.prompt, args.decode_tokens, key[1])
                     ours, logits[key] = runner_decode_ms(bundle, args.prompt, args.decode_tokens)
                     if repeat:
                         for side, ms in (("litert_lm", lm), ("runner", ours)):
                             times[key][side] = min(times[key].get(side, ms), ms)
+                        times[key]["prefill"] = max(times[key].get("prefill", prefill), prefill)
             for (variant, cache), got in times.items():
                 base = times[(variant, caches[0])]
                 rows.append({"recipe": recipe, "variant": variant, "cache": cache, **got,
@@ -199,13 +201,14 @@ def render(rows: list[dict], updates: dict[int, dict[str, float]], args) -> str:
              "generative/prefix.py); whole: the control, that rewrite turned off (every step attends over the "
              f"whole cache). Ratios are to the same variant and recipe at cache {args.caches.split(',')[0]}, "
              "measured in this run. logit diff: the largest difference of our runner's logits, over every step, "
-             f"from those of the whole-cache bundle at cache {args.caches.split(',')[0]} (0: the same numbers).", "",
-             "| recipe | variant | cache | LiteRT-LM decode ms | ratio | runner decode ms | ratio | logit diff |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"from those of the whole-cache bundle at cache {args.caches.split(',')[0]} (0: the same numbers). Prefill: "
+             f"the {args.prompt}-token prompt's tokens/s in LiteRT-LM (best).", "",
+             "| recipe | variant | cache | LiteRT-LM decode ms | ratio | runner decode ms | ratio | logit diff | "
+             "LiteRT-LM prefill tok/s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['recipe']} | {r['variant']} | {r['cache']} | {r['litert_lm']:.1f} | "
                      f"{r['litert_lm_ratio']:.2f} | {r['runner']:.1f} | {r['runner_ratio']:.2f} | "
-                     f"{r['max_logit_diff']:.3g} |")
+                     f"{r['max_logit_diff']:.3g} | {r['prefill']:.0f} |")
     lines += ["", "The cache update alone: 30 DYNAMIC_UPDATE_SLICEs of one position into [1, 3, C, 64] float32 "
               "caches (the 135M model's key caches), ms per call through CompiledModel, best of "
               f"{args.repeats} x 10 calls.", "",
