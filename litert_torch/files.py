@@ -91,6 +91,27 @@ def atomic_folder(path: str | os.PathLike, *, overwrite: bool = False) -> Iterat
         PENDING.discard(tmp)
 
 
+@contextlib.contextmanager
+def copies_kept_with(files: dict[str, str], folder: str | None) -> Iterator[None]:
+    """Copy each of `files` (name -> path) into `folder` under its name, atomically, then run the block (the
+    writing of what they make, a bundle); if the block or a copy fails, the copies made are removed: all the
+    files or none. With `folder` None, only the block runs."""
+    written: list[str] = []
+    try:
+        if folder is not None:
+            os.makedirs(folder, exist_ok=True)
+            for name, source in files.items():
+                with open(source, "rb") as f, atomic_file(os.path.join(folder, name)) as out:
+                    shutil.copyfileobj(f, out)
+                written.append(os.path.join(folder, name))
+        yield
+    except BaseException:
+        for path in written:
+            if os.path.exists(path):
+                os.unlink(path)
+        raise
+
+
 def write_atomic(path: str | os.PathLike, data: bytes | mmap.mmap) -> None:
     """Write `data` to `path` atomically."""
     with atomic_file(path) as f:

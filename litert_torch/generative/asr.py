@@ -35,7 +35,7 @@ import os
 from typing import Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
-from litert_torch.files import atomic_file, scratch_folder
+from litert_torch.files import copies_kept_with, scratch_folder
 from litert_torch.generative.asr_frontend import LogMelParameters, RawAudioParameters
 from litert_torch.generative.asr_runner import (
     CONFIG_SECTION, DECODE_SIGNATURE, ENCODE_SIGNATURE, PREFILL_PREFIX, AsrConfig,
@@ -72,13 +72,11 @@ def export_asr_task(model: Any, output_dir: str | os.PathLike, *, input_sec: flo
                "auto_model_override": auto_model_override is not None, "use_jinja_template": use_jinja_template is not None,
                "bundle_litert_lm=False": bundle_litert_lm is False, "tokenizer": tokenizer is not None,
                "trust_remote_code": bool(trust_remote_code)}
-    given = [name for name, bad in refused.items() if bad]
-    if given:
-        raise InvalidArgumentError(
-            f"option(s) {', '.join(given)} do not apply to task automatic_speech_recognition (the prompt length "
-            f"comes from the generation config, the cache length is the decoder's max_target_positions, the "
-            f"tokenizer is the model directory's, and the model is always bundled)")
-    from litert_torch.generative.export_options import check_output_dir
+    from litert_torch.generative.export_options import check_output_dir, refuse_options
+
+    refuse_options("automatic_speech_recognition", refused,
+                   "the prompt length comes from the generation config, the cache length is the decoder's "
+                   "max_target_positions, the tokenizer is the model directory's, and the model is always bundled")
 
     output_dir = os.fspath(output_dir)
     check_output_dir(output_dir)
@@ -407,20 +405,8 @@ def _write_files(bundle_path: str, encoder, decoder, tokenizer_json: str, cfg: A
             f.write(tokenizer_json)
         with open(files["asr_config.json"], "w", encoding="utf-8") as f:
             f.write(cfg.to_json())
-        written: list[str] = []
-        try:
-            if keep_folder is not None:
-                os.makedirs(keep_folder, exist_ok=True)
-                for name, source in files.items():
-                    with open(source, "rb") as f, atomic_file(os.path.join(keep_folder, name)) as out:
-                        out.write(f.read())
-                    written.append(os.path.join(keep_folder, name))
+        with copies_kept_with(files, keep_folder):  # all the files or none
             write_asr_bundle(bundle_path, files)
-        except BaseException:
-            for path in written:  # all the files or none
-                if os.path.exists(path):
-                    os.unlink(path)
-            raise
 
 
 def write_asr_bundle(path: str, files: dict[str, str]) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import zlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -111,36 +110,11 @@ class AsrBundle:
 
 
 def _sections(path: str) -> list[tuple[int, dict[str, Any]]]:
-    """Each section's data type and metadata items, read from the bundle's header; [] when the file is not a
+    """Each section's data type and string items, read from the bundle's header; [] when the file is not a
     bundle this reader knows (load() then says why)."""
-    import struct
+    from litert_torch.generative.bundle import header_sections
 
-    from litert_lm_builder import litertlm_core as core
-    from litert_lm_builder import litertlm_header_schema_py_generated as schema
-
-    try:
-        with open(path, "rb") as f:
-            if f.read(8) != core.HEADER_MAGIC_BYTES:
-                return []
-            f.seek(core.HEADER_END_LOCATION_BYTE_OFFSET)
-            end = struct.unpack("<Q", f.read(8))[0]
-            f.seek(core.HEADER_BEGIN_BYTE_OFFSET)
-            header = schema.LiteRTLMMetaData.GetRootAs(f.read(end - core.HEADER_BEGIN_BYTE_OFFSET), 0)
-        sections = header.SectionMetadata()
-        found = []
-        for i in range(sections.ObjectsLength() if sections else 0):
-            section = sections.Objects(i)
-            items = {}
-            for j in range(section.ItemsLength()):
-                item = section.Items(j)
-                if item.ValueType() == schema.VData.StringValue:
-                    value = schema.StringValue()
-                    value.Init(item.Value().Bytes, item.Value().Pos)
-                    items[item.Key().decode()] = (value.Value() or b"").decode()
-            found.append((section.DataType(), items))
-        return found
-    except (OSError, struct.error, ValueError, IndexError, AttributeError):
-        return []
+    return [(section.DataType(), items) for section, items in header_sections(path)]
 
 
 def is_asr_bundle(path: str) -> bool:
@@ -150,7 +124,7 @@ def is_asr_bundle(path: str) -> bool:
 
 def read_asr_bundle(path: str) -> AsrBundle:
     """Every section of a speech-to-text bundle; ModelFileError when one is missing or damaged."""
-    from litert_torch.generative.bundle import BundleFileError, _builder, unpacked
+    from litert_torch.generative.bundle import BundleFileError, _builder, tokenizer_text, unpacked
 
     _builder()
     where = os.fspath(path)
@@ -164,11 +138,7 @@ def read_asr_bundle(path: str) -> AsrBundle:
             elif name.endswith(f"{DECODER_SECTION_TYPE}.tflite"):
                 found["decoder"] = raw
             elif "HF_Tokenizer" in name:
-                try:
-                    found["tokenizer"] = zlib.decompress(raw[8:]).decode("utf-8") if name.endswith(".zlib") \
-                        else raw.decode("utf-8")
-                except (zlib.error, UnicodeDecodeError) as exc:
-                    raise BundleFileError(f"the tokenizer in {where} is damaged: {exc}") from None
+                found["tokenizer"] = tokenizer_text(raw, name, where)
             elif "GenericBinaryData" in name:
                 try:
                     found["config"] = AsrConfig.from_json(raw.decode("utf-8"))

@@ -141,18 +141,16 @@ class Bundle:
     sections: list[str] = field(default_factory=list)  # each section's kind (`section_types`)
 
 
-def section_types(path: str | os.PathLike) -> list[str]:
-    """The kind of each section of the .litertlm file at `path`, in order, read from its header only: a model's
-    `model_type` item (tf_lite_prefill_decode, tf_lite_vision_encoder, ...) or the section's data type
-    (LlmMetadataProto, HF_Tokenizer_Zlib, ...); empty when the file is not a bundle this reader knows."""
+def header_sections(path: str | os.PathLike) -> list[tuple[Any, dict[str, str]]]:
+    """Each section of the .litertlm file at `path`, in order, read from its header only: its header entry (the
+    flatbuffer object: `DataType()`, its items) and its string-valued items by key; empty when the file is not a
+    bundle this reader knows (its reader then says why)."""
     import struct
 
     _builder()
     from litert_lm_builder import litertlm_core as core
     from litert_lm_builder import litertlm_header_schema_py_generated as schema
-    from litert_lm_builder.litertlm_peek import get_model_type
 
-    names = {v: k for k, v in vars(schema.AnySectionDataType).items() if not k.startswith("_")}
     try:
         with open(path, "rb") as f:
             if f.read(8) != core.HEADER_MAGIC_BYTES:
@@ -162,13 +160,41 @@ def section_types(path: str | os.PathLike) -> list[str]:
             f.seek(core.HEADER_BEGIN_BYTE_OFFSET)
             header = schema.LiteRTLMMetaData.GetRootAs(f.read(end - core.HEADER_BEGIN_BYTE_OFFSET), 0)
         sections = header.SectionMetadata()
-        kinds = []
+        found = []
         for i in range(sections.ObjectsLength() if sections else 0):
             section = sections.Objects(i)
-            kinds.append(get_model_type(section) or names.get(section.DataType(), str(section.DataType())))
-        return kinds
-    except (OSError, struct.error, ValueError, IndexError):  # not a bundle this reader knows: its reader says why
+            items = {}
+            for j in range(section.ItemsLength()):
+                item = section.Items(j)
+                if item.ValueType() == schema.VData.StringValue:
+                    value = schema.StringValue()
+                    value.Init(item.Value().Bytes, item.Value().Pos)
+                    items[item.Key().decode()] = (value.Value() or b"").decode()
+            found.append((section, items))
+        return found
+    except (OSError, struct.error, ValueError, IndexError, AttributeError):
         return []
+
+
+def section_types(path: str | os.PathLike) -> list[str]:
+    """The kind of each section of the .litertlm file at `path`, in order, read from its header only: a model's
+    `model_type` item (tf_lite_prefill_decode, tf_lite_vision_encoder, ...) or the section's data type
+    (LlmMetadataProto, HF_Tokenizer_Zlib, ...); empty when the file is not a bundle this reader knows."""
+    _builder()
+    from litert_lm_builder import litertlm_header_schema_py_generated as schema
+
+    names = {v: k for k, v in vars(schema.AnySectionDataType).items() if not k.startswith("_")}
+    return [items.get("model_type") or names.get(section.DataType(), str(section.DataType()))
+            for section, items in header_sections(path)]
+
+
+def tokenizer_text(raw: bytes, name: str, where: str) -> str:
+    """The tokenizer.json text of a bundle's tokenizer section file `name` (its bytes `raw`): a `.zlib` section
+    is the uncompressed size (8 bytes, little-endian), then the zlib stream. BundleFileError when damaged."""
+    try:
+        return zlib.decompress(raw[8:]).decode("utf-8") if name.endswith(".zlib") else raw.decode("utf-8")
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise BundleFileError(f"the tokenizer in {where} is damaged: {exc}") from None
 
 
 def unpack_bundle(path: str | os.PathLike) -> tuple[bytes, str | None]:
@@ -214,12 +240,7 @@ def read_bundle(path: str | os.PathLike, metadata: bool = True) -> Bundle:
             if name.endswith(".tflite") and (not found or name.endswith("tf_lite_prefill_decode.tflite")):
                 bundle.tflite, found = raw, True  # the text decoder where there are several models
             elif "HF_Tokenizer" in name and bundle.tokenizer is None:
-                # The section: the uncompressed size (8 bytes, little-endian), then the zlib stream.
-                try:
-                    bundle.tokenizer = zlib.decompress(raw[8:]).decode("utf-8") if name.endswith(".zlib") \
-                        else raw.decode()
-                except (zlib.error, UnicodeDecodeError) as exc:
-                    raise BundleFileError(f"the tokenizer in {where} is damaged: {exc}") from None
+                bundle.tokenizer = tokenizer_text(raw, name, where)
             elif metadata and name.startswith("LlmMetadata"):
                 bundle.info = _llm_info(_parsed(llm_pb.LlmMetadata(), raw, name, where))
             elif metadata and name.startswith("ExecutorMetadata"):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
-from litert_torch.files import atomic_file, scratch_folder
+from litert_torch.files import copies_kept_with, scratch_folder
 from litert_torch.generative.embedding_runner import EMBEDDER_SIGNATURE, ENCODER_PREFIX
 from litert_torch.generative.embedding_source import Pipeline, UnsupportedEmbeddingError, read_config, read_pipeline
 
@@ -52,11 +52,10 @@ def export_embedding_task(model: Any, output_dir: str | os.PathLike, *, keep_tem
     refused = {"cache_length": cache_length is not None, "enable_dynamic_shape": bool(enable_dynamic_shape),
                "auto_model_override": auto_model_override is not None,
                "use_jinja_template": use_jinja_template is not None, "bundle_litert_lm=False": bundle_litert_lm is False}
-    given = [name for name, bad in refused.items() if bad]
-    if given:
-        raise InvalidArgumentError(f"option(s) {', '.join(given)} do not apply to task text_embedding (an encoder "
-                                   f"has no KV cache, chat template or prefill/decode model; it is always bundled)")
-    from litert_torch.generative.export_options import check_output_dir as _check_output_dir
+    from litert_torch.generative.export_options import check_output_dir as _check_output_dir, refuse_options
+
+    refuse_options("text_embedding", refused,
+                   "an encoder has no KV cache, chat template or prefill/decode model; it is always bundled")
 
     output_dir = os.fspath(output_dir)
     _check_output_dir(output_dir)
@@ -120,21 +119,9 @@ def _write_files(bundle_path: str, embedder, encoder, tok, tokens: EmbeddingToke
         encoder.export(files["encoder.tflite"])
         with open(files["tokenizer.json"], "w", encoding="utf-8") as f:
             f.write(tok.backend_tokenizer.to_str())
-        written: list[str] = []
-        try:
-            if keep_folder is not None:
-                os.makedirs(keep_folder, exist_ok=True)
-                for name, source in files.items():
-                    with open(source, "rb") as f, atomic_file(os.path.join(keep_folder, name)) as out:
-                        out.write(f.read())
-                    written.append(os.path.join(keep_folder, name))
+        with copies_kept_with(files, keep_folder):  # all the files or none
             write_embedding_bundle(bundle_path, files["embedder.tflite"], files["encoder.tflite"],
                                    files["tokenizer.json"], tokens, max(lengths), width)
-        except BaseException:
-            for path in written:  # all the files or none
-                if os.path.exists(path):
-                    os.unlink(path)
-            raise
 
 
 def _check_lengths(lengths: Sequence[int] | None, config: dict, pipeline: Pipeline) -> list[int]:

@@ -12,7 +12,6 @@ the L2 normalisation its sentence-transformers modules ask for, and none otherwi
 from __future__ import annotations
 
 import os
-import zlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -66,7 +65,7 @@ def is_embedding_bundle(path: str) -> bool:
 
 def read_embedding_bundle(path: str) -> EmbeddingBundle:
     """Every section of a text-embedding bundle; ModelFileError when one is missing or damaged."""
-    from litert_torch.generative.bundle import BundleFileError, _builder, _parsed, unpacked
+    from litert_torch.generative.bundle import BundleFileError, _builder, _parsed, tokenizer_text, unpacked
 
     _builder()  # litert-lm-builder installed, or a clear error
     from litert_lm_builder.runtime.proto import embedding_metadata_pb2
@@ -82,11 +81,7 @@ def read_embedding_bundle(path: str) -> EmbeddingBundle:
             elif name.endswith("tf_lite_text_encoder.tflite"):
                 found["encoder"] = raw
             elif "HF_Tokenizer" in name:
-                try:
-                    found["tokenizer"] = zlib.decompress(raw[8:]).decode("utf-8") if name.endswith(".zlib") \
-                        else raw.decode("utf-8")
-                except (zlib.error, UnicodeDecodeError) as exc:
-                    raise BundleFileError(f"the tokenizer in {where} is damaged: {exc}") from None
+                found["tokenizer"] = tokenizer_text(raw, name, where)
             elif name.startswith("EmbeddingMetadata"):
                 found["meta"] = _parsed(embedding_metadata_pb2.EmbeddingMetadata(), raw, name, where)
     missing = [k for k in ("meta", "tokenizer", "embedder", "encoder") if k not in found]

@@ -55,3 +55,11 @@ def check_output_dir(path: str) -> None:
         probe = os.path.dirname(os.path.abspath(probe))
     if not os.access(probe, os.W_OK):
         raise InvalidArgumentError(f"output_dir {path} is not writable")
+
+
+def refuse_options(task: str, refused: dict[str, bool], why: str) -> None:
+    """Refuse, by name, the official exporter's options that were given (`refused`: name -> given) but mean
+    nothing for `task`; `why` says what the task does instead."""
+    given = [name for name, bad in refused.items() if bad]
+    if given:
+        raise InvalidArgumentError(f"option(s) {', '.join(given)} do not apply to task {task} ({why})")

@@ -87,11 +87,10 @@ def export_vlm_task(model: Any, output_dir: str | os.PathLike, *, keep_temporary
     float unless `vision_encoder_quantization_recipe` names a recipe."""
     refused = {"enable_dynamic_shape": bool(enable_dynamic_shape), "auto_model_override": auto_model_override is not None,
                "bundle_litert_lm=False": bundle_litert_lm is False, "tokenizer": tokenizer is not None}
-    given = [name for name, bad in refused.items() if bad]
-    if given:
-        raise InvalidArgumentError(f"option(s) {', '.join(given)} are not supported by task image_text_to_text (it "
-                                   f"reads the model directory's own processor and always writes a bundle)")
-    from litert_torch.generative.export_options import check_output_dir
+    from litert_torch.generative.export_options import check_output_dir, refuse_options
+
+    refuse_options("image_text_to_text", refused,
+                   "it reads the model directory's own processor and always writes a bundle")
 
     output_dir = os.fspath(output_dir)
     check_output_dir(output_dir)
@@ -245,13 +244,12 @@ def convert_vision(hf: Any, family: Family, spec: ImageSpec, quantize: Any, visi
 
 def _write(bundle_path: str, decoder, layout, info, recipe, embedder, encoder, adapter, tokenizer, model_type: Any,
            spec: ImageSpec, keep_folder: str | None) -> None:
-    from litert_torch.files import atomic_file, scratch_folder
+    from litert_torch.files import copies_kept_with, scratch_folder
     from litert_torch.generative import bundle
     from litert_torch.generative.decoder_file import write_decoder
 
     folder = os.path.dirname(os.path.abspath(bundle_path))
     created = not os.path.isdir(folder)
-    written: list[str] = []
     with scratch_folder("litert_vlm_") as scratch:
         files = {n: os.path.join(scratch, n) for n in ("model.tflite", "embedder.tflite", "vision_encoder.tflite",
                                                        "vision_adapter.tflite", "tokenizer.json")}
@@ -262,23 +260,15 @@ def _write(bundle_path: str, decoder, layout, info, recipe, embedder, encoder, a
         tokenizer.backend_tokenizer.save(files["tokenizer.json"])
         try:
             os.makedirs(folder, exist_ok=True)
-            if keep_folder is not None:
-                os.makedirs(keep_folder, exist_ok=True)
-                for name, source in files.items():
-                    with open(source, "rb") as f, atomic_file(os.path.join(keep_folder, name)) as out:
-                        out.write(f.read())
-                    written.append(os.path.join(keep_folder, name))
-            bundle.write_bundle(bundle_path, files["model.tflite"], files["tokenizer.json"], layout, info,
-                                model_type=model_type,
-                                attention_mask=("ATTENTION_MASK_TYPE_VISION_BIDIRECTIONAL" if spec.bidirectional
-                                                else "ATTENTION_MASK_TYPE_CAUSAL", spec.sliding_window),
-                                sections=[(files["embedder.tflite"], "EMBEDDER"),
-                                          (files["vision_encoder.tflite"], "VISION_ENCODER"),
-                                          (files["vision_adapter.tflite"], "VISION_ADAPTER")])
+            with copies_kept_with(files, keep_folder):  # all the files or none
+                bundle.write_bundle(bundle_path, files["model.tflite"], files["tokenizer.json"], layout, info,
+                                    model_type=model_type,
+                                    attention_mask=("ATTENTION_MASK_TYPE_VISION_BIDIRECTIONAL" if spec.bidirectional
+                                                    else "ATTENTION_MASK_TYPE_CAUSAL", spec.sliding_window),
+                                    sections=[(files["embedder.tflite"], "EMBEDDER"),
+                                              (files["vision_encoder.tflite"], "VISION_ENCODER"),
+                                              (files["vision_adapter.tflite"], "VISION_ADAPTER")])
         except BaseException:
-            for path in written:  # all the files or none
-                if os.path.exists(path):
-                    os.unlink(path)
             if created and os.path.isdir(folder) and not os.listdir(folder):
                 os.rmdir(folder)
             raise

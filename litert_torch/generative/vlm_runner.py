@@ -48,9 +48,8 @@ SECTIONS = {"tf_lite_prefill_decode": "decoder", "tf_lite_embedder": "embedder",
 
 def read_vlm_bundle(path: str) -> VlmBundle:
     """Every model section of an image+text bundle and its tokenizer; ModelFileError when one is missing."""
-    import zlib
 
-    from litert_torch.generative.bundle import BundleFileError, unpacked
+    from litert_torch.generative.bundle import tokenizer_text, unpacked
 
     where = os.fspath(path)
     found: dict[str, Any] = {}
@@ -62,11 +61,7 @@ def read_vlm_bundle(path: str) -> VlmBundle:
             if kind is not None:
                 found[kind] = raw
             elif "HF_Tokenizer" in name:
-                try:
-                    found["tokenizer"] = zlib.decompress(raw[8:]).decode("utf-8") if name.endswith(".zlib") \
-                        else raw.decode("utf-8")
-                except (zlib.error, UnicodeDecodeError) as exc:
-                    raise BundleFileError(f"the tokenizer in {where} is damaged: {exc}") from None
+                found["tokenizer"] = tokenizer_text(raw, name, where)
     missing = [k for k in (*SECTIONS.values(), "tokenizer") if k not in found]
     if missing:
         raise ModelFileError(f"{where} is not an image+text bundle: it has no {', '.join(missing)} section")
