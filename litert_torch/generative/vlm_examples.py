@@ -69,26 +69,14 @@ def tiny_gemma3(tokenizer: Any, seed: int = 0) -> Any:
                             eoi_token_index=tokenizer.convert_tokens_to_ids("<end_of_image>"),
                             image_token_index=tokenizer.convert_tokens_to_ids("<image_soft_token>"))
     torch.manual_seed(seed)
-    model = T.Gemma3ForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.1)
-            else:
-                p.normal_(0.0, 0.05)
-    return model
+    return _spread(T.Gemma3ForConditionalGeneration(config).eval(), text_part=None)
 
 
 def save_tiny_gemma3(directory: str, seed: int = 0) -> str:
     """Save the tiny Gemma 3 image+text model, its processor and tokenizer into `directory` (created if
     needed) with `save_pretrained`, as a downloaded model directory is laid out, and return `directory`."""
     processor = gemma3_processor()
-    model = tiny_gemma3(processor.tokenizer, seed)
-    model.generation_config.eos_token_id = processor.tokenizer.eos_token_id
-    os.makedirs(directory, exist_ok=True)
-    model.save_pretrained(directory)
-    processor.save_pretrained(directory)
-    return directory
+    return _save(directory, tiny_gemma3(processor.tokenizer, seed), processor)
 
 
 IDEFICS3_SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>", "<fake_token_around_image>", "<image>", "<global-img>",
@@ -138,26 +126,14 @@ def tiny_idefics3(tokenizer: Any, seed: int = 0) -> Any:
     config = T.Idefics3Config(vision_config=vision.to_dict(), text_config=text.to_dict(), scale_factor=2,
                               image_token_id=tokenizer.convert_tokens_to_ids("<image>"))
     torch.manual_seed(seed)
-    model = T.Idefics3ForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.1)
-            else:
-                p.normal_(0.0, 0.15 if "text_model" in name or "lm_head" in name else 0.05)
-    return model
+    return _spread(T.Idefics3ForConditionalGeneration(config).eval(), text_part="text_model")
 
 
 def save_tiny_idefics3(directory: str, seed: int = 0) -> str:
     """Save the tiny Idefics3, its processor and tokenizer into `directory` (created if needed) with
     `save_pretrained`, and return `directory`."""
     processor = idefics3_processor()
-    model = tiny_idefics3(processor.tokenizer, seed)
-    model.generation_config.eos_token_id = processor.tokenizer.eos_token_id
-    os.makedirs(directory, exist_ok=True)
-    model.save_pretrained(directory)
-    processor.save_pretrained(directory)
-    return directory
+    return _save(directory, tiny_idefics3(processor.tokenizer, seed), processor)
 
 
 LLAVA_SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>", "<image>"]
@@ -193,21 +169,35 @@ def tiny_llava(tokenizer: Any, seed: int = 0) -> Any:
                            vision_feature_select_strategy="default",
                            image_token_index=tokenizer.convert_tokens_to_ids("<image>"), image_seq_length=16)
     torch.manual_seed(seed)
-    model = T.LlavaForConditionalGeneration(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.1)
-            else:
-                p.normal_(0.0, 0.15 if "language_model" in name or "lm_head" in name else 0.05)
-    return model
+    return _spread(T.LlavaForConditionalGeneration(config).eval(), text_part="language_model")
 
 
 def save_tiny_llava(directory: str, seed: int = 0) -> str:
     """Save the tiny LLaVA, its processor and tokenizer into `directory` (created if needed) with
     `save_pretrained`, and return `directory`."""
     processor = llava_processor()
-    model = tiny_llava(processor.tokenizer, seed)
+    return _save(directory, tiny_llava(processor.tokenizer, seed), processor)
+
+
+def _spread(model: Any, text_part: str | None) -> Any:
+    """`model` with its norm scales moved off their initial value (by N(0, 0.1)) and its other weights drawn
+    N(0, 0.05), those of its text model (parameters named with `text_part`, and the output layer) N(0, 0.15) as
+    for the tiny text LLMs, so that the greedy continuation depends on the image."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.1)
+            else:
+                text = text_part is not None and (text_part in name or "lm_head" in name)
+                p.normal_(0.0, 0.15 if text else 0.05)
+    return model
+
+
+def _save(directory: str, model: Any, processor: Any) -> str:
+    """Save `model` (stopping at its tokenizer's end token), its processor and tokenizer into `directory`
+    (created if needed) with `save_pretrained`, as a downloaded model directory is laid out; return it."""
     model.generation_config.eos_token_id = processor.tokenizer.eos_token_id
     os.makedirs(directory, exist_ok=True)
     model.save_pretrained(directory)
