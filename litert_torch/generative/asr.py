@@ -62,7 +62,7 @@ def export_asr_task(model: Any, output_dir: str | os.PathLike, *, input_sec: flo
                     keep_temporary_files: bool = False,
                     trust_remote_code: bool = False, prefill_lengths: Sequence[int] | None = None,
                     cache_length: int | None = None, quantization_recipe: Any = None,
-                    enable_dynamic_shape: bool | None = None, auto_model_override: str | None = None,
+                    audio_encoder_quantization_recipe: Any = None, enable_dynamic_shape: bool | None = None, auto_model_override: str | None = None,
                     use_jinja_template: bool | None = None, bundle_litert_lm: bool | None = None,
                     tokenizer: Any = None, progress: Callable[[str], None] | None = None) -> str:
     """`export(..., task="automatic_speech_recognition")`: the official exporter's arguments that mean something
@@ -81,7 +81,7 @@ def export_asr_task(model: Any, output_dir: str | os.PathLike, *, input_sec: flo
     output_dir = os.fspath(output_dir)
     check_output_dir(output_dir)
     return export_asr(model, os.path.join(output_dir, BUNDLE_NAME), quantization_recipe=quantization_recipe,
-                      keep_folder=output_dir if keep_temporary_files else None, input_sec=input_sec,
+                      audio_encoder_quantization_recipe=audio_encoder_quantization_recipe, keep_folder=output_dir if keep_temporary_files else None, input_sec=input_sec,
                       progress=progress)
 
 
@@ -302,12 +302,14 @@ def asr_config(hf: Any, generation: Any, frontend: LogMelParameters | RawAudioPa
         encoder_length=encoder_length, vocab_size=int(config.vocab_size))
 
 
-def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None, keep_folder: str | None = None,
+def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
+               audio_encoder_quantization_recipe: Any = None, keep_folder: str | None = None,
                input_sec: float | None = None, progress: Callable[[str], None] | None = None) -> str:
     """Convert the Whisper or Moonshine model in the directory `model` and write the bundle `bundle_path`
     atomically (with `keep_folder`, also `encoder.tflite`, `decoder.tflite`, `tokenizer.json` and
     `asr_config.json` there). `input_sec`: Moonshine's encoder window in seconds (default 30; Whisper's is its
-    feature extractor's 30 s). Config, feature extractor, generation config and tokenizer are checked before any
+    feature extractor's 30 s). `quantization_recipe` quantizes the decoder section and
+    `audio_encoder_quantization_recipe` the encoder section (None: the decoder's recipe). Config, feature extractor, generation config and tokenizer are checked before any
     conversion. Returns `bundle_path`."""
     report = progress or (lambda stage: None)
     if not isinstance(model, (str, os.PathLike)):
@@ -328,6 +330,8 @@ def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
     from litert_torch.generative.embedding import _quantize_option
 
     quantize = _quantize_option(quantization_recipe)
+    encoder_quantize = quantize if audio_encoder_quantization_recipe is None \
+        else _quantize_option(audio_encoder_quantization_recipe)
 
     import torch
     import transformers
@@ -346,7 +350,7 @@ def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
     hf.eval()
     cfg = asr_config(hf, generation, frontend)
     report("convert")
-    encoder, decoder = convert_asr(hf, cfg, quantize)
+    encoder, decoder = convert_asr(hf, cfg, quantize, encoder_quantize)
     report("bundle")
     folder = os.path.dirname(os.path.abspath(bundle_path))
     created = not os.path.isdir(folder)
@@ -360,8 +364,9 @@ def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
     return bundle_path
 
 
-def convert_asr(hf: Any, cfg: AsrConfig, quantize: Any):
-    """The encoder (`encode`) and the decoder (`prefill_<N>`, `decode`) as EdgeModels."""
+def convert_asr(hf: Any, cfg: AsrConfig, quantize: Any, encoder_quantize: Any = None):
+    """The encoder (`encode`) and the decoder (`prefill_<N>`, `decode`) as EdgeModels: the decoder quantized by
+    `quantize`, the encoder by `encoder_quantize` (None: float)."""
     import torch
 
     import litert_torch
@@ -376,7 +381,7 @@ def convert_asr(hf: Any, cfg: AsrConfig, quantize: Any):
         inputs = {"input_features": torch.zeros(1, frontend.feature_size, frontend.frames)}
         cross_kv = asr_modules.WhisperCrossKV(hf).eval()
     encoder = litert_torch.signature(ENCODE_SIGNATURE, cross_kv, sample_kwargs=inputs
-                                     ).convert(quantize=quantize, target="cpu")
+                                     ).convert(quantize=encoder_quantize, target="cpu")
     with torch.no_grad():
         cross = {k: v.detach().contiguous() for k, v in cross_kv(**inputs).items()}
     h, d, c = cfg.num_heads, cfg.head_dim, cfg.max_target_positions

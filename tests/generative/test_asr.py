@@ -182,6 +182,34 @@ def test_quantized_bundle(whisper, tmp_path):
     assert ids and len(ids) <= generative.load(bundle).config.max_new_tokens()
 
 
+def _constant_types(tflite: bytes) -> set[str]:
+    """The element types of a model's constant tensors other than integer indices and shapes."""
+    from litert_torch.flatbuffer.reader import read_model
+
+    return {str(t.dtype) for g in read_model(tflite).subgraphs for op in g.ops for t in op.inputs
+            if t is not None and t.is_constant and t.dtype not in (np.int32, np.int64, np.bool_)}
+
+
+def test_audio_encoder_quantization_recipe(whisper, tmp_path):
+    """`audio_encoder_quantization_recipe` quantizes the encoder section by its own recipe (int8 weights here)
+    and `quantization_recipe` the decoder (fp16 here): each section's weights have its recipe's types, and the
+    bundle transcribes; without it the encoder takes the decoder's recipe."""
+    model_dir, float_bundle = whisper
+    bundle = export.export(model=model_dir, output_dir=str(tmp_path / "mixed"), quantization_recipe="fp16",
+                           audio_encoder_quantization_recipe="dynamic_wi8_afp32")
+    read = asr_runner.read_asr_bundle(bundle)
+    assert "int8" in _constant_types(read.encoder) and "float16" not in _constant_types(read.encoder)
+    assert "float16" in _constant_types(read.decoder) and "int8" not in _constant_types(read.decoder)
+    float_read = asr_runner.read_asr_bundle(float_bundle)
+    assert _constant_types(float_read.encoder) == _constant_types(float_read.decoder) == {"float32"}
+    audio = asr_examples.noise(2.0, seed=0)
+    ids = generative.load(bundle).transcribe_ids(audio)
+    reference = _hf_tokens(model_dir, audio)
+    agree = next((i for i, (a, b) in enumerate(zip(ids, reference)) if a != b), min(len(ids), len(reference)))
+    print(f"int8 encoder, fp16 decoder: {agree} of {len(reference)} leading tokens equal Hugging Face's")
+    assert ids and generative.load(bundle).transcribe(audio) == _hf_text(model_dir, ids)
+
+
 def test_bundle_sections(whisper):
     _, bundle = whisper
     assert asr_runner.is_asr_bundle(bundle)

@@ -130,7 +130,8 @@ def export(
     docs/EMBEDDINGS.md), "automatic_speech_recognition" for Whisper or Moonshine (docs/ASR.md) or
     "image_text_to_text" for an image+text model (docs/VLM.md, where `vision_encoder_quantization_recipe` sets
     the vision sections' recipe); None reads it from the directory's config.json. For automatic_speech_recognition (Whisper, Moonshine) the official exporter's
-    `input_sec` sets Moonshine's encoder window (default 30 s). For text_generation it writes
+    `input_sec` sets Moonshine's encoder window (default 30 s), and `audio_encoder_quantization_recipe` the
+    speech encoder section's recipe (None: `quantization_recipe`'s). For text_generation it writes
     `model.tflite` and `tokenizer.json` beside the bundle when `keep_temporary_files`, or only `model.tflite`
     when `bundle_litert_lm` is False. Returns the path of the bundle (or of the .tflite).
 
@@ -143,6 +144,8 @@ def export(
     and nothing is written unless the whole export succeeds."""
     task = resolve_task(task, model)
     input_sec = official_options.pop("input_sec", None) if task == AUTOMATIC_SPEECH_RECOGNITION else None
+    audio_recipe = official_options.pop("audio_encoder_quantization_recipe", None) \
+        if task == AUTOMATIC_SPEECH_RECOGNITION else None
     vision_recipe = official_options.pop("vision_encoder_quantization_recipe", None) \
         if task == IMAGE_TEXT_TO_TEXT else None
     given = sorted(k for k, v in official_options.items() if v not in (None, False))
@@ -154,6 +157,7 @@ def export(
         return export_asr_task(model, output_dir, input_sec=input_sec, keep_temporary_files=keep_temporary_files,
                                trust_remote_code=trust_remote_code, prefill_lengths=prefill_lengths,
                                cache_length=cache_length, quantization_recipe=quantization_recipe,
+                               audio_encoder_quantization_recipe=audio_recipe,
                                enable_dynamic_shape=enable_dynamic_shape, auto_model_override=auto_model_override,
                                use_jinja_template=use_jinja_template, bundle_litert_lm=bundle_litert_lm,
                                tokenizer=tokenizer, progress=progress)
