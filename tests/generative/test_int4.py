@@ -28,13 +28,19 @@ def weights_of(model, opcode: str, index: int) -> list:
     return [op.inputs[index] for g in model.subgraphs for op in g.ops if op.opcode == opcode]
 
 
-def test_int4_blockwise_recipe_writes_int4_blocks_and_decodes(tmp_path):
+TABLE_INT8 = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench",
+                          "recipes", "wi4b32_fc_wi8_embedding.json")
+
+
+@pytest.mark.parametrize("recipe, table", [("dynamic_wi4b32_afp32", "int4"), (TABLE_INT8, "int8")],
+                         ids=["dynamic_wi4b32_afp32", "int8_table"])
+def test_int4_blockwise_recipe_writes_int4_blocks_and_decodes(tmp_path, recipe, table):
     import transformers
 
     src = tiny_lm.save(str(tmp_path / "src"), "llama")
     hf = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
     out = export.export(model=src, output_dir=str(tmp_path / "int4"), prefill_lengths=[4, 16], cache_length=CACHE,
-                        quantization_recipe="dynamic_wi4b32_afp32", keep_temporary_files=True)
+                        quantization_recipe=recipe, keep_temporary_files=True)
     model = read_model(open(os.path.join(tmp_path / "int4", "model.tflite"), "rb").read())
 
     dense = weights_of(model, "FULLY_CONNECTED", 1)
@@ -45,7 +51,11 @@ def test_int4_blockwise_recipe_writes_int4_blocks_and_decodes(tmp_path):
         assert w.quantization.block_scales.dtype == np.float16
         assert list(w.quantization.block_scales.shape) == [w.shape[0], w.shape[1] // 32]
     tables = weights_of(model, "EMBEDDING_LOOKUP", 1)
-    assert tables and all(t.dtype.name == "int4" and t.quantization.block_size == 32 for t in tables)
+    assert tables and all(t.dtype.name == table for t in tables)
+    if table == "int4":
+        assert all(t.quantization.block_size == 32 for t in tables)
+    else:  # int8 per row
+        assert all(t.quantization.block_scales is None and len(t.quantization.scale) == t.shape[0] for t in tables)
     # no float weight left in a product: what stays float32 is the small tables (norms, rope)
     assert not any(op.inputs[1].dtype == np.float32 for g in model.subgraphs for op in g.ops
                    if op.opcode in ("FULLY_CONNECTED", "BATCH_MATMUL") and op.inputs[1].is_constant)
