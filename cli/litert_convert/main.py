@@ -338,13 +338,26 @@ def _read_model(path: str) -> bytes:
 @click.option("--accelerator", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True,
               help="gpu: also run the model on LiteRT's GPU accelerator (SwiftShader where there is no GPU) and "
                    "report its error, with its own tolerance, beside the CPU's.")
+@click.option("--audio", "audio_path", type=click.Path(dir_okay=False), metavar="FILE.wav",
+              help="Speech-to-text bundles: the utterance to transcribe (16-bit PCM WAV at the feature "
+                   "extractor's rate) [default: a seeded synthetic 2 s clip].")
 @common_options
 @handled
-def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens, accelerator, quiet, debug) -> None:
+def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens, accelerator, audio_path, quiet,
+             debug) -> None:
     from litert_convert.check import open_edge_model
 
     quiet_torch(debug)
     if os.path.isdir(source) and os.path.isfile(os.path.join(source, "config.json")):
+        if model.endswith(".litertlm") and os.path.isfile(model):
+            from litert_torch.generative.asr_runner import is_asr_bundle
+
+            if is_asr_bundle(model):
+                from litert_convert.validate_tasks import validate_asr_bundle
+
+                return validate_asr_bundle(model, source, audio_path, new_tokens, as_json)
+        if audio_path:
+            raise BadInput(f"--audio applies to speech-to-text bundles; {model} is not one")
         return _validate_llm(model, source, prompt, new_tokens, as_json)
     edge = open_edge_model(_read_model(model), model)
     report = _validate_against_source(edge, source, input_specs, quiet, per_layer=True if html_path else None,
