@@ -1,6 +1,6 @@
-"""`validate BUNDLE HF_DIR` for the speech-to-text bundles: the inputs (a WAV file or a seeded synthetic clip),
-the reference model, the report and the exit status (a float bundle must decode like Hugging Face; a quantized
-one is reported)."""
+"""`validate BUNDLE HF_DIR` for speech-to-text and image+text bundles: the inputs (a WAV file or a seeded
+synthetic clip; an image file or seeded random pixels), the reference model, the report and the exit status (a
+float bundle must decode like Hugging Face; a quantized one is reported)."""
 
 from __future__ import annotations
 
@@ -86,3 +86,63 @@ def _speech_model(source: str):
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise BadInput(f"could not load a speech-to-text model from {source}: {exc}") from None
     return hf.eval()
+
+
+def validate_vlm_bundle(model: str, source: str, image_path: str | None, prompt: str, new_tokens: int,
+                        as_json: bool) -> None:
+    """An image+text bundle against the model and processor in the directory `source`."""
+    from litert_torch import generative
+    from litert_torch.generative.validate_tasks import validate_vlm
+
+    runner = generative.load(model)
+    spec = runner.spec
+    if image_path is None:
+        image = np.random.default_rng(0).integers(0, 256, (spec.height, spec.width, 3), dtype=np.uint8)
+        where = f"a synthetic {spec.width}x{spec.height} image (seeded random pixels; no --image given)"
+    else:
+        image, where = _read_image(image_path), image_path
+    if spec.placeholder not in prompt:
+        prompt = f"{spec.placeholder} {prompt}"
+        where += f"; the prompt does not mark the image with {spec.placeholder!r}, so it goes first"
+    hf, processor = _image_text_model(source)
+    report = validate_vlm(runner, hf, processor, prompt, [image], new_tokens)
+    if as_json:
+        click.echo(json.dumps({"image": where, "prompt": prompt, **report.to_json()}, indent=1))
+    else:
+        click.echo(f"image: {where}\nprompt: {prompt!r}")
+        click.echo(report.summary())
+    if not report.quantized and (not report.identical or report.first_divergent_image is not None):
+        what = (f"the greedy tokens differ at step {report.first_divergence}" if not report.identical else
+                f"the image features depart beyond {report.encoder_rtol:g}")
+        raise Failure(f"{model} does not answer like {source}: {what}")
+
+
+def _read_image(path: str):
+    """The image file at `path` as a PIL image."""
+    from PIL import Image, UnidentifiedImageError
+
+    if not os.path.isfile(path):
+        raise BadInput(f"no such file: {path}")
+    try:
+        with Image.open(path) as image:
+            image.load()
+            return image.copy()
+    except (UnidentifiedImageError, OSError) as exc:
+        raise BadInput(f"{path} is not an image PIL reads: {exc}") from None
+
+
+def _image_text_model(source: str):
+    """The image+text model (float32, eval mode) and its processor in the directory `source`."""
+    import torch
+    import transformers
+
+    from litert_torch.logs import third_party_output
+
+    try:
+        with third_party_output():
+            hf = transformers.AutoModelForImageTextToText.from_pretrained(source, dtype=torch.float32,
+                                                                          local_files_only=True)
+            processor = transformers.AutoProcessor.from_pretrained(source, local_files_only=True)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise BadInput(f"could not load an image+text model and its processor from {source}: {exc}") from None
+    return hf.eval(), processor

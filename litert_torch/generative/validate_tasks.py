@@ -1,19 +1,21 @@
-"""Checking a converted speech-to-text bundle against its Hugging Face model.
+"""Checking a converted speech-to-text or image+text bundle against its Hugging Face model.
 
-The report is an `LlmValidationReport` for the decoder (greedy tokens ours against `generate`'s, the first step
+Each report is an `LlmValidationReport` for the decoder (greedy tokens ours against `generate`'s, the first step
 where they differ, and teacher-forced on Hugging Face's continuation: the max |logit error| per step and whether
-the top-1 token agrees) plus the encoder's output: every decoder layer's cross-attention keys and values from the
-bundle's `encode` signature against Hugging Face's (the layer's `k_proj` / `v_proj` of its encoder's output), max
-|error| relative to the tensor's max |value|, and the first layer past the tolerance.
+the top-1 token agrees) plus the encoder's output, max |error| relative to the tensor's max |value|:
 
-Both models get the same encoder inputs: the runner's own frontend output (asr_frontend.py, itself checked
-against Hugging Face's feature extractors in tests/generative/test_asr.py).
+- speech (`validate_asr`): every decoder layer's cross-attention keys and values from the bundle's `encode`
+  signature against Hugging Face's (the layer's `k_proj` / `v_proj` of its encoder's output), and the first
+  layer past the tolerance; both models get the runner's frontend output (asr_frontend.py, itself checked
+  against Hugging Face's feature extractors in tests/generative/test_asr.py);
+- image+text (`validate_vlm`): each image's features (vision encoder and adapter) against Hugging Face's
+  `get_image_features` on its processor's pixel values.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -21,7 +23,7 @@ import torch
 from litert_torch.generative.validate import FLOAT_LAYER_RTOL, QUANTIZED_LAYER_RTOL, LlmValidationReport
 from litert_torch.quantization.report import QUANTIZATION_KEY
 
-__all__ = ["AsrValidationReport", "EncoderError", "validate_asr"]
+__all__ = ["AsrValidationReport", "EncoderError", "VlmValidationReport", "validate_asr", "validate_vlm"]
 
 
 @dataclass
@@ -178,3 +180,92 @@ def _cross_errors(runner: Any, hf_model: Any, inputs: dict[str, torch.Tensor]) -
         errors.append(_compare(f"cross_k_{i}", ours[f"cross_k_{i}"], k.float().numpy()))
         errors.append(_compare(f"cross_v_{i}", np.swapaxes(ours[f"cross_v_{i}"], 2, 3), v.float().numpy()))
     return errors
+
+
+@dataclass
+class VlmValidationReport(LlmValidationReport):
+    """The decoder's tokens and logits on the prompt with its images (see `LlmValidationReport`; `prompt_ids`
+    the prompt's tokens, each image's placeholder expanded as the processor expands it) and each image's
+    features, the vision encoder and adapter output, against Hugging Face's `get_image_features`
+    (`image_errors`, one per image)."""
+
+    image_errors: list[EncoderError] = field(default_factory=list)
+    encoder_rtol: float = FLOAT_LAYER_RTOL
+    quantized: bool = False
+
+    @property
+    def first_divergent_image(self) -> int | None:
+        """The first image whose features depart from Hugging Face's by more than `encoder_rtol`, or None."""
+        return next((i for i, e in enumerate(self.image_errors) if e.relative > self.encoder_rtol), None)
+
+    def summary(self) -> str:
+        errors = ", ".join(f"image {i}: max |error| {e.max_abs_error:.3g} (relative {e.relative:.2g})"
+                           for i, e in enumerate(self.image_errors)) or "no image"
+        first = self.first_divergent_image
+        return (super().summary() + "\nimage features (vision encoder and adapter): " + errors
+                + (f"; first beyond {self.encoder_rtol:g}: image {first}" if first is not None
+                   else f"; none beyond {self.encoder_rtol:g}"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**_decoder_json(self), "quantized": self.quantized, "encoder_rtol": self.encoder_rtol,
+                "image_errors": [{"name": e.name, "max_abs_error": e.max_abs_error,
+                                  "max_abs_reference": e.max_abs_reference, "relative": e.relative}
+                                 for e in self.image_errors],
+                "first_divergent_image": self.first_divergent_image}
+
+
+def validate_vlm(runner: Any, hf_model: torch.nn.Module, processor: Any, prompt: str, images: Sequence[Any],
+                 max_new_tokens: int = 16) -> VlmValidationReport:
+    """Compare the image+text `runner` (a `VlmRunner`) with `hf_model` (the `...ForConditionalGeneration` it was
+    converted from) and its `processor` on `prompt`, whose image placeholders mark where each of `images` (uint8
+    H x W x 3 arrays or PIL images) goes: the greedy tokens of both (`max_new_tokens`, not stopping at the end
+    token), the teacher-forced logits on Hugging Face's continuation, and each image's features."""
+    from litert_torch.errors import InvalidArgumentError
+
+    hf_model = hf_model.eval()
+    images = list(images)
+    ids = runner.prompt_ids(prompt, len(images))
+    inputs = dict(processor(text=prompt, images=images or None, return_tensors="pt"))
+    if inputs["input_ids"][0].tolist() != ids:
+        raise InvalidArgumentError("the processor's tokens for the prompt differ from the bundle's: the bundle was "
+                                   "not converted from this model's tokenizer")
+    if len(ids) + max_new_tokens - 1 > runner.cache_length:
+        raise InvalidArgumentError(f"the prompt ({len(ids)} tokens, images expanded) and {max_new_tokens} new "
+                                   f"tokens do not fit the model's cache of {runner.cache_length}")
+    quantized = _quantized(runner.bundle.decoder, runner.bundle.vision_encoder,
+                           runner.bundle.vision_adapter)
+    with torch.no_grad():
+        # generate's raw logits at each step (before any logits processor): Hugging Face's logits on its own
+        # continuation, with the images seen only in the prompt (a generated image token is text, as in ours)
+        out = hf_model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=None,
+                                output_logits=True, return_dict_in_generate=True)
+        reference = out.sequences[0, len(ids):].tolist()
+        full = torch.cat([step[:1] for step in out.logits]).float().numpy()
+    ours = list(runner.generate_ids(ids, max_new_tokens, images=images, stop=False))
+    report = VlmValidationReport(ids, reference, ours, quantized=quantized,
+                                 encoder_rtol=QUANTIZED_LAYER_RTOL if quantized else FLOAT_LAYER_RTOL)
+    runner.reset()
+    _teacher_forced(report, full, runner.prefill(ids, images), lambda token, i: runner.decode(token))
+    report.image_errors = [_compare(f"image_{i}", runner.encode_image(image),
+                                    _hf_image_features(hf_model, processor, image, runner.spec.tokens_per_image))
+                           for i, image in enumerate(images)]
+    return report
+
+
+def _hf_image_features(hf_model: Any, processor: Any, image: Any, tokens: int) -> np.ndarray:
+    """Hugging Face's features of one image (`get_image_features` on the processor's pixel values): the rows
+    that take the place of its image tokens, float32 [tokens, H]."""
+    import inspect
+
+    pixels = dict(processor.image_processor(images=[image], return_tensors="pt"))
+    model = hf_model.model if hasattr(hf_model.model, "get_image_features") else hf_model
+    accepted = inspect.signature(model.get_image_features).parameters
+    kwargs = {k: v for k, v in pixels.items() if k != "pixel_values" and k in accepted}
+    with torch.no_grad():
+        out = model.get_image_features(pixels["pixel_values"], **kwargs)
+    if getattr(out, "pooler_output", None) is not None:
+        out = out.pooler_output
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    rows = out.float().numpy()
+    return rows.reshape(-1, rows.shape[-1])[:tokens]
