@@ -128,3 +128,41 @@ def test_cli_validate_speech_bundle(whisper, tmp_path):
     assert result.exit_code == 2 and "8000 Hz" in result.output and "resample" in result.output
     result = CliRunner().invoke(cli, ["validate", bundle, model_dir, "--audio", str(tmp_path / "none.wav")])
     assert result.exit_code == 2 and "no such file" in result.output
+
+
+def test_int8_bundle_reported(whisper, tmp_path):
+    """A bundle with dynamic int8 weights: reported with the quantized tolerance, and the CLI exits 0."""
+    from click.testing import CliRunner
+
+    from litert_convert.main import cli
+
+    model_dir, _, _ = whisper
+    bundle = export.export(model=model_dir, output_dir=str(tmp_path / "int8"))  # the default: int8 weights
+    report = validate_asr(generative.load(bundle), _load(model_dir), asr_examples.noise(2.0, seed=0), 16000,
+                          max_new_tokens=8)
+    assert report.quantized and report.encoder_rtol == 0.1
+    assert report.max_relative_error > 1e-4 and max(e.relative for e in report.cross_errors) > FLOAT_LAYER_RTOL
+    result = CliRunner().invoke(cli, ["validate", bundle, model_dir, "--tokens", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output[result.output.index("{"):])["quantized"] is True
+
+
+def test_cli_speech_refusals(whisper, tmp_path):
+    from click.testing import CliRunner
+
+    from litert_convert.main import cli
+
+    model_dir, bundle, _ = whisper
+    wide = str(tmp_path / "24bit.wav")
+    with wave.open(wide, "wb") as f:
+        f.setnchannels(1)
+        f.setsampwidth(3)
+        f.setframerate(16000)
+        f.writeframes(bytes(3 * 1600))
+    result = CliRunner().invoke(cli, ["validate", bundle, model_dir, "--audio", wide])
+    assert result.exit_code == 2 and "24-bit samples" in result.output
+    (tmp_path / "junk.wav").write_bytes(b"RIFF0000junk")
+    result = CliRunner().invoke(cli, ["validate", bundle, model_dir, "--audio", str(tmp_path / "junk.wav")])
+    assert result.exit_code == 2 and "not a PCM WAV file" in result.output
+    result = CliRunner().invoke(cli, ["validate", bundle, model_dir, "--image", wide])
+    assert result.exit_code == 2 and "--image applies to image+text bundles" in result.output
