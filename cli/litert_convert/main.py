@@ -375,6 +375,8 @@ def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens,
         if image_path:
             raise BadInput(f"--image applies to image+text bundles; {model} is not one")
         return _validate_llm(model, source, prompt, new_tokens, as_json)
+    if audio_path or image_path:
+        raise BadInput("--audio and --image apply to a bundle validated against a Hugging Face model directory")
     edge = open_edge_model(_read_model(model), model)
     report = _validate_against_source(edge, source, input_specs, quiet, per_layer=True if html_path else None,
                                       backends=("xnnpack", "reference", "gpu", "cloud") if accelerator == "gpu"

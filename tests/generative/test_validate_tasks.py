@@ -166,3 +166,5 @@ def test_cli_speech_refusals(whisper, tmp_path):
     assert result.exit_code == 2 and "not a PCM WAV file" in result.output
     result = CliRunner().invoke(cli, ["validate", bundle, model_dir, "--image", wide])
     assert result.exit_code == 2 and "--image applies to image+text bundles" in result.output
+    result = CliRunner().invoke(cli, ["validate", bundle, str(tmp_path / "source.py"), "--audio", wide])
+    assert result.exit_code == 2 and "Hugging Face model directory" in result.output
