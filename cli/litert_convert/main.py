@@ -331,21 +331,52 @@ def _read_model(path: str) -> bytes:
 @click.option("--html", "html_path", type=click.Path(dir_okay=False),
               help="Also write a self-contained HTML report with the per-layer error plot.")
 @click.option("--prompt", default="Once upon a time", show_default=True,
-              help="LLMs (MODEL a .litertlm bundle or the exporter's .tflite, SOURCE the Hugging Face model "
-                   "directory): the prompt both models continue.")
+              help="LLMs and image+text bundles (MODEL a .litertlm bundle or the exporter's .tflite, SOURCE the "
+                   "Hugging Face model directory): the prompt both models continue.")
 @click.option("--tokens", "new_tokens", default=32, show_default=True, type=click.IntRange(1, 100000),
-              help="LLMs: how many greedy tokens to compare.")
+              help="Bundles against a Hugging Face model: how many greedy tokens to compare (speech: at most).")
 @click.option("--accelerator", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True,
               help="gpu: also run the model on LiteRT's GPU accelerator (SwiftShader where there is no GPU) and "
                    "report its error, with its own tolerance, beside the CPU's.")
+@click.option("--audio", "audio_path", type=click.Path(dir_okay=False), metavar="FILE.wav",
+              help="Speech-to-text bundles: the utterance to transcribe (16-bit PCM WAV at the feature "
+                   "extractor's rate) [default: a seeded synthetic 2 s clip].")
+@click.option("--image", "image_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Image+text bundles: the image (any format PIL reads) [default: seeded random pixels at the "
+                   "encoder's size]; placed where --prompt marks it, else first.")
 @common_options
 @handled
-def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens, accelerator, quiet, debug) -> None:
+def validate(model, source, input_specs, as_json, html_path, prompt, new_tokens, accelerator, audio_path, image_path,
+             quiet, debug) -> None:
     from litert_convert.check import open_edge_model
 
     quiet_torch(debug)
     if os.path.isdir(source) and os.path.isfile(os.path.join(source, "config.json")):
+        if model.endswith(".litertlm") and os.path.isfile(model):
+            from litert_torch.generative.asr_runner import is_asr_bundle
+
+            if is_asr_bundle(model):
+                from litert_convert.validate_tasks import validate_asr_bundle
+
+                if image_path:
+                    raise BadInput(f"--image applies to image+text bundles; {model} is a speech-to-text one")
+
+                return validate_asr_bundle(model, source, audio_path, new_tokens, as_json)
+            from litert_torch.generative.bundle import section_types
+
+            if "tf_lite_vision_encoder" in section_types(model):
+                from litert_convert.validate_tasks import validate_vlm_bundle
+
+                if audio_path:
+                    raise BadInput(f"--audio applies to speech-to-text bundles; {model} is an image+text one")
+                return validate_vlm_bundle(model, source, image_path, prompt, new_tokens, as_json)
+        if audio_path:
+            raise BadInput(f"--audio applies to speech-to-text bundles; {model} is not one")
+        if image_path:
+            raise BadInput(f"--image applies to image+text bundles; {model} is not one")
         return _validate_llm(model, source, prompt, new_tokens, as_json)
+    if audio_path or image_path:
+        raise BadInput("--audio and --image apply to a bundle validated against a Hugging Face model directory")
     edge = open_edge_model(_read_model(model), model)
     report = _validate_against_source(edge, source, input_specs, quiet, per_layer=True if html_path else None,
                                       backends=("xnnpack", "reference", "gpu", "cloud") if accelerator == "gpu"

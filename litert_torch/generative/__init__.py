@@ -27,8 +27,12 @@ def __getattr__(name: str):
         from litert_torch.generative import validate
 
         return getattr(validate, name)
+    if name in ("AsrValidationReport", "VlmValidationReport", "validate_asr", "validate_vlm"):
+        from litert_torch.generative import validate_tasks
+
+        return getattr(validate_tasks, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["AsrRunner", "AudioTooLongError", "CacheFullError", "EmbeddingRunner", "InputTooLongError", "LlmConfig", "LlmRunner", "LlmValidationReport", "Sampling", "UnsupportedModelError",
-           "load", "validate_llm"]
+__all__ = ["AsrRunner", "AsrValidationReport", "AudioTooLongError", "CacheFullError", "EmbeddingRunner", "InputTooLongError", "LlmConfig", "LlmRunner", "LlmValidationReport", "Sampling", "UnsupportedModelError",
+           "VlmValidationReport", "load", "validate_asr", "validate_llm", "validate_vlm"]

@@ -238,6 +238,37 @@ class AsrRunner:
         except (RuntimeError, ValueError) as exc:
             raise ModelLoadError(f"LiteRT could not run signature {key!r}: {one_line(exc)}") from None
 
+    def cross_attention(self) -> dict[str, np.ndarray]:
+        """The encoder's outputs of the last `encode`: each decoder layer's cross-attention keys `cross_k_i`
+        [1, H, S, D] and transposed values `cross_v_i` [1, H, D, S] (and Moonshine's `cross_mask` [1, 1, 1, S])."""
+        return {n: self._encoder_out[n].read(int(np.prod(self._shapes[n])), np.float32).reshape(self._shapes[n])
+                for n in self._cross_names}
+
+    def prompt_ids(self) -> list[int]:
+        """The tokens the decoder starts from for the utterance of the last `encode` (the detected language in
+        place of Whisper's language slot when the generation config does not force one)."""
+        prompt = list(self.config.prompt)
+        if self.config.language_token_ids:
+            prompt[1] = self._detect_language()
+        return prompt
+
+    def prefill(self, prompt: Sequence[int]) -> np.ndarray:
+        """Run `prompt` (as long as the bundle's, see `prompt_ids`) after `encode`: the raw logits [V] of its last
+        token, the self-attention caches filled from position 0."""
+        if len(prompt) != len(self.config.prompt):
+            raise InvalidArgumentError(f"the prompt has {len(prompt)} tokens; the bundle's prefill takes "
+                                       f"{len(self.config.prompt)}")
+        return self._step(self._prefill, [int(t) for t in prompt], 0)
+
+    def decode(self, token: int, position: int) -> np.ndarray:
+        """Run one token at `position` (the prompt's length for the first generated token): its raw logits [V]."""
+        if not 0 <= int(position) < self.config.max_target_positions:
+            from litert_torch.generative.runner import CacheFullError
+
+            raise CacheFullError(f"position {position} is outside the decoder's cache of "
+                                 f"{self.config.max_target_positions} positions")
+        return self._step(DECODE_SIGNATURE, [int(token)], int(position))
+
     def transcribe_ids(self, audio: Any, sampling_rate: int | None = None, *,
                        max_new_tokens: int | None = None) -> list[int]:
         """The greedy token ids for one utterance, as Hugging Face's `generate` gives them for the bundle's

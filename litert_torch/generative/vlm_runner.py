@@ -75,6 +75,7 @@ class VlmRunner(LlmRunner):
         from litert_torch.generative.embedding_runner import _interpreter, _signature_runner
 
         super().__init__(bundle.decoder, tokenizer, num_threads=num_threads)
+        self.bundle = bundle
         if not self.layout.embeddings_input or VLM_KEY not in self.metadata:
             raise ModelFileError(f"the bundle's decoder does not take embeddings (no {VLM_KEY} metadata)")
         try:
