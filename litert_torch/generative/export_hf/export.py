@@ -227,8 +227,8 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
         weights = direct.Weights(read.weights, direct_source.widen)
         build_direct = direct_gemma.build_llm if read.config.family in PLE_GEMMA else direct.build_llm
         model, layout = build_direct(weights, read.config, read.rope_parameters, cache_length, lengths,
-                              start_token_id=info.start_token_id if info else None,
-                              stop_token_ids=info.stop_token_ids if info else (), progress=report)
+                                     start_token_id=info.start_token_id if info else None,
+                                     stop_token_ids=info.stop_token_ids if info else (), progress=report)
     else:
         report("trace")  # PyTorch and transformers are imported from here on
         from litert_torch.generative import hf
