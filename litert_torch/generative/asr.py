@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
 from litert_torch.files import copies_kept_with, scratch_folder
@@ -41,6 +41,9 @@ from litert_torch.generative.asr_runner import (
     CONFIG_SECTION, DECODE_SIGNATURE, ENCODE_SIGNATURE, PREFILL_PREFIX, AsrConfig,
 )
 from litert_torch.generative.config import UnsupportedModelError
+
+if TYPE_CHECKING:
+    from litert_torch.runtime.edge_model import EdgeModel
 
 BUNDLE_NAME = "model.litertlm"
 DEFAULT_INPUT_SEC = 30  # Moonshine's encoder window when input_sec is not given
@@ -364,7 +367,8 @@ def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
     return bundle_path
 
 
-def convert_asr(hf: Any, cfg: AsrConfig, quantize: Any, encoder_quantize: Any = None):
+def convert_asr(hf: Any, cfg: AsrConfig, quantize: Any, encoder_quantize: Any = None
+                ) -> tuple[EdgeModel, EdgeModel]:
     """The encoder (`encode`) and the decoder (`prefill_<N>`, `decode`) as EdgeModels: the decoder quantized by
     `quantize`, the encoder by `encoder_quantize` (None: float)."""
     import torch

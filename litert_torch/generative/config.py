@@ -235,11 +235,11 @@ class LlmConfig:
                 f"({name}ForCausalLM with a {name}TextConfig, model_type '{model_type}_text')")
         if model_type in ("qwen3_5", "qwen3_5_moe"):  # the image+text model: its language model, text_config
             return cls._language_model(get, model_type)
-        family = ARCHITECTURES.get(model_type)
-        if family is None:
+        if not isinstance(model_type, str) or model_type not in ARCHITECTURES:
             raise UnsupportedModelError(
                 f"config.model_type {model_type!r} is not an architecture the LLM exporter builds; supported: "
                 f"{', '.join(sorted(ARCHITECTURES))}")
+        family = ARCHITECTURES[model_type]
 
         def need(key: str) -> Any:
             value = get(key)
@@ -412,8 +412,9 @@ class LlmConfig:
             cfg.moe_intermediate_size = count("moe_intermediate_size")
             cfg.norm_topk_prob = bool(get("norm_topk_prob", False))
             step = count("decoder_sparse_step", 1)
-            dense = {integer("mlp_only_layers[]", i, 0) for i in _sequence("mlp_only_layers", get("mlp_only_layers"))}
-            cfg.moe_layers = [i not in dense and cfg.num_experts > 0 and (i + 1) % step == 0 for i in range(layers)]
+            mlp_only = {integer("mlp_only_layers[]", i, 0)
+                        for i in _sequence("mlp_only_layers", get("mlp_only_layers"))}
+            cfg.moe_layers = [i not in mlp_only and cfg.num_experts > 0 and (i + 1) % step == 0 for i in range(layers)]
         else:
             cfg.moe_layers = [False] * layers
         if family in LINEAR_ATTENTION:

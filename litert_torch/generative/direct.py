@@ -131,14 +131,19 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
     for i in range(cfg.num_layers):
         b.module = f"layers.{i}"
         if cfg.layer_types[i] == "conv":
+            if conv_start is None:
+                raise UnsupportedModelError(f"layer {i} is a convolution layer, but the config gives no "
+                                            f"convolution window (conv_L_cache)")
             state = ir.Tensor(conv_state_name(i), shapes[conv_state_name(i)], np.float32)
             graph.inputs.append(state)
             x, state = _conv_layer(b, params.layers[i], cfg, x, state, input_pos, conv_start)
             cache_outputs.append(state)
         elif cfg.layer_types[i] == "linear_attention":  # Qwen3-Next, Qwen 3.5: gated DeltaNet
-            states = [ir.Tensor(n, shapes[n], np.float32) for n in (window_state_name(i), recurrent_state_name(i))]
-            graph.inputs += states
-            x, states = direct_linear.linear_attention_layer(b, params.layers[i], cfg, x, *states, input_pos, _mlp)
+            window_in, recurrent_in = (ir.Tensor(n, shapes[n], np.float32)
+                                       for n in (window_state_name(i), recurrent_state_name(i)))
+            graph.inputs += [window_in, recurrent_in]
+            x, states = direct_linear.linear_attention_layer(b, params.layers[i], cfg, x, window_in, recurrent_in,
+                                                             input_pos, _mlp)
             cache_outputs += states
         else:
             k_in, v_in = (ir.Tensor(n, shapes[n], np.float32) for n in kv_names(cfg.num_layers)[2 * i: 2 * i + 2])
@@ -377,6 +382,9 @@ def _gpt_oss_moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, flat: ir.Tensor
     through the down table and its bias; the pairs weighted and summed per token. Every chunk takes this gathered
     form (no tiles)."""
     hidden, k = flat.shape[1], cfg.num_experts_per_tok
+    if cfg.swiglu_limit is None:
+        raise UnsupportedModelError("gpt-oss's experts clamp their gate and up projections: config.swiglu_limit "
+                                    "is missing")
     pairs, limit = length * k, float(cfg.swiglu_limit)
     values, chosen = b._topk(b._linear(flat, w["router"], w["router_bias"], "router"), k)
     weights = b._like("SOFTMAX", values, what="softmax", beta=1.0)
@@ -430,7 +438,7 @@ def _tiles(b: _Builder, cfg: LlmConfig, flat: ir.Tensor, weights: ir.Tensor, cho
                         "scatter_add", fused_activation_function="NONE")
     xs = b._gather(flat, slot_token)  # [S, H]
     first = b._slice(xs, 0, 0, first_slots) if extra else xs
-    out = [_expert_tiles(b, cfg, b._reshape(first, [experts, rows, hidden]), tables)]
+    tiles = [_expert_tiles(b, cfg, b._reshape(first, [experts, rows, hidden]), tables)]
     if extra:
         starts = b.const((np.arange(extra, dtype=np.int32) * rows)[:, None], "starts")
         before = b.emit("LESS_EQUAL", [b._reshape(ends, [1, experts], "unsqueeze"), starts], [extra, experts],
@@ -438,9 +446,10 @@ def _tiles(b: _Builder, cfg: LlmConfig, flat: ir.Tensor, weights: ir.Tensor, cho
         tile_expert = b._sum(b.emit("CAST", [before], before.shape, np.int32, "to"), 1)
         tile_expert = b._binary("MINIMUM", tile_expert, experts - 1)
         overflow = b._reshape(b._slice(xs, 0, first_slots, extra * rows), [extra, rows, hidden])
-        out.append(_expert_tiles(b, cfg, overflow, [b._gather(t, tile_expert) for t in tables]))
-    out = [b._reshape(o, [o.shape[0] * rows, hidden]) for o in out]
-    joined = out[0] if len(out) == 1 else b.emit("CONCATENATION", out, [slots, hidden], np.float32, "cat", axis=0)
+        tiles.append(_expert_tiles(b, cfg, overflow, [b._gather(t, tile_expert) for t in tables]))
+    rows_out = [b._reshape(o, [o.shape[0] * rows, hidden]) for o in tiles]
+    joined = (rows_out[0] if len(rows_out) == 1
+              else b.emit("CONCATENATION", rows_out, [slots, hidden], np.float32, "cat", axis=0))
     out = b._reshape(b._gather(joined, slot), [tokens, k, hidden])
     return b._sum(b._mul(out, b._reshape(weights, [tokens, k, 1], "unsqueeze")), 1)
 

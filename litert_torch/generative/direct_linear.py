@@ -86,10 +86,10 @@ def gated_delta_net(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor
     # the causal convolution over the window and the chunk: tap j of token t reads row t + j
     rows = b._concat([b._reshape(window, [taps - 1, channels]), b._reshape(qkv, [n, channels])], 0)
     conv_w = np.ascontiguousarray(w["conv_w"], np.float32)
-    conv = None
-    for j in range(taps):
+    conv = b._mul(b._slice(rows, 0, 0, n, "tap"), b.const(conv_w[0], "conv_weight"), "tap")
+    for j in range(1, taps):
         term = b._mul(b._slice(rows, 0, j, n, "tap"), b.const(conv_w[j], "conv_weight"), "tap")
-        conv = term if conv is None else b._add(conv, term, "conv")
+        conv = b._add(conv, term, "conv")
     conv = b._act(conv, "silu")  # [N, channels]
     if valid is None:
         window = b._slice(rows, 0, 1, taps - 1, "window")
@@ -122,9 +122,10 @@ def gated_delta_net(b: _Builder, w: dict[str, Any], cfg: LlmConfig, x: ir.Tensor
         parts = []
         for first in range(0, n, CHUNK):
             size = min(CHUNK, n - first)
-            pieces = [t if size == n else b._slice(t, 1, first, size, "chunk") for t in (q, k, v, g, beta)]
+            cq, ck, cv, cg, cbeta = (t if size == n else b._slice(t, 1, first, size, "chunk")
+                                     for t in (q, k, v, g, beta))
             mask = valid if size == n else b._slice(valid, 0, first, size, "chunk")
-            part, state = _chunk_rule(b, *pieces, state, mask)
+            part, state = _chunk_rule(b, cq, ck, cv, cg, cbeta, state, mask)
             parts.append(part)
         core = parts[0] if len(parts) == 1 else b._concat(parts, 1)
     core = b._transpose(core, [1, 0, 2])  # [N, value heads, value dim]

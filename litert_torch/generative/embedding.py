@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
 from litert_torch.files import copies_kept_with, scratch_folder
 from litert_torch.generative.embedding_runner import EMBEDDER_SIGNATURE, ENCODER_PREFIX
 from litert_torch.generative.embedding_source import Pipeline, UnsupportedEmbeddingError, read_config, read_pipeline
+
+if TYPE_CHECKING:
+    from litert_torch.runtime.edge_model import EdgeModel
 
 BUNDLE_NAME = "model.litertlm"
 DEFAULT_MAX_LENGTH = 512  # the default input length when the model allows more
@@ -206,9 +209,12 @@ def _output_width(config, pipeline: Pipeline) -> int:
     return width * len(pipeline.pooling)
 
 
-def convert_embedding(hf, pipeline: Pipeline, lengths: Sequence[int], quantize: Any):
+def convert_embedding(hf: Any, pipeline: Pipeline, lengths: Sequence[int], quantize: Any
+                      ) -> tuple[EdgeModel, EdgeModel]:
     """The embedder and the encoder (one `encoder_<N>` signature per length) as EdgeModels; the converter's
     typed errors (an unsupported op with its source line, ...) propagate as they are."""
+    if not lengths:
+        raise InvalidArgumentError("the encoder needs at least one input length")
     import torch
 
     import litert_torch
@@ -220,11 +226,14 @@ def convert_embedding(hf, pipeline: Pipeline, lengths: Sequence[int], quantize: 
     embedder = litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(table).eval(),
                                       sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}
                                       ).convert(quantize=quantize, target="cpu")
-    converter = None
-    for n in lengths:
-        sample = {"embeddings": torch.randn(1, n, hidden) * 0.02, "input_mask": torch.ones(1, n)}
-        add = litert_torch.signature if converter is None else converter.signature
-        converter = add(f"{ENCODER_PREFIX}{n}", encoder, sample_kwargs=sample)
+
+    def sample(n: int) -> dict[str, torch.Tensor]:
+        return {"embeddings": torch.randn(1, n, hidden) * 0.02, "input_mask": torch.ones(1, n)}
+
+    first, *rest = lengths
+    converter = litert_torch.signature(f"{ENCODER_PREFIX}{first}", encoder, sample_kwargs=sample(first))
+    for n in rest:
+        converter = converter.signature(f"{ENCODER_PREFIX}{n}", encoder, sample_kwargs=sample(n))
     return embedder, converter.convert(quantize=quantize, target="cpu")
 
 

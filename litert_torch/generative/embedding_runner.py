@@ -168,10 +168,10 @@ class EmbeddingRunner:
                                     f"prefill_lengths or shorten the text")
         length = next(n for n in self.lengths if n >= len(ids))
         try:
-            rows = [next(iter(self._embedder(token=np.array([t], np.int32)).values())) for t in ids]
+            parts = [next(iter(self._embedder(token=np.array([t], np.int32)).values())) for t in ids]
         except (RuntimeError, ValueError) as exc:
             raise ModelLoadError(f"LiteRT could not run the embedder: {one_line(exc)}") from None
-        rows = np.concatenate(rows, axis=1).astype(np.float32)
+        rows = np.concatenate(parts, axis=1).astype(np.float32)
         embeddings = np.zeros((1, length, rows.shape[-1]), np.float32)
         embeddings[:, :len(ids)] = rows
         mask = np.zeros((1, length), np.float32)

@@ -93,7 +93,7 @@ def read_config(path: str) -> dict:
 def check_architecture(config: dict) -> str:
     """The encoder family of `config` (a config.json dict), or UnsupportedEmbeddingError naming what is refused."""
     model_type = config.get("model_type")
-    family = ENCODERS.get(model_type)
+    family = ENCODERS.get(model_type) if isinstance(model_type, str) else None
     if family is None:
         raise UnsupportedEmbeddingError(
             f"model_type {model_type!r} is not supported for text_embedding; supported: "

@@ -183,12 +183,12 @@ class MoE(nn.Module):
         slot_token = torch.zeros(first_slots + extra * b, dtype=torch.int64).scatter_add(
             0, slot, torch.arange(pairs) // k)
         xs = flat[slot_token]  # [S, H]
-        out = [self._experts(xs[:first_slots].reshape(experts, b, hidden), None)] if first else []
+        tiles = [self._experts(xs[:first_slots].reshape(experts, b, hidden), None)] if first else []
         if extra:
             starts = torch.arange(extra) * b
             tile_expert = (ends.unsqueeze(0) <= starts.unsqueeze(1)).to(torch.int32).sum(1).clamp(max=experts - 1)
-            out.append(self._experts(xs[first_slots:].reshape(extra, b, hidden), tile_expert))
-        out = torch.cat([o.reshape(-1, hidden) for o in out])[slot].reshape(tokens, k, hidden)
+            tiles.append(self._experts(xs[first_slots:].reshape(extra, b, hidden), tile_expert))
+        out = torch.cat([o.reshape(-1, hidden) for o in tiles])[slot].reshape(tokens, k, hidden)
         return (out * weights.unsqueeze(-1)).sum(dim=1)
 
 
@@ -209,14 +209,18 @@ class Attention(nn.Module):
         self.rope = cfg.has_rope(layer)
         self.layer = layer
 
-    def forward(self, x, cos, sin, mask, k_cache, v_cache, k_start, v_start):
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+                k_cache: torch.Tensor, v_cache: torch.Tensor, k_start: torch.Tensor, v_start: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         batch, length, _ = x.shape
         d, groups = self.head_dim, self.heads // self.kv_heads
         q = self.q(x).view(batch, length, self.heads, d)
         k = self.k(x).view(batch, length, self.kv_heads, d)
         v = self.v(x).view(batch, length, self.kv_heads, d)
         if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
+            q = self.q_norm(q)
+        if self.k_norm is not None:
+            k = self.k_norm(k)
         if self.rope:
             q, k = _rope(q, cos, sin), _rope(k, cos, sin)
         k_cache = update_cache(k_cache, k.transpose(1, 2), k_start, 2)  # [1, KV, C, D]
@@ -255,11 +259,14 @@ class Layer(nn.Module):
         self.post_mlp_norm = norm(norms["post_mlp"]) if "post_mlp" in norms else None
         self.residual_scale = cfg.residual_scale
 
-    def forward(self, x, cos, sin, mask, k_cache, v_cache, k_start, v_start):
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+                k_cache: torch.Tensor, v_cache: torch.Tensor, k_start: torch.Tensor, v_start: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         h, k_cache, v_cache = self.attention(self.input_norm(x), cos, sin, mask, k_cache, v_cache, k_start, v_start)
         if self.pre_mlp_norm is not None:  # Gemma: normed after attention, then normed again before the MLP
             x = x + self.post_attention_norm(h)
-            return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x))), k_cache, v_cache
+            y = self.mlp(self.pre_mlp_norm(x))
+            return x + (self.post_mlp_norm(y) if self.post_mlp_norm is not None else y), k_cache, v_cache
         x = x + self._scaled(h)
         return x + self._scaled(self.mlp(self.post_attention_norm(x))), k_cache, v_cache
 
@@ -274,6 +281,8 @@ class Prologue(nn.Module):
     its RoPE rows cos, sin [1, T, 1, R] (gathered from tables of positions that hold one half of Hugging Face's
     rows, which are two equal halves), sin with its first half negated for `_rope`. What
     does not depend on the layer is computed here once."""
+
+    positions: torch.Tensor  # a buffer: the cache slots 0 .. cache_length - 1
 
     def __init__(self, cfg: LlmConfig, embed: nn.Parameter, rope: dict[str, tuple[Any, Any]], cache_length: int):
         super().__init__()

@@ -86,15 +86,15 @@ class _Core:
 
     @property
     def query(self) -> ir.Tensor:
-        return self.ops[0].inputs[0]
+        return self.ops[0].input(0)
 
     @property
     def keys(self) -> ir.Tensor:
-        return self.ops[0].inputs[1]
+        return self.ops[0].input(1)
 
     @property
     def values(self) -> ir.Tensor:
-        return self.ops[-1].inputs[1]
+        return self.ops[-1].input(1)
 
     def skipped_flops(self, prefix: int) -> int:
         """Multiply-adds (times 2) of the scores and output matmuls over the slots past `prefix`."""
@@ -108,10 +108,10 @@ class _Core:
         """What makes two cores the same function: their ops, options, shapes and constants."""
         parts: list[Any] = [tuple(t.shape) for t in self.arguments()]
         for op in self.ops:
-            ins = []
+            ins: list[tuple] = []
             for t in op.inputs:
                 if t is not None and t.is_constant:
-                    ins.append(("const", t.dtype.str, tuple(t.shape), t.data.tobytes()))
+                    ins.append(("const", t.dtype.str, tuple(t.shape), t.values.tobytes()))
                 elif t is not None and t in self.sides:
                     ins.append(("side", self.sides.index(t)))
                 else:
@@ -132,19 +132,20 @@ def _core(op: ir.Op, producers: dict, consumers: dict, graph: ir.Graph) -> _Core
     [1, H, C, D] transposed), or None when `op` does not start one."""
     if op.opcode != "BATCH_MATMUL" or op.options.get("adj_x") or not op.options.get("adj_y"):
         return None
-    query, keys = op.inputs[:2]
+    query, keys = op.input(0), op.input(1)
     if keys.rank != 4 or query.rank != 4 or not _cache_update(keys, producers, graph):
         return None
     cache = keys.shape[2]
     scores_shape = tuple(op.outputs[0].shape)
-    ops, sides, t = [op], [], op.outputs[0]
+    ops, t = [op], op.outputs[0]
+    sides: list[ir.Tensor] = []
     while True:
         users = consumers.get(t, [])
         if len(users) != 1 or any(t is o for o in graph.outputs):
             return None
         user = users[0]
         if user.opcode == "BATCH_MATMUL":
-            values = user.inputs[1]
+            values = user.input(1)
             if (user.inputs[0] is not t or user.options.get("adj_x") or not user.options.get("adj_y")
                     or values.rank != 4 or values.shape[3] != cache or not _cache_update(values, producers, graph)):
                 return None
@@ -234,11 +235,11 @@ def _sliced(core: _Core, n: int, name: str, extra_conditions: int) -> ir.Graph:
             else copies[id(side)]
     local[id(core.query)] = copies[id(core.query)]
     for op in core.ops:
-        ins = []
-        for t in op.inputs:
-            if t is not None and t.is_constant and id(t) not in local:
-                local[id(t)] = ir.Tensor(t.name, t.shape, t.dtype, t.data)
-            ins.append(local[id(t)] if t is not None else None)
+        ins: list[ir.Tensor | None] = []
+        for given in op.inputs:
+            if given is not None and given.is_constant and id(given) not in local:
+                local[id(given)] = ir.Tensor(given.name, given.shape, given.dtype, given.data)
+            ins.append(local[id(given)] if given is not None else None)
         outs = []
         for t in op.outputs:
             shape = list(t.shape)

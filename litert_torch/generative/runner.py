@@ -9,7 +9,7 @@ and the logits cross into Python.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from litert_torch.errors import (
 )
 from litert_torch.generative.layout import DECODE, LAYOUT_KEY, UNPOSITIONED, LlmLayout, prefill_signature
 from litert_torch.metadata import decode
+
+if TYPE_CHECKING:
+    from litert_torch.generative.embedding_runner import EmbeddingRunner
 
 
 class CacheFullError(ModelInputError):
@@ -158,6 +161,8 @@ class LlmRunner:
         """Process one token at the current position; return its logits."""
         self._check_room(1)
         logits = self._run(DECODE, np.array([token_id]), np.array([self.position]))
+        if logits is None:
+            raise ModelFileError(f"the model's {DECODE!r} signature gives no logits")
         self.position += 1
         return logits
 
@@ -242,7 +247,7 @@ def stream_text(token_ids: Iterable[int], decode: Callable[[list[int]], str]) ->
             yield text[len(given):]
 
 
-def load(path: str, *, num_threads: int | None = None) -> LlmRunner:
+def load(path: str, *, num_threads: int | None = None) -> LlmRunner | EmbeddingRunner:
     """A runner for a converted LLM: a .litertlm bundle (its model and tokenizer) or the exporter's .tflite (with
     the tokenizer.json beside it, when there is one). A text-embedding bundle gives an `EmbeddingRunner`
     (`embed(texts)`, see embedding_runner.py); a speech-to-text or image+text bundle is refused
@@ -295,7 +300,11 @@ def _check_layout(layout: LlmLayout, model) -> None:
         shapes = {str(n): [int(d) for d in s] for n, s in layout.cache_shapes.items()}
         lengths = [int(n) for n in layout.prefill_lengths]
         vocab, cache = int(layout.vocab_size), int(layout.cache_length)
-        hidden = int(layout.hidden_size) if layout.embeddings_input else 0
+        hidden = 0
+        if layout.embeddings_input:
+            if layout.hidden_size is None:  # reported as malformed below
+                raise TypeError("the signatures take embeddings but hidden_size is missing")
+            hidden = int(layout.hidden_size)
         axes = {n: int(layout.sequence_axes[n]) for n in names}
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         raise bad(f"malformed ({exc})") from None

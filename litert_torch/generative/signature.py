@@ -54,7 +54,7 @@ def io_entry(input_names: list[str], output_names: list[str], input_dtypes: list
     """A signature's `litert_torch.io` entry: positional tensor inputs (int32 tokens and positions, float32
     caches, unless `input_dtypes` says otherwise), outputs by name, with the pytree specs PyTorch would record for
     such a call written out."""
-    leaf = {"type": None, "context": None, "children_spec": []}
+    leaf: dict[str, Any] = {"type": None, "context": None, "children_spec": []}
     in_spec = [1, {"type": "builtins.tuple", "context": "null", "children_spec": [
         {"type": "builtins.tuple", "context": "null", "children_spec": [leaf] * len(input_names)},
         {"type": "builtins.dict", "context": "[]", "children_spec": []}]}]

@@ -284,9 +284,9 @@ def read_config(path: str) -> tuple[LlmConfig, dict] | str:
     read; or why transformers must read it."""
     raw = config_json(path)
     model_type = raw.get("model_type")
-    fields = CONFIG_FIELDS.get(model_type)
-    if fields is None:
+    if not isinstance(model_type, str) or model_type not in CONFIG_FIELDS:
         return f"model_type {model_type!r} is read by transformers"
+    fields = CONFIG_FIELDS[model_type]
     fields_read = dict(raw)
     aliases = CONFIG_ALIASES.get(model_type, {})
     for name, stored in aliases.items():
@@ -437,7 +437,8 @@ def read(path: str, *, need_tokenizer: bool, cache_length: int | None, use_jinja
     if not files:
         raise ModelSourceError(f"{path} has no weights (*.safetensors or *.bin)")
     tokenizer_path = os.path.join(path, "tokenizer.json")
-    info = reason = None
+    info: BundleInfo | None = None
+    reason = None
     if need_tokenizer:
         if not os.path.isfile(tokenizer_path):
             raise ModelSourceError(f"{path} has no tokenizer.json: the LiteRT-LM bundle carries the Hugging Face "
@@ -451,13 +452,17 @@ def read(path: str, *, need_tokenizer: bool, cache_length: int | None, use_jinja
             reason = (f"tokenizer_config.json names tokenizer_class {tokenizer_class!r}, which transformers "
                       "rebuilds from the vocabulary its own way")
         else:
-            info = _bundle_info(path, tokenizer_path, tokenizer_config, cfg, cache_length or 0, use_jinja_template)
-            reason, info = (info, None) if isinstance(info, str) else (None, info)
+            got = _bundle_info(path, tokenizer_path, tokenizer_config, cfg, cache_length or 0, use_jinja_template)
+            if isinstance(got, str):
+                reason = got
+            else:
+                info = got
     weights = read_weights(files, read_safetensors)
     if not all(f.endswith(".safetensors") for f in files):  # a PyTorch checkpoint: loaded with torch (mapped)
-        weights = numpy_weights(weights)
-        if isinstance(weights, str):
-            return weights
+        loaded = numpy_weights(weights)
+        if isinstance(loaded, str):
+            return loaded
+        weights = loaded
     return DirectSource(cfg, fields_read.get("rope_parameters"), weights,
                         tokenizer_path if need_tokenizer and reason is None else None, info, reason)
 

@@ -10,13 +10,14 @@ Two comparisons on the same prompt:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from litert_torch.generative.runner import LlmRunner
 from litert_torch import logs
+from litert_torch.errors import InvalidArgumentError
 from litert_torch.quantization.report import QUANTIZATION_KEY
 
 
@@ -86,8 +87,9 @@ def validate_llm(runner: LlmRunner, hf_model: torch.nn.Module, prompt_ids: Seque
     the report names the layer where the two depart (`first_divergent_layer`)."""
     prompt = [int(t) for t in prompt_ids]
     hf_model = hf_model.eval()
+    generate = hf_generate(hf_model)
     with torch.no_grad():
-        generated = hf_model.generate(torch.tensor([prompt]), max_new_tokens=max_new_tokens, do_sample=False,
+        generated = generate(torch.tensor([prompt]), max_new_tokens=max_new_tokens, do_sample=False,
                                       eos_token_id=None, pad_token_id=0)
         reference = generated[0, len(prompt):].tolist()
         # One forward pass gives Hugging Face's logits at every step of its own continuation.
@@ -106,12 +108,12 @@ def validate_llm(runner: LlmRunner, hf_model: torch.nn.Module, prompt_ids: Seque
     quantized = QUANTIZATION_KEY in runner.metadata
     if (quantized or not report.identical) if layers is None else layers:
         relative = [e / max(r, 1e-12) for e, r in zip(report.step_max_abs_error, report.step_max_abs_reference)]
-        step = report.first_divergence
-        if step is None or step >= len(reference):
-            step = int(np.argmax(relative)) if relative else 0
-        report.layer_step = step
+        divergence = report.first_divergence
+        layer_step = (divergence if divergence is not None and divergence < len(reference)
+                      else int(np.argmax(relative)) if relative else 0)
+        report.layer_step = layer_step
         report.layer_rtol = QUANTIZED_LAYER_RTOL if quantized else FLOAT_LAYER_RTOL
-        report.layer_errors = layer_errors(runner, hf_model, prompt + reference[:step])
+        report.layer_errors = layer_errors(runner, hf_model, prompt + reference[:layer_step])
     return report
 
 
@@ -180,7 +182,19 @@ def _hf_layer_outputs(hf_model: torch.nn.Module, ids: list[int]) -> list[np.ndar
 
 def _decoder_layers(hf_model: torch.nn.Module) -> list[torch.nn.Module]:
     """The decoder layers of a Hugging Face causal LM: the longest ModuleList named `layers`."""
-    lists = [m for name, m in hf_model.named_modules()
+    lists: list[torch.nn.ModuleList] = [m for name, m in hf_model.named_modules()
              if isinstance(m, torch.nn.ModuleList) and name.rsplit(".", 1)[-1] == "layers"]
-    return list(max(lists, key=len)) if lists else []
+    if not lists:
+        return []
+    sizes = [len(m) for m in lists]
+    return list(lists[sizes.index(max(sizes))])  # the first of the longest
 
+
+def hf_generate(hf_model: Any) -> Callable[..., Any]:
+    """The `generate` method of the Hugging Face model `hf_model`, which gives the reference continuation;
+    InvalidArgumentError when it has none (not a generative Hugging Face model)."""
+    generate = getattr(hf_model, "generate", None)
+    if not callable(generate):
+        raise InvalidArgumentError(f"hf_model ({type(hf_model).__name__}) is not a Hugging Face generative model: it "
+                                   f"has no generate() to give the reference continuation")
+    return generate

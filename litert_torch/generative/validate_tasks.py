@@ -20,7 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from litert_torch.generative.validate import FLOAT_LAYER_RTOL, QUANTIZED_LAYER_RTOL, LlmValidationReport
+from litert_torch.generative.validate import (FLOAT_LAYER_RTOL, QUANTIZED_LAYER_RTOL, LlmValidationReport,
+                                             hf_generate)
 from litert_torch.quantization.report import QUANTIZATION_KEY
 
 __all__ = ["AsrValidationReport", "EncoderError", "VlmValidationReport", "validate_asr", "validate_vlm"]
@@ -237,8 +238,8 @@ def validate_vlm(runner: Any, hf_model: torch.nn.Module, processor: Any, prompt:
     with torch.no_grad():
         # generate's raw logits at each step (before any logits processor): Hugging Face's logits on its own
         # continuation, with the images seen only in the prompt (a generated image token is text, as in ours)
-        out = hf_model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=None,
-                                output_logits=True, return_dict_in_generate=True)
+        out = hf_generate(hf_model)(**inputs, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=None,
+                                    output_logits=True, return_dict_in_generate=True)
         reference = out.sequences[0, len(ids):].tolist()
         full = torch.cat([step[:1] for step in out.logits]).float().numpy()
     ours = list(runner.generate_ids(ids, max_new_tokens, images=images, stop=False))

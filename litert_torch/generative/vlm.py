@@ -34,13 +34,16 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
 from litert_torch.generative.vlm_families import (  # noqa: F401 (re-exported)
     EMBEDDER_SIGNATURE, FAMILIES, VISION_ADAPTER_SIGNATURE, VISION_ENCODER_SIGNATURE, Family, ImageSpec,
     UnsupportedVlmError, part,
 )
+
+if TYPE_CHECKING:
+    from litert_torch.runtime.edge_model import EdgeModel
 
 IMAGE_TEXT_TO_TEXT = "image_text_to_text"
 BUNDLE_NAME = "model.litertlm"
@@ -215,7 +218,8 @@ def _decoder(hf: Any, family: Family, tokenizer: Any, cache_length: int, lengths
     return model, layout, info
 
 
-def convert_vision(hf: Any, family: Family, spec: ImageSpec, quantize: Any, vision_quantize: Any):
+def convert_vision(hf: Any, family: Family, spec: ImageSpec, quantize: Any, vision_quantize: Any
+                   ) -> tuple[EdgeModel, EdgeModel, EdgeModel]:
     """The embedder, the vision encoder and the adapter of `hf` as EdgeModels; the converter's typed errors
     propagate as they are."""
     import torch
@@ -235,8 +239,8 @@ def convert_vision(hf: Any, family: Family, spec: ImageSpec, quantize: Any, visi
     with torch.no_grad():
         features = tower(images)["features"]
     end_tokens = [spec.end_of_image_id] if spec.adapter_end_rows and spec.end_of_image_id is not None else []
-    adapter = Adapter(part(hf, family.adapter), hf.get_input_embeddings(), end_tokens).eval()
-    adapter = litert_torch.signature(VISION_ADAPTER_SIGNATURE, adapter,
+    adapter_module = Adapter(part(hf, family.adapter), hf.get_input_embeddings(), end_tokens).eval()
+    adapter = litert_torch.signature(VISION_ADAPTER_SIGNATURE, adapter_module,
                                      sample_kwargs={"features": features}
                                      ).convert(quantize=vision_quantize, target="cpu")
     return embedder, encoder, adapter

@@ -390,7 +390,7 @@ def experts(w: Weights, cfg: LlmConfig, p: str) -> dict[str, Any]:
         router = w.get(p + "mlp.gate.weight", count, hidden)
     if w.has(p + "mlp.experts.gate_up_proj"):  # the experts fused, as transformers holds them in memory
         gate_up = w.get(p + "mlp.experts.gate_up_proj", count, 2 * inter, hidden)
-        mats = (gate_up[:, :inter], gate_up[:, inter:], w.get(p + "mlp.experts.down_proj", count, hidden, inter))
+        mats: tuple[Any, ...] = (gate_up[:, :inter], gate_up[:, inter:], w.get(p + "mlp.experts.down_proj", count, hidden, inter))
     elif cfg.family == "mixtral":  # Mixtral's checkpoints: w1 gate, w3 up, w2 down
         mats = tuple([w.get(p + f"block_sparse_moe.experts.{e}.{n}.weight", *shape) for e in range(count)]
                      for n, shape in (("w1", (inter, hidden)), ("w3", (inter, hidden)), ("w2", (hidden, inter))))

@@ -17,9 +17,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from litert_torch.errors import ModelFileError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
@@ -96,7 +99,7 @@ def _read_bin(file: str) -> dict[str, Any]:
     return state
 
 
-def bfloat16():
+def bfloat16() -> type[np.generic]:
     """numpy's bfloat16 type (ml_dtypes', imported when first needed)."""
     import ml_dtypes
 

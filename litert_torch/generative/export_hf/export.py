@@ -27,7 +27,7 @@ from litert_torch.generative.export_options import (  # noqa: F401 (re-exported)
 from litert_torch.generative.decoder_file import (  # noqa: F401 (re-exported)
     check_lengths as _check_lengths, int8_model as _int8_model, write_decoder,
 )
-from litert_torch.generative.weights import numpy_weights
+from litert_torch.generative.weights import ModelSourceError, numpy_weights
 from litert_torch.memory import FilePages, collections_for_large_graphs
 
 log = logging.getLogger("litert_torch")
@@ -201,7 +201,7 @@ def export(
                  prefill_lengths=prefill_lengths, cache_length=cache_length, quantization_recipe=quantization_recipe,
                  tokenizer=tokenizer, trust_remote_code=trust_remote_code, use_jinja_template=use_jinja_template,
                  progress=progress)
-    return bundle_path or tflite_path
+    return bundle_path if bundle_path is not None else os.path.join(output_dir, TFLITE_NAME)
 
 
 @collections_for_large_graphs()
@@ -229,10 +229,10 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
         # with its own tokenizer is read without PyTorch or transformers
         owned, tokenizer_file, info = read.owned, read.tokenizer, read.info
         weights = direct.Weights(read.weights, direct_source.widen)
-        build = direct_gemma.build_llm if read.config.family in PLE_GEMMA else direct.build_llm
-        model, layout = build(weights, read.config, read.rope_parameters, cache_length, lengths,
-                              start_token_id=info.start_token_id if info else None,
-                              stop_token_ids=info.stop_token_ids if info else (), progress=report)
+        build_direct = direct_gemma.build_llm if read.config.family in PLE_GEMMA else direct.build_llm
+        model, layout = build_direct(weights, read.config, read.rope_parameters, cache_length, lengths,
+                                     start_token_id=info.start_token_id if info else None,
+                                     stop_token_ids=info.stop_token_ids if info else (), progress=report)
     else:
         report("trace")  # PyTorch and transformers are imported from here on
         from litert_torch.generative import hf
@@ -266,13 +266,16 @@ def export_files(model: Any, *, bundle_path: str | None, tflite_path: str | None
                     os.makedirs(folder)
                     created.append(folder)
             scratch_tokenizer = _tokenizer_json(tokenizer_file, scratch) if tokenizer_file is not None else None
-            if bundle_path is not None:
+            if scratch_tokenizer is None and (bundle_path is not None or tokenizer_path is not None):
+                raise ModelSourceError("the bundle and the tokenizer.json carry the model's tokenizer, and none "
+                                       "was read")
+            if bundle_path is not None and scratch_tokenizer is not None:
                 bundle.write_bundle(bundle_path, model_file, scratch_tokenizer, layout, info)
                 written.append(bundle_path)
             if tflite_path is not None:
                 _copy_atomic(model_file, tflite_path)
                 written.append(tflite_path)
-            if tokenizer_path is not None:
+            if tokenizer_path is not None and scratch_tokenizer is not None:
                 _copy_atomic(scratch_tokenizer, tokenizer_path)
                 written.append(tokenizer_path)
         except BaseException:
@@ -309,7 +312,8 @@ def _read_direct(model: Any, tokenizer: Any, need_tokenizer: bool, cache_length:
     read = direct_source.read(path, need_tokenizer=need_tokenizer and tokenizer is None, cache_length=cache_length,
                               use_jinja_template=use_jinja_template)
     if isinstance(read, str):
-        if ARCHITECTURES.get(direct_source.config_json(path).get("model_type")) in DIRECT_ONLY:
+        model_type = direct_source.config_json(path).get("model_type")
+        if isinstance(model_type, str) and ARCHITECTURES.get(model_type) in DIRECT_ONLY:
             # read with transformers and built directly: the traced builder does not build it
             return _read_in_memory(path, tokenizer, need_tokenizer, cache_length, use_jinja_template)
         log.info("building the decoder by tracing it: %s", read)
