@@ -91,15 +91,7 @@ def export_asr_task(model: Any, output_dir: str | os.PathLike, *, input_sec: flo
 def read_config(path: str) -> dict:
     """config.json of the model directory `path`, checked to be a Whisper model's."""
     config_file = os.path.join(path, "config.json")
-    try:
-        with open(config_file, encoding="utf-8") as f:
-            config = json.load(f)
-    except OSError:
-        raise ModelFileError(f"{path} has no readable config.json") from None
-    except ValueError as exc:
-        raise ModelFileError(f"{config_file} is not JSON: {one_line(exc)}") from None
-    if not isinstance(config, dict):
-        raise ModelFileError(f"{config_file} does not hold a JSON object")
+    config = _read_json(path, config_file, "the model's configuration")
     model_type = config.get("model_type")
     if model_type not in ("whisper", "moonshine"):
         raise UnsupportedAsrModelError(f"{config_file}: model_type {model_type!r} is not a speech-to-text model "
@@ -141,12 +133,13 @@ def read_raw_frontend(path: str, input_sec: Any) -> RawAudioParameters:
     return RawAudioParameters(samples=samples, sampling_rate=rate, padding_value=float(pre.get("padding_value", 0.0)))
 
 
-def _read_json(path: str, where: str) -> dict:
+def _read_json(path: str, where: str, what: str = "the feature extractor's parameters") -> dict:
+    """The JSON object in the file `where` of the model directory `path` (`what`: what it holds, for errors)."""
     try:
         with open(where, encoding="utf-8") as f:
             data = json.load(f)
     except OSError:
-        raise ModelFileError(f"{path} has no {os.path.basename(where)} (the feature extractor's parameters)") from None
+        raise ModelFileError(f"{path} has no readable {os.path.basename(where)} ({what})") from None
     except ValueError as exc:
         raise ModelFileError(f"{where} is not JSON: {one_line(exc)}") from None
     if not isinstance(data, dict):

@@ -107,6 +107,22 @@ def _directory_config(model: Any) -> dict | None:
     return config if isinstance(config, dict) else None
 
 
+def _task_export(task: str) -> Callable[..., str]:
+    """The export function of a task other than text generation; each takes `export`'s arguments (refusing by
+    name those that mean nothing for it) and its own options."""
+    if task == AUTOMATIC_SPEECH_RECOGNITION:
+        from litert_torch.generative.asr import export_asr_task
+
+        return export_asr_task
+    if task == IMAGE_TEXT_TO_TEXT:
+        from litert_torch.generative.vlm import export_vlm_task
+
+        return export_vlm_task
+    from litert_torch.generative.embedding import export_embedding_task
+
+    return export_embedding_task
+
+
 def export(
     model: Any,
     output_dir: str | os.PathLike,
@@ -143,43 +159,20 @@ def export(
     name when given a value (this exporter does not implement them). Everything is checked before any work,
     and nothing is written unless the whole export succeeds."""
     task = resolve_task(task, model)
-    input_sec = official_options.pop("input_sec", None) if task == AUTOMATIC_SPEECH_RECOGNITION else None
-    audio_recipe = official_options.pop("audio_encoder_quantization_recipe", None) \
-        if task == AUTOMATIC_SPEECH_RECOGNITION else None
-    vision_recipe = official_options.pop("vision_encoder_quantization_recipe", None) \
-        if task == IMAGE_TEXT_TO_TEXT else None
+    # each task's own options, taken out before the check of the rest
+    own = {AUTOMATIC_SPEECH_RECOGNITION: ("input_sec", "audio_encoder_quantization_recipe"),
+           IMAGE_TEXT_TO_TEXT: ("vision_encoder_quantization_recipe",)}.get(task, ())
+    extra = {name: official_options.pop(name, None) for name in own}
     given = sorted(k for k, v in official_options.items() if v not in (None, False))
     if given:
         raise InvalidArgumentError(f"export option(s) {', '.join(given)} are not supported by this exporter")
-    if task == AUTOMATIC_SPEECH_RECOGNITION:
-        from litert_torch.generative.asr import export_asr_task
-
-        return export_asr_task(model, output_dir, input_sec=input_sec, keep_temporary_files=keep_temporary_files,
-                               trust_remote_code=trust_remote_code, prefill_lengths=prefill_lengths,
-                               cache_length=cache_length, quantization_recipe=quantization_recipe,
-                               audio_encoder_quantization_recipe=audio_recipe,
-                               enable_dynamic_shape=enable_dynamic_shape, auto_model_override=auto_model_override,
-                               use_jinja_template=use_jinja_template, bundle_litert_lm=bundle_litert_lm,
-                               tokenizer=tokenizer, progress=progress)
-    if task == IMAGE_TEXT_TO_TEXT:
-        from litert_torch.generative.vlm import export_vlm_task
-
-        return export_vlm_task(model, output_dir, keep_temporary_files=keep_temporary_files,
-                               trust_remote_code=trust_remote_code, prefill_lengths=prefill_lengths,
-                               cache_length=cache_length, quantization_recipe=quantization_recipe,
-                               vision_encoder_quantization_recipe=vision_recipe,
-                               enable_dynamic_shape=enable_dynamic_shape, auto_model_override=auto_model_override,
-                               use_jinja_template=use_jinja_template, bundle_litert_lm=bundle_litert_lm,
-                               tokenizer=tokenizer, progress=progress)
-    if task == TEXT_EMBEDDING:
-        from litert_torch.generative.embedding import export_embedding_task
-
-        return export_embedding_task(model, output_dir, keep_temporary_files=keep_temporary_files,
-                                     trust_remote_code=trust_remote_code, prefill_lengths=prefill_lengths,
-                                     cache_length=cache_length, quantization_recipe=quantization_recipe,
-                                     enable_dynamic_shape=enable_dynamic_shape,
-                                     auto_model_override=auto_model_override, use_jinja_template=use_jinja_template,
-                                     bundle_litert_lm=bundle_litert_lm, tokenizer=tokenizer, progress=progress)
+    if task != TEXT_GENERATION:
+        return _task_export(task)(model, output_dir, keep_temporary_files=keep_temporary_files,
+                                  trust_remote_code=trust_remote_code, prefill_lengths=prefill_lengths,
+                                  cache_length=cache_length, quantization_recipe=quantization_recipe,
+                                  enable_dynamic_shape=enable_dynamic_shape, auto_model_override=auto_model_override,
+                                  use_jinja_template=use_jinja_template, bundle_litert_lm=bundle_litert_lm,
+                                  tokenizer=tokenizer, progress=progress, **extra)
     if enable_dynamic_shape:
         raise InvalidArgumentError("enable_dynamic_shape is not supported: the exporter writes one static "
                                    "prefill_<N> signature per length in prefill_lengths")
