@@ -1,5 +1,5 @@
 """Image + text -> text models (VLMs): a Hugging Face `Gemma3ForConditionalGeneration`,
-`Idefics3ForConditionalGeneration` or `LlavaForConditionalGeneration` directory (the families: vlm_families.py)
+`Idefics3ForConditionalGeneration`, `LlavaForConditionalGeneration` or `PaliGemmaForConditionalGeneration` directory (the families: vlm_families.py)
 -> a .litertlm bundle for
 `litert_torch.generative.load(bundle).generate(prompt, images=[...])`.
 
@@ -32,6 +32,7 @@ The runner (vlm_runner.py) encodes an image only when a prompt has one. See docs
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -49,7 +50,7 @@ IMAGE_TEXT_TO_TEXT = "image_text_to_text"
 BUNDLE_NAME = "model.litertlm"
 VLM_KEY = "litert_torch.vlm"
 # model types of image+text models that this exporter does not convert (the task read from config.json)
-OTHER_VLM_TYPES = ("smolvlm", "paligemma", "lfm2_vl", "qwen2_5_vl", "qwen2_vl", "qwen3_vl",
+OTHER_VLM_TYPES = ("smolvlm", "lfm2_vl", "qwen2_5_vl", "qwen2_vl", "qwen3_vl",
                    "gemma3n", "fast_vlm", "mllama", "llava_next", "internvl", "mistral3")
 
 
@@ -202,6 +203,11 @@ def _decoder(hf: Any, family: Family, tokenizer: Any, cache_length: int, lengths
     from litert_torch.generative.source import widen
 
     text_config = hf.config.text_config
+    if spec.prefix_lm and getattr(text_config, "use_bidirectional_attention", None):
+        # PaliGemma's config marks its Gemma model bidirectional: its prefix-LM mask, which here is the
+        # decoder's `mask` input, filled by the runner
+        text_config = copy.copy(text_config)
+        text_config.use_bidirectional_attention = None
     cfg = LlmConfig.from_hf(text_config)
     check_cache_length(cfg, cache_length)
     reason = direct.can_build(cfg)

@@ -179,10 +179,10 @@ def save_tiny_llava(directory: str, seed: int = 0) -> str:
     return _save(directory, tiny_llava(processor.tokenizer, seed), processor)
 
 
-def _spread(model: Any, text_part: str | None) -> Any:
+def _spread(model: Any, text_part: str | None, text_std: float = 0.15) -> Any:
     """`model` with its norm scales moved off their initial value (by N(0, 0.1)) and its other weights drawn
-    N(0, 0.05), those of its text model (parameters named with `text_part`, and the output layer) N(0, 0.15) as
-    for the tiny text LLMs, so that the greedy continuation depends on the image."""
+    N(0, 0.05), those of its text model (parameters named with `text_part`, and the output layer) N(0, `text_std`)
+    (0.15 as for the tiny text LLMs), so that the greedy continuation depends on the image."""
     import torch
 
     with torch.no_grad():
@@ -191,7 +191,7 @@ def _spread(model: Any, text_part: str | None) -> Any:
                 p.add_(torch.randn_like(p) * 0.1)
             else:
                 text = text_part is not None and (text_part in name or "lm_head" in name)
-                p.normal_(0.0, 0.15 if text else 0.05)
+                p.normal_(0.0, text_std if text else 0.05)
     return model
 
 
@@ -203,3 +203,44 @@ def _save(directory: str, model: Any, processor: Any) -> str:
     model.save_pretrained(directory)
     processor.save_pretrained(directory)
     return directory
+
+
+PALIGEMMA_SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>", "<image>"]
+
+
+def paligemma_processor() -> Any:
+    """`PaliGemmaProcessor` with SigLIP's image processor for `IMAGE_SIZE` images and `TOKENS_PER_IMAGE` image
+    tokens, with a byte-level BPE trained on `CORPUS` holding PaliGemma's image token."""
+    import transformers
+
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=_bpe(PALIGEMMA_SPECIAL_TOKENS, 200, "<bos>"), bos_token="<bos>", eos_token="<eos>",
+        pad_token="<pad>", unk_token="<unk>", extra_special_tokens={"image_token": "<image>"})
+    images = transformers.SiglipImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+    setattr(images, "image_seq_length", TOKENS_PER_IMAGE)  # what PaliGemmaProcessor reads
+    return transformers.PaliGemmaProcessor(image_processor=images, tokenizer=tokenizer)
+
+
+def tiny_paligemma(tokenizer: Any, seed: int = 0) -> Any:
+    """A randomly initialised `PaliGemmaForConditionalGeneration` in eval mode: a 2-layer SigLIP tower on
+    `IMAGE_SIZE` images in 16x16 patches (`TOKENS_PER_IMAGE` tokens), the linear projector, a 2-layer Gemma text
+    model. The text model's weights are drawn wider, as for the tiny text LLMs."""
+    import torch
+    import transformers as T
+
+    text = T.GemmaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0, bos_token_id=1,
+                         eos_token_id=2, max_position_embeddings=512)
+    vision = T.SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                  image_size=IMAGE_SIZE, patch_size=16)
+    config = T.PaliGemmaConfig(vision_config=vision.to_dict(), text_config=text.to_dict(), projection_dim=64,
+                               image_token_index=tokenizer.convert_tokens_to_ids("<image>"))
+    torch.manual_seed(seed)
+    return _spread(T.PaliGemmaForConditionalGeneration(config).eval(), text_part="language_model", text_std=0.3)
+
+
+def save_tiny_paligemma(directory: str, seed: int = 0) -> str:
+    """Save the tiny PaliGemma, its processor and tokenizer into `directory` (created if needed) with
+    `save_pretrained`, and return `directory`."""
+    processor = paligemma_processor()
+    return _save(directory, tiny_paligemma(processor.tokenizer, seed), processor)

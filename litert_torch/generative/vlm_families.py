@@ -9,6 +9,9 @@ image's tokens in both directions; the LiteRT-LM model type.
              connector, Llama text model; causal; placeholder `<image>`; image splitting must be off
     LLaVA    (`LlavaForConditionalGeneration`)   CLIP tower (a chosen layer's hidden states, the class token
              dropped by the default strategy), MLP projector, Llama-style text model; causal; placeholder `<image>`
+    PaliGemma (`PaliGemmaForConditionalGeneration`)   SigLIP tower, linear projector, Gemma or Gemma 2 text model;
+             a prefix LM: the whole prompt (image tokens, then the start token, the text and "\n") attends in both
+             directions, generated tokens causally; positions counted from 1; placeholder `<image>`
 """
 
 from __future__ import annotations
@@ -58,6 +61,12 @@ class ImageSpec:
     start_of_image: str | None = None
     end_of_image: str | None = None
     end_of_image_id: int | None = None
+    # PaliGemma: the prompt is a prefix attended in both directions (all of it in one prefill call), the start
+    # token goes after the image tokens and "\n" ends the prompt
+    prefix_lm: bool = False
+    # the decoder's positions are the cache slots plus this (PaliGemma counts from 1; slot 0 stays unused)
+    position_offset: int = 0
+    prompt_start_id: int | None = None  # PaliGemma: the start token, put after the image tokens
     signatures: dict[str, str] = field(default_factory=lambda: {
         "embedder": EMBEDDER_SIGNATURE, "encoder": VISION_ENCODER_SIGNATURE, "adapter": VISION_ADAPTER_SIGNATURE})
 
@@ -208,6 +217,28 @@ def llava_spec(config: dict, processor: Any) -> ImageSpec:
                      bidirectional=False, shortest_edge=shortest)
 
 
+def paligemma_spec(config: dict, processor: Any) -> ImageSpec:
+    """A PaliGemmaProcessor's preprocessing (SigLIP's: resized to a fixed size) and prompt, checked against the
+    config."""
+    ip = processor.image_processor
+    size = getattr(ip, "size", None) or {}
+    height, width = size.get("height"), size.get("width")
+    vision = config.get("vision_config") or {}
+    side = int(vision.get("image_size", 224))
+    if not getattr(ip, "do_resize", True) or height != side or width != side:
+        raise UnsupportedVlmError(f"the image processor resizes to {height}x{width}; the vision encoder takes "
+                                  f"{side}x{side}")
+    n = (side // int(vision.get("patch_size", 14))) ** 2
+    if processor.image_seq_length != n:
+        raise UnsupportedVlmError(f"the processor puts {processor.image_seq_length} image tokens in a prompt; the "
+                                  f"model gives {n} per image")
+    image = str(processor.image_token)
+    return ImageSpec(family="paligemma", height=side, width=side, **_common(ip), placeholder=image,
+                     image_text=image * n, image_token_id=_image_token(config, processor.tokenizer, image),
+                     tokens_per_image=n, bidirectional=True, prefix_lm=True, position_offset=1,
+                     prompt_start_id=int(processor.tokenizer.bos_token_id))
+
+
 def gemma3_model_type(spec: ImageSpec) -> Any:
     """LlmMetadata's model type: Gemma3 with its image delimiter tokens and the encoder's image size."""
     from litert_lm_builder.runtime.proto import llm_model_type_pb2
@@ -245,4 +276,6 @@ FAMILIES = {
                        "model.text_model.", idefics3_spec, generic_model_type),
     "llava": Family("LlavaForConditionalGeneration", "model.vision_tower", "model.multi_modal_projector",
                     "model.language_model.", llava_spec, generic_model_type, llava_tower_output),
+    "paligemma": Family("PaliGemmaForConditionalGeneration", "model.vision_tower", "model.multi_modal_projector",
+                        "model.language_model.", paligemma_spec, generic_model_type),
 }

@@ -154,7 +154,19 @@ class VlmRunner(LlmRunner):
         if len(parts) - 1 != num_images:
             raise ImageInputError(f"the prompt marks {len(parts) - 1} image(s) with {self.spec.placeholder!r}; "
                                   f"{num_images} image(s) were given")
-        return self.encode(self.spec.image_text.join(parts))
+        if not self.spec.prefix_lm:
+            return self.encode(self.spec.image_text.join(parts))
+        # PaliGemma: the images (at the start when the prompt does not place them), the start token, the rest of
+        # the prompt and "\n"
+        if num_images and len(parts[0]) + sum(len(p) for p in parts[1:-1]):
+            raise ImageInputError(f"the prompt has text before an image's {self.spec.placeholder!r}: this model's "
+                                  f"processor puts the images first")
+        ids = [self.spec.image_token_id] * (self.spec.tokens_per_image * num_images)
+        text = self.encode(parts[-1] + "\n")
+        if text[:1] == [self.layout.start_token_id]:
+            text = text[1:]
+        start = [] if self.spec.prompt_start_id is None else [self.spec.prompt_start_id]
+        return ids + start + text
 
     # -- the decoder on embeddings -------------------------------------------------------------------------
     def _embed(self, token: int) -> np.ndarray:
@@ -173,13 +185,17 @@ class VlmRunner(LlmRunner):
             self._io[key] = (inputs, outputs)
         return self._io[key]
 
+    def _check_room(self, count: int) -> None:
+        super()._check_room(count + self.spec.position_offset)
+
     def mask(self, ends: np.ndarray) -> np.ndarray:
-        """The decoder's mask input [1, 1, N, C] for tokens that attend up to `ends` (their own positions, or their
-        image's last): 0 where a token attends, MASKED elsewhere (sliding-window layers apply their window to
-        it)."""
+        """The decoder's mask input [1, 1, N, C] for tokens that attend up to the cache slots `ends` (their own
+        slots, or their image's or prefix's last): 0 where a token attends, MASKED elsewhere (and over the slots
+        before `position_offset`, which are never written; sliding-window layers apply their window to it)."""
         from litert_torch.generative.direct import MASKED
 
-        seen = np.arange(self.cache_length)[None, :] <= ends[:, None]
+        slots = np.arange(self.cache_length)[None, :]
+        seen = (slots <= ends[:, None]) & (slots >= self.spec.position_offset)
         return np.where(seen, 0.0, MASKED).astype(np.float32)[None, None]
 
     def _run_embeddings(self, key: str, rows: np.ndarray, positions: np.ndarray,
@@ -187,8 +203,9 @@ class VlmRunner(LlmRunner):
         try:
             inputs, outputs = self._signature_io(key)
             inputs["embeddings"].write(rows.reshape(1, len(positions), -1).astype(np.float32))
-            inputs["input_pos"].write(positions.astype(np.int32))
-            inputs["mask"].write(self.mask(positions if ends is None else ends))
+            offset = self.spec.position_offset
+            inputs["input_pos"].write((positions + offset).astype(np.int32))
+            inputs["mask"].write(self.mask((positions if ends is None else ends) + offset))
             self._compiled.run_by_name(key, {**inputs, **self._caches}, {**outputs, **self._caches})
             return outputs["logits"].read(self.layout.vocab_size, np.float32) if outputs else None
         except (RuntimeError, ValueError) as exc:
@@ -198,7 +215,9 @@ class VlmRunner(LlmRunner):
         """Process `token_ids` (the image tokens already expanded, one run of `tokens_per_image` per image in
         `images`) after what is in the cache; return the logits after the last token. As for text, all tokens
         but the last go through the prefill signatures and the last through decode; a chunk never splits an
-        image's tokens."""
+        image's tokens. A prefix LM (PaliGemma) prefills the whole prompt in one call, each token attending to
+        all of it, then decodes its last token again at its position for the logits (it attends to the same
+        tokens, so it writes the same cache entries)."""
         ids = [int(t) for t in token_ids]
         if not ids:
             raise ModelInputError("prefill needs at least one token")
@@ -214,10 +233,15 @@ class VlmRunner(LlmRunner):
             if self.spec.bidirectional:
                 ends[start:stop] = self.position + stop - 1
         body = len(ids) - 1
+        if self.spec.prefix_lm:
+            self._check_prefix(len(ids))
+            ends[:] = self.position + len(ids) - 1
+            body = len(ids)
         start = 0
         while start < body:
             left = body - start
-            sizes = [n for n in self.layout.prefill_lengths if self.position + n <= self.cache_length]
+            sizes = [n for n in self.layout.prefill_lengths if self.position + self.spec.position_offset + n
+                     <= self.cache_length]
             if not sizes:
                 raise CacheFullError(f"no prefill signature fits the {self.cache_length - self.position} cache "
                                      f"positions left; reset() or convert with a larger cache_length")
@@ -238,9 +262,27 @@ class VlmRunner(LlmRunner):
             self._run_embeddings(prefill_signature(n), chunk, positions, chunk_ends)
             self.position += take
             start += take
+        if self.spec.prefix_lm:
+            self.position -= 1
         logits = self._run_embeddings(DECODE, rows[-1:], np.array([self.position]), None)
         self.position += 1
         return logits  # type: ignore[return-value]
+
+    def _check_prefix(self, count: int) -> None:
+        """A prefix LM's prompt of `count` tokens must be the cache's first and fit one prefill call (its tokens
+        attend to each other), and within the sliding window where the decoder has one (the model's prefix is
+        bidirectional over all of it, which the decoder's windowed layers would cut)."""
+        if self.position:
+            raise ImageInputError("this model's prompt is a prefix attended in both directions: it must start "
+                                  "from an empty cache (reset())")
+        fits = [n for n in self.layout.prefill_lengths if n >= count and n + self.spec.position_offset
+                <= self.cache_length]
+        if not fits:
+            raise ImageInputError(f"this model's prompt of {count} tokens is a prefix attended in both directions "
+                                  f"and must fit one prefill call; the longest is {self.layout.prefill_lengths[-1]}")
+        if self.spec.sliding_window is not None and count > self.spec.sliding_window:
+            raise ImageInputError(f"this model's prompt of {count} tokens is longer than the decoder's sliding "
+                                  f"window {self.spec.sliding_window}, which would cut its bidirectional prefix")
 
     def _image_runs(self, ids: list[int], count: int) -> list[tuple[int, int]]:
         """The [start, stop) of each run of image tokens in `ids`; each must hold one image's tokens."""
@@ -276,9 +318,10 @@ class VlmRunner(LlmRunner):
         sampling.check()
         rng = np.random.default_rng(sampling.seed)
         self.reset()
-        if len(prompt_ids) + max_new_tokens - 1 > self.cache_length:
+        need = len(prompt_ids) + max_new_tokens - 1 + self.spec.position_offset
+        if need > self.cache_length:
             raise CacheFullError(f"a prompt of {len(prompt_ids)} tokens and {max_new_tokens} new tokens need "
-                                 f"{len(prompt_ids) + max_new_tokens - 1} cache entries; the cache holds "
+                                 f"{need} cache entries; the cache holds "
                                  f"{self.cache_length}")
         logits = self.prefill(prompt_ids, images)
         for i in range(max_new_tokens):

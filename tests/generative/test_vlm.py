@@ -147,12 +147,12 @@ def test_task_read_from_the_config_and_refusals(tiny, tmp_path):
                       enable_dynamic_shape=True)
     with pytest.raises(InvalidArgumentError, match="image takes 4 tokens"):
         export.export(model=model_dir, output_dir=str(tmp_path / "x"), prefill_lengths=[2], cache_length=64)
-    other = tmp_path / "paligemma"
+    other = tmp_path / "qwen2_5_vl"
     other.mkdir()
-    (other / "config.json").write_text(json.dumps({"model_type": "paligemma", "text_config": {},
+    (other / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl", "text_config": {},
                                                    "vision_config": {}}))
     assert export.resolve_task(None, str(other)) == "image_text_to_text"
-    with pytest.raises(UnsupportedVlmError, match="'paligemma'"):
+    with pytest.raises(UnsupportedVlmError, match="'qwen2_5_vl'"):
         export.export(model=str(other), output_dir=str(tmp_path / "y"))
     assert not os.path.exists(tmp_path / "x") and not os.path.exists(tmp_path / "y")
 
