@@ -13,6 +13,7 @@ from typing import Any, Callable
 import click
 
 from litert_convert.errors import BadInput, Failure
+from litert_convert.export_tasks import export_asr_bundle, export_embedding_bundle, export_vlm_bundle
 from litert_convert.output import ProgressBar, handled, make_console, open_status, quiet_torch
 
 EXIT_CODES = """Exit codes: 0 success; 1 conversion or validation failed; 2 bad usage or bad input (missing or
@@ -669,17 +670,18 @@ def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tfl
         raise BadInput(f"malformed --prefill {prefill!r}", "give comma-separated token counts, e.g. 32,128") from None
     task = resolve_task(task, model_dir)
     if task == AUTOMATIC_SPEECH_RECOGNITION:
-        _export_asr(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
-                    quiet, debug)
+        export_asr_bundle(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code,
+                          input_sec, quiet, debug)
         return
     if input_sec is not None:
         raise BadInput(f"--input-sec does not apply to --task {task}", "it is the speech encoder's window")
     if task == TEXT_EMBEDDING:
-        _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
-                          debug)
+        export_embedding_bundle(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code,
+                                quiet, debug)
         return
     if task == IMAGE_TEXT_TO_TEXT:
-        _export_vlm(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet, debug)
+        export_vlm_bundle(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
+                          debug)
         return
     lengths = lengths or [256]
     cache_length = 4096 if cache_length is None else cache_length
@@ -703,64 +705,6 @@ def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tfl
     if not quiet:
         size = os.path.getsize(output)
         console.print(f"wrote {output} ({size / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
-
-
-def _export_bundle_task(what: str, output: str, quiet: bool, debug: bool, write) -> None:
-    """A non-text-generation export (`what`: the task's words in errors): checks that `output` is a bundle path,
-    then runs `write(progress)`, printing each stage as it starts and then the size and the time."""
-    if not output.endswith(".litertlm"):
-        raise BadInput(f"{output}: {what} export writes a .litertlm bundle", "give an output path ending in .litertlm")
-    quiet_torch(debug)
-    console = make_console()
-    start = time.perf_counter()
-
-    def progress(stage: str) -> None:
-        if not quiet:
-            console.print(f"[{time.perf_counter() - start:6.1f} s] {stage}")
-
-    write(progress)
-    if not quiet:
-        console.print(f"wrote {output} ({os.path.getsize(output) / 1e6:.1f} MB) in {time.perf_counter() - start:.1f} s")
-
-
-def _keep_folder(output: str, keep_tflite: bool) -> str | None:
-    return os.path.dirname(os.path.abspath(output)) if keep_tflite else None
-
-
-def _export_embedding(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
-                      debug) -> None:
-    from litert_torch.generative.embedding import export_embedding
-
-    if cache_length is not None:
-        raise BadInput("--cache does not apply to --task text_embedding", "an encoder has no KV cache")
-    _export_bundle_task("a text-embedding", output, quiet, debug, lambda progress: export_embedding(
-        model_dir, output, lengths=lengths, quantization_recipe=quantize, keep_folder=_keep_folder(output, keep_tflite),
-        trust_remote_code=trust_remote_code, progress=progress))
-
-
-def _export_asr(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
-                quiet, debug) -> None:
-    from litert_torch.generative.asr import export_asr
-
-    for given, option, why in ((lengths, "--prefill", "the prompt length comes from the generation config"),
-                               (cache_length, "--cache", "the cache length is the decoder's max_target_positions"),
-                               (trust_remote_code or None, "--trust-remote-code",
-                                "Whisper and Moonshine are built into transformers")):
-        if given is not None:
-            raise BadInput(f"{option} does not apply to --task automatic_speech_recognition", why)
-    _export_bundle_task("a speech-to-text", output, quiet, debug, lambda progress: export_asr(
-        model_dir, output, quantization_recipe=quantize, input_sec=input_sec,
-        keep_folder=_keep_folder(output, keep_tflite), progress=progress))
-
-
-def _export_vlm(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
-                debug) -> None:
-    from litert_torch.generative.vlm import export_vlm
-
-    _export_bundle_task("an image+text", output, quiet, debug, lambda progress: export_vlm(
-        model_dir, output, prefill_lengths=lengths or [256], cache_length=4096 if cache_length is None else cache_length,
-        quantization_recipe=quantize, keep_folder=_keep_folder(output, keep_tflite),
-        trust_remote_code=trust_remote_code, progress=progress))
 
 
 def _interrupted(signum, frame) -> None:
