@@ -327,18 +327,37 @@ class Converter:
             if sample_args is None and sample_kwargs is None:
                 raise InvalidArgumentError("convert(module, ...) needs sample_args or sample_kwargs")
             self.signature(DEFAULT_SIGNATURE, module, sample_args, sample_kwargs, options.pop("dynamic_shapes", None))
+        opts = self._options(options)
+        with _typed_errors(", ".join(self.names)):
+            return _finish(self._parts(opts), None, opts, self._compilation)
+
+    def to_ir(self, **options: Any) -> ir.Model:
+        """The model `convert` would write, as IR, its constants still the modules' own tensors: for a caller
+        that quantizes and writes it itself, streaming the constants to the file rather than holding the
+        serialized model (the generative exporters' large sections). `options` as for `convert`, less those
+        that act on the written model (quantize and its settings, output_file_path, compilation)."""
+        opts = self._options(options)
+        if opts.quantize is not None or opts.pt2e_dynamic or opts.output_file_path is not None or self._compilation:
+            raise InvalidArgumentError("to_ir() gives the float model before it is written: quantize it and write "
+                                       "it with litert_torch.flatbuffer.writer, or call convert()")
+        with _typed_errors(", ".join(self.names)):
+            return _assemble(self._parts(opts), None)
+
+    def _options(self, options: dict[str, Any]) -> _Options:
         if not self._entries:
             raise InvalidArgumentError("no signatures: add them with .signature(name, module, sample_args)")
         opts = _Options.of(options)
         if opts.buckets is not None:
             raise InvalidArgumentError("buckets apply to litert_torch.convert of one module")
-        with _typed_errors(", ".join(self.names)):
-            parts = []
-            for name, module, args, kwargs, dynamic_shapes in self._entries:
-                report = ((lambda stage, name=name: opts.report(f"{stage} {name}")) if len(self._entries) > 1
-                          else opts.report)
-                parts.append(_convert_signature(name, module, args, kwargs, opts, report, dynamic_shapes))
-            return _finish(parts, None, opts, self._compilation)
+        return opts
+
+    def _parts(self, opts: _Options) -> list[_Part]:
+        parts = []
+        for name, module, args, kwargs, dynamic_shapes in self._entries:
+            report = ((lambda stage, name=name: opts.report(f"{stage} {name}")) if len(self._entries) > 1
+                      else opts.report)
+            parts.append(_convert_signature(name, module, args, kwargs, opts, report, dynamic_shapes))
+        return parts
 
 
 SignatureSet = Converter  # the name this toolkit used before it took the official one

@@ -43,7 +43,7 @@ from litert_torch.generative.asr_runner import (
 from litert_torch.generative.config import UnsupportedModelError
 
 if TYPE_CHECKING:
-    from litert_torch.runtime.edge_model import EdgeModel
+    from litert_torch.converter import Converter
 
 BUNDLE_NAME = "model.litertlm"
 DEFAULT_INPUT_SEC = 30  # Moonshine's encoder window when input_sec is not given
@@ -323,11 +323,11 @@ def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
                                        f"windows (its feature extractor's chunk_length)")
     else:
         frontend = read_raw_frontend(path, input_sec)
-    from litert_torch.generative.embedding import _quantize_option
+    from litert_torch.generative.export_options import check_recipe
 
-    quantize = _quantize_option(quantization_recipe)
-    encoder_quantize = quantize if audio_encoder_quantization_recipe is None \
-        else _quantize_option(audio_encoder_quantization_recipe)
+    recipe = check_recipe(quantization_recipe)
+    encoder_recipe = recipe if audio_encoder_quantization_recipe is None \
+        else check_recipe(audio_encoder_quantization_recipe)
 
     import torch
     import transformers
@@ -346,13 +346,13 @@ def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
     hf.eval()
     cfg = asr_config(hf, generation, frontend)
     report("convert")
-    encoder, decoder = convert_asr(hf, cfg, quantize, encoder_quantize)
-    report("bundle")
+    encoder, decoder = convert_asr(hf, cfg)
     folder = os.path.dirname(os.path.abspath(bundle_path))
     created = not os.path.isdir(folder)
     try:
         os.makedirs(folder, exist_ok=True)
-        _write_files(bundle_path, encoder, decoder, tok.backend_tokenizer.to_str(), cfg, keep_folder)
+        _write_files(bundle_path, (encoder, encoder_recipe), (decoder, recipe), tok.backend_tokenizer.to_str(),
+                     cfg, keep_folder, report)
     except BaseException:
         if created and os.path.isdir(folder) and not os.listdir(folder):  # a failed export leaves nothing behind
             os.rmdir(folder)
@@ -360,10 +360,9 @@ def export_asr(model: Any, bundle_path: str, *, quantization_recipe: Any = None,
     return bundle_path
 
 
-def convert_asr(hf: Any, cfg: AsrConfig, quantize: Any, encoder_quantize: Any = None
-                ) -> tuple[EdgeModel, EdgeModel]:
-    """The encoder (`encode`) and the decoder (`prefill_<N>`, `decode`) as EdgeModels: the decoder quantized by
-    `quantize`, the encoder by `encoder_quantize` (None: float)."""
+def convert_asr(hf: Any, cfg: AsrConfig) -> tuple[Converter, Converter]:
+    """The encoder (`encode`) and the decoder (`prefill_<N>`, `decode`) as Converters, ready to be lowered
+    and written (`decoder_file.write_section`)."""
     import torch
 
     import litert_torch
@@ -377,8 +376,7 @@ def convert_asr(hf: Any, cfg: AsrConfig, quantize: Any, encoder_quantize: Any = 
     else:
         inputs = {"input_features": torch.zeros(1, frontend.feature_size, frontend.frames)}
         cross_kv = asr_modules.WhisperCrossKV(hf).eval()
-    encoder = litert_torch.signature(ENCODE_SIGNATURE, cross_kv, sample_kwargs=inputs
-                                     ).convert(quantize=encoder_quantize, target="cpu")
+    encoder = litert_torch.signature(ENCODE_SIGNATURE, cross_kv, sample_kwargs=inputs)
     with torch.no_grad():
         cross = {k: v.detach().contiguous() for k, v in cross_kv(**inputs).items()}
     h, d, c = cfg.num_heads, cfg.head_dim, cfg.max_target_positions
@@ -393,16 +391,21 @@ def convert_asr(hf: Any, cfg: AsrConfig, quantize: Any, encoder_quantize: Any = 
     converter = converter.signature(DECODE_SIGNATURE, decoder, sample_kwargs={
         "tokens": torch.zeros(1, 1, dtype=torch.int32), "input_pos": torch.zeros(1, dtype=torch.int32),
         **caches, **cross})
-    return encoder, converter.convert(quantize=quantize, target="cpu")
+    return encoder, converter
 
 
-def _write_files(bundle_path: str, encoder, decoder, tokenizer_json: str, cfg: AsrConfig,
-                 keep_folder: str | None) -> None:
+def _write_files(bundle_path: str, encoder: tuple[Converter, Any], decoder: tuple[Converter, Any],
+                 tokenizer_json: str, cfg: AsrConfig, keep_folder: str | None, report: Callable[[str], None]
+                 ) -> None:
+    """Lower and write the encoder and the decoder, each (Converter, checked recipe), then the bundle."""
+    from litert_torch.generative.decoder_file import write_section
+
     with scratch_folder("litert_asr_") as scratch:
         files = {name: os.path.join(scratch, name)
                  for name in ("encoder.tflite", "decoder.tflite", "tokenizer.json", "asr_config.json")}
-        encoder.export(files["encoder.tflite"])
-        decoder.export(files["decoder.tflite"])
+        for (converter, recipe), name in ((encoder, "encoder.tflite"), (decoder, "decoder.tflite")):
+            write_section(converter, files[name], recipe)
+        report("bundle")
         with open(files["tokenizer.json"], "w", encoding="utf-8") as f:
             f.write(tokenizer_json)
         with open(files["asr_config.json"], "w", encoding="utf-8") as f:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from litert_torch import ir
 from litert_torch.errors import InvalidArgumentError
 from litert_torch.flatbuffer.writer import constant_bytes, serialize, write_model
 from litert_torch.generative import gpu
@@ -30,6 +31,15 @@ def write_decoder(model: Any, path: str, recipe: Any, release: Callable | None =
         with open(path, "wb") as f:
             f.write(data)
         del data
+
+
+def write_section(converter: Any, path: str, recipe: Any, release: Callable | None = None) -> None:
+    """Write the model of `converter` (a `litert_torch.Converter` holding one bundle section's signatures,
+    CPU-targeted) to `path` as `write_decoder` writes a decoder: float or quantized by the checked `recipe`, the
+    constants streamed from the modules' tensors rather than held as a serialized copy. `converter` may also be
+    that model already lowered (`Converter.to_ir`)."""
+    model = converter if isinstance(converter, ir.Model) else converter.to_ir(target="cpu")
+    write_decoder(model, path, recipe, release)
 
 
 def check_lengths(prefill_lengths: Sequence[int], cache_length: int) -> list[int]:

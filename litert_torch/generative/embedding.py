@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
 from litert_torch.files import copies_kept_with, scratch_folder
 from litert_torch.generative.embedding_runner import EMBEDDER_SIGNATURE, ENCODER_PREFIX
+from litert_torch.generative.export_options import check_recipe
 from litert_torch.generative.embedding_source import Pipeline, UnsupportedEmbeddingError, read_config, read_pipeline
 
 if TYPE_CHECKING:
-    from litert_torch.runtime.edge_model import EdgeModel
+    from litert_torch.converter import Converter
 
 BUNDLE_NAME = "model.litertlm"
 DEFAULT_MAX_LENGTH = 512  # the default input length when the model allows more
@@ -85,7 +86,7 @@ def export_embedding(model: Any, bundle_path: str, *, lengths: Sequence[int] | N
     config = read_config(path)  # the architecture checked
     pipeline = read_pipeline(path)
     lengths = _check_lengths(lengths, config, pipeline)
-    quantize = _quantize_option(quantization_recipe)
+    recipe = check_recipe(quantization_recipe)
 
     import torch
     import transformers
@@ -100,13 +101,12 @@ def export_embedding(model: Any, bundle_path: str, *, lengths: Sequence[int] | N
     hf.eval()
     width = _output_width(hf.config, pipeline)
     report("convert")
-    embedder, encoder = convert_embedding(hf, pipeline, lengths, quantize)
-    report("bundle")
+    embedder, encoder = convert_embedding(hf, pipeline, lengths)
     folder = os.path.dirname(os.path.abspath(bundle_path))
     created = not os.path.isdir(folder)
     try:
         os.makedirs(folder, exist_ok=True)
-        _write_files(bundle_path, embedder, encoder, tok, tokens, lengths, width, keep_folder)
+        _write_files(bundle_path, embedder, encoder, recipe, tok, tokens, lengths, width, keep_folder, report)
     except BaseException:
         if created and os.path.isdir(folder) and not os.listdir(folder):  # a failed export leaves nothing behind
             os.rmdir(folder)
@@ -114,12 +114,17 @@ def export_embedding(model: Any, bundle_path: str, *, lengths: Sequence[int] | N
     return bundle_path
 
 
-def _write_files(bundle_path: str, embedder, encoder, tok, tokens: EmbeddingTokens, lengths: Sequence[int],
-                 width: int, keep_folder: str | None) -> None:
+def _write_files(bundle_path: str, embedder: Converter, encoder: Converter, recipe: Any, tok,
+                 tokens: EmbeddingTokens, lengths: Sequence[int], width: int, keep_folder: str | None,
+                 report: Callable[[str], None]) -> None:
+    """Lower and write the embedder and the encoder quantized by the checked `recipe`, then the bundle."""
+    from litert_torch.generative.decoder_file import write_section
+
     with scratch_folder("litert_embedding_") as scratch:
         files = {name: os.path.join(scratch, name) for name in ("embedder.tflite", "encoder.tflite", "tokenizer.json")}
-        embedder.export(files["embedder.tflite"])
-        encoder.export(files["encoder.tflite"])
+        write_section(embedder, files["embedder.tflite"], recipe)
+        write_section(encoder, files["encoder.tflite"], recipe)
+        report("bundle")
         with open(files["tokenizer.json"], "w", encoding="utf-8") as f:
             f.write(tok.backend_tokenizer.to_str())
         with copies_kept_with(files, keep_folder):  # all the files or none
@@ -151,14 +156,6 @@ def _position_limit(config: dict) -> int | None:
     if config.get("model_type") in ("roberta", "xlm-roberta"):  # positions start after the padding index
         limit -= int(config.get("pad_token_id", 1)) + 1
     return int(limit)
-
-
-def _quantize_option(recipe: Any) -> Any:
-    """The `quantize` option of litert_torch.convert for an exporter recipe (None: float)."""
-    from litert_torch.generative.export_options import INT8_WEIGHTS, check_recipe as _check_recipe
-
-    checked = _check_recipe(recipe)
-    return "dynamic-int8" if checked == INT8_WEIGHTS else checked
 
 
 def _load_tokenizer(path: str, trust_remote_code: bool):
@@ -209,10 +206,10 @@ def _output_width(config, pipeline: Pipeline) -> int:
     return width * len(pipeline.pooling)
 
 
-def convert_embedding(hf: Any, pipeline: Pipeline, lengths: Sequence[int], quantize: Any
-                      ) -> tuple[EdgeModel, EdgeModel]:
-    """The embedder and the encoder (one `encoder_<N>` signature per length) as EdgeModels; the converter's
-    typed errors (an unsupported op with its source line, ...) propagate as they are."""
+def convert_embedding(hf: Any, pipeline: Pipeline, lengths: Sequence[int]) -> tuple[Converter, Converter]:
+    """The embedder and the encoder (one `encoder_<N>` signature per length) as Converters, ready to be lowered
+    and written (`decoder_file.write_section`; the converter's typed errors, an unsupported op with its source
+    line, ..., propagate as they are)."""
     if not lengths:
         raise InvalidArgumentError("the encoder needs at least one input length")
     import torch
@@ -224,8 +221,7 @@ def convert_embedding(hf: Any, pipeline: Pipeline, lengths: Sequence[int], quant
     hidden = int(hf.config.hidden_size)
     encoder = TextEncoder(hf, pipeline).eval()
     embedder = litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(table).eval(),
-                                      sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}
-                                      ).convert(quantize=quantize, target="cpu")
+                                      sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)})
 
     def sample(n: int) -> dict[str, torch.Tensor]:
         return {"embeddings": torch.randn(1, n, hidden) * 0.02, "input_mask": torch.ones(1, n)}
@@ -234,7 +230,7 @@ def convert_embedding(hf: Any, pipeline: Pipeline, lengths: Sequence[int], quant
     converter = litert_torch.signature(f"{ENCODER_PREFIX}{first}", encoder, sample_kwargs=sample(first))
     for n in rest:
         converter = converter.signature(f"{ENCODER_PREFIX}{n}", encoder, sample_kwargs=sample(n))
-    return embedder, converter.convert(quantize=quantize, target="cpu")
+    return embedder, converter
 
 
 def write_embedding_bundle(path: str, embedder_tflite: str, encoder_tflite: str, tokenizer_json: str,

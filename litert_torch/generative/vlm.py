@@ -35,16 +35,13 @@ from __future__ import annotations
 import copy
 import json
 import os
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from litert_torch.errors import InvalidArgumentError, ModelFileError, one_line
 from litert_torch.generative.vlm_families import (  # noqa: F401 (re-exported)
     EMBEDDER_SIGNATURE, FAMILIES, VISION_ADAPTER_SIGNATURE, VISION_ENCODER_SIGNATURE, Family, ImageSpec,
     UnsupportedVlmError, part,
 )
-
-if TYPE_CHECKING:
-    from litert_torch.runtime.edge_model import EdgeModel
 
 IMAGE_TEXT_TO_TEXT = "image_text_to_text"
 BUNDLE_NAME = "model.litertlm"
@@ -114,7 +111,6 @@ def export_vlm(model: Any, bundle_path: str, *, prefill_lengths: Sequence[int] =
                progress: Callable[[str], None] | None = None) -> str:
     """Convert the image+text model in the directory `model` and write the bundle `bundle_path` atomically.
     The config, arguments, processor and tokenizer are checked before any conversion. Returns `bundle_path`."""
-    from litert_torch.generative.embedding import _quantize_option
     from litert_torch.generative.decoder_file import check_lengths
     from litert_torch.generative.export_options import DEFAULT_RECIPE, check_recipe
 
@@ -128,9 +124,7 @@ def export_vlm(model: Any, bundle_path: str, *, prefill_lengths: Sequence[int] =
     lengths = check_lengths(prefill_lengths, cache_length)
     quantization_recipe = DEFAULT_RECIPE if quantization_recipe is None else quantization_recipe
     recipe = check_recipe(quantization_recipe)
-    # the vision sections stay float unless a recipe is given for them
-    vision_quantize = _quantize_option(vision_encoder_quantization_recipe) \
-        if vision_encoder_quantization_recipe is not None else None
+    vision_recipe = _section_recipe(vision_encoder_quantization_recipe)
     family = FAMILIES[config["model_type"]]
     processor = _load_processor(path, trust_remote_code)
     spec = family.image_spec(config, processor)
@@ -139,13 +133,8 @@ def export_vlm(model: Any, bundle_path: str, *, prefill_lengths: Sequence[int] =
                                    f"length {lengths[-1]}: the runtime prefills an image's tokens in one call")
     hf = _load_model(path, family, trust_remote_code)
     report("convert")
-    decoder, layout, info = _decoder(hf, family, processor.tokenizer, cache_length, lengths, spec, use_jinja_template,
-                                     report)
-    embedder, encoder, adapter = convert_vision(hf, family, spec, _quantize_option(quantization_recipe),
-                                                vision_quantize)
-    report("bundle")
-    _write(bundle_path, decoder, layout, info, recipe, embedder, encoder, adapter, processor.tokenizer,
-           family.model_type(spec), spec, keep_folder)
+    _write(bundle_path, hf, family, spec, processor.tokenizer, cache_length, lengths, recipe, vision_recipe,
+           use_jinja_template, keep_folder, report)
     return bundle_path
 
 
@@ -224,55 +213,80 @@ def _decoder(hf: Any, family: Family, tokenizer: Any, cache_length: int, lengths
     return model, layout, info
 
 
-def convert_vision(hf: Any, family: Family, spec: ImageSpec, quantize: Any, vision_quantize: Any
-                   ) -> tuple[EdgeModel, EdgeModel, EdgeModel]:
-    """The embedder, the vision encoder and the adapter of `hf` as EdgeModels; the converter's typed errors
-    propagate as they are."""
+def _section_recipe(recipe: Any) -> Any:
+    """The vision sections' checked recipe: float (None) unless a recipe is given for them."""
+    from litert_torch.generative.export_options import check_recipe
+
+    return None if recipe is None else check_recipe(recipe)
+
+
+def write_vision(hf: Any, family: Family, spec: ImageSpec, files: dict[str, str], recipe: Any,
+                 vision_recipe: Any, release: Callable | None = None) -> None:
+    """Write the embedder, the vision encoder and the adapter of `hf` to `files` (by section file name), quantized
+    by the checked recipes (`recipe` the embedder's, `vision_recipe` the vision sections'), each converted and
+    written in turn with its constants streamed from the model's tensors; the converter's typed errors propagate
+    as they are."""
     import torch
 
     import litert_torch
+    from litert_torch.generative.decoder_file import write_section
     from litert_torch.generative.embedding_modules import Lookup
     from litert_torch.generative.vlm_modules import Adapter, VisionTower
 
-    embedder = litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(hf.get_input_embeddings()).eval(),
-                                      sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}
-                                      ).convert(quantize=quantize, target="cpu")
+    write_section(litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(hf.get_input_embeddings()).eval(),
+                                         sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}),
+                  files["embedder.tflite"], recipe)
     tower = VisionTower(part(hf, family.vision_tower), spec.rescale_factor, spec.image_mean, spec.image_std,
                         family.tower_output(hf.config.to_dict())).eval()
     images = torch.full((1, spec.height, spec.width, 3), 0.5)
     encoder = litert_torch.signature(VISION_ENCODER_SIGNATURE, tower, sample_kwargs={"images": images}
-                                     ).convert(quantize=vision_quantize, target="cpu")
-    with torch.no_grad():
-        features = tower(images)["features"]
+                                     ).to_ir(target="cpu")
+    # the adapter is traced with features of the encoder's output shape (their values do not matter): running
+    # the tower in PyTorch would read all of its weights once more
+    features = torch.zeros(encoder.subgraphs[0].outputs[0].shape)
+    write_section(encoder, files["vision_encoder.tflite"], vision_recipe, release)
+    del encoder
     end_tokens = [spec.end_of_image_id] if spec.adapter_end_rows and spec.end_of_image_id is not None else []
     adapter_module = Adapter(part(hf, family.adapter), hf.get_input_embeddings(), end_tokens).eval()
-    adapter = litert_torch.signature(VISION_ADAPTER_SIGNATURE, adapter_module,
-                                     sample_kwargs={"features": features}
-                                     ).convert(quantize=vision_quantize, target="cpu")
-    return embedder, encoder, adapter
+    write_section(litert_torch.signature(VISION_ADAPTER_SIGNATURE, adapter_module,
+                                         sample_kwargs={"features": features}),
+                  files["vision_adapter.tflite"], vision_recipe)
 
 
-def _write(bundle_path: str, decoder, layout, info, recipe, embedder, encoder, adapter, tokenizer, model_type: Any,
-           spec: ImageSpec, keep_folder: str | None) -> None:
+SECTION_FILES = ("model.tflite", "embedder.tflite", "vision_encoder.tflite", "vision_adapter.tflite",
+                 "tokenizer.json")
+
+
+def _write(bundle_path: str, hf: Any, family: Family, spec: ImageSpec, tokenizer: Any, cache_length: int,
+           lengths: Sequence[int], recipe: Any, vision_recipe: Any, use_jinja_template: bool,
+           keep_folder: str | None, report: Callable[[str], None]) -> None:
+    """Convert and write each section to a scratch folder in turn (a section's IR is dropped once written), then
+    the bundle, atomically."""
     from litert_torch.files import copies_kept_with, scratch_folder
     from litert_torch.generative import bundle
     from litert_torch.generative.decoder_file import write_decoder
+    from litert_torch.memory import FilePages
 
     folder = os.path.dirname(os.path.abspath(bundle_path))
     created = not os.path.isdir(folder)
     with scratch_folder("litert_vlm_") as scratch:
-        files = {n: os.path.join(scratch, n) for n in ("model.tflite", "embedder.tflite", "vision_encoder.tflite",
-                                                       "vision_adapter.tflite", "tokenizer.json")}
-        write_decoder(decoder, files["model.tflite"], recipe)
-        embedder.export(files["embedder.tflite"])
-        encoder.export(files["vision_encoder.tflite"])
-        adapter.export(files["vision_adapter.tflite"])
+        files = {n: os.path.join(scratch, n) for n in SECTION_FILES}
+        decoder, layout, info = _decoder(hf, family, tokenizer, cache_length, lengths, spec, use_jinja_template,
+                                         report)
+        # the weights' pages, where they are mapped from the model's safetensors, are handed back once written
+        release = FilePages().release
+        report("write decoder")
+        write_decoder(decoder, files["model.tflite"], recipe, release)
+        del decoder
+        report("vision")
+        write_vision(hf, family, spec, files, recipe, vision_recipe, release)
         tokenizer.backend_tokenizer.save(files["tokenizer.json"])
+        report("bundle")
         try:
             os.makedirs(folder, exist_ok=True)
             with copies_kept_with(files, keep_folder):  # all the files or none
                 bundle.write_bundle(bundle_path, files["model.tflite"], files["tokenizer.json"], layout, info,
-                                    model_type=model_type,
+                                    model_type=family.model_type(spec),
                                     attention_mask=("ATTENTION_MASK_TYPE_VISION_BIDIRECTIONAL" if spec.bidirectional
                                                     else "ATTENTION_MASK_TYPE_CAUSAL", spec.sliding_window),
                                     sections=[(files["embedder.tflite"], "EMBEDDER"),

@@ -86,3 +86,23 @@ def test_bad_signature_sets_are_refused():
         litert_torch.signature("not a name", nn.ReLU(), (torch.randn(2),))
     with pytest.raises(ValueError, match="no signatures"):
         litert_torch.SignatureSet().convert()
+
+
+def test_to_ir_is_the_model_convert_writes(pair, tmp_path):
+    """`Converter.to_ir` gives the IR that `convert` serializes (the caller writes it, streaming its constants);
+    written with the writer it runs like the modules. Options that act on the written model are refused."""
+    from litert_torch import ir
+    from litert_torch.errors import InvalidArgumentError
+    from litert_torch.flatbuffer.writer import write_model
+
+    enc, dec, x, z, _ = pair
+    converter = litert_torch.signature("encode", enc, (x,)).signature("decode", dec, (z, x))
+    model = converter.to_ir()
+    assert isinstance(model, ir.Model) and [s.key for s in model.signatures] == ["encode", "decode"]
+    path = str(tmp_path / "streamed.tflite")
+    write_model(model, path)
+    loaded = EdgeModel.load(path)
+    assert_matches(enc(x), loaded.run("encode", (x,)))
+    assert_matches(dec(z, x), loaded.run("decode", (z, x)))
+    with pytest.raises(InvalidArgumentError, match="to_ir"):
+        converter.to_ir(quantize="dynamic-int8")

@@ -185,18 +185,26 @@ def test_default_int8_export_and_its_sections(tiny, tmp_path):
     assert "tf_lite_vision_encoder" in render(summary)
 
 
-def test_vision_encoder_quantization_recipe(tiny, tmp_path):
+def test_vision_encoder_quantization_recipe(tiny, runner, tmp_path):
     """`vision_encoder_quantization_recipe` quantizes the vision sections (int8 weights), apart from the
-    decoder's recipe (float here): the encoder section is smaller, the decoder's the same size, and it runs."""
+    decoder's recipe (float here): the encoder's dense layers are int8, the decoder is the float bundle's, and
+    the image features stay close to the float bundle's."""
+    from litert_torch.flatbuffer.reader import read_model
     from litert_torch.generative.vlm_runner import read_vlm_bundle
 
     bundle = export.export(model=tiny[0], output_dir=str(tmp_path / "q"), prefill_lengths=[8, 16], cache_length=64,
                            quantization_recipe="none", vision_encoder_quantization_recipe="dynamic_wi8_afp32")
     quantized, float_ = read_vlm_bundle(bundle), read_vlm_bundle(tiny[3])
     assert len(quantized.vision_encoder) < len(float_.vision_encoder)
-    assert len(quantized.decoder) == len(float_.decoder)
+    assert quantized.decoder == float_.decoder
+    graph = read_model(quantized.vision_encoder).subgraphs[0]
+    weights = [op.inputs[1].dtype for op in graph.ops if op.opcode == "FULLY_CONNECTED"]
+    assert weights and all(dtype == np.int8 for dtype in weights)
     vlm = generative.load(bundle)
-    assert vlm.encode_image(_image(0)).shape == (vlm.spec.tokens_per_image, 64)
+    image = _image(0)
+    got, expected = vlm.encode_image(image).ravel(), runner.encode_image(image).ravel()
+    assert got.shape == expected.shape
+    assert float(got @ expected / np.linalg.norm(got) / np.linalg.norm(expected)) >= 0.999
 
 
 @pytest.mark.slow
