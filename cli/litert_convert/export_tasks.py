@@ -45,8 +45,9 @@ def export_embedding_bundle(model_dir, output, lengths, cache_length, quantize, 
         trust_remote_code=trust_remote_code, progress=progress))
 
 
-def export_asr_bundle(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
-                quiet, debug) -> None:
+def export_asr_bundle(model_dir, output, lengths, cache_length, recipes: tuple[Any, Any], keep_tflite,
+                      trust_remote_code, input_sec, quiet, debug) -> None:
+    """`recipes`: the decoder's and the audio encoder's (None: the decoder's)."""
     from litert_torch.generative.asr import export_asr
 
     for given, option, why in ((lengths, "--prefill", "the prompt length comes from the generation config"),
@@ -56,15 +57,16 @@ def export_asr_bundle(model_dir, output, lengths, cache_length, quantize, keep_t
         if given is not None:
             raise BadInput(f"{option} does not apply to --task automatic_speech_recognition", why)
     _export_bundle_task("a speech-to-text", output, quiet, debug, lambda progress: export_asr(
-        model_dir, output, quantization_recipe=quantize, input_sec=input_sec,
-        keep_folder=_keep_folder(output, keep_tflite), progress=progress))
+        model_dir, output, quantization_recipe=recipes[0], audio_encoder_quantization_recipe=recipes[1],
+        input_sec=input_sec, keep_folder=_keep_folder(output, keep_tflite), progress=progress))
 
 
-def export_vlm_bundle(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
-                debug) -> None:
+def export_vlm_bundle(model_dir, output, lengths, cache_length, recipes: tuple[Any, Any], keep_tflite,
+                      trust_remote_code, quiet, debug) -> None:
+    """`recipes`: the decoder's and embedder's, and the vision sections' (None: float)."""
     from litert_torch.generative.vlm import export_vlm
 
     _export_bundle_task("an image+text", output, quiet, debug, lambda progress: export_vlm(
         model_dir, output, prefill_lengths=lengths or [256], cache_length=4096 if cache_length is None else cache_length,
-        quantization_recipe=quantize, keep_folder=_keep_folder(output, keep_tflite),
-        trust_remote_code=trust_remote_code, progress=progress))
+        quantization_recipe=recipes[0], vision_encoder_quantization_recipe=recipes[1],
+        keep_folder=_keep_folder(output, keep_tflite), trust_remote_code=trust_remote_code, progress=progress))

@@ -643,6 +643,13 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug) -> None:
 @click.option("--quantize", default="dynamic_wi8_afp32", show_default=True, metavar="RECIPE",
               help="none (float), fp16, dynamic-int8, an ai-edge-quantizer recipe name (dynamic_wi8_afp32, "
                    "dynamic_wi4b32_afp32, ...) or a recipe .json file.")
+@click.option("--vision-quantize", default=None, metavar="RECIPE",
+              help="image_text_to_text: the recipe of the vision encoder and adapter (the official "
+                   "vision_encoder_quantization_recipe) [default: none, float]; --quantize applies to the decoder "
+                   "and the embedder.")
+@click.option("--audio-quantize", default=None, metavar="RECIPE",
+              help="automatic_speech_recognition: the recipe of the audio encoder (the official "
+                   "audio_encoder_quantization_recipe) [default: the --quantize recipe].")
 @click.option("--keep-tflite", is_flag=True, help="Also write the .tflite model beside the bundle (for "
               "text_embedding: embedder.tflite, encoder.tflite and tokenizer.json; for "
               "automatic_speech_recognition: encoder.tflite, decoder.tflite, tokenizer.json and asr_config.json).")
@@ -652,8 +659,8 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug) -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @common_options
 @handled
-def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tflite, trust_remote_code, input_sec,
-              force, quiet, debug) -> None:
+def export_hf(model_dir, output, task, prefill, cache_length, quantize, vision_quantize, audio_quantize, keep_tflite,
+              trust_remote_code, input_sec, force, quiet, debug) -> None:
     from litert_torch.generative.export_hf.export import (
         AUTOMATIC_SPEECH_RECOGNITION, IMAGE_TEXT_TO_TEXT, TEXT_EMBEDDING, export_files, resolve_task,
     )
@@ -669,19 +676,22 @@ def export_hf(model_dir, output, task, prefill, cache_length, quantize, keep_tfl
     except ValueError:
         raise BadInput(f"malformed --prefill {prefill!r}", "give comma-separated token counts, e.g. 32,128") from None
     task = resolve_task(task, model_dir)
+    for given, option, applies in ((vision_quantize, "--vision-quantize", IMAGE_TEXT_TO_TEXT),
+                                   (audio_quantize, "--audio-quantize", AUTOMATIC_SPEECH_RECOGNITION),
+                                   (input_sec, "--input-sec", AUTOMATIC_SPEECH_RECOGNITION)):
+        if given is not None and task != applies:
+            raise BadInput(f"{option} does not apply to --task {task}", f"it applies to --task {applies}")
     if task == AUTOMATIC_SPEECH_RECOGNITION:
-        export_asr_bundle(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code,
-                          input_sec, quiet, debug)
+        export_asr_bundle(model_dir, output, lengths, cache_length, (quantize, audio_quantize), keep_tflite,
+                          trust_remote_code, input_sec, quiet, debug)
         return
-    if input_sec is not None:
-        raise BadInput(f"--input-sec does not apply to --task {task}", "it is the speech encoder's window")
     if task == TEXT_EMBEDDING:
         export_embedding_bundle(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code,
                                 quiet, debug)
         return
     if task == IMAGE_TEXT_TO_TEXT:
-        export_vlm_bundle(model_dir, output, lengths, cache_length, quantize, keep_tflite, trust_remote_code, quiet,
-                          debug)
+        export_vlm_bundle(model_dir, output, lengths, cache_length, (quantize, vision_quantize), keep_tflite,
+                          trust_remote_code, quiet, debug)
         return
     lengths = lengths or [256]
     cache_length = 4096 if cache_length is None else cache_length

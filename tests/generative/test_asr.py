@@ -467,3 +467,24 @@ def test_docs_examples_run_from_any_folder(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "tokens equal: True" in result.stdout and "text equal: True" in result.stdout
     assert "moonshine tokens equal: True" in result.stdout
+
+
+def test_cli_section_recipes(whisper, tmp_path):
+    """`export-hf --audio-quantize` gives the encoder its own recipe beside `--quantize`; the image+text flag
+    is refused for speech, and nothing is written."""
+    from click.testing import CliRunner
+
+    from litert_convert.main import cli
+
+    model_dir, _ = whisper
+    out = str(tmp_path / "mixed.litertlm")
+    result = CliRunner().invoke(cli, ["export-hf", model_dir, "-o", out, "--quantize", "fp16", "--audio-quantize",
+                                      "dynamic_wi8_afp32", "--quiet"])
+    assert result.exit_code == 0, result.output
+    read = asr_runner.read_asr_bundle(out)
+    assert "int8" in _constant_types(read.encoder) and "float16" not in _constant_types(read.encoder)
+    assert "float16" in _constant_types(read.decoder) and "int8" not in _constant_types(read.decoder)
+    refused = str(tmp_path / "refused.litertlm")
+    result = CliRunner().invoke(cli, ["export-hf", model_dir, "-o", refused, "--vision-quantize", "none"])
+    assert result.exit_code == 2 and "--vision-quantize does not apply" in result.output
+    assert not os.path.exists(refused)

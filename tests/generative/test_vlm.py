@@ -207,6 +207,28 @@ def test_vision_encoder_quantization_recipe(tiny, runner, tmp_path):
     assert float(got @ expected / np.linalg.norm(got) / np.linalg.norm(expected)) >= 0.999
 
 
+def test_cli_vision_quantize(tiny, tmp_path):
+    """`export-hf --vision-quantize` quantizes the vision sections apart from `--quantize` (the decoder's):
+    int8 dense weights in the encoder, the float decoder; `--audio-quantize` is refused here."""
+    from click.testing import CliRunner
+
+    from litert_convert.main import cli
+    from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.generative.vlm_runner import read_vlm_bundle
+
+    out = str(tmp_path / "q.litertlm")
+    result = CliRunner().invoke(cli, ["export-hf", tiny[0], "-o", out, "--prefill", "8,16", "--cache", "64",
+                                      "--quantize", "none", "--vision-quantize", "dynamic_wi8_afp32", "--quiet"])
+    assert result.exit_code == 0, result.output
+    read = read_vlm_bundle(out)
+    assert read.decoder == read_vlm_bundle(tiny[3]).decoder
+    encoder = read_model(read.vision_encoder).subgraphs[0]
+    assert {op.inputs[1].dtype for op in encoder.ops if op.opcode == "FULLY_CONNECTED"} == {np.dtype(np.int8)}
+    result = CliRunner().invoke(cli, ["export-hf", tiny[0], "-o", str(tmp_path / "r.litertlm"), "--audio-quantize",
+                                      "none"])
+    assert result.exit_code == 2 and "--audio-quantize does not apply" in result.output
+
+
 @pytest.mark.slow
 def test_cli_export_hf_reads_the_task_from_the_config(tiny, tmp_path):
     """`litert-convert export-hf DIR -o OUT` (no --task) writes the image+text bundle; `inspect` lists its
