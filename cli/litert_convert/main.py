@@ -625,7 +625,8 @@ def bench(model, threads, runs, warmup, as_json, quiet, debug) -> None:
                                "ModernBERT, EmbeddingGemma) to an embedding bundle (docs/EMBEDDINGS.md); or, with "
                                "--task automatic_speech_recognition, Whisper or Moonshine to a speech-to-text bundle "
                                "(docs/ASR.md); or, with --task image_text_to_text, an image+text model (Gemma 3, "
-                               "Idefics3, LLaVA) to a bundle with vision sections (docs/VLM.md).\n\n"
+                               "Idefics3, LLaVA, PaliGemma, LFM2-VL) to a bundle with vision sections "
+                               "(docs/VLM.md).\n\n"
                                + EXIT_CODES)
 @click.argument("model_dir")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),

@@ -226,7 +226,7 @@ def validate_vlm(runner: Any, hf_model: torch.nn.Module, processor: Any, prompt:
     hf_model = hf_model.eval()
     images = list(images)
     ids = runner.prompt_ids(prompt, len(images))
-    inputs = dict(processor(text=prompt, images=images or None, return_tensors="pt"))
+    inputs = _processor_inputs(processor, prompt, images, ids, runner.layout.start_token_id)
     if inputs["input_ids"][0].tolist() != ids:
         raise InvalidArgumentError("the processor's tokens for the prompt differ from the bundle's: the bundle was "
                                    "not converted from this model's tokenizer")
@@ -251,6 +251,17 @@ def validate_vlm(runner: Any, hf_model: torch.nn.Module, processor: Any, prompt:
                                     _hf_image_features(hf_model, processor, image, runner.spec.tokens_per_image))
                            for i, image in enumerate(images)]
     return report
+
+
+def _processor_inputs(processor: Any, prompt: str, images: list, ids: list[int], start: int | None) -> dict:
+    """The processor's inputs for `prompt` and `images`; where it tokenizes without the start token that the
+    runner, as LiteRT-LM, puts first (LFM2-VL's processor: its chat template writes the token), those of the
+    prompt after the start token's text."""
+    inputs = dict(processor(text=prompt, images=images or None, return_tensors="pt"))
+    if start is not None and inputs["input_ids"][0].tolist() == ids[1:] and ids[:1] == [start]:
+        text = processor.tokenizer.convert_ids_to_tokens(start) + prompt
+        inputs = dict(processor(text=text, images=images or None, return_tensors="pt"))
+    return inputs
 
 
 def _hf_image_features(hf_model: Any, processor: Any, image: Any, tokens: int) -> np.ndarray:

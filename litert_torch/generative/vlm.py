@@ -1,5 +1,6 @@
 """Image + text -> text models (VLMs): a Hugging Face `Gemma3ForConditionalGeneration`,
-`Idefics3ForConditionalGeneration`, `LlavaForConditionalGeneration` or `PaliGemmaForConditionalGeneration` directory (the families: vlm_families.py)
+`Idefics3ForConditionalGeneration`, `LlavaForConditionalGeneration`, `PaliGemmaForConditionalGeneration` or
+`Lfm2VlForConditionalGeneration` directory (the families: vlm_families.py)
 -> a .litertlm bundle for
 `litert_torch.generative.load(bundle).generate(prompt, images=[...])`.
 
@@ -47,7 +48,7 @@ IMAGE_TEXT_TO_TEXT = "image_text_to_text"
 BUNDLE_NAME = "model.litertlm"
 VLM_KEY = "litert_torch.vlm"
 # model types of image+text models that this exporter does not convert (the task read from config.json)
-OTHER_VLM_TYPES = ("smolvlm", "lfm2_vl", "qwen2_5_vl", "qwen2_vl", "qwen3_vl",
+OTHER_VLM_TYPES = ("smolvlm", "qwen2_5_vl", "qwen2_vl", "qwen3_vl",
                    "gemma3n", "fast_vlm", "mllama", "llava_next", "internvl", "mistral3")
 
 
@@ -231,13 +232,13 @@ def write_vision(hf: Any, family: Family, spec: ImageSpec, files: dict[str, str]
     import litert_torch
     from litert_torch.generative.decoder_file import write_section
     from litert_torch.generative.embedding_modules import Lookup
-    from litert_torch.generative.vlm_modules import Adapter, VisionTower
+    from litert_torch.generative.vlm_modules import Adapter
 
     write_section(litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(hf.get_input_embeddings()).eval(),
                                          sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}),
                   files["embedder.tflite"], recipe)
-    tower = VisionTower(part(hf, family.vision_tower), spec.rescale_factor, spec.image_mean, spec.image_std,
-                        family.tower_output(hf.config.to_dict())).eval()
+    grid = (spec.height // spec.patch_size, spec.width // spec.patch_size) if spec.patch_size else None
+    tower = _vision_tower(hf, family, spec, grid)
     images = torch.full((1, spec.height, spec.width, 3), 0.5)
     encoder = litert_torch.signature(VISION_ENCODER_SIGNATURE, tower, sample_kwargs={"images": images}
                                      ).to_ir(target="cpu")
@@ -247,10 +248,23 @@ def write_vision(hf: Any, family: Family, spec: ImageSpec, files: dict[str, str]
     write_section(encoder, files["vision_encoder.tflite"], vision_recipe, release)
     del encoder
     end_tokens = [spec.end_of_image_id] if spec.adapter_end_rows and spec.end_of_image_id is not None else []
-    adapter_module = Adapter(part(hf, family.adapter), hf.get_input_embeddings(), end_tokens).eval()
+    adapter_module = Adapter(part(hf, family.adapter), hf.get_input_embeddings(), end_tokens, grid).eval()
     write_section(litert_torch.signature(VISION_ADAPTER_SIGNATURE, adapter_module,
                                          sample_kwargs={"features": features}),
                   files["vision_adapter.tflite"], vision_recipe)
+
+
+def _vision_tower(hf: Any, family: Family, spec: ImageSpec, grid: tuple[int, int] | None) -> Any:
+    """The encoder's module: the family's vision tower after the processor's rescaling and normalisation (a
+    NaFlex tower on the patch `grid` when the spec has a patch size)."""
+    from litert_torch.generative.vlm_modules import NaflexVisionTower, VisionTower
+
+    tower = part(hf, family.vision_tower)
+    if grid is not None and spec.patch_size is not None:
+        return NaflexVisionTower(tower, spec.rescale_factor, spec.image_mean, spec.image_std, grid,
+                                 spec.patch_size).eval()
+    return VisionTower(tower, spec.rescale_factor, spec.image_mean, spec.image_std,
+                       family.tower_output(hf.config.to_dict())).eval()
 
 
 SECTION_FILES = ("model.tflite", "embedder.tflite", "vision_encoder.tflite", "vision_adapter.tflite",

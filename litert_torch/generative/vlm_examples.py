@@ -246,3 +246,49 @@ def save_tiny_paligemma(directory: str, seed: int = 0) -> str:
     `save_pretrained`, and return `directory`."""
     processor = paligemma_processor()
     return _save(directory, tiny_paligemma(processor.tokenizer, seed), processor)
+
+
+LFM2_VL_SPECIAL_TOKENS = ["<pad>", "<|startoftext|>", "<|im_end|>", "<unk>", "<image>", "<|image_start|>",
+                          "<|image_end|>"]
+
+
+def lfm2_vl_processor() -> Any:
+    """`Lfm2VlProcessor` with its image processor set to one `IMAGE_SIZE` grid per image: no splitting into
+    tiles, 8x8 patches downsampled by 2, at most `TOKENS_PER_IMAGE` image tokens (an `IMAGE_SIZE` square image
+    keeps its size); with a byte-level BPE trained on `CORPUS` holding LFM2-VL's image tokens."""
+    import transformers
+
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=_bpe(LFM2_VL_SPECIAL_TOKENS, 200, "<|startoftext|>"), bos_token="<|startoftext|>",
+        eos_token="<|im_end|>", pad_token="<pad>", unk_token="<unk>",
+        extra_special_tokens={"image_token": "<image>", "image_start_token": "<|image_start|>",
+                              "image_end_token": "<|image_end|>"})
+    images = transformers.Lfm2VlImageProcessor(do_image_splitting=False, encoder_patch_size=8, downsample_factor=2,
+                                               min_image_tokens=1, max_image_tokens=TOKENS_PER_IMAGE)
+    return transformers.Lfm2VlProcessor(image_processor=images, tokenizer=tokenizer)
+
+
+def tiny_lfm2_vl(tokenizer: Any, seed: int = 0) -> Any:
+    """A randomly initialised `Lfm2VlForConditionalGeneration` in eval mode: a 2-layer SigLIP2 NaFlex tower on
+    `IMAGE_SIZE` images in 8x8 patches (a 4x4 grid, its position embeddings resized from a 6x6 table), the
+    pixel-unshuffle projector (2x2 patches to a token: `TOKENS_PER_IMAGE` tokens), a 3-layer LFM2 text model
+    (convolution, attention, convolution). The text model's weights are drawn wider, as for the tiny text LLMs."""
+    import torch
+    import transformers as T
+
+    text = T.Lfm2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                        num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                        max_position_embeddings=512, layer_types=["conv", "full_attention", "conv"])
+    vision = T.Siglip2VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                   patch_size=8, num_patches=36, vision_use_head=False)
+    config = T.Lfm2VlConfig(vision_config=vision.to_dict(), text_config=text.to_dict(), projector_hidden_size=48,
+                            downsample_factor=2, image_token_id=tokenizer.convert_tokens_to_ids("<image>"))
+    torch.manual_seed(seed)
+    return _spread(T.Lfm2VlForConditionalGeneration(config).eval(), text_part="language_model")
+
+
+def save_tiny_lfm2_vl(directory: str, seed: int = 0) -> str:
+    """Save the tiny LFM2-VL, its processor and tokenizer into `directory` (created if needed) with
+    `save_pretrained`, and return `directory`."""
+    processor = lfm2_vl_processor()
+    return _save(directory, tiny_lfm2_vl(processor.tokenizer, seed), processor)

@@ -12,10 +12,14 @@ image's tokens in both directions; the LiteRT-LM model type.
     PaliGemma (`PaliGemmaForConditionalGeneration`)   SigLIP tower, linear projector, Gemma or Gemma 2 text model;
              a prefix LM: the whole prompt (image tokens, then the start token, the text and "\n") attends in both
              directions, generated tokens causally; positions counted from 1; placeholder `<image>`
+    LFM2-VL  (`Lfm2VlForConditionalGeneration`)   SigLIP2 NaFlex tower (the image cut into patches, its position
+             embeddings resized to the patch grid), pixel-unshuffle MLP projector, LFM2 text model (short
+             convolutions and attention); causal; placeholder `<image>`; image splitting must be off, one grid
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -67,6 +71,12 @@ class ImageSpec:
     # the decoder's positions are the cache slots plus this (PaliGemma counts from 1; slot 0 stays unused)
     position_offset: int = 0
     prompt_start_id: int | None = None  # PaliGemma: the start token, put after the image tokens
+    # LFM2-VL (NaFlex): the encoder cuts the image into patches of this size itself. Its processor resizes an
+    # image to multiples of patch_size * downsample_factor holding image_token_range[0]..[1] tokens
+    # (`lfm2_vl_size`); the runner takes an image only where that gives height x width
+    patch_size: int | None = None
+    downsample_factor: int | None = None
+    image_token_range: list[int] | None = None
     signatures: dict[str, str] = field(default_factory=lambda: {
         "embedder": EMBEDDER_SIGNATURE, "encoder": VISION_ENCODER_SIGNATURE, "adapter": VISION_ADAPTER_SIGNATURE})
 
@@ -239,6 +249,53 @@ def paligemma_spec(config: dict, processor: Any) -> ImageSpec:
                      prompt_start_id=int(processor.tokenizer.bos_token_id))
 
 
+def lfm2_vl_size(height: int, width: int, factor: int, min_tokens: int, max_tokens: int) -> tuple[int, int]:
+    """The (height, width) `Lfm2VlImageProcessor` resizes an image of `height` x `width` to without splitting
+    (its `smart_resize`): each side rounded to a multiple of `factor` (patch size times downsample factor), then
+    scaled, keeping the aspect ratio, into `min_tokens`..`max_tokens` tokens of factor x factor pixels."""
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_tokens * factor ** 2:
+        beta = math.sqrt(height * width / (max_tokens * factor ** 2))
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
+    elif h * w < min_tokens * factor ** 2:
+        beta = math.sqrt(min_tokens * factor ** 2 / (height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    return h, w
+
+
+def lfm2_vl_spec(config: dict, processor: Any) -> ImageSpec:
+    """An Lfm2VlProcessor's preprocessing with image splitting off (one grid per image: the largest square its
+    `max_image_tokens` allow, which a square image of that size keeps) and its prompt expansion, checked against
+    the config."""
+    ip = processor.image_processor
+    if getattr(ip, "do_image_splitting", True):
+        raise UnsupportedVlmError("the image processor splits images into tiles and a thumbnail "
+                                  "(do_image_splitting), which the exporter does not reproduce: save the processor "
+                                  "with do_image_splitting=False")
+    vision = config.get("vision_config") or {}
+    patch, factor = int(ip.encoder_patch_size), int(ip.downsample_factor)
+    if patch != int(vision.get("patch_size", 16)) or factor != int(config.get("downsample_factor", 2)):
+        raise UnsupportedVlmError(f"the image processor's encoder_patch_size {patch} and downsample_factor {factor} "
+                                  f"are not the model's patch_size {vision.get('patch_size')} and downsample_factor "
+                                  f"{config.get('downsample_factor')}")
+    low, high = int(ip.min_image_tokens), int(ip.max_image_tokens)
+    side = math.isqrt(high) * patch * factor
+    if low > high or lfm2_vl_size(side, side, patch * factor, low, high) != (side, side):
+        raise UnsupportedVlmError(f"the image processor's min_image_tokens {low} and max_image_tokens {high} give "
+                                  f"no square image grid")
+    n = (side // (patch * factor)) ** 2
+    image = str(processor.image_token)
+    text = image * n
+    if getattr(processor, "use_image_special_tokens", True):
+        text = f"{processor.image_start_token}{text}{processor.image_end_token}"
+    return ImageSpec(family="lfm2_vl", height=side, width=side, **_common(ip), placeholder=image, image_text=text,
+                     image_token_id=_image_token(config, processor.tokenizer, image), tokens_per_image=n,
+                     bidirectional=False, patch_size=patch, downsample_factor=factor, image_token_range=[low, high])
+
+
 def gemma3_model_type(spec: ImageSpec) -> Any:
     """LlmMetadata's model type: Gemma3 with its image delimiter tokens and the encoder's image size."""
     from litert_lm_builder.runtime.proto import llm_model_type_pb2
@@ -278,4 +335,6 @@ FAMILIES = {
                     "model.language_model.", llava_spec, generic_model_type, llava_tower_output),
     "paligemma": Family("PaliGemmaForConditionalGeneration", "model.vision_tower", "model.multi_modal_projector",
                         "model.language_model.", paligemma_spec, generic_model_type),
+    "lfm2_vl": Family("Lfm2VlForConditionalGeneration", "model.vision_tower", "model.multi_modal_projector",
+                      "model.language_model.", lfm2_vl_spec, generic_model_type),
 }

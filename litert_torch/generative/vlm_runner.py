@@ -46,6 +46,20 @@ SECTIONS = {"tf_lite_prefill_decode": "decoder", "tf_lite_embedder": "embedder",
             "tf_lite_vision_encoder": "vision_encoder", "tf_lite_vision_adapter": "vision_adapter"}
 
 
+def _check_grid(spec: ImageSpec, height: int, width: int) -> None:
+    """LFM2-VL: ImageInputError unless the processor resizes a `height` x `width` image to the encoder's size (it
+    keeps the aspect ratio, so another image would be another grid of patches, with another number of tokens)."""
+    from litert_torch.generative.vlm_families import lfm2_vl_size
+
+    factor = int(spec.patch_size or 1) * int(spec.downsample_factor or 1)
+    low, high = spec.image_token_range or (1, 1)
+    size = lfm2_vl_size(height, width, factor, low, high)
+    if size != (spec.height, spec.width):
+        raise ImageInputError(f"the model's processor resizes a {width}x{height} image to {size[1]}x{size[0]} "
+                              f"({size[0] * size[1] // factor ** 2} image tokens); the bundle's encoder takes "
+                              f"{spec.width}x{spec.height}: give a square image of about that size or larger")
+
+
 def read_vlm_bundle(path: str) -> VlmBundle:
     """Every model section of an image+text bundle and its tokenizer; ModelFileError when one is missing."""
 
@@ -118,6 +132,8 @@ class VlmRunner(LlmRunner):
                 raise ImageInputError(f"the model's processor takes RGB images; this one is {image.mode}")
             image = image.convert("RGB")
         resample = Image.Resampling(spec.resample)
+        if spec.patch_size is not None and spec.image_token_range is not None:
+            _check_grid(spec, image.height, image.width)
         if spec.shortest_edge is not None:  # LLaVA: the shortest edge, keeping the aspect ratio; the centre crop
             short, long = sorted(image.size)
             size = (spec.shortest_edge, int(spec.shortest_edge * long / short))

@@ -73,9 +73,13 @@ def test_float_gemma3_matches(gemma3):
         validate_vlm(runner, hf, processor, prompt, images, 64)
 
 
-@pytest.mark.parametrize("name", ["idefics3", "llava"])
+@pytest.mark.parametrize("name", ["idefics3", "llava", "lfm2_vl"])
 def test_causal_families_match(name, tmp_path):
-    save = {"idefics3": vlm_examples.save_tiny_idefics3, "llava": vlm_examples.save_tiny_llava}[name]
+    """The float bundles of the causal families give Hugging Face's tokens and image features (LFM2-VL's
+    processor, which tokenizes without the start token that the runner puts first, is given the prompt after
+    the start token's text)."""
+    save = {"idefics3": vlm_examples.save_tiny_idefics3, "llava": vlm_examples.save_tiny_llava,
+            "lfm2_vl": vlm_examples.save_tiny_lfm2_vl}[name]
     model_dir = save(str(tmp_path / name))
     bundle = export.export(model=model_dir, output_dir=str(tmp_path / "out"), prefill_lengths=[8, 32],
                            cache_length=64, quantization_recipe="none")
