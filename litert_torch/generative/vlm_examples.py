@@ -4,14 +4,16 @@ multimodal projector, a 2-layer Gemma 3 text model) with random weights, its pro
 with Gemma 3's image tokens, saved as a model directory the exporter reads; an Idefics3 (a 2-layer vision tower,
 the pixel-shuffle connector, a 2-layer Llama) with its processor (image splitting off); a LLaVA (a 2-layer CLIP
 tower, the MLP projector, a 2-layer Llama) with CLIP's image processor; a PaliGemma (a 2-layer SigLIP tower, the
-linear projector, a 2-layer Gemma) with its processor. Their text is noise; they are for trying
-the export and the runner without downloading a model (docs/VLM.md uses them).
+linear projector, a 2-layer Gemma) with its processor; an LFM2-VL (a 2-layer SigLIP2 NaFlex tower, the
+pixel-unshuffle projector, a 3-layer LFM2) with its processor (image splitting off). Their text is noise; they are
+for trying the export and the runner without downloading a model (docs/VLM.md uses them).
 
     from litert_torch.generative import vlm_examples
     model_dir = vlm_examples.save_tiny_gemma3("tiny_gemma3")
     model_dir = vlm_examples.save_tiny_idefics3("tiny_idefics3")
     model_dir = vlm_examples.save_tiny_llava("tiny_llava")
     model_dir = vlm_examples.save_tiny_paligemma("tiny_paligemma")
+    model_dir = vlm_examples.save_tiny_lfm2_vl("tiny_lfm2_vl")
 
 Needs `transformers`, `torch` and `torchvision` (the image processor).
 """
