@@ -101,13 +101,14 @@ def _pixel_patches(runner: VlmRunner, image: np.ndarray) -> np.ndarray:
 
 def test_preprocessing_matches_the_processor(tiny):
     """At the encoder's size, the processor's pixel values; a larger or smaller square image that the processor
-    resizes to that size is resized (with PIL, where the processor resizes with torchvision: within about one
-    pixel level); an image the processor would give another grid is refused, naming the size it would get."""
+    resizes to that size is resized (with PIL, where the processor resizes with torchvision: equal when enlarging
+    or halving, within two pixel levels on 40 x 40); an image the processor would give another grid is refused,
+    naming the size it would get."""
     _, _, processor, _, runner = tiny
     n = (SIZE // runner.spec.patch_size) ** 2
-    level = 2 / 255 + 1e-6  # one pixel level, normalised (std 0.5)
-    for image, atol in ((_image(3), 1e-6), (_image(4, 64, 64), level), (_image(5, 40, 40), level),
-                        (_image(7, 24, 24), level)):
+    level = 2 / 255  # one pixel level, normalised (std 0.5)
+    for image, atol in ((_image(3), 1e-6), (_image(4, 64, 64), 1e-6), (_image(7, 24, 24), 1e-6),
+                        (_image(5, 40, 40), 2 * level + 1e-6)):
         out = processor.image_processor(images=[image], return_tensors="np")
         assert out["spatial_shapes"].tolist() == [[SIZE // 8, SIZE // 8]]
         np.testing.assert_allclose(_pixel_patches(runner, image), out["pixel_values"][:, :n], atol=atol)
@@ -174,3 +175,29 @@ def test_litert_lm_matches_hugging_face(tiny, tmp_path):
     session.run_prefill([prompt])
     expected = processor.tokenizer.decode(_hf_greedy(hf, _inputs(processor, prompt, None), 8))
     assert session.run_decode().texts[0] == expected
+
+
+@pytest.mark.parametrize("table,grid", [(4, (4, 4)), (36, (4, 4)), (9, (4, 6))])
+def test_naflex_tower_equals_the_tower_on_its_grid(table, grid):
+    """The encoder's module (patches cut from the image, position embeddings resized once) equals
+    `Siglip2VisionModel` called on the processor's flattened patches with the grid as `spatial_shapes`, for a
+    position table enlarged (2 x 2 to 4 x 4, as the released models' 16 x 16 to 32 x 32), shrunk, and resized to a
+    grid that is not square."""
+    from litert_torch.generative.vlm_modules import NaflexVisionTower
+
+    config = transformers.Siglip2VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                              num_attention_heads=2, patch_size=8, num_patches=table,
+                                              vision_use_head=False)
+    torch.manual_seed(0)
+    tower = transformers.Siglip2VisionModel(config).eval()
+    with torch.no_grad():
+        tower.embeddings.position_embedding.weight.normal_()
+    module = NaflexVisionTower(tower, None, None, None, grid, 8).eval()
+    rows, cols = grid
+    pixels = torch.rand(1, 3, rows * 8, cols * 8)
+    patches = pixels.reshape(1, 3, rows, 8, cols, 8).permute(0, 2, 4, 3, 5, 1).reshape(1, rows * cols, -1)
+    with torch.no_grad():
+        expected = tower(pixel_values=patches, spatial_shapes=torch.tensor([grid]),
+                         pixel_attention_mask=torch.ones(1, rows * cols, dtype=torch.int32)).last_hidden_state
+        got = module.features(pixels)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
