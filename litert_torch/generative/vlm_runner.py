@@ -115,8 +115,9 @@ class VlmRunner(LlmRunner):
     def preprocess(self, image: Any) -> np.ndarray:
         """`image` (uint8 H x W x 3 or x 4, H x W grey, or a PIL image) as the encoder's input float32[1, S, S, 3]:
         converted to RGB, resized to the encoder's size with the processor's filter when it differs (Idefics3:
-        first to its longest edge, keeping the aspect ratio), divided by 255 (the encoder rescales and
-        normalises as the processor does)."""
+        first to its longest edge, keeping the aspect ratio; LLaVA: the shortest edge, then the centre crop;
+        LFM2-VL: only an image that the processor resizes to that size, ImageInputError otherwise), divided by 255
+        (the encoder rescales and normalises as the processor does)."""
         from PIL import Image
 
         spec = self.spec
