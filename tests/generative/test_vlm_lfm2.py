@@ -201,3 +201,40 @@ def test_naflex_tower_equals_the_tower_on_its_grid(table, grid):
                          pixel_attention_mask=torch.ones(1, rows * cols, dtype=torch.int32)).last_hidden_state
         got = module.features(pixels)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_released_processor_settings(tmp_path):
+    """The released models' processor settings (16-pixel patches downsampled by 2, 64..256 image tokens) with
+    splitting off: a 512 x 512 encoder of 256 tokens, its position table (16 x 16) enlarged to the 32 x 32 grid;
+    the image features equal `get_image_features` and the greedy tokens Hugging Face's."""
+    tokenizer = vlm_examples.lfm2_vl_processor().tokenizer
+    processor = transformers.Lfm2VlProcessor(
+        image_processor=transformers.Lfm2VlImageProcessor(do_image_splitting=False), tokenizer=tokenizer)
+    text = transformers.Lfm2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, pad_token_id=0,
+                                   bos_token_id=1, eos_token_id=2, layer_types=["conv", "full_attention"])
+    vision = transformers.Siglip2VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                              num_attention_heads=2, patch_size=16, num_patches=256,
+                                              vision_use_head=False)
+    config = transformers.Lfm2VlConfig(vision_config=vision.to_dict(), text_config=text.to_dict(),
+                                       projector_hidden_size=48, image_token_id=tokenizer.convert_tokens_to_ids("<image>"))
+    torch.manual_seed(0)
+    model_dir = vlm_examples._save(str(tmp_path / "model"), vlm_examples._spread(
+        transformers.Lfm2VlForConditionalGeneration(config).eval(), text_part="language_model"), processor)
+    bundle = export.export(model=model_dir, output_dir=str(tmp_path / "out"), prefill_lengths=[32, 300],
+                           cache_length=320, quantization_recipe="none")
+    runner = generative.load(bundle)
+    assert (runner.spec.height, runner.spec.width, runner.spec.tokens_per_image) == (512, 512, 256)
+    hf = transformers.Lfm2VlForConditionalGeneration.from_pretrained(
+        model_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    image = _image(0, 512, 512)
+    inputs = _inputs(processor, PROMPT, [image])
+    assert inputs["spatial_shapes"].tolist() == [[32, 32]]
+    with torch.no_grad():
+        expected = hf.model.get_image_features(inputs["pixel_values"], inputs["spatial_shapes"],
+                                               inputs["pixel_attention_mask"]).pooler_output[0].numpy()
+    got = runner.encode_image(image)
+    assert got.shape == expected.shape and np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
+    ids = runner.prompt_ids(PROMPT, 1)
+    assert ids == inputs["input_ids"][0].tolist()
+    assert list(runner.generate_ids(ids, 8, images=[image], stop=False)) == _hf_greedy(hf, inputs, 8)
