@@ -225,29 +225,34 @@ def paligemma_processor() -> Any:
     return transformers.PaliGemmaProcessor(image_processor=images, tokenizer=tokenizer)
 
 
-def tiny_paligemma(tokenizer: Any, seed: int = 0) -> Any:
+def tiny_paligemma(tokenizer: Any, seed: int = 0, gemma2: bool = False) -> Any:
     """A randomly initialised `PaliGemmaForConditionalGeneration` in eval mode: a 2-layer SigLIP tower on
     `IMAGE_SIZE` images in 16x16 patches (`TOKENS_PER_IMAGE` tokens), the linear projector, a 2-layer Gemma text
-    model. The text model's weights are drawn wider, as for the tiny text LLMs."""
+    model. The text model's weights are drawn wider, as for the tiny text LLMs. With `gemma2`, PaliGemma 2's text
+    model: Gemma 2 (a 32-token sliding window in its first layer, soft-capped attention and logits), its weights
+    drawn N(0, 0.02) from seed 3 unless `seed` is given, where its greedy continuation varies and depends on the
+    prefix mask (wider weights saturate the soft caps into one repeated token)."""
     import torch
     import transformers as T
 
-    text = T.GemmaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0, bos_token_id=1,
-                         eos_token_id=2, max_position_embeddings=512)
+    shape = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0, bos_token_id=1,
+                 eos_token_id=2, max_position_embeddings=512)
+    text = T.Gemma2Config(**shape, sliding_window=32, query_pre_attn_scalar=16) if gemma2 else T.GemmaConfig(**shape)
     vision = T.SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                                   image_size=IMAGE_SIZE, patch_size=16)
     config = T.PaliGemmaConfig(vision_config=vision.to_dict(), text_config=text.to_dict(), projection_dim=64,
                                image_token_index=tokenizer.convert_tokens_to_ids("<image>"))
-    torch.manual_seed(seed)
-    return _spread(T.PaliGemmaForConditionalGeneration(config).eval(), text_part="language_model", text_std=0.3)
+    torch.manual_seed(3 if gemma2 and seed == 0 else seed)
+    return _spread(T.PaliGemmaForConditionalGeneration(config).eval(), text_part="language_model",
+                   text_std=0.02 if gemma2 else 0.3)
 
 
-def save_tiny_paligemma(directory: str, seed: int = 0) -> str:
-    """Save the tiny PaliGemma, its processor and tokenizer into `directory` (created if needed) with
-    `save_pretrained`, and return `directory`."""
+def save_tiny_paligemma(directory: str, seed: int = 0, gemma2: bool = False) -> str:
+    """Save the tiny PaliGemma (with `gemma2`, PaliGemma 2), its processor and tokenizer into `directory`
+    (created if needed) with `save_pretrained`, and return `directory`."""
     processor = paligemma_processor()
-    return _save(directory, tiny_paligemma(processor.tokenizer, seed), processor)
+    return _save(directory, tiny_paligemma(processor.tokenizer, seed, gemma2), processor)
 
 
 LFM2_VL_SPECIAL_TOKENS = ["<pad>", "<|startoftext|>", "<|im_end|>", "<unk>", "<image>", "<|image_start|>",

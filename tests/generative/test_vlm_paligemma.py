@@ -93,3 +93,28 @@ def test_prefix_refusals(tiny):
     assert 32 < len(long) < 60
     with pytest.raises(ImageInputError, match="one prefill call"):
         list(runner.generate_ids(long, 2, images=[_image(0)]))
+
+
+def test_paligemma2_greedy_tokens_match_hugging_face(tmp_path):
+    """PaliGemma 2 (a Gemma 2 text model: a sliding window in its first layer, soft-capped attention and logits):
+    24 greedy tokens, past the 32-token window, equal `generate`'s with the prefix mask, which gives other
+    tokens than a causal prompt."""
+    model_dir = vlm_examples.save_tiny_paligemma(str(tmp_path / "paligemma2"), gemma2=True)
+    hf = transformers.PaliGemmaForConditionalGeneration.from_pretrained(
+        model_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    processor = transformers.AutoProcessor.from_pretrained(model_dir)
+    bundle = export.export(model=model_dir, output_dir=str(tmp_path / "out"), task="image_text_to_text",
+                           prefill_lengths=[8, 32], cache_length=64, quantization_recipe="none")
+    runner = generative.load(bundle)
+    image = _image(0)
+    inputs = processor(text=PROMPT, images=[image], return_tensors="pt")
+    hf.generation_config.eos_token_id = None  # 24 tokens whatever they are
+    with torch.no_grad():
+        expected = hf.generate(**inputs, max_new_tokens=24, do_sample=False)[0, inputs["input_ids"].shape[1]:]
+        causal = {k: v for k, v in inputs.items() if k != "token_type_ids"}
+        other = hf.generate(**causal, max_new_tokens=24, do_sample=False)[0, inputs["input_ids"].shape[1]:]
+    expected = expected.tolist()
+    assert other.tolist() != expected and len(set(expected)) > 2
+    ids = runner.prompt_ids(PROMPT, 1)
+    assert len(ids) + 24 > 32  # the decode runs past the sliding window
+    assert list(runner.generate_ids(ids, 24, images=[image], stop=False)) == expected
