@@ -235,9 +235,9 @@ def tiny_paligemma(tokenizer: Any, seed: int = 0, gemma2: bool = False) -> Any:
     import torch
     import transformers as T
 
-    shape = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0, bos_token_id=1,
-                 eos_token_id=2, max_position_embeddings=512)
+    shape: dict[str, Any] = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                 pad_token_id=0, bos_token_id=1, eos_token_id=2, max_position_embeddings=512)
     text = T.Gemma2Config(**shape, sliding_window=32, query_pre_attn_scalar=16) if gemma2 else T.GemmaConfig(**shape)
     vision = T.SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                                   image_size=IMAGE_SIZE, patch_size=16)
