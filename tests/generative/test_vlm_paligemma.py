@@ -27,12 +27,11 @@ def _image(seed: int, height: int = vlm_examples.IMAGE_SIZE, width: int = vlm_ex
     return np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """The tiny PaliGemma's Hugging Face model (eager attention: transformers' SDPA path drops the prefix
-    mask), its processor, and a runner on its float bundle (prefill 8 and 32, cache 64)."""
-    folder = tmp_path_factory.mktemp("paligemma")
-    model_dir = vlm_examples.save_tiny_paligemma(str(folder / "paligemma"))
+def _exported(folder, gemma2: bool = False):
+    """The tiny PaliGemma (PaliGemma 2 with `gemma2`) saved in `folder`: its Hugging Face model (eager attention:
+    transformers' SDPA path drops the prefix mask), its processor, and a runner on its float bundle (prefill 8
+    and 32, cache 64)."""
+    model_dir = vlm_examples.save_tiny_paligemma(str(folder / "paligemma"), gemma2=gemma2)
     hf = transformers.PaliGemmaForConditionalGeneration.from_pretrained(
         model_dir, dtype=torch.float32, attn_implementation="eager").eval()
     processor = transformers.AutoProcessor.from_pretrained(model_dir)
@@ -41,6 +40,11 @@ def tiny(tmp_path_factory):
     runner = generative.load(bundle)
     assert isinstance(runner, VlmRunner)
     return hf, processor, runner
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return _exported(tmp_path_factory.mktemp("paligemma"))
 
 
 def _hf_greedy(hf, inputs, prefix_lm: bool = True) -> list[int]:
@@ -99,13 +103,7 @@ def test_paligemma2_greedy_tokens_match_hugging_face(tmp_path):
     """PaliGemma 2 (a Gemma 2 text model: a sliding window in its first layer, soft-capped attention and logits):
     24 greedy tokens, past the 32-token window, equal `generate`'s with the prefix mask, which gives other
     tokens than a causal prompt."""
-    model_dir = vlm_examples.save_tiny_paligemma(str(tmp_path / "paligemma2"), gemma2=True)
-    hf = transformers.PaliGemmaForConditionalGeneration.from_pretrained(
-        model_dir, dtype=torch.float32, attn_implementation="eager").eval()
-    processor = transformers.AutoProcessor.from_pretrained(model_dir)
-    bundle = export.export(model=model_dir, output_dir=str(tmp_path / "out"), task="image_text_to_text",
-                           prefill_lengths=[8, 32], cache_length=64, quantization_recipe="none")
-    runner = generative.load(bundle)
+    hf, processor, runner = _exported(tmp_path, gemma2=True)
     image = _image(0)
     inputs = processor(text=PROMPT, images=[image], return_tensors="pt")
     hf.generation_config.eos_token_id = None  # 24 tokens whatever they are
