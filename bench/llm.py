@@ -154,7 +154,7 @@ def convert_official(python: str, src: str, out: str, recipe: str, prefill: int,
     proc = subprocess.run([python, worker, src, out, str(prefill), str(cache), recipe, json.dumps(options or {})],
                           capture_output=True, text=True, cwd=tempfile.gettempdir())
     if proc.returncode != 0:
-        return {"error": failure(proc.stderr, proc.returncode)}
+        return {"error": failure(proc.stderr, proc.returncode), **({"options": options} if options else {})}
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     if options:
         result["options"] = options
