@@ -479,7 +479,10 @@ def _expert_tiles(b: _Builder, cfg: LlmConfig, x: ir.Tensor, tables: list[ir.Ten
                      adj_y=True, asymmetric_quantize_inputs=False)
         return b._add(out, biases[i]) if biases else out
 
-    return bmm(_glu(b, cfg, bmm(x, 0), bmm(x, 1)), 2)
+    gate = bmm(x, 0)
+    if cfg.swiglu_limit is None:  # act(gate) before the up product, in the traced builder's order
+        return bmm(b._mul(b._act(gate, cfg.activation), bmm(x, 1)), 2)
+    return bmm(_glu(b, cfg, gate, bmm(x, 1)), 2)
 
 
 def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, sin, mask, k_cache, v_cache,
