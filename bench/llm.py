@@ -9,10 +9,15 @@ per token on this machine.
 Models are built from configs with random weights and saved as Hugging Face directories under bench/.llm_models
 (first run only): 2-layer toys of each architecture, a ~135M-parameter Llama (SmolLM-135M's shape) and, when
 asked for (`--models llama_1b --no-official`), a 1.2B-parameter one (Llama-3.2-1B's shape, 4.9 GB of float32
-weights), and a Qwen3-MoE with 32 experts of which 4 are chosen per token (`--models moe_32e`). Each
+weights), and mixture-of-experts models at hidden size 256 (`moe_config`): a Qwen3-MoE with 32 experts of which
+4 are chosen per token (`--models moe_32e`), gpt-oss (`gpt_oss_32e`: 32 experts, top 4), LFM2-MoE
+(`lfm2_moe_32e`: 32, top 4) and Qwen3-Next (`qwen3_next_64e`: 64, top 2, and a shared expert). Each
 conversion runs in a fresh process, so that its peak RSS is its own. The decode bound is the bytes of weights a
 decode step reads (the bundle's TFLite model, less what only prefill reads) divided by the memory read bandwidth
-measured in the same run (a large numpy reduction on one thread). Results: bench/results/llm.md.
+measured in the same run (a large numpy reduction on one thread); for a mixture-of-experts model, the k-of-E
+bound counts k of the E rows of each expert table the graph gathers by expert (`gathered_expert_bytes`).
+The official exporter's failures are recorded as rows (the exception's type and message); a mixture-of-experts
+model it fails on by default is tried again with `OFFICIAL_MOE_OPTIONS`. Results: bench/results/llm.md.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -58,16 +64,11 @@ def model_dir(name: str) -> str:
                                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                           "original_max_position_embeddings": 8192}),
     }
-    if name == "moe_32e":  # Qwen3-MoE with a realistic ratio of experts to chosen ones (32, top 4)
-        tok = tiny_lm.tokenizer()
-        cfg = transformers.Qwen3MoeConfig(
-            vocab_size=len(tok), hidden_size=256, intermediate_size=512, moe_intermediate_size=128, num_experts=32,
-            num_experts_per_tok=4, norm_topk_prob=True, num_hidden_layers=4, num_attention_heads=8,
-            num_key_value_heads=4, head_dim=32, max_position_embeddings=2048, tie_word_embeddings=True,
-            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    moe = moe_config(name, tiny_lm.tokenizer())
+    if moe is not None:
         torch.manual_seed(0)
-        transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
-        tok.save_pretrained(path)
+        transformers.AutoModelForCausalLM.from_config(moe).save_pretrained(path)
+        tiny_lm.tokenizer().save_pretrained(path)
         return path
     if name in shapes:
         tok = tiny_lm.tokenizer()
@@ -79,6 +80,43 @@ def model_dir(name: str) -> str:
         tok.save_pretrained(path)
         return path
     raise ValueError(f"unknown model {name}")
+
+
+def moe_config(name: str, tok):
+    """The mixture-of-experts benchmark models' configs (None for other names): each architecture's layers at a
+    small width (hidden 256) with a realistic ratio of experts to chosen ones, the experts most of the weights."""
+    import transformers as T
+
+    common = dict(vocab_size=len(tok), hidden_size=256, num_attention_heads=8, max_position_embeddings=2048,
+                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    if name == "moe_32e":  # Qwen3-MoE (32 experts, top 4)
+        return T.Qwen3MoeConfig(**common, intermediate_size=512, moe_intermediate_size=128, num_experts=32,
+                                num_experts_per_tok=4, norm_topk_prob=True, num_hidden_layers=4,
+                                num_key_value_heads=4, head_dim=32, tie_word_embeddings=True)
+    # no padding token: its embedding row would be initialised to zeros, an all-zero channel of the tied table
+    # that int4 recipes give a zero scale (which XNNPack refuses)
+    common["pad_token_id"] = None
+    if name == "gpt_oss_32e":  # gpt-oss-20b's layout: 32 experts (top 4) with biases and clamped SwiGLU, attention
+        # sinks, sliding-window (128) and full attention layers alternating
+        return T.GptOssConfig(**{**common, "max_position_embeddings": 131072}, intermediate_size=128,
+                              num_local_experts=32, num_experts_per_tok=4, num_hidden_layers=4, num_key_value_heads=2, head_dim=32, sliding_window=128,
+                              layer_types=["sliding_attention", "full_attention"] * 2, tie_word_embeddings=False)
+    if name == "lfm2_moe_32e":  # LFM2-8B-A1B's layout: short convolutions around attention layers, a dense MLP
+        # in the first layer, 32 sigmoid-routed experts (top 4) with a routing bias in the others
+        return T.Lfm2MoeConfig(**common, intermediate_size=512, moe_intermediate_size=128, num_experts=32,
+                               num_experts_per_tok=4, num_dense_layers=1, num_hidden_layers=6,
+                               num_key_value_heads=4,
+                               layer_types=["conv", "conv", "full_attention", "conv", "conv", "full_attention"],
+                               tie_word_embeddings=True)
+    if name == "qwen3_next_64e":  # Qwen3-Next's layout: three gated DeltaNet layers to one gated attention layer,
+        # 64 routed experts (top 2) and a shared expert in every layer
+        return T.Qwen3NextConfig(**common, intermediate_size=512, moe_intermediate_size=64,
+                                 shared_expert_intermediate_size=64, num_experts=64, num_experts_per_tok=2,
+                                 norm_topk_prob=True, num_hidden_layers=4, num_key_value_heads=2, head_dim=64,
+                                 layer_types=["linear_attention"] * 3 + ["full_attention"],
+                                 linear_conv_kernel_dim=4, linear_key_head_dim=32, linear_value_head_dim=32,
+                                 linear_num_key_heads=4, linear_num_value_heads=8, tie_word_embeddings=False)
+    return None
 
 
 # A child's ru_maxrss starts from its parent's resident size at fork: the peak is read from VmHWM after resetting
@@ -116,8 +154,7 @@ def convert_official(python: str, src: str, out: str, recipe: str, prefill: int,
     proc = subprocess.run([python, worker, src, out, str(prefill), str(cache), recipe, json.dumps(options or {})],
                           capture_output=True, text=True, cwd=tempfile.gettempdir())
     if proc.returncode != 0:
-        lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
-        return {"error": lines[-1][:160] if lines else f"exit {proc.returncode}"}
+        return {"error": failure(proc.stderr, proc.returncode), **({"options": options} if options else {})}
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     if options:
         result["options"] = options
@@ -137,6 +174,28 @@ def convert_official(python: str, src: str, out: str, recipe: str, prefill: int,
     return result
 
 
+def failure(stderr: str, code: int) -> str:
+    """A failed run's exception, "Type: message" (its last line that reads as one; torch.export prints more
+    after it), cut to 160 characters; else its last line of stderr, or its exit status."""
+    lines = [l.strip() for l in stderr.splitlines() if l.strip()]
+    raised = [l for l in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b:?", l)]
+    return (raised or lines or [f"exit {code}"])[-1][:160]
+
+
+def is_moe(src: str) -> bool:
+    """Whether the model directory's config.json has routed experts."""
+    return expert_counts(src) is not None
+
+
+def expert_counts(src: str) -> tuple[int, int] | None:
+    """(experts chosen per token, experts per layer) from the model directory's config.json; None without
+    routed experts."""
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    experts = cfg.get("num_experts") or cfg.get("num_local_experts")
+    return (int(cfg["num_experts_per_tok"]), int(experts)) if experts else None
+
+
 def weight_bytes(path: str) -> int:
     """Bytes of constant data in the .tflite (each buffer once)."""
     from ai_edge_litert import schema_py_generated as schema
@@ -146,6 +205,28 @@ def weight_bytes(path: str) -> int:
     m = schema.Model.GetRootAs(data, 0)
     meta = {m.Metadata(i).Buffer() for i in range(m.MetadataLength())}
     return sum(m.Buffers(i).DataLength() or m.Buffers(i).Size() for i in range(m.BuffersLength()) if i not in meta)
+
+
+def gathered_expert_bytes(path: str, experts: int) -> int:
+    """Bytes of the constant tables (each buffer once) that the .tflite's GATHERs read by expert: tables of
+    `experts` rows along the gathered axis 0, of which a token reads the rows of its chosen experts (weights,
+    their scales, biases). A table the graph reads whole for every token (experts run one by one) is not one."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    with open(path, "rb") as f:
+        data = f.read()
+    m = schema.Model.GetRootAs(data, 0)
+    codes = [max(m.OperatorCodes(i).BuiltinCode(), m.OperatorCodes(i).DeprecatedBuiltinCode())
+             for i in range(m.OperatorCodesLength())]
+    tables: set[int] = set()
+    for g in (m.Subgraphs(i) for i in range(m.SubgraphsLength())):
+        for op in (g.Operators(j) for j in range(g.OperatorsLength())):
+            if codes[op.OpcodeIndex()] != schema.BuiltinOperator.GATHER:
+                continue
+            table = g.Tensors(op.Inputs(0))
+            if table.ShapeLength() >= 2 and table.Shape(0) == experts and table.Buffer():
+                tables.add(table.Buffer())
+    return sum(m.Buffers(i).DataLength() or m.Buffers(i).Size() for i in tables)
 
 
 def read_bandwidth() -> float:
@@ -210,6 +291,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         for name in args.models.split(","):
             src = model_dir(name)
+            experts = expert_counts(src)
             for recipe in args.recipes.split(","):
                 sides = {"ours": convert(src, os.path.join(work, f"{name}_{recipe}"), recipe, args.prefill,
                                          args.cache)}
@@ -217,7 +299,7 @@ def main() -> int:
                 if official_python:
                     out = os.path.join(work, f"o_{name}_{recipe}")
                     sides["official"] = convert_official(official_python, src, out, recipe, args.prefill, args.cache)
-                    if "error" in sides["official"] and "moe" in name:
+                    if "error" in sides["official"] and experts:
                         default_error = sides["official"]["error"]
                         sides["official"] = convert_official(official_python, src, out + "_moe", recipe,
                                                              args.prefill, args.cache, OFFICIAL_MOE_OPTIONS)
@@ -231,6 +313,10 @@ def main() -> int:
                     row[side] = {"convert_s": conv["seconds"], "peak_rss_gb": conv["peak_rss"] / 2**30,
                                  "bundle_mb": os.path.getsize(conv["bundle"]) / 1e6,
                                  "bound_ms": 1000.0 * weights / bandwidth if weights else None}
+                    if weights and experts:  # a token reads k of the E rows of each gathered expert table
+                        k, count = experts
+                        read = weights - (1 - k / count) * gathered_expert_bytes(conv["tflite"], count)
+                        row[side]["sparse_bound_ms"] = 1000.0 * read / bandwidth
                 # Speeds: the sides alternate, each run once untimed (what follows a conversion: the CPU and the
                 # runtime warming up), then timed `--repeats` times; the best of each is kept (this machine's
                 # timings move by tens of percent from one run to the next).
@@ -283,11 +369,19 @@ def render(rows, threads, args, bandwidth) -> str:
              "counted too, so the bound is slightly high; far too high for a mixture-of-experts model, whose "
              "every expert is counted while a token reads k of them). Ratios are ours / official (below 1: ours is faster, "
              "smaller, or uses less memory; prefill is tokens/s, so above 1 is faster).", ""]
-    head = "| model | recipe | side | convert s | peak RSS GiB | bundle MB | bound ms |"
-    sep = "|---|---|---|---|---|---|---|"
+    sparse = any("sparse_bound_ms" in r.get(side, {}) for r in rows for side in ("ours", "official"))
+    if sparse:
+        lines += ["k-of-E bound (mixture-of-experts models): the bytes a decode token reads, the constants less "
+                  "(1 - k/E) of the expert tables that the graph gathers by expert (k chosen of E experts per "
+                  "layer, from config.json), at the same bandwidth; a graph that runs every expert for every "
+                  "token reads its tables whole, and its k-of-E bound is its bound.", ""]
+    head = "| model | recipe | side | convert s | peak RSS GiB | bundle MB | bound ms |" + (
+        " k-of-E bound ms |" if sparse else "")
+    sep = "|---|---|---|---|---|---|---|" + ("---|" if sparse else "")
     for n in threads:
-        head += f" prefill tok/s {n}t | decode ms {n}t | decode/bound {n}t |"
-        sep += "---|---|---|"
+        head += f" prefill tok/s {n}t | decode ms {n}t | decode/bound {n}t |" + (
+            f" decode/k-of-E bound {n}t |" if sparse else "")
+        sep += "---|---|---|" + ("---|" if sparse else "")
     lines += [head, sep]
     for r in rows:
         for side in ("ours", "official"):
@@ -305,25 +399,30 @@ def render(rows, threads, args, bandwidth) -> str:
             bound = f"{e['bound_ms']:.2f}" if e["bound_ms"] else "-"
             line = (f"| {r['model']} | {r['recipe']} | {label} | {e['convert_s']:.1f} | {e['peak_rss_gb']:.2f} | "
                     f"{e['bundle_mb']:.1f} | {bound} |")
+            if sparse:
+                line += f" {e['sparse_bound_ms']:.2f} |" if e.get("sparse_bound_ms") else " - |"
             for n in threads:
                 s = e[f"t{n}"]
                 if "error" in s or not s.get("decode_ms"):
-                    line += " - | - | - |"
+                    line += " - | - | - |" + (" - |" if sparse else "")
                     continue
                 ratio = s["decode_ms"] / e["bound_ms"] if e["bound_ms"] else float("nan")
                 line += f" {s['prefill_tok_s']:.0f} | {s['decode_ms']:.2f} | {ratio:.1f} |"
+                if sparse:
+                    line += f" {s['decode_ms'] / e['sparse_bound_ms']:.1f} |" if e.get("sparse_bound_ms") else " - |"
             lines.append(line)
         ours, official = r.get("ours"), r.get("official")
         if ours and official and "error" not in ours and "error" not in official:
             line = (f"| {r['model']} | {r['recipe']} | ours / official | {_r(ours['convert_s'], official['convert_s'])} | "
                     f"{_r(ours['peak_rss_gb'], official['peak_rss_gb'])} | "
-                    f"{_r(ours['bundle_mb'], official['bundle_mb'])} | |")
+                    f"{_r(ours['bundle_mb'], official['bundle_mb'])} | |" + (" |" if sparse else ""))
             for n in threads:
                 a, b = ours[f"t{n}"], official[f"t{n}"]
                 if "error" in a or "error" in b:
-                    line += " - | - | |"
+                    line += " - | - | |" + (" |" if sparse else "")
                     continue
                 line += f" {_r(a['prefill_tok_s'], b['prefill_tok_s'])} | {_r(a['decode_ms'], b['decode_ms'])} | |"
+                line += " |" if sparse else ""
             lines.append(line)
     return "\n".join(lines) + "\n"
 

@@ -23,10 +23,14 @@ def write_decoder(model: Any, path: str, recipe: Any, release: Callable | None =
     elif recipe == INT8_WEIGHTS:
         int8_model(model, path, release)
     else:
+        from litert_torch.quantization.int4_tables import int4_gathered_tables, recipe_int4_block
         from litert_torch.quantization.quantize import quantize_model
 
         from litert_torch.runtime.edge_model import EdgeModel
 
+        block = recipe_int4_block(recipe)
+        if block is not False:  # the experts' tables, which the quantizer leaves float, int4 as its weights
+            int4_gathered_tables(model.subgraphs, block, release=release)
         data = quantize_model(EdgeModel(serialize(model), verify=False), recipe).flatbuffer
         with open(path, "wb") as f:
             f.write(data)

@@ -378,35 +378,48 @@ def _pair_rows(b: _Builder, flat: ir.Tensor, length: int, k: int) -> ir.Tensor:
 
 def _gpt_oss_moe(b: _Builder, w: dict[str, Any], cfg: LlmConfig, flat: ir.Tensor, length: int) -> ir.Tensor:
     """gpt-oss's experts: each token's top-k router logits (the router with its bias), softmaxed; each (token,
-    expert) pair's gathered tables and biases, gate and up clamped, (up + 1) * gate * sigmoid(alpha * gate)
-    through the down table and its bias; the pairs weighted and summed per token. Every chunk takes this gathered
-    form (no tiles)."""
+    expert) pair's tables and biases, gate and up clamped, (up + 1) * gate * sigmoid(alpha * gate) (`_glu`)
+    through the down table and its bias; the pairs weighted and summed per token. A token alone gathers its
+    experts' tables, a chunk is sorted into tiles (`_tiles`), as for the other routed experts."""
     hidden, k = flat.shape[1], cfg.num_experts_per_tok
     if cfg.swiglu_limit is None:
         raise UnsupportedModelError("gpt-oss's experts clamp their gate and up projections: config.swiglu_limit "
                                     "is missing")
-    pairs, limit = length * k, float(cfg.swiglu_limit)
+    pairs = length * k
     values, chosen = b._topk(b._linear(flat, w["router"], w["router_bias"], "router"), k)
     weights = b._like("SOFTMAX", values, what="softmax", beta=1.0)
-    index = b._reshape(chosen, [pairs])
     tables = {n: b.const(w[n], n) for n in ("gate_w", "up_w", "down_w", "gate_bias", "up_bias", "down_bias")}
+    if expert_tile_rows(pairs, cfg.num_experts) > 1:
+        out = _tiles(b, cfg, flat, weights, chosen, [tables[n] for n in ("gate_w", "up_w", "down_w")],
+                     first_tile_rows(pairs, cfg.num_experts), [tables[n] for n in ("gate_bias", "up_bias", "down_bias")])
+        return b._reshape(out, [1, length, hidden])
+    index = b._reshape(chosen, [pairs])
     rows = _pair_rows(b, flat, length, k)
     gate = b._add(b._sum(b._mul(b._gather(tables["gate_w"], index), rows), 2), b._gather(tables["gate_bias"], index))
     up = b._add(b._sum(b._mul(b._gather(tables["up_w"], index), rows), 2), b._gather(tables["up_bias"], index))
-    gate = b._binary("MINIMUM", gate, limit)
-    up = b._binary("MAXIMUM", b._binary("MINIMUM", up, limit), -limit)
-    glu = b._mul(gate, b._like("LOGISTIC", b._mul(gate, float(cfg.swiglu_alpha)), what="sigmoid"))
-    inner = b._reshape(b._mul(b._add(up, 1.0), glu), [pairs, 1, gate.shape[1]], "unsqueeze")
+    inner = b._reshape(_glu(b, cfg, gate, up), [pairs, 1, gate.shape[1]], "unsqueeze")
     out = b._add(b._sum(b._mul(b._gather(tables["down_w"], index), inner), 2), b._gather(tables["down_bias"], index))
     out = b._sum(b._mul(b._reshape(out, [length, k, hidden]), b._reshape(weights, [length, k, 1], "unsqueeze")), 1)
     return b._reshape(out, [1, length, hidden])
 
 
+def _glu(b: _Builder, cfg: LlmConfig, gate: ir.Tensor, up: ir.Tensor) -> ir.Tensor:
+    """The experts' gated unit: act(gate) * up, or gpt-oss's clamped (up + 1) * gate * sigmoid(alpha * gate)."""
+    if cfg.swiglu_limit is None:
+        return b._mul(b._act(gate, cfg.activation), up)
+    limit = float(cfg.swiglu_limit)
+    gate = b._binary("MINIMUM", gate, limit)
+    up = b._binary("MAXIMUM", b._binary("MINIMUM", up, limit), -limit)
+    glu = b._mul(gate, b._like("LOGISTIC", b._mul(gate, float(cfg.swiglu_alpha)), what="sigmoid"))
+    return b._mul(b._add(up, 1.0), glu)
+
+
 def _tiles(b: _Builder, cfg: LlmConfig, flat: ir.Tensor, weights: ir.Tensor, chosen: ir.Tensor,
-           tables: list[ir.Tensor], rows: int) -> ir.Tensor:
+           tables: list[ir.Tensor], rows: int, biases: list[ir.Tensor] | None = None) -> ir.Tensor:
     """`model.MoE._tiled` (in place): the chunk's (token, expert) pairs sorted by expert into each expert's first
     tile of `rows` rows, multiplied by the tables in place, and overflow tiles of `rows`, each one expert's,
-    multiplied by its gathered tables; each pair's result read back and weighted."""
+    multiplied by its gathered tables; each pair's result read back and weighted. `biases`: the gate, up and
+    down projections' [E, N] biases (gpt-oss), added per tile."""
     tokens, hidden = flat.shape
     experts, k = cfg.num_experts, cfg.num_experts_per_tok
     pairs, first_slots = tokens * k, experts * rows
@@ -438,7 +451,8 @@ def _tiles(b: _Builder, cfg: LlmConfig, flat: ir.Tensor, weights: ir.Tensor, cho
                         "scatter_add", fused_activation_function="NONE")
     xs = b._gather(flat, slot_token)  # [S, H]
     first = b._slice(xs, 0, 0, first_slots) if extra else xs
-    tiles = [_expert_tiles(b, cfg, b._reshape(first, [experts, rows, hidden]), tables)]
+    tiles = [_expert_tiles(b, cfg, b._reshape(first, [experts, rows, hidden]), tables,
+                           biases and [b._reshape(t, [experts, 1, t.shape[1]], "unsqueeze") for t in biases])]
     if extra:
         starts = b.const((np.arange(extra, dtype=np.int32) * rows)[:, None], "starts")
         before = b.emit("LESS_EQUAL", [b._reshape(ends, [1, experts], "unsqueeze"), starts], [extra, experts],
@@ -446,7 +460,8 @@ def _tiles(b: _Builder, cfg: LlmConfig, flat: ir.Tensor, weights: ir.Tensor, cho
         tile_expert = b._sum(b.emit("CAST", [before], before.shape, np.int32, "to"), 1)
         tile_expert = b._binary("MINIMUM", tile_expert, experts - 1)
         overflow = b._reshape(b._slice(xs, 0, first_slots, extra * rows), [extra, rows, hidden])
-        tiles.append(_expert_tiles(b, cfg, overflow, [b._gather(t, tile_expert) for t in tables]))
+        tiles.append(_expert_tiles(b, cfg, overflow, [b._gather(t, tile_expert) for t in tables], biases and [
+            b._reshape(b._gather(t, tile_expert), [extra, 1, t.shape[1]], "unsqueeze") for t in biases]))
     rows_out = [b._reshape(o, [o.shape[0] * rows, hidden]) for o in tiles]
     joined = (rows_out[0] if len(rows_out) == 1
               else b.emit("CONCATENATION", rows_out, [slots, hidden], np.float32, "cat", axis=0))
@@ -454,14 +469,20 @@ def _tiles(b: _Builder, cfg: LlmConfig, flat: ir.Tensor, weights: ir.Tensor, cho
     return b._sum(b._mul(out, b._reshape(weights, [tokens, k, 1], "unsqueeze")), 1)
 
 
-def _expert_tiles(b: _Builder, cfg: LlmConfig, x: ir.Tensor, tables: list[ir.Tensor]) -> ir.Tensor:
-    """`model.MoE._experts`: tiles x [T, B, H] through the tables [T, ...] of their experts."""
-    def bmm(a: ir.Tensor, table: ir.Tensor) -> ir.Tensor:  # a @ table^T, the [out, in] table read as stored
-        return b.emit("BATCH_MATMUL", [a, table], [*a.shape[:-1], table.shape[-2]], np.float32, "bmm", adj_x=False,
-                      adj_y=True, asymmetric_quantize_inputs=False)
+def _expert_tiles(b: _Builder, cfg: LlmConfig, x: ir.Tensor, tables: list[ir.Tensor],
+                  biases: list[ir.Tensor] | None = None) -> ir.Tensor:
+    """`model.MoE._experts`: tiles x [T, B, H] through the tables [T, ...] of their experts (and their [T, 1, N]
+    biases, gpt-oss's)."""
+    def bmm(a: ir.Tensor, i: int) -> ir.Tensor:  # a @ table^T, the [out, in] table read as stored, + its bias
+        table = tables[i]
+        out = b.emit("BATCH_MATMUL", [a, table], [*a.shape[:-1], table.shape[-2]], np.float32, "bmm", adj_x=False,
+                     adj_y=True, asymmetric_quantize_inputs=False)
+        return b._add(out, biases[i]) if biases else out
 
-    gate, up, down = tables
-    return bmm(b._mul(b._act(bmm(x, gate), cfg.activation), bmm(x, up)), down)
+    gate = bmm(x, 0)
+    if cfg.swiglu_limit is None:  # act(gate) before the up product, in the traced builder's order
+        return bmm(b._mul(b._act(gate, cfg.activation), bmm(x, 1)), 2)
+    return bmm(_glu(b, cfg, gate, bmm(x, 1)), 2)
 
 
 def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, sin, mask, k_cache, v_cache,

@@ -74,3 +74,48 @@ def test_int4_blockwise_recipe_writes_int4_blocks_and_decodes(tmp_path, recipe, 
     session.run_prefill([PROMPT])
     text = session.run_decode().texts[0]
     assert isinstance(text, str) and text
+
+
+@pytest.mark.parametrize("arch", ["qwen3_moe", "gpt_oss"])
+def test_int4_recipe_stores_expert_tables_int4(tmp_path, monkeypatch, arch):
+    """The experts' tables, which ai-edge-quantizer leaves float (they are gathered, not FULLY_CONNECTED weights),
+    int4 in blocks of 32 as the recipe's dense weights, with float16 scales: no float32 expert table is left,
+    the bundle decodes in LiteRT-LM, and our runner's logits stay about as close to float as with the expert
+    tables float (the recipe's int4 dense weights alone move these random tiny models' logits a lot)."""
+    import transformers
+
+    from litert_torch.quantization import int4_tables
+
+    src = tiny_lm.save(str(tmp_path / "src"), arch)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).eval()
+    out = export.export(model=src, output_dir=str(tmp_path / "int4"), prefill_lengths=[4, 16], cache_length=CACHE,
+                        quantization_recipe="dynamic_wi4b32_afp32", keep_temporary_files=True)
+    model = read_model(open(os.path.join(tmp_path / "int4", "model.tflite"), "rb").read())
+    experts = hf.config.num_local_experts if arch == "gpt_oss" else hf.config.num_experts
+    tables = {id(op.inputs[0]): op.inputs[0] for g in model.subgraphs for op in g.ops
+              if op.opcode == "GATHER" and op.inputs[0].is_constant and op.inputs[0].shape[0] == experts}
+    kinds = {(t.dtype.name, t.rank) for t in tables.values()}
+    assert ("int4", 3) in kinds and ("float32", 3) not in kinds, kinds
+    assert all(t.dtype == np.float16 for t in tables.values() if t.rank == 4)  # the block scales
+
+    prompt = None
+    errors = []
+    for bundle in (out, None):
+        if bundle is None:  # the same recipe with the expert tables left float
+            monkeypatch.setattr(int4_tables, "int4_gathered_tables", lambda *args, **kwargs: 0)
+            bundle = export.export(model=src, output_dir=str(tmp_path / "float_experts"), prefill_lengths=[4, 16],
+                                   cache_length=CACHE, quantization_recipe="dynamic_wi4b32_afp32")
+        llm = generative.load(bundle)
+        prompt = prompt or llm.encode(PROMPT)
+        report = generative.validate_llm(llm, hf, prompt, 16, layers=False)
+        print(report.summary())
+        errors.append(report.max_relative_error)
+    assert 0 < errors[0] < 1.25 * errors[1], errors
+
+    os.makedirs(tmp_path / "cache")
+    engine = litert_lm.Engine(out, backend=litert_lm.Backend.CPU(), cache_dir=str(tmp_path / "cache"),
+                              max_num_tokens=CACHE)
+    session = engine.create_session(apply_prompt_template=False, sampler_config=litert_lm.SamplerConfig(top_k=1),
+                                    max_output_tokens=8)
+    session.run_prefill([PROMPT])
+    assert session.run_decode().texts[0]

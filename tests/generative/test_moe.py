@@ -125,3 +125,43 @@ def test_int8_tables_of_a_few_tokens_are_multiplied_as_int8_rows(experts, k, tok
             want = each_token(layer, sample).numpy()
         got = np.asarray(edge(sample))
         assert np.abs(got - want).max() <= 0.05 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("experts,k,tokens", [(8, 3, 1), (8, 2, 64)])
+def test_int4_tables_are_gathered_as_int4_and_widened(experts, k, tokens):
+    """int4 expert tables in blocks (`int4_gathered_tables`): a token alone gathers its experts' int4 rows, a
+    chunk reads each expert's first tile against the table widened whole and gathers its overflow tiles' experts
+    (three tiles here); no float32 expert table is left, and
+    the layer equals each token through its experts with the dequantized tables, within int4 error of float."""
+    from litert_torch.flatbuffer.writer import serialize
+    from litert_torch.quantization.int4_tables import int4_blocks, int4_gathered_tables
+    from litert_torch.runtime.edge_model import EdgeModel
+
+    layer = moe(experts, k)
+    x = torch.randn(1, tokens, HIDDEN)
+    model = read_model(litert_torch.convert(layer, (x,)).flatbuffer)
+    assert int4_gathered_tables(model.subgraphs, 8) == 3
+    ops = [op for g in model.subgraphs for op in g.ops]
+    tables = {id(t): t for op in ops for t in op.inputs if t is not None and t.is_constant and t.rank == 3}
+    assert not [t.name for t in tables.values() if t.dtype == np.float32]
+    assert sum(t.dtype.name == "int4" for t in tables.values()) == 3
+    widened = [op for op in ops if op.opcode == "CAST" and op.inputs[0].dtype.name == "int4"]
+    assert widened and sum(op.inputs[0].is_constant for op in widened) == (3 if tokens > 1 else 0)
+
+    def dequantized(w: torch.Tensor) -> torch.Tensor:
+        q, scale = int4_blocks(w.numpy(), 8)
+        blocks = q.astype(np.float32).reshape(*w.shape[:2], -1, 8) * scale.astype(np.float32)
+        return torch.from_numpy(blocks.reshape(w.shape))
+
+    edge = EdgeModel(serialize(model))
+    gate_up, down = layer.hf_tables
+    float_tables = layer.hf_tables
+    quantized = (torch.cat([dequantized(gate_up[:, :INTER]), dequantized(gate_up[:, INTER:])], 1), dequantized(down))
+    for sample in (x, torch.randn(1, tokens, HIDDEN) * 3):
+        got = np.asarray(edge(sample))
+        with torch.no_grad():
+            layer.hf_tables = quantized
+            np.testing.assert_allclose(got, each_token(layer, sample).numpy(), rtol=1e-4, atol=1e-4)
+            layer.hf_tables = float_tables
+            want = each_token(layer, sample).numpy()
+        assert np.abs(got - want).max() <= 0.2 * np.abs(want).max()
