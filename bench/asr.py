@@ -1,25 +1,26 @@
-"""Whisper speed, side by side with the official exporter, for random Whispers of whisper-tiny's and whisper-base's
-sizes (Whisper's 51865-token vocabulary), float32, one thread, on the CPU (XNNPACK):
+"""Speech-to-text speed, side by side with the official exporter, for random Whispers of whisper-tiny's and
+whisper-base's sizes (Whisper's 51865-token vocabulary) and a random Moonshine of moonshine-tiny's sizes, float32,
+one thread, on the CPU (XNNPACK), on a 2 s clip:
 
 - our export (`export(task="automatic_speech_recognition")`) in a fresh process: wall time and peak RSS;
 - our runner on its bundle: the encoder's latency, the time to the first token (encoder, prompt prefill, argmax;
-  the log-mel features computed beforehand), the decode time per token (one token against the self-attention
+  the encoder's input computed beforehand), the decode time per token (one token against the self-attention
   KV cache, the cross-attention keys and values computed once by the encoder), and its greedy tokens against
-  Hugging Face's `generate` on a 2 s clip (LiteRT-LM cannot run speech-to-text bundles: docs/ASR.md says why);
-- a decoder that re-runs its whole token window every step (no KV cache, the layout of the official exporter's
-  ASR decode signature), converted by us from the same model and given the same precomputed cross-attention
-  keys and values: the KV cache's decode speedup over it, measured in the same run;
+  Hugging Face's `generate` (LiteRT-LM cannot run speech-to-text bundles: docs/ASR.md says why);
+- for Whisper, a decoder that re-runs its whole token window every step (no KV cache, the layout of the official
+  exporter's ASR decode signature), converted by us from the same model and given the same precomputed
+  cross-attention keys and values: the KV cache's decode speedup over it, measured in the same run;
 - the official exporter (litert-torch in bench/.venv-official) on the same model directory: its default export,
   and, where that fails, its non-bundle ASR export (`bundle_litert_lm=False`: one .tflite with an `encode`
   signature and a `decode` signature over a fixed window of ceil(input_sec * 8 / 32) * 32 tokens that takes the
   encoder's hidden states and re-runs every window token, the cross-attention projections included, each
   step), whose encoder latency, time to the first token, decode time per token and greedy tokens are measured
-  here in the same runtime and on the same thread count as ours.
+  here in the same runtime and on the same thread count as ours. Moonshine's encoder takes a fixed window of
+  samples: both exporters get `input_sec` = the clip's length for it.
 
-    python bench/asr.py [--sizes tiny,base] [--tokens 32] [--threads 1] [--repeats 3] [--official-input-sec 30]
-                        [--no-official]
+    python bench/asr.py [--sizes tiny,base,moonshine-tiny] [--tokens 32] [--threads 1] [--repeats 3]
+                        [--official-input-sec 30] [--no-official]
 """
-
 from __future__ import annotations
 
 import argparse
@@ -45,7 +46,14 @@ SIZES = {
     "small-test": dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                        decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_target_positions=448),
 }
+# moonshine-tiny's sizes (UsefulSensors/moonshine-tiny), with its 32768-token vocabulary
+MOONSHINE = {
+    "moonshine-tiny": dict(hidden_size=288, intermediate_size=1152, encoder_num_hidden_layers=6,
+                           decoder_num_hidden_layers=6, encoder_num_attention_heads=8, decoder_num_attention_heads=8,
+                           max_position_embeddings=194),
+}
 TASK = "automatic_speech_recognition"
+CLIP_SECONDS = 2.0
 
 
 def save_model(directory: str, size: str) -> str:
@@ -73,6 +81,31 @@ def save_model(directory: str, size: str) -> str:
     hf.save_pretrained(directory)
     tok.save_pretrained(directory)
     asr_examples.feature_extractor().save_pretrained(directory)
+    return directory
+
+
+def save_moonshine(directory: str, size: str) -> str:
+    """A random Moonshine of `size` with its 32768-token output and the tiny example's tokenizer and raw-audio
+    feature extractor (asr_examples.save_tiny_moonshine's), saved as a model directory."""
+    import torch
+    import transformers
+
+    from litert_torch.generative import asr_examples
+    from litert_torch.generative.examples import spread_weights, tokenizer
+
+    tok = tokenizer()
+    torch.manual_seed(0)
+    config = transformers.MoonshineConfig(vocab_size=32768, **MOONSHINE[size], decoder_start_token_id=tok.bos_token_id,
+                                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                                          pad_token_id=tok.pad_token_id)
+    hf = spread_weights(transformers.MoonshineForConditionalGeneration(config).eval(), std=0.08)
+    hf.generation_config = transformers.GenerationConfig(
+        decoder_start_token_id=tok.bos_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, max_length=config.max_position_embeddings)
+    hf.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=asr_examples.SAMPLING_RATE, padding_value=0.0,
+                                          do_normalize=False, return_attention_mask=True).save_pretrained(directory)
     return directory
 
 
@@ -247,50 +280,69 @@ def window_baseline(hf, cfg, features, ids: list[int], tokens: int, threads: int
     return {"window": window, "convert_s": convert_seconds, "same_next_token": same, "decode_ms": _ms(times)}
 
 
-def official_attempts(python: str, model_dir: str, root: str, input_sec: float) -> dict:
-    """The official exporter on `model_dir`: its default export, and where that fails its non-bundle one."""
+def official_attempts(python: str, model_dir: str, root: str, window_sec: float, **options: object) -> dict:
+    """The official exporter on `model_dir` (with `options`): its default export, and where that fails its
+    non-bundle one, whose decode window is sized for `window_sec` unless `options` set input_sec."""
     from task_export import export_official
 
     attempts = {"default": export_official(python, model=model_dir, output_dir=os.path.join(root, "official"),
-                                           task=TASK, quantization_recipe="none")}
+                                           task=TASK, quantization_recipe="none", **options)}
     if "error" in attempts["default"]:
         attempts["bundle_litert_lm=False"] = export_official(
             python, model=model_dir, output_dir=os.path.join(root, "official_tflite"), task=TASK,
-            quantization_recipe="none", bundle_litert_lm=False, keep_temporary_files=True, input_sec=input_sec)
+            quantization_recipe="none", bundle_litert_lm=False, keep_temporary_files=True,
+            **{"input_sec": window_sec, **options})
     return attempts
+
+
+def hf_reference(model_dir: str, audio: np.ndarray, tokens: int, moonshine: bool):
+    """Hugging Face's model, its greedy ids for `audio` (the generated tokens only) and the encoder's input it
+    used (Whisper's log-mel features, Moonshine's samples)."""
+    import torch
+    import transformers
+
+    if moonshine:
+        hf = transformers.MoonshineForConditionalGeneration.from_pretrained(model_dir).eval()
+        inputs = torch.from_numpy(audio)[None]
+        with torch.no_grad():
+            out = hf.generate(inputs, max_new_tokens=tokens)[0].tolist()
+        return hf, out[1:-1] if out[-1] == hf.generation_config.eos_token_id else out[1:], inputs
+    hf = transformers.WhisperForConditionalGeneration.from_pretrained(model_dir).eval()
+    inputs = transformers.WhisperFeatureExtractor.from_pretrained(model_dir)(
+        audio, sampling_rate=16000, return_tensors="pt").input_features
+    with torch.no_grad():
+        return hf, hf.generate(inputs, max_new_tokens=tokens)[0].tolist(), inputs
 
 
 def measure(size: str, args, python: str | None) -> dict:
     """Everything for one size: both exports, then the speeds in this process."""
-    import torch
-    import transformers
-
     from litert_torch.generative import asr_examples, asr_runner
     from task_export import export_ours
 
     root = tempfile.mkdtemp(prefix=f"bench_asr_{size}_")
-    model_dir = save_model(os.path.join(root, "model"), size)
-    ours = export_ours(model=model_dir, output_dir=os.path.join(root, "out"), task=TASK, quantization_recipe="none")
-    official = official_attempts(python, model_dir, root, args.official_input_sec) if python else {}
+    moonshine = size in MOONSHINE
+    # Moonshine's encoder takes a fixed window of samples: both exporters get the clip's length
+    options = {"input_sec": CLIP_SECONDS} if moonshine else {}
+    model_dir = (save_moonshine if moonshine else save_model)(os.path.join(root, "model"), size)
+    ours = export_ours(model=model_dir, output_dir=os.path.join(root, "out"), task=TASK, quantization_recipe="none",
+                       **options)
+    official = official_attempts(python, model_dir, root, args.official_input_sec, **options) if python else {}
     runner = asr_runner.load_asr(ours["path"], num_threads=args.threads)
     cfg = runner.config
-    audio = asr_examples.noise(2.0)
-    hf = transformers.WhisperForConditionalGeneration.from_pretrained(model_dir).eval()
-    hf_features = transformers.WhisperFeatureExtractor.from_pretrained(model_dir)(
-        audio, sampling_rate=16000, return_tensors="pt").input_features
-    with torch.no_grad():
-        reference = hf.generate(hf_features, max_new_tokens=args.tokens)[0].tolist()
+    audio = asr_examples.noise(CLIP_SECONDS)
+    hf, reference, hf_inputs = hf_reference(model_dir, audio, args.tokens, moonshine)
     ids = runner.transcribe_ids(audio, max_new_tokens=args.tokens)
     features = runner.features(audio)
     layout = next((r for r in official.values() if "error" not in r), None)
     official_file = OfficialAsr(layout["path"], args.threads) if layout else None
-    result = {"size": size, "config": {k: getattr(hf.config, k) for k in SIZES[size]}, "ours": ours,
-              "official": official, "tokens": args.tokens, "greedy_equal": ids == reference, "greedy_tokens": len(ids),
-              **first_token_times(runner, features, official_file, hf_features.numpy(), args.repeats),
-              "ours_decode_ms": ours_decode(runner, features, ids, args.tokens),
-              "baseline": window_baseline(hf, cfg, hf_features, ids, args.tokens, args.threads)}
+    result = {"size": size, "config": (MOONSHINE if moonshine else SIZES)[size], "ours": ours, "official": official,
+              "tokens": args.tokens, "greedy_equal": ids == reference, "greedy_tokens": len(ids),
+              **first_token_times(runner, features, official_file, hf_inputs.numpy(), args.repeats),
+              "ours_decode_ms": ours_decode(runner, features, ids, args.tokens)}
+    if not moonshine:
+        result["baseline"] = window_baseline(hf, cfg, hf_inputs, ids, args.tokens, args.threads)
     if official_file is not None:
-        official_ids, result["official_decode_ms"] = official_greedy(official_file, hf_features.numpy(), cfg.prompt,
+        official_ids, result["official_decode_ms"] = official_greedy(official_file, hf_inputs.numpy(), cfg.prompt,
                                                                      args.tokens, cfg.vocab_size)
         result["official_window"] = official_file.window
         result["official_greedy"] = {"tokens": len(official_ids), "equal": official_ids == reference[:len(official_ids)]}
@@ -303,16 +355,18 @@ def _mb(path: str) -> str:
 
 def table(r: dict) -> list[str]:
     """One markdown table for one size's result."""
-    ours, baseline = r["ours"], r["baseline"]
+    ours = r["ours"]
     lines = ["| converter, layout | convert s | peak RSS MB | file MB | encoder ms | TTFT ms | decode ms/token "
              "| decode tokens/s | greedy = Hugging Face, or how it failed |",
              "|---|---|---|---|---|---|---|---|---|",
              f"| ours, KV cache (bundle) | {ours['seconds']:.1f} | {ours['peak_rss_mb']:.0f} | {_mb(ours['path'])} "
              f"| {r['ours_encoder']:.1f} | {r['ours_ttft']:.1f} | {r['ours_decode_ms']:.2f} "
-             f"| {1000 / r['ours_decode_ms']:.1f} | {r['greedy_equal']} ({r['greedy_tokens']} tokens) |",
-             f"| ours, whole {baseline['window']}-token window (no KV cache) | {baseline['convert_s']:.1f} | | | | "
-             f"| {baseline['decode_ms']:.2f} | {1000 / baseline['decode_ms']:.1f} "
-             f"| next token {'same' if baseline['same_next_token'] else 'DIFFERENT'} |"]
+             f"| {1000 / r['ours_decode_ms']:.1f} | {r['greedy_equal']} ({r['greedy_tokens']} tokens) |"]
+    if "baseline" in r:
+        baseline = r["baseline"]
+        lines.append(f"| ours, whole {baseline['window']}-token window (no KV cache) | {baseline['convert_s']:.1f} "
+                     f"| | | | | {baseline['decode_ms']:.2f} | {1000 / baseline['decode_ms']:.1f} "
+                     f"| next token {'same' if baseline['same_next_token'] else 'DIFFERENT'} |")
     from task_export import failure_line
 
     for name, attempt in r["official"].items():
@@ -331,19 +385,23 @@ def table(r: dict) -> list[str]:
 
 def ratios(r: dict) -> str:
     """The ratios read from one size's result: the KV cache's speedups, and ours / official."""
-    text = f"KV-cache decode speedup over our whole-window decoder: {r['baseline']['decode_ms'] / r['ours_decode_ms']:.1f}x"
+    parts = []
+    if "baseline" in r:
+        parts.append(f"KV-cache decode speedup over our whole-window decoder: "
+                     f"{r['baseline']['decode_ms'] / r['ours_decode_ms']:.1f}x")
     if "official_decode_ms" in r:
         layout = next(a for a in r["official"].values() if "error" not in a)
-        text += (f"; over the official window decode: {r['official_decode_ms'] / r['ours_decode_ms']:.1f}x; ours / "
+        parts.append(f"over the official window decode: {r['official_decode_ms'] / r['ours_decode_ms']:.1f}x; ours / "
                  f"official: convert {r['ours']['seconds'] / layout['seconds']:.2f}, peak RSS "
                  f"{r['ours']['peak_rss_mb'] / layout['peak_rss_mb']:.2f}, encoder "
                  f"{r['ours_encoder'] / r['official_encoder']:.2f}, TTFT {r['ours_ttft'] / r['official_ttft']:.2f}")
-    return text
+    return "; ".join(parts)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="tiny,base")
+    parser.add_argument("--sizes", default="tiny,base,moonshine-tiny",
+                        help=f"of {', '.join([*SIZES, *MOONSHINE])}")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
@@ -362,10 +420,8 @@ def main() -> None:
         results.append(measure(size, args, python))
         print(json.dumps(results[-1], default=str), flush=True)
     for r in results:
-        c = r["config"]
-        print(f"\n{r['size']}: d_model {c['d_model']}, {c['encoder_layers']}+{c['decoder_layers']} layers, "
-              f"{c['decoder_attention_heads']} heads, ffn {c['decoder_ffn_dim']}, vocab 51865; float32, "
-              f"{args.threads} thread(s), {r['tokens']} tokens\n")
+        sizes = ", ".join(f"{k} {v}" for k, v in r["config"].items())
+        print(f"\n{r['size']} ({sizes}); float32, {args.threads} thread(s), {r['tokens']} tokens\n")
         print("\n".join(table(r)))
         print(f"\n{ratios(r)}")
 
