@@ -6,7 +6,8 @@ bench/.venv-official, the same keywords on the same model directory), runs in a 
 RSS, or how it failed); then, on one thread, the vision encoder's latency, the time to the first token of a
 prompt with one image (image encoding and prefill) and the decode time per token, in our runner on our bundle
 and in LiteRT-LM (`Engine(..., vision_backend=CPU)`) on both bundles, alternating. On the tiny model (float) the
-greedy tokens of our runner are checked against Hugging Face's `generate`.
+greedy tokens of our runner are checked against Hugging Face's `generate`, and each bundle's LiteRT-LM reply
+(to the prompt with the image, and to a text-only prompt) against Hugging Face's text.
 
     python bench/vlm.py [--sizes tiny,siglip400m] [--image 448] [--tokens 16] [--threads 1] [--repeats 3]
                         [--no-official]
@@ -28,6 +29,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 PROMPT = "the robot <start_of_image> counts"
+TEXT_PROMPT = "the robot counts"  # the tiny model's check of the text path alone
 # per size: the recipe of the decoder and embedder, the vision sections' recipe, prefill lengths, cache length
 EXPORT = {
     "tiny": ("none", None, [8, 16], 64),
@@ -145,14 +147,14 @@ def _reply(engine, message: dict, max_tokens: int) -> tuple[float, str, object]:
 
 
 def litert_lm_times(bundles: dict[str, str], image: np.ndarray, tokens: int, threads: int, max_tokens: int,
-                    repeats: int, cache_dir: str) -> dict:
+                    repeats: int, cache_dir: str, text_prompt: str | None = None) -> dict:
     """LiteRT-LM on `threads` threads (text and vision backends on the CPU), each bundle of `bundles` in its
     engine, the bundles alternating, after one untimed round: the time to the first token (the wall time of a
     one-token reply to the prompt with the image: PNG decoding, image encoding, prefill and the first token) and
     the decode ms/token of a reply of `tokens` + 1 tokens from the runtime's own decode tokens/s (LiteRT-LM may
     stream a reply as one chunk, so chunk times do not time tokens, and the difference of the two replies' wall
     times drowns in the image encoder's variation), medians of `repeats` rounds; the runtime's prefill tokens/s
-    and the text of the last long reply."""
+    and the text of the last long reply; with `text_prompt`, the text of a reply to it alone (no image)."""
     import litert_lm
 
     from tests.generative.test_vlm import _png
@@ -177,20 +179,26 @@ def litert_lm_times(bundles: dict[str, str], image: np.ndarray, tokens: int, thr
             result[side] = {"text": text, "decode_tokens": info.last_decode_token_count,
                             "prefill_tokens_per_s": info.last_prefill_tokens_per_second}
     for side, engine in engines.items():
+        if text_prompt is not None:
+            result[side]["text_only"] = _reply(engine, {"role": "user", "content": [
+                {"type": "text", "text": text_prompt}]}, tokens + 1)[1]
         engine.close()
         result[side].update(ttft_ms=1000 * float(np.median(first[side])),
                             decode_ms=1000 * float(np.median(decode[side])))
     return result
 
 
-def hf_greedy(model_dir: str, image: np.ndarray, tokens: int) -> list[int]:
-    """Hugging Face's greedy ids for the prompt with `image`."""
+def hf_greedy(model_dir: str, image: np.ndarray | None, tokens: int) -> list[int]:
+    """Hugging Face's greedy ids for the prompt with `image`, or for TEXT_PROMPT when `image` is None."""
     import torch
     import transformers
 
     hf = transformers.Gemma3ForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
     processor = transformers.AutoProcessor.from_pretrained(model_dir)
-    inputs = processor(text=PROMPT, images=[image], return_tensors="pt")
+    if image is None:
+        inputs = processor.tokenizer(TEXT_PROMPT, return_tensors="pt")
+    else:
+        inputs = processor(text=PROMPT, images=[image], return_tensors="pt")
     with torch.no_grad():
         out = hf.generate(**inputs, max_new_tokens=tokens, do_sample=False)
     return out[0, inputs["input_ids"].shape[1]:].tolist()
@@ -208,17 +216,19 @@ def measure(size: str, args, root: str, python: str | None) -> dict:
         official = export_official(python, **export_kwargs(size, model_dir, os.path.join(root, f"{size}_official")))
     image = _image(args.image if size != "tiny" else 32)
     run = ours(ours_export["path"], image, args.tokens, args.threads, args.repeats)
-    check, hf_text = "", None
+    check, hf_text, hf_text_only = "", None, None
     if size == "tiny":
         reference = hf_greedy(model_dir, image, args.tokens + 1)
         check = "equal" if run["ids"] == reference else "DIFFERENT"
         hf_text = _text(model_dir, reference)
+        hf_text_only = _text(model_dir, hf_greedy(model_dir, None, args.tokens + 1))
     bundles = {"ours": ours_export["path"]}
     if official and "error" not in official:
         bundles["official"] = official["path"]
-    engine = litert_lm_times(bundles, image, args.tokens, args.threads, EXPORT[size][3], args.repeats, root)
+    engine = litert_lm_times(bundles, image, args.tokens, args.threads, EXPORT[size][3], args.repeats, root,
+                             TEXT_PROMPT if size == "tiny" else None)
     return {"size": size, "ours_export": ours_export, "official_export": official, "ours": run, "litert_lm": engine,
-            "hf_check": check, "hf_text": hf_text}
+            "hf_check": check, "hf_text": hf_text, "hf_text_only": hf_text_only}
 
 
 def _text(model_dir: str, ids: list[int]) -> str:
@@ -257,13 +267,16 @@ def speed_table(rows: list[dict]) -> list[str]:
     lines = ["| model | prompt tokens | encoder ms (our runner) | TTFT ms (our runner / LiteRT-LM: ours / official) "
              "| decode ms/token (our runner / LiteRT-LM: ours / official) | LiteRT-LM's own prefill tokens/s "
              "(ours / official) | greedy vs Hugging Face (our runner) | LiteRT-LM reply = Hugging Face's text "
-             "(ours / official) |",
+             "(ours / official): with the image; text only |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         run, engine = r["ours"], r["litert_lm"]
         sides = list(engine.values())
         own = _joined([s["prefill_tokens_per_s"] for s in sides], ".0f")
-        same = _joined([s["text"] == r["hf_text"] for s in sides], "") if r["hf_text"] is not None else "-"
+        same = "-"
+        if r["hf_text"] is not None:
+            same = (f"{_joined([s['text'] == r['hf_text'] for s in sides], '')}; "
+                    f"{_joined([s['text_only'] == r['hf_text_only'] for s in sides], '')}")
         lines.append(f"| {r['size']} | {run['prompt_tokens']} | {run['encoder_ms']:.1f} "
                      f"| {_joined([run['ttft_ms']] + [s['ttft_ms'] for s in sides], '.1f')} "
                      f"| {_joined([run['decode_ms']] + [s['decode_ms'] for s in sides], '.2f')} "

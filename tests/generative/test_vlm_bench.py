@@ -1,5 +1,6 @@
 """bench/vlm.py on the tiny Gemma 3 only, our exporter only: it converts in a fresh process, times both runtimes,
-finds the greedy tokens equal to Hugging Face's and LiteRT-LM's reply equal to Hugging Face's text."""
+finds the greedy tokens equal to Hugging Face's and LiteRT-LM's replies (with the image, and to text alone) equal
+to Hugging Face's text."""
 
 from __future__ import annotations
 
@@ -27,4 +28,5 @@ def test_bench_vlm_tiny():
     engine = row["litert_lm"]["ours"]
     assert row["ours"]["encoder_ms"] > 0 and row["ours"]["decode_ms"] > 0 and engine["ttft_ms"] > 0
     assert engine["decode_ms"] > 0 and engine["text"] == row["hf_text"]
+    assert engine["text_only"] == row["hf_text_only"]
     assert "| tiny | none / none |" in run.stdout and "| not run |" in run.stdout
