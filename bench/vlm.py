@@ -1,20 +1,22 @@
-"""Image+text speed: export(task="image_text_to_text") of a Gemma 3 image+text model with random weights, for the
-tiny example (litert_torch.generative.vlm_examples) and for one with a SigLIP-400M-sized vision encoder (hidden
-1152, 27 layers, 16 heads, intermediate 4304, patch 14) and a small Gemma 3 text decoder. Each conversion runs in
-a fresh process (its time and peak RSS); then, on one thread, the vision encoder's latency, the time to the first
-token of a prompt with one image (image encoding and prefill) and the decode time per token, in our runner and in
-LiteRT-LM (`Engine(..., vision_backend=CPU)`). On the tiny model (float) the greedy tokens of our runner are
-checked against Hugging Face's `generate`.
+"""Image+text speed, side by side with the official exporter: export(task="image_text_to_text") of a Gemma 3
+image+text model with random weights, for the tiny example (litert_torch.generative.vlm_examples) and for one
+with a SigLIP-400M-sized vision encoder (hidden 1152, 27 layers, 16 heads, intermediate 4304, patch 14) and a
+small Gemma 3 text decoder. Each conversion, ours and the official exporter's (litert-torch in
+bench/.venv-official, the same keywords on the same model directory), runs in a fresh process (its time and peak
+RSS, or how it failed); then, on one thread, the vision encoder's latency, the time to the first token of a
+prompt with one image (image encoding and prefill) and the decode time per token, in our runner on our bundle
+and in LiteRT-LM (`Engine(..., vision_backend=CPU)`) on both bundles, alternating. On the tiny model (float) the
+greedy tokens of our runner are checked against Hugging Face's `generate`, and each bundle's LiteRT-LM reply
+(to the prompt with the image, and to a text-only prompt) against Hugging Face's text.
 
     python bench/vlm.py [--sizes tiny,siglip400m] [--image 448] [--tokens 16] [--threads 1] [--repeats 3]
+                        [--no-official]
 """
-
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -24,8 +26,10 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 PROMPT = "the robot <start_of_image> counts"
+TEXT_PROMPT = "the robot counts"  # the tiny model's check of the text path alone
 # per size: the recipe of the decoder and embedder, the vision sections' recipe, prefill lengths, cache length
 EXPORT = {
     "tiny": ("none", None, [8, 16], 64),
@@ -66,34 +70,29 @@ def save_siglip400m(directory: str, image: int) -> str:
     return directory
 
 
-def _child(args) -> None:
-    """The fresh process: save a model directory, or convert one and print its time and peak RSS as JSON."""
-    if args.child == "save":
-        if args.size == "tiny":
-            from litert_torch.generative import vlm_examples
+def _save_child(args) -> None:
+    """The fresh process that saves a model directory (the parent stays small)."""
+    if args.size == "tiny":
+        from litert_torch.generative import vlm_examples
 
-            vlm_examples.save_tiny_gemma3(args.dir)
-        else:
-            save_siglip400m(args.dir, args.image)
-        return
-    from litert_torch.generative.export_hf import export
-
-    recipe, vision_recipe, prefill, cache = EXPORT[args.size]
-    start = time.perf_counter()
-    bundle = export.export(model=args.dir, output_dir=args.out, task="image_text_to_text", prefill_lengths=prefill,
-                           cache_length=cache, quantization_recipe=recipe,
-                           vision_encoder_quantization_recipe=vision_recipe)
-    seconds = time.perf_counter() - start
-    print(json.dumps({"bundle": bundle, "seconds": seconds,
-                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+        vlm_examples.save_tiny_gemma3(args.dir)
+    else:
+        save_siglip400m(args.dir, args.image)
 
 
-def _run_child(*argv: str) -> str:
+def _save(size: str, directory: str, image: int) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, *sys.path])}
-    run = subprocess.run([sys.executable, os.path.abspath(__file__), *argv], capture_output=True, text=True, env=env)
+    run = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "save", "--size", size, "--dir",
+                          directory, "--image", str(image)], capture_output=True, text=True, env=env)
     if run.returncode:
-        raise SystemExit(f"{' '.join(argv)} failed:\n{run.stderr[-4000:]}")
-    return run.stdout
+        raise SystemExit(f"saving {size} failed:\n{run.stderr[-4000:]}")
+
+
+def export_kwargs(size: str, model_dir: str, out: str) -> dict:
+    """The export keywords of `size`, the same for both exporters."""
+    recipe, vision_recipe, prefill, cache = EXPORT[size]
+    return {"model": model_dir, "output_dir": out, "task": "image_text_to_text", "prefill_lengths": prefill,
+            "cache_length": cache, "quantization_recipe": recipe, "vision_encoder_quantization_recipe": vision_recipe}
 
 
 def _image(size: int, seed: int = 0) -> np.ndarray:
@@ -128,40 +127,161 @@ def ours(bundle: str, image: np.ndarray, tokens: int, threads: int, repeats: int
             "decode_ms": 1000 * float(np.median(decode)), "ids": out, "prompt_tokens": len(ids)}
 
 
-def litert_lm_times(bundle: str, image: np.ndarray, tokens: int, threads: int, max_tokens: int, repeats: int,
-                    cache_dir: str) -> dict:
-    """LiteRT-LM on `threads` threads (text and vision backends on the CPU), after one untimed reply: the time
-    to the first streamed chunk of a greedy reply to the prompt with the image (image decoding, encoding and
-    prefill) and the decode ms/token after it, medians of `repeats` replies; and the runtime's own prefill and
-    decode tokens/s (its benchmark info) of the last reply."""
+def _reply(engine, message: dict, max_tokens: int) -> tuple[float, str, object]:
+    """One greedy reply of at most `max_tokens` tokens in a fresh conversation: its wall time, its text and the
+    runtime's benchmark info."""
     import litert_lm
 
-    from tests.generative.test_vlm import IMAGE_TEMPLATE, _png
+    from tests.generative.test_vlm import IMAGE_TEMPLATE
 
-    engine = litert_lm.Engine(bundle, backend=litert_lm.Backend.CPU(thread_count=threads),
-                              vision_backend=litert_lm.Backend.CPU(thread_count=threads),
-                              max_num_tokens=max_tokens, cache_dir=cache_dir, enable_benchmark=True)
+    conversation = engine.create_conversation(
+        chat_template=IMAGE_TEMPLATE.replace("PLACEHOLDER", "<start_of_image>"), max_output_tokens=max_tokens,
+        sampler_config=litert_lm.SamplerConfig(top_k=1))
+    start = time.perf_counter()
+    chunks = list(conversation.send_message_async(message))
+    seconds = time.perf_counter() - start
+    text = "".join(getattr(c, "text", "") for chunk in chunks for c in chunk.contents)
+    info = conversation.get_benchmark_info()
+    conversation.close()
+    return seconds, text, info
+
+
+def litert_lm_times(bundles: dict[str, str], image: np.ndarray, tokens: int, threads: int, max_tokens: int,
+                    repeats: int, cache_dir: str, text_prompt: str | None = None) -> dict:
+    """LiteRT-LM on `threads` threads (text and vision backends on the CPU), each bundle of `bundles` in its
+    engine, the bundles alternating, after one untimed round: the time to the first token (the wall time of a
+    one-token reply to the prompt with the image: PNG decoding, image encoding, prefill and the first token) and
+    the decode ms/token of a reply of `tokens` + 1 tokens from the runtime's own decode tokens/s (LiteRT-LM may
+    stream a reply as one chunk, so chunk times do not time tokens, and the difference of the two replies' wall
+    times drowns in the image encoder's variation), medians of `repeats` rounds; the runtime's prefill tokens/s
+    and the text of the last long reply; with `text_prompt`, the text of a reply to it alone (no image)."""
+    import litert_lm
+
+    from tests.generative.test_vlm import _png
+
+    engines = {side: litert_lm.Engine(path, backend=litert_lm.Backend.CPU(thread_count=threads),
+                                      vision_backend=litert_lm.Backend.CPU(thread_count=threads),
+                                      max_num_tokens=max_tokens, cache_dir=cache_dir, enable_benchmark=True)
+               for side, path in bundles.items()}
     before, after = PROMPT.split("<start_of_image>")
     message = {"role": "user", "content": [{"type": "text", "text": before}, {"type": "image", "blob": _png(image)},
                                            {"type": "text", "text": after}]}
-    first, decode, info = [], [], None
-    for attempt in range(repeats + 1):  # the first one untimed
-        conversation = engine.create_conversation(
-            chat_template=IMAGE_TEMPLATE.replace("PLACEHOLDER", "<start_of_image>"), max_output_tokens=tokens + 1,
-            sampler_config=litert_lm.SamplerConfig(top_k=1))
-        start = time.perf_counter()
-        stamps = []
-        for _ in conversation.send_message_async(message):
-            stamps.append(time.perf_counter())
-        if attempt:
-            first.append(stamps[0] - start)
-            decode.append((stamps[-1] - stamps[0]) / max(len(stamps) - 1, 1))
-            info = conversation.get_benchmark_info()
-        conversation.close()
-    engine.close()
-    return {"ttft_ms": 1000 * float(np.median(first)), "decode_ms": 1000 * float(np.median(decode)),
-            "chunks": len(stamps), "prefill_tokens_per_s": info.last_prefill_tokens_per_second,
-            "decode_tokens_per_s": info.last_decode_tokens_per_second}
+    first: dict[str, list[float]] = {side: [] for side in bundles}
+    decode: dict[str, list[float]] = {side: [] for side in bundles}
+    result: dict[str, dict] = {}
+    for attempt in range(repeats + 1):  # the first round untimed
+        for side, engine in engines.items():
+            one, _, _ = _reply(engine, message, 1)
+            _, text, info = _reply(engine, message, tokens + 1)
+            if attempt:
+                first[side].append(one)
+                decode[side].append(1 / info.last_decode_tokens_per_second)
+            result[side] = {"text": text, "decode_tokens": info.last_decode_token_count,
+                            "prefill_tokens_per_s": info.last_prefill_tokens_per_second}
+    for side, engine in engines.items():
+        if text_prompt is not None:
+            result[side]["text_only"] = _reply(engine, {"role": "user", "content": [
+                {"type": "text", "text": text_prompt}]}, tokens + 1)[1]
+        engine.close()
+        result[side].update(ttft_ms=1000 * float(np.median(first[side])),
+                            decode_ms=1000 * float(np.median(decode[side])))
+    return result
+
+
+def hf_greedy(model_dir: str, image: np.ndarray | None, tokens: int) -> list[int]:
+    """Hugging Face's greedy ids for the prompt with `image`, or for TEXT_PROMPT when `image` is None."""
+    import torch
+    import transformers
+
+    hf = transformers.Gemma3ForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
+    processor = transformers.AutoProcessor.from_pretrained(model_dir)
+    if image is None:
+        inputs = processor.tokenizer(TEXT_PROMPT, return_tensors="pt")
+    else:
+        inputs = processor(text=PROMPT, images=[image], return_tensors="pt")
+    with torch.no_grad():
+        out = hf.generate(**inputs, max_new_tokens=tokens, do_sample=False)
+    return out[0, inputs["input_ids"].shape[1]:].tolist()
+
+
+def measure(size: str, args, root: str, python: str | None) -> dict:
+    """One size: both exports in fresh processes, then our runner and LiteRT-LM on one thread."""
+    from task_export import export_official, export_ours
+
+    model_dir = os.path.join(root, size)
+    _save(size, model_dir, args.image)
+    ours_export = export_ours(**export_kwargs(size, model_dir, os.path.join(root, f"{size}_out")))
+    official = None
+    if python:
+        official = export_official(python, **export_kwargs(size, model_dir, os.path.join(root, f"{size}_official")))
+    image = _image(args.image if size != "tiny" else 32)
+    run = ours(ours_export["path"], image, args.tokens, args.threads, args.repeats)
+    check, hf_text, hf_text_only = "", None, None
+    if size == "tiny":
+        reference = hf_greedy(model_dir, image, args.tokens + 1)
+        check = "equal" if run["ids"] == reference else "DIFFERENT"
+        hf_text = _text(model_dir, reference)
+        hf_text_only = _text(model_dir, hf_greedy(model_dir, None, args.tokens + 1))
+    bundles = {"ours": ours_export["path"]}
+    if official and "error" not in official:
+        bundles["official"] = official["path"]
+    engine = litert_lm_times(bundles, image, args.tokens, args.threads, EXPORT[size][3], args.repeats, root,
+                             TEXT_PROMPT if size == "tiny" else None)
+    return {"size": size, "ours_export": ours_export, "official_export": official, "ours": run, "litert_lm": engine,
+            "hf_check": check, "hf_text": hf_text, "hf_text_only": hf_text_only}
+
+
+def _text(model_dir: str, ids: list[int]) -> str:
+    """Hugging Face's text of `ids`, the special tokens left out."""
+    import transformers
+
+    return transformers.AutoTokenizer.from_pretrained(model_dir).decode(ids, skip_special_tokens=True)
+
+
+def _exports(r: dict) -> list[dict]:
+    """The exports that wrote a bundle: ours, then the official one."""
+    return [e for e in (r["ours_export"], r["official_export"]) if e and "error" not in e]
+
+
+def _joined(values: list[float], fmt: str) -> str:
+    return " / ".join(format(v, fmt) for v in values)
+
+
+def conversion_table(rows: list[dict]) -> list[str]:
+    from task_export import failure_line
+
+    lines = ["| model | recipe (decoder / vision) | convert s (ours / official) | peak RSS MB (ours / official) "
+             "| bundle MB (ours / official) | official exporter |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        recipe, vision_recipe, _, _ = EXPORT[r["size"]]
+        official, exports = r["official_export"], _exports(r)
+        state = "not run" if official is None else failure_line(official) if "error" in official else "bundle written"
+        lines.append(f"| {r['size']} | {recipe} / {vision_recipe or 'none'} "
+                     f"| {_joined([e['seconds'] for e in exports], '.1f')} "
+                     f"| {_joined([e['peak_rss_mb'] for e in exports], '.0f')} "
+                     f"| {_joined([os.path.getsize(e['path']) / 2**20 for e in exports], '.1f')} | {state} |")
+    return lines
+
+
+def speed_table(rows: list[dict]) -> list[str]:
+    lines = ["| model | prompt tokens | encoder ms (our runner) | TTFT ms (our runner / LiteRT-LM: ours / official) "
+             "| decode ms/token (our runner / LiteRT-LM: ours / official) | LiteRT-LM's own prefill tokens/s "
+             "(ours / official) | greedy vs Hugging Face (our runner) | LiteRT-LM reply = Hugging Face's text "
+             "(ours / official): with the image; text only |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        run, engine = r["ours"], r["litert_lm"]
+        sides = list(engine.values())
+        own = _joined([s["prefill_tokens_per_s"] for s in sides], ".0f")
+        same = "-"
+        if r["hf_text"] is not None:
+            same = (f"{_joined([s['text'] == r['hf_text'] for s in sides], '')}; "
+                    f"{_joined([s['text_only'] == r['hf_text_only'] for s in sides], '')}")
+        lines.append(f"| {r['size']} | {run['prompt_tokens']} | {run['encoder_ms']:.1f} "
+                     f"| {_joined([run['ttft_ms']] + [s['ttft_ms'] for s in sides], '.1f')} "
+                     f"| {_joined([run['decode_ms']] + [s['decode_ms'] for s in sides], '.2f')} "
+                     f"| {own} | {r['hf_check'] or '-'} | {same} |")
+    return lines
 
 
 def main() -> None:
@@ -171,56 +291,25 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--child", choices=["save", "convert"], help=argparse.SUPPRESS)
+    parser.add_argument("--no-official", action="store_true", help="Measure our exporter only.")
+    parser.add_argument("--child", choices=["save"], help=argparse.SUPPRESS)
     parser.add_argument("--size", help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(args)
+        _save_child(args)
         return
+    from task_export import official_python
 
+    python = None if args.no_official else official_python()
     root = tempfile.mkdtemp(prefix="bench_vlm_")
     rows = []
     for size in args.sizes.split(","):
-        model_dir = os.path.join(root, size)
-        _run_child("--child", "save", "--size", size, "--dir", model_dir, "--image", str(args.image))
-        converted = json.loads(_run_child("--child", "convert", "--size", size, "--dir", model_dir,
-                                          "--out", os.path.join(root, f"{size}_out")).strip().splitlines()[-1])
-        bundle = converted["bundle"]
-        image = _image(args.image if size != "tiny" else 32)
-        run = ours(bundle, image, args.tokens, args.threads, args.repeats)
-        check = ""
-        if size == "tiny":
-            check = "equal" if run["ids"] == hf_greedy(model_dir, image, args.tokens + 1) else "DIFFERENT"
-        engine = litert_lm_times(bundle, image, args.tokens, args.threads, EXPORT[size][3], args.repeats, root)
-        rows.append((size, converted, os.path.getsize(bundle) / 2**20, run, engine, check))
-        print(json.dumps({"size": size, "convert": converted, "ours": {k: v for k, v in run.items() if k != "ids"},
-                          "litert_lm": engine, "hf_check": check}), flush=True)
+        rows.append(measure(size, args, root, python))
+        row = {**rows[-1], "ours": {k: v for k, v in rows[-1]["ours"].items() if k != "ids"}}
+        print(json.dumps(row), flush=True)
     print()
-    print("| model | recipe (decoder / vision) | convert s | peak RSS MB | bundle MB | prompt tokens | encoder ms (ours) "
-          "| TTFT ms (ours / LiteRT-LM) | decode ms/token (ours / LiteRT-LM) | LiteRT-LM's own prefill / decode "
-          "tokens/s | greedy vs Hugging Face |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for size, converted, mb, run, engine, check in rows:
-        recipe, vision_recipe, _, _ = EXPORT[size]
-        print(f"| {size} | {recipe} / {vision_recipe or 'none'} | {converted['seconds']:.1f} | "
-              f"{converted['peak_rss_mb']:.0f} | {mb:.1f} | {run['prompt_tokens']} | {run['encoder_ms']:.1f} | "
-              f"{run['ttft_ms']:.1f} / {engine['ttft_ms']:.1f} | {run['decode_ms']:.2f} / {engine['decode_ms']:.2f} | "
-              f"{engine['prefill_tokens_per_s']:.0f} / {engine['decode_tokens_per_s']:.0f} | {check or '-'} |")
-
-
-def hf_greedy(model_dir: str, image: np.ndarray, tokens: int) -> list[int]:
-    """Hugging Face's greedy ids for the prompt with `image`."""
-    import torch
-    import transformers
-
-    hf = transformers.Gemma3ForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
-    processor = transformers.AutoProcessor.from_pretrained(model_dir)
-    inputs = processor(text=PROMPT, images=[image], return_tensors="pt")
-    with torch.no_grad():
-        out = hf.generate(**inputs, max_new_tokens=tokens, do_sample=False)
-    return out[0, inputs["input_ids"].shape[1]:].tolist()
+    print("\n".join(conversion_table(rows) + [""] + speed_table(rows)))
 
 
 if __name__ == "__main__":
