@@ -228,7 +228,19 @@ def measure(size: str, args, root: str, python: str | None) -> dict:
     engine = litert_lm_times(bundles, image, args.tokens, args.threads, EXPORT[size][3], args.repeats, root,
                              TEXT_PROMPT if size == "tiny" else None)
     return {"size": size, "ours_export": ours_export, "official_export": official, "ours": run, "litert_lm": engine,
-            "hf_check": check, "hf_text": hf_text, "hf_text_only": hf_text_only}
+            "hf_check": check, "hf_text": hf_text, "hf_text_only": hf_text_only,
+            "float_weights_mb": float_weights_mb(model_dir)}
+
+
+def float_weights_mb(model_dir: str) -> float:
+    """The model's float32 weights in MB: the size of its safetensors files (saved in float32)."""
+    return sum(os.path.getsize(os.path.join(model_dir, n)) for n in os.listdir(model_dir)
+               if n.endswith(".safetensors")) / 2**20
+
+
+def memory_bound_mb(float_mb: float) -> float:
+    """The conversion's peak RSS the project allows: 1.5x the float weights + 500 MB."""
+    return 1.5 * float_mb + 500
 
 
 def _text(model_dir: str, ids: list[int]) -> str:
@@ -251,14 +263,17 @@ def conversion_table(rows: list[dict]) -> list[str]:
     from task_export import failure_line
 
     lines = ["| model | recipe (decoder / vision) | convert s (ours / official) | peak RSS MB (ours / official) "
-             "| bundle MB (ours / official) | official exporter |", "|---|---|---|---|---|---|"]
+             "| float weights MB | bound MB (1.5x + 500) | our peak / bound "
+             "| bundle MB (ours / official) | official exporter |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         recipe, vision_recipe, _, _ = EXPORT[r["size"]]
         official, exports = r["official_export"], _exports(r)
         state = "not run" if official is None else failure_line(official) if "error" in official else "bundle written"
+        bound = memory_bound_mb(r["float_weights_mb"])
         lines.append(f"| {r['size']} | {recipe} / {vision_recipe or 'none'} "
                      f"| {_joined([e['seconds'] for e in exports], '.1f')} "
                      f"| {_joined([e['peak_rss_mb'] for e in exports], '.0f')} "
+                     f"| {r['float_weights_mb']:.0f} | {bound:.0f} | {r['ours_export']['peak_rss_mb'] / bound:.2f} "
                      f"| {_joined([os.path.getsize(e['path']) / 2**20 for e in exports], '.1f')} | {state} |")
     return lines
 
