@@ -399,12 +399,14 @@ def _write_files(bundle_path: str, encoder: tuple[Converter, Any], decoder: tupl
                  ) -> None:
     """Lower and write the encoder and the decoder, each (Converter, checked recipe), then the bundle."""
     from litert_torch.generative.decoder_file import write_section
+    from litert_torch.memory import FilePages
 
     with scratch_folder("litert_asr_") as scratch:
         files = {name: os.path.join(scratch, name)
                  for name in ("encoder.tflite", "decoder.tflite", "tokenizer.json", "asr_config.json")}
+        release = FilePages().release  # the weights' pages mapped from safetensors, handed back once written
         for (converter, recipe), name in ((encoder, "encoder.tflite"), (decoder, "decoder.tflite")):
-            write_section(converter, files[name], recipe)
+            write_section(converter, files[name], recipe, release)
         report("bundle")
         with open(files["tokenizer.json"], "w", encoding="utf-8") as f:
             f.write(tokenizer_json)

@@ -119,11 +119,13 @@ def _write_files(bundle_path: str, embedder: Converter, encoder: Converter, reci
                  report: Callable[[str], None]) -> None:
     """Lower and write the embedder and the encoder quantized by the checked `recipe`, then the bundle."""
     from litert_torch.generative.decoder_file import write_section
+    from litert_torch.memory import FilePages
 
     with scratch_folder("litert_embedding_") as scratch:
         files = {name: os.path.join(scratch, name) for name in ("embedder.tflite", "encoder.tflite", "tokenizer.json")}
-        write_section(embedder, files["embedder.tflite"], recipe)
-        write_section(encoder, files["encoder.tflite"], recipe)
+        release = FilePages().release  # the weights' pages mapped from safetensors, handed back once written
+        write_section(embedder, files["embedder.tflite"], recipe, release)
+        write_section(encoder, files["encoder.tflite"], recipe, release)
         report("bundle")
         with open(files["tokenizer.json"], "w", encoding="utf-8") as f:
             f.write(tok.backend_tokenizer.to_str())
