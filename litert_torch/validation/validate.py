@@ -520,6 +520,7 @@ def layer_errors(module, edge_model, args, kwargs, atol: float = ATOL,
     from ai_edge_litert import schema_py_generated as schema
 
     from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.passes.fold_affine import UNSCALED
 
     graph = read_model(edge_model.flatbuffer).subgraphs[0]
     ops = graph.ops
@@ -538,6 +539,10 @@ def layer_errors(module, edge_model, args, kwargs, atol: float = ATOL,
                      and layouts.get(id(op.inputs[0])) == TORCH)
         if op.source is not None and not weight and not into_nhwc:  # a widened weight holds no node's value
             last_op_of_node[op.value_node or op.source.node] = i
+    # a node whose scale and shift were folded into the next product is held by no op (passes/fold_affine.py)
+    for op in ops:
+        if op.value_node and op.value_node.endswith(UNSCALED):
+            last_op_of_node.pop(op.value_node.removesuffix(UNSCALED), None)
     layers = []
     for node, i in sorted(last_op_of_node.items(), key=lambda item: item[1]):
         ref = values.get(node)

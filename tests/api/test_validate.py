@@ -237,3 +237,37 @@ def test_gpu_error_is_reported_beside_xnnpack_with_its_own_tolerance():
     assert tolerances["litert-gpu"] == {"rtol": GPU_RTOL, "atol": report.atol}
     assert tolerances["litert-xnnpack"] == {"rtol": report.rtol, "atol": report.atol}
     assert f"(rtol {GPU_RTOL:g}, atol {report.atol:g})" in report.render()
+
+
+class NormThenDense(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(32)
+        self.first = nn.Linear(32, 64)
+        self.second = nn.Linear(64, 16)
+
+    def forward(self, x):
+        return self.second(torch.relu(self.first(self.norm(x))))
+
+
+def test_a_norm_whose_scale_was_folded_away_is_not_compared():
+    """A LayerNorm's scale and shift fold into the next product, so no op holds the norm's value: per-layer
+    validation skips it rather than naming it as where the model departs. A broken product after it is still
+    found at its own node."""
+    from litert_torch.validation.validate import locate
+
+    torch.manual_seed(0)
+    model = NormThenDense().eval()
+    with torch.no_grad():
+        model.norm.weight.uniform_(0.5, 2.0)
+        model.norm.bias.normal_()
+    x = torch.randn(1, 8, 32)
+    edge = litert_torch.convert(model, (x,))
+    divergence, note, layers = locate(model, edge, (x,), {})
+    assert divergence is None, divergence
+    assert "layer_norm" not in [layer.node for layer in layers]
+    assert {"relu", "linear_1"} <= {layer.node for layer in layers}  # the first product holds its relu
+    with torch.no_grad():
+        model.second.weight.add_(0.5)
+    divergence, _, _ = locate(model, edge, (x,), {})
+    assert divergence is not None and divergence.node == "linear_1"
