@@ -66,14 +66,7 @@ def test_int4_blockwise_recipe_writes_int4_blocks_and_decodes(tmp_path, recipe, 
     assert len(report.step_top1_agrees) == 16 and report.step_top1_agrees[0], report.summary()
     assert 0 < report.max_relative_error < 1.0, report.summary()
 
-    os.makedirs(tmp_path / "cache")
-    engine = litert_lm.Engine(out, backend=litert_lm.Backend.CPU(), cache_dir=str(tmp_path / "cache"),
-                              max_num_tokens=CACHE)
-    session = engine.create_session(apply_prompt_template=False, sampler_config=litert_lm.SamplerConfig(top_k=1),
-                                    max_output_tokens=8)
-    session.run_prefill([PROMPT])
-    text = session.run_decode().texts[0]
-    assert isinstance(text, str) and text
+    assert _litert_lm_reply(out, tmp_path)
 
 
 @pytest.mark.parametrize("arch", ["qwen3_moe", "gpt_oss"])
@@ -112,10 +105,17 @@ def test_int4_recipe_stores_expert_tables_int4(tmp_path, monkeypatch, arch):
         errors.append(report.max_relative_error)
     assert 0 < errors[0] < 1.25 * errors[1], errors
 
-    os.makedirs(tmp_path / "cache")
-    engine = litert_lm.Engine(out, backend=litert_lm.Backend.CPU(), cache_dir=str(tmp_path / "cache"),
+    assert _litert_lm_reply(out, tmp_path)
+
+
+def _litert_lm_reply(bundle: str, tmp_path) -> str:
+    """LiteRT-LM's greedy text (8 tokens at most) after prefilling PROMPT into `bundle`, on the CPU."""
+    os.makedirs(tmp_path / "cache", exist_ok=True)
+    engine = litert_lm.Engine(bundle, backend=litert_lm.Backend.CPU(), cache_dir=str(tmp_path / "cache"),
                               max_num_tokens=CACHE)
     session = engine.create_session(apply_prompt_template=False, sampler_config=litert_lm.SamplerConfig(top_k=1),
                                     max_output_tokens=8)
     session.run_prefill([PROMPT])
-    assert session.run_decode().texts[0]
+    text = session.run_decode().texts[0]
+    assert isinstance(text, str)
+    return text
