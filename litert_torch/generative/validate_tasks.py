@@ -14,6 +14,7 @@ the top-1 token agrees) plus the encoder's output, max |error| relative to the t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -24,7 +25,8 @@ from litert_torch.generative.validate import (FLOAT_LAYER_RTOL, QUANTIZED_LAYER_
                                              hf_generate)
 from litert_torch.quantization.report import QUANTIZATION_KEY
 
-__all__ = ["AsrValidationReport", "EncoderError", "VlmValidationReport", "validate_asr", "validate_vlm"]
+__all__ = ["AsrValidationReport", "EncoderError", "VlmValidationReport", "encoder_layer_errors", "validate_asr",
+           "validate_vlm"]
 
 
 @dataclass
@@ -52,6 +54,58 @@ def _compare(name: str, ours: np.ndarray, reference: np.ndarray) -> EncoderError
                         float(np.abs(reference).max(initial=0.0)))
 
 
+_BLOCK = re.compile(r"(?:^|\.)layers\.\d+$")  # a transformer block of an encoder: `...layers.<i>`
+
+
+def encoder_layer_errors(module: torch.nn.Module, section: bytes, inputs: dict[str, torch.Tensor]
+                         ) -> list[EncoderError]:
+    """Each transformer block of `module` (a submodule named `...layers.<i>`), its output in PyTorch against the
+    tensor that holds it in the bundle `section` converted from `module` (LiteRT's reference kernels, every
+    intermediate kept), both run on `inputs` (the signature's keyword inputs). The section's tensor is the
+    output of the last op its source map places in the block; a block whose tensor has another shape, or a
+    shape with two equal sizes (whose arrangement the shape would not tell), is left out. In block order."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    from litert_torch.flatbuffer.reader import read_model
+    from litert_torch.runtime.edge_model import EdgeModel
+    from litert_torch.validation.validate import call_like_pytorch
+
+    blocks = [name for name, _ in module.named_modules() if _BLOCK.search(name)]
+    outputs: dict[str, torch.Tensor] = {}
+
+    def keep(name: str):
+        return lambda _module, _args, out: outputs.__setitem__(name, out[0] if isinstance(out, (tuple, list))
+                                                                 else out)
+
+    hooks = [module.get_submodule(name).register_forward_hook(keep(name)) for name in blocks]
+    try:
+        with torch.no_grad():
+            module(**inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    last_op: dict[str, int] = {}
+    for i, op in enumerate(read_model(section).subgraphs[0].ops):
+        path = (op.source.module or "").split(" (")[0] if op.source is not None else ""
+        for name in blocks:
+            if path == name or path.startswith(name + "."):
+                last_op[name] = i
+    edge = EdgeModel(section).with_kernels("reference", keep_intermediates=True)
+    call_like_pytorch(edge, (), inputs)
+    fb = schema.Model.GetRootAs(section, 0).Subgraphs(0)
+    errors = []
+    for name in blocks:
+        reference = outputs.get(name)
+        if name not in last_op or not isinstance(reference, torch.Tensor):
+            continue
+        ours = edge.intermediate(fb.Operators(last_op[name]).Outputs(0))
+        sizes = [d for d in reference.shape if d != 1]
+        if ours.shape != tuple(reference.shape) or len(set(sizes)) < len(sizes):
+            continue
+        errors.append(_compare(name, ours, reference.float().numpy()))
+    return errors
+
+
 @dataclass
 class AsrValidationReport(LlmValidationReport):
     """The decoder's tokens and logits (see `LlmValidationReport`; `prompt_ids` is the decoder's start) and each
@@ -60,6 +114,8 @@ class AsrValidationReport(LlmValidationReport):
     cross_errors: list[EncoderError] = field(default_factory=list)
     encoder_rtol: float = FLOAT_LAYER_RTOL
     quantized: bool = False
+    # the encoder's blocks (`encoder_layer_errors`), when they were compared
+    encoder_layers: list[EncoderError] = field(default_factory=list)
 
     @property
     def first_divergent_cross_layer(self) -> int | None:
@@ -75,14 +131,34 @@ class AsrValidationReport(LlmValidationReport):
         first = self.first_divergent_cross_layer
         return (super().summary() + "\ncross-attention keys and values (relative error): " + errors
                 + (f"; first beyond {self.encoder_rtol:g}: decoder layer {first}" if first is not None
-                   else f"; none beyond {self.encoder_rtol:g}"))
+                   else f"; none beyond {self.encoder_rtol:g}") + _blocks_summary(self.encoder_layers, self.encoder_rtol))
 
     def to_json(self) -> dict[str, Any]:
         return {**_decoder_json(self), "quantized": self.quantized, "encoder_rtol": self.encoder_rtol,
                 "cross_errors": [{"name": e.name, "max_abs_error": e.max_abs_error,
                                   "max_abs_reference": e.max_abs_reference, "relative": e.relative}
                                  for e in self.cross_errors],
-                "first_divergent_cross_layer": self.first_divergent_cross_layer}
+                "first_divergent_cross_layer": self.first_divergent_cross_layer,
+                "encoder_layers": _errors_json(self.encoder_layers),
+                "first_divergent_encoder_layer": _first_beyond(self.encoder_layers, self.encoder_rtol)}
+
+
+def _first_beyond(errors: list[EncoderError], rtol: float) -> str | None:
+    """The name of the first of `errors` past `rtol`, or None."""
+    return next((e.name for e in errors if e.relative > rtol), None)
+
+
+def _blocks_summary(errors: list[EncoderError], rtol: float) -> str:
+    if not errors:
+        return ""
+    first = _first_beyond(errors, rtol)
+    return ("\nencoder blocks (relative error): " + ", ".join(f"{e.name} {e.relative:.2g}" for e in errors)
+            + (f"; first beyond {rtol:g}: {first}" if first is not None else f"; none beyond {rtol:g}"))
+
+
+def _errors_json(errors: list[EncoderError]) -> list[dict[str, Any]]:
+    return [{"name": e.name, "max_abs_error": e.max_abs_error, "max_abs_reference": e.max_abs_reference,
+             "relative": e.relative} for e in errors]
 
 
 def _decoder_json(report: LlmValidationReport) -> dict[str, Any]:
@@ -107,12 +183,14 @@ def _teacher_forced(report: LlmValidationReport, reference_logits: np.ndarray, f
 
 
 def validate_asr(runner: Any, hf_model: torch.nn.Module, audio: Any, sampling_rate: int | None = None,
-                 max_new_tokens: int | None = None) -> AsrValidationReport:
+                 max_new_tokens: int | None = None, encoder_layers: bool | None = None) -> AsrValidationReport:
     """Compare the speech-to-text `runner` (an `AsrRunner`) with `hf_model` (the Whisper or Moonshine
     `...ForConditionalGeneration` it was converted from) on one utterance `audio` (1-D float samples at
     `sampling_rate`, by default the model's): the greedy tokens of `transcribe_ids` against `generate`'s (both
     capped at `max_new_tokens`, by default the generation config's limit), the teacher-forced logits on
-    `generate`'s continuation, and each decoder layer's cross-attention keys and values."""
+    `generate`'s continuation, and each decoder layer's cross-attention keys and values. `encoder_layers`: also
+    compare each block inside the encoder section (`encoder_layer_errors`); by default only when some
+    cross-attention keys or values depart."""
     hf_model = hf_model.eval()
     cfg = runner.config
     features = runner.features(audio, sampling_rate)
@@ -132,6 +210,13 @@ def validate_asr(runner: Any, hf_model: torch.nn.Module, audio: Any, sampling_ra
         report.cross_errors = _cross_errors(runner, hf_model, inputs)
     _teacher_forced(report, full[len(prompt) - 1:], runner.prefill(prompt),
                     lambda token, i: runner.decode(token, len(prompt) + i))
+    if encoder_layers or (encoder_layers is None and report.first_divergent_cross_layer is not None):
+        from litert_torch.generative import asr_modules
+
+        module = (asr_modules.MoonshineCrossKV(hf_model) if cfg.model_type == "moonshine"
+                  else asr_modules.WhisperCrossKV(hf_model)).eval()
+        report.encoder_layers = encoder_layer_errors(
+            module, runner.bundle.encoder, {k: torch.from_numpy(np.asarray(v)) for k, v in features.items()})
     return report
 
 
@@ -193,6 +278,8 @@ class VlmValidationReport(LlmValidationReport):
     image_errors: list[EncoderError] = field(default_factory=list)
     encoder_rtol: float = FLOAT_LAYER_RTOL
     quantized: bool = False
+    # the vision encoder's blocks on the first departing image (`encoder_layer_errors`), when they were compared
+    encoder_layers: list[EncoderError] = field(default_factory=list)
 
     @property
     def first_divergent_image(self) -> int | None:
@@ -205,22 +292,26 @@ class VlmValidationReport(LlmValidationReport):
         first = self.first_divergent_image
         return (super().summary() + "\nimage features (vision encoder and adapter): " + errors
                 + (f"; first beyond {self.encoder_rtol:g}: image {first}" if first is not None
-                   else f"; none beyond {self.encoder_rtol:g}"))
+                   else f"; none beyond {self.encoder_rtol:g}") + _blocks_summary(self.encoder_layers, self.encoder_rtol))
 
     def to_json(self) -> dict[str, Any]:
         return {**_decoder_json(self), "quantized": self.quantized, "encoder_rtol": self.encoder_rtol,
                 "image_errors": [{"name": e.name, "max_abs_error": e.max_abs_error,
                                   "max_abs_reference": e.max_abs_reference, "relative": e.relative}
                                  for e in self.image_errors],
-                "first_divergent_image": self.first_divergent_image}
+                "first_divergent_image": self.first_divergent_image,
+                "encoder_layers": _errors_json(self.encoder_layers),
+                "first_divergent_encoder_layer": _first_beyond(self.encoder_layers, self.encoder_rtol)}
 
 
 def validate_vlm(runner: Any, hf_model: torch.nn.Module, processor: Any, prompt: str, images: Sequence[Any],
-                 max_new_tokens: int = 16) -> VlmValidationReport:
+                 max_new_tokens: int = 16, encoder_layers: bool | None = None) -> VlmValidationReport:
     """Compare the image+text `runner` (a `VlmRunner`) with `hf_model` (the `...ForConditionalGeneration` it was
     converted from) and its `processor` on `prompt`, whose image placeholders mark where each of `images` (uint8
     H x W x 3 arrays or PIL images) goes: the greedy tokens of both (`max_new_tokens`, not stopping at the end
-    token), the teacher-forced logits on Hugging Face's continuation, and each image's features."""
+    token), the teacher-forced logits on Hugging Face's continuation, and each image's features.
+    `encoder_layers`: also compare each block inside the vision encoder section on the first departing image
+    (`encoder_layer_errors`); by default only when some image's features depart."""
     from litert_torch.errors import InvalidArgumentError
 
     hf_model = hf_model.eval()
@@ -250,6 +341,14 @@ def validate_vlm(runner: Any, hf_model: torch.nn.Module, processor: Any, prompt:
     report.image_errors = [_compare(f"image_{i}", runner.encode_image(image),
                                     _hf_image_features(hf_model, processor, image, runner.spec.tokens_per_image))
                            for i, image in enumerate(images)]
+    first = report.first_divergent_image
+    if images and (encoder_layers or (encoder_layers is None and first is not None)):
+        from litert_torch.generative.vlm import FAMILIES, vision_tower
+
+        pixels = torch.from_numpy(np.ascontiguousarray(runner.preprocess(images[first or 0]), np.float32))
+        report.encoder_layers = encoder_layer_errors(vision_tower(hf_model, FAMILIES[runner.spec.family],
+                                                                  runner.spec),
+                                                     runner.bundle.vision_encoder, {"images": pixels})
     return report
 
 

@@ -237,8 +237,8 @@ def write_vision(hf: Any, family: Family, spec: ImageSpec, files: dict[str, str]
     write_section(litert_torch.signature(EMBEDDER_SIGNATURE, Lookup(hf.get_input_embeddings()).eval(),
                                          sample_kwargs={"token": torch.zeros(1, dtype=torch.int32)}),
                   files["embedder.tflite"], recipe)
-    grid = (spec.height // spec.patch_size, spec.width // spec.patch_size) if spec.patch_size else None
-    tower = _vision_tower(hf, family, spec, grid)
+    grid = _grid(spec)
+    tower = vision_tower(hf, family, spec)
     images = torch.full((1, spec.height, spec.width, 3), 0.5)
     encoder = litert_torch.signature(VISION_ENCODER_SIGNATURE, tower, sample_kwargs={"images": images}
                                      ).to_ir(target="cpu")
@@ -254,10 +254,17 @@ def write_vision(hf: Any, family: Family, spec: ImageSpec, files: dict[str, str]
                   files["vision_adapter.tflite"], vision_recipe)
 
 
-def _vision_tower(hf: Any, family: Family, spec: ImageSpec, grid: tuple[int, int] | None) -> Any:
-    """The encoder's module: the family's vision tower after the processor's rescaling and normalisation (a
-    NaFlex tower on the patch `grid` when the spec has a patch size)."""
+def _grid(spec: ImageSpec) -> tuple[int, int] | None:
+    """The patch grid of a NaFlex encoder (a spec with a patch size), else None."""
+    return (spec.height // spec.patch_size, spec.width // spec.patch_size) if spec.patch_size else None
+
+
+def vision_tower(hf: Any, family: Family, spec: ImageSpec) -> Any:
+    """The module the vision encoder section is converted from: the family's vision tower after the processor's
+    rescaling and normalisation (a NaFlex tower on the spec's patch grid when it has a patch size)."""
     from litert_torch.generative.vlm_modules import NaflexVisionTower, VisionTower
+
+    grid = _grid(spec)
 
     tower = part(hf, family.vision_tower)
     if grid is not None and spec.patch_size is not None:

@@ -83,6 +83,31 @@ def test_perturbed_model_named(whisper):
     assert report.first_divergent_cross_layer == 1
     assert report.max_relative_error > 1e-3
     assert "first beyond 0.0001: decoder layer 1" in report.summary()
+    # the departure is past the encoder: every block inside it holds
+    assert len(report.encoder_layers) == 2 and all(e.relative < FLOAT_LAYER_RTOL for e in report.encoder_layers)
+
+
+def test_encoder_block_named(whisper, tmp_path):
+    """A model whose encoder block 1 differs: the blocks inside the encoder section are compared (by default,
+    since the cross-attention keys and values depart) and block 1 is named, block 0 agrees; on the model it was
+    converted from, every block agrees when asked for."""
+    import torch
+
+    model_dir, bundle, _ = whisper
+    audio = asr_examples.noise(2.0, seed=0)
+    runner = generative.load(bundle)
+    report = validate_asr(runner, _load(model_dir), audio, 16000, max_new_tokens=4, encoder_layers=True)
+    assert [e.name for e in report.encoder_layers] == ["encoder.layers.0", "encoder.layers.1"]
+    assert all(0 < e.relative < FLOAT_LAYER_RTOL for e in report.encoder_layers)
+    hf = _load(model_dir)
+    with torch.no_grad():
+        weight = hf.model.encoder.layers[1].fc1.weight
+        weight.add_(0.5 * torch.randn(weight.shape, generator=torch.Generator().manual_seed(1)))
+    report = validate_asr(runner, hf, audio, 16000, max_new_tokens=4)
+    errors = {e.name: e.relative for e in report.encoder_layers}
+    assert errors["encoder.layers.0"] < FLOAT_LAYER_RTOL < errors["encoder.layers.1"]
+    assert "first beyond 0.0001: encoder.layers.1" in report.summary()
+    assert report.to_json()["first_divergent_encoder_layer"] == "encoder.layers.1"
 
 
 def test_moonshine_matches(tmp_path):

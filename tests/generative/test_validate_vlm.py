@@ -97,6 +97,24 @@ def test_perturbed_projector_named(gemma3):
     assert report.image_errors[0].relative > 0.1 and report.first_divergent_image == 0
     assert report.max_relative_error > 1e-3
     assert "first beyond 0.0001: image 0" in report.summary()
+    # the projector departs, after the vision encoder: every block inside it holds
+    assert len(report.encoder_layers) == 2 and all(e.relative < FLOAT_LAYER_RTOL for e in report.encoder_layers)
+
+
+def test_vision_encoder_block_named(gemma3):
+    """A model whose vision block 1 differs: the blocks inside the vision encoder section are compared on the
+    departing image and block 1 is named, block 0 agrees."""
+    model_dir, bundle, _ = gemma3
+    hf, processor = _load(model_dir)
+    with torch.no_grad():
+        weight = hf.model.vision_tower.encoder.layers[1].mlp.fc1.weight
+        weight.add_(0.5 * torch.randn(weight.shape, generator=torch.Generator().manual_seed(1)))
+    report = validate_vlm(generative.load(bundle), hf, processor, "the robot <start_of_image> counts", [_image(0)],
+                          4)
+    errors = {e.name: e.relative for e in report.encoder_layers}
+    assert list(errors) == ["tower.encoder.layers.0", "tower.encoder.layers.1"]
+    assert errors["tower.encoder.layers.0"] < FLOAT_LAYER_RTOL < errors["tower.encoder.layers.1"]
+    assert "first beyond 0.0001: tower.encoder.layers.1" in report.summary()
 
 
 def test_int8_bundle_reported(gemma3, tmp_path):
