@@ -45,6 +45,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+from compare import write_results  # noqa: E402
 from llm import model_dir, read_bandwidth, runtime_speed, weight_bytes  # noqa: E402
 
 VARIANTS = ("update", "model", "no_if", "no_attn", "products", "stacked")
@@ -282,9 +283,7 @@ def main() -> int:
             rows[recipe] = measure(recipe, args, work)
         bandwidth = max(bandwidth, read_bandwidth())
     text = render(rows, args, bandwidth)
-    with open(args.results, "w") as f:
-        f.write(text)
-    print(text)
+    write_results(args.results, text)
     return 0
 
 

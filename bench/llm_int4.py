@@ -27,6 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+from compare import write_results  # noqa: E402
+
 from llm import COPIES, bundle_copies, convert, model_dir, read_bandwidth, runtime_speed, weight_bytes  # noqa: E402
 
 ITEMSIZE = {0: 4, 1: 2, 9: 1, 2: 4}  # TFLite tensor types: float32, float16, int8, int32
@@ -148,10 +150,7 @@ def main() -> int:
                      f"{row['prefill_tok_s']:.0f} | {same} | {q['top1']:.1%} of {q['steps']} | {q['mean_abs']:.3g} | "
                      f"{q['max_abs']:.3g} | {q['max_rel']:.3g} |")
     text = "\n".join(lines) + "\n"
-    os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
-    with open(args.results, "w") as f:
-        f.write(text)
-    print(text)
+    write_results(args.results, text)
     return 0
 
 

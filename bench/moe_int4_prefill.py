@@ -27,6 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+from compare import write_results  # noqa: E402
+
 import llm  # noqa: E402
 from litert_torch import ir  # noqa: E402
 from litert_torch.quantization import int4_tables  # noqa: E402
@@ -90,9 +92,7 @@ def main() -> int:
     lines += [f"| {name} | {b['bundle_mb']:.1f} | {b['prefill_tok_s']:.0f} | {b['decode_ms']:.2f} |"
               for name, b in best.items()]
     text = "\n".join(lines) + "\n"
-    with open(args.results, "w") as f:
-        f.write(text)
-    print(text)
+    write_results(args.results, text)
     return 0
 
 
