@@ -207,6 +207,63 @@ def weight_bytes(path: str) -> int:
     return sum(m.Buffers(i).DataLength() or m.Buffers(i).Size() for i in range(m.BuffersLength()) if i not in meta)
 
 
+def decode_weight_bytes(path: str, signature: str = "decode") -> int:
+    """Bytes of constant data one call of `signature` reads (each buffer once): what its subgraph and the
+    subgraphs its IFs run read, where a table that only GATHER or EMBEDDING_LOOKUP reads counts the rows one call
+    looks up (one row of an embedding table per token, not the table), and blockwise scales count as their
+    weights do. Unlike `weight_bytes`, constants only other signatures read are not counted."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    with open(path, "rb") as f:
+        data = f.read()
+    m = schema.Model.GetRootAs(data, 0)
+    codes = [max(m.OperatorCodes(i).BuiltinCode(), m.OperatorCodes(i).DeprecatedBuiltinCode())
+             for i in range(m.OperatorCodesLength())]
+    op_enum = schema.BuiltinOperator
+    lookups = {op_enum.GATHER: 0, op_enum.EMBEDDING_LOOKUP: 1}  # opcode -> the table's input slot
+    start = next(m.SignatureDefs(i).SubgraphIndex() for i in range(m.SignatureDefsLength())
+                 if m.SignatureDefs(i).SignatureKey().decode() == signature)
+    pending, seen = [start], set()
+    whole: set[int] = set()
+    rows: dict[int, float] = {}  # buffer -> the fraction of it the lookups read
+    while pending:
+        gi = pending.pop()
+        if gi in seen:
+            continue
+        seen.add(gi)
+        g = m.Subgraphs(gi)
+        for j in range(g.OperatorsLength()):
+            op = g.Operators(j)
+            code = codes[op.OpcodeIndex()]
+            if code == op_enum.IF:
+                opts = schema.IfOptions()
+                table = op.BuiltinOptions()
+                opts.Init(table.Bytes, table.Pos)
+                pending += [opts.ThenSubgraphIndex(), opts.ElseSubgraphIndex()]
+            for k in range(op.InputsLength()):
+                if op.Inputs(k) < 0:
+                    continue
+                t = g.Tensors(op.Inputs(k))
+                buffers = [t.Buffer()]
+                q = t.Quantization()
+                if q is not None and q.DetailsType() == schema.QuantizationDetails.BlockwiseQuantization:
+                    details = schema.BlockwiseQuantization()
+                    details.Init(q.Details().Bytes, q.Details().Pos)
+                    buffers.append(g.Tensors(details.Scales()).Buffer())
+                for b in (b for b in buffers if b):
+                    if lookups.get(code) == k and t.ShapeLength() >= 1 and t.Shape(0) > 0:
+                        index = g.Tensors(op.Inputs(1 - k))
+                        looked_up = int(np.prod(index.ShapeAsNumpy())) if index.ShapeLength() else 1
+                        rows[b] = max(rows.get(b, 0.0), min(1.0, looked_up / t.Shape(0)))
+                    else:
+                        whole.add(b)
+
+    def size(b: int) -> int:
+        return m.Buffers(b).DataLength() or m.Buffers(b).Size()
+
+    return int(sum(size(b) for b in whole) + sum(size(b) * f for b, f in rows.items() if b not in whole))
+
+
 def gathered_expert_bytes(path: str, experts: int) -> int:
     """Bytes of the constant tables (each buffer once) that the .tflite's GATHERs read by expert: tables of
     `experts` rows along the gathered axis 0, of which a token reads the rows of its chosen experts (weights,

@@ -7,8 +7,8 @@ default the ~135M Llama of bench/llm.py, SmolLM-135M's shape with its own random
 Each recipe's bundle is exported once (a fresh process each, as bench/llm.py does); then the bundles are timed
 by litert_lm.Benchmark at one thread in turns (one untimed run each, then `--repeats` rounds over all of them,
 best kept), so that the ratios between recipes come from the same minutes of this shared, noisy machine. The
-decode bound is the model's constant bytes over the memory read bandwidth measured in the same run (bench/llm.py's
-definition). Quality: `generative.validate_llm` of each bundle (our runner) against the Hugging Face model in
+decode bound is the constant bytes a decode step reads (bench/llm.py's `decode_weight_bytes`: each buffer once, the
+rows a lookup reads of a table nothing else reads) over the memory read bandwidth measured in the same run. Quality: `generative.validate_llm` of each bundle (our runner) against the Hugging Face model in
 float32: greedy tokens, teacher-forced top-1 agreement and each step's max logit error.
 """
 
@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from compare import write_results  # noqa: E402
 
-from llm import COPIES, bundle_copies, convert, model_dir, read_bandwidth, runtime_speed, weight_bytes  # noqa: E402
+from llm import COPIES, bundle_copies, convert, decode_weight_bytes, model_dir, read_bandwidth, runtime_speed  # noqa: E402
 
 ITEMSIZE = {0: 4, 1: 2, 9: 1, 2: 4}  # TFLite tensor types: float32, float16, int8, int32
 
@@ -104,7 +104,7 @@ def main() -> int:
             out = os.path.join(work, recipe.replace("/", "_"))
             conv = convert(src, out, recipe, args.prefill, args.cache)
             rows[recipe] = {"bundle": conv["bundle"], "bundle_mb": os.path.getsize(conv["bundle"]) / 1e6,
-                            "weights": weight_bytes(os.path.join(out, "model.tflite")),
+                            "weights": decode_weight_bytes(os.path.join(out, "model.tflite")),
                             "cache": decode_cache_bytes(os.path.join(out, "model.tflite"),
                                                         args.prefill + args.decode_tokens)}
         bandwidth = read_bandwidth()
@@ -129,8 +129,9 @@ def main() -> int:
              f"{version('ai-edge-quantizer')}. Model `{args.model}` (bench/llm.py's build, random weights).",
              f"Speed: one thread, prefill {args.prefill} tokens, cache {args.cache}, {args.decode_tokens} decode "
              f"tokens, litert_lm.Benchmark; the bundles timed in turns, best of {args.repeats} rounds. Memory read "
-             f"bandwidth in this run: {bandwidth / 1e9:.1f} GB/s (one thread); bound: the model's constant bytes "
-             "read once per token at that bandwidth; bound with cache: the weights and the KV cache "
+             f"bandwidth in this run: {bandwidth / 1e9:.1f} GB/s (one thread); bound: the constant bytes "
+             "a decode step reads (each buffer once; of a table only looked up, the rows a token looks up) at that "
+             "bandwidth; bound with cache: the weights and the KV cache "
              "slots a timed decode step's attention reads (float32 keys and values of the prefix branch it runs, "
              "generative/prefix.py), once each.",
              f"Quality: `generative.validate_llm` against the Hugging Face model in float32, {args.quality_tokens} "

@@ -51,3 +51,46 @@ def test_failure_line_names_the_exception_and_where_the_official_package_raised_
     line = failure_line({"error": "AttributeError", "message": str(info.value), **found})
     assert line == ("AttributeError at litert_torch/generative/export_hf/core/export_lib.py:2 in "
                     "export_text_prefill_decode_model: 'object' object has no attribute 'set_attn_implementation'")
+
+
+def test_decode_weight_bytes_counts_the_rows_a_lookup_reads_and_the_branches_of_its_ifs(tmp_path):
+    import numpy as np
+    from llm import decode_weight_bytes, weight_bytes
+
+    from litert_torch import ir
+    from litert_torch.flatbuffer.writer import serialize
+
+    rng = np.random.default_rng(0)
+
+    def const(name, shape):
+        return ir.Tensor(name, list(shape), np.float32, rng.standard_normal(shape).astype(np.float32))
+
+    def branch(name, x_shape):
+        g = ir.Graph(name)
+        x, out = ir.Tensor("x", x_shape, np.float32), ir.Tensor("out", x_shape, np.float32)
+        g.inputs, g.outputs = [x], [out]
+        g.ops = [ir.Op("ADD", [x, const("c", x_shape)], [out], {"fused_activation_function": "NONE"})]
+        return g
+
+    table, w, w_prefill = const("table", [100, 8]), const("w", [4, 8]), const("w_prefill", [4, 8])
+    decode = ir.Graph("decode")
+    ids, cond = ir.Tensor("ids", [2], np.int32), ir.Tensor("cond", [1], np.bool_)
+    rows, out = ir.Tensor("rows", [2, 8], np.float32), ir.Tensor("fc", [2, 4], np.float32)
+    picked = ir.Tensor("picked", [2, 4], np.float32)
+    decode.inputs, decode.outputs = [ids, cond], [picked]
+    decode.ops = [ir.Op("EMBEDDING_LOOKUP", [ids, table], [rows]),
+                  ir.Op("FULLY_CONNECTED", [rows, w, None], [out], {"fused_activation_function": "NONE"}),
+                  ir.Op("IF", [cond, out], [picked], {"then_subgraph_index": branch("then", [2, 4]),
+                                                       "else_subgraph_index": branch("else", [2, 4])})]
+    prefill = ir.Graph("prefill")
+    x, y = ir.Tensor("x", [1, 8], np.float32), ir.Tensor("y", [1, 4], np.float32)
+    prefill.inputs, prefill.outputs = [x], [y]
+    prefill.ops = [ir.Op("FULLY_CONNECTED", [x, w_prefill, None], [y], {"fused_activation_function": "NONE"})]
+    model = ir.Model([decode, prefill], [ir.Signature("decode", 0, ["ids", "cond"], ["out"]),
+                                         ir.Signature("prefill", 1, ["x"], ["y"])])
+    path = tmp_path / "model.tflite"
+    path.write_bytes(serialize(model))
+    # 2 of the table's 100 rows, the product's weights, each branch's constant; not the other signature's weights
+    assert decode_weight_bytes(str(path)) == 2 * 8 * 4 + 4 * 8 * 4 + 2 * (2 * 4 * 4)
+    assert decode_weight_bytes(str(path), "prefill") == 4 * 8 * 4
+    assert weight_bytes(str(path)) == 100 * 8 * 4 + 2 * 4 * 8 * 4 + 2 * (2 * 4 * 4)
