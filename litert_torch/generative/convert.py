@@ -30,8 +30,8 @@ class _LayerStep(nn.Module):
         super().__init__()
         self.layer = layer
 
-    def forward(self, x, cos, sin, mask, k_cache, v_cache, k_start, v_start):
-        return self.layer(x, cos, sin, mask, k_cache, v_cache, k_start, v_start)
+    def forward(self, x, cos, sin, mask, k_cache, v_cache, start):
+        return self.layer(x, cos, sin, mask, k_cache, v_cache, start)
 
 
 def sample_inputs(lm: DecoderLM, length: int) -> tuple:
@@ -65,7 +65,7 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
     report(f"export {key}")
     prologue_program = export_lowerable(lm.prologue, (tokens, positions))
     with torch.no_grad():
-        x, k_start, v_start, *per_type = lm.prologue(tokens, positions)
+        x, start, *per_type = lm.prologue(tokens, positions)
     samples = {t: per_type[3 * i: 3 * i + 3] for i, t in enumerate(lm.prologue.layer_types)}
     templates: dict[Any, torch.export.ExportedProgram] = {}
     for i, step in enumerate(steps):
@@ -73,7 +73,7 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
         if structure not in templates:
             mask, cos, sin = samples[cfg.layer_types[i]]
             templates[structure] = export_lowerable(step, (x, cos, sin, mask, caches[2 * i], caches[2 * i + 1],
-                                                        k_start, v_start))
+                                                        start))
     epilogue_program = export_lowerable(lm.epilogue, (x,)) if logits else None
 
     report(f"lower {key}")
@@ -82,7 +82,7 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
     by_name = dict(zip(prologue.parameters, prologue.graph.inputs))
     graph.inputs = [by_name["tokens"], by_name["input_pos"]]
     graph.ops += prologue.graph.ops
-    x_t, k_start_t, v_start_t, *rest = prologue.graph.outputs
+    x_t, start_t, *rest = prologue.graph.outputs
     tables = {t: rest[3 * i: 3 * i + 3] for i, t in enumerate(lm.prologue.layer_types)}
     cache_outputs: list[ir.Tensor] = []
     layer_outputs: list[ir.Tensor] = []
@@ -90,7 +90,7 @@ def _lower_signature(lm: DecoderLM, key: str, length: int, logits: bool, report:
     for i, step in enumerate(steps):
         lowered = lower_program(templates[_structure(cfg, i)], weights=step.state_dict())
         mask, cos, sin = tables[cfg.layer_types[i]]
-        feeds = {"x": x_t, "cos": cos, "sin": sin, "mask": mask, "k_start": k_start_t, "v_start": v_start_t}
+        feeds = {"x": x_t, "cos": cos, "sin": sin, "mask": mask, "start": start_t}
         own = dict(zip(lowered.parameters, lowered.graph.inputs))
         k_in, v_in = own["k_cache"], own["v_cache"]
         k_in.name, v_in.name = names[2 * i], names[2 * i + 1]

@@ -121,10 +121,10 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
     if embeddings_input:
         mask = ir.Tensor("mask", [1, 1, length, cache_length], np.float32)
         graph.inputs.append(mask)
-    x, k_start, v_start, per_type = _prologue(b, params, cfg, tables, cache_length, tokens, input_pos, length, mask)
+    x, start, per_type = _prologue(b, params, cfg, tables, cache_length, tokens, input_pos, length, mask)
     conv_start = None
     if cfg.conv_kernel:  # LFM2: where its convolution layers write their inputs, [0, 0, p, 0] (as keys)
-        conv_start = k_start
+        conv_start = start
     names = state_names(cfg)
     shapes = state_shapes(cfg, cache_length)
     cache_outputs, layer_outputs = [], []
@@ -149,7 +149,7 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
             k_in, v_in = (ir.Tensor(n, shapes[n], np.float32) for n in kv_names(cfg.num_layers)[2 * i: 2 * i + 2])
             graph.inputs += [k_in, v_in]
             mask, cos, sin = per_type[cfg.layer_types[i]]
-            x, k_out, v_out = _layer(b, params.layers[i], cfg, i, x, cos, sin, mask, k_in, v_in, k_start, v_start)
+            x, k_out, v_out = _layer(b, params.layers[i], cfg, i, x, cos, sin, mask, k_in, v_in, start)
             cache_outputs += [k_out, v_out]
         x.name = layer_output_name(i)
         layer_outputs.append(x)
@@ -193,8 +193,7 @@ def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length
                                                 [length, cache_length], np.float32, "where")
     zero = b.const(np.zeros(1, np.int32), "zeros_like")
     first = input_pos if length == 1 else b._slice(input_pos, 0, 0, 1)
-    k_start = b._concat([zero, zero, first, zero], 0)
-    v_start = b._concat([zero, zero, zero, first], 0)
+    start = b._concat([zero, zero, first, zero], 0)
     per_type = {}
     for layer_type in sorted(tables):
         mask = masks[layer_type]
@@ -211,7 +210,7 @@ def _prologue(b: _Builder, params: _Params, cfg: LlmConfig, tables, cache_length
         sin = b._concat([b._like("NEG", sin), sin], 1)
         per_type[layer_type] = (mask, b._reshape(cos, [1, length, 1, 2 * half], "unsqueeze"),
                                 b._reshape(sin, [1, length, 1, 2 * half], "unsqueeze"))
-    return x, k_start, v_start, per_type
+    return x, start, per_type
 
 
 def _masks(b: _Builder, cfg: LlmConfig, keys: ir.Tensor, pos: ir.Tensor, length: int,
@@ -233,14 +232,14 @@ def _where(b: _Builder, condition: ir.Tensor) -> ir.Tensor:
 
 
 def _layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, sin, mask, k_cache, v_cache,
-           k_start, v_start):
+           start):
     """`model.Layer`: attention and MLP with their norms and residual additions (Gemma's sandwich norms, Phi and
     StableLM's parallel attention and MLP, OLMo 2's norms on the outputs)."""
     module = b.module
     attention = f"{module}/attention"
     if cfg.post_norms:  # OLMo 2: x + norm(attention(x)), then x + norm(mlp(x))
         b.module = attention
-        h, k_cache, v_cache = _attention(b, w, cfg, index, x, cos, sin, mask, k_cache, v_cache, k_start, v_start)
+        h, k_cache, v_cache = _attention(b, w, cfg, index, x, cos, sin, mask, k_cache, v_cache, start)
         b.module = module
         x = b._add(x, b._named_norm(h, w, "post_attention", cfg))
         b.module = f"{module}/mlp"
@@ -250,8 +249,7 @@ def _layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, s
     if cfg.parallel_residual:  # attention and MLP of the same normed input, added in Hugging Face's order
         normed = b._named_norm(x, w, "input", cfg)
         b.module = attention
-        h, k_cache, v_cache = _attention(b, w, cfg, index, normed, cos, sin, mask, k_cache, v_cache, k_start,
-                                         v_start)
+        h, k_cache, v_cache = _attention(b, w, cfg, index, normed, cos, sin, mask, k_cache, v_cache, start)
         b.module = f"{module}/mlp"
         out = _mlp(b, w, cfg, normed)
         b.module = module
@@ -260,7 +258,7 @@ def _layer(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, s
         return b._add(b._add(x, h), out), k_cache, v_cache  # residual + attention + mlp
     b.module = attention
     h, k_cache, v_cache = _attention(b, w, cfg, index, b._named_norm(x, w, "input", cfg), cos, sin, mask, k_cache,
-                                     v_cache, k_start, v_start)
+                                     v_cache, start)
     b.module = module
     if cfg.sandwich_norms:
         x = b._add(x, b._named_norm(h, w, "post_attention", cfg))
@@ -486,7 +484,7 @@ def _expert_tiles(b: _Builder, cfg: LlmConfig, x: ir.Tensor, tables: list[ir.Ten
 
 
 def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, cos, sin, mask, k_cache, v_cache,
-               k_start, v_start):
+               start):
     """`model.Attention`: grouped-query attention over the whole cache, the new keys and values written at
     the input positions first."""
     _, length, _ = x.shape
@@ -504,9 +502,9 @@ def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, co
         q, k = b._named_norm(q, w, "q", cfg), b._named_norm(k, w, "k", cfg)
     if cfg.has_rope(index):
         q, k = _rope(b, q, cos, sin), _rope(b, k, cos, sin)
-    k_cache = b.emit("DYNAMIC_UPDATE_SLICE", [k_cache, b._transpose(k, [0, 2, 1, 3]), k_start], k_cache.shape,
+    k_cache = b.emit("DYNAMIC_UPDATE_SLICE", [k_cache, b._transpose(k, [0, 2, 1, 3]), start], k_cache.shape,
                      np.float32, "update_cache")
-    v_cache = b.emit("DYNAMIC_UPDATE_SLICE", [v_cache, b._transpose(v, [0, 2, 3, 1], "permute"), v_start],
+    v_cache = b.emit("DYNAMIC_UPDATE_SLICE", [v_cache, b._transpose(v, [0, 2, 1, 3]), start],
                      v_cache.shape, np.float32, "update_cache")
     q = b._transpose(b._mul(q, float(cfg.attention_scale)), [0, 2, 1, 3])
     q = b._reshape(q, [1, kv_heads, groups * length, d])
@@ -524,7 +522,7 @@ def _attention(b: _Builder, w: dict[str, Any], cfg: LlmConfig, index: int, x, co
     else:
         probs = b._like("SOFTMAX", b._add(scores, mask), what="softmax", beta=1.0)
     out = b.emit("BATCH_MATMUL", [probs, v_cache], [1, kv_heads, groups * length, d], np.float32, "matmul",
-                 adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
+                 adj_x=False, adj_y=False, asymmetric_quantize_inputs=False)
     out = b._transpose(b._reshape(out, [1, heads, length, d]), [0, 2, 1, 3])
     out = b._reshape(out, [1, length, heads * d])
     if cfg.attn_output_gate:  # Qwen3-Next, Qwen 3.5: times sigmoid of the query projection's gate half

@@ -102,8 +102,7 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
     graph.inputs = [tokens, input_pos]
     # the masks come ungrouped (one row per token); each layer repeats them for its query heads per key head
     ungrouped = dataclasses.replace(cfg, num_kv_heads=cfg.num_heads, layer_kv_heads=[])
-    x, k_start, v_start, per_type = direct._prologue(b, params, ungrouped, tables, cache_length, tokens, input_pos,
-                                                     length)
+    x, start, per_type = direct._prologue(b, params, ungrouped, tables, cache_length, tokens, input_pos, length)
     per_layer = _per_layer_inputs(b, params, cfg, tokens, x) if cfg.per_layer_input_size else None
     if cfg.altup_inputs:
         b.module = "altup"
@@ -129,7 +128,7 @@ def _signature(params: _Params, cfg: LlmConfig, tables, cache_length: int, key: 
         if per_layer is not None:
             ple = b._reshape(b._slice(per_layer, 2, i, 1), [1, length, cfg.per_layer_input_size], "select")
         attend = _Attention(cfg, params.layers[i], i, cos, sin, grouped[layer_type, groups], caches, owner,
-                            k_start, v_start)
+                            start)
         if cfg.altup_inputs:
             x = _gemma3n_layer(b, params.layers[i], cfg, i, x, ple, attend)
         else:
@@ -191,8 +190,7 @@ class _Attention:
     mask: ir.Tensor
     caches: dict[int, tuple[ir.Tensor, ir.Tensor]]
     owner: int
-    k_start: ir.Tensor
-    v_start: ir.Tensor
+    start: ir.Tensor  # where the key and value caches are written: [0, 0, input_pos[0], 0]
 
     def __call__(self, b: _Builder, x: ir.Tensor) -> ir.Tensor:
         """Attention of the normed input `x` [1, T, H] (q/k norms, unscaled scores), through o_proj."""
@@ -209,10 +207,10 @@ class _Attention:
                                                     "view")
             k = direct._rope(b, _rms(b, k, w["k_norm"], cfg, "k_norm"), self.cos, self.sin)
             v = _rms(b, v, None, cfg, "v_norm")
-            k_cache = b.emit("DYNAMIC_UPDATE_SLICE", [k_cache, b._transpose(k, [0, 2, 1, 3]), self.k_start],
+            k_cache = b.emit("DYNAMIC_UPDATE_SLICE", [k_cache, b._transpose(k, [0, 2, 1, 3]), self.start],
                              k_cache.shape, np.float32, "update_cache")
-            v_cache = b.emit("DYNAMIC_UPDATE_SLICE", [v_cache, b._transpose(v, [0, 2, 3, 1], "permute"),
-                                                      self.v_start], v_cache.shape, np.float32, "update_cache")
+            v_cache = b.emit("DYNAMIC_UPDATE_SLICE", [v_cache, b._transpose(v, [0, 2, 1, 3]), self.start],
+                             v_cache.shape, np.float32, "update_cache")
             self.caches[i] = (k_cache, v_cache)
         else:
             k_cache, v_cache = self.caches[self.owner]
@@ -222,7 +220,7 @@ class _Attention:
                         adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
         probs = b._like("SOFTMAX", b._add(scores, self.mask), what="softmax", beta=1.0)
         out = b.emit("BATCH_MATMUL", [probs, v_cache], [1, kv_heads, groups * length, d], np.float32, "matmul",
-                     adj_x=False, adj_y=True, asymmetric_quantize_inputs=False)
+                     adj_x=False, adj_y=False, asymmetric_quantize_inputs=False)
         out = b._transpose(b._reshape(out, [1, heads, length, d]), [0, 2, 1, 3])
         return b._linear(b._reshape(out, [1, length, heads * d]), w["o"], None, "o")
 

@@ -26,9 +26,8 @@ def kv_names(num_layers: int) -> list[str]:
 
 def cache_shapes(num_layers: int, kv_heads: int, cache_length: int, head_dim: int
                  ) -> dict[str, tuple[int, int, int, int]]:
-    """Each cache's shape: keys [1, KV, C, D], values transposed [1, KV, D, C]."""
-    return {n: (1, kv_heads, cache_length, head_dim) if n.startswith("kv_cache_k_")
-            else (1, kv_heads, head_dim, cache_length) for n in kv_names(num_layers)}
+    """Each cache's shape: keys and values [1, KV, C, D]."""
+    return {n: (1, kv_heads, cache_length, head_dim) for n in kv_names(num_layers)}
 
 
 def conv_state_name(layer: int) -> str:
@@ -58,7 +57,7 @@ def sequence_axis(name: str) -> int:
     """The axis of cache `name` that runs over positions (-1 for a state that holds none, `UNPOSITIONED`)."""
     if name.startswith(UNPOSITIONED):
         return -1
-    return 2 if name.startswith(("kv_cache_k_", "kv_cache_conv_")) else 3
+    return 2
 
 
 def layer_output_name(layer: int) -> str:

@@ -1,9 +1,10 @@
 """The decoder the LLM exporter traces: a Hugging Face causal LM rewritten around an explicit KV cache.
 
 One module serves every signature. It takes `tokens` int32[1, T], `input_pos` int32[T] (the absolute position of
-each token; positions are consecutive) and, per layer, `kv_cache_k_i` float32[1, KV, C, D] and `kv_cache_v_i`
-float32[1, KV, D, C] (C the cache length, D the head size, KV the key/value heads; values are stored transposed,
-so that both products of attention read their cache operand in the layout matrix kernels take without a copy). It writes the new keys and values at `input_pos` with one
+each token; positions are consecutive) and, per layer, `kv_cache_k_i` and `kv_cache_v_i` float32[1, KV, C, D] (C
+the cache length, D the head size, KV the key/value heads: the first n positions of a head are one run of memory,
+which is what attention over the filled part of the cache slices, `prefix.py`). It writes the new keys and values
+at `input_pos` with one
 DYNAMIC_UPDATE_SLICE per cache (`litert_torch.update_cache`), attends over the whole cache under a mask built from
 `input_pos` (causal, and windowed on sliding-window layers), and returns the updated caches and, when asked, the
 logits of the last token. The cache tensors keep their names from input to output, so a runtime can hand the
@@ -210,7 +211,7 @@ class Attention(nn.Module):
         self.layer = layer
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                k_cache: torch.Tensor, v_cache: torch.Tensor, k_start: torch.Tensor, v_start: torch.Tensor
+                k_cache: torch.Tensor, v_cache: torch.Tensor, start: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         batch, length, _ = x.shape
         d, groups = self.head_dim, self.heads // self.kv_heads
@@ -223,15 +224,15 @@ class Attention(nn.Module):
             k = self.k_norm(k)
         if self.rope:
             q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-        k_cache = update_cache(k_cache, k.transpose(1, 2), k_start, 2)  # [1, KV, C, D]
-        v_cache = update_cache(v_cache, v.permute(0, 2, 3, 1), v_start, 3)  # [1, KV, D, C]
+        k_cache = update_cache(k_cache, k.transpose(1, 2), start, 2)  # [1, KV, C, D]
+        v_cache = update_cache(v_cache, v.transpose(1, 2), start, 2)  # [1, KV, C, D]
         # The query heads of one key/value head as the rows of one product: [1, KV, G*T, D] x [1, KV, C, D]^T.
         q = (q * self.scale).transpose(1, 2).reshape(batch, self.kv_heads, groups * length, d)
         scores = torch.matmul(q, k_cache.transpose(2, 3))
         if self.softcap is not None:
             scores = torch.tanh(scores / self.softcap) * self.softcap
         probs = torch.softmax(scores + mask, dim=-1)
-        out = torch.matmul(probs, v_cache.transpose(2, 3))  # [1, KV, G*T, D]
+        out = torch.matmul(probs, v_cache)  # [1, KV, G*T, D]
         out = out.reshape(batch, self.heads, length, d).transpose(1, 2).reshape(batch, length, self.heads * d)
         return self.o(out), k_cache, v_cache
 
@@ -260,9 +261,9 @@ class Layer(nn.Module):
         self.residual_scale = cfg.residual_scale
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                k_cache: torch.Tensor, v_cache: torch.Tensor, k_start: torch.Tensor, v_start: torch.Tensor
+                k_cache: torch.Tensor, v_cache: torch.Tensor, start: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        h, k_cache, v_cache = self.attention(self.input_norm(x), cos, sin, mask, k_cache, v_cache, k_start, v_start)
+        h, k_cache, v_cache = self.attention(self.input_norm(x), cos, sin, mask, k_cache, v_cache, start)
         if self.pre_mlp_norm is not None:  # Gemma: normed after attention, then normed again before the MLP
             x = x + self.post_attention_norm(h)
             y = self.mlp(self.pre_mlp_norm(x))
@@ -275,8 +276,8 @@ class Layer(nn.Module):
 
 
 class Prologue(nn.Module):
-    """tokens [1, T], input_pos [T] -> the embedded tokens [1, T, H]; the index vectors at which every layer
-    writes its key and value caches ([0, 0, p, 0] and [0, 0, 0, p], p = input_pos[0]); then per layer type
+    """tokens [1, T], input_pos [T] -> the embedded tokens [1, T, H]; the index vector at which every layer
+    writes its key and value caches ([0, 0, p, 0], p = input_pos[0]); then per layer type
     (sorted) its mask [G*T, C] (the T rows repeated for each of the G query heads sharing a key/value head) and
     its RoPE rows cos, sin [1, T, 1, R] (gathered from tables of positions that hold one half of Hugging Face's
     rows, which are two equal halves), sin with its first half negated for `_rope`. What
@@ -314,7 +315,7 @@ class Prologue(nn.Module):
         groups = self.cfg.kv_groups
         zero = torch.zeros_like(input_pos[:1])
         first = input_pos[:1]
-        out = [x, torch.cat([zero, zero, first, zero]), torch.cat([zero, zero, zero, first])]
+        out = [x, torch.cat([zero, zero, first, zero])]
         for t in self.layer_types:
             mask = torch.cat([masks[t]] * groups) if groups > 1 else masks[t]
             cos, sin = getattr(self, f"cos_{t}")[input_pos], getattr(self, f"sin_{t}")[input_pos]
@@ -357,7 +358,7 @@ class DecoderLM(nn.Module):
         self.cache_length = cache_length
 
     def cache_shapes(self) -> dict[str, tuple[int, int, int, int]]:
-        """Each cache's shape: keys [1, KV, C, D], values transposed [1, KV, D, C]."""
+        """Each cache's shape: keys and values [1, KV, C, D]."""
         return cache_shapes(self.cfg.num_layers, self.cfg.num_kv_heads, self.cache_length, self.cfg.head_dim)
 
     sequence_axis = staticmethod(sequence_axis)
@@ -365,13 +366,13 @@ class DecoderLM(nn.Module):
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor, caches: list[torch.Tensor],
                 logits: bool = True) -> dict[str, Any]:
         cfg = self.cfg
-        x, k_start, v_start, *per_type = self.prologue(tokens, input_pos)
+        x, start, *per_type = self.prologue(tokens, input_pos)
         tables = {t: per_type[3 * i: 3 * i + 3] for i, t in enumerate(self.prologue.layer_types)}
         out: dict[str, torch.Tensor] = {}
         names = kv_names(cfg.num_layers)
         for i, layer in enumerate(self.layers):
             mask, cos, sin = tables[cfg.layer_types[i]]
-            x, k_cache, v_cache = layer(x, cos, sin, mask, caches[2 * i], caches[2 * i + 1], k_start, v_start)
+            x, k_cache, v_cache = layer(x, cos, sin, mask, caches[2 * i], caches[2 * i + 1], start)
             out[names[2 * i]], out[names[2 * i + 1]] = k_cache, v_cache
         if logits:
             out = {"logits": self.epilogue(x), **out}

@@ -146,8 +146,8 @@ def _core(op: ir.Op, producers: dict, consumers: dict, graph: ir.Graph) -> _Core
         user = users[0]
         if user.opcode == "BATCH_MATMUL":
             values = user.input(1)
-            if (user.inputs[0] is not t or user.options.get("adj_x") or not user.options.get("adj_y")
-                    or values.rank != 4 or values.shape[3] != cache or not _cache_update(values, producers, graph)):
+            if (user.inputs[0] is not t or user.options.get("adj_x") or user.options.get("adj_y")
+                    or values.rank != 4 or values.shape[2] != cache or not _cache_update(values, producers, graph)):
                 return None
             ops.append(user)
             return _Core(ops, sides, cache)
@@ -229,7 +229,7 @@ def _sliced(core: _Core, n: int, name: str, extra_conditions: int) -> ir.Graph:
         graph.ops.append(ir.Op("SLICE", [t, begin, sizes], [out], {}, core.ops[0].source))
         return out
 
-    local = {id(core.keys): sliced(copies[id(core.keys)], 2), id(core.values): sliced(copies[id(core.values)], 3)}
+    local = {id(core.keys): sliced(copies[id(core.keys)], 2), id(core.values): sliced(copies[id(core.values)], 2)}
     for side in core.sides:
         local[id(side)] = sliced(copies[id(side)], side.rank - 1) if side.shape[-1] == core.cache \
             else copies[id(side)]

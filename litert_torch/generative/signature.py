@@ -84,7 +84,7 @@ def state_names(cfg: LlmConfig) -> list[str]:
 
 
 def state_shapes(cfg: LlmConfig, cache_length: int) -> dict[str, tuple[int, ...]]:
-    """Each state's shape: keys [1, KV, C, D], values transposed [1, KV, D, C], an LFM2 convolution's inputs by
+    """Each state's shape: keys and values [1, KV, C, D], an LFM2 convolution's inputs by
     position [1, 1, C, hidden] (laid out as a key cache of one head), a gated DeltaNet's convolution window
     [1, K - 1, its q, k and v channels] and recurrent state [1, value heads, key dim, value dim]."""
     shapes: dict[str, tuple[int, ...]] = {}
@@ -98,7 +98,7 @@ def state_shapes(cfg: LlmConfig, cache_length: int) -> dict[str, tuple[int, ...]
             shapes[recurrent_state_name(i)] = (1, cfg.linear_value_heads, cfg.linear_key_dim, cfg.linear_value_dim)
         else:  # a layer's own head size and key/value heads (Gemma 4's differ by type)
             kv, d = cfg.layer_kv_head_count(i), cfg.layer_head_dim(i)
-            shapes[names[2 * i]], shapes[names[2 * i + 1]] = (1, kv, cache_length, d), (1, kv, d, cache_length)
+            shapes[names[2 * i]], shapes[names[2 * i + 1]] = (1, kv, cache_length, d), (1, kv, cache_length, d)
     return {n: shapes[n] for n in state_names(cfg)}
 
 

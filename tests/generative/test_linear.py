@@ -52,7 +52,7 @@ def test_bundle_declares_each_linear_layers_states(tmp_path):
     states = {b.name: (b.kind, b.sequence_axis) for b in bundle.state_buffers}
     assert bundle.max_history_size == 0  # (a recurrent state cannot be rolled back)
     assert states == {"kv_cache_win_0": ("conv", -1), "kv_cache_rec_0": ("conv", -1),
-                      "kv_cache_k_1": ("key", 2), "kv_cache_v_1": ("value", 3),
+                      "kv_cache_k_1": ("key", 2), "kv_cache_v_1": ("value", 2),
                       "kv_cache_win_2": ("conv", -1), "kv_cache_rec_2": ("conv", -1)}
 
 

@@ -492,9 +492,9 @@ def test_rope_tables_are_hugging_faces_and_keep_one_half(arch, rope):
     out = prologue(torch.zeros(1, len(pos), dtype=torch.long), pos)
     for i, t in enumerate(prologue.layer_types):
         cos, sin = (torch.from_numpy(a) for a in tables[t])
-        assert torch.equal(out[3 + 3 * i + 1][0, :, 0], torch.cat([cos[pos], cos[pos]], -1))
+        assert torch.equal(out[2 + 3 * i + 1][0, :, 0], torch.cat([cos[pos], cos[pos]], -1))
         # sin with its first half negated, which the layers' rotate-half expects
-        assert torch.equal(out[3 + 3 * i + 2][0, :, 0], torch.cat([-sin[pos], sin[pos]], -1))
+        assert torch.equal(out[2 + 3 * i + 2][0, :, 0], torch.cat([-sin[pos], sin[pos]], -1))
 
 
 def _with_rope(arch: str, overrides: dict):

@@ -58,7 +58,7 @@ def test_first_branch_slices_the_caches_before_anything_reads_them(tmp_path):
     first = cores[0].options["then_subgraph_index"]  # input position below the smallest prefix
     keys, values = first.inputs[1], first.inputs[2]
     n = prefix.SMALLEST_PREFIX
-    for cache, axis in ((keys, 2), (values, 3)):
+    for cache, axis in ((keys, 2), (values, 2)):
         readers = [op for op in first.ops if any(t is cache for t in op.inputs)]
         assert [op.opcode for op in readers] == ["SLICE"]
         assert readers[0].outputs[0].shape[axis] == n
