@@ -16,14 +16,13 @@ step's weights do, so that each core reads its slots from memory; the `ms` colum
 less the same graph without the cores (`--no-evict`: the cores alone, their slots staying in the CPU's caches).
 
     prefix        what the exporter writes for a decode step below `--position`'s branch length
-                  (generative/prefix.py): the first N slots of the key cache [1, KV, C, D], of the value cache
-                  [1, KV, D, C] and of the mask SLICEd, then BATCH_MATMUL (keys read as stored), the mask
-                  added, SOFTMAX, BATCH_MATMUL (values read as stored)
+                  (generative/prefix.py): the first N slots of the key and value caches [1, KV, C, D] (one run
+                  of memory per head) and of the mask SLICEd, then BATCH_MATMUL (keys read as stored, adj_y),
+                  the mask added, SOFTMAX, BATCH_MATMUL (values read as stored)
     prefix_if     `prefix` as the exporter places it: each core an IF on the position, whose then branch is
                   the sliced core and whose else branch the whole one
-    values_by_slot  `prefix` with the value cache stored as the keys are, [1, KV, C, D]: its prefix one
-                  contiguous run per head, the second product reading it as its right operand unchanged
-                  (BATCH_MATMUL without adj_y)
+    values_transposed  `prefix` with the value cache stored transposed, [1, KV, D, C], and read with adj_y
+                  (what the exporter wrote before): each head's prefix D strided rows
     whole         the same core over the whole cache, no SLICE (what the exporter wrote before the prefix
                   branches)
     unsliced      `prefix` on caches that are N slots long: no SLICE, the same products. Not a form a
@@ -31,8 +30,8 @@ less the same graph without the cores (`--no-evict`: the cores alone, their slot
                   the products and softmax alone, had the runtime a view of the prefix
     one_row       `prefix` with one query row per batch entry ([1, G, KV, 1, D] against [1, 1, KV, N, D]), so
                   that each product is a matrix-vector product
-    cache_lhs     `prefix` with the cache as the left operand of both products (the query as the right one)
-                  and a TRANSPOSE of each small result
+    cache_lhs     `values_transposed` with the cache as the left operand of both products (the query as the
+                  right one) and a TRANSPOSE of each small result
     xnnpack_sdpa  XNNPack's fused attention (the `odml.scaled_dot_product_attention` custom op, which the
                   XNNPack delegate claims) on caches that are N slots long, in its [1, N, KV, D] layout: the
                   fused kernel's time without any SLICE
@@ -59,7 +58,7 @@ from litert_torch import ir  # noqa: E402
 from litert_torch.flatbuffer.writer import serialize  # noqa: E402
 from litert_torch.generative import prefix  # noqa: E402
 
-FORMS = ("prefix", "prefix_if", "values_by_slot", "whole", "unsliced", "one_row", "cache_lhs", "xnnpack_sdpa")
+FORMS = ("prefix", "prefix_if", "values_transposed", "whole", "unsliced", "one_row", "cache_lhs", "xnnpack_sdpa")
 MASKED = -1e30
 
 
@@ -95,6 +94,12 @@ class _Graph:
         return self.op("BATCH_MATMUL", [a, b], [*a.shape[:-1], b.shape[-2]], adj_x=False, adj_y=True,
                        asymmetric_quantize_inputs=False)
 
+    def attend(self, x: ir.Tensor, k: ir.Tensor, v: ir.Tensor, mask: ir.Tensor) -> ir.Tensor:
+        """softmax(x @ k^T + mask) @ v, keys and values [.., N, D] as stored."""
+        p = self.softmax(self.bmm(x, k), mask)
+        return self.op("BATCH_MATMUL", [p, v], [*p.shape[:-1], v.shape[-1]], adj_x=False, adj_y=False,
+                       asymmetric_quantize_inputs=False)
+
     def evict(self, x: ir.Tensor, weights: list[np.ndarray]) -> ir.Tensor:
         """x flattened through the float32 products of `weights` ([H, H] each), back in x's shape."""
         flat = self.reshape(x, [1, int(np.prod(x.shape))])
@@ -108,6 +113,10 @@ class _Graph:
         return self.op("SOFTMAX", [added], scores.shape, beta=1.0)
 
 
+# the forms whose value cache is stored transposed, [1, KV, D, C] (read with adj_y); the others store it as the keys
+TRANSPOSED_VALUES = ("values_transposed", "cache_lhs")
+
+
 def build(form: str, a: argparse.Namespace, n: int) -> bytes:
     """The .tflite of `--layers` chained cores in `form`. Inputs: the query [1, KV, G, D] (heads kv-major, as the
     exporter's), the mask, then each layer's key and value caches in the form's layout."""
@@ -119,17 +128,16 @@ def build(form: str, a: argparse.Namespace, n: int) -> bytes:
     if form == "xnnpack_sdpa":
         keys = [b.tensor([1, slots, kv, d]) for _ in range(a.layers)]
         values = [b.tensor([1, slots, kv, d]) for _ in range(a.layers)]
-    elif form == "values_by_slot":
-        keys = [b.tensor([1, kv, slots, d]) for _ in range(a.layers)]
-        values = [b.tensor([1, kv, slots, d]) for _ in range(a.layers)]
     else:
         keys = [b.tensor([1, kv, slots, d]) for _ in range(a.layers)]
-        values = [b.tensor([1, kv, d, slots]) for _ in range(a.layers)]
+        values = [b.tensor([1, kv, d, slots] if form in TRANSPOSED_VALUES else [1, kv, slots, d])
+                  for _ in range(a.layers)]
     b.graph.inputs = [query, mask, *keys, *values]
     x = b.reshape(query, [1, 1, kv * g, d]) if form == "xnnpack_sdpa" else query
     if form == "one_row":
         x = b.reshape(b.transpose(query, [0, 2, 1, 3]), [1, g, kv, 1, d])
-    m = b.slice(mask, [1, 1, 1, n]) if form in ("prefix", "one_row", "cache_lhs", "values_by_slot") else mask
+    sliced = form in ("prefix", "values_transposed", "one_row", "cache_lhs")
+    m = b.slice(mask, [1, 1, 1, n]) if sliced else mask
     if form == "one_row":
         m = b.reshape(m, [1, 1, 1, 1, n])
     weights = _evicting_weights(a)
@@ -137,31 +145,24 @@ def build(form: str, a: argparse.Namespace, n: int) -> bytes:
         below = b.tensor([1], dtype=np.bool_)
         b.graph.inputs.append(below)
         then_graph, else_graph = _core_graph(a, n, True), _core_graph(a, n, False)
-        for i, (k, v) in enumerate(zip(keys, values)):
+    for i, (k, v) in enumerate(zip(keys, values)):
+        if sliced:
+            k = b.slice(k, [1, kv, n, d])
+            v = b.slice(v, [1, kv, d, n] if form in TRANSPOSED_VALUES else [1, kv, n, d])
+        if form == "one_row":
+            k, v = b.reshape(k, [1, 1, kv, n, d]), b.reshape(v, [1, 1, kv, n, d])
+        if form == "prefix_if":
             x = b.op("IF", [below, x, k, v, mask], x.shape, then_subgraph_index=then_graph,
                      else_subgraph_index=else_graph)
-            if a.evict:
-                x = b.evict(x, weights[i])
-    for i, (k, v) in enumerate(zip(keys, values)):
-        if form == "prefix_if":
-            break
-        if form == "values_by_slot":
-            k, v = b.slice(k, [1, kv, n, d]), b.slice(v, [1, kv, n, d])
-        elif form in ("prefix", "one_row", "cache_lhs"):
-            k, v = b.slice(k, [1, kv, n, d]), b.slice(v, [1, kv, d, n])
-        if form == "one_row":
-            k, v = b.reshape(k, [1, 1, kv, n, d]), b.reshape(v, [1, 1, kv, d, n])
-        if form == "cache_lhs":
+        elif form == "cache_lhs":
             p = b.softmax(b.transpose(b.bmm(k, x), [0, 1, 3, 2]), m)
             x = b.transpose(b.bmm(v, p), [0, 1, 3, 2])
         elif form == "xnnpack_sdpa":  # a placeholder op, made the custom op below
             x = b.op("ADD", [x, k, v, m], x.shape, fused_activation_function="NONE")
-        elif form == "values_by_slot":
-            p = b.softmax(b.bmm(x, k), m)
-            x = b.op("BATCH_MATMUL", [p, v], [*p.shape[:-1], d], adj_x=False, adj_y=False,
-                     asymmetric_quantize_inputs=False)
-        elif form != "none":
+        elif form == "values_transposed":
             x = b.bmm(b.softmax(b.bmm(x, k), m), v)
+        elif form != "none":
+            x = b.attend(x, k, v, m)
         if a.evict and form == "one_row":  # through the products in the other forms' head order
             heads = b.transpose(b.reshape(x, [1, g, kv, d]), [0, 2, 1, 3])
             x = b.reshape(b.transpose(b.evict(heads, weights[i]), [0, 2, 1, 3]), [1, g, kv, 1, d])
@@ -190,12 +191,12 @@ def _core_graph(a: argparse.Namespace, n: int, sliced: bool) -> ir.Graph:
     kv, g, d = a.kv_heads, a.groups, a.head_dim
     b = _Graph()
     b.graph.name = f"core_{n if sliced else a.cache}"
-    x, k, v = b.tensor([1, kv, g, d]), b.tensor([1, kv, a.cache, d]), b.tensor([1, kv, d, a.cache])
+    x, k, v = b.tensor([1, kv, g, d]), b.tensor([1, kv, a.cache, d]), b.tensor([1, kv, a.cache, d])
     m = b.tensor([1, 1, 1, a.cache])
     b.graph.inputs = [x, k, v, m]
     if sliced:
-        k, v, m = b.slice(k, [1, kv, n, d]), b.slice(v, [1, kv, d, n]), b.slice(m, [1, 1, 1, n])
-    b.graph.outputs = [b.bmm(b.softmax(b.bmm(x, k), m), v)]
+        k, v, m = b.slice(k, [1, kv, n, d]), b.slice(v, [1, kv, n, d]), b.slice(m, [1, 1, 1, n])
+    b.graph.outputs = [b.attend(x, k, v, m)]
     return b.graph
 
 
@@ -234,9 +235,9 @@ def inputs(form: str, a: argparse.Namespace, n: int, rng: np.random.Generator) -
     if form == "xnnpack_sdpa":
         return [query, mask, *(k.transpose(0, 2, 1, 3) for k in keys), *(v.transpose(0, 2, 1, 3) for v in values)]
     extra = [np.array([a.position < n])] if form == "prefix_if" else []
-    if form == "values_by_slot":
-        return [query, mask, *keys, *values]
-    return [query, mask, *keys, *(v.transpose(0, 1, 3, 2) for v in values), *extra]
+    if form in TRANSPOSED_VALUES:
+        return [query, mask, *keys, *(v.transpose(0, 1, 3, 2) for v in values)]
+    return [query, mask, *keys, *values, *extra]
 
 
 def time_form(form: str, a: argparse.Namespace, n: int) -> tuple[float, np.ndarray]:
