@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 
@@ -196,15 +197,28 @@ def expert_counts(src: str) -> tuple[int, int] | None:
     return (int(cfg["num_experts_per_tok"]), int(experts)) if experts else None
 
 
-def weight_bytes(path: str) -> int:
-    """Bytes of constant data in the .tflite (each buffer once)."""
+def read_tflite(path: str) -> tuple[Any, list[int]]:
+    """The .tflite at `path` through the TFLite schema's flatbuffer accessors, and each operator code's builtin
+    operator."""
     from ai_edge_litert import schema_py_generated as schema
 
     with open(path, "rb") as f:
-        data = f.read()
-    m = schema.Model.GetRootAs(data, 0)
+        m = schema.Model.GetRootAs(f.read(), 0)
+    codes = [max(m.OperatorCodes(i).BuiltinCode(), m.OperatorCodes(i).DeprecatedBuiltinCode())
+             for i in range(m.OperatorCodesLength())]
+    return m, codes
+
+
+def buffer_bytes(m: Any, index: int) -> int:
+    """The size of buffer `index` of model `m`, stored inside the flatbuffer or after it."""
+    return m.Buffers(index).DataLength() or m.Buffers(index).Size()
+
+
+def weight_bytes(path: str) -> int:
+    """Bytes of constant data in the .tflite (each buffer once)."""
+    m, _ = read_tflite(path)
     meta = {m.Metadata(i).Buffer() for i in range(m.MetadataLength())}
-    return sum(m.Buffers(i).DataLength() or m.Buffers(i).Size() for i in range(m.BuffersLength()) if i not in meta)
+    return sum(buffer_bytes(m, i) for i in range(m.BuffersLength()) if i not in meta)
 
 
 def decode_weight_bytes(path: str, signature: str = "decode") -> int:
@@ -214,11 +228,7 @@ def decode_weight_bytes(path: str, signature: str = "decode") -> int:
     weights do. Unlike `weight_bytes`, constants only other signatures read are not counted."""
     from ai_edge_litert import schema_py_generated as schema
 
-    with open(path, "rb") as f:
-        data = f.read()
-    m = schema.Model.GetRootAs(data, 0)
-    codes = [max(m.OperatorCodes(i).BuiltinCode(), m.OperatorCodes(i).DeprecatedBuiltinCode())
-             for i in range(m.OperatorCodesLength())]
+    m, codes = read_tflite(path)
     op_enum = schema.BuiltinOperator
     lookups = {op_enum.GATHER: 0, op_enum.EMBEDDING_LOOKUP: 1}  # opcode -> the table's input slot
     start = next(m.SignatureDefs(i).SubgraphIndex() for i in range(m.SignatureDefsLength())
@@ -258,10 +268,8 @@ def decode_weight_bytes(path: str, signature: str = "decode") -> int:
                     else:
                         whole.add(b)
 
-    def size(b: int) -> int:
-        return m.Buffers(b).DataLength() or m.Buffers(b).Size()
-
-    return int(sum(size(b) for b in whole) + sum(size(b) * f for b, f in rows.items() if b not in whole))
+    return int(sum(buffer_bytes(m, b) for b in whole)
+               + sum(buffer_bytes(m, b) * f for b, f in rows.items() if b not in whole))
 
 
 def gathered_expert_bytes(path: str, experts: int) -> int:
@@ -270,11 +278,7 @@ def gathered_expert_bytes(path: str, experts: int) -> int:
     their scales, biases). A table the graph reads whole for every token (experts run one by one) is not one."""
     from ai_edge_litert import schema_py_generated as schema
 
-    with open(path, "rb") as f:
-        data = f.read()
-    m = schema.Model.GetRootAs(data, 0)
-    codes = [max(m.OperatorCodes(i).BuiltinCode(), m.OperatorCodes(i).DeprecatedBuiltinCode())
-             for i in range(m.OperatorCodesLength())]
+    m, codes = read_tflite(path)
     tables: set[int] = set()
     for g in (m.Subgraphs(i) for i in range(m.SubgraphsLength())):
         for op in (g.Operators(j) for j in range(g.OperatorsLength())):
@@ -283,7 +287,7 @@ def gathered_expert_bytes(path: str, experts: int) -> int:
             table = g.Tensors(op.Inputs(0))
             if table.ShapeLength() >= 2 and table.Shape(0) == experts and table.Buffer():
                 tables.add(table.Buffer())
-    return sum(m.Buffers(i).DataLength() or m.Buffers(i).Size() for i in tables)
+    return sum(buffer_bytes(m, i) for i in tables)
 
 
 def read_bandwidth() -> float:

@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from compare import write_results  # noqa: E402
 
-from llm import COPIES, bundle_copies, convert, decode_weight_bytes, model_dir, read_bandwidth, runtime_speed  # noqa: E402
+from llm import (COPIES, bundle_copies, convert, decode_weight_bytes, model_dir, read_bandwidth,  # noqa: E402
+                 read_tflite, runtime_speed)
 
 ITEMSIZE = {0: 4, 1: 2, 9: 1, 2: 4}  # TFLite tensor types: float32, float16, int8, int32
 
@@ -39,11 +40,8 @@ def decode_cache_bytes(path: str, filled: int) -> int:
     the slots of the prefix branch it runs (generative/prefix.py: the first 128, 256, ... slots, doubling, or the
     whole cache), keys and values of every layer, each read once."""
     import numpy as np
-    from ai_edge_litert import schema_py_generated as schema
 
-    with open(path, "rb") as f:
-        data = f.read()
-    m = schema.Model.GetRootAs(data, 0)
+    m, _ = read_tflite(path)
     for i in range(m.SignatureDefsLength()):
         sig = m.SignatureDefs(i)
         if sig.SignatureKey() != b"decode":

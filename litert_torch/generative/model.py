@@ -4,11 +4,10 @@ One module serves every signature. It takes `tokens` int32[1, T], `input_pos` in
 each token; positions are consecutive) and, per layer, `kv_cache_k_i` and `kv_cache_v_i` float32[1, KV, C, D] (C
 the cache length, D the head size, KV the key/value heads: the first n positions of a head are one run of memory,
 which is what attention over the filled part of the cache slices, `prefix.py`). It writes the new keys and values
-at `input_pos` with one
-DYNAMIC_UPDATE_SLICE per cache (`litert_torch.update_cache`), attends over the whole cache under a mask built from
-`input_pos` (causal, and windowed on sliding-window layers), and returns the updated caches and, when asked, the
-logits of the last token. The cache tensors keep their names from input to output, so a runtime can hand the
-same buffer to both.
+at `input_pos` with one DYNAMIC_UPDATE_SLICE per cache (`litert_torch.update_cache`), attends over the whole cache
+under a mask built from `input_pos` (causal, and windowed on sliding-window layers), and returns the updated caches
+and, when asked, the logits of the last token. The cache tensors keep their names from input to output, so a
+runtime can hand the same buffer to both.
 
 The weights are the Hugging Face model's own tensors (shared, not copied, when they are float32: views of the
 mapped safetensors files when read from a directory). The RoPE tables are the ones both builders take

@@ -98,7 +98,7 @@ def state_shapes(cfg: LlmConfig, cache_length: int) -> dict[str, tuple[int, ...]
             shapes[recurrent_state_name(i)] = (1, cfg.linear_value_heads, cfg.linear_key_dim, cfg.linear_value_dim)
         else:  # a layer's own head size and key/value heads (Gemma 4's differ by type)
             kv, d = cfg.layer_kv_head_count(i), cfg.layer_head_dim(i)
-            shapes[names[2 * i]], shapes[names[2 * i + 1]] = (1, kv, cache_length, d), (1, kv, cache_length, d)
+            shapes[names[2 * i]] = shapes[names[2 * i + 1]] = (1, kv, cache_length, d)
     return {n: shapes[n] for n in state_names(cfg)}
 
 
