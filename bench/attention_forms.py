@@ -19,8 +19,8 @@ less the same graph without the cores (`--no-evict`: the cores alone, their slot
                   (generative/prefix.py): the first N slots of the key and value caches [1, KV, C, D] (one run
                   of memory per head) and of the mask SLICEd, then BATCH_MATMUL (keys read as stored, adj_y),
                   the mask added, SOFTMAX, BATCH_MATMUL (values read as stored)
-    prefix_if     `prefix` as the exporter places it: each core an IF on the position, whose then branch is
-                  the sliced core and whose else branch the whole one
+    prefix_if     `prefix` inside an IF on the position, whose then branch is the sliced core and whose else
+                  branch the whole one (the exporter's chain runs one such branch per core and step)
     values_transposed  `prefix` with the value cache stored transposed, [1, KV, D, C], and read with adj_y
                   (what the exporter wrote before): each head's prefix D strided rows
     whole         the same core over the whole cache, no SLICE (what the exporter wrote before the prefix

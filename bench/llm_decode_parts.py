@@ -105,8 +105,8 @@ def inlined(graph):
     n = next((n for n in prefix.prefix_lengths(cores[0].cache) if position < n), cores[0].cache)
     replaced = {{}}
     for i, core in enumerate(cores):
-        branch = prefix._sliced(core, n, f"inlined_{{i}}", 0)
-        feeds = {{id(a): b for a, b in zip(branch.inputs, core.arguments())}}
+        branch = prefix._sliced(core, n, f"inlined_{{i}}")
+        feeds = {{id(a): b for a, b in zip(branch.inputs[1:], core.arguments())}}
         for o in branch.ops:
             o.inputs = [feeds.get(id(t), t) if t is not None else None for t in o.inputs]
         branch.ops[-1].outputs = list(core.ops[-1].outputs)

@@ -35,11 +35,14 @@ from llm import (COPIES, bundle_copies, convert, decode_weight_bytes, model_dir,
 ITEMSIZE = {0: 4, 1: 2, 9: 1, 2: 4}  # TFLite tensor types: float32, float16, int8, int32
 
 
-def decode_cache_bytes(path: str, filled: int) -> int:
-    """Bytes of the KV cache that a decode step's attention reads besides the weights, up to position `filled`:
-    the slots of the prefix branch it runs (generative/prefix.py: the first 128, 256, ... slots, doubling, or the
-    whole cache), keys and values of every layer, each read once."""
+def decode_cache_bytes(path: str, first: int, last: int) -> float:
+    """Bytes of the KV cache that a decode step's attention reads besides the weights, on average over the steps
+    at input positions `first` to `last` - 1: the slots of the prefix branch each step runs (generative/prefix.py's
+    lengths: the shortest that holds the position, or the whole cache), keys and values of every layer, each read
+    once."""
     import numpy as np
+
+    from litert_torch.generative.prefix import prefix_lengths
 
     m, _ = read_tflite(path)
     for i in range(m.SignatureDefsLength()):
@@ -53,10 +56,9 @@ def decode_cache_bytes(path: str, filled: int) -> int:
                 t = graph.Tensors(sig.Inputs(j).TensorIndex())
                 total += int(np.prod(t.ShapeAsNumpy())) * ITEMSIZE[t.Type()]
                 slots = max(slots, *(int(d) for d in t.ShapeAsNumpy()))  # the cache length: the longest axis at these sizes
-        branch = 128
-        while branch < filled:
-            branch *= 2
-        return total * min(branch, slots) // slots
+        lengths = prefix_lengths(slots)
+        read = [next((n for n in lengths if p < n), slots) for p in range(first, last)]
+        return total * sum(read) / len(read) / slots
     raise ValueError(f"{path} has no decode signature")
 
 
@@ -103,7 +105,7 @@ def main() -> int:
             conv = convert(src, out, recipe, args.prefill, args.cache)
             rows[recipe] = {"bundle": conv["bundle"], "bundle_mb": os.path.getsize(conv["bundle"]) / 1e6,
                             "weights": decode_weight_bytes(os.path.join(out, "model.tflite")),
-                            "cache": decode_cache_bytes(os.path.join(out, "model.tflite"),
+                            "cache": decode_cache_bytes(os.path.join(out, "model.tflite"), args.prefill,
                                                         args.prefill + args.decode_tokens)}
         bandwidth = read_bandwidth()
         copies = {r: bundle_copies(rows[r]["bundle"], COPIES) for r in recipes}
@@ -131,7 +133,7 @@ def main() -> int:
              "a decode step reads (each buffer once; of a table only looked up, the rows a token looks up) at that "
              "bandwidth; bound with cache: the weights and the KV cache "
              "slots a timed decode step's attention reads (float32 keys and values of the prefix branch it runs, "
-             "generative/prefix.py), once each.",
+             "generative/prefix.py; on average over the timed steps), once each.",
              f"Quality: `generative.validate_llm` against the Hugging Face model in float32, {args.quality_tokens} "
              "greedy tokens from one prompt; top-1: teacher-forced steps whose top token is Hugging Face's; logit "
              "error: each step's max |ours - HF| over the vocabulary (mean and max over the steps; relative: to "

@@ -4,18 +4,27 @@ A signature attends over the whole cache: the scores of every cache slot, masked
 While a conversation is short, most of those slots are empty, and reading them is most of a decode step (the
 cache of a 30-layer 135M model at 1,024 positions is 47 MB; its int8 weights 135 MB). `attend_filled_prefix`
 rewrites each attention core of a signature (the scores matmul against the updated key cache, what is applied
-to the scores, the softmax, and the matmul against the updated value cache) into an IF on the largest input
-position: below 128 the core runs on the first 128 slots, below 256 on the first 256, and so on by doubling,
-else on the whole cache. A slot past every input position is masked (`MASKED`, whose exponential is 0 in
-float32), so the sliced core computes the same sums without terms that are exactly zero: the results are the
-whole core's.
+to the scores, the softmax, and the matmul against the updated value cache) to run on the shortest cache prefix
+that holds the largest input position: 128 slots, then four lengths to each doubling (160, 192, 224, 256, 320,
+...), else the whole cache, so that a step past the first 128 slots reads at most a quarter more of them than
+are filled. A slot past every input position is masked (`MASKED`, whose exponential is 0 in float32), so the
+sliced core sums the same terms without ones that are exactly zero: the results are the whole core's, up to the
+order in which the kernels add them.
 
-The branches are subgraphs (IF's then/else subgraphs, the smaller prefixes nested in the else branch), shared by
-every layer whose core has the same structure. The cache itself is still updated in place, before the IF.
+Each core becomes a chain of IFs, one per prefix length and one for the whole cache. Exactly one condition is
+true (`_selections`, computed once per signature): its IF runs the core on that prefix, and every other IF's
+branch passes on the result chained so far (the core's query, at the start). The branches are subgraphs shared
+by every layer whose core has the same structure. The cache itself is still updated in place, before the IFs.
+
+The chain is flat, not nested, because of how the runtime runs an IF: after each call it releases the memory of
+the branch it ran and prepares that branch again on the next call, and preparing a branch that holds IFs prepares
+both of their branches, down to the last. A nested choice among N prefixes prepares up to N cores on every step;
+a flat chain prepares the one core it runs, and for each other IF a branch with no ops (docs/LLM.md has the
+measurements).
 
 The runtime prepares the branch subgraphs when a signature first runs: about 1.5 ms once per signature and
-model load on one x86 core, measured on a 2-layer model with a cache of 1,024 (`PREFILL_MIN_SKIPPED_FLOPS`). A
-decode step pays nothing measurable for it and gains on every step; a prefill signature gets the branches only
+model load on one x86 core, measured on a 2-layer model with a cache of 1,024 and three prefixes
+(`PREFILL_MIN_SKIPPED_FLOPS`). A decode step gains on every step; a prefill signature gets the branches only
 when the attention work they skip on each call is well above that cost.
 """
 
@@ -37,11 +46,13 @@ _ON_SCORES = {"ADD", "SUB", "MUL", "DIV", "TANH", "SOFTMAX"}
 
 
 def prefix_lengths(cache_length: int) -> list[int]:
-    """The cache prefixes the cores are specialised to: 128, 256, ... below `cache_length`."""
+    """The cache prefixes the cores are specialised to, below `cache_length`: 128, then four lengths to each
+    doubling (160, 192, 224, 256, 320, 384, ...), so that a step reads at most a quarter more slots than the
+    filled ones past the first 128."""
     out, n = [], SMALLEST_PREFIX
     while n < cache_length:
         out.append(n)
-        n *= 2
+        n += (1 << (n.bit_length() - 1)) // 4  # a quarter of the power of two at or below n
     return out
 
 
@@ -59,22 +70,33 @@ def attend_filled_prefix(graph: ir.Graph, input_pos: ir.Tensor, min_skipped_flop
         return 0
     if sum(c.skipped_flops(lengths[0]) for c in cores) < min_skipped_flops:
         return 0
-    conditions, condition_ops = _conditions(input_pos, lengths)
-    shared: dict[Any, tuple[ir.Graph, ir.Graph]] = {}
-    replaced: dict[int, ir.Op | None] = {}  # id(op) -> the IF that takes its place, or None: dropped
+    selected, condition_ops = _selections(input_pos, lengths)
+    shared: dict[Any, tuple[list[ir.Graph], ir.Graph]] = {}
+    replaced: dict[int, list[ir.Op] | None] = {}  # id(op) -> the IFs that take its place, or None: dropped
     for core in cores:
         key = core.key()
         if key not in shared:
             # subgraph names are unique in the file (they prefix their tensors' names, which must be)
             shared[key] = _branches(core, lengths, f"{graph.name}/attention_{len(shared)}")
-        then_graph, else_graph = shared[key]
+        runs, passed_on = shared[key]
         last = core.ops[-1]
+        out = last.outputs[0]
+        seed = core.query if (core.query.shape, core.query.dtype) == (out.shape, out.dtype) else \
+            ir.Tensor(f"{out.name}/unselected", out.shape, out.dtype, np.zeros(out.shape, out.dtype))
+        ifs, chained = [], seed
+        for i, (condition, run) in enumerate(zip(selected, runs)):
+            result = out if i == len(runs) - 1 else ir.Tensor(f"{out.name}/after_{i}", out.shape, out.dtype)
+            ifs.append(ir.Op("IF", [condition, chained, *core.arguments()], [result],
+                             {"then_subgraph_index": run, "else_subgraph_index": passed_on}, last.source))
+            chained = result
         replaced.update((id(op), None) for op in core.ops[:-1])
-        replaced[id(last)] = ir.Op("IF", [conditions[0], *core.arguments(), *conditions[1:]], list(last.outputs),
-                                   {"then_subgraph_index": then_graph, "else_subgraph_index": else_graph},
-                                   last.source)
-    kept = (replaced.get(id(op), op) for op in graph.ops)
-    graph.ops = condition_ops + [op for op in kept if op is not None]
+        replaced[id(last)] = ifs
+    ops: list[ir.Op] = list(condition_ops)
+    for op in graph.ops:
+        instead = replaced.get(id(op), [op])
+        if instead is not None:
+            ops.extend(instead)
+    graph.ops = ops
     return len(cores)
 
 
@@ -170,8 +192,9 @@ def _core(op: ir.Op, producers: dict, consumers: dict, graph: ir.Graph) -> _Core
         t = user.outputs[0]
 
 
-def _conditions(input_pos: ir.Tensor, lengths: list[int]) -> tuple[list[ir.Tensor], list[ir.Op]]:
-    """`largest input position < n` for each prefix length n, as [1] bools, and the ops that compute them."""
+def _selections(input_pos: ir.Tensor, lengths: list[int]) -> tuple[list[ir.Tensor], list[ir.Op]]:
+    """One [1] bool per branch, exactly one of them true: the largest input position is below lengths[0], in
+    [lengths[i - 1], lengths[i]), or (the whole cache) at least lengths[-1]; and the ops that compute them."""
     ops = []
     if input_pos.shape == (1,):
         last = input_pos
@@ -179,44 +202,45 @@ def _conditions(input_pos: ir.Tensor, lengths: list[int]) -> tuple[list[ir.Tenso
         last = ir.Tensor("attention_prefix/last_position", [1], np.int32)
         axes = ir.Tensor("attention_prefix/axes", [1], np.int32, np.zeros(1, np.int32))
         ops.append(ir.Op("REDUCE_MAX", [input_pos, axes], [last], {"keep_dims": True}))
-    conditions = []
-    for n in lengths:
-        below = ir.Tensor(f"attention_prefix/below_{n}", [1], np.bool_)
+
+    def compare(opcode: str, n: int) -> ir.Tensor:
+        out = ir.Tensor(f"attention_prefix/{opcode.lower()}_{n}", [1], np.bool_)
         bound = ir.Tensor(f"attention_prefix/bound_{n}", [], np.int32, np.array(n, np.int32))
-        ops.append(ir.Op("LESS", [last, bound], [below]))
-        conditions.append(below)
-    return conditions, ops
+        ops.append(ir.Op(opcode, [last, bound], [out]))
+        return out
+
+    below = [compare("LESS", n) for n in lengths]
+    reached = [compare("GREATER_EQUAL", n) for n in lengths]
+    selected = [below[0]]
+    for i in range(1, len(lengths)):
+        both = ir.Tensor(f"attention_prefix/in_{lengths[i - 1]}_{lengths[i]}", [1], np.bool_)
+        ops.append(ir.Op("LOGICAL_AND", [reached[i - 1], below[i]], [both]))
+        selected.append(both)
+    selected.append(reached[-1])
+    return selected, ops
 
 
-def _branches(core: _Core, lengths: list[int], name: str) -> tuple[ir.Graph, ir.Graph]:
-    """The then and else subgraphs of the IF that replaces `core`: the core on the first lengths[0] slots, and
-    a subgraph that picks among the longer prefixes (the whole cache last) the same way."""
-    runs = [_sliced(core, n, f"{name}/prefix_{n}", len(lengths) - 1) for n in lengths]
-    runs.append(_sliced(core, core.cache, f"{name}/whole", len(lengths) - 1))
-    else_graph = runs[-1]
-    for depth in range(len(lengths) - 1, 0, -1):  # prefix lengths[depth] or, else, what is longer
-        chooser = ir.Graph(f"{name}/from_{lengths[depth]}")
-        chooser.inputs = [ir.Tensor(f"in_{i}", t.shape, t.dtype) for i, t in enumerate(runs[0].inputs)]
-        args = chooser.inputs[:len(chooser.inputs) - (len(lengths) - 1)]
-        conditions = chooser.inputs[len(args):]
-        out = ir.Tensor("out", runs[0].outputs[0].shape, runs[0].outputs[0].dtype)
-        chooser.ops = [ir.Op("IF", [conditions[depth - 1], *args, *conditions], [out],
-                             {"then_subgraph_index": runs[depth], "else_subgraph_index": else_graph},
-                             core.ops[-1].source)]
-        chooser.outputs = [out]
-        else_graph = chooser
-    return runs[0], else_graph
+def _branches(core: _Core, lengths: list[int], name: str) -> tuple[list[ir.Graph], ir.Graph]:
+    """The subgraphs of the IFs that replace `core`: the core on the first n slots for each length n, then on
+    the whole cache (each IF's then branch), and the branch that passes the chained result on (every IF's else
+    branch). They take the same inputs: the result so far, then the core's arguments."""
+    runs = [_sliced(core, n, f"{name}/prefix_{n}") for n in lengths]
+    runs.append(_sliced(core, core.cache, f"{name}/whole"))
+    passed_on = ir.Graph(f"{name}/passed_on")
+    passed_on.inputs = [ir.Tensor(f"in_{i}", t.shape, t.dtype) for i, t in enumerate(runs[0].inputs)]
+    passed_on.outputs = [passed_on.inputs[0]]
+    return runs, passed_on
 
 
-def _sliced(core: _Core, n: int, name: str, extra_conditions: int) -> ir.Graph:
-    """The core as a subgraph on the first `n` cache slots; its inputs are the core's arguments, then
-    `extra_conditions` bools it does not read (every branch of the IFs takes the same inputs)."""
+def _sliced(core: _Core, n: int, name: str) -> ir.Graph:
+    """The core as a subgraph on the first `n` cache slots; its inputs are the result chained so far (which it
+    does not read: every branch of the IFs takes the same inputs), then the core's arguments."""
     graph = ir.Graph(name)
+    out = core.ops[-1].outputs[0]
     copies: dict[int, ir.Tensor] = {}
     for i, t in enumerate(core.arguments()):
-        copies[id(t)] = ir.Tensor(f"in_{i}", t.shape, t.dtype)
-    graph.inputs = [copies[id(t)] for t in core.arguments()]
-    graph.inputs += [ir.Tensor(f"condition_{i}", [1], np.bool_) for i in range(extra_conditions)]
+        copies[id(t)] = ir.Tensor(f"in_{i + 1}", t.shape, t.dtype)
+    graph.inputs = [ir.Tensor("in_0", out.shape, out.dtype), *(copies[id(t)] for t in core.arguments())]
 
     def sliced(t: ir.Tensor, axis: int) -> ir.Tensor:
         if n == core.cache:

@@ -15,6 +15,7 @@ pytest.importorskip("litert_lm_builder")
 from litert_torch import generative  # noqa: E402
 from litert_torch.generative import UnsupportedModelError  # noqa: E402
 from litert_torch.generative.config import LlmConfig  # noqa: E402
+from litert_torch.generative import prefix  # noqa: E402
 from litert_torch.generative.export_hf import export  # noqa: E402
 from litert_torch.generative.weights import ModelSourceError  # noqa: E402
 from tests.generative import tiny_lm  # noqa: E402
@@ -191,6 +192,7 @@ def test_gemma_attends_over_the_filled_prefix_with_shared_caches(arch, tmp_path)
                         quantization_recipe="none", bundle_litert_lm=False)
     model = read_model(open(out, "rb").read())
     decode = next(g for g in model.subgraphs if g.name == "decode")
-    assert sum(op.opcode == "IF" for op in decode.ops) == 4  # every layer's core, the sharing layers' included
+    # every layer's core, the sharing layers' included: one IF per cache prefix and one for the whole cache
+    assert sum(op.opcode == "IF" for op in decode.ops) == 4 * (len(prefix.prefix_lengths(300)) + 1)
     llm = generative.load(out)
     assert list(llm.generate_ids(ids, NEW_TOKENS, stop=False)) == _greedy(hf, ids, NEW_TOKENS)

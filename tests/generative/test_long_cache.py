@@ -1,6 +1,6 @@
 """A decode step's cost does not grow with the cache's allocated length: in the decode signature, the only
-ops that read a whole cache are its in-place DYNAMIC_UPDATE_SLICE and the IF whose first branch runs the
-attention core on the first 128 slots (generative/prefix.py); besides them, only the one-row mask is as long as
+ops that read a whole cache are its in-place DYNAMIC_UPDATE_SLICE and the IFs whose branches run the attention
+core on the first 128, 160, ... slots (generative/prefix.py); besides them, only the one-row mask is as long as
 the cache. The times are in bench/llm_cache.py (bench/results/llm_cache.md)."""
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def test_decode_reads_whole_caches_only_to_update_them_in_place(tmp_path, arch):
     assert len(updated) == len(caches) == 2 * cfg.num_layers
     for cache in caches:  # the input cache: updated in place, read by nothing else
         assert readers[id(cache)] == ["DYNAMIC_UPDATE_SLICE"], cache.name
-    for cache in updated:  # the updated cache: returned, and read by the IF of its layer's attention core
-        assert readers.get(id(cache), []) == ["IF"], cache.name
+    for cache in updated:  # the updated cache: returned, and read by the IFs of its layer's attention core
+        assert readers.get(id(cache), []) == ["IF"] * (len(prefix.prefix_lengths(CACHE)) + 1), cache.name
         assert any(cache is out for out in graph.outputs)
     # every other tensor as long as the cache is the one-row mask, or the decode step's updated caches
     long = [op for op in graph.ops if op.opcode not in ("DYNAMIC_UPDATE_SLICE", "IF")
@@ -56,7 +56,7 @@ def test_first_branch_slices_the_caches_before_anything_reads_them(tmp_path):
     cores = [op for op in graph.ops if op.opcode == "IF"]
     assert cores
     first = cores[0].options["then_subgraph_index"]  # input position below the smallest prefix
-    keys, values = first.inputs[1], first.inputs[2]
+    keys, values = first.inputs[2], first.inputs[3]  # after the chained result and the query
     n = prefix.SMALLEST_PREFIX
     for cache, axis in ((keys, 2), (values, 2)):
         readers = [op for op in first.ops if any(t is cache for t in op.inputs)]

@@ -1,6 +1,7 @@
-"""Attention over the filled part of the KV cache (generative/prefix.py): each layer's attention core becomes an
-IF over cache prefixes, the branches shared by the layers, and the model computes what attending over the whole
-cache computes, at every position and through every runtime path (our runner, LiteRT-LM, the quantizers)."""
+"""Attention over the filled part of the KV cache (generative/prefix.py): each layer's attention core becomes a
+chain of IFs, one per cache prefix and one for the whole cache, exactly one of which runs the core; the branches
+are shared by the layers, and the model computes what attending over the whole cache computes, at every position
+and through every runtime path (our runner, LiteRT-LM, the quantizers)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from litert_torch.runtime.verify import verify
 from tests.generative import tiny_lm
 
 CACHE, PREFILL = 512, (4, 160)
+IFS_PER_CORE = len(prefix.prefix_lengths(CACHE)) + 1  # one per prefix, one for the whole cache
 
 
 def _build(path, whole_cache=False):
@@ -50,8 +52,9 @@ def test_prefill_signatures_get_the_branches_only_when_they_skip_enough_work(tmp
                                  [PREFILL[-1]])[0]
         return {g.name: sum(op.opcode == "IF" for op in g.ops) for g in model.subgraphs}
 
-    assert ifs(skipped) == {f"prefill_{PREFILL[-1]}": cfg.num_layers - 1, "decode": cfg.num_layers}
-    assert ifs(skipped + 1) == {f"prefill_{PREFILL[-1]}": 0, "decode": cfg.num_layers}
+    assert ifs(skipped) == {f"prefill_{PREFILL[-1]}": (cfg.num_layers - 1) * IFS_PER_CORE,
+                            "decode": cfg.num_layers * IFS_PER_CORE}
+    assert ifs(skipped + 1) == {f"prefill_{PREFILL[-1]}": 0, "decode": cfg.num_layers * IFS_PER_CORE}
     assert ifs(prefix.PREFILL_MIN_SKIPPED_FLOPS)[f"prefill_{PREFILL[-1]}"] == 0  # a toy: too little to skip
 
 
@@ -59,7 +62,32 @@ def test_prefix_lengths():
     assert prefix.prefix_lengths(96) == []
     assert prefix.prefix_lengths(128) == []
     assert prefix.prefix_lengths(129) == [128]
-    assert prefix.prefix_lengths(1024) == [128, 256, 512]
+    assert prefix.prefix_lengths(1024) == [128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896]
+    lengths = prefix.prefix_lengths(1 << 16)
+    # past the first 128 slots, a step reads at most a quarter more slots than the filled ones
+    assert all(b / a <= 1.25 for a, b in zip(lengths, lengths[1:]))
+    assert len(lengths) == 4 * 9  # four to each doubling from 128 to 65,536
+
+
+@pytest.mark.parametrize("positions", [[0], [5, 6, 7, 8], [127], [128], [159, 160], [895], [896], [1023]])
+def test_exactly_one_branch_is_selected_the_shortest_that_holds_every_position(positions):
+    """The IFs of a core each take their branch on one of these conditions: exactly one is true at any input
+    positions, and it picks the shortest prefix longer than the largest position (else the whole cache)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from litert_torch import ir
+
+    lengths = prefix.prefix_lengths(1024)
+    input_pos = ir.Tensor("input_pos", [len(positions)], np.int32)
+    selected, ops = prefix._selections(input_pos, lengths)
+    graph = ir.Graph("main", inputs=[input_pos], outputs=selected, ops=ops)
+    names = [f"branch_{i}" for i in range(len(selected))]
+    interpreter = Interpreter(model_content=serialize(ir.Model([graph], [ir.Signature("main", 0, ["input_pos"],
+                                                                                      names)])))
+    got = interpreter.get_signature_runner("main")(input_pos=np.array(positions, np.int32))
+    chosen = [i for i, name in enumerate(names) if bool(got[name][0])]
+    expected = next((i for i, n in enumerate(lengths) if max(positions) < n), len(lengths))
+    assert chosen == [expected]
 
 
 @pytest.mark.parametrize("arch", ["llama", "gemma2", "gemma3", "qwen3_moe"])
@@ -72,15 +100,15 @@ def test_prefix_cores_compute_what_whole_cache_cores_compute(tmp_path, arch):
     _, whole = _build(path, whole_cache=True)
     for graph in ours.subgraphs:  # (prefill computes no logits: the last layer's attention is dead there)
         layers = cfg.num_layers if graph.name == "decode" else cfg.num_layers - 1
-        assert sum(op.opcode == "IF" for op in graph.ops) == layers, graph.name
+        assert sum(op.opcode == "IF" for op in graph.ops) == layers * IFS_PER_CORE, graph.name
         # all of attention inside the branches (a router's softmax stays)
         assert not any(op.opcode == "SOFTMAX" and op.outputs[0].shape[-1] == CACHE for op in graph.ops), graph.name
     assert not any(op.opcode == "IF" for g in whole.subgraphs for op in g.ops)
     data = serialize(ours)
     file = read_model(data)
-    # per signature, one set of branches (a core per prefix and the whole cache, and the IFs choosing among the
-    # longer ones) shared by the layers (Gemma's two layer types have cores of the same shape)
-    assert len(file.subgraphs) - len(ours.subgraphs) == len(ours.subgraphs) * 2 * len(prefix.prefix_lengths(CACHE))
+    # per signature, one set of branches (a core per prefix and the whole cache, and the branch that passes the
+    # chained result on) shared by the layers (Gemma's two layer types have cores of the same shape)
+    assert len(file.subgraphs) - len(ours.subgraphs) == len(ours.subgraphs) * (IFS_PER_CORE + 1)
     verify(data)
 
     runners = [LlmRunner(m if isinstance(m, bytes) else serialize(m), None) for m in (data, whole)]
@@ -90,11 +118,12 @@ def test_prefix_cores_compute_what_whole_cache_cores_compute(tmp_path, arch):
     # prefill chunks that cross prefix lengths, and decode steps at each side of each length and to the end
     for stop, decode_to in [(100, 135), (200, 262), (500, CACHE)]:
         got, expected = (r.prefill(ids[position:stop]) for r in runners)
-        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6, err_msg=f"{arch} prefill to {stop}")
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=f"{arch} prefill to {stop}")
         while runners[0].position < decode_to:
             token = int(rng.integers(0, cfg.vocab_size))
             got, expected = (r.decode(token) for r in runners)
-            np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6,
+            # the same terms, summed in an order that can depend on the prefix's length: float rounding apart
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5,
                                        err_msg=f"{arch} decode at {runners[0].position}")
         position = runners[0].position
 
