@@ -22,10 +22,10 @@ both of their branches, down to the last. A nested choice among N prefixes prepa
 a flat chain prepares the one core it runs, and for each other IF a branch with no ops (docs/LLM.md has the
 measurements).
 
-The runtime prepares the branch subgraphs when a signature first runs: about 1.5 ms once per signature and
-model load on one x86 core, measured on a 2-layer model with a cache of 1,024 and three prefixes
-(`PREFILL_MIN_SKIPPED_FLOPS`). A decode step gains on every step; a prefill signature gets the branches only
-when the attention work they skip on each call is well above that cost.
+The runtime prepares the branch subgraphs when a signature first runs: about 8 ms once per signature and model
+load on one x86 core, measured on a 2-layer model with a cache of 1,024 (13 branches). A decode step gains on
+every step; a prefill signature gets the branches only when the attention work they skip on each call is well
+above that cost (`PREFILL_MIN_SKIPPED_FLOPS`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from litert_torch import ir
 
 SMALLEST_PREFIX = 128
 # A prefill signature attends over the filled prefix only when the branches skip at least this much work per call
-# (256 MFLOP: several milliseconds on one core, against the branches' one-time preparation of about 1.5 ms). A
+# (256 MFLOP: tens of milliseconds on one core, against the branches' one-time preparation of about 8 ms). A
 # 2-layer toy skips 59 MFLOP per 128-token call at a cache of 1,024, a 135M Llama 7.9 GFLOP.
 PREFILL_MIN_SKIPPED_FLOPS = 256e6
 # ops applied to the scores between the two matmuls (mask, scale, soft-capping, softmax over the last axis)
