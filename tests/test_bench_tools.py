@@ -1,6 +1,7 @@
-"""The benchmark helpers that measure the official exporter beside ours (bench/process_memory.py,
-bench/official_export_worker.py, bench/task_export.py): the peak RSS they report and the one-line account of a
-failed export."""
+"""The benchmark helpers: those that measure the official exporter beside ours (bench/process_memory.py,
+bench/official_export_worker.py, bench/task_export.py: the peak RSS they report and the one-line account of a
+failed export), the bytes a decode step reads (bench/llm.py), the split of LiteRT-LM's decode samples
+(bench/llm_profile.py) and the IF chains bench/if_chain.py times."""
 
 from __future__ import annotations
 
@@ -94,3 +95,37 @@ def test_decode_weight_bytes_counts_the_rows_a_lookup_reads_and_the_branches_of_
     assert decode_weight_bytes(str(path)) == 2 * 8 * 4 + 4 * 8 * 4 + 2 * (2 * 4 * 4)
     assert decode_weight_bytes(str(path), "prefill") == 4 * 8 * 4
     assert weight_bytes(str(path)) == 100 * 8 * 4 + 2 * 4 * 8 * 4 + 2 * (2 * 4 * 4)
+
+
+def test_profile_splits_decode_samples_by_the_runtime_part_they_are_in():
+    """bench/llm_profile.py: `perf script -F ip,sym` stacks, leaf first; only those under LiteRT-LM's decode task
+    count, and a sample under the IF kernel is attention (its memcpy the copies, AllocateTensors the preparing)."""
+    from llm_profile import DECODE, shares
+
+    def sample(*frames):
+        return "\n".join(f"\t{0x1000 + i:x} {name}" for i, name in enumerate(frames))
+
+    under_if = ["tflite::ops::builtin::if_kernel::Eval_static", "tflite::Subgraph::InvokeImpl", DECODE]
+    script = "\n\n".join([
+        sample("memcpy", "[unknown]", "xnn_invoke_runtime", *under_if),
+        sample("tflite::Subgraph::AllocateTensors", "tflite::ops::builtin::if_kernel::Prepare", *under_if),
+        sample("[unknown]", "pthreadpool_parallelize_1d", "xnn_invoke_runtime", *under_if),
+        sample("[unknown]", "pthreadpool_parallelize_1d", "xnn_invoke_runtime", "tflite::Subgraph::InvokeImpl", DECODE),
+        sample("[unknown]", "pthreadpool_parallelize_1d", "xnn_invoke_runtime", "tflite::Subgraph::InvokeImpl", DECODE),
+        sample("xnn_invoke_runtime", "tflite::Subgraph::InvokeImpl", DECODE),  # the loop itself: the runtime
+        sample("[unknown]", "xnn_invoke_runtime", "litert::lm::EngineAdvancedImpl::Create"),  # loading: not decode
+    ])
+    counts, total = shares(script)
+    assert total == 6
+    assert counts == {"attention": 3, "copies": 1, "preparing": 1, "main kernels": 2, "runtime": 1}
+
+
+def test_if_chain_runs_one_branch_per_chain():
+    """bench/if_chain.py's graphs: every chain's last IF runs the branch and the others pass the result on (the
+    timing asserts the output, 2 ** layers)."""
+    import argparse
+
+    from if_chain import time_chain
+
+    for chain in (1, 4):
+        assert time_chain(chain, argparse.Namespace(layers=3, rounds=1)) > 0
