@@ -51,7 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from compare import machine, write_results  # noqa: E402
+from compare import fastest_call, machine, write_results  # noqa: E402
 from llm import read_bandwidth  # noqa: E402
 
 from litert_torch import ir  # noqa: E402
@@ -248,12 +248,7 @@ def time_form(form: str, a: argparse.Namespace, n: int) -> tuple[float, np.ndarr
     interpreter.allocate_tensors()
     for detail, value in zip(interpreter.get_input_details(), inputs(form, a, n, np.random.default_rng(0))):
         interpreter.set_tensor(detail["index"], np.ascontiguousarray(value))
-    best = float("inf")
-    for _ in range(a.rounds):
-        start = time.perf_counter()
-        for _ in range(10):
-            interpreter.invoke()
-        best = min(best, (time.perf_counter() - start) / 10)
+    best = fastest_call(interpreter.invoke, a.rounds, 10)
     return best * 1e3, interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy()
 
 

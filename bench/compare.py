@@ -181,6 +181,17 @@ def onnx_runner(model, inputs, path: str, threads: int):
     return lambda: session.run(None, feeds)
 
 
+def fastest_call(call, rounds: int, calls: int) -> float:
+    """Seconds per call of `call()`: the fastest of `rounds` rounds, each the mean of `calls` calls."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
 def write_results(path: str, text: str) -> None:
     """Write a results file (making its folder) and print it."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from compare import machine, write_results  # noqa: E402
+from compare import fastest_call, machine, write_results  # noqa: E402
 
 from litert_torch import ir  # noqa: E402
 from litert_torch.flatbuffer.writer import serialize  # noqa: E402
@@ -78,12 +78,7 @@ def time_chain(chain: int, a: argparse.Namespace) -> float:
     values = {"query": np.ones(SHAPE, np.float32), "taken": np.array([True]), "passed": np.array([False])}
     for detail in interpreter.get_input_details():
         interpreter.set_tensor(detail["index"], values[detail["name"].rsplit("/", 1)[-1]])  # "main/query"
-    best = float("inf")
-    for _ in range(a.rounds):
-        start = time.perf_counter()
-        for _ in range(20):
-            interpreter.invoke()
-        best = min(best, (time.perf_counter() - start) / 20)
+    best = fastest_call(interpreter.invoke, a.rounds, 20)
     out = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
     assert np.array_equal(out, np.full(SHAPE, 2.0 ** a.layers, np.float32)), "the chain did not run its branch"
     return best * 1e6 / a.layers
