@@ -230,3 +230,48 @@ def test_subgraph_cycles_are_found_however_long_the_chain():
     graphs[-1].ops = [ir.Op("IF", [], [], {"then_subgraph_index": n // 2, "else_subgraph_index": 0})]
     with pytest.raises(ModelFileError, match=f"cycle .*{n // 2} -> {n // 2 + 1}"):
         _check_calls(ir.Model(graphs, []))
+
+
+def test_a_core_whose_output_is_not_shaped_like_its_query_is_chained_from_zeros():
+    """A core with values narrower than its keys (its output [.., D_v], its query [.., D]): the chain starts from
+    a zero tensor of the output's shape instead of the query, and every position gives the whole core's result."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from litert_torch import ir
+
+    cache, rows, d, d_v = 320, 2, 8, 4
+    f32 = np.float32
+
+    def build(rewrite):
+        t = {name: ir.Tensor(name, shape, dtype) for name, shape, dtype in [
+            ("query", [1, 1, rows, d], f32), ("keys", [1, 1, cache, d], f32), ("values", [1, 1, cache, d_v], f32),
+            ("new_key", [1, 1, 1, d], f32), ("new_value", [1, 1, 1, d_v], f32), ("start", [4], np.int32),
+            ("mask", [1, 1, rows, cache], f32), ("input_pos", [1], np.int32)]}
+        k, v = ir.Tensor("k", [1, 1, cache, d], f32), ir.Tensor("v", [1, 1, cache, d_v], f32)
+        scores, masked = ir.Tensor("s", [1, 1, rows, cache], f32), ir.Tensor("m", [1, 1, rows, cache], f32)
+        probs, out = ir.Tensor("p", [1, 1, rows, cache], f32), ir.Tensor("out", [1, 1, rows, d_v], f32)
+        ops = [ir.Op("DYNAMIC_UPDATE_SLICE", [t["keys"], t["new_key"], t["start"]], [k]),
+               ir.Op("DYNAMIC_UPDATE_SLICE", [t["values"], t["new_value"], t["start"]], [v]),
+               ir.Op("BATCH_MATMUL", [t["query"], k], [scores], {"adj_x": False, "adj_y": True}),
+               ir.Op("ADD", [scores, t["mask"]], [masked], {"fused_activation_function": "NONE"}),
+               ir.Op("SOFTMAX", [masked], [probs], {"beta": 1.0}),
+               ir.Op("BATCH_MATMUL", [probs, v], [out], {"adj_x": False, "adj_y": False})]
+        graph = ir.Graph("decode", inputs=list(t.values()), outputs=[out], ops=ops)
+        if rewrite:
+            assert prefix.attend_filled_prefix(graph, t["input_pos"]) == 1
+            assert sum(op.opcode == "IF" for op in graph.ops) == len(prefix.prefix_lengths(cache)) + 1
+            assert graph.ops[-len(prefix.prefix_lengths(cache)) - 1].inputs[1].is_constant  # the zero seed
+        return Interpreter(model_content=serialize(ir.Model([graph], [ir.Signature(
+            "decode", 0, list(t), ["out"])]))).get_signature_runner("decode")
+
+    ours, whole = build(True), build(False)
+    rng = np.random.default_rng(0)
+    for position in (0, 127, 128, 159, 160, 250, 256, 300, 319):
+        feeds = {"query": rng.standard_normal((1, 1, rows, d)), "keys": rng.standard_normal((1, 1, cache, d)),
+                 "values": rng.standard_normal((1, 1, cache, d_v)), "new_key": rng.standard_normal((1, 1, 1, d)),
+                 "new_value": rng.standard_normal((1, 1, 1, d_v)),
+                 "mask": np.where(np.arange(cache) <= position, 0, direct.MASKED) * np.ones((1, 1, rows, 1))}
+        feeds = {k: x.astype(f32) for k, x in feeds.items()}
+        feeds.update(start=np.array([0, 0, position, 0], np.int32), input_pos=np.array([position], np.int32))
+        np.testing.assert_allclose(ours(**feeds)["out"], whole(**feeds)["out"], rtol=1e-5, atol=1e-6,
+                                   err_msg=f"position {position}")
