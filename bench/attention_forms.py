@@ -266,7 +266,7 @@ def main() -> int:
                         help="Stream weights between the cores (see the docstring).")
     parser.add_argument("--results", default=os.path.join(ROOT, "bench", "results", "attention_forms.md"))
     a = parser.parse_args()
-    n = next((length for length in prefix.prefix_lengths(a.cache) if a.position < length), a.cache)
+    n = prefix.branch_length(a.position, a.cache)
     forms = a.forms.split(",")
     if forms[0] != "prefix":
         forms = ["prefix", *(f for f in forms if f != "prefix")]

@@ -102,7 +102,7 @@ def inlined(graph):
     # each core's branch for `position`, in the graph itself
     producers, consumers = graph.producers(), graph.consumers()
     cores = [c for o in graph.ops if (c := prefix._core(o, producers, consumers, graph)) is not None]
-    n = next((n for n in prefix.prefix_lengths(cores[0].cache) if position < n), cores[0].cache)
+    n = prefix.branch_length(position, cores[0].cache)
     replaced = {{}}
     for i, core in enumerate(cores):
         branch = prefix._sliced(core, n, f"inlined_{{i}}")

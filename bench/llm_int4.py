@@ -42,7 +42,7 @@ def decode_cache_bytes(path: str, first: int, last: int) -> float:
     once."""
     import numpy as np
 
-    from litert_torch.generative.prefix import prefix_lengths
+    from litert_torch.generative.prefix import branch_length
 
     m, _ = read_tflite(path)
     for i in range(m.SignatureDefsLength()):
@@ -56,8 +56,7 @@ def decode_cache_bytes(path: str, first: int, last: int) -> float:
                 t = graph.Tensors(sig.Inputs(j).TensorIndex())
                 total += int(np.prod(t.ShapeAsNumpy())) * ITEMSIZE[t.Type()]
                 slots = max(slots, *(int(d) for d in t.ShapeAsNumpy()))  # the cache length: the longest axis at these sizes
-        lengths = prefix_lengths(slots)
-        read = [next((n for n in lengths if p < n), slots) for p in range(first, last)]
+        read = [branch_length(p, slots) for p in range(first, last)]
         return total * sum(read) / len(read) / slots
     raise ValueError(f"{path} has no decode signature")
 

@@ -41,17 +41,12 @@ from compare import machine, write_results  # noqa: E402
 DECODE = "litert::lm::Tasks::Decode"
 PARTS = ("attention", "copies", "preparing", "main kernels", "runtime")
 
-# Run in the profiled process: the benchmark, its decode time printed as JSON.
+# Run in the profiled process: bench/llm.py's benchmark of the bundle, its decode ms/token printed as JSON.
 RUN = r"""
-import json, sys, tempfile
-import litert_lm
-out = []
-for _ in range({runs}):
-    with tempfile.TemporaryDirectory() as cache_dir:
-        info = litert_lm.Benchmark({bundle!r}, litert_lm.Backend.CPU(thread_count=1), prefill_tokens={prefill},
-                                   decode_tokens={decode}, max_num_tokens={cache}, cache_dir=cache_dir).run()
-    out.append(1000.0 / info.last_decode_tokens_per_second)
-print(json.dumps(out))
+import json, sys
+sys.path[:0] = [{root!r}, {bench!r}]
+from llm import runtime_speed
+print(json.dumps([runtime_speed({bundle!r}, 1, {prefill}, {decode}, {cache})["decode_ms"] for _ in range({runs})]))
 """
 
 
@@ -86,8 +81,8 @@ def shares(script_output: str) -> tuple[Counter, int]:
 
 def profile(bundle: str, a: argparse.Namespace, work: str) -> dict:
     data = os.path.join(work, "perf.data")
-    code = RUN.format(bundle=os.path.abspath(bundle), runs=a.runs, prefill=a.prefill, decode=a.decode_tokens,
-                      cache=a.cache)
+    code = RUN.format(root=ROOT, bench=os.path.join(ROOT, "bench"), bundle=os.path.abspath(bundle), runs=a.runs,
+                      prefill=a.prefill, decode=a.decode_tokens, cache=a.cache)
     proc = subprocess.run(["perf", "record", "-F", str(a.frequency), "-g", "-o", data, sys.executable, "-c", code],
                           capture_output=True, text=True)
     if proc.returncode != 0:

@@ -56,6 +56,12 @@ def prefix_lengths(cache_length: int) -> list[int]:
     return out
 
 
+def branch_length(position: int, cache_length: int) -> int:
+    """The slots a core reads when the largest input position is `position`: the shortest prefix longer than it,
+    else the whole cache."""
+    return next((n for n in prefix_lengths(cache_length) if position < n), cache_length)
+
+
 def attend_filled_prefix(graph: ir.Graph, input_pos: ir.Tensor, min_skipped_flops: float = 0) -> int:
     """Rewrite each attention core of `graph` (a signature whose input positions are `input_pos`) to run on the
     cache prefix that holds every input position; returns how many cores were rewritten. Nothing is rewritten
